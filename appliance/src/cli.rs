@@ -1,0 +1,125 @@
+//! Command-line interface: every subcommand and its flags.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use fleetmesh_kernels::BackendChoice;
+use fleetmesh_relay::{Endpoint, NodeClass};
+
+/// meshnode — the fleetmesh node appliance: verifiable compute on a federation of Nostr
+/// relays.
+///
+/// Exit codes: 0 ok; 1 a negative verdict (an invalid document, a failed check); 2 bad
+/// input, bad usage, or an error that stopped the command (one line on stderr).
+#[derive(Debug, Parser)]
+#[command(name = "meshnode", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a node directory: fresh keys (0600), config, SQLite store, signed descriptor.
+    Init(InitArgs),
+    /// Run the node daemon on its one listener until SIGINT or SIGTERM.
+    Run(RunArgs),
+    /// Init with defaults if there is no node yet, then run. The quickest way to a node.
+    Up(UpArgs),
+    /// Report what this machine offers: CPU, GPU adapters, CUDA, protocol digest, node id.
+    Doctor(DoctorArgs),
+    /// Work with the protocol's JSON Schemas.
+    #[command(subcommand)]
+    Schema(SchemaCommand),
+}
+
+/// `meshnode init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The node directory to create (must not hold a node already).
+    pub dir: PathBuf,
+    /// The operator's Nostr public key (64 lowercase hex characters).
+    #[arg(long, value_name = "HEX_PUBKEY", conflicts_with = "manifest")]
+    pub operator: Option<String>,
+    /// The node's class in the federation.
+    #[arg(long, value_name = "CLASS", conflicts_with = "manifest", value_parser = parse_class)]
+    pub class: Option<NodeClass>,
+    /// A relay this node publishes to (ws:// or wss://); repeatable.
+    #[arg(long = "relay", value_name = "URL", conflicts_with = "manifest")]
+    pub relays: Vec<String>,
+    /// An endpoint the node is reachable at, as SCHEME=URL (e.g. wss=wss://n.example/);
+    /// repeatable.
+    #[arg(long = "endpoint", value_name = "SCHEME=URL", conflicts_with = "manifest")]
+    pub endpoints: Vec<Endpoint>,
+    /// The port of the node's listener on 127.0.0.1 [default: 7777].
+    #[arg(long, value_name = "N", conflicts_with = "manifest")]
+    pub face_port: Option<u32>,
+    /// Take the settings from a MeshNode manifest (YAML or JSON, fleetmesh.org/v1alpha1)
+    /// instead of flags.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
+}
+
+fn parse_class(s: &str) -> Result<NodeClass, String> {
+    s.parse()
+}
+
+/// `meshnode run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The node directory.
+    pub dir: PathBuf,
+    /// Listen on this address instead of the configured one.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+}
+
+/// `meshnode up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The node directory [default: $MESHNODE_HOME, else the platform data directory,
+    /// e.g. ~/.local/share/fleetmesh].
+    pub dir: Option<PathBuf>,
+    /// Listen on this address instead of the configured one.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+}
+
+/// `meshnode doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// A node directory to report on [default: $MESHNODE_HOME or the platform data
+    /// directory, when a node is there].
+    pub dir: Option<PathBuf>,
+    /// The backend choice to resolve.
+    #[arg(long, value_name = "auto|cpu|wgpu|cuda:N", default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `meshnode schema …`.
+#[derive(Debug, Subcommand)]
+pub enum SchemaCommand {
+    /// Print the protocol digest: SHA-256 (hex) of the RFC 8785 canonical schema set.
+    Digest {
+        /// Digest the schemas in this directory instead of the built-in set.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Validate a document: exit 0 valid, 1 invalid (each failing path on stderr), 2 bad
+    /// input.
+    Validate {
+        /// An event kind (30810), a manifest kind (MeshNode) or a payload protocol id
+        /// (compute/1.0).
+        kind: String,
+        /// The document: JSON, or YAML for manifests; `-` reads standard input.
+        file: PathBuf,
+    },
+    /// List every schema: key, $id and file.
+    List,
+}

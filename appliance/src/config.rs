@@ -1,0 +1,112 @@
+//! The node's configuration file, `meshnode.toml` in the node directory.
+//!
+//! Every key has a default, so a file with only `[node]` is complete. Unknown keys are
+//! refused so that a typo never silently falls back to a default.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use anyhow::Context as _;
+use fleetmesh_kernels::BackendChoice;
+use fleetmesh_relay::{Endpoint, NodeClass};
+use serde::{Deserialize, Serialize};
+
+/// File name of the configuration inside a node directory.
+pub const FILE: &str = "meshnode.toml";
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Who this node is in the federation.
+    pub node: NodeSection,
+    /// The node's one listener.
+    pub face: FaceSection,
+    /// Where MSM/NTT run.
+    pub compute: ComputeSection,
+}
+
+/// `[node]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeSection {
+    /// A human-readable name, served in NIP-11. Default: `fleetmesh node <pubkey prefix>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// backbone, edge or leaf. Default: edge.
+    pub class: NodeClass,
+    /// The operator's Nostr public key (hex). Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+    /// Relays this node publishes to. Default: none.
+    pub relays: Vec<String>,
+    /// Endpoints this node is reachable at. Default: none.
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// `[face]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FaceSection {
+    /// Address of the one listener (NIP-11, health, and later the relay WebSocket, HTTP
+    /// APIs and metrics). Default: 127.0.0.1:7777. Not reloadable: restart to change.
+    pub listen: SocketAddr,
+}
+
+/// The default listener address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7777";
+
+impl Default for FaceSection {
+    fn default() -> Self {
+        FaceSection {
+            listen: DEFAULT_LISTEN.parse().expect("valid default address"),
+        }
+    }
+}
+
+/// `[compute]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ComputeSection {
+    /// auto, cpu, wgpu or cuda:N. Default: auto (CUDA, else a hardware GPU, else CPU).
+    #[serde(with = "backend_str")]
+    pub backend: BackendChoice,
+}
+
+mod backend_str {
+    use fleetmesh_kernels::BackendChoice;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &BackendChoice, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(b)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BackendChoice, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+const HEADER: &str = "\
+# fleetmesh node configuration. Every key is optional; see docs/architecture.md.
+# Changes take effect on the next `meshnode run`.
+";
+
+impl Config {
+    /// Reads and parses `DIR/meshnode.toml`.
+    pub fn load(dir: &Path) -> anyhow::Result<Config> {
+        let path = dir.join(FILE);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    /// The file's text, with a header comment.
+    pub fn to_toml(&self) -> String {
+        format!(
+            "{HEADER}\n{}",
+            toml::to_string_pretty(self).expect("config serializes")
+        )
+    }
+}

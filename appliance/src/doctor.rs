@@ -1,0 +1,134 @@
+//! `meshnode doctor`: what this box offers and who the node is.
+
+use std::path::Path;
+
+use fleetmesh_kernels::{BackendChoice, CudaStatus, probe, resolve};
+use fleetmesh_schemas::SchemaSet;
+use serde_json::{Value, json};
+
+use crate::node::{self, Node};
+
+/// Features compiled into this build.
+pub fn features() -> Vec<&'static str> {
+    let mut f = Vec::new();
+    if cfg!(feature = "wgpu") {
+        f.push("wgpu");
+    }
+    f
+}
+
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_owned())
+}
+
+/// Gathers the report. `dir` is reported on when it holds a node.
+pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value> {
+    let inventory = probe::probe();
+    let resolved = match resolve(choice, &inventory) {
+        Ok(r) => json!({"choice": choice.to_string(), "backend": format!("{:?}", r.backend), "reason": r.reason}),
+        Err(e) => json!({"choice": choice.to_string(), "error": e.to_string()}),
+    };
+    let node = match dir {
+        Some(dir) if node::exists(dir) => {
+            let node = Node::open(dir)?;
+            let descriptor = node
+                .store
+                .latest_event(&node.keys.nostr_pubkey(), fleetmesh_schemas::constants::kind::NODE_DESCRIPTOR)?;
+            json!({
+                "dir": dir.display().to_string(),
+                "pubkey": node.keys.nostr_pubkey_hex(),
+                "did": node.keys.did(),
+                "class": node.config.node.class,
+                "descriptor": descriptor.map(|e| e.id_hex()),
+                "events": node.store.event_count()?,
+            })
+        }
+        Some(dir) => json!({"dir": dir.display().to_string(), "error": "no node here"}),
+        None => Value::Null,
+    };
+    Ok(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "features": features(),
+        "cpu": {"threads": inventory.cpu_threads, "model": cpu_model()},
+        "gpu": inventory,
+        "backend": resolved,
+        "protocol_digest": SchemaSet::embedded().digest().to_hex(),
+        "node": node,
+    }))
+}
+
+/// Renders the report as text.
+pub fn render(r: &Value) -> String {
+    let mut out = String::new();
+    let s = |v: &Value| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
+    out += &format!(
+        "meshnode {} (features: {})\n",
+        s(&r["version"]),
+        r["features"]
+            .as_array()
+            .map(|f| f.iter().map(s).collect::<Vec<_>>().join(", "))
+            .filter(|f| !f.is_empty())
+            .unwrap_or_else(|| "none".into())
+    );
+    out += &format!(
+        "cpu:      {} threads{}\n",
+        r["cpu"]["threads"],
+        r["cpu"]["model"]
+            .as_str()
+            .map(|m| format!(" ({m})"))
+            .unwrap_or_default()
+    );
+    let wgpu = &r["gpu"]["wgpu"];
+    match wgpu["adapters"].as_array() {
+        Some(adapters) => {
+            out += &format!("wgpu:     {} adapter(s)\n", adapters.len());
+            for (i, a) in adapters.iter().enumerate() {
+                out += &format!(
+                    "  [{i}] {} ({}, {}, driver {} {})\n",
+                    s(&a["name"]),
+                    s(&a["backend"]),
+                    s(&a["device_type"]),
+                    s(&a["driver"]),
+                    s(&a["driver_info"])
+                );
+            }
+        }
+        None => out += &format!("wgpu:     unavailable: {}\n", s(&wgpu["error"])),
+    }
+    let cuda: Option<CudaStatus> = serde_json::from_value(r["gpu"]["cuda"].clone()).ok();
+    out += &match cuda {
+        Some(CudaStatus::Available {
+            driver_version,
+            devices,
+            nvrtc_version,
+        }) => format!(
+            "cuda:     driver {}.{}, {} device(s): {}; nvrtc {}\n",
+            driver_version / 1000,
+            (driver_version % 1000) / 10,
+            devices.len(),
+            devices.join(", "),
+            nvrtc_version.map_or("not found".into(), |(a, b)| format!("{a}.{b}"))
+        ),
+        Some(CudaStatus::Unavailable { reason }) => format!("cuda:     unavailable: {reason}\n"),
+        None => "cuda:     unknown\n".into(),
+    };
+    let b = &r["backend"];
+    out += &match b.get("error") {
+        Some(e) => format!("backend:  {}: {}\n", s(&b["choice"]), s(e)),
+        None => format!("backend:  {} -> {} ({})\n", s(&b["choice"]), s(&b["backend"]), s(&b["reason"])),
+    };
+    out += &format!("protocol digest: {}\n", s(&r["protocol_digest"]));
+    let n = &r["node"];
+    if let Some(e) = n.get("error") {
+        out += &format!("node:     {}: {}\n", s(&n["dir"]), s(e));
+    } else if !n.is_null() {
+        out += &format!("node:     {} ({})\n", s(&n["pubkey"]), s(&n["dir"]));
+        out += &format!("did:      {}\n", s(&n["did"]));
+        out += &format!("class:    {}\n", s(&n["class"]));
+    }
+    out
+}

@@ -1,0 +1,150 @@
+//! `meshnode`: the fleetmesh node appliance's daemon and CLI.
+//!
+//! See `meshnode --help` and the README. Exit codes: 0 ok, 1 a negative verdict, 2 bad
+//! input, usage or an error that stopped the command.
+
+mod cli;
+mod config;
+mod doctor;
+mod manifest;
+mod node;
+mod server;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use fleetmesh_schemas::{Error as SchemaError, SchemaKey, SchemaSet};
+use tracing_subscriber::EnvFilter;
+
+use cli::{Cli, Command, SchemaCommand};
+
+/// How a command ended, when it did not fail.
+enum Outcome {
+    Ok,
+    /// A negative verdict (exit 1), already reported.
+    Negative,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let daemon = matches!(cli.command, Command::Run(_) | Command::Up(_));
+    let filter = EnvFilter::try_from_env("MESHNODE_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new(if daemon { "info" } else { "warn" }));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    match dispatch(cli.command) {
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::Negative) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("meshnode: error: {}", format!("{e:#}").replace('\n', " "));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<Outcome> {
+    match command {
+        Command::Init(args) => {
+            let settings = manifest::settings_from_init(&args)?;
+            let created = node::init(&args.dir, &settings)?;
+            println!("created node in {}", args.dir.display());
+            println!("pubkey:     {}", created.pubkey);
+            println!("did:        {}", created.did);
+            println!("descriptor: {}", created.descriptor.id_hex());
+            println!("listen:     127.0.0.1:{}", settings.face_port);
+            Ok(Outcome::Ok)
+        }
+        Command::Run(args) => run(&args.dir, args.listen),
+        Command::Up(args) => {
+            let dir = match args.dir {
+                Some(d) => d,
+                None => node::default_home()?,
+            };
+            if !node::exists(&dir) {
+                let created = node::init(&dir, &manifest::NodeSettings::default())?;
+                eprintln!(
+                    "meshnode: created a node with defaults in {} (pubkey {})",
+                    dir.display(),
+                    created.pubkey
+                );
+            }
+            run(&dir, args.listen)
+        }
+        Command::Doctor(args) => {
+            let dir = match args.dir {
+                Some(d) => Some(d),
+                None => node::default_home().ok().filter(|d| node::exists(d)),
+            };
+            let report = doctor::report(dir.as_deref(), args.backend)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", doctor::render(&report));
+            }
+            Ok(Outcome::Ok)
+        }
+        Command::Schema(cmd) => schema(cmd),
+    }
+}
+
+fn run(dir: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Result<Outcome> {
+    let node = node::Node::open(dir)?;
+    let listen = listen.unwrap_or(node.config.face.listen);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("meshnode")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(server::run(node, listen))?;
+    Ok(Outcome::Ok)
+}
+
+fn schema(cmd: SchemaCommand) -> anyhow::Result<Outcome> {
+    match cmd {
+        SchemaCommand::Digest { dir } => {
+            let digest = match dir {
+                Some(dir) => SchemaSet::from_dir(&dir)?.digest(),
+                None => SchemaSet::embedded().digest(),
+            };
+            println!("{digest}");
+            Ok(Outcome::Ok)
+        }
+        SchemaCommand::List => {
+            let set = SchemaSet::embedded();
+            for key in set.keys() {
+                let (id, file) = set.source(key).expect("listed keys have sources");
+                println!("{key:<28} {file:<34} {id}");
+            }
+            Ok(Outcome::Ok)
+        }
+        SchemaCommand::Validate { kind, file } => {
+            let key: SchemaKey = kind.parse()?;
+            let set = SchemaSet::embedded();
+            if !set.contains(&key) {
+                anyhow::bail!(
+                    "no schema for {key}; `meshnode schema list` shows the {} there are",
+                    set.keys().count()
+                );
+            }
+            let doc = manifest::read_document(&file)?;
+            match set.validate(&key, &doc) {
+                Ok(()) => {
+                    println!("valid: {} is a valid {key}", file.display());
+                    Ok(Outcome::Ok)
+                }
+                Err(SchemaError::Invalid(violations)) => {
+                    for v in &violations {
+                        eprintln!("invalid: {v}");
+                    }
+                    Ok(Outcome::Negative)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `fleetmesh.org/v1alpha1` manifests, read from YAML or JSON and checked against the
+//! schema registry before anything is taken from them.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use fleetmesh_relay::{Endpoint, NodeClass};
+use fleetmesh_schemas::constants::{API_VERSION, manifest};
+use fleetmesh_schemas::{SchemaKey, SchemaSet};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::cli::InitArgs;
+
+/// The default face port.
+pub const DEFAULT_FACE_PORT: u16 = 7777;
+
+/// The settings of a new node, from a MeshNode manifest or from `init`'s flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// Node class.
+    pub class: NodeClass,
+    /// Operator pubkey, hex.
+    pub operator: Option<String>,
+    /// Relays.
+    pub relays: Vec<String>,
+    /// Endpoints.
+    pub endpoints: Vec<Endpoint>,
+    /// Listener port on 127.0.0.1.
+    pub face_port: u16,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        NodeSettings {
+            class: NodeClass::Edge,
+            operator: None,
+            relays: Vec::new(),
+            endpoints: Vec::new(),
+            face_port: DEFAULT_FACE_PORT,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MeshNodeSpec {
+    #[serde(default)]
+    class: NodeClass,
+    operator: Option<String>,
+    #[serde(default)]
+    relays: Vec<String>,
+    #[serde(default)]
+    endpoints: Vec<Endpoint>,
+    face_port: Option<u16>,
+}
+
+/// Reads a document that may be YAML or JSON (JSON is YAML, but its errors read better
+/// from the JSON parser).
+pub fn read_document(path: &Path) -> anyhow::Result<Value> {
+    let text = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+    };
+    if text.trim_start().starts_with(['{', '[']) {
+        serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))
+    } else {
+        serde_yaml_ng::from_str(&text)
+            .with_context(|| format!("{}: not valid YAML", path.display()))
+    }
+}
+
+/// Validates a MeshNode manifest and takes the node's settings from it.
+pub fn mesh_node_settings(doc: &Value) -> anyhow::Result<NodeSettings> {
+    SchemaSet::embedded()
+        .validate(&SchemaKey::Manifest(manifest::MESH_NODE.into()), doc)
+        .context("the MeshNode manifest is invalid")?;
+    let spec: MeshNodeSpec = serde_json::from_value(doc["spec"].clone())
+        .context("the MeshNode manifest's spec")?;
+    Ok(NodeSettings {
+        class: spec.class,
+        operator: spec.operator,
+        relays: spec.relays,
+        endpoints: spec.endpoints,
+        face_port: spec.face_port.unwrap_or(DEFAULT_FACE_PORT),
+    })
+}
+
+/// The settings `init` was given: from `--manifest`, else from the flags, which are turned
+/// into a MeshNode manifest and checked by the same schema.
+pub fn settings_from_init(args: &InitArgs) -> anyhow::Result<NodeSettings> {
+    if let Some(path) = &args.manifest {
+        return mesh_node_settings(&read_document(path)?);
+    }
+    let mut spec = json!({
+        "class": args.class.unwrap_or_default(),
+        "relays": args.relays,
+        "endpoints": args.endpoints,
+    });
+    if let Some(op) = &args.operator {
+        spec["operator"] = json!(op);
+    }
+    if let Some(port) = args.face_port {
+        spec["facePort"] = json!(port);
+    }
+    let doc = json!({
+        "apiVersion": API_VERSION,
+        "kind": manifest::MESH_NODE,
+        "metadata": {"name": "cli"},
+        "spec": spec,
+    });
+    mesh_node_settings(&doc).map_err(|e| {
+        // Name the flag rather than the manifest path the user never wrote.
+        let msg = format!("{:#}", e)
+            .replace("the MeshNode manifest is invalid: ", "")
+            .replace("/spec/facePort", "--face-port")
+            .replace("/spec/operator", "--operator")
+            .replace("/spec/relays", "--relay")
+            .replace("/spec/endpoints", "--endpoint");
+        anyhow::anyhow!("{msg}")
+    })
+}

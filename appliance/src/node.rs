@@ -1,0 +1,251 @@
+//! A node directory: its layout, its creation (`meshnode init`) and opening it.
+//!
+//! ```text
+//! DIR/                 mode 0700
+//!   meshnode.toml      configuration (see config.rs)
+//!   keys/              mode 0700
+//!     nostr.sec        secp256k1 secret (BIP-340), hex, mode 0600
+//!     ed25519.sec      Ed25519 seed, hex, mode 0600
+//!     x25519.sec       X25519 secret, hex, mode 0600
+//!   fleetmesh.db       SQLite store (WAL), holds the descriptor event
+//!   descriptor.json    the signed node descriptor (kind 11801), for publishing
+//! ```
+//!
+//! `init` builds everything in a hidden sibling directory and renames it into place, so an
+//! interrupted init leaves no half-made node, and an existing node is never overwritten.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use fleetmesh_relay::identity::{DescriptorInfo, Software};
+use fleetmesh_relay::{Event, NodeKeys, Store};
+use fleetmesh_schemas::constants::kind;
+use fleetmesh_schemas::{SchemaKey, SchemaSet};
+
+use crate::config::{self, Config};
+use crate::manifest::NodeSettings;
+
+/// Key directory inside a node directory.
+pub const KEYS_DIR: &str = "keys";
+/// Store file inside a node directory.
+pub const DB_FILE: &str = "fleetmesh.db";
+/// Descriptor file inside a node directory.
+pub const DESCRIPTOR_FILE: &str = "descriptor.json";
+/// Metadata key under which the store records the node's pubkey.
+const META_PUBKEY: &str = "node_pubkey";
+
+/// Whether `dir` holds a node (its configuration file exists).
+pub fn exists(dir: &Path) -> bool {
+    dir.join(config::FILE).exists()
+}
+
+/// The default node directory: `$MESHNODE_HOME`, else the platform data directory
+/// (`~/.local/share/fleetmesh` on Linux).
+pub fn default_home() -> anyhow::Result<PathBuf> {
+    if let Some(home) = std::env::var_os("MESHNODE_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(home));
+    }
+    dirs::data_dir()
+        .map(|d| d.join("fleetmesh"))
+        .context("no platform data directory; set MESHNODE_HOME")
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What `init` made.
+#[derive(Debug)]
+pub struct Created {
+    /// The node's Nostr public key, hex.
+    pub pubkey: String,
+    /// `did:nostr:…`.
+    pub did: String,
+    /// The signed descriptor.
+    pub descriptor: Event,
+}
+
+/// Creates a node in `dir` with `settings`. Refuses if `dir` holds a node or anything else.
+pub fn init(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
+    if exists(dir) {
+        bail!(
+            "{} already holds a node ({} exists); refusing to overwrite it",
+            dir.display(),
+            config::FILE
+        );
+    }
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?;
+        if entries.next().is_some() {
+            bail!(
+                "{} is not empty; refusing to create a node over its contents",
+                dir.display()
+            );
+        }
+    }
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("creating {}", parent.display()))?;
+    let name = dir
+        .file_name()
+        .context("the node directory needs a name")?
+        .to_string_lossy();
+    let staging = parent.join(format!(".{name}.init-{}", std::process::id()));
+    let result = build(&staging, settings).and_then(|created| {
+        // rename(2) replaces an empty directory atomically and fails on a non-empty one.
+        std::fs::rename(&staging, dir)
+            .with_context(|| format!("moving the new node into {}", dir.display()))?;
+        Ok(created)
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    result
+}
+
+fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+
+    let keys = NodeKeys::generate()?;
+    keys.save(&dir.join(KEYS_DIR))?;
+
+    let config = Config {
+        node: config::NodeSection {
+            name: None,
+            class: settings.class,
+            operator: settings.operator.clone(),
+            relays: settings.relays.clone(),
+            endpoints: settings.endpoints.clone(),
+        },
+        face: config::FaceSection {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], settings.face_port)),
+        },
+        ..Config::default()
+    };
+    std::fs::write(dir.join(config::FILE), config.to_toml())
+        .with_context(|| format!("writing {}", config::FILE))?;
+
+    let descriptor = descriptor(&keys, &config)?;
+    let store = Store::create(&dir.join(DB_FILE))?;
+    store.set_meta(META_PUBKEY, &keys.nostr_pubkey_hex())?;
+    store.insert_event(&descriptor)?;
+    drop(store);
+    fleetmesh_relay::identity::write_private(
+        &dir.join(DESCRIPTOR_FILE),
+        format!("{}\n", descriptor.to_json()).as_bytes(),
+    )?;
+    Ok(Created {
+        pubkey: keys.nostr_pubkey_hex(),
+        did: keys.did(),
+        descriptor,
+    })
+}
+
+/// Builds, signs and schema-checks the node's descriptor.
+pub fn descriptor(keys: &NodeKeys, config: &Config) -> anyhow::Result<Event> {
+    let schemas = SchemaSet::embedded();
+    let info = DescriptorInfo {
+        software: Software {
+            name: "fleetmesh".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        class: config.node.class,
+        operator: config.node.operator.clone(),
+        relays: config.node.relays.clone(),
+        endpoints: config.node.endpoints.clone(),
+        protocol_digest: schemas.digest().to_hex(),
+    };
+    let event = keys.descriptor(&info, now())?;
+    schemas
+        .validate(&SchemaKey::Event(kind::NODE_DESCRIPTOR), &event.to_value())
+        .context("the node descriptor does not satisfy its own schema")?;
+    Ok(event)
+}
+
+/// An opened node: configuration, keys, store.
+#[derive(Debug)]
+pub struct Node {
+    /// The node directory.
+    pub dir: PathBuf,
+    /// Its configuration.
+    pub config: Config,
+    /// Its keys.
+    pub keys: NodeKeys,
+    /// Its store.
+    pub store: Store,
+}
+
+impl Node {
+    /// Opens the node in `dir`: configuration, keys (refused if readable by others), store.
+    pub fn open(dir: &Path) -> anyhow::Result<Node> {
+        if !exists(dir) {
+            bail!(
+                "{} holds no node (no {}); create one with `meshnode init {}`",
+                dir.display(),
+                config::FILE,
+                dir.display()
+            );
+        }
+        let config = Config::load(dir)?;
+        let keys = NodeKeys::load(&dir.join(KEYS_DIR))?;
+        let store = Store::open(&dir.join(DB_FILE))?;
+        match store.meta(META_PUBKEY)? {
+            Some(pk) if pk == keys.nostr_pubkey_hex() => {}
+            Some(pk) => bail!(
+                "{}: the store belongs to node {pk}, but the keys are node {}",
+                dir.display(),
+                keys.nostr_pubkey_hex()
+            ),
+            None => store.set_meta(META_PUBKEY, &keys.nostr_pubkey_hex())?,
+        }
+        Ok(Node {
+            dir: dir.to_path_buf(),
+            config,
+            keys,
+            store,
+        })
+    }
+
+    /// The node's current descriptor: the stored one if it still matches the configuration
+    /// and the protocol digest, else a fresh one (stored, and written to descriptor.json).
+    pub fn current_descriptor(&self) -> anyhow::Result<Event> {
+        let stored = self
+            .store
+            .latest_event(&self.keys.nostr_pubkey(), kind::NODE_DESCRIPTOR)?;
+        let fresh_enough = stored.as_ref().is_some_and(|e| {
+            fleetmesh_relay::identity::verify_descriptor(e).is_ok_and(|c| {
+                c.protocol_digest == SchemaSet::embedded().digest().to_hex()
+                    && c.class == self.config.node.class
+                    && c.operator == self.config.node.operator
+                    && c.relays == self.config.node.relays
+                    && c.endpoints == self.config.node.endpoints
+            })
+        });
+        if let (true, Some(event)) = (fresh_enough, stored) {
+            return Ok(event);
+        }
+        let event = descriptor(&self.keys, &self.config)?;
+        self.store.insert_event(&event)?;
+        let path = self.dir.join(DESCRIPTOR_FILE);
+        let tmp = self.dir.join(format!("{DESCRIPTOR_FILE}.tmp"));
+        let _ = std::fs::remove_file(&tmp);
+        fleetmesh_relay::identity::write_private(&tmp, format!("{}\n", event.to_json()).as_bytes())?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(event)
+    }
+}

@@ -1,0 +1,190 @@
+//! The daemon: one listener that serves the NIP-11 relay information document, `GET
+//! /healthz`, and — as later issues add them — the relay WebSocket, the HTTP APIs and
+//! `/metrics`. Stops cleanly on SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::serve::ListenerExt as _;
+use fleetmesh_schemas::SchemaSet;
+use serde_json::json;
+use tracing::{info, warn};
+
+use crate::node::Node;
+
+/// NIP-11's media type.
+const NOSTR_JSON: &str = "application/nostr+json";
+
+/// What handlers share.
+struct AppState {
+    /// The NIP-11 document, serialized once at start-up.
+    nip11: String,
+    pubkey: String,
+    started: Instant,
+}
+
+/// The NIP-11 relay information document for `node`.
+pub fn nip11_document(node: &Node, descriptor_id: &str) -> serde_json::Value {
+    let pubkey = node.keys.nostr_pubkey_hex();
+    let name = node
+        .config
+        .node
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("fleetmesh node {}", &pubkey[..12]));
+    json!({
+        "name": name,
+        "description": "A fleetmesh node: verifiable compute (Groth16 proofs, LLM inference, WASI jobs) on an accountable federation of Nostr relays.",
+        // NIP-11: `pubkey` is the administrative contact, `self` the relay's own key.
+        "pubkey": node.config.node.operator.clone().unwrap_or_else(|| pubkey.clone()),
+        "self": pubkey,
+        "software": env!("CARGO_PKG_REPOSITORY"),
+        "version": env!("CARGO_PKG_VERSION"),
+        // Only what this build serves. NIP-01 and friends are listed once the relay face is.
+        "supported_nips": [11],
+        "fleetmesh": {
+            "did": node.keys.did(),
+            "class": node.config.node.class,
+            "protocol_digest": SchemaSet::embedded().digest().to_hex(),
+            "descriptor": descriptor_id,
+        },
+    })
+}
+
+/// Builds the router for `node`.
+pub fn router(node: &Node) -> anyhow::Result<Router> {
+    let descriptor = node.current_descriptor()?;
+    let state = Arc::new(AppState {
+        nip11: nip11_document(node, &descriptor.id_hex()).to_string(),
+        pubkey: node.keys.nostr_pubkey_hex(),
+        started: Instant::now(),
+    });
+    Ok(Router::new()
+        .route("/", get(root).options(preflight))
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .with_state(state))
+}
+
+fn cors(headers: &mut HeaderMap) {
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("*"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, OPTIONS"),
+    );
+}
+
+async fn root(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let wants_nip11 = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|m| m.trim().starts_with(NOSTR_JSON)));
+    if wants_nip11 {
+        let mut response = (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(NOSTR_JSON))],
+            state.nip11.clone(),
+        )
+            .into_response();
+        cors(response.headers_mut());
+        response
+    } else {
+        format!(
+            "fleetmesh node {}\nThis is a Nostr relay endpoint: ask with 'Accept: {NOSTR_JSON}' for its NIP-11 document.\n",
+            state.pubkey
+        )
+        .into_response()
+    }
+}
+
+async fn preflight() -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    cors(response.headers_mut());
+    response
+}
+
+async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    axum::Json(json!({
+        "status": "ok",
+        "pubkey": state.pubkey,
+        "uptime_secs": state.started.elapsed().as_secs(),
+    }))
+    .into_response()
+}
+
+async fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(json!({"error": {"code": "not_found", "message": "no such endpoint"}})),
+    )
+        .into_response()
+}
+
+/// Serves `node` on `listen` until SIGINT or SIGTERM.
+pub async fn run(node: Node, listen: SocketAddr) -> anyhow::Result<()> {
+    let app = router(&node)?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    info!(
+        address = %local,
+        pubkey = %node.keys.nostr_pubkey_hex(),
+        dir = %node.dir.display(),
+        "listening"
+    );
+    // One line on stdout for scripts and humans: where the node is.
+    println!("meshnode listening on http://{local} (node {})", node.keys.nostr_pubkey_hex());
+    let listener = listener.tap_io(|tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            warn!(%err, "could not set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("serving")?;
+    info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            warn!(%err, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(err) => {
+                warn!(%err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => info!("SIGINT: shutting down"),
+        () = term => info!("SIGTERM: shutting down"),
+    }
+}

@@ -1,0 +1,64 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the relay crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An event is malformed or fails verification; `field` names the culprit.
+    #[error("invalid event: {field}: {reason}")]
+    InvalidEvent {
+        /// The failing field (`id`, `sig`, `pubkey`, `tags`, `content`, or `event`).
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A node descriptor does not hold together (keys, DID, proofs).
+    #[error("invalid node descriptor: {0}")]
+    InvalidDescriptor(String),
+    /// A key file is missing, malformed, or readable by others.
+    #[error("key file {path}: {reason}")]
+    KeyFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A file system operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The SQLite store failed.
+    #[error("store {path}: {source}")]
+    Store {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database exists but was written by a newer fleetmesh.
+    #[error("store {path}: schema version {found} is newer than this build supports ({supported})")]
+    StoreVersion {
+        /// The database file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+    /// The operating system's random source failed.
+    #[error("random source: {0}")]
+    Random(String),
+}
+
+/// Shorthand for this crate's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

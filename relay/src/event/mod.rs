@@ -1,0 +1,220 @@
+//! NIP-01 events: the signed record everything in fleetmesh travels as.
+//!
+//! - [`UnsignedEvent`] is built by the author and turned into an [`Event`] by
+//!   [`UnsignedEvent::sign`], which computes the id and a BIP-340 signature.
+//! - [`Event::from_json`] parses a wire event **without verifying it**; call
+//!   [`Event::verify`] (id, then signature) before trusting it.
+
+pub mod canonical;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// A signed Nostr event, as it travels on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// SHA-256 of the canonical serialization.
+    pub id: [u8; 32],
+    /// BIP-340 x-only public key of the author.
+    pub pubkey: [u8; 32],
+    /// Unix time in seconds.
+    pub created_at: u64,
+    /// Event kind (see `fleetmesh_schemas::constants::kind`).
+    pub kind: u16,
+    /// Tags: each a non-empty list of strings.
+    pub tags: Vec<Vec<String>>,
+    /// Arbitrary string content; JSON for most fleetmesh kinds.
+    pub content: String,
+    /// BIP-340 Schnorr signature over `id`.
+    pub sig: [u8; 64],
+}
+
+/// An event before signing: the author's fields only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsignedEvent {
+    /// Unix time in seconds.
+    pub created_at: u64,
+    /// Event kind.
+    pub kind: u16,
+    /// Tags.
+    pub tags: Vec<Vec<String>>,
+    /// Content.
+    pub content: String,
+}
+
+impl UnsignedEvent {
+    /// Computes the id for `keypair`'s public key and signs it with fresh auxiliary
+    /// randomness (BIP-340's recommended nonce hardening).
+    ///
+    /// # Errors
+    /// [`Error::Random`] if the OS random source fails.
+    pub fn sign(self, keypair: &secp256k1::Keypair) -> Result<Event> {
+        let mut aux = [0u8; 32];
+        getrandom::fill(&mut aux).map_err(|e| Error::Random(e.to_string()))?;
+        Ok(self.sign_with_aux(keypair, &aux))
+    }
+
+    /// Signs with the given BIP-340 auxiliary randomness (deterministic; for tests and
+    /// vectors).
+    pub fn sign_with_aux(self, keypair: &secp256k1::Keypair, aux: &[u8; 32]) -> Event {
+        let pubkey = keypair.x_only_public_key().0.to_byte_array();
+        let id = canonical::event_id(
+            &pubkey,
+            self.created_at,
+            self.kind,
+            &self.tags,
+            &self.content,
+        );
+        let sig = secp256k1::schnorr::sign_with_aux_rand(&id, keypair, aux).to_byte_array();
+        Event {
+            id,
+            pubkey,
+            created_at: self.created_at,
+            kind: self.kind,
+            tags: self.tags,
+            content: self.content,
+            sig,
+        }
+    }
+}
+
+/// The JSON shape of an event on the wire.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    id: String,
+    pubkey: String,
+    created_at: u64,
+    kind: u16,
+    tags: Vec<Vec<String>>,
+    content: String,
+    sig: String,
+}
+
+fn decode_hex<const N: usize>(field: &'static str, s: &str) -> Result<[u8; N]> {
+    let bad = || Error::InvalidEvent {
+        field,
+        reason: format!("must be {} lowercase hex characters", N * 2),
+    };
+    if s.len() != N * 2 || s.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err(bad());
+    }
+    let mut out = [0u8; N];
+    hex::decode_to_slice(s, &mut out).map_err(|_| bad())?;
+    Ok(out)
+}
+
+impl Event {
+    /// Parses an event from its JSON form. Checks the shape (fields, hex lengths) only:
+    /// **does not verify** the id or the signature.
+    ///
+    /// # Errors
+    /// [`Error::InvalidEvent`] naming the first malformed field.
+    pub fn from_json(json: &str) -> Result<Event> {
+        let wire: Wire = serde_json::from_str(json).map_err(|e| Error::InvalidEvent {
+            field: "event",
+            reason: e.to_string(),
+        })?;
+        Event::from_wire(wire)
+    }
+
+    /// Like [`Event::from_json`], from an already parsed JSON value.
+    ///
+    /// # Errors
+    /// [`Error::InvalidEvent`] naming the first malformed field.
+    pub fn from_value(value: serde_json::Value) -> Result<Event> {
+        let wire: Wire = serde_json::from_value(value).map_err(|e| Error::InvalidEvent {
+            field: "event",
+            reason: e.to_string(),
+        })?;
+        Event::from_wire(wire)
+    }
+
+    fn from_wire(w: Wire) -> Result<Event> {
+        if let Some(i) = w.tags.iter().position(Vec::is_empty) {
+            return Err(Error::InvalidEvent {
+                field: "tags",
+                reason: format!("tag {i} is empty"),
+            });
+        }
+        Ok(Event {
+            id: decode_hex("id", &w.id)?,
+            pubkey: decode_hex("pubkey", &w.pubkey)?,
+            created_at: w.created_at,
+            kind: w.kind,
+            tags: w.tags,
+            content: w.content,
+            sig: decode_hex("sig", &w.sig)?,
+        })
+    }
+
+    /// Checks that `id` is the hash of the event's fields and that `sig` is a valid BIP-340
+    /// signature of `id` by `pubkey`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidEvent`] with field `id` or `sig` (or `pubkey` for a key that is not
+    /// on the curve).
+    pub fn verify(&self) -> Result<()> {
+        let id = canonical::event_id(
+            &self.pubkey,
+            self.created_at,
+            self.kind,
+            &self.tags,
+            &self.content,
+        );
+        if id != self.id {
+            return Err(Error::InvalidEvent {
+                field: "id",
+                reason: "does not match the event's canonical hash".into(),
+            });
+        }
+        let pubkey = secp256k1::XOnlyPublicKey::from_byte_array(self.pubkey).map_err(|_| {
+            Error::InvalidEvent {
+                field: "pubkey",
+                reason: "not a valid x-only secp256k1 public key".into(),
+            }
+        })?;
+        let sig = secp256k1::schnorr::Signature::from_byte_array(self.sig);
+        secp256k1::schnorr::verify(&sig, &self.id, &pubkey).map_err(|_| Error::InvalidEvent {
+            field: "sig",
+            reason: "signature verification failed".into(),
+        })
+    }
+
+    /// The event's JSON form.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&self.to_wire()).expect("an event always serializes")
+    }
+
+    /// The event's JSON form as a value.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self.to_wire()).expect("an event always serializes")
+    }
+
+    fn to_wire(&self) -> Wire {
+        Wire {
+            id: hex::encode(self.id),
+            pubkey: hex::encode(self.pubkey),
+            created_at: self.created_at,
+            kind: self.kind,
+            tags: self.tags.clone(),
+            content: self.content.clone(),
+            sig: hex::encode(self.sig),
+        }
+    }
+
+    /// The id as lowercase hex.
+    pub fn id_hex(&self) -> String {
+        hex::encode(self.id)
+    }
+
+    /// The first value of the first tag named `name`.
+    pub fn tag_value(&self, name: &str) -> Option<&str> {
+        self.tags
+            .iter()
+            .find(|t| t.first().is_some_and(|n| n == name))
+            .and_then(|t| t.get(1))
+            .map(String::as_str)
+    }
+}

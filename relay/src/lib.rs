@@ -1,0 +1,22 @@
+//! # fleetmesh-relay
+//!
+//! The Nostr side of a fleetmesh node:
+//!
+//! - [`event`]: NIP-01 events — canonical serialization, ids, BIP-340 signatures
+//!   (libsecp256k1 through the `secp256k1` crate), parsing that says what it checks;
+//! - [`identity`]: the node's three key pairs, their 0600 files, `did:nostr`, and the
+//!   self-signed multi-key node descriptor (kind 11801);
+//! - [`store`]: the SQLite (WAL) store in the node directory.
+//!
+//! The WebSocket relay face, NIP-77 sync, gift wraps, the ledger and the transports land
+//! here in later issues (see `docs/architecture.md`).
+
+pub mod error;
+pub mod event;
+pub mod identity;
+pub mod store;
+
+pub use error::{Error, Result};
+pub use event::{Event, UnsignedEvent};
+pub use identity::{DescriptorInfo, Endpoint, NodeClass, NodeKeys};
+pub use store::Store;
