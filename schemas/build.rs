@@ -28,8 +28,15 @@ fn main() {
     code.push_str("pub(crate) static EMBEDDED: &[(&str, &str)] = &[\n");
     for path in &files {
         println!("cargo:rerun-if-changed={}", path.display());
-        let rel = path.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
-        code.push_str(&format!("    ({rel:?}, include_str!({:?})),\n", path.display().to_string()));
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        code.push_str(&format!(
+            "    ({rel:?}, include_str!({:?})),\n",
+            path.display().to_string()
+        ));
     }
     code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("embedded.rs");

@@ -13,7 +13,12 @@ use fleetmesh_relay::{Endpoint, NodeClass};
 /// Exit codes: 0 ok; 1 a negative verdict (an invalid document, a failed check); 2 bad
 /// input, bad usage, or an error that stopped the command (one line on stderr).
 #[derive(Debug, Parser)]
-#[command(name = "meshnode", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "meshnode",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
@@ -52,7 +57,11 @@ pub struct InitArgs {
     pub relays: Vec<String>,
     /// An endpoint the node is reachable at, as SCHEME=URL (e.g. wss=wss://n.example/);
     /// repeatable.
-    #[arg(long = "endpoint", value_name = "SCHEME=URL", conflicts_with = "manifest")]
+    #[arg(
+        long = "endpoint",
+        value_name = "SCHEME=URL",
+        conflicts_with = "manifest"
+    )]
     pub endpoints: Vec<Endpoint>,
     /// The port of the node's listener on 127.0.0.1 [default: 7777].
     #[arg(long, value_name = "N", conflicts_with = "manifest")]

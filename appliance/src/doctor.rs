@@ -29,15 +29,18 @@ fn cpu_model() -> Option<String> {
 pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value> {
     let inventory = probe::probe();
     let resolved = match resolve(choice, &inventory) {
-        Ok(r) => json!({"choice": choice.to_string(), "backend": format!("{:?}", r.backend), "reason": r.reason}),
+        Ok(r) => {
+            json!({"choice": choice.to_string(), "backend": r.backend.to_string(), "reason": r.reason})
+        }
         Err(e) => json!({"choice": choice.to_string(), "error": e.to_string()}),
     };
     let node = match dir {
         Some(dir) if node::exists(dir) => {
             let node = Node::open(dir)?;
-            let descriptor = node
-                .store
-                .latest_event(&node.keys.nostr_pubkey(), fleetmesh_schemas::constants::kind::NODE_DESCRIPTOR)?;
+            let descriptor = node.store.latest_event(
+                &node.keys.nostr_pubkey(),
+                fleetmesh_schemas::constants::kind::NODE_DESCRIPTOR,
+            )?;
             json!({
                 "dir": dir.display().to_string(),
                 "pubkey": node.keys.nostr_pubkey_hex(),
@@ -64,7 +67,11 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
 /// Renders the report as text.
 pub fn render(r: &Value) -> String {
     let mut out = String::new();
-    let s = |v: &Value| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
+    let s = |v: &Value| {
+        v.as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| v.to_string())
+    };
     out += &format!(
         "meshnode {} (features: {})\n",
         s(&r["version"]),
@@ -119,7 +126,12 @@ pub fn render(r: &Value) -> String {
     let b = &r["backend"];
     out += &match b.get("error") {
         Some(e) => format!("backend:  {}: {}\n", s(&b["choice"]), s(e)),
-        None => format!("backend:  {} -> {} ({})\n", s(&b["choice"]), s(&b["backend"]), s(&b["reason"])),
+        None => format!(
+            "backend:  {} -> {} ({})\n",
+            s(&b["choice"]),
+            s(&b["backend"]),
+            s(&b["reason"])
+        ),
     };
     out += &format!("protocol digest: {}\n", s(&r["protocol_digest"]));
     let n = &r["node"];

@@ -10,6 +10,7 @@ mod manifest;
 mod node;
 mod server;
 
+use std::io::IsTerminal as _;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match dispatch(cli.command) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

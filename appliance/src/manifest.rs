@@ -76,8 +76,8 @@ pub fn mesh_node_settings(doc: &Value) -> anyhow::Result<NodeSettings> {
     SchemaSet::embedded()
         .validate(&SchemaKey::Manifest(manifest::MESH_NODE.into()), doc)
         .context("the MeshNode manifest is invalid")?;
-    let spec: MeshNodeSpec = serde_json::from_value(doc["spec"].clone())
-        .context("the MeshNode manifest's spec")?;
+    let spec: MeshNodeSpec =
+        serde_json::from_value(doc["spec"].clone()).context("the MeshNode manifest's spec")?;
     Ok(NodeSettings {
         class: spec.class,
         operator: spec.operator,

@@ -78,8 +78,8 @@ pub fn init(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         );
     }
     if dir.exists() {
-        let mut entries = std::fs::read_dir(dir)
-            .with_context(|| format!("reading {}", dir.display()))?;
+        let mut entries =
+            std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
         if entries.next().is_some() {
             bail!(
                 "{} is not empty; refusing to create a node over its contents",
@@ -91,8 +91,7 @@ pub fn init(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent)
-        .with_context(|| format!("creating {}", parent.display()))?;
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
     let name = dir
         .file_name()
         .context("the node directory needs a name")?
@@ -244,7 +243,10 @@ impl Node {
         let path = self.dir.join(DESCRIPTOR_FILE);
         let tmp = self.dir.join(format!("{DESCRIPTOR_FILE}.tmp"));
         let _ = std::fs::remove_file(&tmp);
-        fleetmesh_relay::identity::write_private(&tmp, format!("{}\n", event.to_json()).as_bytes())?;
+        fleetmesh_relay::identity::write_private(
+            &tmp,
+            format!("{}\n", event.to_json()).as_bytes(),
+        )?;
         std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
         Ok(event)
     }

@@ -148,7 +148,10 @@ pub async fn run(node: Node, listen: SocketAddr) -> anyhow::Result<()> {
         "listening"
     );
     // One line on stdout for scripts and humans: where the node is.
-    println!("meshnode listening on http://{local} (node {})", node.keys.nostr_pubkey_hex());
+    println!(
+        "meshnode listening on http://{local} (node {})",
+        node.keys.nostr_pubkey_hex()
+    );
     let listener = listener.tap_io(|tcp| {
         if let Err(err) = tcp.set_nodelay(true) {
             warn!(%err, "could not set TCP_NODELAY");

@@ -60,6 +60,16 @@ pub enum ResolvedBackend {
     Cuda(u32),
 }
 
+impl fmt::Display for ResolvedBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolvedBackend::Cpu => f.write_str("cpu"),
+            ResolvedBackend::Wgpu(i) => write!(f, "wgpu adapter {i}"),
+            ResolvedBackend::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
 /// The outcome of [`resolve`]: the backend and a sentence saying why it was chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
@@ -190,7 +200,10 @@ mod tests {
         for s in ["auto", "cpu", "wgpu", "cuda:0", "cuda:3"] {
             assert_eq!(s.parse::<BackendChoice>().unwrap().to_string(), s);
         }
-        assert_eq!("cuda".parse::<BackendChoice>().unwrap(), BackendChoice::Cuda(0));
+        assert_eq!(
+            "cuda".parse::<BackendChoice>().unwrap(),
+            BackendChoice::Cuda(0)
+        );
         for bad in ["", "gpu", "cuda:", "cuda:x", "CPU"] {
             assert!(bad.parse::<BackendChoice>().is_err(), "{bad}");
         }
@@ -202,7 +215,11 @@ mod tests {
         let gpu = adapter("NVIDIA H200", "DiscreteGpu");
         let r = resolve(BackendChoice::Auto, &inventory(vec![gpu.clone()], 1)).unwrap();
         assert_eq!(r.backend, ResolvedBackend::Cuda(0));
-        let r = resolve(BackendChoice::Auto, &inventory(vec![lavapipe.clone(), gpu], 0)).unwrap();
+        let r = resolve(
+            BackendChoice::Auto,
+            &inventory(vec![lavapipe.clone(), gpu], 0),
+        )
+        .unwrap();
         assert_eq!(r.backend, ResolvedBackend::Wgpu(1));
         let r = resolve(BackendChoice::Auto, &inventory(vec![lavapipe.clone()], 0)).unwrap();
         assert_eq!(r.backend, ResolvedBackend::Cpu);
@@ -230,6 +247,9 @@ mod tests {
             *nvrtc_version = None;
         }
         assert!(resolve(BackendChoice::Cuda(0), &inv).is_err());
-        assert_eq!(resolve(BackendChoice::Auto, &inv).unwrap().backend, ResolvedBackend::Cpu);
+        assert_eq!(
+            resolve(BackendChoice::Auto, &inv).unwrap().backend,
+            ResolvedBackend::Cpu
+        );
     }
 }

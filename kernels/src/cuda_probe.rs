@@ -24,7 +24,11 @@ const NVRTC: &[&str] = &[
     "libnvrtc.so.11.2",
 ];
 #[cfg(target_os = "windows")]
-const NVRTC: &[&str] = &["nvrtc64_130_0.dll", "nvrtc64_120_0.dll", "nvrtc64_112_0.dll"];
+const NVRTC: &[&str] = &[
+    "nvrtc64_130_0.dll",
+    "nvrtc64_120_0.dll",
+    "nvrtc64_112_0.dll",
+];
 #[cfg(not(any(target_os = "linux", target_os = "windows")))]
 const NVRTC: &[&str] = &[];
 

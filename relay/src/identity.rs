@@ -203,11 +203,10 @@ impl NodeKeys {
     pub fn load(dir: &Path) -> Result<NodeKeys> {
         let [n, e, x] = KEY_FILES.map(|name| read_secret(&dir.join(name)));
         let nostr_path = dir.join(KEY_FILES[0]);
-        let nostr =
-            secp256k1::Keypair::from_secret_bytes(*n?).map_err(|_| Error::KeyFile {
-                path: nostr_path,
-                reason: "not a valid secp256k1 secret key".into(),
-            })?;
+        let nostr = secp256k1::Keypair::from_secret_bytes(*n?).map_err(|_| Error::KeyFile {
+            path: nostr_path,
+            reason: "not a valid secp256k1 secret key".into(),
+        })?;
         Ok(NodeKeys {
             nostr,
             ed25519: ed25519_dalek::SigningKey::from_bytes(&*e?),
@@ -359,7 +358,11 @@ pub struct DescriptorContent {
 pub fn verify_descriptor(event: &Event) -> Result<DescriptorContent> {
     let bad = |s: String| Error::InvalidDescriptor(s);
     if event.kind != kind::NODE_DESCRIPTOR {
-        return Err(bad(format!("kind {} is not {}", event.kind, kind::NODE_DESCRIPTOR)));
+        return Err(bad(format!(
+            "kind {} is not {}",
+            event.kind,
+            kind::NODE_DESCRIPTOR
+        )));
     }
     event.verify()?;
     let content: DescriptorContent =

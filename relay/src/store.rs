@@ -50,7 +50,10 @@ impl Store {
                 source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
             });
         }
-        Store::open_with(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
+        Store::open_with(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+        )
     }
 
     /// Opens an existing database and migrates it to [`SCHEMA_VERSION`].

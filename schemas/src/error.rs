@@ -18,7 +18,11 @@ pub struct Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = if self.path.is_empty() { "/" } else { &self.path };
+        let path = if self.path.is_empty() {
+            "/"
+        } else {
+            &self.path
+        };
         write!(f, "{path}: {}", self.message)
     }
 }
@@ -68,7 +72,9 @@ pub enum Error {
     #[error("no schema for {0}")]
     UnknownSchema(SchemaKey),
     /// A key could not be parsed (see [`SchemaKey`]'s `FromStr`).
-    #[error("not a schema key: {0:?} (expected an event kind number, a manifest kind such as MeshNode, or a protocol id such as compute/1.0)")]
+    #[error(
+        "not a schema key: {0:?} (expected an event kind number, a manifest kind such as MeshNode, or a protocol id such as compute/1.0)"
+    )]
     BadKey(String),
     /// The instance does not satisfy its schema.
     #[error("{}", display_violations(.0))]

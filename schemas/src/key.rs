@@ -62,8 +62,14 @@ mod tests {
 
     #[test]
     fn parses_each_form() {
-        assert_eq!("30810".parse::<SchemaKey>().unwrap(), SchemaKey::Event(30810));
-        assert_eq!("kind-11801".parse::<SchemaKey>().unwrap(), SchemaKey::Event(11801));
+        assert_eq!(
+            "30810".parse::<SchemaKey>().unwrap(),
+            SchemaKey::Event(30810)
+        );
+        assert_eq!(
+            "kind-11801".parse::<SchemaKey>().unwrap(),
+            SchemaKey::Event(11801)
+        );
         assert_eq!(
             "MeshNode".parse::<SchemaKey>().unwrap(),
             SchemaKey::Manifest("MeshNode".into())
@@ -73,7 +79,10 @@ mod tests {
             SchemaKey::Payload("fleetmesh/hop/1".into())
         );
         for bad in ["", "70000", "Mesh Node", "kind-", "a.b"] {
-            assert!(matches!(bad.parse::<SchemaKey>(), Err(Error::BadKey(_))), "{bad}");
+            assert!(
+                matches!(bad.parse::<SchemaKey>(), Err(Error::BadKey(_))),
+                "{bad}"
+            );
         }
     }
 }

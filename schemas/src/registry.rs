@@ -326,7 +326,11 @@ fn annotation_key(name: &str, value: &Value) -> Result<Option<SchemaKey>> {
                 .ok_or_else(|| bad("x-fleetmesh.protocol of a payload must be a string"))?
                 .to_owned(),
         ),
-        _ => return Err(bad("x-fleetmesh.class must be common, event, manifest or payload")),
+        _ => {
+            return Err(bad(
+                "x-fleetmesh.class must be common, event, manifest or payload",
+            ));
+        }
     };
     Ok(Some(key))
 }
@@ -407,7 +411,8 @@ fn compile_all(docs: &BTreeMap<String, (String, Value)>) -> Result<BTreeMap<Sche
             id: id.clone(),
             validator,
             content,
-            content_optional: value.pointer("/x-fleetmesh/contentOptional") == Some(&Value::Bool(true)),
+            content_optional: value.pointer("/x-fleetmesh/contentOptional")
+                == Some(&Value::Bool(true)),
         };
         if let Some(prev) = entries.insert(key.clone(), entry) {
             return Err(Error::Duplicate {

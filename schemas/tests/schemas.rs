@@ -29,7 +29,10 @@ fn every_schema_accepts_its_valid_examples_and_names_the_failing_path_of_invalid
         let examples = examples_for(file);
         let valid = examples["valid"].as_array().unwrap();
         let invalid = examples["invalid"].as_array().unwrap();
-        assert!(!valid.is_empty() && !invalid.is_empty(), "{file}: needs both kinds");
+        assert!(
+            !valid.is_empty() && !invalid.is_empty(),
+            "{file}: needs both kinds"
+        );
         for (i, instance) in valid.iter().enumerate() {
             if let Err(e) = set.validate(key, instance) {
                 panic!("{file}: valid example {i} was rejected: {e}");
@@ -61,9 +64,20 @@ fn every_schema_accepts_its_valid_examples_and_names_the_failing_path_of_invalid
 #[test]
 fn constants_and_schemas_cover_each_other() {
     let set = SchemaSet::embedded();
-    let mut want: BTreeSet<SchemaKey> = kind::FLEETMESH.iter().map(|k| SchemaKey::Event(*k)).collect();
-    want.extend(manifest::ALL.iter().map(|k| SchemaKey::Manifest((*k).into())));
-    want.extend(protocol::ALL.iter().map(|p| SchemaKey::Payload((*p).into())));
+    let mut want: BTreeSet<SchemaKey> = kind::FLEETMESH
+        .iter()
+        .map(|k| SchemaKey::Event(*k))
+        .collect();
+    want.extend(
+        manifest::ALL
+            .iter()
+            .map(|k| SchemaKey::Manifest((*k).into())),
+    );
+    want.extend(
+        protocol::ALL
+            .iter()
+            .map(|p| SchemaKey::Payload((*p).into())),
+    );
     let have: BTreeSet<SchemaKey> = set.keys().cloned().collect();
     assert_eq!(have, want);
     // Manifest schemas pin the apiVersion constant and their kind.
@@ -71,13 +85,20 @@ fn constants_and_schemas_cover_each_other() {
         let key = SchemaKey::Manifest((*m).into());
         let file = set.source(&key).unwrap().1;
         let mut doc = examples_for(file)["valid"][0].clone();
-        assert_eq!(doc["apiVersion"], fleetmesh_schemas::constants::API_VERSION, "{m}");
+        assert_eq!(
+            doc["apiVersion"],
+            fleetmesh_schemas::constants::API_VERSION,
+            "{m}"
+        );
         assert_eq!(doc["kind"], *m);
         set.validate(&key, &doc).unwrap();
         for (field, wrong) in [("apiVersion", "fleetmesh.org/v1beta9"), ("kind", "Other")] {
             let saved = std::mem::replace(&mut doc[field], Value::from(wrong));
             match set.validate(&key, &doc) {
-                Err(Error::Invalid(v)) => assert!(v.iter().any(|v| v.path == format!("/{field}")), "{m}: {v:?}"),
+                Err(Error::Invalid(v)) => assert!(
+                    v.iter().any(|v| v.path == format!("/{field}")),
+                    "{m}: {v:?}"
+                ),
                 other => panic!("{m}: {field} {wrong}: {other:?}"),
             }
             doc[field] = saved;
@@ -137,14 +158,24 @@ fn relaid_copy(dir: &Path) {
             let obj = value.as_object().unwrap();
             let mut parts: Vec<String> = obj
                 .iter()
-                .map(|(k, v)| format!("\n    {}: {}", serde_json::to_string(k).unwrap(), serde_json::to_string_pretty(v).unwrap()))
+                .map(|(k, v)| {
+                    format!(
+                        "\n    {}: {}",
+                        serde_json::to_string(k).unwrap(),
+                        serde_json::to_string_pretty(v).unwrap()
+                    )
+                })
                 .collect();
             parts.reverse();
             format!("{{{}\n}}\r\n", parts.join(","))
         };
         let sub = dir.join(if i % 3 == 0 { "a/b" } else { "c" });
         std::fs::create_dir_all(&sub).unwrap();
-        std::fs::write(sub.join(format!("{:03}-renamed.json", files.len() - i)), text).unwrap();
+        std::fs::write(
+            sub.join(format!("{:03}-renamed.json", files.len() - i)),
+            text,
+        )
+        .unwrap();
     }
 }
 
@@ -154,7 +185,10 @@ fn digest_is_stable_across_loads_and_layouts_and_matches_the_sources() {
     // The same files loaded again, from disk, give the same digest.
     let from_disk = SchemaSet::from_dir(&root().join("json")).unwrap().digest();
     assert_eq!(embedded, from_disk);
-    assert_eq!(from_disk, SchemaSet::from_dir(&root().join("json")).unwrap().digest());
+    assert_eq!(
+        from_disk,
+        SchemaSet::from_dir(&root().join("json")).unwrap().digest()
+    );
     // Another layout, order, naming and formatting of the same schemas: same digest.
     let tmp = tempfile::tempdir().unwrap();
     relaid_copy(tmp.path());
@@ -171,7 +205,10 @@ fn changing_any_schema_changes_the_digest() {
         let sources = files.iter().map(|(name, text)| {
             let text = if name == changed {
                 let mut v: Value = serde_json::from_str(text).unwrap();
-                v["description"] = Value::from(format!("{} (edited)", v["description"].as_str().unwrap_or("")));
+                v["description"] = Value::from(format!(
+                    "{} (edited)",
+                    v["description"].as_str().unwrap_or("")
+                ));
                 v.to_string()
             } else {
                 (*text).to_owned()
@@ -180,11 +217,17 @@ fn changing_any_schema_changes_the_digest() {
         });
         let digest = SchemaSet::from_sources(sources).unwrap().digest();
         assert_ne!(digest, base, "editing {changed} left the digest unchanged");
-        assert!(seen.insert(digest), "two different edits gave the same digest");
+        assert!(
+            seen.insert(digest),
+            "two different edits gave the same digest"
+        );
     }
     // A change of a single constraint deep inside counts too.
     let sources = files.iter().map(|(name, text)| {
-        ((*name).to_owned(), text.replacen("\"minimum\": 0", "\"minimum\": 1", 1))
+        (
+            (*name).to_owned(),
+            text.replacen("\"minimum\": 0", "\"minimum\": 1", 1),
+        )
     });
     assert_ne!(SchemaSet::from_sources(sources).unwrap().digest(), base);
 }
@@ -213,27 +256,64 @@ fn malformed_schema_sets_are_refused_with_the_reason() {
     let cases = [
         ("not json".to_owned(), "not JSON"),
         (format!(r#"{{{head}}}"#), "missing $id"),
-        (r#"{"$id": "https://x.org/a.json"}"#.to_owned(), "$schema must be"),
-        (format!(r#"{{{head}, "$id": "https://x.org/a.json"}}"#), "x-fleetmesh"),
-        (format!(r#"{{{head}, "$id": "https://x.org/a.json", "x-fleetmesh": {{"class": "event", "kind": 99999}}}}"#), "kind"),
-        (format!(r#"{{{head}, "$id": "https://x.org/a.json", "x-fleetmesh": {{"class": "event", "kind": 1}}, "type": 5}}"#), "Draft 2020-12"),
-        (format!(r#"{{{head}, "$id": "https://x.org/a.json", "x-fleetmesh": {{"class": "event", "kind": 1}}, "$ref": "https://x.org/missing.json"}}"#), "missing.json"),
+        (
+            r#"{"$id": "https://x.org/a.json"}"#.to_owned(),
+            "$schema must be",
+        ),
+        (
+            format!(r#"{{{head}, "$id": "https://x.org/a.json"}}"#),
+            "x-fleetmesh",
+        ),
+        (
+            format!(
+                r#"{{{head}, "$id": "https://x.org/a.json", "x-fleetmesh": {{"class": "event", "kind": 99999}}}}"#
+            ),
+            "kind",
+        ),
+        (
+            format!(
+                r#"{{{head}, "$id": "https://x.org/a.json", "x-fleetmesh": {{"class": "event", "kind": 1}}, "type": 5}}"#
+            ),
+            "Draft 2020-12",
+        ),
+        (
+            format!(
+                r#"{{{head}, "$id": "https://x.org/a.json", "x-fleetmesh": {{"class": "event", "kind": 1}}, "$ref": "https://x.org/missing.json"}}"#
+            ),
+            "missing.json",
+        ),
     ];
     for (text, want) in cases {
         let err = one(&text).expect_err(&text).to_string();
-        assert!(err.contains(want), "{text}: {err:?} should mention {want:?}");
+        assert!(
+            err.contains(want),
+            "{text}: {err:?} should mention {want:?}"
+        );
     }
-    let a = format!(r#"{{{head}, "$id": "https://x.org/a.json", "x-fleetmesh": {{"class": "common"}}}}"#);
-    let err = SchemaSet::from_sources([("1.json".into(), a.clone()), ("2.json".into(), a)]).unwrap_err();
+    let a = format!(
+        r#"{{{head}, "$id": "https://x.org/a.json", "x-fleetmesh": {{"class": "common"}}}}"#
+    );
+    let err =
+        SchemaSet::from_sources([("1.json".into(), a.clone()), ("2.json".into(), a)]).unwrap_err();
     assert!(matches!(err, Error::Duplicate { .. }), "{err}");
-    let k = |id: &str| format!(r#"{{{head}, "$id": "https://x.org/{id}.json", "x-fleetmesh": {{"class": "manifest", "kind": "X"}}}}"#);
-    let err = SchemaSet::from_sources([("1.json".into(), k("a")), ("2.json".into(), k("b"))]).unwrap_err();
-    assert!(err.to_string().contains("manifest X is defined twice"), "{err}");
+    let k = |id: &str| {
+        format!(
+            r#"{{{head}, "$id": "https://x.org/{id}.json", "x-fleetmesh": {{"class": "manifest", "kind": "X"}}}}"#
+        )
+    };
+    let err = SchemaSet::from_sources([("1.json".into(), k("a")), ("2.json".into(), k("b"))])
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("manifest X is defined twice"),
+        "{err}"
+    );
 }
 
 #[test]
 fn unknown_keys_are_reported() {
     let set = SchemaSet::embedded();
-    let err = set.validate(&SchemaKey::Event(1), &Value::Null).unwrap_err();
+    let err = set
+        .validate(&SchemaKey::Event(1), &Value::Null)
+        .unwrap_err();
     assert!(matches!(err, Error::UnknownSchema(SchemaKey::Event(1))));
 }

@@ -1,29 +1,49 @@
 //! NIP-01 canonical serialization, from which an event's id is the SHA-256.
 //!
 //! `[0,<pubkey hex>,<created_at>,<kind>,<tags>,<content>]` with no whitespace, UTF-8, and
-//! exactly seven escapes in strings: `\n`, `\"`, `\\`, `\r`, `\t`, `\b`, `\f`. Every other
-//! character, including other control characters, U+2028 and `/`, is written verbatim.
-//! (A general JSON serializer escapes other control characters as `\u00XX` and would give a
-//! different id.)
+//! the seven escapes NIP-01 names: `\n`, `\"`, `\\`, `\r`, `\t`, `\b`, `\f`. Non-ASCII,
+//! U+2028 and `/` are written verbatim (a general serializer that escapes them gives a
+//! different id).
+//!
+//! The other C0 control characters (U+0000–U+001F) are not covered by NIP-01's list, and
+//! JSON cannot carry them raw. We write them as `\u00xx`, as JSON requires and as the
+//! deployed implementations do (JavaScript's `JSON.stringify`, rust-nostr, go-nostr), so
+//! ids agree with the events those clients sign (tested against the `nostr` crate).
 
 use sha2::{Digest, Sha256};
 
-/// Appends `s` as a NIP-01 JSON string.
+/// Appends `s` as a NIP-01 JSON string. Runs of characters that need no escape are
+/// copied in one go; only quote, backslash and C0 controls are looked at one by one.
 pub(crate) fn push_string(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c => out.push(c),
+    let bytes = s.as_bytes();
+    let mut run = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &str = match b {
+            b'\n' => "\\n",
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        // Every byte matched above is ASCII, so `run..i` ends on a char boundary.
+        out.push_str(&s[run..i]);
+        run = i + 1;
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 0xf) as usize] as char);
+        } else {
+            out.push_str(escape);
         }
     }
+    out.push_str(&s[run..]);
     out.push('"');
 }
 

@@ -66,7 +66,7 @@ impl UnsignedEvent {
             &self.tags,
             &self.content,
         );
-        let sig = secp256k1::schnorr::sign_with_aux_rand(&id, keypair, aux).to_byte_array();
+        let sig = sign_schnorr(keypair, &id, aux);
         Event {
             id,
             pubkey,
@@ -79,29 +79,87 @@ impl UnsignedEvent {
     }
 }
 
-/// The JSON shape of an event on the wire.
-#[derive(Serialize, Deserialize)]
+/// BIP-340 signature of a 32-byte message (an event id) with the given auxiliary
+/// randomness.
+pub fn sign_schnorr(keypair: &secp256k1::Keypair, msg: &[u8; 32], aux: &[u8; 32]) -> [u8; 64] {
+    secp256k1::schnorr::sign_with_aux_rand(msg, keypair, aux).to_byte_array()
+}
+
+/// Checks a BIP-340 signature of a 32-byte message (an event id) by an x-only public key.
+/// Returns false for a public key that is not on the curve.
+pub fn verify_schnorr(pubkey: &[u8; 32], msg: &[u8; 32], sig: &[u8; 64]) -> bool {
+    let Ok(pubkey) = secp256k1::XOnlyPublicKey::from_byte_array(*pubkey) else {
+        return false;
+    };
+    let sig = secp256k1::schnorr::Signature::from_byte_array(*sig);
+    secp256k1::schnorr::verify(&sig, msg, &pubkey).is_ok()
+}
+
+/// The JSON shape of an event on the wire. Hex fields borrow from the input (they never
+/// contain escapes); a hex field that arrives escaped is malformed anyway.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Wire {
-    id: String,
-    pubkey: String,
+struct Wire<'a> {
+    #[serde(borrow)]
+    id: &'a str,
+    #[serde(borrow)]
+    pubkey: &'a str,
     created_at: u64,
     kind: u16,
     tags: Vec<Vec<String>>,
     content: String,
+    #[serde(borrow)]
+    sig: &'a str,
+}
+
+/// The JSON shape of an event, for writing.
+#[derive(Serialize)]
+struct WireOut<'a> {
+    id: String,
+    pubkey: String,
+    created_at: u64,
+    kind: u16,
+    tags: &'a [Vec<String>],
+    content: &'a str,
     sig: String,
 }
+
+/// Lowercase hex digit values; 0xff marks anything else (uppercase included: NIP-01 ids,
+/// keys and signatures are lowercase).
+const HEX_VALUE: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 fn decode_hex<const N: usize>(field: &'static str, s: &str) -> Result<[u8; N]> {
     let bad = || Error::InvalidEvent {
         field,
         reason: format!("must be {} lowercase hex characters", N * 2),
     };
-    if s.len() != N * 2 || s.bytes().any(|b| b.is_ascii_uppercase()) {
+    let bytes = s.as_bytes();
+    if bytes.len() != N * 2 {
         return Err(bad());
     }
     let mut out = [0u8; N];
-    hex::decode_to_slice(s, &mut out).map_err(|_| bad())?;
+    let mut invalid = 0u8;
+    for (o, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        let (hi, lo) = (HEX_VALUE[pair[0] as usize], HEX_VALUE[pair[1] as usize]);
+        invalid |= (hi | lo) & 0xf0;
+        *o = (hi << 4) | (lo & 0x0f);
+    }
+    if invalid != 0 {
+        return Err(bad());
+    }
     Ok(out)
 }
 
@@ -123,15 +181,15 @@ impl Event {
     ///
     /// # Errors
     /// [`Error::InvalidEvent`] naming the first malformed field.
-    pub fn from_value(value: serde_json::Value) -> Result<Event> {
-        let wire: Wire = serde_json::from_value(value).map_err(|e| Error::InvalidEvent {
+    pub fn from_value(value: &serde_json::Value) -> Result<Event> {
+        let wire = Wire::deserialize(value).map_err(|e| Error::InvalidEvent {
             field: "event",
             reason: e.to_string(),
         })?;
         Event::from_wire(wire)
     }
 
-    fn from_wire(w: Wire) -> Result<Event> {
+    fn from_wire(w: Wire<'_>) -> Result<Event> {
         if let Some(i) = w.tags.iter().position(Vec::is_empty) {
             return Err(Error::InvalidEvent {
                 field: "tags",
@@ -139,13 +197,13 @@ impl Event {
             });
         }
         Ok(Event {
-            id: decode_hex("id", &w.id)?,
-            pubkey: decode_hex("pubkey", &w.pubkey)?,
+            id: decode_hex("id", w.id)?,
+            pubkey: decode_hex("pubkey", w.pubkey)?,
             created_at: w.created_at,
             kind: w.kind,
             tags: w.tags,
             content: w.content,
-            sig: decode_hex("sig", &w.sig)?,
+            sig: decode_hex("sig", w.sig)?,
         })
     }
 
@@ -169,6 +227,7 @@ impl Event {
                 reason: "does not match the event's canonical hash".into(),
             });
         }
+        // Parsing an x-only key costs a square root: do it once.
         let pubkey = secp256k1::XOnlyPublicKey::from_byte_array(self.pubkey).map_err(|_| {
             Error::InvalidEvent {
                 field: "pubkey",
@@ -192,14 +251,14 @@ impl Event {
         serde_json::to_value(self.to_wire()).expect("an event always serializes")
     }
 
-    fn to_wire(&self) -> Wire {
-        Wire {
+    fn to_wire(&self) -> WireOut<'_> {
+        WireOut {
             id: hex::encode(self.id),
             pubkey: hex::encode(self.pubkey),
             created_at: self.created_at,
             kind: self.kind,
-            tags: self.tags.clone(),
-            content: self.content.clone(),
+            tags: &self.tags,
+            content: &self.content,
             sig: hex::encode(self.sig),
         }
     }
