@@ -161,8 +161,17 @@ fn tampering_is_caught_and_named() {
             "id",
         ),
         (json.replace(&good.id_hex(), "abc"), "id"),
-        (json.replace(&good.id_hex(), &format!("g{}", &good.id_hex()[1..])), "id"),
-        (json.replace(&hex::encode(good.sig), &format!("{}/", &hex::encode(good.sig)[1..])), "sig"),
+        (
+            json.replace(&good.id_hex(), &format!("g{}", &good.id_hex()[1..])),
+            "id",
+        ),
+        (
+            json.replace(
+                &hex::encode(good.sig),
+                &format!("{}/", &hex::encode(good.sig)[1..]),
+            ),
+            "sig",
+        ),
         (json.replacen("\"kind\":1", "\"kind\":70000", 1), "event"),
         (json.replacen("\"tags\":[", "\"tags\":[[],", 1), "tags"),
         ("{".to_owned(), "event"),
@@ -209,38 +218,37 @@ fn descriptor_binds_all_three_keys_and_validates() {
         )
         .unwrap();
 
-    // Someone else's Ed25519 key cannot be claimed: re-sign the content with a swapped key.
+    // The descriptor's content, edited, then signed by `signer`.
+    let forge = |signer: &NodeKeys, edit: &dyn Fn(&mut Value)| {
+        let mut content: Value = serde_json::from_str(&event.content).unwrap();
+        edit(&mut content);
+        signer
+            .sign(UnsignedEvent {
+                created_at: event.created_at,
+                kind: event.kind,
+                tags: event.tags.clone(),
+                content: content.to_string(),
+            })
+            .unwrap()
+    };
+    // Someone else's Ed25519 key cannot be claimed: the thief signs with its own Nostr key.
     let thief = NodeKeys::generate().unwrap();
-    let mut content: Value = serde_json::from_str(&event.content).unwrap();
-    content["did"] = Value::from(thief.did());
-    content["keys"][0]["public"] = Value::from(thief.nostr_pubkey_hex());
-    let forged = thief
-        .sign(UnsignedEvent {
-            created_at: event.created_at,
-            kind: event.kind,
-            tags: event.tags.clone(),
-            content: content.to_string(),
-        })
-        .unwrap();
+    let forged = forge(&thief, &|c| {
+        c["did"] = Value::from(thief.did());
+        c["keys"][0]["public"] = Value::from(thief.nostr_pubkey_hex());
+    });
     let err = verify_descriptor(&forged).unwrap_err().to_string();
     assert!(err.contains("ed25519 proof"), "{err}");
     // A DID that is not the signer's.
-    let mut content: Value = serde_json::from_str(&event.content).unwrap();
-    content["did"] = Value::from(thief.did());
-    let forged = keys
-        .sign(UnsignedEvent {
-            created_at: event.created_at,
-            kind: event.kind,
-            tags: event.tags.clone(),
-            content: content.to_string(),
-        })
-        .unwrap();
-    assert!(
-        verify_descriptor(&forged)
-            .unwrap_err()
-            .to_string()
-            .contains("did")
-    );
+    let forged = forge(&keys, &|c| c["did"] = Value::from(thief.did()));
+    let err = verify_descriptor(&forged).unwrap_err().to_string();
+    assert!(err.contains("did"), "{err}");
+    // A secp256k1 key entry that is not the signer's.
+    let forged = forge(&keys, &|c| {
+        c["keys"][0]["public"] = Value::from("00".repeat(32))
+    });
+    let err = verify_descriptor(&forged).unwrap_err().to_string();
+    assert!(err.contains("secp256k1"), "{err}");
 }
 
 #[test]

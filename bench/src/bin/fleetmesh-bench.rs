@@ -19,7 +19,10 @@ fn events(n: usize) {
             keys.sign(UnsignedEvent {
                 created_at: 1_700_000_000 + i as u64,
                 kind: 1,
-                tags: vec![vec!["t".into(), format!("tag{i}")], vec!["p".into(), "ab".repeat(32)]],
+                tags: vec![
+                    vec!["t".into(), format!("tag{i}")],
+                    vec!["p".into(), "ab".repeat(32)],
+                ],
                 content: format!("event number {i}: \"quoted\"\nand a line break, é"),
             })
             .expect("signing")
@@ -27,23 +30,37 @@ fn events(n: usize) {
         })
         .collect();
     let ops = n as u64;
-    println!("events: {n} signed kind-1 events, {} bytes each on average", json.iter().map(String::len).sum::<usize>() / n);
+    println!(
+        "events: {n} signed kind-1 events, {} bytes each on average",
+        json.iter().map(String::len).sum::<usize>() / n
+    );
 
     let c = compare(
         9,
         ops,
-        || json.iter().map(|j| Event::from_json(j).expect("parses").created_at).sum(),
         || {
             json.iter()
-                .map(|j| nostr::prelude::Event::from_json(j).expect("parses").created_at.as_secs())
+                .map(|j| Event::from_json(j).expect("parses").created_at)
+                .sum()
+        },
+        || {
+            json.iter()
+                .map(|j| {
+                    nostr::prelude::Event::from_json(j)
+                        .expect("parses")
+                        .created_at
+                        .as_secs()
+                })
                 .sum()
         },
     );
     report("parse event JSON", "rust-nostr", &c);
 
     let ours: Vec<Event> = json.iter().map(|j| Event::from_json(j).unwrap()).collect();
-    let theirs: Vec<nostr::prelude::Event> =
-        json.iter().map(|j| nostr::prelude::Event::from_json(j).unwrap()).collect();
+    let theirs: Vec<nostr::prelude::Event> = json
+        .iter()
+        .map(|j| nostr::prelude::Event::from_json(j).unwrap())
+        .collect();
     let c = compare(
         9,
         ops,
@@ -55,12 +72,19 @@ fn events(n: usize) {
     // Schema validation has no baseline to race; report its cost per event beside the
     // verification above so the relay's budget per event is visible.
     let ask = SchemaSet::embedded();
-    let example: serde_json::Value = serde_json::from_str(include_str!("../../../schemas/examples/events/kind-30810.json")).unwrap();
+    let example: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../schemas/examples/events/kind-30810.json"
+    ))
+    .unwrap();
     let instance = &example["valid"][0];
     let c = compare(
         9,
         ops,
-        || (0..n).map(|_| ask.validate_event(instance).is_ok() as u64).sum(),
+        || {
+            (0..n)
+                .map(|_| ask.validate_event(instance).is_ok() as u64)
+                .sum()
+        },
         || ours.iter().map(|e| e.verify().is_ok() as u64).sum(),
     );
     report("schema-check a kind-30810 ask", "our verify", &c);
@@ -70,7 +94,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
         Some("events") => {
-            let n = args.next().map_or(2000, |s| s.parse().expect("N is a number"));
+            let n = args
+                .next()
+                .map_or(2000, |s| s.parse().expect("N is a number"));
             events(n.max(1));
         }
         _ => {
