@@ -170,7 +170,7 @@ impl Event {
     /// # Errors
     /// [`Error::InvalidEvent`] naming the first malformed field.
     pub fn from_json(json: &str) -> Result<Event> {
-        let wire: Wire = serde_json::from_str(json).map_err(|e| Error::InvalidEvent {
+        let wire: Wire<'_> = serde_json::from_str(json).map_err(|e| Error::InvalidEvent {
             field: "event",
             reason: e.to_string(),
         })?;
