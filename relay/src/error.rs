@@ -17,6 +17,17 @@ pub enum Error {
     /// A node descriptor does not hold together (keys, DID, proofs).
     #[error("invalid node descriptor: {0}")]
     InvalidDescriptor(String),
+    /// A peer speaks another version of the protocol: its descriptor's protocol digest is
+    /// not ours, so the two nodes must not peer directly.
+    #[error("protocol mismatch: peer {peer} has protocol digest {theirs}, ours is {ours}")]
+    ProtocolMismatch {
+        /// The peer's pubkey, hex.
+        peer: String,
+        /// Our digest, hex.
+        ours: String,
+        /// Theirs, hex.
+        theirs: String,
+    },
     /// A key file is missing, malformed, or readable by others.
     #[error("key file {path}: {reason}")]
     KeyFile {

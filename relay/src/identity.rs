@@ -395,6 +395,34 @@ pub fn verify_descriptor(event: &Event) -> Result<DescriptorContent> {
     Ok(content)
 }
 
+/// Verifies a peer's descriptor and checks that it speaks our protocol: direct peering is
+/// allowed only between nodes whose protocol digests are equal.
+///
+/// # Errors
+/// Any error of [`verify_descriptor`]; [`Error::ProtocolMismatch`] when the digests differ
+/// (in the descriptor's content or its `protocol` tag).
+pub fn check_peer(
+    event: &Event,
+    ours: &fleetmesh_schemas::ProtocolDigest,
+) -> Result<DescriptorContent> {
+    let content = verify_descriptor(event)?;
+    let ours = ours.to_hex();
+    let tag = event.tag_value("protocol").unwrap_or_default();
+    if content.protocol_digest != ours || tag != ours {
+        let theirs = if content.protocol_digest != ours {
+            content.protocol_digest
+        } else {
+            tag.to_owned()
+        };
+        return Err(Error::ProtocolMismatch {
+            peer: hex::encode(event.pubkey),
+            ours,
+            theirs,
+        });
+    }
+    Ok(content)
+}
+
 /// Creates `dir` (and parents) with mode 0700 for the last component.
 fn create_private_dir(dir: &Path) -> Result<()> {
     let io = |source| Error::Io {

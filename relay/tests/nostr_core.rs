@@ -218,6 +218,15 @@ fn descriptor_binds_all_three_keys_and_validates() {
         )
         .unwrap();
 
+    // Peering is allowed only on equal protocol digests.
+    let ours = fleetmesh_schemas::ProtocolDigest([0x22; 32]);
+    fleetmesh_relay::identity::check_peer(&event, &ours).unwrap();
+    let other = fleetmesh_schemas::ProtocolDigest([0x23; 32]);
+    match fleetmesh_relay::identity::check_peer(&event, &other) {
+        Err(Error::ProtocolMismatch { theirs, .. }) => assert_eq!(theirs, "22".repeat(32)),
+        r => panic!("{r:?}"),
+    }
+
     // The descriptor's content, edited, then signed by `signer`.
     let forge = |signer: &NodeKeys, edit: &dyn Fn(&mut Value)| {
         let mut content: Value = serde_json::from_str(&event.content).unwrap();
@@ -243,6 +252,21 @@ fn descriptor_binds_all_three_keys_and_validates() {
     let forged = forge(&keys, &|c| c["did"] = Value::from(thief.did()));
     let err = verify_descriptor(&forged).unwrap_err().to_string();
     assert!(err.contains("did"), "{err}");
+    // The protocol tag and the content must agree with ours, both of them.
+    let mut tagged = event.clone();
+    tagged.tags[0][1] = "23".repeat(32);
+    let tagged = keys
+        .sign(UnsignedEvent {
+            created_at: tagged.created_at,
+            kind: tagged.kind,
+            tags: tagged.tags,
+            content: tagged.content,
+        })
+        .unwrap();
+    assert!(matches!(
+        fleetmesh_relay::identity::check_peer(&tagged, &ours),
+        Err(Error::ProtocolMismatch { .. })
+    ));
     // A secp256k1 key entry that is not the signer's.
     let forged = forge(&keys, &|c| {
         c["keys"][0]["public"] = Value::from("00".repeat(32))
