@@ -15,15 +15,29 @@ use serde::{Deserialize, Serialize};
 pub const FILE: &str = "meshnode.toml";
 
 /// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Who this node is in the federation.
     pub node: NodeSection,
     /// The node's one listener.
     pub face: FaceSection,
+    /// The relay face's limits and rate limits (advertised in NIP-11).
+    pub relay: fleetmesh_relay::limits::Limits,
+    /// The store.
+    pub store: StoreSection,
     /// Where MSM/NTT run.
     pub compute: ComputeSection,
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSection {
+    /// `process` (default): a committed event survives the process being killed, and the
+    /// last commits may be lost on power failure (SQLite WAL, synchronous=NORMAL).
+    /// `power`: every commit is fsynced (synchronous=FULL); slower ingest.
+    pub durability: fleetmesh_relay::store::Durability,
 }
 
 /// `[node]`.

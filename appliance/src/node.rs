@@ -140,7 +140,7 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         .with_context(|| format!("writing {}", config::FILE))?;
 
     let descriptor = descriptor(&keys, &config)?;
-    let store = Store::create(&dir.join(DB_FILE))?;
+    let mut store = Store::create(&dir.join(DB_FILE))?;
     store.set_meta(META_PUBKEY, &keys.nostr_pubkey_hex())?;
     store.insert_event(&descriptor)?;
     drop(store);
@@ -222,7 +222,7 @@ impl Node {
 
     /// The node's current descriptor: the stored one if it still matches the configuration
     /// and the protocol digest, else a fresh one (stored, and written to descriptor.json).
-    pub fn current_descriptor(&self) -> anyhow::Result<Event> {
+    pub fn current_descriptor(&mut self) -> anyhow::Result<Event> {
         let stored = self
             .store
             .latest_event(&self.keys.nostr_pubkey(), kind::NODE_DESCRIPTOR)?;

@@ -1,6 +1,7 @@
-//! The daemon: one listener that serves the NIP-11 relay information document, `GET
-//! /healthz`, and — as later issues add them — the relay WebSocket, the HTTP APIs and
-//! `/metrics`. Stops cleanly on SIGINT or SIGTERM.
+//! The daemon: one listener that serves the relay WebSocket (NIP-01), the NIP-11 relay
+//! information document, `GET /healthz` and `GET /metrics`, and — as later issues add
+//! them — the HTTP APIs. Stops cleanly on SIGINT or SIGTERM: connections get a close
+//! frame, queued events are committed, then the process exits 0.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,11 +9,13 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::serve::ListenerExt as _;
+use fleetmesh_relay::face::{Relay, RelayConfig};
 use fleetmesh_schemas::SchemaSet;
 use serde_json::json;
 use tracing::{info, warn};
@@ -28,10 +31,14 @@ struct AppState {
     nip11: String,
     pubkey: String,
     started: Instant,
+    relay: Arc<Relay>,
 }
 
+/// NIPs this build serves.
+pub const SUPPORTED_NIPS: &[u16] = &[1, 9, 11, 40];
+
 /// The NIP-11 relay information document for `node`.
-pub fn nip11_document(node: &Node, descriptor_id: &str) -> serde_json::Value {
+pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_json::Value {
     let pubkey = node.keys.nostr_pubkey_hex();
     let name = node
         .config
@@ -47,8 +54,8 @@ pub fn nip11_document(node: &Node, descriptor_id: &str) -> serde_json::Value {
         "self": pubkey,
         "software": env!("CARGO_PKG_REPOSITORY"),
         "version": env!("CARGO_PKG_VERSION"),
-        // Only what this build serves. NIP-01 and friends are listed once the relay face is.
-        "supported_nips": [11],
+        "supported_nips": SUPPORTED_NIPS,
+        "limitation": relay.limits().nip11(),
         "fleetmesh": {
             "did": node.keys.did(),
             "class": node.config.node.class,
@@ -58,17 +65,19 @@ pub fn nip11_document(node: &Node, descriptor_id: &str) -> serde_json::Value {
     })
 }
 
-/// Builds the router for `node`.
-pub fn router(node: &Node) -> anyhow::Result<Router> {
+/// Builds the router for `node`, serving `relay`.
+pub fn router(node: &mut Node, relay: Arc<Relay>) -> anyhow::Result<Router> {
     let descriptor = node.current_descriptor()?;
     let state = Arc::new(AppState {
-        nip11: nip11_document(node, &descriptor.id_hex()).to_string(),
+        nip11: nip11_document(node, &descriptor.id_hex(), &relay).to_string(),
         pubkey: node.keys.nostr_pubkey_hex(),
         started: Instant::now(),
+        relay,
     });
     Ok(Router::new()
         .route("/", get(root).options(preflight))
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .with_state(state))
 }
@@ -88,7 +97,15 @@ fn cors(headers: &mut HeaderMap) {
     );
 }
 
-async fn root(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+async fn root(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    headers: HeaderMap,
+) -> Response {
+    if let Ok(ws) = ws {
+        return state.relay.clone().upgrade(ws, peer);
+    }
     let wants_nip11 = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -126,6 +143,24 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     .into_response()
 }
 
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    match state.relay.render_metrics().await {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({"error": {"code": "store", "message": e.to_string()}})),
+        )
+            .into_response(),
+    }
+}
+
 async fn not_found() -> Response {
     (
         StatusCode::NOT_FOUND,
@@ -135,8 +170,16 @@ async fn not_found() -> Response {
 }
 
 /// Serves `node` on `listen` until SIGINT or SIGTERM.
-pub async fn run(node: Node, listen: SocketAddr) -> anyhow::Result<()> {
-    let app = router(&node)?;
+pub async fn run(mut node: Node, listen: SocketAddr) -> anyhow::Result<()> {
+    let (relay, writer) = Relay::start(
+        &node.dir.join(crate::node::DB_FILE),
+        RelayConfig {
+            limits: node.config.relay.clone(),
+            durability: node.config.store.durability,
+        },
+    )?;
+    relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
+    let app = router(&mut node, relay.clone())?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -157,10 +200,23 @@ pub async fn run(node: Node, listen: SocketAddr) -> anyhow::Result<()> {
             warn!(%err, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+    let closer = relay.clone();
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        closer.close_all();
+    })
+    .await
+    .context("serving")?;
+    // The last handles go; the writer commits what is queued, then ends.
+    drop(relay);
+    tokio::task::spawn_blocking(move || writer.join())
         .await
-        .context("serving")?;
+        .context("waiting for the store writer")?
+        .map_err(|_| anyhow::anyhow!("the store writer panicked"))?;
     info!("stopped");
     Ok(())
 }

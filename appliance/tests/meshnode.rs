@@ -8,6 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use fleetmesh_schemas::SchemaSet;
+use nostr::JsonUtil as _;
 use serde_json::Value;
 
 fn meshnode() -> Command {

@@ -6,17 +6,26 @@
 //!   (libsecp256k1 through the `secp256k1` crate), parsing that says what it checks;
 //! - [`identity`]: the node's three key pairs, their 0600 files, `did:nostr`, and the
 //!   self-signed multi-key node descriptor (kind 11801);
-//! - [`store`]: the SQLite (WAL) store in the node directory.
+//! - [`store`]: the SQLite (WAL) store in the node directory, its one [`store::writer`]
+//!   thread (group commits) and its [`store::readers`];
+//! - [`filter`]: NIP-01 filters; [`face`]: the NIP-01 WebSocket face ([`Relay`]) with
+//!   [`limits`] and [`metrics`].
 //!
-//! The WebSocket relay face, NIP-77 sync, gift wraps, the ledger and the transports land
-//! here in later issues (see `docs/architecture.md`).
+//! NIP-77 sync, gift wraps, the ledger and the transports land here in later issues (see
+//! `docs/architecture.md`).
 
 pub mod error;
 pub mod event;
+pub mod face;
+pub mod filter;
 pub mod identity;
+pub mod limits;
+pub mod message;
+pub mod metrics;
 pub mod store;
 
 pub use error::{Error, Result};
 pub use event::{Event, UnsignedEvent};
+pub use face::{Relay, RelayConfig};
 pub use identity::{DescriptorInfo, Endpoint, NodeClass, NodeKeys};
 pub use store::Store;

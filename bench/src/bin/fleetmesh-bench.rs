@@ -11,6 +11,7 @@
 use fleetmesh_bench::{compare, report};
 use fleetmesh_relay::{Event, NodeKeys, UnsignedEvent};
 use fleetmesh_schemas::SchemaSet;
+use nostr::JsonUtil as _;
 
 fn events(n: usize) {
     let keys = NodeKeys::generate().expect("random source");

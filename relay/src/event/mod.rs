@@ -79,6 +79,11 @@ impl UnsignedEvent {
     }
 }
 
+/// NIP-01 replaceable kinds: 0, 3 and 10000–19999.
+pub fn kind_is_replaceable(kind: u16) -> bool {
+    kind == 0 || kind == 3 || (10000..20000).contains(&kind)
+}
+
 /// BIP-340 signature of a 32-byte message (an event id) with the given auxiliary
 /// randomness.
 pub fn sign_schnorr(keypair: &secp256k1::Keypair, msg: &[u8; 32], aux: &[u8; 32]) -> [u8; 64] {
@@ -266,6 +271,39 @@ impl Event {
     /// The id as lowercase hex.
     pub fn id_hex(&self) -> String {
         hex::encode(self.id)
+    }
+
+    /// NIP-01 replaceable: kinds 0, 3 and 10000–19999 (one event per author and kind).
+    pub fn is_replaceable(&self) -> bool {
+        kind_is_replaceable(self.kind)
+    }
+
+    /// NIP-01 ephemeral: kinds 20000–29999 (fanned out, never stored).
+    pub fn is_ephemeral(&self) -> bool {
+        (20000..30000).contains(&self.kind)
+    }
+
+    /// NIP-01 addressable: kinds 30000–39999 (one event per author, kind and `d` tag).
+    pub fn is_addressable(&self) -> bool {
+        (30000..40000).contains(&self.kind)
+    }
+
+    /// The `d` tag's value for addressable events (`""` when the tag is absent), `Some("")`
+    /// for replaceable events, `None` for the rest: the key under which versions replace
+    /// each other, together with kind and pubkey.
+    pub fn replacement_key(&self) -> Option<&str> {
+        if self.is_addressable() {
+            Some(self.tag_value("d").unwrap_or(""))
+        } else if self.is_replaceable() {
+            Some("")
+        } else {
+            None
+        }
+    }
+
+    /// NIP-40: the `expiration` tag as Unix seconds, if present and well formed.
+    pub fn expiration(&self) -> Option<u64> {
+        self.tag_value("expiration").and_then(|v| v.parse().ok())
     }
 
     /// The first value of the first tag named `name`.

@@ -1,11 +1,13 @@
-//! NIP-01 events, BIP-340, identity and store against the shared vectors and against an
-//! independent implementation (the `nostr` crate).
+//! NIP-01 events, BIP-340, identity and the store's basics against the shared vectors and
+//! against an independent implementation (the `nostr` crate).
 
 use std::path::PathBuf;
 
 use fleetmesh_relay::event::{canonical, sign_schnorr, verify_schnorr};
 use fleetmesh_relay::identity::{DescriptorInfo, Software, verify_descriptor};
+use fleetmesh_relay::store::InsertOutcome;
 use fleetmesh_relay::{Endpoint, Error, Event, NodeClass, NodeKeys, Store, UnsignedEvent};
+use nostr::JsonUtil as _;
 use serde_json::Value;
 
 fn vectors() -> PathBuf {
@@ -114,16 +116,11 @@ fn our_events_verify_under_the_nostr_crate_and_back() {
     // An event made by the nostr crate passes our parse and verify.
     let nkeys = nostr::prelude::Keys::generate();
     let tags = [nostr::prelude::Tag::parse(["e", &"00".repeat(32)]).unwrap()];
-    let unsigned = nostr::prelude::UnsignedEvent::new(
-        nkeys.public_key(),
-        nostr::prelude::Timestamp::from(1_700_000_123),
-        nostr::prelude::Kind::from(30810),
-        tags,
-        "{\"x\": 1}",
-    );
-    let id = unsigned.compute_id();
-    let sig = nkeys.sign_schnorr(id.as_bytes());
-    let theirs = unsigned.add_signature(sig).unwrap();
+    let theirs = nostr::prelude::EventBuilder::new(nostr::prelude::Kind::from(30810), "{\"x\": 1}")
+        .tags(tags)
+        .custom_created_at(nostr::prelude::Timestamp::from(1_700_000_123))
+        .sign_with_keys(&nkeys)
+        .unwrap();
     let ours = Event::from_json(&theirs.as_json()).unwrap();
     ours.verify().expect("we accept the nostr crate's event");
     assert_eq!(ours.id_hex(), theirs.id.to_hex());
@@ -322,10 +319,11 @@ fn store_keeps_events_across_reopen_and_refuses_newer_files() {
     let keys = NodeKeys::generate().unwrap();
     let a = keys.sign(sample("a")).unwrap();
     {
-        let store = Store::create(&path).unwrap();
-        assert!(store.insert_event(&a).unwrap());
-        assert!(
-            !store.insert_event(&a).unwrap(),
+        let mut store = Store::create(&path).unwrap();
+        assert_eq!(store.insert_event(&a).unwrap(), InsertOutcome::Stored);
+        assert_eq!(
+            store.insert_event(&a).unwrap(),
+            InsertOutcome::Duplicate,
             "a duplicate is not stored twice"
         );
         store.set_meta("k", "v1").unwrap();
@@ -335,7 +333,7 @@ fn store_keeps_events_across_reopen_and_refuses_newer_files() {
         Store::create(&path).is_err(),
         "create never opens an existing file"
     );
-    let store = Store::open(&path).unwrap();
+    let mut store = Store::open(&path).unwrap();
     assert_eq!(store.event_count().unwrap(), 1);
     assert_eq!(store.meta("k").unwrap().as_deref(), Some("v2"));
     assert_eq!(

@@ -1,0 +1,647 @@
+//! The relay face: NIP-01 over a WebSocket.
+//!
+//! One task per connection reads client messages, and one writes the connection's
+//! outbound queue. An EVENT is parsed, checked against the limits, verified (id, then
+//! signature), schema-checked when fleetmesh defines its kind, then either fanned out
+//! (ephemeral) or handed to the store's [`Writer`]; its `OK` is sent by the writer thread
+//! after the commit, so `OK true` means stored. A REQ queries the store on a blocking
+//! thread and sends the results newest first, then `EOSE`, then live events; live events
+//! that arrive during the query are held back and sent after `EOSE`. Every rejection
+//! carries a NIP-01 prefix; a malformed message gets a NOTICE and the connection stays.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::thread::JoinHandle;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use fleetmesh_schemas::SchemaSet;
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, watch};
+use tracing::{debug, info, warn};
+
+use crate::Result;
+use crate::event::Event;
+use crate::filter::{Filter, FilterLimits};
+use crate::limits::{Limits, TokenBucket};
+use crate::message;
+use crate::metrics::{Metrics, Rejection};
+use crate::store::readers::Readers;
+use crate::store::writer::{QueueError, Writer};
+use crate::store::{Durability, InsertOutcome, StoredEvent, now};
+
+/// How the relay is set up.
+#[derive(Debug, Clone, Default)]
+pub struct RelayConfig {
+    /// Limits and rate limits.
+    pub limits: Limits,
+    /// How hard commits are pushed to disk.
+    pub durability: Durability,
+}
+
+/// An event that was accepted, on its way to live subscribers.
+#[derive(Debug)]
+pub struct LiveEvent {
+    /// The event.
+    pub event: Event,
+    /// Its JSON as served.
+    pub json: Arc<str>,
+}
+
+/// The relay: store handles, the live fan-out, limits and counters. Share it in an `Arc`.
+pub struct Relay {
+    limits: Limits,
+    writer: Writer,
+    readers: Arc<Readers>,
+    live: broadcast::Sender<Arc<LiveEvent>>,
+    schemas: &'static SchemaSet,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Capacity of the live fan-out; a connection that falls this far behind loses events
+/// (and is told so).
+const LIVE_CAPACITY: usize = 8192;
+/// Outbound messages queued per connection before it counts as too slow and is closed.
+const OUTBOUND_CAPACITY: usize = 4096;
+
+impl Relay {
+    /// Starts the writer thread and the reader pool over the store at `db`.
+    ///
+    /// Returns the relay and the writer thread's handle: after the last `Arc<Relay>` is
+    /// dropped, joining it waits for every queued event to be committed.
+    ///
+    /// # Errors
+    /// If the store cannot be opened.
+    pub fn start(db: &Path, config: RelayConfig) -> Result<(Arc<Relay>, JoinHandle<()>)> {
+        let (writer, handle) = Writer::start(db, config.durability, 65_536, 1024)?;
+        let readers = Arc::new(Readers::new(db, 8)?);
+        let (live, _) = broadcast::channel(LIVE_CAPACITY);
+        let (shutdown, _) = watch::channel(false);
+        let relay = Arc::new(Relay {
+            limits: config.limits,
+            writer,
+            readers,
+            live,
+            schemas: SchemaSet::embedded(),
+            metrics: Arc::new(Metrics::default()),
+            shutdown,
+        });
+        Ok((relay, handle))
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// `/metrics` text: the counters plus the store's event count and size.
+    ///
+    /// # Errors
+    /// If the store cannot be read.
+    pub async fn render_metrics(&self) -> Result<String> {
+        let readers = self.readers.clone();
+        let (events, bytes) = tokio::task::spawn_blocking(move || {
+            readers.with(|s| Ok((s.event_count()?, s.size_bytes()?)))
+        })
+        .await
+        .expect("the metrics query does not panic")?;
+        Ok(self.metrics.render(events, bytes))
+    }
+
+    /// Asks every connection to close (sent a WebSocket close frame) — for shutdown.
+    pub fn close_all(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Deletes expired events every `every`, until the relay is shut down.
+    pub fn spawn_expiry_purge(self: &Arc<Self>, every: std::time::Duration) {
+        let relay = Arc::downgrade(self);
+        let mut stop = self.shutdown.subscribe();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop.changed() => return,
+                }
+                let Some(relay) = relay.upgrade() else { return };
+                let _ = relay.writer.purge_expired(
+                    now(),
+                    Box::new(|r| {
+                        if let Err(e) = r {
+                            warn!(error = %e, "purging expired events failed");
+                        }
+                    }),
+                );
+            }
+        });
+    }
+
+    /// Upgrades an HTTP request to a relay connection.
+    pub fn upgrade(self: Arc<Self>, ws: WebSocketUpgrade, peer: SocketAddr) -> Response {
+        // Frames far past the advertised limit are a protocol error and end the
+        // connection; those up to 4x get a NOTICE and the connection stays.
+        let hard = self
+            .limits
+            .max_message_length
+            .saturating_mul(4)
+            .max(1 << 20);
+        ws.max_message_size(hard)
+            .max_frame_size(hard)
+            .on_upgrade(move |socket| self.serve(socket, peer))
+    }
+
+    /// Serves one WebSocket connection until it closes.
+    pub async fn serve(self: Arc<Self>, socket: WebSocket, peer: SocketAddr) {
+        self.metrics.connections_total.fetch_add(1, Relaxed);
+        self.metrics.connections_open.fetch_add(1, Relaxed);
+        info!(%peer, "relay connection opened");
+        let (mut sink, mut stream) = socket.split();
+        let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOUND_CAPACITY);
+        let send_task = tokio::spawn(async move {
+            while let Some(msg) = out_rx.recv().await {
+                let closing = matches!(msg, Message::Close(_));
+                if sink.send(msg).await.is_err() || closing {
+                    break;
+                }
+            }
+            let _ = sink.close().await;
+        });
+        let mut conn = Connection {
+            relay: self.clone(),
+            out: out_tx,
+            subs: HashMap::new(),
+            generation: 0,
+            events: TokenBucket::new(self.limits.events_per_second, self.limits.event_burst),
+            reqs: TokenBucket::new(self.limits.reqs_per_second, self.limits.req_burst),
+            peer,
+        };
+        let mut live = self.live.subscribe();
+        let mut stop = self.shutdown.subscribe();
+        let (query_tx, mut query_rx) = mpsc::channel::<QueryDone>(64);
+        let reason: &str = loop {
+            tokio::select! {
+                msg = stream.next() => match msg {
+                    Some(Ok(Message::Text(text))) => {
+                        if !conn.handle_text(text.as_str(), &query_tx) {
+                            break "too slow";
+                        }
+                    }
+                    Some(Ok(Message::Binary(_))) => {
+                        if !conn.notice("invalid: binary messages are not supported; send text") {
+                            break "too slow";
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | None => break "closed by peer",
+                    Some(Ok(_)) => {} // ping/pong are answered by the library
+                    Some(Err(e)) => {
+                        debug!(%peer, error = %e, "websocket error");
+                        break "protocol error";
+                    }
+                },
+                ev = live.recv() => match ev {
+                    Ok(ev) => {
+                        if !conn.on_live(&ev) {
+                            break "too slow";
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        warn!(%peer, dropped = n, "live subscriber fell behind");
+                        if !conn.notice(&format!("error: this connection fell behind; {n} live events were not delivered")) {
+                            break "too slow";
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break "relay stopped",
+                },
+                Some(done) = query_rx.recv() => {
+                    if !conn.on_query_done(done) {
+                        break "too slow";
+                    }
+                }
+                _ = stop.changed() => {
+                    let _ = conn.out.try_send(Message::Close(Some(CloseFrame {
+                        code: 1001,
+                        reason: "relay shutting down".into(),
+                    })));
+                    break "relay shutting down";
+                }
+            }
+        };
+        let open_subs = conn.subs.len() as u64;
+        self.metrics
+            .subscriptions_open
+            .fetch_sub(open_subs, Relaxed);
+        drop(conn);
+        let _ = send_task.await;
+        self.metrics.connections_open.fetch_sub(1, Relaxed);
+        info!(%peer, reason, "relay connection closed");
+    }
+}
+
+/// A subscription of one connection.
+struct Sub {
+    filters: Arc<Vec<Filter>>,
+    generation: u64,
+    /// Live events held back until the stored ones and EOSE are sent.
+    pending: Option<Vec<Arc<LiveEvent>>>,
+}
+
+struct QueryDone {
+    subid: String,
+    generation: u64,
+    result: Result<Vec<StoredEvent>>,
+}
+
+struct Connection {
+    relay: Arc<Relay>,
+    out: mpsc::Sender<Message>,
+    subs: HashMap<String, Sub>,
+    generation: u64,
+    events: TokenBucket,
+    reqs: TokenBucket,
+    peer: SocketAddr,
+}
+
+fn text(s: String) -> Message {
+    Message::Text(s.into())
+}
+
+/// Sends on a connection's queue from any thread; false if the client is too slow or gone.
+fn push(out: &mpsc::Sender<Message>, msg: String) -> bool {
+    out.try_send(text(msg)).is_ok()
+}
+
+impl Connection {
+    fn send(&self, msg: String) -> bool {
+        push(&self.out, msg)
+    }
+
+    fn notice(&self, msg: &str) -> bool {
+        self.relay.metrics.notices.fetch_add(1, Relaxed);
+        self.send(message::notice(msg))
+    }
+
+    fn reject(&self, id: &str, why: Rejection, msg: &str) -> bool {
+        self.relay.metrics.reject(why);
+        debug!(peer = %self.peer, id, reason = msg, "event rejected");
+        self.send(message::ok(id, false, msg))
+    }
+
+    /// Handles one text message; false when the connection must close.
+    fn handle_text(&mut self, text: &str, queries: &mpsc::Sender<QueryDone>) -> bool {
+        let limits = &self.relay.limits;
+        if text.len() > limits.max_message_length {
+            return self.notice(&format!(
+                "invalid: message of {} bytes exceeds the limit of {} bytes",
+                text.len(),
+                limits.max_message_length
+            ));
+        }
+        let value: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return self.notice(&format!("invalid: message is not JSON: {e}")),
+        };
+        let Some(arr) = value.as_array() else {
+            return self.notice("invalid: a message must be a JSON array");
+        };
+        match arr.first().and_then(Value::as_str) {
+            Some("EVENT") => self.on_event(arr),
+            Some("REQ") => self.on_req(arr, queries),
+            Some("CLOSE") => self.on_close(arr),
+            Some(other) => {
+                let other = other.chars().take(32).collect::<String>();
+                self.notice(&format!("invalid: unknown message type {other:?}"))
+            }
+            None => self.notice("invalid: a message must start with its type as a string"),
+        }
+    }
+
+    fn on_event(&mut self, arr: &[Value]) -> bool {
+        let relay = self.relay.clone();
+        let limits = &relay.limits;
+        relay.metrics.events_received.fetch_add(1, Relaxed);
+        let raw = match arr {
+            [_, ev] => ev,
+            _ => return self.notice("invalid: EVENT takes exactly one event"),
+        };
+        // The id as sent, for the OK even when the event is malformed.
+        let claimed_id = raw
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        if !self.events.take() {
+            return self.reject(
+                &claimed_id,
+                Rejection::RateLimited,
+                "rate-limited: slow down, too many events",
+            );
+        }
+        let event = match Event::from_value(raw) {
+            Ok(e) => e,
+            Err(e) => {
+                let msg = format!(
+                    "invalid: {}",
+                    e.to_string().trim_start_matches("invalid event: ")
+                );
+                if claimed_id.is_empty() {
+                    relay.metrics.reject(Rejection::Invalid);
+                    return self.notice(&msg);
+                }
+                return self.reject(&claimed_id, Rejection::Invalid, &msg);
+            }
+        };
+        let id = event.id_hex();
+        if event.tags.len() > limits.max_event_tags {
+            return self.reject(
+                &id,
+                Rejection::Invalid,
+                &format!(
+                    "invalid: {} tags, the most allowed is {}",
+                    event.tags.len(),
+                    limits.max_event_tags
+                ),
+            );
+        }
+        if event.content.len() > limits.max_content_length {
+            return self.reject(
+                &id,
+                Rejection::Invalid,
+                &format!(
+                    "invalid: content of {} bytes, the most allowed is {}",
+                    event.content.len(),
+                    limits.max_content_length
+                ),
+            );
+        }
+        let now = now();
+        if event.created_at > now.saturating_add(limits.created_at_upper_limit) {
+            return self.reject(
+                &id,
+                Rejection::Invalid,
+                "invalid: created_at is too far in the future",
+            );
+        }
+        if event.expiration().is_some_and(|x| x <= now) {
+            return self.reject(&id, Rejection::Invalid, "invalid: event has expired");
+        }
+        if let Err(e) = event.verify() {
+            let msg = match &e {
+                crate::Error::InvalidEvent { field: "id", .. } => {
+                    "invalid: event id does not match its content".to_owned()
+                }
+                crate::Error::InvalidEvent { field: "sig", .. } => {
+                    "invalid: bad signature".to_owned()
+                }
+                other => format!("invalid: {other}"),
+            };
+            return self.reject(&id, Rejection::Invalid, &msg);
+        }
+        let json: Arc<str> = event.to_json().into();
+        if relay
+            .schemas
+            .contains(&fleetmesh_schemas::SchemaKey::Event(event.kind))
+        {
+            let value: Value = serde_json::from_str(&json).expect("our own JSON parses");
+            if let Err(e) = relay.schemas.validate_event(&value) {
+                return self.reject(&id, Rejection::Invalid, &format!("invalid: {e}"));
+            }
+        }
+        if event.is_ephemeral() {
+            relay.metrics.events_ephemeral.fetch_add(1, Relaxed);
+            let _ = relay.live.send(Arc::new(LiveEvent { event, json }));
+            return self.send(message::ok(&id, true, ""));
+        }
+        let event = Arc::new(event);
+        let out = self.out.clone();
+        let metrics = relay.metrics.clone();
+        let live = relay.live.clone();
+        let ev_for_live = event.clone();
+        let json_for_live = json.clone();
+        let done_id = id.clone();
+        let queued = relay.writer.insert(
+            event,
+            json,
+            Box::new(move |outcome| {
+                let (accepted, msg, why) = match outcome {
+                    Ok(InsertOutcome::Stored) => {
+                        metrics.events_stored.fetch_add(1, Relaxed);
+                        let _ = live.send(Arc::new(LiveEvent {
+                            event: (*ev_for_live).clone(),
+                            json: json_for_live,
+                        }));
+                        (true, String::new(), None)
+                    }
+                    Ok(InsertOutcome::Duplicate) => (
+                        true,
+                        "duplicate: already have this event".into(),
+                        Some(Rejection::Duplicate),
+                    ),
+                    Ok(InsertOutcome::Superseded) => (
+                        false,
+                        "duplicate: a newer version of this event is stored".into(),
+                        Some(Rejection::Duplicate),
+                    ),
+                    Ok(InsertOutcome::Deleted) => (
+                        false,
+                        "blocked: this event was deleted by its author".into(),
+                        Some(Rejection::Blocked),
+                    ),
+                    Err(e) => (
+                        false,
+                        format!("error: could not store the event: {e}"),
+                        Some(Rejection::Error),
+                    ),
+                };
+                if let Some(why) = why {
+                    metrics.reject(why);
+                }
+                push(&out, message::ok(&done_id, accepted, &msg));
+            }),
+        );
+        match queued {
+            Ok(()) => true,
+            Err(QueueError::Full) => self.reject(
+                &id,
+                Rejection::RateLimited,
+                "rate-limited: the store is busy, try again shortly",
+            ),
+            Err(QueueError::Stopped) => {
+                self.reject(&id, Rejection::Error, "error: the relay is shutting down")
+            }
+        }
+    }
+
+    fn on_req(&mut self, arr: &[Value], queries: &mpsc::Sender<QueryDone>) -> bool {
+        let relay = self.relay.clone();
+        let limits = &relay.limits;
+        let Some(subid) = arr.get(1).and_then(Value::as_str) else {
+            return self.notice("invalid: REQ needs a subscription id string");
+        };
+        if subid.is_empty() || subid.chars().count() > limits.max_subid_length {
+            return self.notice(&format!(
+                "invalid: subscription ids are 1 to {} characters",
+                limits.max_subid_length
+            ));
+        }
+        let subid = subid.to_owned();
+        let filters_json = &arr[2..];
+        if filters_json.is_empty() {
+            return self.send(message::closed(
+                &subid,
+                "invalid: REQ needs at least one filter",
+            ));
+        }
+        if filters_json.len() > limits.max_filters {
+            return self.send(message::closed(
+                &subid,
+                &format!(
+                    "invalid: {} filters, the most allowed is {}",
+                    filters_json.len(),
+                    limits.max_filters
+                ),
+            ));
+        }
+        if !self.subs.contains_key(&subid) && self.subs.len() >= limits.max_subscriptions {
+            return self.send(message::closed(
+                &subid,
+                &format!(
+                    "blocked: too many open subscriptions (the most is {}); CLOSE one first",
+                    limits.max_subscriptions
+                ),
+            ));
+        }
+        if !self.reqs.take() {
+            return self.send(message::closed(
+                &subid,
+                "rate-limited: slow down, too many REQs",
+            ));
+        }
+        let fl = FilterLimits {
+            max_values: limits.max_filter_values,
+        };
+        let filters = match filters_json
+            .iter()
+            .map(|f| Filter::from_value(f, fl))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(f) => Arc::new(f),
+            Err(e) => {
+                if self.subs.remove(&subid).is_some() {
+                    relay.metrics.subscriptions_open.fetch_sub(1, Relaxed);
+                }
+                return self.send(message::closed(&subid, &format!("invalid: {e}")));
+            }
+        };
+        relay.metrics.reqs.fetch_add(1, Relaxed);
+        self.generation += 1;
+        let generation = self.generation;
+        let replaced = self.subs.insert(
+            subid.clone(),
+            Sub {
+                filters: filters.clone(),
+                generation,
+                pending: Some(Vec::new()),
+            },
+        );
+        if replaced.is_none() {
+            relay.metrics.subscriptions_open.fetch_add(1, Relaxed);
+        }
+        let readers = relay.readers.clone();
+        let cap = limits.max_limit;
+        let queries = queries.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = readers.with(|s| s.query(&filters, cap, now()));
+            let _ = queries.blocking_send(QueryDone {
+                subid,
+                generation,
+                result,
+            });
+        });
+        true
+    }
+
+    fn on_close(&mut self, arr: &[Value]) -> bool {
+        match arr.get(1).and_then(Value::as_str) {
+            Some(subid) => {
+                if self.subs.remove(subid).is_some() {
+                    self.relay.metrics.subscriptions_open.fetch_sub(1, Relaxed);
+                }
+                true
+            }
+            None => self.notice("invalid: CLOSE needs a subscription id string"),
+        }
+    }
+
+    fn on_query_done(&mut self, done: QueryDone) -> bool {
+        let Some(sub) = self.subs.get_mut(&done.subid) else {
+            return true; // closed meanwhile
+        };
+        if sub.generation != done.generation {
+            return true; // replaced by a newer REQ with the same id
+        }
+        let events = match done.result {
+            Ok(events) => events,
+            Err(e) => {
+                warn!(peer = %self.peer, error = %e, "query failed");
+                self.subs.remove(&done.subid);
+                self.relay.metrics.subscriptions_open.fetch_sub(1, Relaxed);
+                return self.send(message::closed(&done.subid, "error: the query failed"));
+            }
+        };
+        let pending = sub.pending.take().unwrap_or_default();
+        let mut sent: HashSet<[u8; 32]> = HashSet::with_capacity(events.len());
+        for ev in &events {
+            sent.insert(ev.id);
+            if !push(&self.out, message::event(&done.subid, &ev.raw)) {
+                return false;
+            }
+        }
+        if !push(&self.out, message::eose(&done.subid)) {
+            return false;
+        }
+        for ev in pending {
+            if !sent.contains(&ev.event.id)
+                && !push(&self.out, message::event(&done.subid, &ev.json))
+            {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn on_live(&mut self, ev: &Arc<LiveEvent>) -> bool {
+        for (subid, sub) in &mut self.subs {
+            if !sub.filters.iter().any(|f| f.matches(&ev.event)) {
+                continue;
+            }
+            match &mut sub.pending {
+                Some(held) => held.push(ev.clone()),
+                None => {
+                    if !push(&self.out, message::event(subid, &ev.json)) {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,115 @@
+//! The relay's limits and rate limits: enforced on every connection and advertised in
+//! NIP-11's `limitation` object, so what clients read is what the relay does.
+
+use serde::{Deserialize, Serialize};
+
+/// Limits of the relay face. Every field has a default; the `[relay]` section of
+/// `meshnode.toml` overrides them. None is reloadable: restart to change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest WebSocket message accepted, in bytes. Larger text messages get a NOTICE
+    /// (the connection stays); frames past four times this close the connection.
+    /// Default 131072.
+    pub max_message_length: usize,
+    /// Open subscriptions per connection. Default 32.
+    pub max_subscriptions: usize,
+    /// Filters per REQ. Default 10.
+    pub max_filters: usize,
+    /// Largest `limit` honoured; larger ones are capped, and it is the default when a
+    /// filter gives none. Default 500.
+    pub max_limit: u64,
+    /// Longest subscription id, in characters. Default 64.
+    pub max_subid_length: usize,
+    /// Most tags on one event. Default 2000.
+    pub max_event_tags: usize,
+    /// Longest `content`, in bytes. Default 65536.
+    pub max_content_length: usize,
+    /// Most values in one filter list (`ids`, `authors`, `kinds`, `#x`). Default 1000.
+    pub max_filter_values: usize,
+    /// How far in the future `created_at` may be, in seconds. Default 900.
+    pub created_at_upper_limit: u64,
+    /// Sustained EVENTs per second per connection. Default 500.
+    pub events_per_second: f64,
+    /// EVENTs a connection may send in a burst above the sustained rate. Default 1000.
+    pub event_burst: f64,
+    /// Sustained REQs per second per connection. Default 50.
+    pub reqs_per_second: f64,
+    /// REQs in a burst. Default 100.
+    pub req_burst: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_length: 131_072,
+            max_subscriptions: 32,
+            max_filters: 10,
+            max_limit: 500,
+            max_subid_length: 64,
+            max_event_tags: 2000,
+            max_content_length: 65_536,
+            max_filter_values: 1000,
+            created_at_upper_limit: 900,
+            events_per_second: 500.0,
+            event_burst: 1000.0,
+            reqs_per_second: 50.0,
+            req_burst: 100.0,
+        }
+    }
+}
+
+impl Limits {
+    /// NIP-11's `limitation` object for these limits.
+    pub fn nip11(&self) -> serde_json::Value {
+        serde_json::json!({
+            "max_message_length": self.max_message_length,
+            "max_subscriptions": self.max_subscriptions,
+            "max_filters": self.max_filters,
+            "max_limit": self.max_limit,
+            "default_limit": self.max_limit,
+            "max_subid_length": self.max_subid_length,
+            "max_event_tags": self.max_event_tags,
+            "max_content_length": self.max_content_length,
+            "created_at_upper_limit": self.created_at_upper_limit,
+            "auth_required": false,
+            "payment_required": false,
+            "restricted_writes": false,
+        })
+    }
+}
+
+/// A token bucket: `rate` tokens per second, holding at most `burst`.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: std::time::Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(rate: f64, burst: f64) -> TokenBucket {
+        TokenBucket {
+            rate,
+            burst: burst.max(1.0),
+            tokens: burst.max(1.0),
+            last: std::time::Instant::now(),
+        }
+    }
+
+    /// Takes one token if there is one.
+    pub fn take(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let elapsed = now.duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}

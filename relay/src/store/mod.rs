@@ -1,0 +1,608 @@
+//! The node's SQLite store (WAL): events with the columns filters need, a tag index,
+//! NIP-09 deletion records, and node metadata.
+//!
+//! - [`Store`] is one connection with the synchronous API: the [`writer`] thread owns the
+//!   one write connection, [`readers`] hold read-only connections for queries, and
+//!   `meshnode init` uses it directly.
+//! - Events arrive here **already verified** (id, signature, schema): the store does not
+//!   check them again. It does apply NIP-01's storage semantics: replaceable (0, 3,
+//!   10000–19999) and addressable (30000–39999, keyed by kind, pubkey and `d`) versions
+//!   replace older ones, ties broken by the lowest id; NIP-09 deletions remove their
+//!   targets and keep them from coming back; NIP-40 expired events are never returned and
+//!   are purged. Ephemeral events (20000–29999) never reach the store.
+//!
+//! The schema is versioned with `PRAGMA user_version` and migrated forward on open; a file
+//! from a newer build is refused untouched.
+
+pub mod readers;
+pub mod writer;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
+
+use crate::event::Event;
+use crate::filter::Filter;
+use crate::{Error, Result};
+
+/// The newest schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const MIGRATIONS: &[&str] = &[
+    // v1. `rid` keeps secondary indexes small (8 bytes instead of a 32-byte id); `raw` is
+    // the event's JSON as served, so queries never re-serialize.
+    "CREATE TABLE events (
+        rid INTEGER PRIMARY KEY,
+        id BLOB NOT NULL UNIQUE,
+        pubkey BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        kind INTEGER NOT NULL,
+        dtag TEXT,
+        expires_at INTEGER,
+        raw TEXT NOT NULL
+     );
+     CREATE INDEX events_created ON events (created_at, id);
+     CREATE INDEX events_kind ON events (kind, created_at);
+     CREATE INDEX events_author ON events (pubkey, kind, created_at);
+     CREATE INDEX events_replace ON events (pubkey, kind, dtag) WHERE dtag IS NOT NULL;
+     CREATE INDEX events_expiry ON events (expires_at) WHERE expires_at IS NOT NULL;
+     CREATE TABLE tags (
+        rid INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+     );
+     CREATE INDEX tags_value ON tags (name, value, created_at);
+     CREATE INDEX tags_rid ON tags (rid);
+     CREATE TABLE deletions (
+        target TEXT NOT NULL,
+        pubkey BLOB NOT NULL,
+        deleted_at INTEGER NOT NULL,
+        PRIMARY KEY (target, pubkey)
+     ) WITHOUT ROWID;
+     CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;",
+];
+
+/// How hard a commit is pushed to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// WAL with `synchronous = NORMAL`: a committed event survives the process being killed
+    /// (`kill -9`, a crash); the last commits may be lost on power failure. The default.
+    #[default]
+    Process,
+    /// `synchronous = FULL`: every commit is fsynced; survives power failure; slower.
+    Power,
+}
+
+/// What happened to an event handed to the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// Stored (replacing older versions where the kind is replaceable or addressable).
+    Stored,
+    /// An event with this id is already stored.
+    Duplicate,
+    /// A newer version of this replaceable or addressable event is stored.
+    Superseded,
+    /// Its author deleted it (NIP-09); it is not taken back.
+    Deleted,
+}
+
+/// An event as stored: its sort key and its JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// `created_at`.
+    pub created_at: u64,
+    /// The id.
+    pub id: [u8; 32],
+    /// The event's JSON.
+    pub raw: String,
+}
+
+/// One connection to the store.
+#[derive(Debug)]
+pub struct Store {
+    path: PathBuf,
+    conn: Connection,
+}
+
+fn sql_err(path: &Path) -> impl Fn(rusqlite::Error) -> Error + '_ {
+    move |source| Error::Store {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Store {
+    /// Creates a new database at `path`; fails if the file exists.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the file exists, [`Error::Store`] if SQLite fails.
+    pub fn create(path: &Path) -> Result<Store> {
+        if path.exists() {
+            return Err(Error::Io {
+                op: "creating store",
+                path: path.to_path_buf(),
+                source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            });
+        }
+        Store::open_with(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+            Durability::Process,
+        )
+    }
+
+    /// Opens an existing database read-write and migrates it to [`SCHEMA_VERSION`].
+    ///
+    /// # Errors
+    /// [`Error::Store`] if it is missing or not a database, [`Error::StoreVersion`] if a
+    /// newer build wrote it.
+    pub fn open(path: &Path) -> Result<Store> {
+        Store::open_with(path, OpenFlags::SQLITE_OPEN_READ_WRITE, Durability::Process)
+    }
+
+    /// Opens with a chosen durability (for the writer).
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_durable(path: &Path, durability: Durability) -> Result<Store> {
+        Store::open_with(path, OpenFlags::SQLITE_OPEN_READ_WRITE, durability)
+    }
+
+    /// Opens a read-only connection (for queries). The file must be at
+    /// [`SCHEMA_VERSION`] already.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sql_err(path))?;
+        conn.execute_batch("PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;")
+            .map_err(sql_err(path))?;
+        Ok(Store {
+            path: path.to_path_buf(),
+            conn,
+        })
+    }
+
+    fn open_with(path: &Path, flags: OpenFlags, durability: Durability) -> Result<Store> {
+        let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(sql_err(path))?;
+        let synchronous = match durability {
+            Durability::Process => "NORMAL",
+            Durability::Power => "FULL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = {synchronous};
+             PRAGMA busy_timeout = 5000;
+             PRAGMA cache_size = -32768;"
+        ))
+        .map_err(sql_err(path))?;
+        let mut store = Store {
+            path: path.to_path_buf(),
+            conn,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn sql(&self) -> impl Fn(rusqlite::Error) -> Error + '_ {
+        sql_err(&self.path)
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let found = self.schema_version()?;
+        if found > SCHEMA_VERSION {
+            return Err(Error::StoreVersion {
+                path: self.path.clone(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(sql_err(&path))?;
+        for (v, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            tx.execute_batch(step)
+                .and_then(|()| tx.pragma_update(None, "user_version", v as i64 + 1))
+                .map_err(sql_err(&path))?;
+        }
+        tx.commit().map_err(sql_err(&path))
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the open file.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn schema_version(&self) -> Result<i64> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(self.sql())
+    }
+
+    /// Stores one verified event in its own transaction (see [`Store::insert_batch`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn insert_event(&mut self, event: &Event) -> Result<InsertOutcome> {
+        let json = event.to_json();
+        let mut out = self.insert_batch(&[(event, json.as_str())])?;
+        Ok(out.remove(0))
+    }
+
+    /// Stores verified events in one transaction (one commit for the group) and says what
+    /// became of each. `json` is each event's JSON as it will be served.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails; then nothing of the batch is stored.
+    pub fn insert_batch(&mut self, events: &[(&Event, &str)]) -> Result<Vec<InsertOutcome>> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(sql_err(&path))?;
+        let mut outcomes = Vec::with_capacity(events.len());
+        for (event, json) in events {
+            outcomes.push(insert_in(&tx, event, json).map_err(sql_err(&path))?);
+        }
+        tx.commit().map_err(sql_err(&path))?;
+        Ok(outcomes)
+    }
+
+    /// Deletes events whose NIP-40 expiration is at or before `now`; returns how many.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn purge_expired(&mut self, now: u64) -> Result<usize> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(sql_err(&path))?;
+        tx.execute(
+            "DELETE FROM tags WHERE rid IN (SELECT rid FROM events WHERE expires_at <= ?1)",
+            [now as i64],
+        )
+        .map_err(sql_err(&path))?;
+        let n = tx
+            .execute("DELETE FROM events WHERE expires_at <= ?1", [now as i64])
+            .map_err(sql_err(&path))?;
+        tx.commit().map_err(sql_err(&path))?;
+        Ok(n)
+    }
+
+    /// Events matching any of `filters`, newest first (ties: lowest id first), each filter
+    /// limited to `min(limit, cap)` results, without duplicates, never expired ones.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn query(&self, filters: &[Filter], cap: u64, now: u64) -> Result<Vec<StoredEvent>> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for f in filters {
+            let limit = f.limit.unwrap_or(cap).min(cap);
+            if limit == 0 || f.matches_nothing() {
+                continue;
+            }
+            let (sql, params) = filter_sql(f, limit, now);
+            let mut stmt = self.conn.prepare_cached(&sql).map_err(self.sql())?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(params.iter()), |r| {
+                    Ok(StoredEvent {
+                        created_at: r.get::<_, i64>(0)? as u64,
+                        id: r.get(1)?,
+                        raw: r.get(2)?,
+                    })
+                })
+                .map_err(self.sql())?;
+            for row in rows {
+                let row = row.map_err(self.sql())?;
+                if seen.insert(row.id) {
+                    out.push(row);
+                }
+            }
+        }
+        if filters.len() > 1 {
+            out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+        }
+        Ok(out)
+    }
+
+    /// The newest stored event of `kind` by `pubkey`, if any.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails; [`Error::InvalidEvent`] if the stored JSON is
+    /// corrupt.
+    pub fn latest_event(&self, pubkey: &[u8; 32], kind: u16) -> Result<Option<Event>> {
+        let raw: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT raw FROM events WHERE pubkey = ?1 AND kind = ?2
+                 ORDER BY created_at DESC, id ASC LIMIT 1",
+                params![&pubkey[..], kind],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.sql())?;
+        raw.map(|r| Event::from_json(&r)).transpose()
+    }
+
+    /// Number of stored events.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn event_count(&self) -> Result<u64> {
+        self.conn
+            .query_row("SELECT count(*) FROM events", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .map_err(self.sql())
+    }
+
+    /// Size of the database in bytes (pages in use times page size; the WAL not counted).
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn size_bytes(&self) -> Result<u64> {
+        self.conn
+            .query_row(
+                "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+            .map_err(self.sql())
+    }
+
+    /// Reads a metadata value.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(self.sql())
+    }
+
+    /// Writes a metadata value.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [key, value],
+            )
+            .map(|_| ())
+            .map_err(self.sql())
+    }
+}
+
+/// Unix time now, in seconds.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The address of an addressable event: `kind:pubkey:d`.
+fn address(kind: u16, pubkey: &[u8; 32], d: &str) -> String {
+    format!("{kind}:{}:{d}", hex::encode(pubkey))
+}
+
+fn delete_rid(tx: &Transaction<'_>, rid: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM tags WHERE rid = ?1")?
+        .execute([rid])?;
+    tx.prepare_cached("DELETE FROM events WHERE rid = ?1")?
+        .execute([rid])?;
+    Ok(())
+}
+
+fn record_deletion(
+    tx: &Transaction<'_>,
+    target: &str,
+    pubkey: &[u8; 32],
+    at: u64,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO deletions (target, pubkey, deleted_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (target, pubkey) DO UPDATE SET deleted_at = max(deleted_at, excluded.deleted_at)",
+    )?
+    .execute(params![target, &pubkey[..], at as i64])?;
+    Ok(())
+}
+
+fn deleted_at(
+    tx: &Transaction<'_>,
+    target: &str,
+    pubkey: &[u8; 32],
+) -> rusqlite::Result<Option<u64>> {
+    tx.prepare_cached("SELECT deleted_at FROM deletions WHERE target = ?1 AND pubkey = ?2")?
+        .query_row(params![target, &pubkey[..]], |r| r.get::<_, i64>(0))
+        .optional()
+        .map(|v| v.map(|v| v as u64))
+}
+
+/// NIP-09: a kind 5 event by `e.pubkey` deletes that author's events named by `e` tags and
+/// the versions of addresses named by `a` tags up to its `created_at`. Deletion events
+/// themselves cannot be deleted.
+fn apply_deletion(tx: &Transaction<'_>, e: &Event) -> rusqlite::Result<()> {
+    for tag in &e.tags {
+        match (tag.first().map(String::as_str), tag.get(1)) {
+            (Some("e"), Some(id_hex)) => {
+                let mut id = [0u8; 32];
+                if hex::decode_to_slice(id_hex, &mut id).is_err() {
+                    continue;
+                }
+                let rid: Option<i64> = tx
+                    .prepare_cached(
+                        "SELECT rid FROM events WHERE id = ?1 AND pubkey = ?2 AND kind != 5",
+                    )?
+                    .query_row(params![&id[..], &e.pubkey[..]], |r| r.get(0))
+                    .optional()?;
+                if let Some(rid) = rid {
+                    delete_rid(tx, rid)?;
+                }
+                record_deletion(tx, id_hex, &e.pubkey, e.created_at)?;
+            }
+            (Some("a"), Some(addr)) => {
+                let mut parts = addr.splitn(3, ':');
+                let (Some(kind), Some(pk), Some(d)) = (parts.next(), parts.next(), parts.next())
+                else {
+                    continue;
+                };
+                let (Ok(kind), Ok(pk)) = (kind.parse::<u16>(), hex::decode(pk)) else {
+                    continue;
+                };
+                if pk != e.pubkey {
+                    continue; // only the author may delete an address
+                }
+                let rids: Vec<i64> = tx
+                    .prepare_cached(
+                        "SELECT rid FROM events WHERE pubkey = ?1 AND kind = ?2 AND dtag = ?3 AND created_at <= ?4",
+                    )?
+                    .query_map(params![&e.pubkey[..], kind, d, e.created_at as i64], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                for rid in rids {
+                    delete_rid(tx, rid)?;
+                }
+                record_deletion(tx, &address(kind, &e.pubkey, d), &e.pubkey, e.created_at)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn insert_in(tx: &Transaction<'_>, e: &Event, json: &str) -> rusqlite::Result<InsertOutcome> {
+    let exists = tx
+        .prepare_cached("SELECT 1 FROM events WHERE id = ?1")?
+        .exists([&e.id[..]])?;
+    if exists {
+        return Ok(InsertOutcome::Duplicate);
+    }
+    if deleted_at(tx, &hex::encode(e.id), &e.pubkey)?.is_some() {
+        return Ok(InsertOutcome::Deleted);
+    }
+    let dtag = e.replacement_key();
+    if let Some(d) = dtag {
+        if e.is_addressable()
+            && deleted_at(tx, &address(e.kind, &e.pubkey, d), &e.pubkey)?
+                .is_some_and(|at| at >= e.created_at)
+        {
+            return Ok(InsertOutcome::Deleted);
+        }
+        let older: Vec<(i64, i64, Vec<u8>)> = tx
+            .prepare_cached("SELECT rid, created_at, id FROM events WHERE pubkey = ?1 AND kind = ?2 AND dtag = ?3")?
+            .query_map(params![&e.pubkey[..], e.kind, d], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (rid, created_at, id) in older {
+            let created_at = created_at as u64;
+            // NIP-01: the newest wins; on equal created_at, the lowest id.
+            if created_at > e.created_at
+                || (created_at == e.created_at && id.as_slice() < &e.id[..])
+            {
+                return Ok(InsertOutcome::Superseded);
+            }
+            delete_rid(tx, rid)?;
+        }
+    }
+    if e.kind == 5 {
+        apply_deletion(tx, e)?;
+    }
+    tx.prepare_cached(
+        "INSERT INTO events (id, pubkey, created_at, kind, dtag, expires_at, raw)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        &e.id[..],
+        &e.pubkey[..],
+        e.created_at as i64,
+        e.kind,
+        dtag,
+        e.expiration().map(|x| x as i64),
+        json
+    ])?;
+    let rid = tx.last_insert_rowid();
+    let mut tag_stmt = tx.prepare_cached(
+        "INSERT INTO tags (rid, name, value, created_at) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for tag in &e.tags {
+        if let [name, value, ..] = tag.as_slice()
+            && name.len() == 1
+            && name.as_bytes()[0].is_ascii_alphabetic()
+        {
+            tag_stmt.execute(params![rid, name, value, e.created_at as i64])?;
+        }
+    }
+    Ok(InsertOutcome::Stored)
+}
+
+/// SQL for one filter; parameters are boxed so the list can mix types.
+fn filter_sql(f: &Filter, limit: u64, now: u64) -> (String, Vec<rusqlite::types::Value>) {
+    use rusqlite::types::Value as V;
+    let mut sql = String::from(
+        "SELECT created_at, id, raw FROM events WHERE (expires_at IS NULL OR expires_at > ?)",
+    );
+    let mut params = vec![V::Integer(now as i64)];
+    let mut list = |sql: &mut String, col: &str, values: Vec<V>| {
+        sql.push_str(" AND ");
+        sql.push_str(col);
+        sql.push_str(" IN (");
+        for i in 0..values.len() {
+            sql.push_str(if i == 0 { "?" } else { ",?" });
+        }
+        sql.push(')');
+        params.extend(values);
+    };
+    if let Some(ids) = &f.ids {
+        list(
+            &mut sql,
+            "id",
+            ids.iter().map(|i| V::Blob(i.to_vec())).collect(),
+        );
+    }
+    if let Some(authors) = &f.authors {
+        list(
+            &mut sql,
+            "pubkey",
+            authors.iter().map(|a| V::Blob(a.to_vec())).collect(),
+        );
+    }
+    if let Some(kinds) = &f.kinds {
+        list(
+            &mut sql,
+            "kind",
+            kinds.iter().map(|k| V::Integer(i64::from(*k))).collect(),
+        );
+    }
+    for (name, values) in &f.tags {
+        sql.push_str(" AND rid IN (SELECT rid FROM tags WHERE name = ? AND value IN (");
+        params.push(V::Text(name.to_string()));
+        for (i, v) in values.iter().enumerate() {
+            sql.push_str(if i == 0 { "?" } else { ",?" });
+            params.push(V::Text(v.clone()));
+        }
+        sql.push_str("))");
+    }
+    if let Some(since) = f.since {
+        sql.push_str(" AND created_at >= ?");
+        params.push(V::Integer(since.min(i64::MAX as u64) as i64));
+    }
+    if let Some(until) = f.until {
+        sql.push_str(" AND created_at <= ?");
+        params.push(V::Integer(until.min(i64::MAX as u64) as i64));
+    }
+    sql.push_str(" ORDER BY created_at DESC, id ASC LIMIT ?");
+    params.push(V::Integer(limit.min(i64::MAX as u64) as i64));
+    (sql, params)
+}

@@ -1,0 +1,165 @@
+//! The one writer: a thread that owns the store's write connection and commits in groups.
+//!
+//! Requests queue on a bounded channel. The thread takes the first, then every request
+//! already waiting (up to a batch size), applies them in one transaction, commits, and
+//! only then reports each outcome. So under load one commit (one WAL append, one fsync
+//! with [`Durability::Power`]) serves many events, and an outcome of
+//! [`InsertOutcome::Stored`] always means committed: with the default durability it
+//! survives `kill -9`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+
+use tracing::{debug, error};
+
+use super::{Durability, InsertOutcome, Store};
+use crate::event::Event;
+use crate::{Error, Result};
+
+/// Called with each event's outcome once its transaction has committed (or failed).
+pub type InsertDone = Box<dyn FnOnce(Result<InsertOutcome, String>) + Send>;
+
+enum Job {
+    Insert {
+        event: Arc<Event>,
+        json: Arc<str>,
+        done: InsertDone,
+    },
+    Purge {
+        now: u64,
+        done: Box<dyn FnOnce(Result<usize, String>) + Send>,
+    },
+}
+
+/// A handle to the writer thread; clone it freely. The thread ends when every handle is
+/// dropped and the queue is drained.
+#[derive(Clone)]
+pub struct Writer {
+    tx: SyncSender<Job>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Writer")
+    }
+}
+
+/// Why a request could not be queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueError {
+    /// The queue is full: the store is behind; try again later.
+    Full,
+    /// The writer thread has stopped.
+    Stopped,
+}
+
+impl Writer {
+    /// Opens the store at `path` for writing and starts the thread.
+    ///
+    /// `queue` bounds the requests waiting; `max_batch` the events per transaction.
+    ///
+    /// # Errors
+    /// Any error opening the store.
+    pub fn start(
+        path: &Path,
+        durability: Durability,
+        queue: usize,
+        max_batch: usize,
+    ) -> Result<(Writer, JoinHandle<()>)> {
+        let store = Store::open_durable(path, durability)?;
+        let (tx, rx) = sync_channel(queue.max(1));
+        let handle = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || run(store, rx, max_batch.max(1)))
+            .map_err(|source| Error::Io {
+                op: "starting the writer thread for",
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok((Writer { tx }, handle))
+    }
+
+    /// Queues an insert; `done` runs on the writer thread after the commit.
+    ///
+    /// # Errors
+    /// [`QueueError::Full`] when the queue is full, [`QueueError::Stopped`] after the thread
+    /// ended; `done` is then not called.
+    pub fn insert(
+        &self,
+        event: Arc<Event>,
+        json: Arc<str>,
+        done: InsertDone,
+    ) -> Result<(), QueueError> {
+        self.tx
+            .try_send(Job::Insert { event, json, done })
+            .map_err(|e| match e {
+                TrySendError::Full(_) => QueueError::Full,
+                TrySendError::Disconnected(_) => QueueError::Stopped,
+            })
+    }
+
+    /// Queues a purge of expired events, waiting for room in the queue.
+    ///
+    /// # Errors
+    /// [`QueueError::Stopped`] after the thread ended.
+    pub fn purge_expired(
+        &self,
+        now: u64,
+        done: Box<dyn FnOnce(Result<usize, String>) + Send>,
+    ) -> Result<(), QueueError> {
+        self.tx
+            .send(Job::Purge { now, done })
+            .map_err(|_| QueueError::Stopped)
+    }
+}
+
+fn run(mut store: Store, rx: Receiver<Job>, max_batch: usize) {
+    let mut batch: Vec<(Arc<Event>, Arc<str>, InsertDone)> = Vec::with_capacity(max_batch);
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Insert { event, json, done } => batch.push((event, json, done)),
+                Job::Purge { now, done } => {
+                    // Commit what is gathered first, so order is kept.
+                    commit(&mut store, &mut batch);
+                    let r = store.purge_expired(now).map_err(|e| e.to_string());
+                    if let Ok(n) = &r {
+                        debug!(purged = n, "expired events purged");
+                    }
+                    done(r);
+                }
+            }
+            if batch.len() < max_batch {
+                next = rx.try_recv().ok();
+            }
+        }
+        commit(&mut store, &mut batch);
+    }
+    debug!("store writer stopped");
+}
+
+fn commit(store: &mut Store, batch: &mut Vec<(Arc<Event>, Arc<str>, InsertDone)>) {
+    if batch.is_empty() {
+        return;
+    }
+    let refs: Vec<(&Event, &str)> = batch.iter().map(|(e, j, _)| (&**e, &**j)).collect();
+    let result = store.insert_batch(&refs);
+    drop(refs);
+    match result {
+        Ok(outcomes) => {
+            for ((_, _, done), outcome) in batch.drain(..).zip(outcomes) {
+                done(Ok(outcome));
+            }
+        }
+        Err(e) => {
+            error!(error = %e, events = batch.len(), "store commit failed");
+            let msg = e.to_string();
+            for (_, _, done) in batch.drain(..) {
+                done(Err(msg.clone()));
+            }
+        }
+    }
+}
