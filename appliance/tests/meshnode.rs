@@ -8,8 +8,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use fleetmesh_schemas::SchemaSet;
+use futures_util::{SinkExt as _, StreamExt as _};
 use nostr::JsonUtil as _;
 use serde_json::Value;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 fn meshnode() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_meshnode"));
@@ -53,6 +55,17 @@ fn init(dir: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["init", dir.to_str().unwrap()];
     args.extend_from_slice(extra);
     run(&args)
+}
+
+/// Rewrites lines of a node's meshnode.toml (init writes every key with its default).
+fn edit_config(dir: &Path, edits: &[(&str, &str)]) {
+    let path = dir.join("meshnode.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from:?} not in {text}");
+        text = text.replace(from, to);
+    }
+    std::fs::write(&path, text).unwrap();
 }
 
 fn mode(p: &Path) -> u32 {
@@ -297,6 +310,23 @@ impl Drop for Daemon {
     }
 }
 
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next text message, parsed; panics after 10 s.
+async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a message within 10 s")
+            .expect("open")
+            .expect("a message");
+        if let WsMessage::Text(t) = msg {
+            return serde_json::from_str(t.as_str()).unwrap();
+        }
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -316,6 +346,7 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
     let descriptor: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("descriptor.json")).unwrap())
             .unwrap();
+    edit_config(&dir, &[("max_subscriptions = 32", "max_subscriptions = 7")]);
     let mut cmd = meshnode();
     cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
     let daemon = Daemon::start(cmd);
@@ -334,12 +365,11 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
         let doc: Value = r.json().await.unwrap();
         assert_eq!(doc["software"], "https://github.com/fleetmesh/fleetmesh");
         assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
-        assert!(
-            doc["supported_nips"]
-                .as_array()
-                .unwrap()
-                .contains(&Value::from(11))
-        );
+        assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40]));
+        // The limits advertised are the configured ones (enforcement is tested in the
+        // relay crate's face tests).
+        assert_eq!(doc["limitation"]["max_subscriptions"], 7);
+        assert_eq!(doc["limitation"]["max_limit"], 500);
         assert_eq!(doc["self"], descriptor["pubkey"]);
         assert_eq!(
             doc["pubkey"],
@@ -367,6 +397,31 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
             .unwrap();
         assert_eq!(health["status"], "ok");
         assert_eq!(health["pubkey"], descriptor["pubkey"]);
+
+        // The relay WebSocket on the same listener: our descriptor is there.
+        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/", daemon.addr))
+            .await
+            .unwrap();
+        let req = serde_json::json!(["REQ", "d", {"kinds": [11801]}]).to_string();
+        ws.send(WsMessage::Text(req.into())).await.unwrap();
+        let first = next_json(&mut ws).await;
+        assert_eq!(first[0], "EVENT");
+        assert_eq!(first[2]["id"], descriptor["id"]);
+        assert_eq!(next_json(&mut ws).await, serde_json::json!(["EOSE", "d"]));
+        drop(ws);
+
+        let metrics = http.get(daemon.url("/metrics")).send().await.unwrap();
+        assert_eq!(metrics.status(), 200);
+        let metrics = metrics.text().await.unwrap();
+        assert!(metrics.contains("fleetmesh_store_events 1\n"), "{metrics}");
+        assert!(
+            metrics.contains("fleetmesh_relay_reqs_total 1\n"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("# TYPE fleetmesh_relay_events_rejected_total counter"),
+            "{metrics}"
+        );
 
         let r = http.get(daemon.url("/no/such/thing")).send().await.unwrap();
         assert_eq!(r.status(), 404);
@@ -633,4 +688,140 @@ fn every_subcommand_has_help() {
     }
     assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
     assert_eq!(run(&[]).status.code(), Some(2));
+}
+
+#[test]
+fn every_acknowledged_event_survives_kill_dash_nine() {
+    use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n");
+    assert!(init(&dir, &[]).status.success());
+    // Generous rate limits: this test is about durability.
+    edit_config(
+        &dir,
+        &[
+            ("events_per_second = 500.0", "events_per_second = 100000.0"),
+            ("event_burst = 1000.0", "event_burst = 100000.0"),
+        ],
+    );
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let mut daemon = Daemon::start(cmd);
+    let url = format!("ws://{}/", daemon.addr);
+
+    // Four connections publish as fast as they can; each records the ids acknowledged
+    // with OK true. The daemon is killed with SIGKILL while they are still sending.
+    let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let writers: Vec<_> = (0..4)
+        .map(|c| {
+            let url = url.clone();
+            let acked = acked.clone();
+            rt.spawn(async move {
+                let keys = NodeKeys::generate().unwrap();
+                let (ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+                let (mut tx, mut rx) = ws.split();
+                let reader = tokio::spawn(async move {
+                    while let Some(Ok(msg)) = rx.next().await {
+                        if let WsMessage::Text(t) = msg {
+                            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                            if v[0] == "OK" && v[2] == true {
+                                acked
+                                    .lock()
+                                    .unwrap()
+                                    .insert(v[1].as_str().unwrap().to_owned());
+                            }
+                        }
+                    }
+                });
+                for i in 0..20_000u64 {
+                    let e = keys
+                        .sign(UnsignedEvent {
+                            created_at: 1_700_000_000 + i,
+                            kind: 1,
+                            tags: vec![],
+                            content: format!("connection {c} event {i}"),
+                        })
+                        .unwrap();
+                    if tx
+                        .send(WsMessage::Text(
+                            format!("[\"EVENT\",{}]", e.to_json()).into(),
+                        ))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                let _ = reader.await;
+            })
+        })
+        .collect();
+    // Let acknowledgements pile up, then kill mid-stream.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().unwrap().len() < 2000 {
+        assert!(Instant::now() < deadline, "no acknowledgements");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = daemon.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = daemon.child.wait().unwrap();
+    assert!(!status.success(), "killed, not exited");
+    for w in writers {
+        let _ = rt.block_on(w);
+    }
+    let acked: HashSet<String> = acked.lock().unwrap().clone();
+    assert!(acked.len() >= 2000);
+
+    // Restart on the same directory: every acknowledged id is stored.
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let daemon = Daemon::start(cmd);
+    let url = format!("ws://{}/", daemon.addr);
+    let stored: HashSet<String> = rt.block_on(async {
+        let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+        let ids: Vec<String> = acked.iter().cloned().collect();
+        let mut found = HashSet::new();
+        for (n, chunk) in ids.chunks(500).enumerate() {
+            let req = serde_json::json!(["REQ", format!("c{n}"), {"ids": chunk}]).to_string();
+            ws.send(WsMessage::Text(req.into())).await.unwrap();
+            loop {
+                let v = next_json(&mut ws).await;
+                match v[0].as_str() {
+                    Some("EVENT") => {
+                        found.insert(v[2]["id"].as_str().unwrap().to_owned());
+                    }
+                    Some("EOSE") => break,
+                    _ => panic!("{v}"),
+                }
+            }
+        }
+        found
+    });
+    let missing = acked.difference(&stored).count();
+    eprintln!(
+        "kill -9 after {} acknowledged events: {} found after restart",
+        acked.len(),
+        stored.len()
+    );
+    assert_eq!(
+        missing,
+        0,
+        "{missing} of {} acknowledged events were lost",
+        acked.len()
+    );
+    assert!(daemon.stop("-TERM").success());
 }
