@@ -76,6 +76,8 @@ impl std::fmt::Debug for Relay {
 const LIVE_CAPACITY: usize = 8192;
 /// Outbound messages queued per connection before it counts as too slow and is closed.
 const OUTBOUND_CAPACITY: usize = 4096;
+/// Most messages written between two flushes.
+const FLUSH_EVERY: usize = 256;
 
 impl Relay {
     /// Starts the writer thread and the reader pool over the store at `db`.
@@ -177,9 +179,23 @@ impl Relay {
         let (mut sink, mut stream) = socket.split();
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOUND_CAPACITY);
         let send_task = tokio::spawn(async move {
-            while let Some(msg) = out_rx.recv().await {
-                let closing = matches!(msg, Message::Close(_));
-                if sink.send(msg).await.is_err() || closing {
+            // Write whatever is queued, then flush once: a REQ's results or a batch of OKs
+            // go out in a few syscalls instead of one per message.
+            'outer: while let Some(first) = out_rx.recv().await {
+                let mut next = Some(first);
+                let mut written = 0;
+                while let Some(msg) = next.take() {
+                    let closing = matches!(msg, Message::Close(_));
+                    if sink.feed(msg).await.is_err() || closing {
+                        let _ = sink.flush().await;
+                        break 'outer;
+                    }
+                    written += 1;
+                    if written < FLUSH_EVERY {
+                        next = out_rx.try_recv().ok();
+                    }
+                }
+                if sink.flush().await.is_err() {
                     break;
                 }
             }

@@ -44,7 +44,8 @@ const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX events_created ON events (created_at, id);
      CREATE INDEX events_kind ON events (kind, created_at);
-     CREATE INDEX events_author ON events (pubkey, kind, created_at);
+     CREATE INDEX events_author ON events (pubkey, created_at);
+     CREATE INDEX events_author_kind ON events (pubkey, kind, created_at);
      CREATE INDEX events_replace ON events (pubkey, kind, dtag) WHERE dtag IS NOT NULL;
      CREATE INDEX events_expiry ON events (expires_at) WHERE expires_at IS NOT NULL;
      CREATE TABLE tags (
@@ -547,62 +548,111 @@ fn insert_in(tx: &Transaction<'_>, e: &Event, json: &str) -> rusqlite::Result<In
     Ok(InsertOutcome::Stored)
 }
 
-/// SQL for one filter; parameters are boxed so the list can mix types.
+/// SQL for one filter.
+///
+/// The rows to return are chosen on narrow columns first (`rid`, `created_at`, `id`) and
+/// only those `limit` rows have their JSON read, so no sort ever carries event bodies. A
+/// filter with `#x` values is driven by the tag index, one branch per value, each branch
+/// already in `created_at` order (one value: no sort at all); the others by the events
+/// indexes.
 fn filter_sql(f: &Filter, limit: u64, now: u64) -> (String, Vec<rusqlite::types::Value>) {
     use rusqlite::types::Value as V;
-    let mut sql = String::from(
-        "SELECT created_at, id, raw FROM events WHERE (expires_at IS NULL OR expires_at > ?)",
-    );
-    let mut params = vec![V::Integer(now as i64)];
-    let mut list = |sql: &mut String, col: &str, values: Vec<V>| {
-        sql.push_str(" AND ");
-        sql.push_str(col);
-        sql.push_str(" IN (");
+    let mut params: Vec<V> = Vec::new();
+    let limit = V::Integer(limit.min(i64::MAX as u64) as i64);
+    // Conditions on the events table, aliased `e`.
+    let mut conds = String::from("(e.expires_at IS NULL OR e.expires_at > ?)");
+    let mut cond_params = vec![V::Integer(now as i64)];
+    let mut list = |col: &str, values: Vec<V>| {
+        conds.push_str(" AND ");
+        conds.push_str(col);
+        conds.push_str(" IN (");
         for i in 0..values.len() {
-            sql.push_str(if i == 0 { "?" } else { ",?" });
+            conds.push_str(if i == 0 { "?" } else { ",?" });
         }
-        sql.push(')');
-        params.extend(values);
+        conds.push(')');
+        cond_params.extend(values);
     };
     if let Some(ids) = &f.ids {
-        list(
-            &mut sql,
-            "id",
-            ids.iter().map(|i| V::Blob(i.to_vec())).collect(),
-        );
+        list("e.id", ids.iter().map(|i| V::Blob(i.to_vec())).collect());
     }
     if let Some(authors) = &f.authors {
         list(
-            &mut sql,
-            "pubkey",
+            "e.pubkey",
             authors.iter().map(|a| V::Blob(a.to_vec())).collect(),
         );
     }
     if let Some(kinds) = &f.kinds {
         list(
-            &mut sql,
-            "kind",
+            "e.kind",
             kinds.iter().map(|k| V::Integer(i64::from(*k))).collect(),
         );
     }
-    for (name, values) in &f.tags {
-        sql.push_str(" AND rid IN (SELECT rid FROM tags WHERE name = ? AND value IN (");
-        params.push(V::Text(name.to_string()));
-        for (i, v) in values.iter().enumerate() {
-            sql.push_str(if i == 0 { "?" } else { ",?" });
-            params.push(V::Text(v.clone()));
-        }
-        sql.push_str("))");
-    }
+    let mut range = String::new();
+    let mut range_params = Vec::new();
     if let Some(since) = f.since {
-        sql.push_str(" AND created_at >= ?");
-        params.push(V::Integer(since.min(i64::MAX as u64) as i64));
+        range.push_str(" AND {col} >= ?");
+        range_params.push(V::Integer(since.min(i64::MAX as u64) as i64));
     }
     if let Some(until) = f.until {
-        sql.push_str(" AND created_at <= ?");
-        params.push(V::Integer(until.min(i64::MAX as u64) as i64));
+        range.push_str(" AND {col} <= ?");
+        range_params.push(V::Integer(until.min(i64::MAX as u64) as i64));
     }
-    sql.push_str(" ORDER BY created_at DESC, id ASC LIMIT ?");
-    params.push(V::Integer(limit.min(i64::MAX as u64) as i64));
+    // The tag key that drives the query (fewest values), and the others as conditions.
+    let driver = if f.ids.is_none() {
+        f.tags.iter().min_by_key(|(_, v)| v.len())
+    } else {
+        None
+    };
+    for (name, values) in &f.tags {
+        if driver.is_some_and(|(d, _)| d == name) {
+            continue;
+        }
+        conds.push_str(" AND e.rid IN (SELECT rid FROM tags WHERE name = ? AND value IN (");
+        cond_params.push(V::Text(name.to_string()));
+        for (i, v) in values.iter().enumerate() {
+            conds.push_str(if i == 0 { "?" } else { ",?" });
+            cond_params.push(V::Text(v.clone()));
+        }
+        conds.push_str("))");
+    }
+    let chosen = match driver {
+        Some((name, values)) => {
+            let branches: Vec<String> = values
+                .iter()
+                .map(|v| {
+                    params.push(V::Text(name.to_string()));
+                    params.push(V::Text(v.clone()));
+                    params.extend(range_params.iter().cloned());
+                    params.extend(cond_params.iter().cloned());
+                    params.push(limit.clone());
+                    format!(
+                        "SELECT * FROM (SELECT t.rid AS rid, t.created_at AS created_at, e.id AS id \
+                         FROM tags t CROSS JOIN events e ON e.rid = t.rid \
+                         WHERE t.name = ? AND t.value = ?{} AND {conds} \
+                         ORDER BY t.created_at DESC, e.id ASC LIMIT ?)",
+                        range.replace("{col}", "t.created_at")
+                    )
+                })
+                .collect();
+            params.push(limit);
+            format!(
+                "SELECT rid FROM (SELECT DISTINCT rid, created_at, id FROM ({})) \
+                 ORDER BY created_at DESC, id ASC LIMIT ?",
+                branches.join(" UNION ALL ")
+            )
+        }
+        None => {
+            params.extend(cond_params);
+            params.extend(range_params);
+            params.push(limit);
+            format!(
+                "SELECT e.rid FROM events e WHERE {conds}{} ORDER BY e.created_at DESC, e.id ASC LIMIT ?",
+                range.replace("{col}", "e.created_at")
+            )
+        }
+    };
+    let sql = format!(
+        "SELECT created_at, id, raw FROM events WHERE rid IN ({chosen}) ORDER BY created_at DESC, id ASC"
+    );
     (sql, params)
 }

@@ -691,3 +691,31 @@ async fn subscription_filter_and_rate_limits_are_enforced() {
     );
     assert!(text.contains("fleetmesh_store_events 5"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_result_sets_arrive_whole_and_in_order() {
+    let r = start(Limits::default()).await;
+    let keys = NodeKeys::generate().unwrap();
+    let mut c = Raw::connect(&r.url).await;
+    let base = now() - 10_000;
+    // Pipelined: more messages than one write batch, OKs included.
+    let events: Vec<Event> = (0..700)
+        .map(|i| note(&keys, 1, base + i, &[], &format!("{i}")))
+        .collect();
+    for e in &events {
+        c.send(format!("[\"EVENT\",{}]", e.to_json())).await;
+    }
+    let mut oks = std::collections::HashSet::new();
+    while oks.len() < events.len() {
+        let v = c.recv().await;
+        assert_eq!((&v[0], &v[2]), (&json!("OK"), &json!(true)), "{v}");
+        oks.insert(v[1].as_str().unwrap().to_owned());
+    }
+    let got = c.req("all", &[json!({"kinds": [1], "limit": 500})]).await;
+    let want: Vec<String> = events.iter().rev().take(500).map(Event::id_hex).collect();
+    let got: Vec<String> = got
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(got, want, "all 500, newest first");
+}

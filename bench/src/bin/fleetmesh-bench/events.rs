@@ -1,9 +1,3 @@
-//! `fleetmesh-bench`: side-by-side benchmarks against baselines, as ratios.
-//!
-//! ```text
-//! cargo run --release -p fleetmesh-bench -- events [N]
-//! ```
-//!
 //! `events`: parsing and verifying N signed NIP-01 events (id recomputation and BIP-340
 //! check), fleetmesh-relay against the `nostr` crate (rust-nostr), and validating fleetmesh
 //! kinds against their schemas.
@@ -13,7 +7,8 @@ use fleetmesh_relay::{Event, NodeKeys, UnsignedEvent};
 use fleetmesh_schemas::SchemaSet;
 use nostr::JsonUtil as _;
 
-fn events(n: usize) {
+/// Runs the events benchmark over `n` events.
+pub fn run(n: usize) {
     let keys = NodeKeys::generate().expect("random source");
     let json: Vec<String> = (0..n)
         .map(|i| {
@@ -74,7 +69,7 @@ fn events(n: usize) {
     // verification above so the relay's budget per event is visible.
     let ask = SchemaSet::embedded();
     let example: serde_json::Value = serde_json::from_str(include_str!(
-        "../../../schemas/examples/events/kind-30810.json"
+        "../../../../schemas/examples/events/kind-30810.json"
     ))
     .unwrap();
     let instance = &example["valid"][0];
@@ -89,20 +84,4 @@ fn events(n: usize) {
         || ours.iter().map(|e| e.verify().is_ok() as u64).sum(),
     );
     report("schema-check a kind-30810 ask", "our verify", &c);
-}
-
-fn main() {
-    let mut args = std::env::args().skip(1);
-    match args.next().as_deref() {
-        Some("events") => {
-            let n = args
-                .next()
-                .map_or(2000, |s| s.parse().expect("N is a number"));
-            events(n.max(1));
-        }
-        _ => {
-            eprintln!("usage: fleetmesh-bench events [N]");
-            std::process::exit(2);
-        }
-    }
 }

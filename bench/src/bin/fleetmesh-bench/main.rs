@@ -1,0 +1,31 @@
+//! `fleetmesh-bench`: side-by-side benchmarks against baselines, as ratios.
+//!
+//! ```text
+//! cargo run --release -p fleetmesh-bench -- events [N]
+//! cargo run --release -p fleetmesh-bench -- relay [--events N] [--conns K] [--reqs M]
+//! ```
+
+mod events;
+mod relay;
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]"
+    );
+    std::process::exit(2);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("events") => {
+            let n = args
+                .get(1)
+                .map_or(2000, |s| s.parse().unwrap_or_else(|_| usage()));
+            events::run(n.max(1));
+        }
+        Some("relay") => relay::run(&args[1..]),
+        Some("relay-client") => relay::client(&args[1..]),
+        _ => usage(),
+    }
+}
