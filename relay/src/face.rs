@@ -47,7 +47,7 @@ pub struct RelayConfig {
 #[derive(Debug)]
 pub struct LiveEvent {
     /// The event.
-    pub event: Event,
+    pub event: Arc<Event>,
     /// Its JSON as served.
     pub json: Arc<str>,
 }
@@ -209,11 +209,14 @@ impl Relay {
             events: TokenBucket::new(self.limits.events_per_second, self.limits.event_burst),
             reqs: TokenBucket::new(self.limits.reqs_per_second, self.limits.req_burst),
             peer,
+            live: None,
         };
-        let mut live = self.live.subscribe();
         let mut stop = self.shutdown.subscribe();
         let (query_tx, mut query_rx) = mpsc::channel::<QueryDone>(64);
         let reason: &str = loop {
+            if conn.subs.is_empty() {
+                conn.live = None;
+            }
             tokio::select! {
                 msg = stream.next() => match msg {
                     Some(Ok(Message::Text(text))) => {
@@ -233,7 +236,7 @@ impl Relay {
                         break "protocol error";
                     }
                 },
-                ev = live.recv() => match ev {
+                ev = next_live(&mut conn.live) => match ev {
                     Ok(ev) => {
                         if !conn.on_live(&ev) {
                             break "too slow";
@@ -272,6 +275,16 @@ impl Relay {
     }
 }
 
+/// The next live event, or never when not subscribed.
+async fn next_live(
+    live: &mut Option<broadcast::Receiver<Arc<LiveEvent>>>,
+) -> Result<Arc<LiveEvent>, broadcast::error::RecvError> {
+    match live {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A subscription of one connection.
 struct Sub {
     filters: Arc<Vec<Filter>>,
@@ -294,6 +307,10 @@ struct Connection {
     events: TokenBucket,
     reqs: TokenBucket,
     peer: SocketAddr,
+    /// The live fan-out, subscribed only while the connection has subscriptions: a
+    /// publish-only connection is never woken for other connections' events. Taken before
+    /// a REQ's query starts, so nothing committed after the query's snapshot is missed.
+    live: Option<broadcast::Receiver<Arc<LiveEvent>>>,
 }
 
 fn text(s: String) -> Message {
@@ -317,7 +334,7 @@ impl Connection {
 
     fn reject(&self, id: &str, why: Rejection, msg: &str) -> bool {
         self.relay.metrics.reject(why);
-        debug!(peer = %self.peer, id, reason = msg, "event rejected");
+        info!(peer = %self.peer, id, reason = msg, "event rejected");
         self.send(message::ok(id, false, msg))
     }
 
@@ -443,7 +460,10 @@ impl Connection {
         }
         if event.is_ephemeral() {
             relay.metrics.events_ephemeral.fetch_add(1, Relaxed);
-            let _ = relay.live.send(Arc::new(LiveEvent { event, json }));
+            let _ = relay.live.send(Arc::new(LiveEvent {
+                event: Arc::new(event),
+                json,
+            }));
             return self.send(message::ok(&id, true, ""));
         }
         let event = Arc::new(event);
@@ -461,7 +481,7 @@ impl Connection {
                     Ok(InsertOutcome::Stored) => {
                         metrics.events_stored.fetch_add(1, Relaxed);
                         let _ = live.send(Arc::new(LiveEvent {
-                            event: (*ev_for_live).clone(),
+                            event: ev_for_live,
                             json: json_for_live,
                         }));
                         (true, String::new(), None)
@@ -489,6 +509,13 @@ impl Connection {
                 };
                 if let Some(why) = why {
                     metrics.reject(why);
+                    // Duplicates are routine (clients publish to many relays); the rest
+                    // are worth an operator's eye.
+                    if why == Rejection::Duplicate {
+                        debug!(id = %done_id, reason = %msg, "event not stored");
+                    } else {
+                        info!(id = %done_id, reason = %msg, "event rejected");
+                    }
                 }
                 push(&out, message::ok(&done_id, accepted, &msg));
             }),
@@ -580,6 +607,9 @@ impl Connection {
         );
         if replaced.is_none() {
             relay.metrics.subscriptions_open.fetch_add(1, Relaxed);
+        }
+        if self.live.is_none() {
+            self.live = Some(relay.live.subscribe());
         }
         let readers = relay.readers.clone();
         let cap = limits.max_limit;

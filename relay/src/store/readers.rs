@@ -17,17 +17,25 @@ pub struct Readers {
 }
 
 impl Readers {
-    /// A pool over the store at `path` that keeps up to `keep` idle connections.
+    /// A pool over the store at `path` that keeps up to `keep` idle connections, all
+    /// opened now (opening one costs a schema parse, better paid at start-up than by the
+    /// first burst of queries).
     ///
     /// # Errors
-    /// If the first connection cannot be opened (so a bad path fails at start-up).
+    /// If a connection cannot be opened (so a bad path fails at start-up).
     pub fn new(path: &Path, keep: usize) -> Result<Readers> {
-        let first = Store::open_read_only(path)?;
-        first.schema_version()?;
+        let keep = keep.max(1);
+        let idle = (0..keep)
+            .map(|_| {
+                let s = Store::open_read_only(path)?;
+                s.schema_version()?;
+                Ok(s)
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Readers {
             path: path.to_path_buf(),
-            idle: Mutex::new(vec![first]),
-            keep: keep.max(1),
+            idle: Mutex::new(idle),
+            keep,
         })
     }
 

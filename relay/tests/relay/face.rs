@@ -303,6 +303,50 @@ async fn nostr_sdk_publishes_replaces_deletes_and_queries() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nostr_sdk_live_subscription_receives_new_events() {
+    let r = start(Limits::default()).await;
+    let reader = sdk_client(&r.url).await;
+    let writer = sdk_client(&r.url).await;
+    let keys = sdk::Keys::generate();
+    let mut notes = reader.notifications();
+    let sub = reader
+        .subscribe(
+            sdk::Filter::new()
+                .author(keys.public_key())
+                .kind(sdk::Kind::TextNote),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(sub.failed.is_empty(), "{sub:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let e = sdk::EventBuilder::text_note("live")
+        .sign_with_keys(&keys)
+        .unwrap();
+    let other = sdk::EventBuilder::text_note("someone else")
+        .sign_with_keys(&sdk::Keys::generate())
+        .unwrap();
+    writer.send_event(&other).await.unwrap();
+    writer.send_event(&e).await.unwrap();
+    let got = tokio::time::timeout(T, async {
+        loop {
+            if let Ok(sdk::RelayPoolNotification::Event {
+                subscription_id,
+                event,
+                ..
+            }) = notes.recv().await
+                && subscription_id == sub.val
+            {
+                return event;
+            }
+        }
+    })
+    .await
+    .expect("the live event arrives");
+    assert_eq!(got.id, e.id, "only the matching event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nostr_sdk_filters_cover_every_field() {
     let r = start(Limits::default()).await;
     let client = sdk_client(&r.url).await;
