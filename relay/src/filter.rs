@@ -46,7 +46,12 @@ impl Default for FilterLimits {
     }
 }
 
-fn hex32_list(field: &str, v: &Value, limits: FilterLimits) -> Result<Vec<[u8; 32]>, FilterError> {
+/// `v` as an array of at most `limits.max_values` values.
+fn bounded_array<'v>(
+    field: &str,
+    v: &'v Value,
+    limits: FilterLimits,
+) -> Result<&'v [Value], FilterError> {
     let arr = v
         .as_array()
         .ok_or_else(|| FilterError(format!("{field} must be an array")))?;
@@ -57,7 +62,12 @@ fn hex32_list(field: &str, v: &Value, limits: FilterLimits) -> Result<Vec<[u8; 3
             limits.max_values
         )));
     }
-    arr.iter()
+    Ok(arr)
+}
+
+fn hex32_list(field: &str, v: &Value, limits: FilterLimits) -> Result<Vec<[u8; 32]>, FilterError> {
+    bounded_array(field, v, limits)?
+        .iter()
         .map(|x| {
             let s = x
                 .as_str()
@@ -100,16 +110,7 @@ impl Filter {
                 "ids" => f.ids = Some(hex32_list("ids", value, limits)?),
                 "authors" => f.authors = Some(hex32_list("authors", value, limits)?),
                 "kinds" => {
-                    let arr = value
-                        .as_array()
-                        .ok_or_else(|| FilterError("kinds must be an array".into()))?;
-                    if arr.len() > limits.max_values {
-                        return Err(FilterError(format!(
-                            "kinds has {} values, the most allowed is {}",
-                            arr.len(),
-                            limits.max_values
-                        )));
-                    }
+                    let arr = bounded_array("kinds", value, limits)?;
                     f.kinds = Some(
                         arr.iter()
                             .map(|k| {
@@ -132,16 +133,7 @@ impl Filter {
                             "{k}: tag filters take a single letter"
                         )));
                     }
-                    let arr = value
-                        .as_array()
-                        .ok_or_else(|| FilterError(format!("{k} must be an array")))?;
-                    if arr.len() > limits.max_values {
-                        return Err(FilterError(format!(
-                            "{k} has {} values, the most allowed is {}",
-                            arr.len(),
-                            limits.max_values
-                        )));
-                    }
+                    let arr = bounded_array(k, value, limits)?;
                     let values = arr
                         .iter()
                         .map(|x| {

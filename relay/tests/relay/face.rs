@@ -142,18 +142,7 @@ impl Raw {
     }
 }
 
-fn note(keys: &NodeKeys, kind: u16, created_at: u64, tags: &[&[&str]], content: &str) -> Event {
-    keys.sign(UnsignedEvent {
-        created_at,
-        kind,
-        tags: tags
-            .iter()
-            .map(|t| t.iter().map(|s| s.to_string()).collect())
-            .collect(),
-        content: content.into(),
-    })
-    .unwrap()
-}
+use super::signed as note;
 
 fn now() -> u64 {
     fleetmesh_relay::store::now()

@@ -5,3 +5,19 @@
 mod face;
 mod nostr_core;
 mod store;
+
+use fleetmesh_relay::{Event, NodeKeys, UnsignedEvent};
+
+/// An event signed by `keys`.
+fn signed(keys: &NodeKeys, kind: u16, created_at: u64, tags: &[&[&str]], content: &str) -> Event {
+    keys.sign(UnsignedEvent {
+        created_at,
+        kind,
+        tags: tags
+            .iter()
+            .map(|t| t.iter().map(|s| s.to_string()).collect())
+            .collect(),
+        content: content.into(),
+    })
+    .unwrap()
+}

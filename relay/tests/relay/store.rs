@@ -1,9 +1,9 @@
 //! The store's NIP-01 semantics, on a real SQLite file: replaceable and addressable
 //! versions, NIP-09 deletion, NIP-40 expiration, and every filter field.
 
+use fleetmesh_relay::NodeKeys;
 use fleetmesh_relay::filter::{Filter, FilterLimits};
 use fleetmesh_relay::store::{InsertOutcome, Store};
-use fleetmesh_relay::{Event, NodeKeys, UnsignedEvent};
 use serde_json::json;
 
 fn store() -> (tempfile::TempDir, Store) {
@@ -12,18 +12,7 @@ fn store() -> (tempfile::TempDir, Store) {
     (tmp, s)
 }
 
-fn ev(keys: &NodeKeys, kind: u16, created_at: u64, tags: &[&[&str]], content: &str) -> Event {
-    keys.sign(UnsignedEvent {
-        created_at,
-        kind,
-        tags: tags
-            .iter()
-            .map(|t| t.iter().map(|s| s.to_string()).collect())
-            .collect(),
-        content: content.into(),
-    })
-    .unwrap()
-}
+use super::signed as ev;
 
 fn ids(s: &Store, filter: serde_json::Value) -> Vec<[u8; 32]> {
     let f = Filter::from_value(&filter, FilterLimits::default()).unwrap();

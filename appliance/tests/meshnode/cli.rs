@@ -1,0 +1,157 @@
+//! The CLI surface: `schema` subcommands and `--help` everywhere.
+
+use super::*;
+
+#[test]
+fn schema_digest_is_stable_and_follows_the_files() {
+    let a = run(&["schema", "digest"]);
+    let b = run(&["schema", "digest"]);
+    assert!(a.status.success());
+    let hex = stdout(&a).trim().to_owned();
+    assert_eq!(hex.len(), 64);
+    assert!(
+        hex.bytes()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
+    assert_eq!(stdout(&a), stdout(&b));
+    assert_eq!(hex, SchemaSet::embedded().digest().to_hex());
+
+    // The same digest from the source files on disk; a changed copy gives another.
+    let src = shared().join("schemas/json");
+    let o = run(&["schema", "digest", "--dir", src.to_str().unwrap()]);
+    assert_eq!(stdout(&o).trim(), hex);
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(src.join("events")).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
+    }
+    for sub in ["manifests", "payloads"] {
+        for entry in std::fs::read_dir(src.join(sub)).unwrap() {
+            let p = entry.unwrap().path();
+            std::fs::copy(&p, tmp.path().join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::copy(src.join("common.json"), tmp.path().join("zz-common.json")).unwrap();
+    let o = run(&["schema", "digest", "--dir", tmp.path().to_str().unwrap()]);
+    assert_eq!(stdout(&o).trim(), hex, "flattened and renamed: same digest");
+    let f = tmp.path().join("kind-30810.json");
+    let text = std::fs::read_to_string(&f).unwrap();
+    std::fs::write(&f, text.replacen("\"title\": \"", "\"title\": \"x", 1)).unwrap();
+    let o = run(&["schema", "digest", "--dir", tmp.path().to_str().unwrap()]);
+    assert!(o.status.success());
+    assert_ne!(stdout(&o).trim(), hex);
+    std::fs::write(&f, "{").unwrap();
+    assert_usage_error(
+        &run(&["schema", "digest", "--dir", tmp.path().to_str().unwrap()]),
+        "kind-30810.json",
+    );
+}
+
+#[test]
+fn schema_validate_gives_verdicts_and_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let examples: Value = serde_json::from_str(
+        &std::fs::read_to_string(shared().join("schemas/examples/events/kind-30810.json")).unwrap(),
+    )
+    .unwrap();
+    let good = tmp.path().join("good.json");
+    std::fs::write(&good, examples["valid"][0].to_string()).unwrap();
+    let o = run(&["schema", "validate", "30810", good.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let case = &examples["invalid"][0];
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(&bad, case["instance"].to_string()).unwrap();
+    let o = run(&["schema", "validate", "kind-30810", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "a negative verdict");
+    let want = format!("invalid: {}: ", case["path"].as_str().unwrap());
+    assert!(
+        stderr(&o).contains(&want),
+        "{} should contain {want}",
+        stderr(&o)
+    );
+
+    // YAML manifests, from standard input.
+    let mut child = meshnode()
+        .args(["schema", "validate", "MeshNode", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"apiVersion: fleetmesh.org/v1alpha1\nkind: MeshNode\nmetadata: {name: a}\nspec: {facePort: 99999}\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("/spec/facePort"), "{}", stderr(&o));
+
+    // Payloads by protocol id.
+    let payload: Value = serde_json::from_str(
+        &std::fs::read_to_string(shared().join("schemas/examples/payloads/compute-1.0.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(&good, payload["valid"][0].to_string()).unwrap();
+    assert_eq!(
+        run(&["schema", "validate", "compute/1.0", good.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+
+    // Bad input: exit 2.
+    assert_usage_error(
+        &run(&["schema", "validate", "1", good.to_str().unwrap()]),
+        "no schema for event kind 1",
+    );
+    assert_usage_error(
+        &run(&["schema", "validate", "Mesh Node", good.to_str().unwrap()]),
+        "not a schema key",
+    );
+    assert_usage_error(
+        &run(&["schema", "validate", "30810", "/no/such/file.json"]),
+        "/no/such/file.json",
+    );
+    std::fs::write(&bad, "{\"kind\": ").unwrap();
+    assert_usage_error(
+        &run(&["schema", "validate", "30810", bad.to_str().unwrap()]),
+        "not valid JSON",
+    );
+
+    let o = run(&["schema", "list"]);
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o).lines().count(),
+        SchemaSet::embedded().keys().count()
+    );
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for args in [
+        &["--help"][..],
+        &["init", "--help"],
+        &["run", "--help"],
+        &["up", "--help"],
+        &["doctor", "--help"],
+        &["schema", "--help"],
+        &["schema", "digest", "--help"],
+        &["schema", "validate", "--help"],
+        &["schema", "list", "--help"],
+    ] {
+        let o = run(args);
+        assert!(o.status.success(), "{args:?}");
+        assert!(
+            stdout(&o).contains("Usage: meshnode"),
+            "{args:?}: {}",
+            stdout(&o)
+        );
+    }
+    assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(run(&[]).status.code(), Some(2));
+}

@@ -1,0 +1,341 @@
+//! `meshnode run`, `up` and `doctor`: the listener, the relay, signals, durability.
+
+use super::*;
+
+#[test]
+fn run_serves_nip11_and_health_and_stops_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n");
+    assert!(
+        init(&dir, &["--operator", &"cd".repeat(32)])
+            .status
+            .success()
+    );
+    let descriptor: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("descriptor.json")).unwrap())
+            .unwrap();
+    edit_config(&dir, &[("max_subscriptions = 32", "max_subscriptions = 7")]);
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let daemon = Daemon::start(cmd);
+
+    runtime().block_on(async {
+        let http = reqwest::Client::new();
+        let r = http
+            .get(daemon.url("/"))
+            .header("Accept", "application/nostr+json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "application/nostr+json");
+        assert_eq!(r.headers()["access-control-allow-origin"], "*");
+        let doc: Value = r.json().await.unwrap();
+        assert_eq!(doc["software"], "https://github.com/fleetmesh/fleetmesh");
+        assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40]));
+        // The limits advertised are the configured ones (enforcement is tested in the
+        // relay crate's face tests).
+        assert_eq!(doc["limitation"]["max_subscriptions"], 7);
+        assert_eq!(doc["limitation"]["max_limit"], 500);
+        assert_eq!(doc["self"], descriptor["pubkey"]);
+        assert_eq!(
+            doc["pubkey"],
+            "cd".repeat(32),
+            "NIP-11 pubkey is the operator"
+        );
+        assert_eq!(doc["fleetmesh"]["descriptor"], descriptor["id"]);
+        assert_eq!(
+            doc["fleetmesh"]["protocol_digest"],
+            SchemaSet::embedded().digest().to_hex()
+        );
+
+        // Without the NIP-11 Accept header: a plain answer, not the document.
+        let r = http.get(daemon.url("/")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(r.text().await.unwrap().contains("application/nostr+json"));
+
+        let health: Value = http
+            .get(daemon.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(health["status"], "ok");
+        assert_eq!(health["pubkey"], descriptor["pubkey"]);
+
+        // The relay WebSocket on the same listener: our descriptor is there.
+        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/", daemon.addr))
+            .await
+            .unwrap();
+        let req = serde_json::json!(["REQ", "d", {"kinds": [11801]}]).to_string();
+        ws.send(WsMessage::Text(req.into())).await.unwrap();
+        let first = next_json(&mut ws).await;
+        assert_eq!(first[0], "EVENT");
+        assert_eq!(first[2]["id"], descriptor["id"]);
+        assert_eq!(next_json(&mut ws).await, serde_json::json!(["EOSE", "d"]));
+        drop(ws);
+
+        let metrics = http.get(daemon.url("/metrics")).send().await.unwrap();
+        assert_eq!(metrics.status(), 200);
+        let metrics = metrics.text().await.unwrap();
+        assert!(metrics.contains("fleetmesh_store_events 1\n"), "{metrics}");
+        assert!(
+            metrics.contains("fleetmesh_relay_reqs_total 1\n"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("# TYPE fleetmesh_relay_events_rejected_total counter"),
+            "{metrics}"
+        );
+
+        let r = http.get(daemon.url("/no/such/thing")).send().await.unwrap();
+        assert_eq!(r.status(), 404);
+        let err: Value = r.json().await.unwrap();
+        assert_eq!(err["error"]["code"], "not_found");
+    });
+    assert!(daemon.stop("-TERM").success(), "SIGTERM exits 0");
+
+    // SIGINT too, and the node reopens with the same identity afterwards.
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let daemon = Daemon::start(cmd);
+    assert!(daemon.stop("-INT").success(), "SIGINT exits 0");
+}
+
+#[test]
+fn run_refuses_a_missing_node_and_exposed_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n");
+    assert_usage_error(&run(&["run", dir.to_str().unwrap()]), "meshnode init");
+    assert!(init(&dir, &[]).status.success());
+    let key = dir.join("keys/nostr.sec");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_usage_error(
+        &run(&["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]),
+        "chmod 600",
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A config typo is refused rather than ignored.
+    let cfg = dir.join("meshnode.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("[face]", "[face]\nlisten_port = 1")).unwrap();
+    assert_usage_error(&run(&["run", dir.to_str().unwrap()]), "listen_port");
+    // A port already taken is a clear error.
+    std::fs::write(&cfg, &text).unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    assert_usage_error(
+        &run(&["run", dir.to_str().unwrap(), "--listen", &addr]),
+        &addr,
+    );
+}
+
+#[test]
+fn up_creates_a_node_once_and_reuses_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let start = || {
+        let mut cmd = meshnode();
+        cmd.env("MESHNODE_HOME", &home)
+            .args(["up", "--listen", "127.0.0.1:0"]);
+        Daemon::start(cmd)
+    };
+    let first = start();
+    assert!(home.join("meshnode.toml").exists());
+    let pubkey = |d: &Daemon| -> Value {
+        runtime().block_on(async {
+            reqwest::get(d.url("/healthz"))
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()["pubkey"]
+                .clone()
+        })
+    };
+    let pk = pubkey(&first);
+    assert!(first.stop("-TERM").success());
+    let second = start();
+    assert_eq!(pubkey(&second), pk, "up reuses the node it made");
+    assert!(second.stop("-TERM").success());
+}
+
+#[test]
+fn doctor_reports_the_box_and_the_digest() {
+    let o = run(&["doctor"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let digest = stdout(&run(&["schema", "digest"])).trim().to_owned();
+    assert!(
+        text.contains(&format!("protocol digest: {digest}")),
+        "{text}"
+    );
+    assert!(text.contains("cpu:"), "{text}");
+    assert!(text.contains("cuda:"), "{text}");
+
+    let o = run(&["doctor", "--json"]);
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["protocol_digest"], digest);
+    assert!(report["cpu"]["threads"].as_u64().unwrap() >= 1);
+    let adapters = report["gpu"]["wgpu"]["adapters"].as_array();
+    if std::env::var("CI").as_deref() == Ok("true") {
+        // CI installs lavapipe: the software Vulkan driver must be seen.
+        let adapters = adapters.expect("CI builds with wgpu");
+        assert!(
+            adapters.iter().any(|a| a["backend"] == "vulkan"),
+            "CI=true but wgpu sees no Vulkan adapter: {report}"
+        );
+    } else if adapters.is_none_or(|a| a.is_empty()) {
+        eprintln!(
+            "SKIPPED (no GPU adapter here): wgpu adapter listing; CI=true runs it on lavapipe"
+        );
+    }
+    // Without a CUDA driver, doctor says so and does not crash.
+    if report["gpu"]["cuda"]["status"] == "unavailable" {
+        assert!(!report["gpu"]["cuda"]["reason"].as_str().unwrap().is_empty());
+    }
+    // An impossible explicit backend is reported, not fatal.
+    let o = run(&["doctor", "--json", "--backend", "cuda:7"]);
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(report["backend"]["error"].is_string(), "{report}");
+    assert_usage_error(&run(&["doctor", "--backend", "tpu"]), "tpu");
+}
+
+#[test]
+fn every_acknowledged_event_survives_kill_dash_nine() {
+    use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n");
+    assert!(init(&dir, &[]).status.success());
+    // Generous rate limits: this test is about durability.
+    edit_config(
+        &dir,
+        &[
+            ("events_per_second = 500.0", "events_per_second = 100000.0"),
+            ("event_burst = 1000.0", "event_burst = 100000.0"),
+        ],
+    );
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let mut daemon = Daemon::start(cmd);
+    let url = format!("ws://{}/", daemon.addr);
+
+    // Four connections publish as fast as they can; each records the ids acknowledged
+    // with OK true. The daemon is killed with SIGKILL while they are still sending.
+    let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let writers: Vec<_> = (0..4)
+        .map(|c| {
+            let url = url.clone();
+            let acked = acked.clone();
+            rt.spawn(async move {
+                let keys = NodeKeys::generate().unwrap();
+                let (ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+                let (mut tx, mut rx) = ws.split();
+                let reader = tokio::spawn(async move {
+                    while let Some(Ok(msg)) = rx.next().await {
+                        if let WsMessage::Text(t) = msg {
+                            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                            if v[0] == "OK" && v[2] == true {
+                                acked
+                                    .lock()
+                                    .unwrap()
+                                    .insert(v[1].as_str().unwrap().to_owned());
+                            }
+                        }
+                    }
+                });
+                for i in 0..20_000u64 {
+                    let e = keys
+                        .sign(UnsignedEvent {
+                            created_at: 1_700_000_000 + i,
+                            kind: 1,
+                            tags: vec![],
+                            content: format!("connection {c} event {i}"),
+                        })
+                        .unwrap();
+                    if tx
+                        .send(WsMessage::Text(
+                            format!("[\"EVENT\",{}]", e.to_json()).into(),
+                        ))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                let _ = reader.await;
+            })
+        })
+        .collect();
+    // Let acknowledgements pile up, then kill mid-stream.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().unwrap().len() < 2000 {
+        assert!(Instant::now() < deadline, "no acknowledgements");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = daemon.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = daemon.child.wait().unwrap();
+    assert!(!status.success(), "killed, not exited");
+    for w in writers {
+        let _ = rt.block_on(w);
+    }
+    let acked: HashSet<String> = acked.lock().unwrap().clone();
+    assert!(acked.len() >= 2000);
+
+    // Restart on the same directory: every acknowledged id is stored.
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let daemon = Daemon::start(cmd);
+    let url = format!("ws://{}/", daemon.addr);
+    let stored: HashSet<String> = rt.block_on(async {
+        let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+        let ids: Vec<String> = acked.iter().cloned().collect();
+        let mut found = HashSet::new();
+        for (n, chunk) in ids.chunks(500).enumerate() {
+            let req = serde_json::json!(["REQ", format!("c{n}"), {"ids": chunk}]).to_string();
+            ws.send(WsMessage::Text(req.into())).await.unwrap();
+            loop {
+                let v = next_json(&mut ws).await;
+                match v[0].as_str() {
+                    Some("EVENT") => {
+                        found.insert(v[2]["id"].as_str().unwrap().to_owned());
+                    }
+                    Some("EOSE") => break,
+                    _ => panic!("{v}"),
+                }
+            }
+        }
+        found
+    });
+    let missing = acked.difference(&stored).count();
+    eprintln!(
+        "kill -9 after {} acknowledged events: {} found after restart",
+        acked.len(),
+        stored.len()
+    );
+    assert_eq!(
+        missing,
+        0,
+        "{missing} of {} acknowledged events were lost",
+        acked.len()
+    );
+    assert!(daemon.stop("-TERM").success());
+}

@@ -1,0 +1,163 @@
+//! `meshnode` end to end: the binary as an operator runs it, a real SQLite file, a real
+//! listener, and the `nostr` crate as an independent verifier. One test binary (each links
+//! a large debug build), a module per area.
+
+mod cli;
+mod daemon;
+mod init;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use fleetmesh_schemas::SchemaSet;
+use futures_util::{SinkExt as _, StreamExt as _};
+use nostr::JsonUtil as _;
+use serde_json::Value;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+fn meshnode() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_meshnode"));
+    c.env_remove("MESHNODE_HOME").env("MESHNODE_LOG", "warn");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    meshnode().args(args).output().expect("meshnode runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit code and the one-line error contract for code 2.
+fn assert_usage_error(o: &Output, mentions: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "stdout {} stderr {}",
+        stdout(o),
+        stderr(o)
+    );
+    let err = stderr(o);
+    assert!(
+        err.contains(mentions),
+        "stderr {err:?} should mention {mentions:?}"
+    );
+}
+
+fn shared() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn init(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["init", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// Rewrites lines of a node's meshnode.toml (init writes every key with its default).
+fn edit_config(dir: &Path, edits: &[(&str, &str)]) {
+    let path = dir.join("meshnode.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from:?} not in {text}");
+        text = text.replace(from, to);
+    }
+    std::fs::write(&path, text).unwrap();
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// A running `meshnode`, killed on drop.
+struct Daemon {
+    child: Child,
+    addr: String,
+}
+
+impl Daemon {
+    fn start(mut cmd: Command) -> Daemon {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = lines
+            .next()
+            .expect("the daemon prints where it listens")
+            .unwrap();
+        let addr = line
+            .strip_prefix("meshnode listening on http://")
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Daemon { child, addr }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Sends `signal` and waits for a clean exit.
+    fn stop(mut self, signal: &str) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not stop on {signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next text message, parsed; panics after 10 s.
+async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a message within 10 s")
+            .expect("open")
+            .expect("a message");
+        if let WsMessage::Text(t) = msg {
+            return serde_json::from_str(t.as_str()).unwrap();
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
