@@ -100,9 +100,10 @@ impl Writer {
             })
     }
 
-    /// Queues a purge of expired events, waiting for room in the queue.
+    /// Queues a purge of expired events.
     ///
     /// # Errors
+    /// [`QueueError::Full`] when the queue is full (the caller skips this round),
     /// [`QueueError::Stopped`] after the thread ended.
     pub fn purge_expired(
         &self,
@@ -110,8 +111,11 @@ impl Writer {
         done: Box<dyn FnOnce(Result<usize, String>) + Send>,
     ) -> Result<(), QueueError> {
         self.tx
-            .send(Job::Purge { now, done })
-            .map_err(|_| QueueError::Stopped)
+            .try_send(Job::Purge { now, done })
+            .map_err(|e| match e {
+                TrySendError::Full(_) => QueueError::Full,
+                TrySendError::Disconnected(_) => QueueError::Stopped,
+            })
     }
 }
 

@@ -752,3 +752,28 @@ async fn large_result_sets_arrive_whole_and_in_order() {
         .collect();
     assert_eq!(got, want, "all 500, newest first");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_events_disappear_and_are_purged_from_disk() {
+    let r = start(Limits::default()).await;
+    r.relay.spawn_expiry_purge(Duration::from_millis(200));
+    let keys = NodeKeys::generate().unwrap();
+    let mut c = Raw::connect(&r.url).await;
+    let soon = (now() + 2).to_string();
+    let e = note(&keys, 1, now(), &[&["expiration", &soon]], "short-lived");
+    let keep = note(&keys, 1, now(), &[], "stays");
+    assert!(c.publish(&e).await.0);
+    assert!(c.publish(&keep).await.0);
+    assert_eq!(c.req("before", &[json!({"kinds": [1]})]).await.len(), 2);
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(
+        c.req("after", &[json!({"kinds": [1]})]).await.len(),
+        1,
+        "never served once expired"
+    );
+    let text = r.relay.render_metrics().await.unwrap();
+    assert!(
+        text.contains("fleetmesh_store_events 1\n"),
+        "purged from the store: {text}"
+    );
+}
