@@ -36,6 +36,9 @@ pub enum Command {
     Up(UpArgs),
     /// Report what this machine offers: CPU, GPU adapters, CUDA, protocol digest, node id.
     Doctor(DoctorArgs),
+    /// Reconcile the node's store with a peer relay by NIP-77 negentropy and transfer only
+    /// the missing events (verified before they are stored).
+    Sync(SyncArgs),
     /// Work with the protocol's JSON Schemas.
     #[command(subcommand)]
     Schema(SchemaCommand),
@@ -95,6 +98,22 @@ pub struct UpArgs {
     /// Listen on this address instead of the configured one.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+}
+
+/// `meshnode sync`.
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// The node directory whose store is synced (the daemon may be running).
+    pub dir: PathBuf,
+    /// The peer relay: ws://HOST:PORT or wss://… (any NIP-77 relay).
+    #[arg(long, value_name = "URL")]
+    pub peer: String,
+    /// The NIP-01 filter of the events to reconcile, as JSON.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub filter: String,
+    /// pull: fetch what the peer has; push: send what it lacks; both.
+    #[arg(long, value_name = "pull|push|both", default_value = "both")]
+    pub direction: fleetmesh_relay::sync::Direction,
 }
 
 /// `meshnode doctor`.

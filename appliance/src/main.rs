@@ -91,6 +91,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Schema(cmd) => schema(cmd),
+        Command::Sync(args) => sync(args),
     }
 }
 
@@ -103,6 +104,49 @@ fn run(dir: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Result<Outco
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(server::run(node, listen))?;
+    Ok(Outcome::Ok)
+}
+
+fn sync(args: cli::SyncArgs) -> anyhow::Result<Outcome> {
+    use fleetmesh_relay::sync::{SyncOptions, sync};
+    let filter: serde_json::Value =
+        serde_json::from_str(&args.filter).context("--filter is not JSON")?;
+    if !(args.peer.starts_with("ws://") || args.peer.starts_with("wss://")) {
+        anyhow::bail!("--peer must be a ws:// or wss:// URL, not {:?}", args.peer);
+    }
+    let node = node::Node::open(&args.dir)?;
+    let mut store = node.store;
+    let opts = SyncOptions {
+        filter,
+        direction: args.direction,
+        ..SyncOptions::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let started = std::time::Instant::now();
+    let report = runtime.block_on(sync(&mut store, &args.peer, &opts, |line| {
+        eprintln!("{line}")
+    }))?;
+    println!(
+        "sync: {} rounds, {} bytes up, {} bytes down (negentropy); fetched {} of {} missing here, pushed {} of {} missing there; {:.2}s",
+        report.rounds,
+        report.neg_bytes_up,
+        report.neg_bytes_down,
+        report.fetched,
+        report.need,
+        report.pushed,
+        report.have,
+        started.elapsed().as_secs_f64()
+    );
+    if report.fetch_failed + report.push_refused > 0 {
+        eprintln!(
+            "meshnode: sync: {} fetched events failed verification or were not returned, {} pushed events were refused",
+            report.fetch_failed, report.push_refused
+        );
+        return Ok(Outcome::Negative);
+    }
     Ok(Outcome::Ok)
 }
 

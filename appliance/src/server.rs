@@ -34,8 +34,17 @@ struct AppState {
     relay: Arc<Relay>,
 }
 
-/// NIPs this build serves.
-pub const SUPPORTED_NIPS: &[u16] = &[1, 9, 11, 40];
+/// NIPs this build serves; 77 is added when negentropy is enabled.
+const BASE_NIPS: &[u16] = &[1, 9, 11, 40];
+
+/// The NIPs served with these relay limits.
+pub fn supported_nips(relay: &Relay) -> Vec<u16> {
+    let mut nips = BASE_NIPS.to_vec();
+    if relay.limits().negentropy {
+        nips.push(77);
+    }
+    nips
+}
 
 /// The NIP-11 relay information document for `node`.
 pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_json::Value {
@@ -54,7 +63,7 @@ pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_
         "self": pubkey,
         "software": env!("CARGO_PKG_REPOSITORY"),
         "version": env!("CARGO_PKG_VERSION"),
-        "supported_nips": SUPPORTED_NIPS,
+        "supported_nips": supported_nips(relay),
         "limitation": relay.limits().nip11(),
         "fleetmesh": {
             "did": node.keys.did(),

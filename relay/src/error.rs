@@ -66,6 +66,14 @@ pub enum Error {
         /// The newest version this build knows.
         supported: i64,
     },
+    /// A NIP-77 sync with a peer failed.
+    #[error("sync with {peer}: {reason}")]
+    Sync {
+        /// The peer's URL.
+        peer: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The operating system's random source failed.
     #[error("random source: {0}")]
     Random(String),

@@ -20,6 +20,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use fleetmesh_schemas::SchemaSet;
 use futures_util::{SinkExt as _, StreamExt as _};
+use negentropy::{Id, Negentropy, NegentropyStorageVector};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, watch};
 use tracing::{debug, info, warn};
@@ -210,9 +211,10 @@ impl Relay {
             reqs: TokenBucket::new(self.limits.reqs_per_second, self.limits.req_burst),
             peer,
             live: None,
+            negs: HashMap::new(),
         };
         let mut stop = self.shutdown.subscribe();
-        let (query_tx, mut query_rx) = mpsc::channel::<QueryDone>(64);
+        let (query_tx, mut query_rx) = mpsc::channel::<Done>(64);
         let reason: &str = loop {
             if conn.subs.is_empty() {
                 conn.live = None;
@@ -251,7 +253,11 @@ impl Relay {
                     Err(broadcast::error::RecvError::Closed) => break "relay stopped",
                 },
                 Some(done) = query_rx.recv() => {
-                    if !conn.on_query_done(done) {
+                    let ok = match done {
+                        Done::Query(done) => conn.on_query_done(done),
+                        Done::NegOpened(opened) => conn.on_neg_opened(opened),
+                    };
+                    if !ok {
                         break "too slow";
                     }
                 }
@@ -293,6 +299,26 @@ struct Sub {
     pending: Option<Vec<Arc<LiveEvent>>>,
 }
 
+/// Blocking work finished for a connection.
+enum Done {
+    Query(QueryDone),
+    NegOpened(NegOpened),
+}
+
+/// A NEG-OPEN whose items were loaded and whose first message was answered.
+struct NegOpened {
+    subid: String,
+    generation: u64,
+    result: Result<(Negentropy<'static, NegentropyStorageVector>, Vec<u8>), String>,
+}
+
+/// A negentropy session of one connection.
+struct NegSession {
+    generation: u64,
+    /// `None` while the items are still loading.
+    state: Option<Negentropy<'static, NegentropyStorageVector>>,
+}
+
 struct QueryDone {
     subid: String,
     generation: u64,
@@ -311,6 +337,34 @@ struct Connection {
     /// publish-only connection is never woken for other connections' events. Taken before
     /// a REQ's query starts, so nothing committed after the query's snapshot is missed.
     live: Option<broadcast::Receiver<Arc<LiveEvent>>>,
+    /// NIP-77 sessions by subscription id.
+    negs: HashMap<String, NegSession>,
+}
+
+/// Loads a filter's items and answers a NEG-OPEN's first message (blocking).
+fn open_negentropy(
+    readers: &Readers,
+    filter: &Filter,
+    max: usize,
+    frame: u64,
+    initial: &[u8],
+) -> Result<(Negentropy<'static, NegentropyStorageVector>, Vec<u8>), String> {
+    let items = readers
+        .with(|s| s.negentropy_items(std::slice::from_ref(filter), max, now()))
+        .map_err(|e| format!("error: {e}"))?
+        .ok_or_else(|| format!("blocked: the filter matches more than {max} events; narrow it"))?;
+    let mut storage = NegentropyStorageVector::with_capacity(items.len());
+    for (created_at, id) in items {
+        storage
+            .insert(created_at, Id::from_byte_array(id))
+            .map_err(|e| format!("error: {e}"))?;
+    }
+    storage.seal().map_err(|e| format!("error: {e}"))?;
+    let mut neg = Negentropy::owned(storage, frame).map_err(|e| format!("error: {e}"))?;
+    let reply = neg
+        .reconcile(initial)
+        .map_err(|e| format!("invalid: {e}"))?;
+    Ok((neg, reply))
 }
 
 fn text(s: String) -> Message {
@@ -339,7 +393,7 @@ impl Connection {
     }
 
     /// Handles one text message; false when the connection must close.
-    fn handle_text(&mut self, text: &str, queries: &mpsc::Sender<QueryDone>) -> bool {
+    fn handle_text(&mut self, text: &str, queries: &mpsc::Sender<Done>) -> bool {
         let limits = &self.relay.limits;
         if text.len() > limits.max_message_length {
             return self.notice(&format!(
@@ -359,6 +413,9 @@ impl Connection {
             Some("EVENT") => self.on_event(arr),
             Some("REQ") => self.on_req(arr, queries),
             Some("CLOSE") => self.on_close(arr),
+            Some(kind @ ("NEG-OPEN" | "NEG-MSG" | "NEG-CLOSE")) if self.relay.limits.negentropy => {
+                self.on_neg(kind, arr, queries)
+            }
             Some(other) => {
                 let other = other.chars().take(32).collect::<String>();
                 self.notice(&format!("invalid: unknown message type {other:?}"))
@@ -533,7 +590,7 @@ impl Connection {
         }
     }
 
-    fn on_req(&mut self, arr: &[Value], queries: &mpsc::Sender<QueryDone>) -> bool {
+    fn on_req(&mut self, arr: &[Value], queries: &mpsc::Sender<Done>) -> bool {
         let relay = self.relay.clone();
         let limits = &relay.limits;
         let Some(subid) = arr.get(1).and_then(Value::as_str) else {
@@ -616,13 +673,132 @@ impl Connection {
         let queries = queries.clone();
         tokio::task::spawn_blocking(move || {
             let result = readers.with(|s| s.query(&filters, cap, now()));
-            let _ = queries.blocking_send(QueryDone {
+            let _ = queries.blocking_send(Done::Query(QueryDone {
                 subid,
                 generation,
                 result,
-            });
+            }));
         });
         true
+    }
+
+    /// NIP-77: NEG-OPEN loads the filter's `(created_at, id)` items on a blocking thread
+    /// and answers the initial message; NEG-MSG continues; NEG-CLOSE ends the session.
+    fn on_neg(&mut self, kind: &str, arr: &[Value], queries: &mpsc::Sender<Done>) -> bool {
+        let relay = self.relay.clone();
+        let limits = &relay.limits;
+        let Some(subid) = arr.get(1).and_then(Value::as_str) else {
+            return self.notice(&format!("invalid: {kind} needs a subscription id string"));
+        };
+        let subid = subid.to_owned();
+        if subid.is_empty() || subid.chars().count() > limits.max_subid_length {
+            return self.notice(&format!(
+                "invalid: subscription ids are 1 to {} characters",
+                limits.max_subid_length
+            ));
+        }
+        let msg_hex = |i: usize| -> Result<Vec<u8>, String> {
+            let s = arr
+                .get(i)
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("invalid: {kind} needs a hex message"))?;
+            hex::decode(s).map_err(|_| "invalid: the negentropy message is not hex".to_owned())
+        };
+        match kind {
+            "NEG-CLOSE" => {
+                self.negs.remove(&subid);
+                true
+            }
+            "NEG-MSG" => {
+                let msg = match msg_hex(2) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        self.negs.remove(&subid);
+                        return self.send(message::neg_err(&subid, &e));
+                    }
+                };
+                let Some(neg) = self.negs.get_mut(&subid).and_then(|s| s.state.as_mut()) else {
+                    return self.send(message::neg_err(
+                        &subid,
+                        "closed: no such negentropy session; send NEG-OPEN first",
+                    ));
+                };
+                match neg.reconcile(&msg) {
+                    Ok(reply) => self.send(message::neg_msg(&subid, &reply)),
+                    Err(e) => {
+                        self.negs.remove(&subid);
+                        self.send(message::neg_err(&subid, &format!("invalid: {e}")))
+                    }
+                }
+            }
+            _ => {
+                let (Some(filter), Ok(initial)) = (arr.get(2), msg_hex(3)) else {
+                    return self.send(message::neg_err(
+                        &subid,
+                        "invalid: NEG-OPEN takes a filter and a hex message",
+                    ));
+                };
+                let fl = FilterLimits {
+                    max_values: limits.max_filter_values,
+                };
+                let filter = match Filter::from_value(filter, fl) {
+                    Ok(f) => f,
+                    Err(e) => return self.send(message::neg_err(&subid, &format!("invalid: {e}"))),
+                };
+                if !self.negs.contains_key(&subid) && self.negs.len() >= limits.max_neg_sessions {
+                    return self.send(message::neg_err(
+                        &subid,
+                        &format!(
+                            "blocked: too many open negentropy sessions (the most is {})",
+                            limits.max_neg_sessions
+                        ),
+                    ));
+                }
+                self.generation += 1;
+                let generation = self.generation;
+                self.negs.insert(
+                    subid.clone(),
+                    NegSession {
+                        generation,
+                        state: None,
+                    },
+                );
+                let readers = relay.readers.clone();
+                let (max, frame) = (limits.max_neg_items, limits.neg_frame_size);
+                let queries = queries.clone();
+                tokio::task::spawn_blocking(move || {
+                    let result = open_negentropy(&readers, &filter, max, frame, &initial);
+                    let _ = queries.blocking_send(Done::NegOpened(NegOpened {
+                        subid,
+                        generation,
+                        result,
+                    }));
+                });
+                true
+            }
+        }
+    }
+
+    fn on_neg_opened(&mut self, opened: NegOpened) -> bool {
+        let current = self
+            .negs
+            .get(&opened.subid)
+            .is_some_and(|s| s.generation == opened.generation);
+        if !current {
+            return true; // closed or reopened meanwhile
+        }
+        match opened.result {
+            Ok((neg, reply)) => {
+                if let Some(s) = self.negs.get_mut(&opened.subid) {
+                    s.state = Some(neg);
+                }
+                self.send(message::neg_msg(&opened.subid, &reply))
+            }
+            Err(reason) => {
+                self.negs.remove(&opened.subid);
+                self.send(message::neg_err(&opened.subid, &reason))
+            }
+        }
     }
 
     fn on_close(&mut self, arr: &[Value]) -> bool {

@@ -23,6 +23,7 @@ pub mod limits;
 pub mod message;
 pub mod metrics;
 pub mod store;
+pub mod sync;
 
 pub use error::{Error, Result};
 pub use event::{Event, UnsignedEvent};

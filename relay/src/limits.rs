@@ -37,6 +37,16 @@ pub struct Limits {
     pub reqs_per_second: f64,
     /// REQs in a burst. Default 100.
     pub req_burst: f64,
+    /// Serve NIP-77 negentropy sync (NEG-OPEN/NEG-MSG/NEG-CLOSE). Default true.
+    pub negentropy: bool,
+    /// Open negentropy sessions per connection. Default 8.
+    pub max_neg_sessions: usize,
+    /// Most items (events matching the filter) one negentropy session may reconcile.
+    /// Default 1 000 000.
+    pub max_neg_items: usize,
+    /// Largest negentropy message the relay writes, in bytes before hex encoding.
+    /// Default 50 000 (100 000 hex characters, under the default message limit).
+    pub neg_frame_size: u64,
 }
 
 impl Default for Limits {
@@ -55,6 +65,10 @@ impl Default for Limits {
             event_burst: 1000.0,
             reqs_per_second: 50.0,
             req_burst: 100.0,
+            negentropy: true,
+            max_neg_sessions: 8,
+            max_neg_items: 1_000_000,
+            neg_frame_size: 50_000,
         }
     }
 }

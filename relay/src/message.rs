@@ -32,6 +32,16 @@ pub fn closed(subid: &str, message: &str) -> String {
     format!("[\"CLOSED\",{},{}]", string(subid), string(message))
 }
 
+/// `["NEG-MSG", <subid>, <hex>]` (NIP-77).
+pub fn neg_msg(subid: &str, msg: &[u8]) -> String {
+    format!("[\"NEG-MSG\",{},\"{}\"]", string(subid), hex::encode(msg))
+}
+
+/// `["NEG-ERR", <subid>, <reason>]` (NIP-77).
+pub fn neg_err(subid: &str, reason: &str) -> String {
+    format!("[\"NEG-ERR\",{},{}]", string(subid), string(reason))
+}
+
 /// `["NOTICE", <message>]`.
 pub fn notice(message: &str) -> String {
     format!("[\"NOTICE\",{}]", string(message))

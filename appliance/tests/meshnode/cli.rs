@@ -143,6 +143,7 @@ fn every_subcommand_has_help() {
         &["schema", "digest", "--help"],
         &["schema", "validate", "--help"],
         &["schema", "list", "--help"],
+        &["sync", "--help"],
     ] {
         let o = run(args);
         assert!(o.status.success(), "{args:?}");

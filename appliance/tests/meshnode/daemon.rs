@@ -33,7 +33,7 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
         let doc: Value = r.json().await.unwrap();
         assert_eq!(doc["software"], "https://github.com/fleetmesh/fleetmesh");
         assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
-        assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40]));
+        assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40, 77]));
         // The limits advertised are the configured ones (enforcement is tested in the
         // relay crate's face tests).
         assert_eq!(doc["limitation"]["max_subscriptions"], 7);
@@ -338,4 +338,154 @@ fn every_acknowledged_event_survives_kill_dash_nine() {
         acked.len()
     );
     assert!(daemon.stop("-TERM").success());
+}
+
+/// Publishes `events` on `url` and waits for every OK true.
+async fn publish_all(url: &str, events: &[fleetmesh_relay::Event]) {
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    for e in events {
+        ws.send(WsMessage::Text(
+            format!("[\"EVENT\",{}]", e.to_json()).into(),
+        ))
+        .await
+        .unwrap();
+    }
+    for _ in events {
+        let v = next_json(&mut ws).await;
+        assert_eq!(
+            (&v[0], &v[2]),
+            (&Value::from("OK"), &Value::from(true)),
+            "{v}"
+        );
+    }
+}
+
+/// The ids of the kind-1 events stored behind `url`.
+async fn note_ids(url: &str) -> std::collections::BTreeSet<String> {
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let req = serde_json::json!(["REQ", "ids", {"kinds": [1], "limit": 500}]).to_string();
+    ws.send(WsMessage::Text(req.into())).await.unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    loop {
+        let v = next_json(&mut ws).await;
+        if v[0] == "EOSE" {
+            return ids;
+        }
+        ids.insert(v[2]["id"].as_str().unwrap().to_owned());
+    }
+}
+
+#[test]
+fn sync_between_two_running_nodes_converges_both_stores() {
+    use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    assert!(init(&a, &[]).status.success());
+    assert!(init(&b, &[]).status.success());
+    let start = |dir: &Path| {
+        let mut cmd = meshnode();
+        cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+        Daemon::start(cmd)
+    };
+    let (da, db) = (start(&a), start(&b));
+    let (ua, ub) = (format!("ws://{}/", da.addr), format!("ws://{}/", db.addr));
+    let keys = NodeKeys::generate().unwrap();
+    let note = |i: u64| {
+        keys.sign(UnsignedEvent {
+            created_at: 1_700_000_000 + i,
+            kind: 1,
+            tags: vec![],
+            content: format!("note {i}"),
+        })
+        .unwrap()
+    };
+    let all: Vec<_> = (0..60).map(note).collect();
+    let rt = runtime();
+    rt.block_on(async {
+        publish_all(&ua, &all[..40]).await; // a: 0..40
+        publish_all(&ub, &all[20..]).await; // b: 20..60
+    });
+
+    let o = run(&[
+        "sync",
+        a.to_str().unwrap(),
+        "--peer",
+        &ub,
+        "--filter",
+        r#"{"kinds":[1]}"#,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let last = stdout(&o);
+    assert!(
+        last.contains("fetched 20 of 20 missing here, pushed 20 of 20 missing there"),
+        "{last}"
+    );
+    assert!(
+        stderr(&o).contains("sync: reconciled"),
+        "progress on stderr: {}",
+        stderr(&o)
+    );
+
+    let want: std::collections::BTreeSet<String> = all.iter().map(|e| e.id_hex()).collect();
+    rt.block_on(async {
+        assert_eq!(note_ids(&ua).await, want, "a has the union");
+        assert_eq!(note_ids(&ub).await, want, "b has the union");
+    });
+    // Without a filter the two node descriptors (kind 11801) cross too; then nothing is
+    // left to do.
+    let o = run(&["sync", a.to_str().unwrap(), "--peer", &ub]);
+    assert!(
+        stdout(&o).contains("fetched 1 of 1 missing here, pushed 1 of 1"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&[
+        "sync",
+        a.to_str().unwrap(),
+        "--peer",
+        &ub,
+        "--direction",
+        "pull",
+    ]);
+    assert!(
+        stdout(&o).contains("fetched 0 of 0 missing here"),
+        "{}",
+        stdout(&o)
+    );
+
+    // Bad input: exit 2 with one line.
+    assert_usage_error(
+        &run(&["sync", a.to_str().unwrap(), "--peer", "http://x"]),
+        "ws://",
+    );
+    assert_usage_error(
+        &run(&["sync", a.to_str().unwrap(), "--peer", &ub, "--filter", "{"]),
+        "--filter",
+    );
+    assert_usage_error(
+        &run(&[
+            "sync",
+            a.to_str().unwrap(),
+            "--peer",
+            &ub,
+            "--direction",
+            "sideways",
+        ]),
+        "sideways",
+    );
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    assert_usage_error(
+        &run(&[
+            "sync",
+            a.to_str().unwrap(),
+            "--peer",
+            &format!("ws://{closed}/"),
+        ]),
+        "connect",
+    );
+    assert!(da.stop("-TERM").success());
+    assert!(db.stop("-TERM").success());
 }

@@ -101,6 +101,9 @@ pub struct StoredEvent {
     pub raw: String,
 }
 
+/// A NIP-77 item: `(created_at, id)`.
+pub type NegItem = (u64, [u8; 32]);
+
 /// One connection to the store.
 #[derive(Debug)]
 pub struct Store {
@@ -296,7 +299,11 @@ impl Store {
             if limit == 0 || f.matches_nothing() {
                 continue;
             }
-            let (sql, params) = filter_sql(f, limit, now);
+            let (chosen, params) = filter_sql(f, limit, now);
+            let sql = format!(
+                "SELECT created_at, id, raw FROM events WHERE rid IN (SELECT rid FROM ({chosen})) \
+                 ORDER BY created_at DESC, id ASC"
+            );
             let mut stmt = self.conn.prepare_cached(&sql).map_err(self.sql())?;
             let rows = stmt
                 .query_map(rusqlite::params_from_iter(params.iter()), |r| {
@@ -316,6 +323,69 @@ impl Store {
         }
         if filters.len() > 1 {
             out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+        }
+        Ok(out)
+    }
+
+    /// The `(created_at, id)` of every stored event matching any of `filters` (NIP-77's
+    /// items), without reading event bodies; unsorted, without duplicates. Stops with
+    /// `Ok(None)` past `max` items.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn negentropy_items(
+        &self,
+        filters: &[Filter],
+        max: usize,
+        now: u64,
+    ) -> Result<Option<Vec<NegItem>>> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for f in filters {
+            if f.matches_nothing() || f.limit == Some(0) {
+                continue;
+            }
+            // One past `max` tells "too many" from "exactly max".
+            let limit = f.limit.unwrap_or(u64::MAX).min(max as u64 + 1);
+            let (chosen, params) = filter_sql(f, limit, now);
+            let sql = format!("SELECT created_at, id FROM ({chosen})");
+            let mut stmt = self.conn.prepare_cached(&sql).map_err(self.sql())?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(params.iter()), |r| {
+                    Ok((r.get::<_, i64>(0)? as u64, r.get::<_, [u8; 32]>(1)?))
+                })
+                .map_err(self.sql())?;
+            for row in rows {
+                let row = row.map_err(self.sql())?;
+                if seen.insert(row.1) {
+                    out.push(row);
+                    if out.len() > max {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// The JSON of the stored events with these ids (those that exist).
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn events_by_id(&self, ids: &[[u8; 32]]) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT raw FROM events WHERE id = ?1")
+            .map_err(self.sql())?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(raw) = stmt
+                .query_row([&id[..]], |r| r.get::<_, String>(0))
+                .optional()
+                .map_err(self.sql())?
+            {
+                out.push(raw);
+            }
         }
         Ok(out)
     }
@@ -552,7 +622,8 @@ fn insert_in(tx: &Transaction<'_>, e: &Event, json: &str) -> rusqlite::Result<In
     Ok(InsertOutcome::Stored)
 }
 
-/// SQL for one filter.
+/// SQL choosing the rows of one filter: it yields `rid, created_at, id`, newest first, at
+/// most `limit` rows.
 ///
 /// The rows to return are chosen on narrow columns first (`rid`, `created_at`, `id`) and
 /// only those `limit` rows have their JSON read, so no sort ever carries event bodies. A
@@ -640,7 +711,7 @@ fn filter_sql(f: &Filter, limit: u64, now: u64) -> (String, Vec<rusqlite::types:
                 .collect();
             params.push(limit);
             format!(
-                "SELECT rid FROM (SELECT DISTINCT rid, created_at, id FROM ({})) \
+                "SELECT rid, created_at, id FROM (SELECT DISTINCT rid, created_at, id FROM ({})) \
                  ORDER BY created_at DESC, id ASC LIMIT ?",
                 branches.join(" UNION ALL ")
             )
@@ -650,13 +721,11 @@ fn filter_sql(f: &Filter, limit: u64, now: u64) -> (String, Vec<rusqlite::types:
             params.extend(range_params);
             params.push(limit);
             format!(
-                "SELECT e.rid FROM events e WHERE {conds}{} ORDER BY e.created_at DESC, e.id ASC LIMIT ?",
+                "SELECT e.rid AS rid, e.created_at AS created_at, e.id AS id FROM events e \
+                 WHERE {conds}{} ORDER BY e.created_at DESC, e.id ASC LIMIT ?",
                 range.replace("{col}", "e.created_at")
             )
         }
     };
-    let sql = format!(
-        "SELECT created_at, id, raw FROM events WHERE rid IN ({chosen}) ORDER BY created_at DESC, id ASC"
-    );
-    (sql, params)
+    (chosen, params)
 }

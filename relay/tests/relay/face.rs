@@ -18,9 +18,11 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 /// A relay on 127.0.0.1:0 with its own store, stopped on drop.
-struct TestRelay {
-    url: String,
-    relay: Arc<Relay>,
+pub(crate) struct TestRelay {
+    pub(crate) url: String,
+    pub(crate) relay: Arc<Relay>,
+    /// The relay's database file.
+    pub(crate) db: std::path::PathBuf,
     _dir: tempfile::TempDir,
     server: tokio::task::JoinHandle<()>,
 }
@@ -32,7 +34,7 @@ impl Drop for TestRelay {
     }
 }
 
-async fn start(limits: Limits) -> TestRelay {
+pub(crate) async fn start(limits: Limits) -> TestRelay {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("relay.db");
     drop(Store::create(&db).unwrap());
@@ -67,37 +69,38 @@ async fn start(limits: Limits) -> TestRelay {
     TestRelay {
         url: format!("ws://{addr}"),
         relay,
+        db,
         _dir: dir,
         server,
     }
 }
 
 /// A raw NIP-01 client.
-struct Raw {
+pub(crate) struct Raw {
     ws: tokio_tungstenite::WebSocketStream<
         tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
     >,
 }
 
 impl Raw {
-    async fn connect(url: &str) -> Raw {
+    pub(crate) async fn connect(url: &str) -> Raw {
         let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
         Raw { ws }
     }
 
-    async fn send(&mut self, text: impl Into<String>) {
+    pub(crate) async fn send(&mut self, text: impl Into<String>) {
         self.ws
             .send(Message::Text(text.into().into()))
             .await
             .unwrap();
     }
 
-    async fn send_json(&mut self, v: Value) {
+    pub(crate) async fn send_json(&mut self, v: Value) {
         self.send(v.to_string()).await;
     }
 
     /// The next text message, parsed; panics after 5 s.
-    async fn recv(&mut self) -> Value {
+    pub(crate) async fn recv(&mut self) -> Value {
         loop {
             let msg = tokio::time::timeout(Duration::from_secs(5), self.ws.next())
                 .await
@@ -126,7 +129,7 @@ impl Raw {
     }
 
     /// Sends a REQ and returns the events before EOSE.
-    async fn req(&mut self, subid: &str, filters: &[Value]) -> Vec<Value> {
+    pub(crate) async fn req(&mut self, subid: &str, filters: &[Value]) -> Vec<Value> {
         let mut msg = vec![json!("REQ"), json!(subid)];
         msg.extend(filters.iter().cloned());
         self.send_json(Value::Array(msg)).await;

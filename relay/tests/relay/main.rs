@@ -5,6 +5,7 @@
 mod face;
 mod nostr_core;
 mod store;
+mod sync;
 
 use fleetmesh_relay::{Event, NodeKeys, UnsignedEvent};
 

@@ -1,0 +1,384 @@
+//! NIP-77 sync with a peer relay (ours or any other that speaks NIP-77): reconcile the
+//! local store's items for a filter with the peer's by negentropy (protocol 0x61), then
+//! fetch what is missing here and push what is missing there, so no event crosses the
+//! wire twice. Fetched events are verified (id, signature, schema) before they are stored.
+//!
+//! Used by `meshnode sync`; the store is accessed directly, so it runs beside a running
+//! daemon too (SQLite WAL takes the writes of both).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use negentropy::{Id, Negentropy, NegentropyStorageVector};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::event::Event;
+use crate::filter::{Filter, FilterLimits};
+use crate::store::{InsertOutcome, Store, now};
+use crate::{Error, Result};
+
+/// Which way events flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Direction {
+    /// Fetch what the peer has and we lack.
+    Pull,
+    /// Send what we have and the peer lacks.
+    Push,
+    /// Both (the default).
+    #[default]
+    Both,
+}
+
+impl std::str::FromStr for Direction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pull" => Ok(Direction::Pull),
+            "push" => Ok(Direction::Push),
+            "both" => Ok(Direction::Both),
+            _ => Err(format!("unknown direction {s:?} (pull, push or both)")),
+        }
+    }
+}
+
+/// How to sync.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// The NIP-01 filter whose events are reconciled. Default: `{}` (everything).
+    pub filter: Value,
+    /// Which way events flow. Default: both.
+    pub direction: Direction,
+    /// Largest negentropy message we send, in bytes (0: unlimited). Default 50 000.
+    pub frame_size: u64,
+    /// Most local items reconciled. Default 1 000 000.
+    pub max_items: usize,
+    /// Ids per REQ when fetching, events in flight when pushing. Default 250.
+    pub batch: usize,
+    /// Longest wait for any one answer from the peer. Default 30 s.
+    pub timeout: Duration,
+}
+
+impl Default for SyncOptions {
+    fn default() -> Self {
+        SyncOptions {
+            filter: json!({}),
+            direction: Direction::Both,
+            frame_size: 50_000,
+            max_items: 1_000_000,
+            batch: 250,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Local items reconciled.
+    pub local_items: usize,
+    /// Negentropy round trips (NEG-OPEN or NEG-MSG answered by the peer).
+    pub rounds: usize,
+    /// Bytes of negentropy messages sent (the WebSocket text, NEG-* framing included).
+    pub neg_bytes_up: usize,
+    /// Bytes of negentropy messages received.
+    pub neg_bytes_down: usize,
+    /// Ids we have and the peer lacks.
+    pub have: usize,
+    /// Ids the peer has and we lack.
+    pub need: usize,
+    /// Events fetched, verified and stored.
+    pub fetched: usize,
+    /// Events fetched but refused (bad id, signature or schema), or not returned.
+    pub fetch_failed: usize,
+    /// Events the peer accepted (`OK true`).
+    pub pushed: usize,
+    /// Events the peer refused.
+    pub push_refused: usize,
+    /// Bytes of EVENT/REQ traffic both ways.
+    pub transfer_bytes: usize,
+}
+
+struct Peer {
+    url: String,
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    timeout: Duration,
+}
+
+impl Peer {
+    fn err(&self, reason: impl Into<String>) -> Error {
+        Error::Sync {
+            peer: self.url.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    async fn send(&mut self, text: String) -> Result<usize> {
+        let n = text.len();
+        self.ws
+            .send(Message::Text(text.into()))
+            .await
+            .map_err(|e| self.err(format!("send: {e}")))?;
+        Ok(n)
+    }
+
+    /// The next JSON array message, and its size.
+    async fn recv(&mut self) -> Result<(Value, usize)> {
+        loop {
+            let msg = tokio::time::timeout(self.timeout, self.ws.next())
+                .await
+                .map_err(|_| self.err(format!("no answer within {:?}", self.timeout)))?
+                .ok_or_else(|| self.err("the connection closed"))?
+                .map_err(|e| self.err(format!("receive: {e}")))?;
+            if let Message::Text(t) = msg {
+                let v: Value = serde_json::from_str(t.as_str())
+                    .map_err(|e| self.err(format!("not JSON: {e}")))?;
+                return Ok((v, t.len()));
+            }
+        }
+    }
+}
+
+/// Syncs `store` with the relay at `peer` (`ws://` or `wss://`); `progress` is called with
+/// a line of text as the work advances.
+///
+/// # Errors
+/// [`Error::Sync`] when the peer cannot be reached, answers NEG-ERR (for example a relay
+/// without NIP-77) or breaks the protocol; [`Error::Store`] when the store fails.
+pub async fn sync(
+    store: &mut Store,
+    peer: &str,
+    opts: &SyncOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<SyncReport> {
+    let filter =
+        Filter::from_value(&opts.filter, FilterLimits::default()).map_err(|e| Error::Sync {
+            peer: peer.to_owned(),
+            reason: format!("filter: {e}"),
+        })?;
+    let items = store
+        .negentropy_items(std::slice::from_ref(&filter), opts.max_items, now())?
+        .ok_or_else(|| Error::Sync {
+            peer: peer.to_owned(),
+            reason: format!(
+                "the filter matches more than {} local events; narrow it",
+                opts.max_items
+            ),
+        })?;
+    let mut report = SyncReport {
+        local_items: items.len(),
+        ..SyncReport::default()
+    };
+    let neg_err = |e: negentropy::Error| Error::Sync {
+        peer: peer.to_owned(),
+        reason: format!("negentropy: {e}"),
+    };
+    let mut storage = NegentropyStorageVector::with_capacity(items.len());
+    for (created_at, id) in items {
+        storage
+            .insert(created_at, Id::from_byte_array(id))
+            .map_err(neg_err)?;
+    }
+    storage.seal().map_err(neg_err)?;
+    let mut neg = Negentropy::owned(storage, opts.frame_size).map_err(neg_err)?;
+
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(peer, None, true)
+        .await
+        .map_err(|e| Error::Sync {
+            peer: peer.to_owned(),
+            reason: format!("connect: {e}"),
+        })?;
+    let mut p = Peer {
+        url: peer.to_owned(),
+        ws,
+        timeout: opts.timeout,
+    };
+    progress(&format!(
+        "sync: reconciling {} local items with {peer}",
+        report.local_items
+    ));
+
+    // Reconciliation.
+    let subid = "fleetmesh-sync";
+    let initial = neg.initiate().map_err(neg_err)?;
+    let open = json!(["NEG-OPEN", subid, opts.filter, hex::encode(&initial)]).to_string();
+    report.neg_bytes_up += p.send(open).await?;
+    let (mut have, mut need): (Vec<Id>, Vec<Id>) = (Vec::new(), Vec::new());
+    loop {
+        let (v, n) = p.recv().await?;
+        match (v[0].as_str(), v[1].as_str()) {
+            (Some("NEG-MSG"), Some(s)) if s == subid => {
+                report.neg_bytes_down += n;
+                report.rounds += 1;
+                let msg = v[2]
+                    .as_str()
+                    .and_then(|h| hex::decode(h).ok())
+                    .ok_or_else(|| p.err("NEG-MSG without a hex message"))?;
+                match neg
+                    .reconcile_with_ids(&msg, &mut have, &mut need)
+                    .map_err(neg_err)?
+                {
+                    Some(next) => {
+                        let text = json!(["NEG-MSG", subid, hex::encode(&next)]).to_string();
+                        report.neg_bytes_up += p.send(text).await?;
+                    }
+                    None => break,
+                }
+                if report.rounds.is_multiple_of(5) {
+                    progress(&format!(
+                        "sync: round {}: {} to send, {} to fetch so far",
+                        report.rounds,
+                        have.len(),
+                        need.len()
+                    ));
+                }
+            }
+            (Some("NEG-ERR"), Some(s)) if s == subid => {
+                return Err(p.err(format!(
+                    "NEG-ERR: {}",
+                    v[2].as_str().unwrap_or("(no reason)")
+                )));
+            }
+            (Some("NOTICE"), _) => {
+                return Err(p.err(format!("NOTICE: {}", v[1].as_str().unwrap_or(""))));
+            }
+            _ => {}
+        }
+    }
+    report.neg_bytes_up += p.send(json!(["NEG-CLOSE", subid]).to_string()).await?;
+    report.have = have.len();
+    report.need = need.len();
+    progress(&format!(
+        "sync: reconciled in {} rounds: {} to send, {} to fetch",
+        report.rounds, report.have, report.need
+    ));
+
+    if opts.direction != Direction::Push && !need.is_empty() {
+        pull(store, &mut p, &need, opts, &mut report, &mut progress).await?;
+    }
+    if opts.direction != Direction::Pull && !have.is_empty() {
+        push(store, &mut p, &have, opts, &mut report, &mut progress).await?;
+    }
+    let _ = p.ws.close(None).await;
+    Ok(report)
+}
+
+async fn pull(
+    store: &mut Store,
+    p: &mut Peer,
+    need: &[Id],
+    opts: &SyncOptions,
+    report: &mut SyncReport,
+    progress: &mut impl FnMut(&str),
+) -> Result<()> {
+    let schemas = fleetmesh_schemas::SchemaSet::embedded();
+    for (n, chunk) in need.chunks(opts.batch.max(1)).enumerate() {
+        let ids: Vec<String> = chunk.iter().map(|id| hex::encode(id.as_bytes())).collect();
+        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let sub = format!("fetch-{n}");
+        let req = json!(["REQ", sub, {"ids": ids, "limit": ids.len()}]).to_string();
+        report.transfer_bytes += p.send(req).await?;
+        let mut got: Vec<(Event, String)> = Vec::with_capacity(chunk.len());
+        let mut returned = 0usize;
+        loop {
+            let (v, size) = p.recv().await?;
+            report.transfer_bytes += size;
+            match v[0].as_str() {
+                Some("EVENT") if v[1] == sub.as_str() => {
+                    returned += 1;
+                    // Verified here: the peer is not trusted.
+                    let ok = Event::from_value(&v[2]).ok().filter(|e| {
+                        wanted.contains(e.id_hex().as_str())
+                            && e.verify().is_ok()
+                            && schemas.validate_event(&e.to_value()).is_ok()
+                    });
+                    match ok {
+                        Some(e) => {
+                            let json = e.to_json();
+                            got.push((e, json));
+                        }
+                        None => report.fetch_failed += 1,
+                    }
+                }
+                Some("EOSE") if v[1] == sub.as_str() => break,
+                Some("CLOSED") if v[1] == sub.as_str() => {
+                    return Err(p.err(format!("REQ closed: {}", v[2].as_str().unwrap_or(""))));
+                }
+                _ => {}
+            }
+        }
+        p.send(json!(["CLOSE", sub]).to_string()).await?;
+        let refs: Vec<(&Event, &str)> = got.iter().map(|(e, j)| (e, j.as_str())).collect();
+        for outcome in store.insert_batch(&refs)? {
+            match outcome {
+                InsertOutcome::Stored | InsertOutcome::Duplicate => report.fetched += 1,
+                InsertOutcome::Superseded | InsertOutcome::Deleted => report.fetch_failed += 1,
+            }
+        }
+        // Ids the peer reconciled but did not return (deleted or expired meanwhile).
+        report.fetch_failed += chunk.len().saturating_sub(returned);
+        progress(&format!("sync: fetched {}/{}", report.fetched, need.len()));
+    }
+    Ok(())
+}
+
+async fn push(
+    store: &mut Store,
+    p: &mut Peer,
+    have: &[Id],
+    opts: &SyncOptions,
+    report: &mut SyncReport,
+    progress: &mut impl FnMut(&str),
+) -> Result<()> {
+    for chunk in have.chunks(opts.batch.max(1)) {
+        let ids: Vec<[u8; 32]> = chunk.iter().map(|id| *id.as_bytes()).collect();
+        let mut pending: Vec<(String, String)> = store
+            .events_by_id(&ids)?
+            .into_iter()
+            .filter_map(|raw| Event::from_json(&raw).ok().map(|e| (e.id_hex(), raw)))
+            .collect();
+        // A peer that answers `rate-limited:` gets the same events again after a pause
+        // that doubles each time (0.5 s up to 8 s), for up to six tries.
+        let mut pause = Duration::from_millis(500);
+        for attempt in 0.. {
+            let mut waiting: HashSet<&str> = pending.iter().map(|(id, _)| id.as_str()).collect();
+            for (_, raw) in &pending {
+                report.transfer_bytes += p.send(format!("[\"EVENT\",{raw}]")).await?;
+            }
+            let mut limited: HashSet<String> = HashSet::new();
+            while !waiting.is_empty() {
+                let (v, size) = p.recv().await?;
+                report.transfer_bytes += size;
+                if v[0] == "OK"
+                    && let Some(id) = v[1].as_str()
+                    && waiting.remove(id)
+                {
+                    let msg = v[3].as_str().unwrap_or("");
+                    if v[2] == true {
+                        report.pushed += 1;
+                    } else if msg.starts_with("rate-limited:") && attempt < 5 {
+                        limited.insert(id.to_owned());
+                    } else {
+                        report.push_refused += 1;
+                    }
+                }
+            }
+            if limited.is_empty() {
+                break;
+            }
+            progress(&format!(
+                "sync: the peer rate-limits; {} events again in {:?}",
+                limited.len(),
+                pause
+            ));
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(8));
+            pending.retain(|(id, _)| limited.contains(id));
+        }
+        progress(&format!("sync: pushed {}/{}", report.pushed, have.len()));
+    }
+    Ok(())
+}

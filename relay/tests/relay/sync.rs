@@ -1,0 +1,300 @@
+//! NIP-77 sync: our client against our relay, rust-nostr's client (`nostr-sdk`'s
+//! negentropy sync) against our relay, and the relay's answers to bad NEG messages.
+
+use std::collections::HashSet;
+
+use fleetmesh_relay::limits::Limits;
+use fleetmesh_relay::store::Store;
+use fleetmesh_relay::sync::{Direction, SyncOptions, sync};
+use fleetmesh_relay::{Event, NodeKeys};
+use nostr_sdk::prelude as sdk;
+use serde_json::json;
+
+use super::face::{Raw, start};
+use super::signed;
+
+/// `n` kind-1 events by one author, created from `base`.
+fn events(n: usize, base: u64, tag: &str) -> Vec<Event> {
+    let keys = NodeKeys::generate().unwrap();
+    (0..n)
+        .map(|i| {
+            signed(
+                &keys,
+                1,
+                base + i as u64,
+                &[&["t", tag]],
+                &format!("{tag} {i}"),
+            )
+        })
+        .collect()
+}
+
+fn fill(store: &mut Store, events: &[Event]) {
+    let json: Vec<String> = events.iter().map(Event::to_json).collect();
+    let refs: Vec<(&Event, &str)> = events
+        .iter()
+        .zip(&json)
+        .map(|(e, j)| (e, j.as_str()))
+        .collect();
+    store.insert_batch(&refs).unwrap();
+}
+
+fn ids_of(store: &Store) -> HashSet<[u8; 32]> {
+    store
+        .negentropy_items(&[Default::default()], usize::MAX - 1, u64::MAX - 1)
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|(_, id)| id)
+        .collect()
+}
+
+fn local_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::create(&dir.path().join("local.db")).unwrap();
+    (dir, s)
+}
+
+async fn run_sync(
+    store: &mut Store,
+    url: &str,
+    opts: SyncOptions,
+) -> fleetmesh_relay::sync::SyncReport {
+    sync(store, url, &opts, |_| {}).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_and_relay_converge_to_the_union_both_ways() {
+    let r = start(Limits::default()).await;
+    let (_d, mut local) = local_store();
+    let common = events(20, 1_700_000_000, "common");
+    let only_remote = events(50, 1_700_001_000, "remote");
+    let only_local = events(30, 1_700_002_000, "local");
+    {
+        let mut remote = Store::open(&r.db).unwrap();
+        fill(&mut remote, &common);
+        fill(&mut remote, &only_remote);
+    }
+    fill(&mut local, &common);
+    fill(&mut local, &only_local);
+
+    let report = run_sync(&mut local, &r.url, SyncOptions::default()).await;
+    assert_eq!((report.need, report.have), (50, 30), "{report:?}");
+    assert_eq!((report.fetched, report.pushed), (50, 30), "{report:?}");
+    assert_eq!((report.fetch_failed, report.push_refused), (0, 0));
+    let union: HashSet<[u8; 32]> = common
+        .iter()
+        .chain(&only_remote)
+        .chain(&only_local)
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(ids_of(&local), union);
+    assert_eq!(ids_of(&Store::open(&r.db).unwrap()), union);
+
+    // Again: nothing left to move, in a single round.
+    let again = run_sync(&mut local, &r.url, SyncOptions::default()).await;
+    assert_eq!(
+        (again.need, again.have, again.fetched, again.pushed),
+        (0, 0, 0, 0),
+        "{again:?}"
+    );
+    assert_eq!(again.rounds, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directions_filters_and_empty_sets() {
+    let r = start(Limits::default()).await;
+    let (_d, mut local) = local_store();
+    // Both empty.
+    let empty = run_sync(&mut local, &r.url, SyncOptions::default()).await;
+    assert_eq!((empty.local_items, empty.need, empty.have), (0, 0, 0));
+    let remote_events = events(10, 1_700_000_000, "a");
+    let local_events = events(7, 1_700_000_100, "b");
+    fill(&mut Store::open(&r.db).unwrap(), &remote_events);
+    fill(&mut local, &local_events);
+    // Pull only: we fetch, we do not push.
+    let pull = run_sync(
+        &mut local,
+        &r.url,
+        SyncOptions {
+            direction: Direction::Pull,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!((pull.fetched, pull.pushed, pull.have), (10, 0, 7));
+    assert_eq!(ids_of(&Store::open(&r.db).unwrap()).len(), 10);
+    // A filter limits what is reconciled: only tag b goes up.
+    let push = run_sync(
+        &mut local,
+        &r.url,
+        SyncOptions {
+            direction: Direction::Push,
+            filter: json!({"#t": ["b"]}),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!((push.local_items, push.pushed, push.need), (7, 7, 0));
+    assert_eq!(ids_of(&Store::open(&r.db).unwrap()).len(), 17);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sets_larger_than_a_frame_take_several_rounds() {
+    let r = start(Limits::default()).await;
+    let (_d, mut local) = local_store();
+    let remote_events = events(1500, 1_700_000_000, "r");
+    let local_events = events(1500, 1_700_000_000, "l");
+    fill(&mut Store::open(&r.db).unwrap(), &remote_events);
+    fill(&mut local, &local_events);
+    let report = run_sync(
+        &mut local,
+        &r.url,
+        SyncOptions {
+            frame_size: 4096,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert!(report.rounds > 1, "{report:?}");
+    assert_eq!(
+        (report.need, report.have, report.fetched, report.pushed),
+        (1500, 1500, 1500, 1500)
+    );
+    assert_eq!(ids_of(&local).len(), 3000);
+    assert_eq!(ids_of(&Store::open(&r.db).unwrap()).len(), 3000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nostr_sdk_negentropy_sync_against_our_relay() {
+    let r = start(Limits::default()).await;
+    let keys = sdk::Keys::generate();
+    let db = sdk::MemoryDatabase::with_opts(sdk::MemoryDatabaseOptions {
+        events: true,
+        max_events: None,
+    });
+    let client = sdk::Client::builder().database(db).build();
+    client.add_relay(&r.url).await.unwrap();
+    client.connect().await;
+    client
+        .wait_for_connection(std::time::Duration::from_secs(5))
+        .await;
+    // The client holds 12 events, the relay 9 others and 3 in common.
+    let mk = |i: u64| {
+        sdk::EventBuilder::text_note(format!("note {i}"))
+            .custom_created_at(sdk::Timestamp::from(1_700_000_000 + i))
+            .sign_with_keys(&keys)
+            .unwrap()
+    };
+    let (client_only, shared, relay_only): (Vec<_>, Vec<_>, Vec<_>) = (
+        (0..12).map(mk).collect(),
+        (12..15).map(mk).collect(),
+        (15..24).map(mk).collect(),
+    );
+    for e in client_only.iter().chain(&shared) {
+        client.database().save_event(e).await.unwrap();
+    }
+    {
+        let mut remote = Store::open(&r.db).unwrap();
+        for e in shared.iter().chain(&relay_only) {
+            let ours = Event::from_json(&sdk::JsonUtil::as_json(e)).unwrap();
+            remote.insert_event(&ours).unwrap();
+        }
+    }
+    let opts = sdk::SyncOptions::default().direction(sdk::SyncDirection::Both);
+    let out = client
+        .sync(sdk::Filter::new().author(keys.public_key()), &opts)
+        .await
+        .unwrap();
+    let rec = out.val;
+    assert_eq!(
+        rec.local.len(),
+        12,
+        "client-only ids found by reconciliation"
+    );
+    assert_eq!(
+        rec.remote.len(),
+        9,
+        "relay-only ids found by reconciliation"
+    );
+    assert_eq!(rec.sent.len(), 12, "{:?}", rec.send_failures);
+    assert_eq!(rec.received.len(), 9);
+    // Both sides now hold all 24.
+    assert_eq!(ids_of(&Store::open(&r.db).unwrap()).len(), 24);
+    let held = client
+        .database()
+        .query(sdk::Filter::new().author(keys.public_key()))
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 24);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_negentropy_messages_get_neg_err_and_the_connection_survives() {
+    let r = start(Limits {
+        max_neg_sessions: 1,
+        ..Limits::default()
+    })
+    .await;
+    let mut c = Raw::connect(&r.url).await;
+    // NEG-MSG without a session.
+    c.send_json(json!(["NEG-MSG", "n1", "6100"])).await;
+    let v = c.recv().await;
+    assert_eq!(v[0], "NEG-ERR");
+    assert!(v[2].as_str().unwrap().starts_with("closed:"), "{v}");
+    // Not hex.
+    c.send_json(json!(["NEG-OPEN", "n1", {}, "zz"])).await;
+    let v = c.recv().await;
+    assert!(
+        v[0] == "NEG-ERR" && v[2].as_str().unwrap().starts_with("invalid:"),
+        "{v}"
+    );
+    // A malformed negentropy message.
+    c.send_json(json!(["NEG-OPEN", "n1", {}, "61000005"])).await;
+    let v = c.recv().await;
+    assert!(
+        v[0] == "NEG-ERR" && v[2].as_str().unwrap().starts_with("invalid:"),
+        "{v}"
+    );
+    // A bad filter.
+    c.send_json(json!(["NEG-OPEN", "n1", {"kinds": "x"}, "6100"]))
+        .await;
+    let v = c.recv().await;
+    assert!(
+        v[0] == "NEG-ERR" && v[2].as_str().unwrap().starts_with("invalid: kinds"),
+        "{v}"
+    );
+    // An unsupported protocol version: the answer is our highest, 0x61.
+    c.send_json(json!(["NEG-OPEN", "v", {}, "62"])).await;
+    assert_eq!(c.recv().await, json!(["NEG-MSG", "v", "61"]));
+    // One session allowed: a second id is blocked.
+    c.send_json(json!(["NEG-OPEN", "w", {}, "6100"])).await;
+    let v = c.recv().await;
+    assert!(
+        v[0] == "NEG-ERR" && v[2].as_str().unwrap().starts_with("blocked:"),
+        "{v}"
+    );
+    c.send_json(json!(["NEG-CLOSE", "v"])).await;
+    // The connection still serves.
+    assert!(c.req("alive", &[json!({"limit": 1})]).await.is_empty());
+    c.send_json(json!(["NEG-OPEN", "w", {}, "6100"])).await;
+    assert_eq!(c.recv().await[0], "NEG-MSG");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negentropy_can_be_switched_off() {
+    let r = start(Limits {
+        negentropy: false,
+        ..Limits::default()
+    })
+    .await;
+    let mut c = Raw::connect(&r.url).await;
+    c.send_json(json!(["NEG-OPEN", "n", {}, "6100"])).await;
+    let v = c.recv().await;
+    assert_eq!(v[0], "NOTICE");
+    let (_d, mut local) = local_store();
+    let err = sync(&mut local, &r.url, &SyncOptions::default(), |_| {})
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("NOTICE"), "{err}");
+}
