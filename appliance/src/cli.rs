@@ -114,6 +114,9 @@ pub struct SyncArgs {
     /// pull: fetch what the peer has; push: send what it lacks; both.
     #[arg(long, value_name = "pull|push|both", default_value = "both")]
     pub direction: fleetmesh_relay::sync::Direction,
+    /// Reconcile only: say what would move, move nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `meshnode doctor`.

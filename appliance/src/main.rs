@@ -119,6 +119,7 @@ fn sync(args: cli::SyncArgs) -> anyhow::Result<Outcome> {
     let opts = SyncOptions {
         filter,
         direction: args.direction,
+        dry_run: args.dry_run,
         ..SyncOptions::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -129,6 +130,13 @@ fn sync(args: cli::SyncArgs) -> anyhow::Result<Outcome> {
     let report = runtime.block_on(sync(&mut store, &args.peer, &opts, |line| {
         eprintln!("{line}")
     }))?;
+    if args.dry_run {
+        println!(
+            "sync (dry run): {} rounds, {} bytes up, {} bytes down (negentropy); {} missing here, {} missing there",
+            report.rounds, report.neg_bytes_up, report.neg_bytes_down, report.need, report.have
+        );
+        return Ok(Outcome::Ok);
+    }
     println!(
         "sync: {} rounds, {} bytes up, {} bytes down (negentropy); fetched {} of {} missing here, pushed {} of {} missing there; {:.2}s",
         report.rounds,

@@ -193,6 +193,7 @@ pub async fn run(mut node: Node, listen: SocketAddr) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {listen}"))?;
     let local = listener.local_addr().context("reading the bound address")?;
+    let signals = shutdown_signal()?;
     info!(
         address = %local,
         pubkey = %node.keys.nostr_pubkey_hex(),
@@ -215,7 +216,7 @@ pub async fn run(mut node: Node, listen: SocketAddr) -> anyhow::Result<()> {
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(async move {
-        shutdown_signal().await;
+        signals.await;
         closer.close_all();
     })
     .await
@@ -230,29 +231,28 @@ pub async fn run(mut node: Node, listen: SocketAddr) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(err) = tokio::signal::ctrl_c().await {
-            warn!(%err, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
-        }
-    };
+/// Registers the SIGINT and SIGTERM handlers now, so a signal that arrives as soon as the
+/// listening line is printed already stops the node cleanly; the returned future resolves
+/// on the first of them.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+        let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+        Ok(async move {
+            tokio::select! {
+                _ = int.recv() => info!("SIGINT: shutting down"),
+                _ = term.recv() => info!("SIGTERM: shutting down"),
             }
-            Err(err) => {
-                warn!(%err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
+        })
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => info!("SIGINT: shutting down"),
-        () = term => info!("SIGTERM: shutting down"),
+    {
+        Ok(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                info!("Ctrl-C: shutting down");
+            }
+        })
     }
 }

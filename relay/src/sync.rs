@@ -58,6 +58,8 @@ pub struct SyncOptions {
     pub batch: usize,
     /// Longest wait for any one answer from the peer. Default 30 s.
     pub timeout: Duration,
+    /// Reconcile only: report what would move, move nothing. Default false.
+    pub dry_run: bool,
 }
 
 impl Default for SyncOptions {
@@ -69,6 +71,7 @@ impl Default for SyncOptions {
             max_items: 1_000_000,
             batch: 250,
             timeout: Duration::from_secs(30),
+            dry_run: false,
         }
     }
 }
@@ -84,6 +87,10 @@ pub struct SyncReport {
     pub neg_bytes_up: usize,
     /// Bytes of negentropy messages received.
     pub neg_bytes_down: usize,
+    /// Negentropy payload bytes sent (binary, before hex and JSON framing).
+    pub neg_payload_up: usize,
+    /// Negentropy payload bytes received (binary).
+    pub neg_payload_down: usize,
     /// Ids we have and the peer lacks.
     pub have: usize,
     /// Ids the peer has and we lack.
@@ -204,6 +211,7 @@ pub async fn sync(
     // Reconciliation.
     let subid = "fleetmesh-sync";
     let initial = neg.initiate().map_err(neg_err)?;
+    report.neg_payload_up += initial.len();
     let open = json!(["NEG-OPEN", subid, opts.filter, hex::encode(&initial)]).to_string();
     report.neg_bytes_up += p.send(open).await?;
     let (mut have, mut need): (Vec<Id>, Vec<Id>) = (Vec::new(), Vec::new());
@@ -217,11 +225,13 @@ pub async fn sync(
                     .as_str()
                     .and_then(|h| hex::decode(h).ok())
                     .ok_or_else(|| p.err("NEG-MSG without a hex message"))?;
+                report.neg_payload_down += msg.len();
                 match neg
                     .reconcile_with_ids(&msg, &mut have, &mut need)
                     .map_err(neg_err)?
                 {
                     Some(next) => {
+                        report.neg_payload_up += next.len();
                         let text = json!(["NEG-MSG", subid, hex::encode(&next)]).to_string();
                         report.neg_bytes_up += p.send(text).await?;
                     }
@@ -256,6 +266,10 @@ pub async fn sync(
         report.rounds, report.have, report.need
     ));
 
+    if opts.dry_run {
+        let _ = p.ws.close(None).await;
+        return Ok(report);
+    }
     if opts.direction != Direction::Push && !need.is_empty() {
         pull(store, &mut p, &need, opts, &mut report, &mut progress).await?;
     }

@@ -489,3 +489,27 @@ fn sync_between_two_running_nodes_converges_both_stores() {
     assert!(da.stop("-TERM").success());
     assert!(db.stop("-TERM").success());
 }
+
+#[test]
+fn nip11_lists_77_only_when_negentropy_is_enabled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n");
+    assert!(init(&dir, &[]).status.success());
+    edit_config(&dir, &[("negentropy = true", "negentropy = false")]);
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let daemon = Daemon::start(cmd);
+    let doc: Value = runtime().block_on(async {
+        reqwest::Client::new()
+            .get(daemon.url("/"))
+            .header("Accept", "application/nostr+json")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40]));
+    assert!(daemon.stop("-TERM").success());
+}

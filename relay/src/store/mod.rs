@@ -299,7 +299,7 @@ impl Store {
             if limit == 0 || f.matches_nothing() {
                 continue;
             }
-            let (chosen, params) = filter_sql(f, limit, now);
+            let (chosen, params) = filter_sql(f, Some(limit), now);
             let sql = format!(
                 "SELECT created_at, id, raw FROM events WHERE rid IN (SELECT rid FROM ({chosen})) \
                  ORDER BY created_at DESC, id ASC"
@@ -345,9 +345,8 @@ impl Store {
             if f.matches_nothing() || f.limit == Some(0) {
                 continue;
             }
-            // One past `max` tells "too many" from "exactly max".
-            let limit = f.limit.unwrap_or(u64::MAX).min(max as u64 + 1);
-            let (chosen, params) = filter_sql(f, limit, now);
+            // A filter's own limit keeps its meaning (the newest N); otherwise no order.
+            let (chosen, params) = filter_sql(f, f.limit, now);
             let sql = format!("SELECT created_at, id FROM ({chosen})");
             let mut stmt = self.conn.prepare_cached(&sql).map_err(self.sql())?;
             let rows = stmt
@@ -355,9 +354,11 @@ impl Store {
                     Ok((r.get::<_, i64>(0)? as u64, r.get::<_, [u8; 32]>(1)?))
                 })
                 .map_err(self.sql())?;
+            // Duplicates arise only across filters.
+            let dedup = filters.len() > 1;
             for row in rows {
                 let row = row.map_err(self.sql())?;
-                if seen.insert(row.1) {
+                if !dedup || seen.insert(row.1) {
                     out.push(row);
                     if out.len() > max {
                         return Ok(None);
@@ -630,10 +631,23 @@ fn insert_in(tx: &Transaction<'_>, e: &Event, json: &str) -> rusqlite::Result<In
 /// filter with `#x` values is driven by the tag index, one branch per value, each branch
 /// already in `created_at` order (one value: no sort at all); the others by the events
 /// indexes.
-fn filter_sql(f: &Filter, limit: u64, now: u64) -> (String, Vec<rusqlite::types::Value>) {
+///
+/// With `limit: None` the rows are neither ordered nor limited (NIP-77 items: the
+/// negentropy storage sorts them itself, and sorting a million rows in SQLite first would
+/// double the work).
+fn filter_sql(f: &Filter, limit: Option<u64>, now: u64) -> (String, Vec<rusqlite::types::Value>) {
     use rusqlite::types::Value as V;
     let mut params: Vec<V> = Vec::new();
-    let limit = V::Integer(limit.min(i64::MAX as u64) as i64);
+    let limit = limit.map(|l| V::Integer(l.min(i64::MAX as u64) as i64));
+    let (order_t, order, order_e) = if limit.is_some() {
+        (
+            " ORDER BY t.created_at DESC, e.id ASC LIMIT ?",
+            " ORDER BY created_at DESC, id ASC LIMIT ?",
+            " ORDER BY e.created_at DESC, e.id ASC LIMIT ?",
+        )
+    } else {
+        ("", "", "")
+    };
     // Conditions on the events table, aliased `e`.
     let mut conds = String::from("(e.expires_at IS NULL OR e.expires_at > ?)");
     let mut cond_params = vec![V::Integer(now as i64)];
@@ -699,30 +713,28 @@ fn filter_sql(f: &Filter, limit: u64, now: u64) -> (String, Vec<rusqlite::types:
                     params.push(V::Text(v.clone()));
                     params.extend(range_params.iter().cloned());
                     params.extend(cond_params.iter().cloned());
-                    params.push(limit.clone());
+                    params.extend(limit.clone());
                     format!(
                         "SELECT * FROM (SELECT t.rid AS rid, t.created_at AS created_at, e.id AS id \
                          FROM tags t CROSS JOIN events e ON e.rid = t.rid \
-                         WHERE t.name = ? AND t.value = ?{} AND {conds} \
-                         ORDER BY t.created_at DESC, e.id ASC LIMIT ?)",
+                         WHERE t.name = ? AND t.value = ?{} AND {conds}{order_t})",
                         range.replace("{col}", "t.created_at")
                     )
                 })
                 .collect();
-            params.push(limit);
+            params.extend(limit);
             format!(
-                "SELECT rid, created_at, id FROM (SELECT DISTINCT rid, created_at, id FROM ({})) \
-                 ORDER BY created_at DESC, id ASC LIMIT ?",
+                "SELECT rid, created_at, id FROM (SELECT DISTINCT rid, created_at, id FROM ({})){order}",
                 branches.join(" UNION ALL ")
             )
         }
         None => {
             params.extend(cond_params);
             params.extend(range_params);
-            params.push(limit);
+            params.extend(limit);
             format!(
                 "SELECT e.rid AS rid, e.created_at AS created_at, e.id AS id FROM events e \
-                 WHERE {conds}{} ORDER BY e.created_at DESC, e.id ASC LIMIT ?",
+                 WHERE {conds}{}{order_e}",
                 range.replace("{col}", "e.created_at")
             )
         }

@@ -298,3 +298,65 @@ async fn negentropy_can_be_switched_off() {
         .unwrap_err();
     assert!(err.to_string().contains("NOTICE"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_descriptors_sync_by_the_same_path() {
+    let r = start(Limits::default()).await;
+    let (_d, mut local) = local_store();
+    // A valid kind 30803 shard (from the schema examples, re-signed) on the relay, and a
+    // note that the filter leaves out.
+    let example: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../schemas/examples/events/kind-30803.json"
+    ))
+    .unwrap();
+    let ex = &example["valid"][0];
+    let keys = NodeKeys::generate().unwrap();
+    let shard = keys
+        .sign(fleetmesh_relay::UnsignedEvent {
+            created_at: 1_700_000_000,
+            kind: 30803,
+            tags: serde_json::from_value(ex["tags"].clone()).unwrap(),
+            content: ex["content"].as_str().unwrap().to_owned(),
+        })
+        .unwrap();
+    let mut c = Raw::connect(&r.url).await;
+    c.send(format!("[\"EVENT\",{}]", shard.to_json())).await;
+    assert_eq!(c.recv().await[2], true, "the example shard is valid");
+    fill(
+        &mut Store::open(&r.db).unwrap(),
+        &events(3, 1_700_000_000, "other"),
+    );
+    let report = run_sync(
+        &mut local,
+        &r.url,
+        SyncOptions {
+            filter: json!({"kinds": [30803]}),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!((report.need, report.fetched), (1, 1), "{report:?}");
+    assert_eq!(ids_of(&local), HashSet::from([shard.id]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetched_events_are_verified_before_they_are_stored() {
+    let r = start(Limits::default()).await;
+    let (_d, mut local) = local_store();
+    // The relay's store trusts its caller: plant an event with a broken signature there,
+    // as a lying peer would serve it.
+    let mut forged = events(1, 1_700_000_000, "forged").remove(0);
+    forged.sig[5] ^= 1;
+    let good = events(1, 1_700_000_001, "good");
+    fill(
+        &mut Store::open(&r.db).unwrap(),
+        &[forged.clone(), good[0].clone()],
+    );
+    let report = run_sync(&mut local, &r.url, SyncOptions::default()).await;
+    assert_eq!(
+        (report.need, report.fetched, report.fetch_failed),
+        (2, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(ids_of(&local), HashSet::from([good[0].id]));
+}

@@ -3,14 +3,16 @@
 //! ```text
 //! cargo run --release -p fleetmesh-bench -- events [N]
 //! cargo run --release -p fleetmesh-bench -- relay [--events N] [--conns K] [--reqs M]
+//! cargo run --release -p fleetmesh-bench -- sync [--items N]... [--diffs D]... [--relay-max N]
 //! ```
 
 mod events;
 mod relay;
+mod sync;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]"
+        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]"
     );
     std::process::exit(2);
 }
@@ -26,6 +28,7 @@ fn main() {
         }
         Some("relay") => relay::run(&args[1..]),
         Some("relay-client") => relay::client(&args[1..]),
+        Some("sync") => sync::run(&args[1..]),
         _ => usage(),
     }
 }
