@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use fleetmesh_relay::limits::Limits;
-use fleetmesh_relay::store::Store;
+use fleetmesh_relay::store::{NegItem, Store};
 use fleetmesh_relay::sync::{SyncOptions, sync};
 use fleetmesh_relay::{Event, Relay, RelayConfig};
 use negentropy::{Id, Negentropy, NegentropyStorageVector};
@@ -33,7 +33,7 @@ impl Rng {
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    fn item(&mut self) -> (u64, [u8; 32]) {
+    fn item(&mut self) -> NegItem {
         let mut id = [0u8; 32];
         for chunk in id.chunks_mut(8) {
             chunk.copy_from_slice(&self.next().to_le_bytes());
@@ -43,14 +43,7 @@ impl Rng {
 }
 
 /// (shared, only on the client side, only on the server side).
-fn sets(
-    n: usize,
-    d: usize,
-) -> (
-    Vec<(u64, [u8; 32])>,
-    Vec<(u64, [u8; 32])>,
-    Vec<(u64, [u8; 32])>,
-) {
+fn sets(n: usize, d: usize) -> (Vec<NegItem>, Vec<NegItem>, Vec<NegItem>) {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ n as u64);
     let shared = (0..n).map(|_| rng.item()).collect();
     let client = (0..d / 2).map(|_| rng.item()).collect();
@@ -58,7 +51,7 @@ fn sets(
     (shared, client, server)
 }
 
-fn storage<'a>(parts: impl Iterator<Item = &'a (u64, [u8; 32])>) -> NegentropyStorageVector {
+fn storage<'a>(parts: impl Iterator<Item = &'a NegItem>) -> NegentropyStorageVector {
     let mut s = NegentropyStorageVector::new();
     for (t, id) in parts {
         s.insert(*t, Id::from_byte_array(*id)).expect("insert");
@@ -115,7 +108,7 @@ fn reference(n: usize, d: usize) -> Figures {
 
 /// A store holding the given items as (unsigned, synthetic) kind-1 events: the store
 /// trusts its caller, and reconciliation reads only `(created_at, id)`.
-fn fill(path: &std::path::Path, items: impl Iterator<Item = (u64, [u8; 32])>) {
+fn fill(path: &std::path::Path, items: impl Iterator<Item = NegItem>) {
     let mut store = Store::create(path).expect("store");
     let mut batch: Vec<(Event, String)> = Vec::with_capacity(10_000);
     let mut flush = |batch: &mut Vec<(Event, String)>| {
