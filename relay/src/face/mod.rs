@@ -6,8 +6,10 @@
 //! (ephemeral) or handed to the store's [`Writer`]; its `OK` is sent by the writer thread
 //! after the commit, so `OK true` means stored. A REQ queries the store on a blocking
 //! thread and sends the results newest first, then `EOSE`, then live events; live events
-//! that arrive during the query are held back and sent after `EOSE`. Every rejection
-//! carries a NIP-01 prefix; a malformed message gets a NOTICE and the connection stays.
+//! that arrive during the query are held back and sent after `EOSE`. NIP-77's NEG-OPEN
+//! loads a filter's `(created_at, id)` items on a blocking thread and keeps a negentropy
+//! session per subscription id until NEG-CLOSE. Every rejection carries a NIP-01 prefix; a
+//! malformed message gets a NOTICE and the connection stays.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -20,12 +22,14 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use fleetmesh_schemas::SchemaSet;
 use futures_util::{SinkExt as _, StreamExt as _};
-use negentropy::{Id, Negentropy, NegentropyStorageVector};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, watch};
 use tracing::{debug, info, warn};
 
 use crate::Result;
+
+mod negentropy;
+use self::negentropy::{NegOpened, NegSession};
 use crate::event::Event;
 use crate::filter::{Filter, FilterLimits};
 use crate::limits::{Limits, TokenBucket};
@@ -305,20 +309,6 @@ enum Done {
     NegOpened(NegOpened),
 }
 
-/// A NEG-OPEN whose items were loaded and whose first message was answered.
-struct NegOpened {
-    subid: String,
-    generation: u64,
-    result: Result<(Negentropy<'static, NegentropyStorageVector>, Vec<u8>), String>,
-}
-
-/// A negentropy session of one connection.
-struct NegSession {
-    generation: u64,
-    /// `None` while the items are still loading.
-    state: Option<Negentropy<'static, NegentropyStorageVector>>,
-}
-
 struct QueryDone {
     subid: String,
     generation: u64,
@@ -339,32 +329,6 @@ struct Connection {
     live: Option<broadcast::Receiver<Arc<LiveEvent>>>,
     /// NIP-77 sessions by subscription id.
     negs: HashMap<String, NegSession>,
-}
-
-/// Loads a filter's items and answers a NEG-OPEN's first message (blocking).
-fn open_negentropy(
-    readers: &Readers,
-    filter: &Filter,
-    max: usize,
-    frame: u64,
-    initial: &[u8],
-) -> Result<(Negentropy<'static, NegentropyStorageVector>, Vec<u8>), String> {
-    let items = readers
-        .with(|s| s.negentropy_items(std::slice::from_ref(filter), max, now()))
-        .map_err(|e| format!("error: {e}"))?
-        .ok_or_else(|| format!("blocked: the filter matches more than {max} events; narrow it"))?;
-    let mut storage = NegentropyStorageVector::with_capacity(items.len());
-    for (created_at, id) in items {
-        storage
-            .insert(created_at, Id::from_byte_array(id))
-            .map_err(|e| format!("error: {e}"))?;
-    }
-    storage.seal().map_err(|e| format!("error: {e}"))?;
-    let mut neg = Negentropy::owned(storage, frame).map_err(|e| format!("error: {e}"))?;
-    let reply = neg
-        .reconcile(initial)
-        .map_err(|e| format!("invalid: {e}"))?;
-    Ok((neg, reply))
 }
 
 fn text(s: String) -> Message {
@@ -680,125 +644,6 @@ impl Connection {
             }));
         });
         true
-    }
-
-    /// NIP-77: NEG-OPEN loads the filter's `(created_at, id)` items on a blocking thread
-    /// and answers the initial message; NEG-MSG continues; NEG-CLOSE ends the session.
-    fn on_neg(&mut self, kind: &str, arr: &[Value], queries: &mpsc::Sender<Done>) -> bool {
-        let relay = self.relay.clone();
-        let limits = &relay.limits;
-        let Some(subid) = arr.get(1).and_then(Value::as_str) else {
-            return self.notice(&format!("invalid: {kind} needs a subscription id string"));
-        };
-        let subid = subid.to_owned();
-        if subid.is_empty() || subid.chars().count() > limits.max_subid_length {
-            return self.notice(&format!(
-                "invalid: subscription ids are 1 to {} characters",
-                limits.max_subid_length
-            ));
-        }
-        let msg_hex = |i: usize| -> Result<Vec<u8>, String> {
-            let s = arr
-                .get(i)
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("invalid: {kind} needs a hex message"))?;
-            hex::decode(s).map_err(|_| "invalid: the negentropy message is not hex".to_owned())
-        };
-        match kind {
-            "NEG-CLOSE" => {
-                self.negs.remove(&subid);
-                true
-            }
-            "NEG-MSG" => {
-                let msg = match msg_hex(2) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        self.negs.remove(&subid);
-                        return self.send(message::neg_err(&subid, &e));
-                    }
-                };
-                let Some(neg) = self.negs.get_mut(&subid).and_then(|s| s.state.as_mut()) else {
-                    return self.send(message::neg_err(
-                        &subid,
-                        "closed: no such negentropy session; send NEG-OPEN first",
-                    ));
-                };
-                match neg.reconcile(&msg) {
-                    Ok(reply) => self.send(message::neg_msg(&subid, &reply)),
-                    Err(e) => {
-                        self.negs.remove(&subid);
-                        self.send(message::neg_err(&subid, &format!("invalid: {e}")))
-                    }
-                }
-            }
-            _ => {
-                let (Some(filter), Ok(initial)) = (arr.get(2), msg_hex(3)) else {
-                    return self.send(message::neg_err(
-                        &subid,
-                        "invalid: NEG-OPEN takes a filter and a hex message",
-                    ));
-                };
-                let fl = FilterLimits {
-                    max_values: limits.max_filter_values,
-                };
-                let filter = match Filter::from_value(filter, fl) {
-                    Ok(f) => f,
-                    Err(e) => return self.send(message::neg_err(&subid, &format!("invalid: {e}"))),
-                };
-                if !self.negs.contains_key(&subid) && self.negs.len() >= limits.max_neg_sessions {
-                    return self.send(message::neg_err(
-                        &subid,
-                        &format!(
-                            "blocked: too many open negentropy sessions (the most is {})",
-                            limits.max_neg_sessions
-                        ),
-                    ));
-                }
-                self.generation += 1;
-                let generation = self.generation;
-                self.negs.insert(
-                    subid.clone(),
-                    NegSession {
-                        generation,
-                        state: None,
-                    },
-                );
-                let readers = relay.readers.clone();
-                let (max, frame) = (limits.max_neg_items, limits.neg_frame_size);
-                let queries = queries.clone();
-                tokio::task::spawn_blocking(move || {
-                    let result = open_negentropy(&readers, &filter, max, frame, &initial);
-                    let _ = queries.blocking_send(Done::NegOpened(NegOpened {
-                        subid,
-                        generation,
-                        result,
-                    }));
-                });
-                true
-            }
-        }
-    }
-
-    fn on_neg_opened(&mut self, opened: NegOpened) -> bool {
-        let current = self
-            .negs
-            .get(&opened.subid)
-            .is_some_and(|s| s.generation == opened.generation);
-        if !current {
-            return true; // closed or reopened meanwhile
-        }
-        match opened.result {
-            Ok((neg, reply)) => {
-                if let Some(s) = self.negs.get_mut(&opened.subid) {
-                    s.state = Some(neg);
-                }
-                self.send(message::neg_msg(&opened.subid, &reply))
-            }
-            Err(reason) => {
-                self.negs.remove(&opened.subid);
-                self.send(message::neg_err(&opened.subid, &reason))
-            }
-        }
     }
 
     fn on_close(&mut self, arr: &[Value]) -> bool {
