@@ -1,0 +1,185 @@
+//! Groth16 verification on BN254: one proof with a prepared key, and batches.
+//!
+//! A batch of N proofs under one key is checked by a random linear combination: with fresh
+//! random 128-bit weights r_j (from the OS),
+//!
+//! ```text
+//! Π_j e(r_j·A_j, B_j) · e(−Σ_j r_j·L_j, γ) · e(−Σ_j r_j·C_j, δ) = e(α, β)^(Σ_j r_j)
+//! ```
+//!
+//! where L_j = IC_0 + Σ_i x_{j,i}·IC_i. That is one multi-Miller loop of N + 2 pairs and one
+//! final exponentiation, instead of N of each; Σ_j r_j·L_j is a single MSM over the key's
+//! IC points. Fresh weights matter: with equal (or predictable) weights two invalid proofs
+//! can be made to cancel. When a batch fails, it is split in halves and each half checked
+//! again, down to single proofs, so the bad ones are named and the good ones still pass.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::snarkjs::check_public_count;
+use ark_bn254::{Bn254, Fr, G1Affine, G1Projective};
+use ark_ec::pairing::{Pairing, PairingOutput};
+use ark_ec::{CurveGroup, VariableBaseMSM};
+use ark_ff::{Field, PrimeField};
+use ark_groth16::{Groth16, PreparedVerifyingKey, Proof, VerifyingKey, prepare_verifying_key};
+
+/// A verifying key prepared for repeated verification.
+#[derive(Clone)]
+pub struct PreparedVk {
+    pvk: PreparedVerifyingKey<Bn254>,
+}
+
+impl std::fmt::Debug for PreparedVk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedVk")
+            .field("n_public", &self.n_public())
+            .finish()
+    }
+}
+
+impl PreparedVk {
+    /// Prepares `vk` (precomputes e(α, β) and the G2 lines of −γ and −δ).
+    pub fn new(vk: &VerifyingKey<Bn254>) -> PreparedVk {
+        PreparedVk {
+            pvk: prepare_verifying_key(vk),
+        }
+    }
+
+    /// The number of public inputs the key takes.
+    pub fn n_public(&self) -> usize {
+        self.pvk.vk.gamma_abc_g1.len().saturating_sub(1)
+    }
+
+    /// The key.
+    pub fn vk(&self) -> &VerifyingKey<Bn254> {
+        &self.pvk.vk
+    }
+}
+
+/// Verifies one proof.
+///
+/// # Errors
+/// [`Error::PublicCount`] when `public` does not have the key's number of inputs.
+pub fn verify(pvk: &PreparedVk, proof: &Proof<Bn254>, public: &[Fr]) -> Result<bool> {
+    check_public_count(pvk.vk(), public)?;
+    Ok(Groth16::<Bn254>::verify_proof(&pvk.pvk, proof, public).unwrap_or(false))
+}
+
+/// One proof with its public inputs.
+pub type Item = (Proof<Bn254>, Vec<Fr>);
+
+fn random_weights(n: usize) -> Result<Vec<Fr>> {
+    let mut bytes = vec![0u8; 16 * n];
+    getrandom::fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
+    Ok(bytes
+        .chunks_exact(16)
+        .map(|c| Fr::from(u128::from_le_bytes(c.try_into().expect("16 bytes"))))
+        .collect())
+}
+
+/// The random-linear-combination check of `items` (all with the right input count).
+fn combined_check(pvk: &PreparedVk, items: &[&Item]) -> Result<bool> {
+    let r = random_weights(items.len())?;
+    let vk = pvk.vk();
+    // Σ_j r_j·L_j = (Σ_j r_j)·IC_0 + Σ_i (Σ_j r_j·x_{j,i})·IC_i: one MSM over IC.
+    let mut ic_scalars = vec![Fr::from(0u8); vk.gamma_abc_g1.len()];
+    for (rj, (_, public)) in r.iter().zip(items) {
+        ic_scalars[0] += rj;
+        for (s, x) in ic_scalars[1..].iter_mut().zip(public) {
+            *s += *rj * x;
+        }
+    }
+    let sum_r = ic_scalars[0];
+    let acc_l = G1Projective::msm(&vk.gamma_abc_g1, &ic_scalars).expect("equal lengths");
+    let cs: Vec<G1Affine> = items.iter().map(|(p, _)| p.c).collect();
+    let acc_c = G1Projective::msm(&cs, &r).expect("equal lengths");
+    let scaled_a: Vec<G1Affine> = G1Projective::normalize_batch(
+        &items
+            .iter()
+            .zip(&r)
+            .map(|((p, _), rj)| p.a * rj)
+            .collect::<Vec<_>>(),
+    );
+    let mut g1s: Vec<<Bn254 as Pairing>::G1Prepared> =
+        scaled_a.iter().map(|a| (*a).into()).collect();
+    let mut g2s: Vec<<Bn254 as Pairing>::G2Prepared> =
+        items.iter().map(|(p, _)| p.b.into()).collect();
+    g1s.push(acc_l.into_affine().into());
+    g2s.push(pvk.pvk.gamma_g2_neg_pc.clone());
+    g1s.push(acc_c.into_affine().into());
+    g2s.push(pvk.pvk.delta_g2_neg_pc.clone());
+    let ml = Bn254::multi_miller_loop(g1s, g2s);
+    let Some(PairingOutput(lhs)) = Bn254::final_exponentiation(ml) else {
+        return Ok(false);
+    };
+    Ok(lhs == pvk.pvk.alpha_g1_beta_g2.pow(sum_r.into_bigint()))
+}
+
+fn bisect(pvk: &PreparedVk, items: &[Item], idx: &[usize], out: &mut [bool]) -> Result<()> {
+    if idx.len() == 1 {
+        let (proof, public) = &items[idx[0]];
+        out[idx[0]] = verify(pvk, proof, public)?;
+        return Ok(());
+    }
+    let refs: Vec<&Item> = idx.iter().map(|&i| &items[i]).collect();
+    if combined_check(pvk, &refs)? {
+        for &i in idx {
+            out[i] = true;
+        }
+        return Ok(());
+    }
+    let (left, right) = idx.split_at(idx.len() / 2);
+    bisect(pvk, items, left, out)?;
+    bisect(pvk, items, right, out)
+}
+
+/// Verifies a batch of proofs under one key; the result says, for each, whether it is
+/// valid. One check when all are valid; a failing batch is bisected to name the bad
+/// proofs. An item with the wrong number of public inputs is invalid.
+///
+/// # Errors
+/// [`Error::Random`] if the OS random source fails.
+pub fn batch_verify(pvk: &PreparedVk, items: &[Item]) -> Result<Vec<bool>> {
+    let mut out = vec![false; items.len()];
+    let idx: Vec<usize> = (0..items.len())
+        .filter(|&i| check_public_count(pvk.vk(), &items[i].1).is_ok())
+        .collect();
+    if !idx.is_empty() {
+        bisect(pvk, items, &idx, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Verifies proofs under several keys: grouped per key, each group batch-verified.
+/// `items[i].0` indexes into `keys`.
+///
+/// # Errors
+/// [`Error::Random`] if the OS random source fails.
+///
+/// # Panics
+/// If an item names a key index out of range.
+pub fn batch_verify_grouped(keys: &[PreparedVk], items: &[(usize, Item)]) -> Result<Vec<bool>> {
+    // Equal keys given twice share a batch: keys are compared by their coordinates.
+    let mut canonical: HashMap<Vec<u8>, usize> = HashMap::new();
+    let key_of: Vec<usize> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            *canonical
+                .entry(crate::snarkjs::vk_fingerprint(k.vk()))
+                .or_insert(i)
+        })
+        .collect();
+    let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, (k, _)) in items.iter().enumerate() {
+        groups.entry(key_of[*k]).or_default().push(i);
+    }
+    let mut out = vec![false; items.len()];
+    for (k, members) in groups {
+        let batch: Vec<Item> = members.iter().map(|&i| items[i].1.clone()).collect();
+        for (valid, i) in batch_verify(&keys[k], &batch)?.into_iter().zip(members) {
+            out[i] = valid;
+        }
+    }
+    Ok(out)
+}
