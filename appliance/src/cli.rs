@@ -42,6 +42,9 @@ pub enum Command {
     /// Work with the protocol's JSON Schemas.
     #[command(subcommand)]
     Schema(SchemaCommand),
+    /// Verify Groth16 proofs (BN254, snarkjs JSON formats).
+    #[command(subcommand)]
+    Proof(ProofCommand),
 }
 
 /// `meshnode init`.
@@ -131,6 +134,38 @@ pub struct DoctorArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `meshnode proof …`.
+#[derive(Debug, Subcommand)]
+pub enum ProofCommand {
+    /// Verify one proof: one JSON line; exit 0 valid, 1 invalid, 2 malformed input.
+    Verify {
+        /// snarkjs verification_key.json.
+        #[arg(long, value_name = "VK.json")]
+        vk: PathBuf,
+        /// snarkjs proof.json.
+        #[arg(long, value_name = "PROOF.json")]
+        proof: PathBuf,
+        /// snarkjs public.json.
+        #[arg(long, value_name = "PUBLIC.json")]
+        public: PathBuf,
+    },
+    /// Verify many proofs in batches (random linear combination; bad proofs are named):
+    /// one JSON line per item, then a summary; exit 0 all valid, 1 any invalid, 2 any
+    /// malformed.
+    BatchVerify {
+        /// The key for every directory given.
+        #[arg(long, value_name = "VK.json", conflicts_with = "manifest")]
+        vk: Option<PathBuf>,
+        /// A JSON manifest {"items":[{"vk":…,"proof":…,"public":…}]}, paths relative to
+        /// its folder; several keys allowed.
+        #[arg(long, value_name = "BATCH.json")]
+        manifest: Option<PathBuf>,
+        /// Directories holding proof.json and public.json (with --vk).
+        #[arg(value_name = "PROOF_DIR")]
+        dirs: Vec<PathBuf>,
+    },
 }
 
 /// `meshnode schema …`.

@@ -8,6 +8,7 @@ mod config;
 mod doctor;
 mod manifest;
 mod node;
+mod proof;
 mod server;
 
 use std::io::IsTerminal as _;
@@ -26,6 +27,8 @@ enum Outcome {
     Ok,
     /// A negative verdict (exit 1), already reported.
     Negative,
+    /// Malformed input (exit 2), already reported in the command's own format.
+    Malformed,
 }
 
 fn main() -> ExitCode {
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Negative) => ExitCode::from(1),
+        Ok(Outcome::Malformed) => ExitCode::from(2),
         Err(e) => {
             eprintln!("meshnode: error: {}", format!("{e:#}").replace('\n', " "));
             ExitCode::from(2)
@@ -92,6 +96,12 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }
         Command::Schema(cmd) => schema(cmd),
         Command::Sync(args) => sync(args),
+        Command::Proof(cli::ProofCommand::Verify { vk, proof, public }) => {
+            proof::verify_one(&vk, &proof, &public)
+        }
+        Command::Proof(cli::ProofCommand::BatchVerify { vk, manifest, dirs }) => {
+            proof::batch(vk.as_deref(), &dirs, manifest.as_deref())
+        }
     }
 }
 

@@ -8,6 +8,8 @@
 
 mod error;
 pub mod snarkjs;
+#[cfg(feature = "test-utils")]
+pub mod testing;
 pub mod verify;
 
 pub use error::{Error, Result};

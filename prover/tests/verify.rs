@@ -3,68 +3,15 @@
 
 use ark_bn254::{Bn254, Fq, Fq2, Fr, G1Affine, G2Affine};
 use ark_ec::{AffineRepr, CurveGroup};
-use ark_ff::{PrimeField, UniformRand};
-use ark_groth16::{Groth16, Proof, ProvingKey, VerifyingKey};
-use ark_relations::gr1cs::{ConstraintSynthesizer, ConstraintSystemRef, SynthesisError};
-use ark_relations::lc;
-use ark_snark::SNARK;
+use ark_ff::PrimeField;
+use ark_groth16::Proof;
 use fleetmesh_prover::snarkjs::{
     parse_proof, parse_public, parse_vk, proof_to_json, public_to_json, vk_to_json,
 };
 use fleetmesh_prover::{Error, PreparedVk, batch_verify, batch_verify_grouped, verify};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use serde_json::{Value, json};
 
-/// x·y = z and x + y = w with z, w public.
-#[derive(Clone)]
-struct MulAdd {
-    x: Option<Fr>,
-    y: Option<Fr>,
-}
-
-impl ConstraintSynthesizer<Fr> for MulAdd {
-    fn generate_constraints(self, cs: ConstraintSystemRef<Fr>) -> Result<(), SynthesisError> {
-        let x = cs.new_witness_variable(|| self.x.ok_or(SynthesisError::AssignmentMissing))?;
-        let y = cs.new_witness_variable(|| self.y.ok_or(SynthesisError::AssignmentMissing))?;
-        let z = cs.new_input_variable(|| {
-            Ok(self.x.ok_or(SynthesisError::AssignmentMissing)?
-                * self.y.ok_or(SynthesisError::AssignmentMissing)?)
-        })?;
-        let w = cs.new_input_variable(|| {
-            Ok(self.x.ok_or(SynthesisError::AssignmentMissing)?
-                + self.y.ok_or(SynthesisError::AssignmentMissing)?)
-        })?;
-        cs.enforce_r1cs_constraint(|| lc!() + x, || lc!() + y, || lc!() + z)?;
-        cs.enforce_r1cs_constraint(
-            || lc!() + x + y,
-            || lc!() + (Fr::from(1u8), ark_relations::gr1cs::Variable::One),
-            || lc!() + w,
-        )?;
-        Ok(())
-    }
-}
-
-fn setup(seed: u64) -> (ProvingKey<Bn254>, VerifyingKey<Bn254>, StdRng) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let (pk, vk) =
-        Groth16::<Bn254>::circuit_specific_setup(MulAdd { x: None, y: None }, &mut rng).unwrap();
-    (pk, vk, rng)
-}
-
-fn prove(pk: &ProvingKey<Bn254>, rng: &mut StdRng) -> (Proof<Bn254>, Vec<Fr>) {
-    let (x, y) = (Fr::rand(rng), Fr::rand(rng));
-    let proof = Groth16::<Bn254>::prove(
-        pk,
-        MulAdd {
-            x: Some(x),
-            y: Some(y),
-        },
-        rng,
-    )
-    .unwrap();
-    (proof, vec![x * y, x + y])
-}
+use fleetmesh_prover::testing::{prove, setup};
 
 #[test]
 fn snarkjs_json_round_trips_and_valid_proofs_verify() {

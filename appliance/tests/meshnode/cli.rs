@@ -144,6 +144,9 @@ fn every_subcommand_has_help() {
         &["schema", "validate", "--help"],
         &["schema", "list", "--help"],
         &["sync", "--help"],
+        &["proof", "--help"],
+        &["proof", "verify", "--help"],
+        &["proof", "batch-verify", "--help"],
     ] {
         let o = run(args);
         assert!(o.status.success(), "{args:?}");

@@ -5,6 +5,7 @@
 mod cli;
 mod daemon;
 mod init;
+mod proof;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;

@@ -1,0 +1,188 @@
+//! `meshnode proof verify` and `batch-verify` on snarkjs JSON files of proofs made by an
+//! independent prover (`ark-groth16`).
+
+use ark_ec::{AffineRepr, CurveGroup};
+use fleetmesh_prover::snarkjs::{proof_to_json, public_to_json, vk_to_json};
+use fleetmesh_prover::testing::{prove, setup};
+
+use super::*;
+
+fn write(path: &Path, v: &Value) {
+    std::fs::write(path, v.to_string()).unwrap();
+}
+
+fn lines(o: &Output) -> Vec<Value> {
+    stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn verify_gives_a_json_verdict_and_the_exit_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (pk, vk, mut rng) = setup(11);
+    let (proof, public) = prove(&pk, &mut rng);
+    write(&d.join("vk.json"), &vk_to_json(&vk));
+    write(&d.join("proof.json"), &proof_to_json(&proof));
+    write(&d.join("public.json"), &public_to_json(&public));
+    let args = |p: &str, x: &str| {
+        vec![
+            "proof".to_owned(),
+            "verify".into(),
+            "--vk".into(),
+            d.join("vk.json").display().to_string(),
+            "--proof".into(),
+            d.join(p).display().to_string(),
+            "--public".into(),
+            d.join(x).display().to_string(),
+        ]
+    };
+    let call = |a: Vec<String>| meshnode().args(a).output().unwrap();
+
+    let o = call(args("proof.json", "public.json"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(lines(&o), vec![serde_json::json!({"valid": true})]);
+
+    // A wrong public value: invalid, exit 1.
+    let mut wrong = public_to_json(&public);
+    wrong[0] = Value::from("5");
+    write(&d.join("wrong.json"), &wrong);
+    let o = call(args("proof.json", "wrong.json"));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(lines(&o)[0]["valid"], false);
+
+    // Off-curve A: malformed, exit 2, the field named.
+    let mut bad = proof_to_json(&proof);
+    bad["pi_a"][1] = Value::from("1");
+    write(&d.join("bad.json"), &bad);
+    let o = call(args("bad.json", "public.json"));
+    assert_eq!(o.status.code(), Some(2));
+    let v = &lines(&o)[0];
+    assert_eq!(v["valid"], false);
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("pi_a: not on the BN254 G1 curve"),
+        "{v}"
+    );
+    // Too few public inputs: malformed.
+    write(
+        &d.join("short.json"),
+        &serde_json::json!([public_to_json(&public)[0]]),
+    );
+    let o = call(args("proof.json", "short.json"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        lines(&o)[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("takes 2, got 1")
+    );
+    // A missing file.
+    assert_eq!(
+        call(args("nope.json", "public.json")).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn batch_verify_names_bad_items_by_directory_and_by_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (pk, vk, mut rng) = setup(12);
+    let (pk2, vk2, mut rng2) = setup(13);
+    write(&d.join("vk.json"), &vk_to_json(&vk));
+    write(&d.join("vk2.json"), &vk_to_json(&vk2));
+    let mut dirs = Vec::new();
+    for i in 0..8 {
+        let (mut proof, mut public) = prove(&pk, &mut rng);
+        if i == 2 {
+            public[1] += fleetmesh_prover::Fr::from(1u8); // wrong value
+        }
+        if i == 5 {
+            proof.c = (proof.c + ark_bn254::G1Affine::generator()).into_affine(); // tampered, on curve
+        }
+        let dir = d.join(format!("p{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        write(&dir.join("proof.json"), &proof_to_json(&proof));
+        write(&dir.join("public.json"), &public_to_json(&public));
+        dirs.push(dir);
+    }
+    let mut args = vec![
+        "proof".to_owned(),
+        "batch-verify".into(),
+        "--vk".into(),
+        d.join("vk.json").display().to_string(),
+    ];
+    args.extend(dirs.iter().map(|p| p.display().to_string()));
+    let o = meshnode().args(&args).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = lines(&o);
+    assert_eq!(out.len(), 9);
+    let bad: Vec<u64> = out[..8]
+        .iter()
+        .filter(|v| v["valid"] == false)
+        .map(|v| v["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(bad, vec![2, 5]);
+    assert_eq!(
+        out[8],
+        serde_json::json!({"total": 8, "valid": 6, "invalid": 2, "malformed": 0, "keys": 1})
+    );
+
+    // A manifest with two keys; one item malformed (exit 2), the others still judged.
+    let (p2, x2) = prove(&pk2, &mut rng2);
+    let dir = d.join("k2");
+    std::fs::create_dir(&dir).unwrap();
+    write(&dir.join("proof.json"), &proof_to_json(&p2));
+    write(&dir.join("public.json"), &public_to_json(&x2));
+    std::fs::write(d.join("broken.json"), "{").unwrap();
+    let manifest = serde_json::json!({"items": [
+        {"vk": "vk.json", "proof": "p0/proof.json", "public": "p0/public.json"},
+        {"vk": "vk2.json", "proof": "k2/proof.json", "public": "k2/public.json"},
+        {"vk": "vk.json", "proof": "k2/proof.json", "public": "k2/public.json"},
+        {"vk": "vk.json", "proof": "broken.json", "public": "p1/public.json"},
+    ]});
+    write(&d.join("batch.json"), &manifest);
+    let o = meshnode()
+        .args([
+            "proof",
+            "batch-verify",
+            "--manifest",
+            d.join("batch.json").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let out = lines(&o);
+    let valid: Vec<&Value> = out[..4].iter().map(|v| &v["valid"]).collect();
+    assert_eq!(
+        valid,
+        vec![
+            &Value::from(true),
+            &Value::from(true),
+            &Value::from(false),
+            &Value::from(false)
+        ]
+    );
+    assert!(
+        out[3]["reason"].as_str().unwrap().starts_with("malformed:"),
+        "{}",
+        out[3]
+    );
+    assert_eq!(out[4]["keys"], 2);
+
+    // Usage errors.
+    assert_eq!(
+        meshnode()
+            .args(["proof", "batch-verify"])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+}
