@@ -17,10 +17,10 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::snarkjs::check_public_count;
-use ark_bn254::{Bn254, Fr, G1Affine, G1Projective};
-use ark_ec::pairing::{Pairing, PairingOutput};
+use ark_bn254::{Bn254, Fq12, Fr, G1Affine, G1Projective};
+use ark_ec::pairing::{MillerLoopOutput, Pairing, PairingOutput};
 use ark_ec::{CurveGroup, VariableBaseMSM};
-use ark_ff::{Field, PrimeField};
+
 use ark_groth16::{Groth16, PreparedVerifyingKey, Proof, VerifyingKey, prepare_verifying_key};
 
 /// A verifying key prepared for repeated verification.
@@ -65,6 +65,19 @@ pub fn verify(pvk: &PreparedVk, proof: &Proof<Bn254>, public: &[Fr]) -> Result<b
     Ok(Groth16::<Bn254>::verify_proof(&pvk.pvk, proof, public).unwrap_or(false))
 }
 
+/// Threads a batch check may use: `FLEETMESH_VERIFY_THREADS` if set (≥ 1), else every
+/// core.
+fn verify_threads() -> usize {
+    std::env::var("FLEETMESH_VERIFY_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Fewest proofs worth a thread of their own in a batch check.
+const MIN_PAIRS_PER_THREAD: usize = 8;
+
 /// One proof with its public inputs.
 pub type Item = (Proof<Bn254>, Vec<Fr>);
 
@@ -93,26 +106,51 @@ fn combined_check(pvk: &PreparedVk, items: &[&Item]) -> Result<bool> {
     let acc_l = G1Projective::msm(&vk.gamma_abc_g1, &ic_scalars).expect("equal lengths");
     let cs: Vec<G1Affine> = items.iter().map(|(p, _)| p.c).collect();
     let acc_c = G1Projective::msm(&cs, &r).expect("equal lengths");
-    let scaled_a: Vec<G1Affine> = G1Projective::normalize_batch(
-        &items
-            .iter()
-            .zip(&r)
-            .map(|((p, _), rj)| p.a * rj)
-            .collect::<Vec<_>>(),
+    // The proofs' pairs are split across the cores: each thread scales its A_j, prepares
+    // its B_j and runs a multi-Miller loop; the partial results multiply together (the
+    // Miller loop is a product), and one final exponentiation follows.
+    let threads = verify_threads()
+        .min(items.len().div_ceil(MIN_PAIRS_PER_THREAD))
+        .max(1);
+    let chunk = items.len().div_ceil(threads);
+    let partials: Vec<Fq12> = std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .zip(r.chunks(chunk))
+            .map(|(its, rs)| {
+                s.spawn(move || {
+                    let scaled = G1Projective::normalize_batch(
+                        &its.iter()
+                            .zip(rs)
+                            .map(|((p, _), rj)| p.a * rj)
+                            .collect::<Vec<_>>(),
+                    );
+                    let g1s: Vec<<Bn254 as Pairing>::G1Prepared> =
+                        scaled.into_iter().map(Into::into).collect();
+                    let g2s: Vec<<Bn254 as Pairing>::G2Prepared> =
+                        its.iter().map(|(p, _)| p.b.into()).collect();
+                    Bn254::multi_miller_loop(g1s, g2s).0
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a Miller loop does not panic"))
+            .collect()
+    });
+    let key_pairs = Bn254::multi_miller_loop(
+        [acc_l.into_affine(), acc_c.into_affine()],
+        [
+            pvk.pvk.gamma_g2_neg_pc.clone(),
+            pvk.pvk.delta_g2_neg_pc.clone(),
+        ],
     );
-    let mut g1s: Vec<<Bn254 as Pairing>::G1Prepared> =
-        scaled_a.iter().map(|a| (*a).into()).collect();
-    let mut g2s: Vec<<Bn254 as Pairing>::G2Prepared> =
-        items.iter().map(|(p, _)| p.b.into()).collect();
-    g1s.push(acc_l.into_affine().into());
-    g2s.push(pvk.pvk.gamma_g2_neg_pc.clone());
-    g1s.push(acc_c.into_affine().into());
-    g2s.push(pvk.pvk.delta_g2_neg_pc.clone());
-    let ml = Bn254::multi_miller_loop(g1s, g2s);
-    let Some(PairingOutput(lhs)) = Bn254::final_exponentiation(ml) else {
+    let product = partials.into_iter().fold(key_pairs.0, |acc, f| acc * f);
+    let Some(PairingOutput(lhs)) = Bn254::final_exponentiation(MillerLoopOutput(product)) else {
         return Ok(false);
     };
-    Ok(lhs == pvk.pvk.alpha_g1_beta_g2.pow(sum_r.into_bigint()))
+    // e(α, β)^(Σ r_j) in GT, by cyclotomic exponentiation.
+    Ok(PairingOutput(lhs) == PairingOutput::<Bn254>(pvk.pvk.alpha_g1_beta_g2) * sum_r)
 }
 
 fn bisect(pvk: &PreparedVk, items: &[Item], idx: &[usize], out: &mut [bool]) -> Result<()> {

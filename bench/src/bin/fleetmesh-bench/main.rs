@@ -4,15 +4,17 @@
 //! cargo run --release -p fleetmesh-bench -- events [N]
 //! cargo run --release -p fleetmesh-bench -- relay [--events N] [--conns K] [--reqs M]
 //! cargo run --release -p fleetmesh-bench -- sync [--items N]... [--diffs D]... [--relay-max N]
+//! cargo run --release -p fleetmesh-bench -- groth16-verify [N]
 //! ```
 
 mod events;
+mod groth16;
 mod relay;
 mod sync;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]"
+        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]"
     );
     std::process::exit(2);
 }
@@ -29,6 +31,12 @@ fn main() {
         Some("relay") => relay::run(&args[1..]),
         Some("relay-client") => relay::client(&args[1..]),
         Some("sync") => sync::run(&args[1..]),
+        Some("groth16-verify") => {
+            let n = args
+                .get(1)
+                .map_or(64, |s| s.parse().unwrap_or_else(|_| usage()));
+            groth16::verify(n.max(1));
+        }
         _ => usage(),
     }
 }
