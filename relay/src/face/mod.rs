@@ -162,6 +162,43 @@ impl Relay {
         });
     }
 
+    /// Serves only this relay (WebSocket on `/`) on a new listener at `addr`, with
+    /// TCP_NODELAY, until the returned task is aborted: for tests, benchmarks and embedding.
+    /// `meshnode run` serves the relay beside its other endpoints instead.
+    ///
+    /// # Errors
+    /// If `addr` cannot be bound.
+    pub async fn listen(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+    ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+        use axum::extract::{ConnectInfo, State};
+        use axum::serve::ListenerExt as _;
+        let app = axum::Router::new()
+            .route(
+                "/",
+                axum::routing::get(
+                    |State(relay): State<Arc<Relay>>,
+                     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+                     ws: WebSocketUpgrade| async move { relay.upgrade(ws, peer) },
+                ),
+            )
+            .with_state(self.clone());
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await;
+        });
+        Ok((local, task))
+    }
+
     /// Upgrades an HTTP request to a relay connection.
     pub fn upgrade(self: Arc<Self>, ws: WebSocketUpgrade, peer: SocketAddr) -> Response {
         // Frames far past the advertised limit are a protocol error and end the

@@ -5,10 +5,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{ConnectInfo, State};
-use axum::routing::get;
 use fleetmesh_relay::limits::Limits;
 use fleetmesh_relay::metrics::Rejection;
 use fleetmesh_relay::{Event, NodeKeys, Relay, RelayConfig, Store, UnsignedEvent};
@@ -46,26 +42,10 @@ pub(crate) async fn start(limits: Limits) -> TestRelay {
         },
     )
     .unwrap();
-    let app = Router::new()
-        .route(
-            "/",
-            get(
-                |State(relay): State<Arc<Relay>>,
-                 ConnectInfo(peer): ConnectInfo<SocketAddr>,
-                 ws: WebSocketUpgrade| async move { relay.upgrade(ws, peer) },
-            ),
-        )
-        .with_state(relay.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
+    let (addr, server) = relay
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .unwrap();
-    });
     TestRelay {
         url: format!("ws://{addr}"),
         relay,

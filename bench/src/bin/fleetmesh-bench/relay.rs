@@ -88,8 +88,6 @@ fn drive(url: &str, o: &Opts) -> (Value, Duration) {
 }
 
 async fn start_ours(dir: &std::path::Path) -> (Arc<Relay>, String, tokio::task::JoinHandle<()>) {
-    use axum::extract::ws::WebSocketUpgrade;
-    use axum::extract::{ConnectInfo, State};
     let db = dir.join("bench.db");
     drop(Store::create(&db).expect("a fresh store"));
     let limits = Limits {
@@ -107,32 +105,10 @@ async fn start_ours(dir: &std::path::Path) -> (Arc<Relay>, String, tokio::task::
         },
     )
     .expect("relay starts");
-    let app = axum::Router::new()
-        .route(
-            "/",
-            axum::routing::get(
-                |State(relay): State<Arc<Relay>>,
-                 ConnectInfo(peer): ConnectInfo<SocketAddr>,
-                 ws: WebSocketUpgrade| async move { relay.upgrade(ws, peer) },
-            ),
-        )
-        .with_state(relay.clone());
-    use axum::serve::ListenerExt as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let (addr, server) = relay
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .expect("bind");
-    let addr = listener.local_addr().expect("address");
-    // As `meshnode run` does.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await;
-    });
     (relay, format!("ws://{addr}/"), server)
 }
 

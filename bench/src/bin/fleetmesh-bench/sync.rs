@@ -11,7 +11,6 @@
 //! reference's.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Instant;
 
 use fleetmesh_relay::limits::Limits;
@@ -143,9 +142,6 @@ fn ours(n: usize, d: usize) -> Figures {
     fill(&remote_db, shared.iter().chain(&server).copied());
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        use axum::extract::ws::WebSocketUpgrade;
-        use axum::extract::{ConnectInfo, State};
-        use axum::serve::ListenerExt as _;
         let limits = Limits {
             max_neg_items: 2_000_000,
             ..Limits::default()
@@ -158,30 +154,11 @@ fn ours(n: usize, d: usize) -> Figures {
             },
         )
         .expect("relay");
-        let app = axum::Router::new()
-            .route(
-                "/",
-                axum::routing::get(
-                    |State(relay): State<Arc<Relay>>,
-                     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-                     ws: WebSocketUpgrade| async move { relay.upgrade(ws, peer) },
-                ),
-            )
-            .with_state(relay.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let (addr, server) = relay
+            .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .expect("bind");
-        let url = format!("ws://{}/", listener.local_addr().expect("addr"));
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .await;
-        });
+        let url = format!("ws://{addr}/");
         let mut local = Store::open(&local_db).expect("local store");
         let opts = SyncOptions {
             dry_run: true,
