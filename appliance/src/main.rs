@@ -10,6 +10,7 @@ mod manifest;
 mod node;
 mod proof;
 mod server;
+mod verify_service;
 
 use std::io::IsTerminal as _;
 use std::path::Path;

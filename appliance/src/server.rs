@@ -87,6 +87,11 @@ pub fn router(node: &mut Node, relay: Arc<Relay>) -> anyhow::Result<Router> {
         .route("/", get(root).options(preflight))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route(
+            "/v1/proofs/verify",
+            axum::routing::post(crate::verify_service::handle)
+                .with_state(crate::verify_service::VerifyService::start()),
+        )
         .fallback(not_found)
         .with_state(state))
 }

@@ -297,8 +297,9 @@ pub fn public_to_json(public: &[Fr]) -> Value {
     Value::Array(public.iter().map(|x| Value::from(dec(*x))).collect())
 }
 
-/// The byte form of a field element's integer, for callers that hash keys.
-pub(crate) fn vk_fingerprint(vk: &VerifyingKey<Bn254>) -> Vec<u8> {
+/// A key's identity: its coordinates as bytes. Equal keys have equal ids; use it to group
+/// proofs per key or to cache prepared keys.
+pub fn vk_id(vk: &VerifyingKey<Bn254>) -> Vec<u8> {
     let mut out = Vec::new();
     let mut push_g1 = |p: &G1Affine| {
         if let Some((x, y)) = p.xy() {

@@ -196,7 +196,10 @@ pub fn batch_verify(pvk: &PreparedVk, items: &[Item]) -> Result<Vec<bool>> {
 ///
 /// # Panics
 /// If an item names a key index out of range.
-pub fn batch_verify_grouped(keys: &[PreparedVk], items: &[(usize, Item)]) -> Result<Vec<bool>> {
+pub fn batch_verify_grouped<K: std::borrow::Borrow<PreparedVk>>(
+    keys: &[K],
+    items: &[(usize, Item)],
+) -> Result<Vec<bool>> {
     // Equal keys given twice share a batch: keys are compared by their coordinates.
     let mut canonical: HashMap<Vec<u8>, usize> = HashMap::new();
     let key_of: Vec<usize> = keys
@@ -204,7 +207,7 @@ pub fn batch_verify_grouped(keys: &[PreparedVk], items: &[(usize, Item)]) -> Res
         .enumerate()
         .map(|(i, k)| {
             *canonical
-                .entry(crate::snarkjs::vk_fingerprint(k.vk()))
+                .entry(crate::snarkjs::vk_id(k.borrow().vk()))
                 .or_insert(i)
         })
         .collect();
@@ -215,7 +218,10 @@ pub fn batch_verify_grouped(keys: &[PreparedVk], items: &[(usize, Item)]) -> Res
     let mut out = vec![false; items.len()];
     for (k, members) in groups {
         let batch: Vec<Item> = members.iter().map(|&i| items[i].1.clone()).collect();
-        for (valid, i) in batch_verify(&keys[k], &batch)?.into_iter().zip(members) {
+        for (valid, i) in batch_verify(keys[k].borrow(), &batch)?
+            .into_iter()
+            .zip(members)
+        {
             out[i] = valid;
         }
     }

@@ -513,3 +513,104 @@ fn nip11_lists_77_only_when_negentropy_is_enabled() {
     assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40]));
     assert!(daemon.stop("-TERM").success());
 }
+
+#[test]
+fn the_daemon_verifies_proofs_over_http_in_batches() {
+    use fleetmesh_prover::snarkjs::{proof_to_json, public_to_json, vk_to_json};
+    use fleetmesh_prover::testing::{prove, setup};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n");
+    assert!(init(&dir, &[]).status.success());
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let daemon = Daemon::start(cmd);
+    let (pk, vk, mut rng) = setup(21);
+    let (pk2, vk2, mut rng2) = setup(22);
+    let body = |vk: &Value,
+                p: &(
+        fleetmesh_prover::Proof<fleetmesh_prover::Bn254>,
+        Vec<fleetmesh_prover::Fr>,
+    )| {
+        serde_json::json!({"vk": vk, "proof": proof_to_json(&p.0), "public": public_to_json(&p.1)})
+    };
+    let (vj, vj2) = (vk_to_json(&vk), vk_to_json(&vk2));
+    let url = daemon.url("/v1/proofs/verify");
+    runtime().block_on(async {
+        let http = reqwest::Client::new();
+        let post = |b: Value| {
+            let http = http.clone();
+            let url = url.clone();
+            async move {
+                let r = http.post(&url).body(b.to_string()).send().await.unwrap();
+                (r.status().as_u16(), r.json::<Value>().await.unwrap())
+            }
+        };
+        // One valid, one with a wrong public value.
+        let good = prove(&pk, &mut rng);
+        assert_eq!(
+            post(body(&vj, &good)).await,
+            (200, serde_json::json!({"valid": true}))
+        );
+        let mut wrong = good.clone();
+        wrong.1[0] += fleetmesh_prover::Fr::from(1u8);
+        let (status, v) = post(body(&vj, &wrong)).await;
+        assert_eq!((status, &v["valid"]), (200, &Value::from(false)), "{v}");
+        // Malformed: 400 naming the field.
+        let mut bad = body(&vj, &good);
+        bad["proof"]["pi_a"][1] = Value::from("1");
+        let (status, v) = post(bad).await;
+        assert_eq!(status, 400);
+        assert_eq!(v["error"]["code"], "malformed");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("proof.pi_a: not on the BN254 G1 curve"),
+            "{v}"
+        );
+        let (status, _) = post(Value::from("not an object")).await;
+        assert_eq!(status, 400);
+        // Many at once, two keys, some bad: each answered correctly (batched server-side).
+        let mut expected = Vec::new();
+        let mut requests = Vec::new();
+        for i in 0..24 {
+            let (k, p) = if i % 2 == 0 {
+                (&vj, prove(&pk, &mut rng))
+            } else {
+                (&vj2, prove(&pk2, &mut rng2))
+            };
+            let mut p = p;
+            let ok = i % 7 != 3;
+            if !ok {
+                p.1[1] += fleetmesh_prover::Fr::from(2u8);
+            }
+            expected.push(ok);
+            requests.push(post(body(k, &p)));
+        }
+        let answers = futures_util::future::join_all(requests).await;
+        let got: Vec<bool> = answers
+            .iter()
+            .map(|(s, v)| {
+                assert_eq!(*s, 200);
+                v["valid"].as_bool().unwrap()
+            })
+            .collect();
+        assert_eq!(got, expected);
+        // The items form.
+        let items =
+            serde_json::json!({"items": [body(&vj, &good), body(&vj2, &good), body(&vj, &wrong)]});
+        let (status, v) = post(items).await;
+        assert_eq!(status, 200);
+        let valid: Vec<&Value> = v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| &r["valid"])
+            .collect();
+        assert_eq!(
+            valid,
+            vec![&Value::from(true), &Value::from(false), &Value::from(false)]
+        );
+    });
+    assert!(daemon.stop("-TERM").success());
+}

@@ -1,0 +1,188 @@
+//! `POST /v1/proofs/verify`: Groth16 verification as a service, batched.
+//!
+//! Requests queue; a worker takes whatever has queued within a short window (2 ms, at
+//! most 256 proofs), groups the proofs by verifying key and batch-verifies each group on a
+//! blocking thread (one multi-Miller loop per group, bad proofs named by bisection), then
+//! answers each request. Prepared keys are cached by their coordinates, so a buyer who
+//! sends the same key again does not pay for its preparation.
+//!
+//! Body: `{"vk": <verification_key.json>, "proof": <proof.json>, "public": <public.json>}`,
+//! or `{"items": [ {…}, … ]}`. Answers: `{"valid": true}` /
+//! `{"valid": false, "reason": "…"}`, or `{"results": [{"index", "valid", "reason"}]}`;
+//! a malformed body is a 400 with `{"error": {"code": "malformed", "message": "<field>: …"}}`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use fleetmesh_prover::snarkjs::{check_public_count, parse_proof, parse_public, parse_vk, vk_id};
+use fleetmesh_prover::verify::Item;
+use fleetmesh_prover::{PreparedVk, batch_verify_grouped};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, warn};
+
+/// How long the worker waits for more proofs to join a batch.
+const WINDOW: Duration = Duration::from_millis(2);
+/// Most proofs in one round.
+const MAX_BATCH: usize = 256;
+/// Prepared keys kept.
+const KEY_CACHE: usize = 64;
+
+struct Job {
+    key: Arc<PreparedVk>,
+    item: Item,
+    reply: oneshot::Sender<Result<bool, String>>,
+}
+
+/// The verification service: a queue, a batching worker, a cache of prepared keys.
+pub struct VerifyService {
+    queue: mpsc::Sender<Job>,
+    keys: Mutex<HashMap<Vec<u8>, Arc<PreparedVk>>>,
+}
+
+impl VerifyService {
+    /// Starts the worker on the current runtime.
+    pub fn start() -> Arc<VerifyService> {
+        let (queue, rx) = mpsc::channel(4096);
+        tokio::spawn(worker(rx));
+        Arc::new(VerifyService {
+            queue,
+            keys: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn prepared(&self, vk: &Value) -> Result<Arc<PreparedVk>, String> {
+        let vk = parse_vk(vk).map_err(|e| format!("vk.{e}"))?;
+        let id = vk_id(&vk);
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = keys.get(&id) {
+            return Ok(k.clone());
+        }
+        if keys.len() >= KEY_CACHE {
+            keys.clear();
+        }
+        let k = Arc::new(PreparedVk::new(&vk));
+        keys.insert(id, k.clone());
+        Ok(k)
+    }
+
+    /// Parses one `{vk, proof, public}` object and queues it; the receiver yields the
+    /// verdict.
+    fn submit(&self, v: &Value) -> Result<oneshot::Receiver<Result<bool, String>>, String> {
+        let field = |k: &str| v.get(k).ok_or_else(|| format!("{k}: missing"));
+        let key = self.prepared(field("vk")?)?;
+        let proof = parse_proof(field("proof")?).map_err(|e| format!("proof.{e}"))?;
+        let public = parse_public(field("public")?).map_err(|e| format!("{e}"))?;
+        check_public_count(key.vk(), &public).map_err(|e| e.to_string())?;
+        let (tx, rx) = oneshot::channel();
+        self.queue
+            .try_send(Job {
+                key,
+                item: (proof, public),
+                reply: tx,
+            })
+            .map_err(|_| "the verification queue is full; retry shortly".to_owned())?;
+        Ok(rx)
+    }
+}
+
+async fn worker(mut rx: mpsc::Receiver<Job>) {
+    while let Some(first) = rx.recv().await {
+        let mut jobs = vec![first];
+        let deadline = tokio::time::Instant::now() + WINDOW;
+        while jobs.len() < MAX_BATCH {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(job)) => jobs.push(job),
+                _ => break,
+            }
+        }
+        debug!(proofs = jobs.len(), "verifying a batch");
+        let keys: Vec<Arc<PreparedVk>> = jobs.iter().map(|j| j.key.clone()).collect();
+        let items: Vec<(usize, Item)> = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (i, j.item.clone()))
+            .collect();
+        let verdicts =
+            tokio::task::spawn_blocking(move || batch_verify_grouped(&keys, &items)).await;
+        match verdicts {
+            Ok(Ok(v)) => {
+                for (job, valid) in jobs.into_iter().zip(v) {
+                    let _ = job.reply.send(Ok(valid));
+                }
+            }
+            Ok(Err(e)) => {
+                warn!(error = %e, "batch verification failed");
+                for job in jobs {
+                    let _ = job.reply.send(Err(e.to_string()));
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "batch verification panicked");
+                for job in jobs {
+                    let _ = job.reply.send(Err("internal error".into()));
+                }
+            }
+        }
+    }
+}
+
+fn malformed(message: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"error": {"code": "malformed", "message": message}})),
+    )
+        .into_response()
+}
+
+fn verdict(r: Result<bool, String>) -> Value {
+    match r {
+        Ok(true) => json!({"valid": true}),
+        Ok(false) => json!({"valid": false, "reason": "the pairing check failed"}),
+        Err(e) => json!({"valid": false, "reason": format!("error: {e}")}),
+    }
+}
+
+async fn wait(rx: oneshot::Receiver<Result<bool, String>>) -> Result<bool, String> {
+    rx.await
+        .unwrap_or_else(|_| Err("the verifier stopped".into()))
+}
+
+/// `POST /v1/proofs/verify`.
+pub async fn handle(
+    State(service): State<Arc<VerifyService>>,
+    body: axum::body::Bytes,
+) -> Response {
+    let v: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return malformed(format!("the body is not JSON: {e}")),
+    };
+    if let Some(items) = v.get("items") {
+        let Some(items) = items.as_array() else {
+            return malformed("items: must be an array".into());
+        };
+        let mut pending = Vec::with_capacity(items.len());
+        for (i, it) in items.iter().enumerate() {
+            match service.submit(it) {
+                Ok(rx) => pending.push(rx),
+                Err(e) => return malformed(format!("items[{i}].{e}")),
+            }
+        }
+        let mut results = Vec::with_capacity(pending.len());
+        for (i, rx) in pending.into_iter().enumerate() {
+            let mut r = verdict(wait(rx).await);
+            r["index"] = json!(i);
+            results.push(r);
+        }
+        return Json(json!({"results": results})).into_response();
+    }
+    match service.submit(&v) {
+        Ok(rx) => Json(verdict(wait(rx).await)).into_response(),
+        Err(e) => malformed(e),
+    }
+}
