@@ -32,6 +32,8 @@ const WINDOW: Duration = Duration::from_millis(2);
 const MAX_BATCH: usize = 256;
 /// Prepared keys kept.
 const KEY_CACHE: usize = 64;
+/// Most items in one request.
+const MAX_ITEMS: usize = 1024;
 
 struct Job {
     key: Arc<PreparedVk>,
@@ -71,23 +73,38 @@ impl VerifyService {
         Ok(k)
     }
 
-    /// Parses one `{vk, proof, public}` object and queues it; the receiver yields the
-    /// verdict.
-    fn submit(&self, v: &Value) -> Result<oneshot::Receiver<Result<bool, String>>, String> {
+    /// Parses (curve and subgroup checks, key preparation: blocking work) one
+    /// `{vk, proof, public}` object.
+    fn parse(&self, v: &Value) -> Result<(Arc<PreparedVk>, Item), String> {
         let field = |k: &str| v.get(k).ok_or_else(|| format!("{k}: missing"));
         let key = self.prepared(field("vk")?)?;
         let proof = parse_proof(field("proof")?).map_err(|e| format!("proof.{e}"))?;
         let public = parse_public(field("public")?).map_err(|e| format!("{e}"))?;
         check_public_count(key.vk(), &public).map_err(|e| e.to_string())?;
-        let (tx, rx) = oneshot::channel();
-        self.queue
-            .try_send(Job {
-                key,
-                item: (proof, public),
-                reply: tx,
+        Ok((key, (proof, public)))
+    }
+
+    /// Queues parsed items; the receivers yield the verdicts.
+    fn enqueue(
+        &self,
+        parsed: Vec<(Arc<PreparedVk>, Item)>,
+    ) -> Result<Vec<oneshot::Receiver<Result<bool, String>>>, Busy> {
+        let permits = self
+            .queue
+            .try_reserve_many(parsed.len())
+            .map_err(|_| Busy)?;
+        Ok(permits
+            .zip(parsed)
+            .map(|(permit, (key, item))| {
+                let (tx, rx) = oneshot::channel();
+                permit.send(Job {
+                    key,
+                    item,
+                    reply: tx,
+                });
+                rx
             })
-            .map_err(|_| "the verification queue is full; retry shortly".to_owned())?;
-        Ok(rx)
+            .collect())
     }
 }
 
@@ -132,6 +149,17 @@ async fn worker(mut rx: mpsc::Receiver<Job>) {
     }
 }
 
+/// The queue is full: 503, retry later.
+struct Busy;
+
+fn busy() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({"error": {"code": "busy", "message": "the verification queue is full; retry shortly"}})),
+    )
+        .into_response()
+}
+
 fn malformed(message: String) -> Response {
     (
         StatusCode::BAD_REQUEST,
@@ -162,27 +190,46 @@ pub async fn handle(
         Ok(v) => v,
         Err(e) => return malformed(format!("the body is not JSON: {e}")),
     };
-    if let Some(items) = v.get("items") {
-        let Some(items) = items.as_array() else {
-            return malformed("items: must be an array".into());
-        };
-        let mut pending = Vec::with_capacity(items.len());
-        for (i, it) in items.iter().enumerate() {
-            match service.submit(it) {
-                Ok(rx) => pending.push(rx),
-                Err(e) => return malformed(format!("items[{i}].{e}")),
-            }
+    let batch = v.get("items").is_some();
+    let objects: Vec<Value> = match v.get("items") {
+        None => vec![v],
+        Some(Value::Array(items)) if items.len() <= MAX_ITEMS => items.clone(),
+        Some(Value::Array(_)) => {
+            return malformed(format!("items: at most {MAX_ITEMS} per request"));
         }
-        let mut results = Vec::with_capacity(pending.len());
-        for (i, rx) in pending.into_iter().enumerate() {
-            let mut r = verdict(wait(rx).await);
-            r["index"] = json!(i);
-            results.push(r);
-        }
-        return Json(json!({"results": results})).into_response();
+        Some(_) => return malformed("items: must be an array".into()),
+    };
+    // Parsing checks points on the curve and prepares keys: off the async workers.
+    let svc = service.clone();
+    let parsed = tokio::task::spawn_blocking(move || {
+        objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                svc.parse(o)
+                    .map_err(|e| if batch { format!("items[{i}].{e}") } else { e })
+            })
+            .collect::<Result<Vec<_>, String>>()
+    })
+    .await;
+    let parsed = match parsed {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return malformed(e),
+        Err(_) => return malformed("the input could not be parsed".into()),
+    };
+    let pending = match service.enqueue(parsed) {
+        Ok(p) => p,
+        Err(Busy) => return busy(),
+    };
+    let mut results = Vec::with_capacity(pending.len());
+    for rx in pending {
+        results.push(verdict(wait(rx).await));
     }
-    match service.submit(&v) {
-        Ok(rx) => Json(verdict(wait(rx).await)).into_response(),
-        Err(e) => malformed(e),
+    if !batch {
+        return Json(results.remove(0)).into_response();
     }
+    for (i, r) in results.iter_mut().enumerate() {
+        r["index"] = json!(i);
+    }
+    Json(json!({"results": results})).into_response()
 }

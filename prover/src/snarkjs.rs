@@ -180,10 +180,18 @@ fn get<'v>(v: &'v Value, field: &str) -> Result<&'v Value> {
 /// [`Error::Malformed`] naming the first bad field; `nPublic` must equal `IC.len() - 1`.
 pub fn parse_vk(v: &Value) -> Result<VerifyingKey<Bn254>> {
     header(v)?;
+    /// More public inputs than any circuit this node will meet; bounds the work a
+    /// crafted key can cause.
+    const MAX_PUBLIC: u64 = 1 << 20;
     let n_public = get(v, "nPublic")?
         .as_u64()
-        .ok_or_else(|| malformed("nPublic", "must be a non-negative integer"))?
-        as usize;
+        .filter(|n| *n <= MAX_PUBLIC)
+        .ok_or_else(|| {
+            malformed(
+                "nPublic",
+                format!("must be an integer from 0 to {MAX_PUBLIC}"),
+            )
+        })? as usize;
     let ic_json = get(v, "IC")?
         .as_array()
         .ok_or_else(|| malformed("IC", "must be an array"))?;

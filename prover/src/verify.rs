@@ -92,8 +92,11 @@ fn random_weights(n: usize) -> Result<Vec<Fr>> {
 
 /// The random-linear-combination check of `items` (all with the right input count).
 fn combined_check(pvk: &PreparedVk, items: &[&Item]) -> Result<bool> {
-    let r = random_weights(items.len())?;
     let vk = pvk.vk();
+    if vk.gamma_abc_g1.is_empty() {
+        return Ok(false); // not a usable key (the parser never builds one)
+    }
+    let r = random_weights(items.len())?;
     // Σ_j r_j·L_j = (Σ_j r_j)·IC_0 + Σ_i (Σ_j r_j·x_{j,i})·IC_i: one MSM over IC.
     let mut ic_scalars = vec![Fr::from(0u8); vk.gamma_abc_g1.len()];
     for (rj, (_, public)) in r.iter().zip(items) {

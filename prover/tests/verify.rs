@@ -229,6 +229,19 @@ fn malformed_documents_are_refused_naming_the_field() {
     let mut v = vj.clone();
     v["nPublic"] = json!(3);
     assert!(parse_vk(&v).unwrap_err().to_string().starts_with("IC:"));
+    // A crafted nPublic cannot overflow, and a key needs at least IC[0].
+    let mut v = vj.clone();
+    v["nPublic"] = json!(u64::MAX);
+    assert!(
+        parse_vk(&v)
+            .unwrap_err()
+            .to_string()
+            .starts_with("nPublic:")
+    );
+    let mut v = vj.clone();
+    v["nPublic"] = json!(0);
+    v["IC"] = json!([]);
+    assert!(parse_vk(&v).unwrap_err().to_string().starts_with("IC:"));
     let mut v = vj.clone();
     v["vk_alpha_1"] = json!(["0", "1", "0"]);
     assert!(

@@ -19,6 +19,10 @@ use crate::filter::{Filter, FilterLimits};
 use crate::store::{InsertOutcome, Store, now};
 use crate::{Error, Result};
 
+/// How far in the future a fetched event's `created_at` may be (the relay face's default
+/// `created_at_upper_limit`).
+const MAX_FUTURE_SECS: u64 = 900;
+
 /// Which way events flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Direction {
@@ -303,9 +307,16 @@ async fn pull(
             match v[0].as_str() {
                 Some("EVENT") if v[1] == sub.as_str() => {
                     returned += 1;
+                    if returned > chunk.len() {
+                        return Err(p.err("the peer sent more events than were asked for"));
+                    }
                     // Verified here: the peer is not trusted.
+                    // The same checks the relay face applies on ingest.
+                    let now = now();
                     let ok = Event::from_value(&v[2]).ok().filter(|e| {
                         wanted.contains(e.id_hex().as_str())
+                            && e.created_at <= now.saturating_add(MAX_FUTURE_SECS)
+                            && e.expiration().is_none_or(|x| x > now)
                             && e.verify().is_ok()
                             && schemas.validate_event(&e.to_value()).is_ok()
                     });

@@ -219,7 +219,15 @@ impl Relay {
         self.metrics.connections_open.fetch_add(1, Relaxed);
         info!(%peer, "relay connection opened");
         let (mut sink, mut stream) = socket.split();
-        let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOUND_CAPACITY);
+        // Room for the largest answer one REQ may produce, so a client that reads at a
+        // normal pace is never taken for a slow one.
+        let capacity = OUTBOUND_CAPACITY.max(
+            self.limits
+                .max_filters
+                .saturating_mul(self.limits.max_limit as usize)
+                .saturating_add(1024),
+        );
+        let (out_tx, mut out_rx) = mpsc::channel::<Message>(capacity);
         let send_task = tokio::spawn(async move {
             // Write whatever is queued, then flush once: a REQ's results or a batch of OKs
             // go out in a few syscalls instead of one per message.

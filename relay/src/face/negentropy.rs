@@ -121,7 +121,16 @@ impl Connection {
                     Ok(f) => f,
                     Err(e) => return self.send(message::neg_err(&subid, &format!("invalid: {e}"))),
                 };
-                if !self.negs.contains_key(&subid) && self.negs.len() >= limits.max_neg_sessions {
+                // NEG-OPEN costs a scan of up to max_neg_items rows: it takes a REQ token,
+                // and sessions still loading count against the limit even when reopened.
+                if !self.reqs.take() {
+                    return self.send(message::neg_err(&subid, "blocked: rate-limited, slow down"));
+                }
+                let loading = self.negs.values().filter(|s| s.state.is_none()).count();
+                if loading >= limits.max_neg_sessions
+                    || (!self.negs.contains_key(&subid)
+                        && self.negs.len() >= limits.max_neg_sessions)
+                {
                     return self.send(message::neg_err(
                         &subid,
                         &format!(

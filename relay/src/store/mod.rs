@@ -276,11 +276,11 @@ impl Store {
         let tx = self.conn.transaction().map_err(sql_err(&path))?;
         tx.execute(
             "DELETE FROM tags WHERE rid IN (SELECT rid FROM events WHERE expires_at <= ?1)",
-            [now as i64],
+            [sql_time(now)],
         )
         .map_err(sql_err(&path))?;
         let n = tx
-            .execute("DELETE FROM events WHERE expires_at <= ?1", [now as i64])
+            .execute("DELETE FROM events WHERE expires_at <= ?1", [sql_time(now)])
             .map_err(sql_err(&path))?;
         tx.commit().map_err(sql_err(&path))?;
         Ok(n)
@@ -470,6 +470,11 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// A Unix time as SQLite's signed integer, saturating (a peer may send any u64).
+fn sql_time(t: u64) -> i64 {
+    t.min(i64::MAX as u64) as i64
+}
+
 /// The address of an addressable event: `kind:pubkey:d`.
 fn address(kind: u16, pubkey: &[u8; 32], d: &str) -> String {
     format!("{kind}:{}:{d}", hex::encode(pubkey))
@@ -493,7 +498,7 @@ fn record_deletion(
         "INSERT INTO deletions (target, pubkey, deleted_at) VALUES (?1, ?2, ?3)
          ON CONFLICT (target, pubkey) DO UPDATE SET deleted_at = max(deleted_at, excluded.deleted_at)",
     )?
-    .execute(params![target, &pubkey[..], at as i64])?;
+    .execute(params![target, &pubkey[..], sql_time(at)])?;
     Ok(())
 }
 
@@ -528,7 +533,8 @@ fn apply_deletion(tx: &Transaction<'_>, e: &Event) -> rusqlite::Result<()> {
                 if let Some(rid) = rid {
                     delete_rid(tx, rid)?;
                 }
-                record_deletion(tx, id_hex, &e.pubkey, e.created_at)?;
+                // Recorded in the canonical (lowercase) form the insert check looks up.
+                record_deletion(tx, &hex::encode(id), &e.pubkey, e.created_at)?;
             }
             (Some("a"), Some(addr)) => {
                 let mut parts = addr.splitn(3, ':');
@@ -546,7 +552,7 @@ fn apply_deletion(tx: &Transaction<'_>, e: &Event) -> rusqlite::Result<()> {
                     .prepare_cached(
                         "SELECT rid FROM events WHERE pubkey = ?1 AND kind = ?2 AND dtag = ?3 AND created_at <= ?4",
                     )?
-                    .query_map(params![&e.pubkey[..], kind, d, e.created_at as i64], |r| r.get(0))?
+                    .query_map(params![&e.pubkey[..], kind, d, sql_time(e.created_at)], |r| r.get(0))?
                     .collect::<rusqlite::Result<_>>()?;
                 for rid in rids {
                     delete_rid(tx, rid)?;
@@ -571,9 +577,9 @@ fn insert_in(tx: &Transaction<'_>, e: &Event, json: &str) -> rusqlite::Result<In
     }
     let dtag = e.replacement_key();
     if let Some(d) = dtag {
-        if e.is_addressable()
-            && deleted_at(tx, &address(e.kind, &e.pubkey, d), &e.pubkey)?
-                .is_some_and(|at| at >= e.created_at)
+        // NIP-09 `a` deletions cover replaceable events (`kind:pubkey:`) too.
+        if deleted_at(tx, &address(e.kind, &e.pubkey, d), &e.pubkey)?
+            .is_some_and(|at| at >= e.created_at)
         {
             return Ok(InsertOutcome::Deleted);
         }
@@ -602,10 +608,10 @@ fn insert_in(tx: &Transaction<'_>, e: &Event, json: &str) -> rusqlite::Result<In
     .execute(params![
         &e.id[..],
         &e.pubkey[..],
-        e.created_at as i64,
+        sql_time(e.created_at),
         e.kind,
         dtag,
-        e.expiration().map(|x| x as i64),
+        e.expiration().map(sql_time),
         json
     ])?;
     let rid = tx.last_insert_rowid();
@@ -617,7 +623,7 @@ fn insert_in(tx: &Transaction<'_>, e: &Event, json: &str) -> rusqlite::Result<In
             && name.len() == 1
             && name.as_bytes()[0].is_ascii_alphabetic()
         {
-            tag_stmt.execute(params![rid, name, value, e.created_at as i64])?;
+            tag_stmt.execute(params![rid, name, value, sql_time(e.created_at)])?;
         }
     }
     Ok(InsertOutcome::Stored)
@@ -638,7 +644,7 @@ fn insert_in(tx: &Transaction<'_>, e: &Event, json: &str) -> rusqlite::Result<In
 fn filter_sql(f: &Filter, limit: Option<u64>, now: u64) -> (String, Vec<rusqlite::types::Value>) {
     use rusqlite::types::Value as V;
     let mut params: Vec<V> = Vec::new();
-    let limit = limit.map(|l| V::Integer(l.min(i64::MAX as u64) as i64));
+    let limit = limit.map(|l| V::Integer(sql_time(l)));
     let (order_t, order, order_e) = if limit.is_some() {
         (
             " ORDER BY t.created_at DESC, e.id ASC LIMIT ?",
@@ -650,7 +656,7 @@ fn filter_sql(f: &Filter, limit: Option<u64>, now: u64) -> (String, Vec<rusqlite
     };
     // Conditions on the events table, aliased `e`.
     let mut conds = String::from("(e.expires_at IS NULL OR e.expires_at > ?)");
-    let mut cond_params = vec![V::Integer(now as i64)];
+    let mut cond_params = vec![V::Integer(sql_time(now))];
     let mut list = |col: &str, values: Vec<V>| {
         conds.push_str(" AND ");
         conds.push_str(col);
@@ -680,11 +686,11 @@ fn filter_sql(f: &Filter, limit: Option<u64>, now: u64) -> (String, Vec<rusqlite
     let mut range_params = Vec::new();
     if let Some(since) = f.since {
         range.push_str(" AND {col} >= ?");
-        range_params.push(V::Integer(since.min(i64::MAX as u64) as i64));
+        range_params.push(V::Integer(sql_time(since)));
     }
     if let Some(until) = f.until {
         range.push_str(" AND {col} <= ?");
-        range_params.push(V::Integer(until.min(i64::MAX as u64) as i64));
+        range_params.push(V::Integer(sql_time(until)));
     }
     // The tag key that drives the query (fewest values), and the others as conditions.
     let driver = if f.ids.is_none() {
@@ -715,7 +721,7 @@ fn filter_sql(f: &Filter, limit: Option<u64>, now: u64) -> (String, Vec<rusqlite
                     params.extend(cond_params.iter().cloned());
                     params.extend(limit.clone());
                     format!(
-                        "SELECT * FROM (SELECT t.rid AS rid, t.created_at AS created_at, e.id AS id \
+                        "SELECT * FROM (SELECT DISTINCT t.rid AS rid, t.created_at AS created_at, e.id AS id \
                          FROM tags t CROSS JOIN events e ON e.rid = t.rid \
                          WHERE t.name = ? AND t.value = ?{} AND {conds}{order_t})",
                         range.replace("{col}", "t.created_at")

@@ -268,3 +268,61 @@ fn malformed_filters_are_refused_with_the_field_named() {
         assert!(err.contains(field), "{bad}: {err}");
     }
 }
+
+#[test]
+fn times_beyond_i64_saturate_instead_of_wrapping() {
+    let (_t, mut s) = store();
+    let k = NodeKeys::generate().unwrap();
+    // An expiration past i64::MAX must not wrap negative (which would hide the event as
+    // already expired); a peer can send anything.
+    let far = ev(&k, 1, 100, &[&["expiration", &u64::MAX.to_string()]], "far");
+    assert_eq!(s.insert_event(&far).unwrap(), InsertOutcome::Stored);
+    assert_eq!(ids(&s, json!({"kinds": [1]})), vec![far.id]);
+    assert_eq!(s.purge_expired(1_000_000).unwrap(), 0);
+    assert_eq!(ids(&s, json!({"since": u64::MAX})), Vec::<[u8; 32]>::new());
+}
+
+#[test]
+fn deletions_by_address_cover_replaceable_kinds_and_any_hex_case() {
+    let (_t, mut s) = store();
+    let k = NodeKeys::generate().unwrap();
+    let pk = hex::encode(k.nostr_pubkey());
+    let v1 = ev(&k, 0, 100, &[], "v1");
+    s.insert_event(&v1).unwrap();
+    let del = ev(&k, 5, 150, &[&["a", &format!("0:{pk}:")]], "");
+    s.insert_event(&del).unwrap();
+    assert!(ids(&s, json!({"kinds": [0]})).is_empty());
+    assert_eq!(
+        s.insert_event(&v1).unwrap(),
+        InsertOutcome::Deleted,
+        "the old version stays out"
+    );
+    let v2 = ev(&k, 0, 200, &[], "v2");
+    assert_eq!(
+        s.insert_event(&v2).unwrap(),
+        InsertOutcome::Stored,
+        "a newer one is fine"
+    );
+    // A deletion naming an id in upper case, before the event arrives.
+    let later = ev(&k, 1, 300, &[], "deleted before it arrived");
+    let del = ev(&k, 5, 310, &[&["e", &later.id_hex().to_uppercase()]], "");
+    s.insert_event(&del).unwrap();
+    assert_eq!(s.insert_event(&later).unwrap(), InsertOutcome::Deleted);
+}
+
+#[test]
+fn repeated_tags_do_not_eat_into_the_limit() {
+    let (_t, mut s) = store();
+    let k = NodeKeys::generate().unwrap();
+    let a = ev(&k, 1, 100, &[&["t", "x"], &["t", "x"]], "a");
+    let b = ev(&k, 1, 200, &[&["t", "x"], &["t", "x"], &["t", "x"]], "b");
+    let c = ev(&k, 1, 50, &[&["t", "x"]], "c");
+    for e in [&a, &b, &c] {
+        s.insert_event(e).unwrap();
+    }
+    assert_eq!(ids(&s, json!({"#t": ["x"], "limit": 2})), vec![b.id, a.id]);
+    assert_eq!(
+        ids(&s, json!({"#t": ["x", "y"], "limit": 3})),
+        vec![b.id, a.id, c.id]
+    );
+}
