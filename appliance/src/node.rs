@@ -139,7 +139,7 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
     std::fs::write(dir.join(config::FILE), config.to_toml())
         .with_context(|| format!("writing {}", config::FILE))?;
 
-    let descriptor = descriptor(&keys, &config)?;
+    let descriptor = descriptor(&keys, &config, now())?;
     let mut store = Store::create(&dir.join(DB_FILE))?;
     store.set_meta(META_PUBKEY, &keys.nostr_pubkey_hex())?;
     store.insert_event(&descriptor)?;
@@ -155,8 +155,8 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
     })
 }
 
-/// Builds, signs and schema-checks the node's descriptor.
-pub fn descriptor(keys: &NodeKeys, config: &Config) -> anyhow::Result<Event> {
+/// Builds, signs and schema-checks the node's descriptor, dated `created_at`.
+pub fn descriptor(keys: &NodeKeys, config: &Config, created_at: u64) -> anyhow::Result<Event> {
     let schemas = SchemaSet::embedded();
     let info = DescriptorInfo {
         software: Software {
@@ -169,7 +169,7 @@ pub fn descriptor(keys: &NodeKeys, config: &Config) -> anyhow::Result<Event> {
         endpoints: config.node.endpoints.clone(),
         protocol_digest: schemas.digest().to_hex(),
     };
-    let event = keys.descriptor(&info, now())?;
+    let event = keys.descriptor(&info, created_at)?;
     schemas
         .validate(&SchemaKey::Event(kind::NODE_DESCRIPTOR), &event.to_value())
         .context("the node descriptor does not satisfy its own schema")?;
@@ -235,11 +235,19 @@ impl Node {
                     && c.endpoints == self.config.node.endpoints
             })
         });
-        if let (true, Some(event)) = (fresh_enough, stored) {
+        if fresh_enough && let Some(event) = stored {
             return Ok(event);
         }
-        let event = descriptor(&self.keys, &self.config)?;
-        self.store.insert_event(&event)?;
+        // Newer than the stored one even if the clock went back since, so it replaces it
+        // (a replaceable event with an older created_at would be refused).
+        let created_at = stored
+            .as_ref()
+            .map_or(now(), |e| now().max(e.created_at + 1));
+        let event = descriptor(&self.keys, &self.config, created_at)?;
+        let outcome = self.store.insert_event(&event)?;
+        if outcome != fleetmesh_relay::store::InsertOutcome::Stored {
+            bail!("the new node descriptor was not stored ({outcome:?})");
+        }
         let path = self.dir.join(DESCRIPTOR_FILE);
         let tmp = self.dir.join(format!("{DESCRIPTOR_FILE}.tmp"));
         let _ = std::fs::remove_file(&tmp);

@@ -614,3 +614,59 @@ fn the_daemon_verifies_proofs_over_http_in_batches() {
     });
     assert!(daemon.stop("-TERM").success());
 }
+
+#[test]
+fn a_reissued_descriptor_replaces_the_stored_one_even_after_the_clock_went_back() {
+    use fleetmesh_relay::{Event, NodeKeys, Store, UnsignedEvent};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n");
+    assert!(init(&dir, &[]).status.success());
+    // A descriptor dated ten days ahead, as if the clock had been wrong when it was made.
+    let keys = NodeKeys::load(&dir.join("keys")).unwrap();
+    let first =
+        Event::from_json(&std::fs::read_to_string(dir.join("descriptor.json")).unwrap()).unwrap();
+    let future = first.created_at + 10 * 86_400;
+    let ahead = keys
+        .sign(UnsignedEvent {
+            created_at: future,
+            kind: first.kind,
+            tags: first.tags.clone(),
+            content: first.content.clone(),
+        })
+        .unwrap();
+    Store::open(&dir.join("fleetmesh.db"))
+        .unwrap()
+        .insert_event(&ahead)
+        .unwrap();
+    // The configuration changes, so the node must issue a new descriptor on start.
+    edit_config(&dir, &[("class = \"edge\"", "class = \"leaf\"")]);
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let daemon = Daemon::start(cmd);
+    let url = format!("ws://{}/", daemon.addr);
+    let stored: Vec<Value> = runtime().block_on(async {
+        let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+        let req = serde_json::json!(["REQ", "d", {"kinds": [11801]}]).to_string();
+        ws.send(WsMessage::Text(req.into())).await.unwrap();
+        let mut out = Vec::new();
+        loop {
+            let v = next_json(&mut ws).await;
+            if v[0] == "EOSE" {
+                return out;
+            }
+            out.push(v[2].clone());
+        }
+    });
+    assert_eq!(stored.len(), 1, "one descriptor per node");
+    assert_eq!(stored[0]["created_at"], future + 1);
+    let content: Value = serde_json::from_str(stored[0]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content["class"], "leaf");
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("descriptor.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        file["id"], stored[0]["id"],
+        "descriptor.json is the stored one"
+    );
+    assert!(daemon.stop("-TERM").success());
+}
