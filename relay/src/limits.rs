@@ -1,7 +1,11 @@
 //! The relay's limits and rate limits: enforced on every connection and advertised in
 //! NIP-11's `limitation` object, so what clients read is what the relay does.
 
+use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::event::Event;
 
 /// Limits of the relay face. Every field has a default; the `[relay]` section of
 /// `meshnode.toml` overrides them. None is reloadable: restart to change.
@@ -74,6 +78,51 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// Whether an event may be taken in: within the size limits, not too far in the future,
+    /// not expired (NIP-40), a correct id and BIP-340 signature, and, for a kind fleetmesh
+    /// defines, valid against its schema. The relay face applies it to every EVENT and
+    /// `meshnode sync` to every event it fetches.
+    ///
+    /// # Errors
+    /// The NIP-01 `invalid:` message for the `OK`.
+    pub fn admit(&self, event: &Event, schemas: &SchemaSet, now: u64) -> Result<(), String> {
+        if event.tags.len() > self.max_event_tags {
+            return Err(format!(
+                "invalid: {} tags, the most allowed is {}",
+                event.tags.len(),
+                self.max_event_tags
+            ));
+        }
+        if event.content.len() > self.max_content_length {
+            return Err(format!(
+                "invalid: content of {} bytes, the most allowed is {}",
+                event.content.len(),
+                self.max_content_length
+            ));
+        }
+        if event.created_at > now.saturating_add(self.created_at_upper_limit) {
+            return Err("invalid: created_at is too far in the future".into());
+        }
+        if event.expiration().is_some_and(|x| x <= now) {
+            return Err("invalid: event has expired".into());
+        }
+        if let Err(e) = event.verify() {
+            return Err(match &e {
+                Error::InvalidEvent { field: "id", .. } => {
+                    "invalid: event id does not match its content".to_owned()
+                }
+                Error::InvalidEvent { field: "sig", .. } => "invalid: bad signature".to_owned(),
+                other => format!("invalid: {other}"),
+            });
+        }
+        if schemas.contains(&SchemaKey::Event(event.kind)) {
+            schemas
+                .validate_event(&event.to_value())
+                .map_err(|e| format!("invalid: {e}"))?;
+        }
+        Ok(())
+    }
+
     /// NIP-11's `limitation` object for these limits.
     pub fn nip11(&self) -> serde_json::Value {
         serde_json::json!({

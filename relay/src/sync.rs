@@ -19,10 +19,6 @@ use crate::filter::{Filter, FilterLimits};
 use crate::store::{InsertOutcome, Store, now};
 use crate::{Error, Result};
 
-/// How far in the future a fetched event's `created_at` may be (the relay face's default
-/// `created_at_upper_limit`).
-const MAX_FUTURE_SECS: u64 = 900;
-
 /// Which way events flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Direction {
@@ -293,6 +289,7 @@ async fn pull(
     progress: &mut impl FnMut(&str),
 ) -> Result<()> {
     let schemas = fleetmesh_schemas::SchemaSet::embedded();
+    let limits = crate::limits::Limits::default();
     for (n, chunk) in need.chunks(opts.batch.max(1)).enumerate() {
         let ids: Vec<String> = chunk.iter().map(|id| hex::encode(id.as_bytes())).collect();
         let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
@@ -311,14 +308,10 @@ async fn pull(
                         return Err(p.err("the peer sent more events than were asked for"));
                     }
                     // Verified here: the peer is not trusted.
-                    // The same checks the relay face applies on ingest.
-                    let now = now();
+                    // The checks the relay face applies on ingest, at its default limits.
                     let ok = Event::from_value(&v[2]).ok().filter(|e| {
                         wanted.contains(e.id_hex().as_str())
-                            && e.created_at <= now.saturating_add(MAX_FUTURE_SECS)
-                            && e.expiration().is_none_or(|x| x > now)
-                            && e.verify().is_ok()
-                            && schemas.validate_event(&e.to_value()).is_ok()
+                            && limits.admit(e, schemas, now()).is_ok()
                     });
                     match ok {
                         Some(e) => {

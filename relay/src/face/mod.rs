@@ -469,61 +469,10 @@ impl Connection {
             }
         };
         let id = event.id_hex();
-        if event.tags.len() > limits.max_event_tags {
-            return self.reject(
-                &id,
-                Rejection::Invalid,
-                &format!(
-                    "invalid: {} tags, the most allowed is {}",
-                    event.tags.len(),
-                    limits.max_event_tags
-                ),
-            );
-        }
-        if event.content.len() > limits.max_content_length {
-            return self.reject(
-                &id,
-                Rejection::Invalid,
-                &format!(
-                    "invalid: content of {} bytes, the most allowed is {}",
-                    event.content.len(),
-                    limits.max_content_length
-                ),
-            );
-        }
-        let now = now();
-        if event.created_at > now.saturating_add(limits.created_at_upper_limit) {
-            return self.reject(
-                &id,
-                Rejection::Invalid,
-                "invalid: created_at is too far in the future",
-            );
-        }
-        if event.expiration().is_some_and(|x| x <= now) {
-            return self.reject(&id, Rejection::Invalid, "invalid: event has expired");
-        }
-        if let Err(e) = event.verify() {
-            let msg = match &e {
-                crate::Error::InvalidEvent { field: "id", .. } => {
-                    "invalid: event id does not match its content".to_owned()
-                }
-                crate::Error::InvalidEvent { field: "sig", .. } => {
-                    "invalid: bad signature".to_owned()
-                }
-                other => format!("invalid: {other}"),
-            };
+        if let Err(msg) = limits.admit(&event, relay.schemas, now()) {
             return self.reject(&id, Rejection::Invalid, &msg);
         }
         let json: Arc<str> = event.to_json().into();
-        if relay
-            .schemas
-            .contains(&fleetmesh_schemas::SchemaKey::Event(event.kind))
-        {
-            let value: Value = serde_json::from_str(&json).expect("our own JSON parses");
-            if let Err(e) = relay.schemas.validate_event(&value) {
-                return self.reject(&id, Rejection::Invalid, &format!("invalid: {e}"));
-            }
-        }
         if event.is_ephemeral() {
             relay.metrics.events_ephemeral.fetch_add(1, Relaxed);
             let _ = relay.live.send(Arc::new(LiveEvent {
