@@ -15,9 +15,7 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("descriptor.json")).unwrap())
             .unwrap();
     edit_config(&dir, &[("max_subscriptions = 32", "max_subscriptions = 7")]);
-    let mut cmd = meshnode();
-    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-    let daemon = Daemon::start(cmd);
+    let daemon = run_node(&dir);
 
     runtime().block_on(async {
         let http = reqwest::Client::new();
@@ -67,16 +65,10 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
         assert_eq!(health["pubkey"], descriptor["pubkey"]);
 
         // The relay WebSocket on the same listener: our descriptor is there.
-        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/", daemon.addr))
-            .await
-            .unwrap();
-        let req = serde_json::json!(["REQ", "d", {"kinds": [11801]}]).to_string();
-        ws.send(WsMessage::Text(req.into())).await.unwrap();
-        let first = next_json(&mut ws).await;
-        assert_eq!(first[0], "EVENT");
-        assert_eq!(first[2]["id"], descriptor["id"]);
-        assert_eq!(next_json(&mut ws).await, serde_json::json!(["EOSE", "d"]));
-        drop(ws);
+        let url = format!("ws://{}/", daemon.addr);
+        let stored = req_events(&url, serde_json::json!({"kinds": [11801]})).await;
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0]["id"], descriptor["id"]);
 
         let metrics = http.get(daemon.url("/metrics")).send().await.unwrap();
         assert_eq!(metrics.status(), 200);
@@ -99,9 +91,7 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
     assert!(daemon.stop("-TERM").success(), "SIGTERM exits 0");
 
     // SIGINT too, and the node reopens with the same identity afterwards.
-    let mut cmd = meshnode();
-    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-    let daemon = Daemon::start(cmd);
+    let daemon = run_node(&dir);
     assert!(daemon.stop("-INT").success(), "SIGINT exits 0");
 }
 
@@ -221,9 +211,7 @@ fn every_acknowledged_event_survives_kill_dash_nine() {
             ("event_burst = 1000.0", "event_burst = 100000.0"),
         ],
     );
-    let mut cmd = meshnode();
-    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-    let mut daemon = Daemon::start(cmd);
+    let mut daemon = run_node(&dir);
     let url = format!("ws://{}/", daemon.addr);
 
     // Four connections publish as fast as they can; each records the ids acknowledged
@@ -301,26 +289,14 @@ fn every_acknowledged_event_survives_kill_dash_nine() {
     assert!(acked.len() >= 2000);
 
     // Restart on the same directory: every acknowledged id is stored.
-    let mut cmd = meshnode();
-    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-    let daemon = Daemon::start(cmd);
+    let daemon = run_node(&dir);
     let url = format!("ws://{}/", daemon.addr);
     let stored: HashSet<String> = rt.block_on(async {
-        let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
         let ids: Vec<String> = acked.iter().cloned().collect();
         let mut found = HashSet::new();
-        for (n, chunk) in ids.chunks(500).enumerate() {
-            let req = serde_json::json!(["REQ", format!("c{n}"), {"ids": chunk}]).to_string();
-            ws.send(WsMessage::Text(req.into())).await.unwrap();
-            loop {
-                let v = next_json(&mut ws).await;
-                match v[0].as_str() {
-                    Some("EVENT") => {
-                        found.insert(v[2]["id"].as_str().unwrap().to_owned());
-                    }
-                    Some("EOSE") => break,
-                    _ => panic!("{v}"),
-                }
+        for chunk in ids.chunks(500) {
+            for e in req_events(&url, serde_json::json!({"ids": chunk})).await {
+                found.insert(e["id"].as_str().unwrap().to_owned());
             }
         }
         found
@@ -362,17 +338,11 @@ async fn publish_all(url: &str, events: &[fleetmesh_relay::Event]) {
 
 /// The ids of the kind-1 events stored behind `url`.
 async fn note_ids(url: &str) -> std::collections::BTreeSet<String> {
-    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    let req = serde_json::json!(["REQ", "ids", {"kinds": [1], "limit": 500}]).to_string();
-    ws.send(WsMessage::Text(req.into())).await.unwrap();
-    let mut ids = std::collections::BTreeSet::new();
-    loop {
-        let v = next_json(&mut ws).await;
-        if v[0] == "EOSE" {
-            return ids;
-        }
-        ids.insert(v[2]["id"].as_str().unwrap().to_owned());
-    }
+    req_events(url, serde_json::json!({"kinds": [1], "limit": 500}))
+        .await
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[test]
@@ -382,12 +352,7 @@ fn sync_between_two_running_nodes_converges_both_stores() {
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     assert!(init(&a, &[]).status.success());
     assert!(init(&b, &[]).status.success());
-    let start = |dir: &Path| {
-        let mut cmd = meshnode();
-        cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-        Daemon::start(cmd)
-    };
-    let (da, db) = (start(&a), start(&b));
+    let (da, db) = (run_node(&a), run_node(&b));
     let (ua, ub) = (format!("ws://{}/", da.addr), format!("ws://{}/", db.addr));
     let keys = NodeKeys::generate().unwrap();
     let note = |i: u64| {
@@ -496,9 +461,7 @@ fn nip11_lists_77_only_when_negentropy_is_enabled() {
     let dir = tmp.path().join("n");
     assert!(init(&dir, &[]).status.success());
     edit_config(&dir, &[("negentropy = true", "negentropy = false")]);
-    let mut cmd = meshnode();
-    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-    let daemon = Daemon::start(cmd);
+    let daemon = run_node(&dir);
     let doc: Value = runtime().block_on(async {
         reqwest::Client::new()
             .get(daemon.url("/"))
@@ -521,9 +484,7 @@ fn the_daemon_verifies_proofs_over_http_in_batches() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("n");
     assert!(init(&dir, &[]).status.success());
-    let mut cmd = meshnode();
-    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-    let daemon = Daemon::start(cmd);
+    let daemon = run_node(&dir);
     let (pk, vk, mut rng) = setup(21);
     let (pk2, vk2, mut rng2) = setup(22);
     let body = |vk: &Value,
@@ -570,6 +531,16 @@ fn the_daemon_verifies_proofs_over_http_in_batches() {
         );
         let (status, _) = post(Value::from("not an object")).await;
         assert_eq!(status, 400);
+        let too_many = serde_json::json!({"items": vec![serde_json::json!({}); 1025]});
+        let (status, v) = post(too_many).await;
+        assert_eq!(status, 400);
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("at most 1024"),
+            "{v}"
+        );
         // Many at once, two keys, some bad: each answered correctly (batched server-side).
         let mut expected = Vec::new();
         let mut requests = Vec::new();
@@ -640,23 +611,9 @@ fn a_reissued_descriptor_replaces_the_stored_one_even_after_the_clock_went_back(
         .unwrap();
     // The configuration changes, so the node must issue a new descriptor on start.
     edit_config(&dir, &[("class = \"edge\"", "class = \"leaf\"")]);
-    let mut cmd = meshnode();
-    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-    let daemon = Daemon::start(cmd);
+    let daemon = run_node(&dir);
     let url = format!("ws://{}/", daemon.addr);
-    let stored: Vec<Value> = runtime().block_on(async {
-        let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-        let req = serde_json::json!(["REQ", "d", {"kinds": [11801]}]).to_string();
-        ws.send(WsMessage::Text(req.into())).await.unwrap();
-        let mut out = Vec::new();
-        loop {
-            let v = next_json(&mut ws).await;
-            if v[0] == "EOSE" {
-                return out;
-            }
-            out.push(v[2].clone());
-        }
-    });
+    let stored = runtime().block_on(req_events(&url, serde_json::json!({"kinds": [11801]})));
     assert_eq!(stored.len(), 1, "one descriptor per node");
     assert_eq!(stored[0]["created_at"], future + 1);
     let content: Value = serde_json::from_str(stored[0]["content"].as_str().unwrap()).unwrap();

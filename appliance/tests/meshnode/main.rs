@@ -156,6 +156,29 @@ async fn next_json(ws: &mut Ws) -> Value {
     }
 }
 
+/// `meshnode run DIR` on an ephemeral port.
+fn run_node(dir: &Path) -> Daemon {
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    Daemon::start(cmd)
+}
+
+/// The stored events matching `filter` on the relay at `url`, up to EOSE.
+async fn req_events(url: &str, filter: Value) -> Vec<Value> {
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let req = serde_json::json!(["REQ", "q", filter]).to_string();
+    ws.send(WsMessage::Text(req.into())).await.unwrap();
+    let mut out = Vec::new();
+    loop {
+        let v = next_json(&mut ws).await;
+        match v[0].as_str() {
+            Some("EVENT") => out.push(v[2].clone()),
+            Some("EOSE") => return out,
+            _ => panic!("unexpected {v}"),
+        }
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
