@@ -23,6 +23,15 @@ pub enum Error {
         /// Why not.
         reason: String,
     },
+    /// An MSM or NTT was called with inputs it cannot take (mismatched lengths, an NTT size
+    /// that is not a supported power of two).
+    #[error("{op}: {reason}")]
+    Arith {
+        /// The operation.
+        op: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 /// Shorthand for this crate's results.

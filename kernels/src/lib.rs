@@ -10,13 +10,16 @@
 //!   without ever touching a library that is absent, so a node without a GPU never panics;
 //! - [`resolve`]: turns a choice and an [`Inventory`] into the backend to use and says why.
 //!
-//! The BN254 MSM and NTT kernels (CPU reference, WGSL, CUDA via NVRTC) land here with the
-//! GPU issue; the `wgpu` feature compiles the wgpu probe (without it, the probe reports
+//! - [`ops`]: the [`MsmNtt`] trait the Groth16 prover runs its MSMs and NTTs through, with
+//!   the CPU reference ([`ops::Cpu`], arkworks on all cores) as every method's default.
+//!
+//! The wgpu and CUDA MSM/NTT kernels land here with the GPU issue; the `wgpu` feature compiles the wgpu probe (without it, the probe reports
 //! "built without wgpu" and the rest works unchanged).
 
 mod backend;
 mod cuda_probe;
 mod error;
+pub mod ops;
 pub mod probe;
 #[cfg(feature = "wgpu")]
 mod wgpu_probe;
@@ -26,4 +29,5 @@ mod wgpu_probe;
 
 pub use backend::{BackendChoice, Resolved, ResolvedBackend, resolve};
 pub use error::{Error, Result};
+pub use ops::{MsmNtt, NttDirection};
 pub use probe::{CudaStatus, GpuAdapter, Inventory};

@@ -1,0 +1,171 @@
+//! The two operations a Groth16 prover spends its time in — multi-scalar multiplication
+//! (MSM) over BN254 G1/G2 and the number-theoretic transform (NTT) over Fr — behind one
+//! trait, [`MsmNtt`], so the prover does not care where they run.
+//!
+//! Every method has a correct CPU default (arkworks, spread over all cores by rayon); a GPU
+//! backend overrides only what it accelerates, and is checked against these defaults.
+//! [`Cpu`] is the reference backend and uses the defaults as they are. [`for_backend`]
+//! turns a [`ResolvedBackend`] into a boxed backend.
+//!
+//! ```
+//! use ark_ec::{CurveGroup, PrimeGroup};
+//! use fleetmesh_kernels::ops::{Cpu, MsmNtt, NttDirection};
+//! use ark_bn254::{Fr, G1Projective};
+//!
+//! let g = G1Projective::generator();
+//! let bases = [g.into_affine(), (g + g).into_affine()];
+//! // 3·g + 4·(2g) = 11·g
+//! let r = Cpu.msm_g1(&bases, &[Fr::from(3u64), Fr::from(4u64)]).unwrap();
+//! assert_eq!(r, g * Fr::from(11u64));
+//!
+//! let mut v = vec![Fr::from(1u64), Fr::from(2u64), Fr::from(3u64), Fr::from(4u64)];
+//! let orig = v.clone();
+//! Cpu.ntt(&mut v, NttDirection::Forward).unwrap();
+//! Cpu.ntt(&mut v, NttDirection::Inverse).unwrap();
+//! assert_eq!(v, orig);
+//! ```
+
+use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_ec::VariableBaseMSM;
+use ark_ff::FftField;
+use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
+
+use crate::{BackendChoice, Error, Inventory, ResolvedBackend, Result, resolve};
+
+/// Which way an [`MsmNtt::ntt`] goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NttDirection {
+    /// Coefficients → evaluations on the `n`-th roots of unity.
+    Forward,
+    /// Evaluations on the `n`-th roots of unity → coefficients (scaled by `1/n`).
+    Inverse,
+}
+
+/// The largest NTT BN254's scalar field supports: its two-adicity is 28.
+pub const MAX_NTT_LOG2: u32 = <Fr as FftField>::TWO_ADICITY;
+
+fn domain(len: usize) -> Result<Radix2EvaluationDomain<Fr>> {
+    if !len.is_power_of_two() || len.trailing_zeros() > MAX_NTT_LOG2 {
+        return Err(Error::Arith {
+            op: "ntt",
+            reason: format!("length {len} is not a power of two ≤ 2^{MAX_NTT_LOG2}"),
+        });
+    }
+    Radix2EvaluationDomain::new(len).ok_or_else(|| Error::Arith {
+        op: "ntt",
+        reason: format!("no radix-2 domain of size {len}"),
+    })
+}
+
+fn same_len(op: &'static str, bases: usize, scalars: usize) -> Result<()> {
+    if bases == scalars {
+        Ok(())
+    } else {
+        Err(Error::Arith {
+            op,
+            reason: format!("{bases} bases but {scalars} scalars"),
+        })
+    }
+}
+
+/// MSM and NTT over BN254. Implementations must give bit-identical results to the
+/// defaults (group elements compare equal; field elements are exact).
+pub trait MsmNtt: Send + Sync {
+    /// A short description for logs and benchmarks, e.g. `cpu (rayon, 16 threads)`.
+    fn describe(&self) -> String;
+
+    /// `Σ scalars[i] · bases[i]` in G1.
+    ///
+    /// # Errors
+    /// [`Error::Arith`] when the lengths differ; a device failure for GPU backends.
+    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        same_len("msm_g1", bases.len(), scalars.len())?;
+        Ok(G1Projective::msm_unchecked(bases, scalars))
+    }
+
+    /// `Σ scalars[i] · bases[i]` in G2.
+    ///
+    /// # Errors
+    /// As [`MsmNtt::msm_g1`].
+    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+        same_len("msm_g2", bases.len(), scalars.len())?;
+        Ok(G2Projective::msm_unchecked(bases, scalars))
+    }
+
+    /// An in-place radix-2 NTT of `values`, whose length must be a power of two no larger
+    /// than 2^[`MAX_NTT_LOG2`].
+    ///
+    /// # Errors
+    /// [`Error::Arith`] for a length that is not a supported power of two.
+    fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
+        let d = domain(values.len())?;
+        match direction {
+            NttDirection::Forward => d.fft_in_place(values),
+            NttDirection::Inverse => d.ifft_in_place(values),
+        }
+        Ok(())
+    }
+
+    /// Evaluates the polynomial with coefficients `values` on the coset `shift·H` (H the
+    /// `n`-th roots of unity), in place: `values[i] ← p(shift·ωⁱ)`.
+    ///
+    /// # Errors
+    /// As [`MsmNtt::ntt`].
+    fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
+        let d = domain(values.len())?;
+        Radix2EvaluationDomain::distribute_powers_and_mul_by_const(values, shift, Fr::from(1u64));
+        d.fft_in_place(values);
+        Ok(())
+    }
+}
+
+/// The CPU reference backend: arkworks' Pippenger MSM and radix-2 NTT on all cores.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cpu;
+
+impl MsmNtt for Cpu {
+    fn describe(&self) -> String {
+        format!("cpu (arkworks, {} threads)", rayon_threads())
+    }
+}
+
+fn rayon_threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// The MSM/NTT backend for a resolved choice.
+///
+/// # Errors
+/// [`Error::Unavailable`] for a GPU backend: the wgpu and CUDA MSM/NTT kernels are not part
+/// of this build yet, so asking for one is refused rather than quietly run on the CPU.
+pub fn for_backend(backend: &ResolvedBackend) -> Result<Box<dyn MsmNtt>> {
+    match backend {
+        ResolvedBackend::Cpu => Ok(Box::new(Cpu)),
+        other => Err(Error::Unavailable {
+            backend: other.to_string(),
+            reason: "the GPU MSM/NTT kernels are not in this build yet; use --backend cpu".into(),
+        }),
+    }
+}
+
+/// Resolves `choice` on this machine and returns the backend with a sentence saying why.
+///
+/// `auto` that resolves to a GPU whose kernels this build lacks runs on the CPU and says
+/// so; an explicit GPU choice that cannot run is an error.
+///
+/// # Errors
+/// As [`resolve`] and [`for_backend`], for explicit choices.
+pub fn select(choice: BackendChoice, inv: &Inventory) -> Result<(Box<dyn MsmNtt>, String)> {
+    let resolved = resolve(choice, inv)?;
+    match for_backend(&resolved.backend) {
+        Ok(b) => Ok((b, resolved.reason)),
+        Err(e) if choice == BackendChoice::Auto => Ok((
+            Box::new(Cpu),
+            format!(
+                "auto chose {} but {e}; running on the cpu",
+                resolved.backend
+            ),
+        )),
+        Err(e) => Err(e),
+    }
+}
