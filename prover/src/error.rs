@@ -22,9 +22,36 @@ pub enum Error {
         /// What was given.
         got: usize,
     },
-    /// The operating system's random source failed (batch weights need it).
+    /// The operating system's random source failed (batch weights, proofs and setup
+    /// need it).
     #[error("random source: {0}")]
     Random(String),
+    /// A binary circom/snarkjs file (`kind` is `r1cs`, `wtns` or `zkey`) is malformed.
+    #[error("{kind} file: {reason}")]
+    Format {
+        /// Which format.
+        kind: &'static str,
+        /// What is wrong, with the section and byte offset where it applies.
+        reason: String,
+    },
+    /// The witness does not fit the key or circuit, or witness generation failed.
+    #[error("witness: {0}")]
+    Witness(String),
+    /// The input for witness generation (`input.json`) is wrong: unknown signal, wrong
+    /// number of values, a value that is not a number.
+    #[error("input {signal:?}: {reason}")]
+    Input {
+        /// The signal's name.
+        signal: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The setup cannot be run for this circuit.
+    #[error("setup: {0}")]
+    Setup(String),
+    /// The MSM/NTT backend failed.
+    #[error(transparent)]
+    Backend(#[from] fleetmesh_kernels::Error),
 }
 
 /// Shorthand for this crate's results.

@@ -1,20 +1,41 @@
 //! # fleetmesh-prover
 //!
-//! Groth16 on BN254 for fleetmesh. Today: the snarkjs JSON formats read strictly and
-//! written as snarkjs writes them ([`snarkjs`]), single verification with a prepared key,
-//! and batch verification by a random linear combination with bisection to name the bad
-//! proofs ([`verify`]). The proving pipeline over [`fleetmesh_kernels`]' MSM/NTT backends,
-//! the circom `.r1cs`/`.wtns`/`.zkey` readers and witness generation land next.
+//! Groth16 on BN254 for fleetmesh, speaking circom's and snarkjs's formats.
+//!
+//! - Formats: [`r1cs`] (circom constraint systems), [`wtns`] (witnesses), [`zkey`]
+//!   (snarkjs proving keys), [`snarkjs`] (the JSON verifying key, proof and public
+//!   signals). Every reader is strict: canonical field elements, points on the curve and
+//!   in the subgroup, exact counts; each rejection names the field and the reason.
+//! - `witness` (feature `witness`): computes a witness from a circom witness `.wasm` and
+//!   an `input.json` inside wasmtime.
+//! - [`setup`]: a development-only circuit-specific setup that writes a snarkjs `.zkey`.
+//! - [`mod@prove`]: the prover pipeline (witness → NTT → MSMs) over a
+//!   [`fleetmesh_kernels::MsmNtt`] backend, using the circom reduction ([`qap`]) so its
+//!   proofs verify under snarkjs.
+//! - [`mod@verify`]: single verification with a prepared key, and batch verification by a
+//!   random linear combination with bisection to name the bad proofs.
 
+mod binfile;
 mod error;
+pub mod prove;
+pub mod qap;
+pub mod r1cs;
+pub mod setup;
 pub mod snarkjs;
 #[cfg(feature = "test-utils")]
 pub mod testing;
 pub mod verify;
+#[cfg(feature = "witness")]
+pub mod witness;
+pub mod wtns;
+pub mod zkey;
 
 pub use error::{Error, Result};
-pub use fleetmesh_kernels::BackendChoice;
+pub use fleetmesh_kernels::{BackendChoice, MsmNtt, NttDirection};
+pub use prove::{Proven, prove};
+pub use r1cs::R1cs;
 pub use verify::{PreparedVk, batch_verify, batch_verify_grouped, verify};
+pub use zkey::ProvingKey;
 
 /// Re-exported so callers name the curve types from here.
 pub use ark_bn254::{Bn254, Fr};

@@ -1,0 +1,116 @@
+//! The Groth16 prover: a full witness and a snarkjs proving key in, a proof out.
+//!
+//! The pipeline is witness → H scalars by NTT ([`crate::qap::witness_map`]) → five MSMs
+//! (A and B₁ in G1, B₂ in G2, C's private-wire and H terms in G1), all through an
+//! [`MsmNtt`] backend so a GPU can take them. Each phase is timed at DEBUG level
+//! (`prove.phase`), so `RUST_LOG=fleetmesh_prover=debug` shows where the time goes.
+//!
+//! The proof is checked against the key's own verifying key before it is returned: a
+//! witness that does not satisfy the circuit (which the key alone cannot detect earlier)
+//! is reported as [`Error::Witness`] instead of handing out an invalid proof.
+
+use std::time::Instant;
+
+use ark_bn254::{Bn254, Fr, G1Projective, G2Projective};
+use ark_ec::CurveGroup;
+use ark_ff::{One, UniformRand};
+use ark_groth16::Proof;
+
+use crate::verify::{PreparedVk, verify};
+use crate::zkey::ProvingKey;
+use crate::{Error, MsmNtt, Result, qap};
+
+/// A proof with the public signals it proves (`witness[1..=n_public]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proven {
+    /// The proof.
+    pub proof: Proof<Bn254>,
+    /// The public signals, outputs first, as snarkjs's `public.json` lists them.
+    pub public: Vec<Fr>,
+}
+
+fn phase<T>(name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let t = Instant::now();
+    let out = f()?;
+    tracing::debug!(
+        target: "prove.phase",
+        phase = name,
+        ms = t.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(out)
+}
+
+/// Proves with a fresh random `r, s` from the operating system.
+///
+/// # Errors
+/// [`Error::Witness`] for a witness of the wrong length, whose wire 0 is not 1, or that
+/// does not satisfy the circuit; [`Error::Random`]; a backend failure.
+pub fn prove(pk: &ProvingKey, witness: &[Fr], backend: &dyn MsmNtt) -> Result<Proven> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| Error::Random(e.to_string()))?;
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::from_seed(seed);
+    let r = Fr::rand(&mut rng);
+    let s = Fr::rand(&mut rng);
+    let proven = prove_with(pk, witness, backend, r, s)?;
+    let pvk = PreparedVk::new(&pk.vk);
+    if !phase("self-check", || verify(&pvk, &proven.proof, &proven.public))? {
+        return Err(Error::Witness(
+            "the witness does not satisfy the circuit (the proof does not verify)".into(),
+        ));
+    }
+    Ok(proven)
+}
+
+/// Proves with the given blinding `r, s` and does not check the result. Deterministic:
+/// for tests and for comparing backends. Use [`prove`] otherwise.
+///
+/// # Errors
+/// As [`prove`], except that an unsatisfying witness is not detected.
+pub fn prove_with(
+    pk: &ProvingKey,
+    witness: &[Fr],
+    backend: &dyn MsmNtt,
+    r: Fr,
+    s: Fr,
+) -> Result<Proven> {
+    if witness.len() != pk.n_vars {
+        return Err(Error::Witness(format!(
+            "the witness has {} values, the proving key {} wires",
+            witness.len(),
+            pk.n_vars
+        )));
+    }
+    if !witness[0].is_one() {
+        return Err(Error::Witness(
+            "witness[0] (the constant wire) is not 1".into(),
+        ));
+    }
+    let h = phase("witness map (NTT)", || {
+        qap::witness_map(backend, &pk.coeffs, witness, pk.domain_size)
+    })?;
+    let private = &witness[pk.n_public + 1..];
+    let (a, b1, b2) = phase("msm A, B1, B2", || {
+        Ok((
+            backend.msm_g1(&pk.a, witness)?,
+            backend.msm_g1(&pk.b_g1, witness)?,
+            backend.msm_g2(&pk.b_g2, witness)?,
+        ))
+    })?;
+    let (c, hz) = phase("msm C, H", || {
+        Ok((backend.msm_g1(&pk.c, private)?, backend.msm_g1(&pk.h, &h)?))
+    })?;
+
+    let delta1 = G1Projective::from(pk.delta_g1);
+    let pi_a = G1Projective::from(pk.vk.alpha_g1) + a + delta1 * r;
+    let pi_b = G2Projective::from(pk.vk.beta_g2) + b2 + G2Projective::from(pk.vk.delta_g2) * s;
+    let b1 = G1Projective::from(pk.beta_g1) + b1 + delta1 * s;
+    let pi_c = c + hz + pi_a * s + b1 * r - delta1 * (r * s);
+    Ok(Proven {
+        proof: Proof {
+            a: pi_a.into_affine(),
+            b: pi_b.into_affine(),
+            c: pi_c.into_affine(),
+        },
+        public: witness[1..=pk.n_public].to_vec(),
+    })
+}

@@ -1,0 +1,348 @@
+//! circom/snarkjs binary formats, witness generation, setup and proving, against fixtures
+//! made by circom 2.2.3 and snarkjs 0.7.6 (`tests/fixtures/circom/gen.sh`).
+
+use ark_bn254::{Bn254, Fr};
+use ark_ff::{BigInteger, One, PrimeField};
+use fleetmesh_kernels::ops::Cpu;
+use fleetmesh_prover::prove::prove_with;
+use fleetmesh_prover::setup::setup_with_rng;
+use fleetmesh_prover::snarkjs::{parse_proof, parse_public, parse_vk};
+use fleetmesh_prover::witness::WitnessCalculator;
+use fleetmesh_prover::{Error, PreparedVk, ProvingKey, R1cs, prove, verify, wtns};
+use rand::SeedableRng;
+use serde_json::{Value, json};
+
+use crate::{fixture, fixture_json};
+
+fn ark_verify(
+    vk: &ark_groth16::VerifyingKey<Bn254>,
+    p: &ark_groth16::Proof<Bn254>,
+    x: &[Fr],
+) -> bool {
+    let pvk = ark_groth16::prepare_verifying_key(vk);
+    ark_groth16::Groth16::<Bn254>::verify_proof(&pvk, p, x).unwrap()
+}
+
+#[test]
+fn tiny_r1cs_and_witness_read_and_round_trip_byte_for_byte() {
+    let bytes = fixture("tiny.r1cs");
+    let r1cs = R1cs::from_bytes(&bytes).unwrap();
+    assert_eq!((r1cs.n_pub_out, r1cs.n_pub_in, r1cs.n_prv_in), (1, 2, 1));
+    assert!(
+        r1cs.to_bytes() == bytes,
+        "r1cs writer differs from circom's"
+    );
+
+    let wbytes = fixture("tiny.wtns");
+    let w = wtns::from_bytes(&wbytes).unwrap();
+    assert!(
+        wtns::to_bytes(&w) == wbytes,
+        "wtns writer differs from snarkjs's"
+    );
+    assert_eq!(w.len(), r1cs.n_wires as usize);
+    r1cs.check_witness(&w).unwrap();
+    // public signals are wires 1..=3 and match snarkjs's public.json
+    let public = parse_public(&fixture_json("tiny_public.json")).unwrap();
+    assert_eq!(&w[1..=3], &public[..]);
+    // a witness with one wire changed fails a constraint
+    let mut bad = w.clone();
+    bad[4] += Fr::one();
+    assert!(matches!(r1cs.check_witness(&bad), Err(Error::Witness(_))));
+}
+
+#[test]
+fn snarkjs_zkey_reads_with_the_vk_snarkjs_exported_and_round_trips() {
+    let pk = ProvingKey::from_bytes(&fixture("tiny.zkey")).unwrap();
+    let vk = parse_vk(&fixture_json("tiny_vk.json")).unwrap();
+    assert_eq!(
+        pk.vk, vk,
+        "zkey's embedded vk differs from verification_key.json"
+    );
+    let r1cs = R1cs::from_bytes(&fixture("tiny.r1cs")).unwrap();
+    assert_eq!(pk.n_vars, r1cs.n_wires as usize);
+    assert_eq!(pk.n_public, r1cs.n_public());
+    // the coefficient section is A's entries, the public-binding rows, then B's:
+    let a_entries: usize = r1cs.constraints.iter().map(|c| c.a.len()).sum();
+    let b_entries: usize = r1cs.constraints.iter().map(|c| c.b.len()).sum();
+    assert_eq!(pk.coeffs.len(), a_entries + pk.n_public + 1 + b_entries);
+    let again = ProvingKey::from_bytes(&pk.to_bytes()).unwrap();
+    assert_eq!(again, pk);
+}
+
+#[test]
+fn proofs_from_the_snarkjs_zkey_verify_under_snarkjs_vk_ours_and_ark_groth16() {
+    let pk = ProvingKey::from_bytes(&fixture("tiny.zkey")).unwrap();
+    let w = wtns::from_bytes(&fixture("tiny.wtns")).unwrap();
+    let vk = parse_vk(&fixture_json("tiny_vk.json")).unwrap();
+    let proven = prove(&pk, &w, &Cpu).unwrap();
+    assert_eq!(
+        proven.public,
+        parse_public(&fixture_json("tiny_public.json")).unwrap()
+    );
+    assert!(verify(&PreparedVk::new(&vk), &proven.proof, &proven.public).unwrap());
+    assert!(ark_verify(&vk, &proven.proof, &proven.public));
+    // and not for other public values
+    let mut wrong = proven.public.clone();
+    wrong[0] += Fr::one();
+    assert!(!ark_verify(&vk, &proven.proof, &wrong));
+    // fresh blinding each time
+    let again = prove(&pk, &w, &Cpu).unwrap();
+    assert_ne!(again.proof, proven.proof);
+    // the snarkjs-made proof also verifies here (sanity of the fixture)
+    let theirs = parse_proof(&fixture_json("tiny_proof.json")).unwrap();
+    assert!(ark_verify(&vk, &theirs, &proven.public));
+}
+
+#[test]
+fn a_witness_that_does_not_satisfy_the_circuit_gets_no_proof() {
+    let pk = ProvingKey::from_bytes(&fixture("tiny.zkey")).unwrap();
+    let w = wtns::from_bytes(&fixture("tiny.wtns")).unwrap();
+    let mut bad = w.clone();
+    bad[5] += Fr::one();
+    let e = prove(&pk, &bad, &Cpu).unwrap_err();
+    assert!(
+        matches!(e, Error::Witness(ref m) if m.contains("does not satisfy")),
+        "{e}"
+    );
+    let e = prove(&pk, &w[..w.len() - 1], &Cpu).unwrap_err();
+    assert!(
+        matches!(e, Error::Witness(ref m) if m.contains("values")),
+        "{e}"
+    );
+    let mut zero = w.clone();
+    zero[0] = Fr::from(0u64);
+    assert!(matches!(prove(&pk, &zero, &Cpu), Err(Error::Witness(_))));
+}
+
+#[test]
+fn wasm_witness_matches_snarkjs_wtns_for_both_circuits() {
+    for name in ["tiny", "chain"] {
+        let calc = WitnessCalculator::new(&fixture(&format!("{name}.wasm"))).unwrap();
+        let input = fixture_json(&format!("{name}_input.json"));
+        let ours = calc.calculate(&input).unwrap();
+        let theirs = wtns::from_bytes(&fixture(&format!("{name}.wtns"))).unwrap();
+        assert_eq!(ours.len(), theirs.len(), "{name}");
+        assert!(ours == theirs, "{name}: witness differs from snarkjs's");
+    }
+}
+
+#[test]
+fn bad_inputs_to_the_witness_calculator_are_named() {
+    let calc = WitnessCalculator::new(&fixture("tiny.wasm")).unwrap();
+    let cases: [(Value, &str, &str); 6] = [
+        (
+            json!({"a": "3", "b": "11", "w": "5", "nope": "1"}),
+            "nope",
+            "no input signal",
+        ),
+        (
+            json!({"a": ["3", "4"], "b": "11", "w": "5"}),
+            "a",
+            "expects 1 value",
+        ),
+        (
+            json!({"a": "x3", "b": "11", "w": "5"}),
+            "a",
+            "not a decimal",
+        ),
+        (
+            json!({"a": 1.5, "b": "11", "w": "5"}),
+            "a",
+            "not an integer",
+        ),
+        (
+            json!({"a": "3", "b": "11"}),
+            "",
+            "only 2 of the circuit's 3",
+        ),
+        (json!(["3"]), "", "JSON object"),
+    ];
+    for (input, signal, needle) in cases {
+        match calc.calculate(&input) {
+            Err(Error::Input { signal: s, reason }) => {
+                assert_eq!(s, signal, "{input}");
+                assert!(reason.contains(needle), "{input}: {reason}");
+            }
+            other => panic!("{input}: {other:?}"),
+        }
+    }
+    // LessThan(8) asserts its 9-bit decomposition: a - b + 256 must fit in 9 bits.
+    let e = calc
+        .calculate(&json!({"a": "1000", "b": "0", "w": "1"}))
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Witness(ref m) if m.contains("assert")),
+        "{e}"
+    );
+    // the calculator still works after a failed input
+    assert!(calc.calculate(&fixture_json("tiny_input.json")).is_ok());
+    // negative and hex inputs reduce mod r like snarkjs
+    let w = calc
+        .calculate(&json!({"a": "0x3", "b": 11, "w": "-5"}))
+        .unwrap();
+    assert_eq!(w[1], Fr::from(86u64));
+    assert!(matches!(
+        WitnessCalculator::new(b"not wasm"),
+        Err(Error::Witness(_))
+    ));
+}
+
+#[test]
+fn dev_setup_on_the_2_14_chain_proves_and_round_trips() {
+    let r1cs = R1cs::from_bytes(&fixture("chain.r1cs")).unwrap();
+    assert!(r1cs.constraints.len() >= 1 << 13);
+    let pk = setup_with_rng(&r1cs, &mut rand::rngs::StdRng::seed_from_u64(7)).unwrap();
+    assert_eq!(pk.domain_size, 1 << 14);
+    let again = ProvingKey::from_bytes(&pk.to_bytes()).unwrap();
+    assert!(again == pk, "zkey round trip");
+    let w = wtns::from_bytes(&fixture("chain.wtns")).unwrap();
+    // snarkjs's own setup and proof of this circuit agree on the public signals
+    let snark_vk = parse_vk(&fixture_json("chain_vk.json")).unwrap();
+    let snark_public = parse_public(&fixture_json("chain_public.json")).unwrap();
+    assert_eq!(&w[1..=2], &snark_public[..]);
+    let snark_proof = parse_proof(&fixture_json("chain_proof.json")).unwrap();
+    assert!(ark_verify(&snark_vk, &snark_proof, &snark_public));
+    let proven = prove(&pk, &w, &Cpu).unwrap();
+    assert!(ark_verify(&pk.vk, &proven.proof, &proven.public));
+    // a different key does not accept it
+    let other = setup_with_rng(&r1cs, &mut rand::rngs::StdRng::seed_from_u64(8)).unwrap();
+    assert!(!ark_verify(&other.vk, &proven.proof, &proven.public));
+    // deterministic blinding gives deterministic proofs
+    let (r, s) = (Fr::from(3u64), Fr::from(5u64));
+    assert_eq!(
+        prove_with(&pk, &w, &Cpu, r, s).unwrap().proof,
+        prove_with(&again, &w, &Cpu, r, s).unwrap().proof
+    );
+}
+
+/// Flips bytes in a copy of `data`.
+fn patched(data: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
+    let mut d = data.to_vec();
+    d[at..at + bytes.len()].copy_from_slice(bytes);
+    d
+}
+
+/// Byte offset of section `id`'s data in an iden3 binary file.
+fn section(data: &[u8], id: u32) -> usize {
+    let n = u32::from_le_bytes(data[8..12].try_into().unwrap());
+    let mut off = 12;
+    for _ in 0..n {
+        let sid = u32::from_le_bytes(data[off..off + 4].try_into().unwrap());
+        let len = u64::from_le_bytes(data[off + 4..off + 12].try_into().unwrap()) as usize;
+        if sid == id {
+            return off + 12;
+        }
+        off += 12 + len;
+    }
+    panic!("no section {id}");
+}
+
+fn format_error(r: Result<impl std::fmt::Debug, Error>, kind: &str, needle: &str) {
+    match r {
+        Err(Error::Format { kind: k, reason }) => {
+            assert_eq!(k, kind);
+            assert!(reason.contains(needle), "{reason:?} lacks {needle:?}");
+        }
+        other => panic!("expected a {kind} format error with {needle:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn corrupt_binary_files_are_refused_naming_the_place() {
+    let z = fixture("tiny.zkey");
+    format_error(
+        ProvingKey::from_bytes(&z[..z.len() - 1]),
+        "zkey",
+        "past the end",
+    );
+    format_error(
+        ProvingKey::from_bytes(&patched(&z, 0, b"zkex")),
+        "zkey",
+        "not a .zkey",
+    );
+    format_error(
+        ProvingKey::from_bytes(&fixture("tiny.r1cs")),
+        "zkey",
+        "not a .zkey",
+    );
+    format_error(
+        ProvingKey::from_bytes(&patched(&z, 4, &[9, 0, 0, 0])),
+        "zkey",
+        "version 9",
+    );
+    // protocol 2 (PLONK)
+    let p = section(&z, 1);
+    format_error(
+        ProvingKey::from_bytes(&patched(&z, p, &[2, 0, 0, 0])),
+        "zkey",
+        "not Groth16",
+    );
+    // alpha_1's x coordinate: +1 in its low byte leaves the curve
+    let h = section(&z, 2);
+    let alpha_x = h + 4 + 32 + 4 + 32 + 12;
+    let mut bumped = z.clone();
+    bumped[alpha_x] ^= 1;
+    format_error(
+        ProvingKey::from_bytes(&bumped),
+        "zkey",
+        "alpha_1: G1 point is not on the curve",
+    );
+    // a coordinate ≥ p (all ones)
+    format_error(
+        ProvingKey::from_bytes(&patched(&z, alpha_x, &[0xff; 32])),
+        "zkey",
+        "alpha_1: Montgomery value is not below the modulus",
+    );
+    // a coefficient whose signal is out of range
+    let c = section(&z, 4);
+    format_error(
+        ProvingKey::from_bytes(&patched(&z, c + 4 + 8, &[0xff, 0xff, 0, 0])),
+        "zkey",
+        "outside",
+    );
+    // a B2 point moved off the twist
+    let b2 = section(&z, 7);
+    let mut off = z.clone();
+    off[b2 + 128 + 3] ^= 0x10;
+    format_error(ProvingKey::from_bytes(&off), "zkey", "B2[1]");
+
+    let r = fixture("tiny.r1cs");
+    format_error(R1cs::from_bytes(&r[..40]), "r1cs", "past the end");
+    // the prime in the header: change its lowest byte
+    let rh = section(&r, 1);
+    format_error(
+        R1cs::from_bytes(&patched(&r, rh + 4, &[0])),
+        "r1cs",
+        "not BN254",
+    );
+    // a wire index past n_wires in the first term of the first constraint
+    let rc = section(&r, 2);
+    format_error(
+        R1cs::from_bytes(&patched(&r, rc + 4, &[0xff, 0xff, 0xff, 0x7f])),
+        "r1cs",
+        "out of range",
+    );
+    // a term count that cannot fit
+    format_error(
+        R1cs::from_bytes(&patched(&r, rc, &[0xff, 0xff, 0xff, 0xff])),
+        "r1cs",
+        "cannot fit",
+    );
+
+    let w = fixture("tiny.wtns");
+    let ws = section(&w, 2);
+    format_error(
+        wtns::from_bytes(&patched(&w, ws + 32, &[0xff; 32])),
+        "wtns",
+        "witness[1]",
+    );
+    format_error(wtns::from_bytes(&w[..w.len() - 32]), "wtns", "past the end");
+    let mut not_one = w.clone();
+    not_one[ws] = 2;
+    format_error(wtns::from_bytes(&not_one), "wtns", "witness[0]");
+    // the crate's r modulus is what the files carry
+    assert_eq!(
+        &w[section(&w, 1) + 4..section(&w, 1) + 36],
+        &Fr::MODULUS.to_bytes_le()[..]
+    );
+}
