@@ -166,6 +166,46 @@ pub enum ProofCommand {
         #[arg(value_name = "PROOF_DIR")]
         dirs: Vec<PathBuf>,
     },
+    /// Prove with a snarkjs .zkey and a witness (.wtns, or computed from circom's witness
+    /// .wasm and an input.json); writes snarkjs proof.json and public.json. One JSON line;
+    /// exit 0 proved, 1 the input does not satisfy the circuit, 2 malformed input.
+    Prove {
+        /// The proving key (snarkjs Groth16 .zkey).
+        #[arg(long, value_name = "C.zkey")]
+        zkey: PathBuf,
+        /// A full witness from circom/snarkjs.
+        #[arg(long, value_name = "W.wtns", conflicts_with_all = ["wasm", "input"], required_unless_present = "wasm")]
+        wtns: Option<PathBuf>,
+        /// circom's witness calculator (circuit_js/circuit.wasm), with --input.
+        #[arg(long, value_name = "C.wasm", requires = "input")]
+        wasm: Option<PathBuf>,
+        /// The circuit's input signals as JSON, with --wasm.
+        #[arg(long, value_name = "input.json", requires = "wasm")]
+        input: Option<PathBuf>,
+        /// Where to write proof.json.
+        #[arg(long, value_name = "OUT.json")]
+        proof: PathBuf,
+        /// Where to write public.json.
+        #[arg(long, value_name = "OUT.json")]
+        public: PathBuf,
+        /// Where the MSMs and NTTs run.
+        #[arg(long, value_name = "auto|cpu|wgpu|cuda:N", default_value = "auto")]
+        backend: BackendChoice,
+    },
+    /// DEVELOPMENT ONLY, INSECURE: a circuit-specific setup from one party's randomness
+    /// (no ceremony). Writes a snarkjs-compatible .zkey and, with --vk, its
+    /// verification_key.json. Use a powers-of-tau ceremony for anything real.
+    Setup {
+        /// circom's constraint system.
+        #[arg(long, value_name = "C.r1cs")]
+        r1cs: PathBuf,
+        /// Where to write the proving key.
+        #[arg(long, value_name = "OUT.zkey")]
+        zkey: PathBuf,
+        /// Where to write verification_key.json.
+        #[arg(long, value_name = "VK.json")]
+        vk: Option<PathBuf>,
+    },
 }
 
 /// `meshnode schema …`.

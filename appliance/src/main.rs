@@ -9,6 +9,7 @@ mod doctor;
 mod manifest;
 mod node;
 mod proof;
+mod prove_service;
 mod server;
 mod verify_service;
 
@@ -102,6 +103,25 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }
         Command::Proof(cli::ProofCommand::BatchVerify { vk, manifest, dirs }) => {
             proof::batch(vk.as_deref(), &dirs, manifest.as_deref())
+        }
+        Command::Proof(cli::ProofCommand::Prove {
+            zkey,
+            wtns,
+            wasm,
+            input,
+            proof,
+            public,
+            backend,
+        }) => {
+            let witness = match (wtns, wasm, input) {
+                (Some(w), _, _) => proof::WitnessSource::Wtns(w),
+                (None, Some(wasm), Some(input)) => proof::WitnessSource::Wasm { wasm, input },
+                _ => anyhow::bail!("give --wtns W.wtns, or --wasm C.wasm with --input input.json"),
+            };
+            proof::prove_cmd(&zkey, &witness, &proof, &public, backend)
+        }
+        Command::Proof(cli::ProofCommand::Setup { r1cs, zkey, vk }) => {
+            proof::setup_cmd(&r1cs, &zkey, vk.as_deref())
         }
     }
 }

@@ -173,3 +173,172 @@ pub fn batch(
         Outcome::Ok
     })
 }
+
+/// Where `meshnode proof prove` gets its witness.
+pub enum WitnessSource {
+    /// A `.wtns` file.
+    Wtns(PathBuf),
+    /// circom's witness calculator and an input.json.
+    Wasm {
+        /// The calculator.
+        wasm: PathBuf,
+        /// The input signals.
+        input: PathBuf,
+    },
+}
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees
+/// half a file and a failed write leaves any old file as it was.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file path", path.display()))?;
+    let tmp = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+}
+
+fn malformed(e: String) -> anyhow::Result<Outcome> {
+    println!("{}", json!({"ok": false, "error": e}));
+    eprintln!("meshnode: malformed input: {e}");
+    Ok(Outcome::Malformed)
+}
+
+/// Computes a witness from either source, with the prover's errors sorted into "the input
+/// does not satisfy the circuit" (Ok(Err)) and "malformed" (Err).
+fn load_witness(src: &WitnessSource) -> Result<Result<Vec<fleetmesh_prover::Fr>, String>, String> {
+    match src {
+        WitnessSource::Wtns(p) => fleetmesh_prover::wtns::from_bytes(&read_bytes(p)?)
+            .map(Ok)
+            .map_err(|e| format!("{}: {e}", p.display())),
+        WitnessSource::Wasm { wasm, input } => {
+            let calc = fleetmesh_prover::witness::WitnessCalculator::new(&read_bytes(wasm)?)
+                .map_err(|e| format!("{}: {e}", wasm.display()))?;
+            let input_json = read_json(input)?;
+            match calc.calculate(&input_json) {
+                Ok(w) => Ok(Ok(w)),
+                // A failed assert is a negative answer about this input, not bad files.
+                Err(e @ fleetmesh_prover::Error::Witness(_)) => Ok(Err(e.to_string())),
+                Err(e) => Err(format!("{}: {e}", input.display())),
+            }
+        }
+    }
+}
+
+/// `meshnode proof prove`.
+pub fn prove_cmd(
+    zkey: &Path,
+    witness: &WitnessSource,
+    proof_out: &Path,
+    public_out: &Path,
+    backend: fleetmesh_prover::BackendChoice,
+) -> anyhow::Result<Outcome> {
+    use fleetmesh_prover::snarkjs::{proof_to_json, public_to_json};
+    let t = std::time::Instant::now();
+    let (backend, why) =
+        fleetmesh_kernels::ops::select(backend, &fleetmesh_kernels::probe::probe())?;
+    eprintln!("meshnode: backend {} ({why})", backend.describe());
+    eprintln!("meshnode: reading {}", zkey.display());
+    let pk = match read_bytes(zkey).and_then(|b| {
+        fleetmesh_prover::ProvingKey::from_bytes(&b).map_err(|e| format!("{}: {e}", zkey.display()))
+    }) {
+        Ok(pk) => pk,
+        Err(e) => return malformed(e),
+    };
+    let load_ms = t.elapsed().as_millis();
+    eprintln!(
+        "meshnode: key read: {} wires, {} public, domain 2^{} ({load_ms} ms); computing the witness",
+        pk.n_vars,
+        pk.n_public,
+        pk.domain_size.trailing_zeros()
+    );
+    let t_w = std::time::Instant::now();
+    let w = match load_witness(witness) {
+        Ok(Ok(w)) => w,
+        Ok(Err(e)) => {
+            println!("{}", json!({"ok": false, "reason": e}));
+            return Ok(Outcome::Negative);
+        }
+        Err(e) => return malformed(e),
+    };
+    let witness_ms = t_w.elapsed().as_millis();
+    eprintln!("meshnode: proving");
+    let t_p = std::time::Instant::now();
+    let proven = match fleetmesh_prover::prove(&pk, &w, backend.as_ref()) {
+        Ok(p) => p,
+        Err(e @ fleetmesh_prover::Error::Witness(_)) => {
+            println!("{}", json!({"ok": false, "reason": e.to_string()}));
+            return Ok(Outcome::Negative);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let prove_ms = t_p.elapsed().as_millis();
+    write_atomic(
+        proof_out,
+        &serde_json::to_vec_pretty(&proof_to_json(&proven.proof))?,
+    )?;
+    write_atomic(
+        public_out,
+        &serde_json::to_vec_pretty(&public_to_json(&proven.public))?,
+    )?;
+    println!(
+        "{}",
+        json!({
+            "ok": true,
+            "proof": proof_out,
+            "public": public_out,
+            "backend": backend.describe(),
+            "ms": {"key": load_ms, "witness": witness_ms, "prove": prove_ms},
+        })
+    );
+    Ok(Outcome::Ok)
+}
+
+/// `meshnode proof setup` (development only).
+pub fn setup_cmd(r1cs: &Path, zkey: &Path, vk: Option<&Path>) -> anyhow::Result<Outcome> {
+    let parsed = match read_bytes(r1cs).and_then(|b| {
+        fleetmesh_prover::R1cs::from_bytes(&b).map_err(|e| format!("{}: {e}", r1cs.display()))
+    }) {
+        Ok(r) => r,
+        Err(e) => return malformed(e),
+    };
+    eprintln!(
+        "meshnode: WARNING: development setup — one party's randomness, no ceremony; \
+         whoever learns it can forge proofs. Never use this key in production."
+    );
+    eprintln!(
+        "meshnode: setup for {} constraints, {} wires",
+        parsed.constraints.len(),
+        parsed.n_wires
+    );
+    let t = std::time::Instant::now();
+    let pk = match fleetmesh_prover::setup::setup(&parsed) {
+        Ok(pk) => pk,
+        Err(e @ fleetmesh_prover::Error::Setup(_)) => return malformed(e.to_string()),
+        Err(e) => return Err(e.into()),
+    };
+    write_atomic(zkey, &pk.to_bytes())?;
+    if let Some(vk) = vk {
+        let doc = fleetmesh_prover::snarkjs::vk_to_json(&pk.vk);
+        write_atomic(vk, &serde_json::to_vec_pretty(&doc)?)?;
+    }
+    println!(
+        "{}",
+        json!({
+            "ok": true,
+            "zkey": zkey,
+            "vk": vk,
+            "constraints": parsed.constraints.len(),
+            "wires": pk.n_vars,
+            "public": pk.n_public,
+            "domain_size": pk.domain_size,
+            "ms": t.elapsed().as_millis(),
+            "insecure": "development setup: not from a ceremony",
+        })
+    );
+    Ok(Outcome::Ok)
+}

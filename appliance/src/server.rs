@@ -74,9 +74,24 @@ pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_
     })
 }
 
+/// Where the prove service finds circuits, under the node directory.
+pub const CIRCUITS_DIR: &str = "circuits";
+
 /// Builds the router for `node`, serving `relay`.
 pub fn router(node: &mut Node, relay: Arc<Relay>) -> anyhow::Result<Router> {
     let descriptor = node.current_descriptor()?;
+    let choice = node.config.compute.backend;
+    let (backend, why) = if choice == fleetmesh_kernels::BackendChoice::Cpu {
+        (
+            Box::new(fleetmesh_kernels::ops::Cpu) as Box<dyn fleetmesh_kernels::MsmNtt>,
+            "cpu was asked for".to_owned(),
+        )
+    } else {
+        fleetmesh_kernels::ops::select(choice, &fleetmesh_kernels::probe::probe())
+            .with_context(|| format!("[compute] backend = \"{choice}\""))?
+    };
+    info!(backend = %backend.describe(), reason = %why, "prover backend");
+    let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
     let state = Arc::new(AppState {
         nip11: nip11_document(node, &descriptor.id_hex(), &relay).to_string(),
         pubkey: node.keys.nostr_pubkey_hex(),
@@ -91,6 +106,12 @@ pub fn router(node: &mut Node, relay: Arc<Relay>) -> anyhow::Result<Router> {
             "/v1/proofs/verify",
             axum::routing::post(crate::verify_service::handle)
                 .with_state(crate::verify_service::VerifyService::start()),
+        )
+        .route(
+            "/v1/proofs/prove",
+            axum::routing::post(crate::prove_service::handle).with_state(
+                crate::prove_service::ProveService::new(node.dir.join(CIRCUITS_DIR), backend),
+            ),
         )
         .fallback(not_found)
         .with_state(state))

@@ -498,14 +498,7 @@ fn the_daemon_verifies_proofs_over_http_in_batches() {
     let url = daemon.url("/v1/proofs/verify");
     runtime().block_on(async {
         let http = reqwest::Client::new();
-        let post = |b: Value| {
-            let http = http.clone();
-            let url = url.clone();
-            async move {
-                let r = http.post(&url).body(b.to_string()).send().await.unwrap();
-                (r.status().as_u16(), r.json::<Value>().await.unwrap())
-            }
-        };
+        let post = |b: Value| post_json(&http, &url, b);
         // One valid, one with a wrong public value.
         let good = prove(&pk, &mut rng);
         assert_eq!(
@@ -626,4 +619,65 @@ fn a_reissued_descriptor_replaces_the_stored_one_even_after_the_clock_went_back(
         "descriptor.json is the stored one"
     );
     assert!(daemon.stop("-TERM").success());
+}
+
+#[test]
+fn the_daemon_proves_installed_circuits_over_http() {
+    use fleetmesh_prover::snarkjs::{parse_proof, parse_public, parse_vk};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n");
+    assert!(init(&dir, &[]).status.success());
+    edit_config(&dir, &[("backend = \"auto\"", "backend = \"cpu\"")]);
+    let fixtures =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom");
+    let circuit = dir.join("circuits/tiny");
+    std::fs::create_dir_all(&circuit).unwrap();
+    std::fs::copy(fixtures.join("tiny.zkey"), circuit.join("circuit.zkey")).unwrap();
+    std::fs::copy(fixtures.join("tiny.wasm"), circuit.join("circuit.wasm")).unwrap();
+    let read = |n: &str| -> Value {
+        serde_json::from_slice(&std::fs::read(fixtures.join(n)).unwrap()).unwrap()
+    };
+    let vk = parse_vk(&read("tiny_vk.json")).unwrap();
+    let pvk = fleetmesh_prover::PreparedVk::new(&vk);
+    let daemon = run_node(&dir);
+    let url = daemon.url("/v1/proofs/prove");
+    runtime().block_on(async {
+        let http = reqwest::Client::new();
+        let post = |b: Value| post_json(&http, &url, b);
+        // from inputs
+        let (status, v) = post(serde_json::json!({"circuit": "tiny", "input": read("tiny_input.json")})).await;
+        assert_eq!(status, 200, "{v}");
+        let proof = parse_proof(&v["proof"]).unwrap();
+        let public = parse_public(&v["public"]).unwrap();
+        assert_eq!(v["public"], read("tiny_public.json"));
+        assert!(fleetmesh_prover::verify(&pvk, &proof, &public).unwrap());
+        // from a full witness
+        let w = fleetmesh_prover::wtns::from_bytes(&std::fs::read(fixtures.join("tiny.wtns")).unwrap()).unwrap();
+        let (status, v) = post(serde_json::json!({"circuit": "tiny", "witness": fleetmesh_prover::snarkjs::public_to_json(&w)})).await;
+        assert_eq!(status, 200, "{v}");
+        let proof = parse_proof(&v["proof"]).unwrap();
+        assert!(fleetmesh_prover::verify(&pvk, &proof, &public).unwrap());
+        // a witness that does not satisfy the circuit
+        let mut bad = w.clone();
+        bad[5] += fleetmesh_prover::Fr::from(1u8);
+        let (status, v) = post(serde_json::json!({"circuit": "tiny", "witness": fleetmesh_prover::snarkjs::public_to_json(&bad)})).await;
+        assert_eq!((status, v["error"]["code"].as_str()), (422, Some("unsatisfied")), "{v}");
+        // an input that fails an assert
+        let (status, v) = post(serde_json::json!({"circuit": "tiny", "input": {"a": "1000", "b": "0", "w": "1"}})).await;
+        assert_eq!((status, v["error"]["code"].as_str()), (422, Some("unsatisfied")), "{v}");
+        // unknown signal, unknown circuit, bad name, both sources, not JSON
+        let (status, v) = post(serde_json::json!({"circuit": "tiny", "input": {"q": "1"}})).await;
+        assert_eq!((status, v["error"]["code"].as_str()), (400, Some("malformed")), "{v}");
+        let (status, v) = post(serde_json::json!({"circuit": "nope", "input": {}})).await;
+        assert_eq!((status, v["error"]["code"].as_str()), (404, Some("unknown_circuit")), "{v}");
+        let (status, v) = post(serde_json::json!({"circuit": "../n", "input": {}})).await;
+        assert_eq!((status, v["error"]["code"].as_str()), (400, Some("malformed")), "{v}");
+        let (status, _) = post(serde_json::json!({"circuit": "tiny", "input": {}, "witness": []})).await;
+        assert_eq!(status, 400);
+        let r = http.post(&url).body("{").send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 400);
+        // the daemon is still healthy
+        let r = http.get(daemon.url("/healthz")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    });
 }

@@ -179,6 +179,12 @@ async fn req_events(url: &str, filter: Value) -> Vec<Value> {
     }
 }
 
+/// POSTs `body` as JSON text; the status and the JSON answer.
+async fn post_json(http: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {
+    let r = http.post(url).body(body.to_string()).send().await.unwrap();
+    (r.status().as_u16(), r.json::<Value>().await.unwrap())
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

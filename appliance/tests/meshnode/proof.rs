@@ -186,3 +186,180 @@ fn batch_verify_names_bad_items_by_directory_and_by_manifest() {
         Some(2)
     );
 }
+
+/// The prover's circom/snarkjs fixtures.
+fn circom(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../prover/tests/fixtures/circom")
+        .join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn setup_then_prove_from_wasm_and_from_wtns_then_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (zkey, vk) = (d.join("c.zkey"), d.join("vk.json"));
+    let o = run(&[
+        "proof",
+        "setup",
+        "--r1cs",
+        s(&circom("tiny.r1cs")),
+        "--zkey",
+        s(&zkey),
+        "--vk",
+        s(&vk),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("Never use this key in production"));
+    let summary = &lines(&o)[0];
+    assert_eq!(
+        (summary["ok"].as_bool(), summary["public"].as_u64()),
+        (Some(true), Some(3))
+    );
+
+    let (proof, public) = (d.join("proof.json"), d.join("public.json"));
+    let o = run(&[
+        "proof",
+        "prove",
+        "--zkey",
+        s(&zkey),
+        "--wasm",
+        s(&circom("tiny.wasm")),
+        "--input",
+        s(&circom("tiny_input.json")),
+        "--proof",
+        s(&proof),
+        "--public",
+        s(&public),
+        "--backend",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(lines(&o)[0]["ok"], true);
+    let expected: Value =
+        serde_json::from_slice(&std::fs::read(circom("tiny_public.json")).unwrap()).unwrap();
+    let got: Value = serde_json::from_slice(&std::fs::read(&public).unwrap()).unwrap();
+    assert_eq!(got, expected);
+    let o = run(&[
+        "proof",
+        "verify",
+        "--vk",
+        s(&vk),
+        "--proof",
+        s(&proof),
+        "--public",
+        s(&public),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+
+    // the snarkjs-made key and witness, too; the proof verifies under snarkjs's vk
+    let o = run(&[
+        "proof",
+        "prove",
+        "--zkey",
+        s(&circom("tiny.zkey")),
+        "--wtns",
+        s(&circom("tiny.wtns")),
+        "--proof",
+        s(&proof),
+        "--public",
+        s(&public),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&[
+        "proof",
+        "verify",
+        "--vk",
+        s(&circom("tiny_vk.json")),
+        "--proof",
+        s(&proof),
+        "--public",
+        s(&public),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+#[test]
+fn prove_exit_codes_separate_unsatisfied_inputs_from_malformed_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (proof, public) = (d.join("proof.json"), d.join("public.json"));
+    let prove = |zkey: &Path, input: &Path| {
+        run(&[
+            "proof",
+            "prove",
+            "--zkey",
+            s(zkey),
+            "--wasm",
+            s(&circom("tiny.wasm")),
+            "--input",
+            s(input),
+            "--proof",
+            s(&proof),
+            "--public",
+            s(&public),
+            "--backend",
+            "cpu",
+        ])
+    };
+    // fails LessThan's range assert: exit 1, nothing written
+    let bad_input = d.join("bad.json");
+    std::fs::write(&bad_input, r#"{"a": "1000", "b": "0", "w": "1"}"#).unwrap();
+    let o = prove(&circom("tiny.zkey"), &bad_input);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        lines(&o)[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("assert failed")
+    );
+    assert!(!proof.exists());
+    // an unknown signal: exit 2, named
+    std::fs::write(&bad_input, r#"{"a": "3", "b": "11", "w": "5", "z": "1"}"#).unwrap();
+    let o = prove(&circom("tiny.zkey"), &bad_input);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        lines(&o)[0]["error"].as_str().unwrap().contains("\"z\""),
+        "{}",
+        stdout(&o)
+    );
+    // a truncated zkey: exit 2, named
+    let z = d.join("cut.zkey");
+    let bytes = std::fs::read(circom("tiny.zkey")).unwrap();
+    std::fs::write(&z, &bytes[..bytes.len() / 2]).unwrap();
+    let o = prove(&z, &circom("tiny_input.json"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        lines(&o)[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("zkey file"),
+        "{}",
+        stdout(&o)
+    );
+    // neither witness source
+    let o = run(&[
+        "proof", "prove", "--zkey", "x", "--proof", "p", "--public", "q",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    // an r1cs that is not one
+    let o = run(&[
+        "proof",
+        "setup",
+        "--r1cs",
+        s(&circom("tiny.zkey")),
+        "--zkey",
+        s(&z),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        lines(&o)[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a .r1cs")
+    );
+}

@@ -1,0 +1,230 @@
+//! `POST /v1/proofs/prove`: Groth16 proving as a service.
+//!
+//! The operator installs circuits under the node directory, one folder per circuit:
+//! `circuits/<name>/circuit.zkey` (a snarkjs Groth16 proving key) and, to accept inputs
+//! rather than full witnesses, `circuits/<name>/circuit.wasm` (circom's witness
+//! calculator). Names are 1–64 characters of `a-z 0-9 _ -`. Keys are loaded on first use
+//! and kept (reloaded when the file changes).
+//!
+//! Body: `{"circuit": "<name>", "input": {<signal>: <value>, …}}`, or
+//! `{"circuit": "<name>", "witness": ["1", "…", …]}` (every wire, decimal strings).
+//! Answer: `{"proof": <proof.json>, "public": <public.json>, "ms": {…}}`. Errors carry
+//! `{"error": {"code", "message"}}`: 400 `malformed`, 404 `unknown_circuit`,
+//! 422 `unsatisfied` (the input fails the circuit's constraints or asserts), 503 `busy`.
+//!
+//! Proving uses every core, so requests run one at a time from a bounded queue; a full
+//! queue answers 503 at once instead of letting callers pile up.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use fleetmesh_kernels::MsmNtt;
+use fleetmesh_prover::snarkjs::{proof_to_json, public_to_json};
+use fleetmesh_prover::witness::WitnessCalculator;
+use fleetmesh_prover::{Error, Fr, ProvingKey};
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, TryAcquireError};
+
+/// Requests admitted at once (one proving, the rest waiting).
+const QUEUE: usize = 8;
+
+/// A loaded circuit.
+struct Circuit {
+    stamp: (SystemTime, u64),
+    pk: Arc<ProvingKey>,
+    calc: Option<Arc<WitnessCalculator>>,
+}
+
+/// The proving service: the circuits folder, the backend and the admission queue.
+pub struct ProveService {
+    dir: PathBuf,
+    backend: Arc<dyn MsmNtt>,
+    admitted: Semaphore,
+    prover: tokio::sync::Mutex<()>,
+    circuits: Mutex<HashMap<String, Arc<Circuit>>>,
+}
+
+/// Why a request failed, mapped to a status and a code.
+#[derive(Debug)]
+enum Failure {
+    Malformed(String),
+    Unknown(String),
+    Unsatisfied(String),
+    Busy,
+    Internal(String),
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let (status, code, message) = match self {
+            Failure::Malformed(m) => (StatusCode::BAD_REQUEST, "malformed", m),
+            Failure::Unknown(m) => (StatusCode::NOT_FOUND, "unknown_circuit", m),
+            Failure::Unsatisfied(m) => (StatusCode::UNPROCESSABLE_ENTITY, "unsatisfied", m),
+            Failure::Busy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                "the proving queue is full; retry shortly".into(),
+            ),
+            Failure::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", m),
+        };
+        (
+            status,
+            Json(json!({"error": {"code": code, "message": message}})),
+        )
+            .into_response()
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+fn stamp(path: &Path) -> std::io::Result<(SystemTime, u64)> {
+    let m = std::fs::metadata(path)?;
+    Ok((m.modified()?, m.len()))
+}
+
+impl ProveService {
+    /// A service for the circuits under `dir`, proving on `backend`.
+    pub fn new(dir: PathBuf, backend: Arc<dyn MsmNtt>) -> Arc<ProveService> {
+        Arc::new(ProveService {
+            dir,
+            backend,
+            admitted: Semaphore::new(QUEUE),
+            prover: tokio::sync::Mutex::new(()),
+            circuits: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The circuit `name`, loading (blocking) when absent or changed on disk.
+    fn circuit(&self, name: &str) -> Result<Arc<Circuit>, Failure> {
+        if !valid_name(name) {
+            return Err(Failure::Malformed(format!(
+                "circuit: {name:?} is not a circuit name (1-64 of a-z 0-9 _ -)"
+            )));
+        }
+        let folder = self.dir.join(name);
+        let zkey = folder.join("circuit.zkey");
+        let st = stamp(&zkey).map_err(|_| {
+            Failure::Unknown(format!("circuit {name:?} is not installed on this node"))
+        })?;
+        if let Some(c) = self.lock().get(name)
+            && c.stamp == st
+        {
+            return Ok(c.clone());
+        }
+        let t = Instant::now();
+        let bytes = std::fs::read(&zkey).map_err(|e| Failure::Internal(format!("{name}: {e}")))?;
+        let pk = ProvingKey::from_bytes(&bytes)
+            .map_err(|e| Failure::Internal(format!("circuit {name}: {e}")))?;
+        let wasm = folder.join("circuit.wasm");
+        let calc = match std::fs::read(&wasm) {
+            Ok(b) => {
+                Some(Arc::new(WitnessCalculator::new(&b).map_err(|e| {
+                    Failure::Internal(format!("circuit {name}: {e}"))
+                })?))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Failure::Internal(format!("{}: {e}", wasm.display()))),
+        };
+        tracing::info!(
+            circuit = name,
+            wires = pk.n_vars,
+            domain = pk.domain_size,
+            ms = t.elapsed().as_millis() as u64,
+            "circuit loaded"
+        );
+        let c = Arc::new(Circuit {
+            stamp: st,
+            pk: Arc::new(pk),
+            calc,
+        });
+        self.lock().insert(name.to_owned(), c.clone());
+        Ok(c)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Circuit>>> {
+        self.circuits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Witness then proof, blocking.
+    fn run(&self, req: &Value) -> Result<Value, Failure> {
+        let name = req
+            .get("circuit")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Failure::Malformed("circuit: missing or not a string".into()))?;
+        let circuit = self.circuit(name)?;
+        let t = Instant::now();
+        let witness = match (req.get("input"), req.get("witness")) {
+            (Some(input), None) => {
+                let calc = circuit.calc.as_ref().ok_or_else(|| {
+                    Failure::Malformed(format!(
+                        "input: circuit {name:?} has no circuit.wasm on this node; send \"witness\""
+                    ))
+                })?;
+                calc.calculate(input).map_err(|e| match e {
+                    Error::Input { .. } => Failure::Malformed(e.to_string()),
+                    other => Failure::Unsatisfied(other.to_string()),
+                })?
+            }
+            (None, Some(w)) => parse_witness(w)?,
+            _ => {
+                return Err(Failure::Malformed(
+                    "give exactly one of \"input\" and \"witness\"".into(),
+                ));
+            }
+        };
+        let witness_ms = t.elapsed().as_millis() as u64;
+        let t = Instant::now();
+        let proven = fleetmesh_prover::prove(&circuit.pk, &witness, self.backend.as_ref())
+            .map_err(|e| match e {
+                Error::Witness(m) => Failure::Unsatisfied(m),
+                other => Failure::Internal(other.to_string()),
+            })?;
+        Ok(json!({
+            "proof": proof_to_json(&proven.proof),
+            "public": public_to_json(&proven.public),
+            "ms": {"witness": witness_ms, "prove": t.elapsed().as_millis() as u64},
+        }))
+    }
+}
+
+fn parse_witness(v: &Value) -> Result<Vec<Fr>, Failure> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| Failure::Malformed("witness: must be an array of decimal strings".into()))?;
+    fleetmesh_prover::snarkjs::parse_public(&Value::Array(items.clone()))
+        .map_err(|e| Failure::Malformed(format!("witness{e}")))
+}
+
+/// `POST /v1/proofs/prove`.
+pub async fn handle(State(service): State<Arc<ProveService>>, body: axum::body::Bytes) -> Response {
+    let req: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return Failure::Malformed(format!("the body is not JSON: {e}")).into_response(),
+    };
+    let _admitted = match service.admitted.try_acquire() {
+        Ok(p) => p,
+        Err(TryAcquireError::NoPermits) => return Failure::Busy.into_response(),
+        Err(TryAcquireError::Closed) => {
+            return Failure::Internal("the prover stopped".into()).into_response();
+        }
+    };
+    // One proof at a time: each uses every core.
+    let _turn = service.prover.lock().await;
+    let svc = service.clone();
+    match tokio::task::spawn_blocking(move || svc.run(&req)).await {
+        Ok(Ok(v)) => Json(v).into_response(),
+        Ok(Err(f)) => f.into_response(),
+        Err(_) => Failure::Internal("the prover panicked".into()).into_response(),
+    }
+}
