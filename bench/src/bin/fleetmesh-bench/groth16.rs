@@ -1,17 +1,39 @@
 //! `groth16-verify`: N proofs under one key, `ark-groth16`'s verifier in a loop (the
 //! baseline) against our batch verification (one multi-Miller loop of N + 2 pairs, one
 //! final exponentiation), in the same run on the same proofs.
+//!
+//! `groth16-prove`: one proof of a circom circuit, ours against ark-groth16 with the
+//! circom reduction (with and without its constraint synthesis) and snarkjs, on the same
+//! key and witness.
 
-use ark_bn254::Bn254;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use ark_bn254::{Bn254, Fr};
+use ark_ff::{PrimeField, UniformRand};
+use ark_groth16::r1cs_to_qap::{LibsnarkReduction, R1CSToQAP, evaluate_constraint};
 use ark_groth16::{Groth16, prepare_verifying_key};
+use ark_poly::EvaluationDomain;
+use ark_relations::gr1cs::{
+    ConstraintSynthesizer, ConstraintSystemRef, LinearCombination, Matrix, SynthesisError, Variable,
+};
 use fleetmesh_bench::{compare, report};
-use fleetmesh_prover::testing::{prove, setup};
-use fleetmesh_prover::{PreparedVk, batch_verify};
+use fleetmesh_kernels::ops::Cpu;
+use fleetmesh_prover::setup::setup_with_rng;
+use fleetmesh_prover::testing::setup;
+use fleetmesh_prover::witness::WitnessCalculator;
+use fleetmesh_prover::{PreparedVk, ProvingKey, R1cs, batch_verify};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rayon::prelude::*;
 
 /// Runs the comparison over `n` proofs.
 pub fn verify(n: usize) {
     let (pk, vk, mut rng) = setup(42);
-    let items: Vec<_> = (0..n).map(|_| prove(&pk, &mut rng)).collect();
+    let items: Vec<_> = (0..n)
+        .map(|_| fleetmesh_prover::testing::prove(&pk, &mut rng))
+        .collect();
     let ours = PreparedVk::new(&vk);
     let theirs = prepare_verifying_key(&vk);
     println!("groth16-verify: {n} proofs (BN254, 2 public inputs) under one key");
@@ -35,4 +57,296 @@ pub fn verify(n: usize) {
         },
     );
     report("batch verify (per proof)", "ark-groth16 loop", &c);
+}
+
+/// The circom (snarkjs) reduction for ark-groth16, so its prover can use a snarkjs key:
+/// (A·B − C) evaluated on the odd coset of the 2n-th roots of unity, as `ark-circom` and
+/// snarkjs do. `instance_map_with_evaluation` and `h_query_scalars` are only used by
+/// ark-groth16's own setup, which this benchmark does not run.
+pub struct CircomReduction;
+
+impl R1CSToQAP for CircomReduction {
+    fn instance_map_with_evaluation<F: PrimeField, D: EvaluationDomain<F>>(
+        cs: ConstraintSystemRef<F>,
+        t: &F,
+    ) -> Result<(Vec<F>, Vec<F>, Vec<F>, F, usize, usize), SynthesisError> {
+        LibsnarkReduction::instance_map_with_evaluation::<F, D>(cs, t)
+    }
+
+    fn witness_map_from_matrices<F: PrimeField, D: EvaluationDomain<F>>(
+        matrices: &[Matrix<F>],
+        num_inputs: usize,
+        num_constraints: usize,
+        full_assignment: &[F],
+    ) -> Result<Vec<F>, SynthesisError> {
+        let domain =
+            D::new(num_constraints + num_inputs).ok_or(SynthesisError::PolynomialDegreeTooLarge)?;
+        let n = domain.size();
+        let mut a = vec![F::zero(); n];
+        let mut b = vec![F::zero(); n];
+        a[..num_constraints]
+            .par_iter_mut()
+            .zip(&mut b[..num_constraints])
+            .zip(&matrices[0])
+            .zip(&matrices[1])
+            .for_each(|(((a, b), at), bt)| {
+                *a = evaluate_constraint(at, full_assignment);
+                *b = evaluate_constraint(bt, full_assignment);
+            });
+        a[num_constraints..num_constraints + num_inputs]
+            .clone_from_slice(&full_assignment[..num_inputs]);
+        let mut c: Vec<F> = a.par_iter().zip(&b).map(|(x, y)| *x * y).collect();
+        let g = D::new(2 * n)
+            .ok_or(SynthesisError::PolynomialDegreeTooLarge)?
+            .element(1);
+        for v in [&mut a, &mut b, &mut c] {
+            domain.ifft_in_place(v);
+            D::distribute_powers_and_mul_by_const(v, g, F::one());
+            domain.fft_in_place(v);
+        }
+        Ok(a.par_iter()
+            .zip(&b)
+            .zip(&c)
+            .map(|((x, y), z)| *x * y - z)
+            .collect())
+    }
+
+    fn h_query_scalars<F: PrimeField, D: EvaluationDomain<F>>(
+        _max_power: usize,
+        _t: F,
+        _zt: F,
+        _delta_inverse: F,
+    ) -> Result<Vec<F>, SynthesisError> {
+        unimplemented!("the benchmark uses keys from fleetmesh's setup")
+    }
+}
+
+/// A circom R1CS with its witness as an arkworks circuit (instance = wire 0 and the public
+/// signals, witness = the rest: the same order as circom's wires).
+#[derive(Clone)]
+struct Circuit<'a> {
+    r1cs: &'a R1cs,
+    witness: &'a [Fr],
+}
+
+impl ConstraintSynthesizer<Fr> for Circuit<'_> {
+    fn generate_constraints(self, cs: ConstraintSystemRef<Fr>) -> Result<(), SynthesisError> {
+        let n_inputs = self.r1cs.n_public() + 1;
+        for w in &self.witness[1..n_inputs] {
+            let _ = cs.new_input_variable(|| Ok(*w))?;
+        }
+        for w in &self.witness[n_inputs..] {
+            let _ = cs.new_witness_variable(|| Ok(*w))?;
+        }
+        let var = |i: u32| {
+            let i = i as usize;
+            if i < n_inputs {
+                Variable::instance(i)
+            } else {
+                Variable::witness(i - n_inputs)
+            }
+        };
+        let lc = |terms: &[(u32, Fr)]| {
+            LinearCombination(terms.iter().map(|(i, c)| (*c, var(*i))).collect())
+        };
+        for c in &self.r1cs.constraints {
+            let (a, b, cc) = (lc(&c.a), lc(&c.b), lc(&c.c));
+            cs.enforce_r1cs_constraint(|| a, || b, || cc)?;
+        }
+        Ok(())
+    }
+}
+
+fn ark_pk(pk: &ProvingKey) -> ark_groth16::ProvingKey<Bn254> {
+    ark_groth16::ProvingKey {
+        vk: pk.vk.clone(),
+        beta_g1: pk.beta_g1,
+        delta_g1: pk.delta_g1,
+        a_query: pk.a.clone(),
+        b_g1_query: pk.b_g1.clone(),
+        b_g2_query: pk.b_g2.clone(),
+        h_query: pk.h.clone(),
+        l_query: pk.c.clone(),
+    }
+}
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom")
+}
+
+fn npm_dir() -> PathBuf {
+    std::env::var_os("FLEETMESH_NPM_DIR").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/fleetmesh/npm"),
+        PathBuf::from,
+    )
+}
+
+/// The chain circuit for a 2^k domain: the committed one for k = 14, else built by the
+/// fixture script (needs node).
+fn chain(k: u32, work: &Path) -> (Vec<u8>, Vec<u8>, serde_json::Value) {
+    let dir = if k == 14 {
+        fixtures()
+    } else {
+        println!("building the chain circuit for 2^{k} with circom (gen.sh chain {k}) …");
+        let st = Command::new(fixtures().join("gen.sh"))
+            .args(["chain", &k.to_string()])
+            .arg(work)
+            .status()
+            .expect("run gen.sh (needs bash, node and npm)");
+        assert!(st.success(), "gen.sh chain {k} failed");
+        work.to_path_buf()
+    };
+    let read = |n: &str| std::fs::read(dir.join(n)).unwrap_or_else(|e| panic!("{n}: {e}"));
+    (
+        read("chain.r1cs"),
+        read("chain.wasm"),
+        serde_json::from_slice(&read("chain_input.json")).expect("input json"),
+    )
+}
+
+/// `groth16-prove`: one proof of the squaring-chain circuit with a 2^k domain; ours
+/// against ark-groth16 (circom reduction) on the same key and witness, and snarkjs when
+/// node is present.
+pub fn prove(k: u32, rounds: usize) {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (r1cs, wasm, input) = chain(k, work.path());
+    let r1cs = R1cs::from_bytes(&r1cs).expect("chain.r1cs");
+    let witness = WitnessCalculator::new(&wasm)
+        .and_then(|c| c.calculate(&input))
+        .expect("witness");
+    let t = Instant::now();
+    let pk = setup_with_rng(&r1cs, &mut StdRng::seed_from_u64(1)).expect("setup");
+    println!(
+        "groth16-prove: chain circuit, {} constraints, {} wires, domain 2^{} (dev setup {:.1} s, {} threads)",
+        r1cs.constraints.len(),
+        pk.n_vars,
+        pk.domain_size.trailing_zeros(),
+        t.elapsed().as_secs_f64(),
+        rayon::current_num_threads()
+    );
+    let apk = ark_pk(&pk);
+    let pvk = PreparedVk::new(&pk.vk);
+    let public = witness[1..=pk.n_public].to_vec();
+    let matrices: Vec<Matrix<Fr>> = [0, 1, 2]
+        .iter()
+        .map(|m| {
+            r1cs.constraints
+                .iter()
+                .map(|c| {
+                    let lc = [&c.a, &c.b, &c.c][*m];
+                    lc.iter().map(|(i, v)| (*v, *i as usize)).collect()
+                })
+                .collect()
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(2);
+    let check = |p: &ark_groth16::Proof<Bn254>| {
+        assert!(
+            fleetmesh_prover::verify(&pvk, p, &public).expect("verify"),
+            "a proof did not verify"
+        );
+        1u64
+    };
+    let c = compare(
+        rounds,
+        1,
+        || {
+            check(
+                &fleetmesh_prover::prove(&pk, &witness, &Cpu)
+                    .expect("prove")
+                    .proof,
+            )
+        },
+        || {
+            let circuit = Circuit {
+                r1cs: &r1cs,
+                witness: &witness,
+            };
+            let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
+            check(
+                &Groth16::<Bn254, CircomReduction>::create_proof_with_reduction(
+                    circuit, &apk, r, s,
+                )
+                .expect("ark prove"),
+            )
+        },
+    );
+    report("prove (per proof)", "ark-groth16+circom", &c);
+    let mut rng = StdRng::seed_from_u64(3);
+    let c = compare(
+        rounds,
+        1,
+        || {
+            check(
+                &fleetmesh_prover::prove(&pk, &witness, &Cpu)
+                    .expect("prove")
+                    .proof,
+            )
+        },
+        || {
+            let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
+            check(
+                &Groth16::<Bn254, CircomReduction>::create_proof_with_reduction_and_matrices(
+                    &apk,
+                    r,
+                    s,
+                    &matrices,
+                    pk.n_public + 1,
+                    r1cs.constraints.len(),
+                    &witness,
+                )
+                .expect("ark prove"),
+            )
+        },
+    );
+    report("prove (per proof)", "ark, no synthesis", &c);
+    snarkjs_prove(&pk, &witness, work.path(), rounds, &pvk, &public);
+}
+
+/// snarkjs's `groth16 prove` on the same key and witness (files written by us), timed as
+/// a whole command, against ours timed as `meshnode proof prove` would run it in-process.
+fn snarkjs_prove(
+    pk: &ProvingKey,
+    witness: &[Fr],
+    work: &Path,
+    rounds: usize,
+    pvk: &PreparedVk,
+    public: &[Fr],
+) {
+    let bin = npm_dir().join("node_modules/.bin/snarkjs");
+    if Command::new("node").arg("--version").output().is_err() || !bin.exists() {
+        println!(
+            "snarkjs: skipped (node or {} missing; run gen.sh tools)",
+            bin.display()
+        );
+        return;
+    }
+    let (zkey, wtns) = (work.join("c.zkey"), work.join("c.wtns"));
+    std::fs::write(&zkey, pk.to_bytes()).expect("write zkey");
+    std::fs::write(&wtns, fleetmesh_prover::wtns::to_bytes(witness)).expect("write wtns");
+    let (proof, publ) = (work.join("proof.json"), work.join("public.json"));
+    let c = compare(
+        rounds.min(3),
+        1,
+        || {
+            let pk = ProvingKey::from_bytes(&std::fs::read(&zkey).expect("zkey")).expect("zkey");
+            let w = fleetmesh_prover::wtns::from_bytes(&std::fs::read(&wtns).expect("wtns"))
+                .expect("wtns");
+            let p = fleetmesh_prover::prove(&pk, &w, &Cpu).expect("prove");
+            u64::from(fleetmesh_prover::verify(pvk, &p.proof, public).expect("verify"))
+        },
+        || {
+            let st = Command::new(&bin)
+                .args(["groth16", "prove"])
+                .args([&zkey, &wtns, &proof, &publ])
+                .status()
+                .expect("snarkjs");
+            assert!(st.success());
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&proof).expect("proof")).expect("json");
+            let p = fleetmesh_prover::snarkjs::parse_proof(&v).expect("snarkjs proof");
+            u64::from(fleetmesh_prover::verify(pvk, &p, public).expect("verify"))
+        },
+    );
+    report("prove incl. reading files", "snarkjs 0.7.6", &c);
 }

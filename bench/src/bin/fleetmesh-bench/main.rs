@@ -5,6 +5,8 @@
 //! cargo run --release -p fleetmesh-bench -- relay [--events N] [--conns K] [--reqs M]
 //! cargo run --release -p fleetmesh-bench -- sync [--items N]... [--diffs D]... [--relay-max N]
 //! cargo run --release -p fleetmesh-bench -- groth16-verify [N]
+//! cargo run --release -p fleetmesh-bench -- groth16-prove [K] [ROUNDS]   (2^K domain; 14 uses the
+//!     committed circuit, other K build it with circom via gen.sh)
 //! ```
 
 mod events;
@@ -14,7 +16,7 @@ mod sync;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]"
+        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]"
     );
     std::process::exit(2);
 }
@@ -36,6 +38,15 @@ fn main() {
                 .get(1)
                 .map_or(64, |s| s.parse().unwrap_or_else(|_| usage()));
             groth16::verify(n.max(1));
+        }
+        Some("groth16-prove") => {
+            let k = args
+                .get(1)
+                .map_or(16, |s| s.parse().unwrap_or_else(|_| usage()));
+            let rounds = args
+                .get(2)
+                .map_or(5, |s| s.parse().unwrap_or_else(|_| usage()));
+            groth16::prove(k, rounds);
         }
         _ => usage(),
     }
