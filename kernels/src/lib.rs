@@ -19,6 +19,7 @@
 mod backend;
 mod cuda_probe;
 mod error;
+mod msm;
 pub mod ops;
 pub mod probe;
 #[cfg(feature = "wgpu")]

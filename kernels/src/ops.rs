@@ -119,13 +119,36 @@ pub trait MsmNtt: Send + Sync {
     }
 }
 
-/// The CPU reference backend: arkworks' Pippenger MSM and radix-2 NTT on all cores.
+/// The CPU backend: arkworks' radix-2 NTT and a batch-affine Pippenger MSM
+/// ([`crate::msm`]), on all cores. The trait's default methods (plain arkworks) are the
+/// reference it is tested against.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cpu;
 
 impl MsmNtt for Cpu {
     fn describe(&self) -> String {
-        format!("cpu (arkworks, {} threads)", rayon_threads())
+        format!("cpu ({} threads)", rayon_threads())
+    }
+
+    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        same_len("msm_g1", bases.len(), scalars.len())?;
+        Ok(crate::msm::msm(bases, scalars))
+    }
+
+    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+        same_len("msm_g2", bases.len(), scalars.len())?;
+        Ok(crate::msm::msm(bases, scalars))
+    }
+}
+
+/// The arkworks reference for every operation (the trait's defaults, unchanged): what the
+/// other backends are compared with in tests and benchmarks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reference;
+
+impl MsmNtt for Reference {
+    fn describe(&self) -> String {
+        format!("arkworks reference ({} threads)", rayon_threads())
     }
 }
 
