@@ -41,8 +41,8 @@ fn werr(e: impl std::fmt::Display) -> Error {
     Error::Witness(e.to_string())
 }
 
-/// Host state: the error text circom writes through `printErrorMessage`, and a deadline
-/// checked by epoch interruption.
+/// Host state: the error text circom writes through `printErrorMessage` (the wall-clock
+/// limit is the store's epoch deadline).
 #[derive(Default)]
 struct Host {
     messages: String,
@@ -234,21 +234,20 @@ impl WitnessCalculator {
         let raw_prime: TypedFunc<(), ()> = typed!("getRawPrime");
         let witness_size: TypedFunc<(), u32> = typed!("getWitnessSize");
         let input_count: TypedFunc<(), u32> = typed!("getInputSize");
-        let ex = Exports {
-            n32: 0,
-            write_shared: typed!("writeSharedRWMemory"),
-            read_shared: typed!("readSharedRWMemory"),
-            set_input: typed!("setInputSignal"),
-            input_size: typed!("getInputSignalSize"),
-            get_witness: typed!("getWitness"),
-        };
         let n32 = n32_f.call(&mut store, ()).map_err(trap)? as usize;
         if n32 != 8 {
             return Err(Error::Witness(format!(
                 "the calculator's field is {n32} 32-bit words, BN254 needs 8"
             )));
         }
-        let ex = Exports { n32, ..ex };
+        let ex = Exports {
+            n32,
+            write_shared: typed!("writeSharedRWMemory"),
+            read_shared: typed!("readSharedRWMemory"),
+            set_input: typed!("setInputSignal"),
+            input_size: typed!("getInputSignalSize"),
+            get_witness: typed!("getWitness"),
+        };
         raw_prime.call(&mut store, ()).map_err(trap)?;
         if read_fr_raw(&mut store, &ex).map_err(trap)? != Fr::MODULUS {
             return Err(Error::Witness(
