@@ -23,6 +23,11 @@ mod msm;
 pub mod ops;
 pub mod probe;
 #[cfg(feature = "wgpu")]
+mod wgpu_backend;
+#[cfg(not(feature = "wgpu"))]
+#[path = "wgpu_backend_disabled.rs"]
+mod wgpu_backend;
+#[cfg(feature = "wgpu")]
 mod wgpu_probe;
 #[cfg(not(feature = "wgpu"))]
 #[path = "wgpu_probe_disabled.rs"]
@@ -32,3 +37,4 @@ pub use backend::{BackendChoice, Resolved, ResolvedBackend, resolve};
 pub use error::{Error, Result};
 pub use ops::{MsmNtt, NttDirection};
 pub use probe::{CudaStatus, GpuAdapter, Inventory};
+pub use wgpu_backend::WgpuBackend;

@@ -44,7 +44,7 @@ pub enum NttDirection {
 /// The largest NTT BN254's scalar field supports: its two-adicity is 28.
 pub const MAX_NTT_LOG2: u32 = <Fr as FftField>::TWO_ADICITY;
 
-fn domain(len: usize) -> Result<Radix2EvaluationDomain<Fr>> {
+pub(crate) fn domain(len: usize) -> Result<Radix2EvaluationDomain<Fr>> {
     if !len.is_power_of_two() || len.trailing_zeros() > MAX_NTT_LOG2 {
         return Err(Error::Arith {
             op: "ntt",
@@ -120,7 +120,7 @@ pub trait MsmNtt: Send + Sync {
 }
 
 /// The CPU backend: arkworks' radix-2 NTT and a batch-affine Pippenger MSM
-/// ([`crate::msm`]), on all cores. The trait's default methods (plain arkworks) are the
+/// (`kernels/src/msm.rs`), on all cores. The trait's default methods (plain arkworks) are the
 /// reference it is tested against.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cpu;
@@ -159,14 +159,16 @@ fn rayon_threads() -> usize {
 /// The MSM/NTT backend for a resolved choice.
 ///
 /// # Errors
-/// [`Error::Unavailable`] for a GPU backend: the wgpu and CUDA MSM/NTT kernels are not part
-/// of this build yet, so asking for one is refused rather than quietly run on the CPU.
+/// [`Error::Unavailable`] for CUDA (its kernels are not part of this build yet, so asking
+/// for it is refused rather than quietly run on the CPU) or a wgpu adapter that cannot be
+/// opened; [`Error::NotCompiled`] for wgpu in a build without the `wgpu` feature.
 pub fn for_backend(backend: &ResolvedBackend) -> Result<Box<dyn MsmNtt>> {
     match backend {
         ResolvedBackend::Cpu => Ok(Box::new(Cpu)),
+        ResolvedBackend::Wgpu(i) => Ok(Box::new(crate::WgpuBackend::new(*i)?)),
         other => Err(Error::Unavailable {
             backend: other.to_string(),
-            reason: "the GPU MSM/NTT kernels are not in this build yet; use --backend cpu".into(),
+            reason: "the CUDA kernels are not in this build yet; use --backend cpu or wgpu".into(),
         }),
     }
 }
@@ -180,6 +182,17 @@ pub fn for_backend(backend: &ResolvedBackend) -> Result<Box<dyn MsmNtt>> {
 /// As [`resolve`] and [`for_backend`], for explicit choices.
 pub fn select(choice: BackendChoice, inv: &Inventory) -> Result<(Box<dyn MsmNtt>, String)> {
     let resolved = resolve(choice, inv)?;
+    // The wgpu backend runs only the NTT on the GPU so far (the MSMs, most of a proof,
+    // stay on the CPU): `auto` does not pick it until its MSM kernels land.
+    if choice == BackendChoice::Auto && matches!(resolved.backend, ResolvedBackend::Wgpu(_)) {
+        return Ok((
+            Box::new(Cpu),
+            format!(
+                "auto found {} but the wgpu backend has no MSM kernels yet; running on the cpu",
+                resolved.backend
+            ),
+        ));
+    }
     match for_backend(&resolved.backend) {
         Ok(b) => Ok((b, resolved.reason)),
         Err(e) if choice == BackendChoice::Auto => Ok((

@@ -346,3 +346,25 @@ fn corrupt_binary_files_are_refused_naming_the_place() {
         &Fr::MODULUS.to_bytes_le()[..]
     );
 }
+
+#[test]
+fn a_proof_made_on_wgpu_is_the_cpu_proof_and_verifies() {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let gpu = match fleetmesh_kernels::WgpuBackend::new(0) {
+        Ok(g) => g,
+        Err(e) => {
+            assert!(!ci, "CI=true but the wgpu backend cannot run: {e}");
+            eprintln!("SKIPPED wgpu proof: {e}");
+            return;
+        }
+    };
+    let pk = ProvingKey::from_bytes(&fixture("tiny.zkey")).unwrap();
+    let w = wtns::from_bytes(&fixture("tiny.wtns")).unwrap();
+    let vk = parse_vk(&fixture_json("tiny_vk.json")).unwrap();
+    let (r, s) = (Fr::from(11u64), Fr::from(13u64));
+    let on_gpu = prove_with(&pk, &w, &gpu, r, s).unwrap();
+    assert_eq!(on_gpu.proof, prove_with(&pk, &w, &Cpu, r, s).unwrap().proof);
+    assert!(ark_verify(&vk, &on_gpu.proof, &on_gpu.public));
+    let fresh = prove(&pk, &w, &gpu).unwrap();
+    assert!(ark_verify(&vk, &fresh.proof, &fresh.public));
+}

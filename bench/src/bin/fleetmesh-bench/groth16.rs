@@ -350,3 +350,35 @@ fn snarkjs_prove(
     );
     report("prove incl. reading files", "snarkjs 0.7.6", &c);
 }
+
+/// `ntt`: forward NTTs of 2^12…2^max_log elements on the CPU reference and on wgpu's
+/// first adapter (results compared every round). On lavapipe the ratio is about
+/// correctness, not speed.
+pub fn ntt(max_log: u32) {
+    use fleetmesh_kernels::ops::{MsmNtt, NttDirection, Reference};
+    let gpu = match fleetmesh_kernels::WgpuBackend::new(0) {
+        Ok(g) => g,
+        Err(e) => {
+            println!("ntt: no wgpu backend ({e})");
+            return;
+        }
+    };
+    println!("ntt: {} against {}", gpu.describe(), Reference.describe());
+    let mut rng = StdRng::seed_from_u64(9);
+    for log in (12..=max_log).step_by(2) {
+        let x: Vec<Fr> = (0..1usize << log).map(|_| Fr::rand(&mut rng)).collect();
+        let run = |b: &dyn MsmNtt| {
+            let mut v = x.clone();
+            b.ntt(&mut v, NttDirection::Forward).expect("ntt");
+            v
+        };
+        assert!(run(&gpu) == run(&Reference), "wgpu NTT differs at 2^{log}");
+        let c = compare(
+            3,
+            1,
+            || run(&gpu).len() as u64,
+            || run(&Reference).len() as u64,
+        );
+        report(&format!("ntt 2^{log} (wgpu vs cpu)"), "arkworks cpu", &c);
+    }
+}

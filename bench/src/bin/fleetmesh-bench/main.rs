@@ -16,7 +16,7 @@ mod sync;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]"
+        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench ntt [MAX_LOG2]"
     );
     std::process::exit(2);
 }
@@ -38,6 +38,12 @@ fn main() {
                 .get(1)
                 .map_or(64, |s| s.parse().unwrap_or_else(|_| usage()));
             groth16::verify(n.max(1));
+        }
+        Some("ntt") => {
+            let max = args
+                .get(1)
+                .map_or(20, |s| s.parse().unwrap_or_else(|_| usage()));
+            groth16::ntt(max);
         }
         Some("groth16-prove") => {
             let k = args

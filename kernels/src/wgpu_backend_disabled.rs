@@ -1,0 +1,30 @@
+//! The wgpu backend in a build without the `wgpu` feature: same API, every constructor
+//! says which feature would enable it.
+
+use crate::ops::MsmNtt;
+use crate::{Error, Result};
+
+/// Stands in for the wgpu backend; cannot be constructed in this build.
+#[derive(Debug)]
+pub struct WgpuBackend {
+    _never: std::convert::Infallible,
+}
+
+impl WgpuBackend {
+    /// Always fails: this build has no wgpu support.
+    ///
+    /// # Errors
+    /// [`Error::NotCompiled`], naming the `wgpu` feature.
+    pub fn new(_index: usize) -> Result<WgpuBackend> {
+        Err(Error::NotCompiled {
+            backend: "wgpu",
+            feature: "wgpu",
+        })
+    }
+}
+
+impl MsmNtt for WgpuBackend {
+    fn describe(&self) -> String {
+        match self._never {}
+    }
+}
