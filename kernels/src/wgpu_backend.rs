@@ -8,8 +8,9 @@
 
 use std::sync::mpsc;
 
-use ark_bn254::Fr;
-use ark_ff::{One, PrimeField};
+use ark_bn254::{Fq, Fr, G1Affine};
+use ark_ec::AffineRepr;
+use ark_ff::{Field, One, PrimeField, Zero};
 use ark_poly::EvaluationDomain;
 use wgpu::util::DeviceExt;
 
@@ -17,7 +18,10 @@ use crate::ops::{MsmNtt, NttDirection, domain};
 use crate::{Error, Result};
 
 const FIELD_WGSL: &str = include_str!("wgsl/field.wgsl");
+const BINDINGS_WGSL: &str = include_str!("wgsl/bindings.wgsl");
 const NTT_WGSL: &str = include_str!("wgsl/ntt.wgsl");
+const G1_WGSL: &str = include_str!("wgsl/g1.wgsl");
+const G1_CHECK_WGSL: &str = include_str!("wgsl/g1_check.wgsl");
 const WORKGROUP: u32 = 64;
 /// Bytes of one field element on the GPU.
 const FE: u64 = 32;
@@ -49,21 +53,26 @@ fn field_constants(p: [u64; 4]) -> String {
     )
 }
 
+fn limbs_le(l: [u64; 4]) -> impl Iterator<Item = u8> {
+    l.into_iter().flat_map(u64::to_le_bytes)
+}
+
 fn to_bytes(v: &[Fr]) -> Vec<u8> {
-    v.iter()
-        .flat_map(|x| x.0.0.iter().flat_map(|l| l.to_le_bytes()))
-        .collect()
+    v.iter().flat_map(|x| limbs_le(x.0.0)).collect()
+}
+
+/// The 32 little-endian bytes of one element as limbs (its Montgomery representation).
+fn limbs_of(c: &[u8]) -> ark_ff::BigInt<4> {
+    let mut l = [0u64; 4];
+    for (i, limb) in l.iter_mut().enumerate() {
+        *limb = u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().unwrap());
+    }
+    ark_ff::BigInt(l)
 }
 
 fn from_bytes(b: &[u8]) -> Vec<Fr> {
     b.chunks_exact(32)
-        .map(|c| {
-            let mut l = [0u64; 4];
-            for (i, limb) in l.iter_mut().enumerate() {
-                *limb = u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().unwrap());
-            }
-            Fr::new_unchecked(ark_ff::BigInt(l))
-        })
+        .map(|c| Fr::new_unchecked(limbs_of(c)))
         .collect()
 }
 
@@ -76,6 +85,9 @@ pub struct WgpuBackend {
     stage: wgpu::ComputePipeline,
     mul: wgpu::ComputePipeline,
     scale: wgpu::ComputePipeline,
+    pipeline_layout: wgpu::PipelineLayout,
+    /// The G1 check pipeline, compiled on first use (slow to compile on lavapipe).
+    g1_add: std::sync::OnceLock<wgpu::ComputePipeline>,
     max_storage: u64,
 }
 
@@ -109,7 +121,10 @@ impl WgpuBackend {
             ..Default::default()
         }))
         .map_err(|e| gpu_err(format!("{name}: {e}")))?;
-        let source = format!("{}{FIELD_WGSL}\n{NTT_WGSL}", field_constants(Fr::MODULUS.0));
+        let source = format!(
+            "{}{FIELD_WGSL}\n{BINDINGS_WGSL}\n{NTT_WGSL}",
+            field_constants(Fr::MODULUS.0)
+        );
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("ntt"),
             source: wgpu::ShaderSource::Wgsl(source.into()),
@@ -166,7 +181,84 @@ impl WgpuBackend {
             stage,
             mul,
             scale,
+            pipeline_layout: pl,
+            g1_add: std::sync::OnceLock::new(),
         })
+    }
+
+    fn g1_pipeline(&self) -> wgpu::ComputePipeline {
+        let source = format!(
+            "{}{FIELD_WGSL}\n{BINDINGS_WGSL}\n{G1_WGSL}\n{G1_CHECK_WGSL}",
+            field_constants(Fq::MODULUS.0)
+        );
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("g1"),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+        self.device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("g1_add"),
+                layout: Some(&self.pipeline_layout),
+                module: &module,
+                entry_point: Some("g1_add"),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+    }
+
+    /// `p[i] + q[i]` for each i, by the GPU's G1 arithmetic (XYZZ mixed addition, the
+    /// MSM's bucket step), returned in affine form. A self-check of the curve code against
+    /// the CPU; `p[i]` may be the point at infinity, `q[i]` may not.
+    ///
+    /// # Errors
+    /// [`Error::Arith`] for unequal lengths or a `q[i]` at infinity; a device failure.
+    pub fn g1_add_check(&self, p: &[G1Affine], q: &[G1Affine]) -> Result<Vec<G1Affine>> {
+        if p.len() != q.len() || q.iter().any(|x| x.is_zero()) {
+            return Err(Error::Arith {
+                op: "g1_add_check",
+                reason: "needs equal lengths and no point at infinity in q".into(),
+            });
+        }
+        let one = Fq::one();
+        let zero = Fq::zero();
+        let mut data = Vec::with_capacity(p.len() * 4);
+        for a in p {
+            match a.xy() {
+                Some((x, y)) => data.extend([x, y, one, one]),
+                None => data.extend([zero, zero, zero, zero]),
+            }
+        }
+        let mut aux: Vec<Fq> = q.iter().flat_map(|a| [a.x, a.y]).collect();
+        aux.push(one);
+        let n = u32::try_from(p.len()).map_err(|_| Error::Arith {
+            op: "g1_add_check",
+            reason: "too many points".into(),
+        })?;
+        let mut bytes: Vec<u8> = data.iter().flat_map(|x| limbs_le(x.0.0)).collect();
+        let aux_bytes: Vec<u8> = aux.iter().flat_map(|x| limbs_le(x.0.0)).collect();
+        let aux_buf = self.buffer("g1 aux", &aux_bytes, wgpu::BufferUsages::STORAGE);
+        if n > 0 {
+            let pipeline = self.g1_add.get_or_init(|| self.g1_pipeline());
+            self.run_bytes(&mut bytes, &[(pipeline, &aux_buf, 0, 0, n)])?;
+        }
+        let fq = |c: &[u8]| Fq::new_unchecked(limbs_of(c));
+        Ok(bytes
+            .chunks_exact(4 * FE as usize)
+            .map(|c| {
+                let (x, y, zz, zzz) = (
+                    fq(&c[0..32]),
+                    fq(&c[32..64]),
+                    fq(&c[64..96]),
+                    fq(&c[96..128]),
+                );
+                match (zz.inverse(), zzz.inverse()) {
+                    (Some(a), Some(b)) => G1Affine::new_unchecked(x * a, y * b),
+                    _ => G1Affine::identity(),
+                }
+            })
+            .collect())
     }
 
     fn params(&self, half: u32, stride: u32, count: u32) -> (wgpu::Buffer, u32, u32) {
@@ -175,14 +267,11 @@ impl WgpuBackend {
         let y = groups.div_ceil(x);
         let words = [half, stride, count, x * WORKGROUP];
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let buf = self
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("params"),
-                contents: &bytes,
-                usage: wgpu::BufferUsages::UNIFORM,
-            });
-        (buf, x, y)
+        (
+            self.buffer("params", &bytes, wgpu::BufferUsages::UNIFORM),
+            x,
+            y,
+        )
     }
 
     /// Runs `passes` (pipeline, aux buffer, half, stride, count) over `values` in order,
@@ -192,13 +281,26 @@ impl WgpuBackend {
         values: &mut [Fr],
         passes: &[(&wgpu::ComputePipeline, &wgpu::Buffer, u32, u32, u32)],
     ) -> Result<()> {
-        let size = values.len() as u64 * FE;
+        let mut bytes = to_bytes(values);
+        self.run_bytes(&mut bytes, passes)?;
+        values.copy_from_slice(&from_bytes(&bytes));
+        Ok(())
+    }
+
+    /// Runs `passes` over `bytes` (field elements of 32 bytes) in one submission and
+    /// reads the result back into `bytes`.
+    fn run_bytes(
+        &self,
+        bytes: &mut [u8],
+        passes: &[(&wgpu::ComputePipeline, &wgpu::Buffer, u32, u32, u32)],
+    ) -> Result<()> {
+        let size = bytes.len() as u64;
         if size > self.max_storage {
             return Err(Error::Arith {
-                op: "ntt",
+                op: "wgpu",
                 reason: format!(
                     "{} elements exceed the adapter's {} byte storage binding",
-                    values.len(),
+                    size / FE,
                     self.max_storage
                 ),
             });
@@ -207,7 +309,7 @@ impl WgpuBackend {
             .device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some("data"),
-                contents: &to_bytes(values),
+                contents: bytes,
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             });
         let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -260,25 +362,28 @@ impl WgpuBackend {
         rx.recv()
             .map_err(|e| gpu_err(e.to_string()))?
             .map_err(|e| gpu_err(format!("{}: reading back: {e}", self.name)))?;
-        let out = {
+        {
             let view = readback
                 .slice(..)
                 .get_mapped_range()
                 .map_err(|e| gpu_err(format!("{}: reading back: {e:?}", self.name)))?;
-            from_bytes(&view)
-        };
-        values.copy_from_slice(&out);
+            bytes.copy_from_slice(&view);
+        }
         readback.unmap();
         Ok(())
     }
 
-    fn upload(&self, v: &[Fr]) -> wgpu::Buffer {
+    fn buffer(&self, label: &str, contents: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
         self.device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("aux"),
-                contents: &to_bytes(v),
-                usage: wgpu::BufferUsages::STORAGE,
+                label: Some(label),
+                contents,
+                usage,
             })
+    }
+
+    fn upload(&self, v: &[Fr]) -> wgpu::Buffer {
+        self.buffer("aux", &to_bytes(v), wgpu::BufferUsages::STORAGE)
     }
 
     /// Bit-reverses `values` on the host, then on the GPU: an optional element-wise

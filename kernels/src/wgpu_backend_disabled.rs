@@ -23,6 +23,20 @@ impl WgpuBackend {
     }
 }
 
+impl WgpuBackend {
+    /// Unreachable: no value of this type exists in this build.
+    ///
+    /// # Errors
+    /// Never returns.
+    pub fn g1_add_check(
+        &self,
+        _p: &[ark_bn254::G1Affine],
+        _q: &[ark_bn254::G1Affine],
+    ) -> Result<Vec<ark_bn254::G1Affine>> {
+        match self._never {}
+    }
+}
+
 impl MsmNtt for WgpuBackend {
     fn describe(&self) -> String {
         match self._never {}

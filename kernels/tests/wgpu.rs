@@ -64,3 +64,26 @@ fn ntt_forward_inverse_and_coset_equal_the_cpu_reference() {
             .is_err()
     );
 }
+
+#[test]
+fn g1_mixed_addition_equals_arkworks_including_doubling_and_cancellation() {
+    use ark_bn254::{G1Affine, G1Projective};
+    use ark_ec::{AffineRepr, CurveGroup, PrimeGroup};
+    let Some(gpu) = backend() else { return };
+    let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(5);
+    let point = |rng: &mut ark_std::rand::rngs::StdRng| {
+        (G1Projective::generator() * Fr::rand(rng)).into_affine()
+    };
+    let mut p: Vec<G1Affine> = (0..300).map(|_| point(&mut rng)).collect();
+    let mut q: Vec<G1Affine> = (0..300).map(|_| point(&mut rng)).collect();
+    q[0] = p[0]; // doubling
+    q[1] = -p[1]; // cancellation
+    p[2] = G1Affine::identity(); // infinity + q
+    q[3] = G1Affine::generator();
+    let got = gpu.g1_add_check(&p, &q).unwrap();
+    for i in 0..p.len() {
+        assert_eq!(got[i], (p[i] + q[i]).into_affine(), "i = {i}");
+    }
+    assert!(got[1].is_zero());
+    assert!(gpu.g1_add_check(&p[..1], &[G1Affine::identity()]).is_err());
+}

@@ -4,17 +4,6 @@
 // twiddles ω^t for t < n/2 (stage kernel), the other factor (mul) or the constant
 // (scale, in aux[0]).
 
-struct Params {
-    half: u32,    // butterfly span of this stage
-    stride: u32,  // n / (2·half): twiddle index step
-    count: u32,   // threads that do work
-    row: u32,     // threads per dispatch row (2-D dispatch for large n)
-}
-
-@group(0) @binding(0) var<storage, read_write> data: array<Fe>;
-@group(0) @binding(1) var<storage, read> aux: array<Fe>;
-@group(0) @binding(2) var<uniform> params: Params;
-
 @compute @workgroup_size(64)
 fn stage(@builtin(global_invocation_id) gid: vec3<u32>) {
     let k = gid.x + gid.y * params.row;
