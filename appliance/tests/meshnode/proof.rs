@@ -198,6 +198,38 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `meshnode proof prove --zkey ZKEY WITNESS… --backend cpu`, writing proof.json and
+/// public.json into `out`.
+fn prove_cli(zkey: &Path, witness: &[&str], out: &Path) -> Output {
+    let (proof, public) = (out.join("proof.json"), out.join("public.json"));
+    let mut args = vec!["proof", "prove", "--zkey", s(zkey)];
+    args.extend(witness);
+    args.extend([
+        "--proof",
+        s(&proof),
+        "--public",
+        s(&public),
+        "--backend",
+        "cpu",
+    ]);
+    run(&args)
+}
+
+/// `meshnode proof verify` of `out`'s proof.json and public.json under `vk`.
+fn verify_cli(vk: &Path, out: &Path) -> Output {
+    let (proof, public) = (out.join("proof.json"), out.join("public.json"));
+    run(&[
+        "proof",
+        "verify",
+        "--vk",
+        s(vk),
+        "--proof",
+        s(&proof),
+        "--public",
+        s(&public),
+    ])
+}
+
 #[test]
 fn setup_then_prove_from_wasm_and_from_wtns_then_verify() {
     let tmp = tempfile::tempdir().unwrap();
@@ -221,65 +253,23 @@ fn setup_then_prove_from_wasm_and_from_wtns_then_verify() {
         (Some(true), Some(3))
     );
 
-    let (proof, public) = (d.join("proof.json"), d.join("public.json"));
-    let o = run(&[
-        "proof",
-        "prove",
-        "--zkey",
-        s(&zkey),
-        "--wasm",
-        s(&circom("tiny.wasm")),
-        "--input",
-        s(&circom("tiny_input.json")),
-        "--proof",
-        s(&proof),
-        "--public",
-        s(&public),
-        "--backend",
-        "cpu",
-    ]);
+    let (wasm, input) = (circom("tiny.wasm"), circom("tiny_input.json"));
+    let o = prove_cli(&zkey, &["--wasm", s(&wasm), "--input", s(&input)], d);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(lines(&o)[0]["ok"], true);
     let expected: Value =
         serde_json::from_slice(&std::fs::read(circom("tiny_public.json")).unwrap()).unwrap();
-    let got: Value = serde_json::from_slice(&std::fs::read(&public).unwrap()).unwrap();
+    let got: Value =
+        serde_json::from_slice(&std::fs::read(d.join("public.json")).unwrap()).unwrap();
     assert_eq!(got, expected);
-    let o = run(&[
-        "proof",
-        "verify",
-        "--vk",
-        s(&vk),
-        "--proof",
-        s(&proof),
-        "--public",
-        s(&public),
-    ]);
+    let o = verify_cli(&vk, d);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 
     // the snarkjs-made key and witness, too; the proof verifies under snarkjs's vk
-    let o = run(&[
-        "proof",
-        "prove",
-        "--zkey",
-        s(&circom("tiny.zkey")),
-        "--wtns",
-        s(&circom("tiny.wtns")),
-        "--proof",
-        s(&proof),
-        "--public",
-        s(&public),
-    ]);
+    let wtns = circom("tiny.wtns");
+    let o = prove_cli(&circom("tiny.zkey"), &["--wtns", s(&wtns)], d);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = run(&[
-        "proof",
-        "verify",
-        "--vk",
-        s(&circom("tiny_vk.json")),
-        "--proof",
-        s(&proof),
-        "--public",
-        s(&public),
-    ]);
+    let o = verify_cli(&circom("tiny_vk.json"), d);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 }
 
@@ -287,25 +277,10 @@ fn setup_then_prove_from_wasm_and_from_wtns_then_verify() {
 fn prove_exit_codes_separate_unsatisfied_inputs_from_malformed_files() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let (proof, public) = (d.join("proof.json"), d.join("public.json"));
-    let prove = |zkey: &Path, input: &Path| {
-        run(&[
-            "proof",
-            "prove",
-            "--zkey",
-            s(zkey),
-            "--wasm",
-            s(&circom("tiny.wasm")),
-            "--input",
-            s(input),
-            "--proof",
-            s(&proof),
-            "--public",
-            s(&public),
-            "--backend",
-            "cpu",
-        ])
-    };
+    let proof = d.join("proof.json");
+    let wasm = circom("tiny.wasm");
+    let prove =
+        |zkey: &Path, input: &Path| prove_cli(zkey, &["--wasm", s(&wasm), "--input", s(input)], d);
     // fails LessThan's range assert: exit 1, nothing written
     let bad_input = d.join("bad.json");
     std::fs::write(&bad_input, r#"{"a": "1000", "b": "0", "w": "1"}"#).unwrap();

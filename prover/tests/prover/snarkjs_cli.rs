@@ -61,6 +61,24 @@ fn snarkjs_verify(bin: &Path, vk: &Path, public: &Path, proof: &Path) -> bool {
     out.status.success() && text.contains("OK")
 }
 
+/// Runs `snarkjs COMMAND… FILES…`, failing the test with snarkjs's stderr if it fails.
+fn snarkjs_ok(bin: &Path, command: &[&str], files: &[&Path]) {
+    let out = Command::new(bin)
+        .args(command)
+        .args(files)
+        .output()
+        .expect("run snarkjs");
+    assert!(
+        out.status.success(),
+        "snarkjs {command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn read(p: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
 #[test]
 fn snarkjs_accepts_our_proofs_and_proves_with_our_zkey() {
     let Some(bin) = snarkjs() else { return };
@@ -97,38 +115,19 @@ fn snarkjs_accepts_our_proofs_and_proves_with_our_zkey() {
     assert!(snarkjs_verify(&bin, &our_vk, &public2, &proof2));
     // snarkjs exports the same vk from our zkey
     let exported = d.join("exported_vk.json");
-    let st = Command::new(&bin)
-        .args(["zkey", "export", "verificationkey"])
-        .args([&zkey, &exported])
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+    snarkjs_ok(
+        &bin,
+        &["zkey", "export", "verificationkey"],
+        &[&zkey, &exported],
     );
-    let exported: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&exported).unwrap()).unwrap();
     assert_eq!(
-        fleetmesh_prover::snarkjs::parse_vk(&exported).unwrap(),
+        fleetmesh_prover::snarkjs::parse_vk(&read(&exported)).unwrap(),
         ours.vk
     );
     // snarkjs proves with our zkey; we verify its proof
     let (sp, spub) = (d.join("sp.json"), d.join("spub.json"));
-    let st = Command::new(&bin)
-        .args(["groth16", "prove"])
-        .arg(&zkey)
-        .arg(fixture_dir().join("tiny.wtns"))
-        .args([&sp, &spub])
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let read =
-        |p: &Path| serde_json::from_slice::<serde_json::Value>(&std::fs::read(p).unwrap()).unwrap();
+    let wtns = fixture_dir().join("tiny.wtns");
+    snarkjs_ok(&bin, &["groth16", "prove"], &[&zkey, &wtns, &sp, &spub]);
     let their_proof = parse_proof(&read(&sp)).unwrap();
     let their_public = parse_public(&read(&spub)).unwrap();
     assert!(verify(&PreparedVk::new(&ours.vk), &their_proof, &their_public).unwrap());

@@ -247,58 +247,40 @@ pub fn prove(k: u32, rounds: usize) {
         );
         1u64
     };
-    let c = compare(
-        rounds,
-        1,
-        || {
-            check(
-                &fleetmesh_prover::prove(&pk, &witness, &Cpu)
-                    .expect("prove")
-                    .proof,
-            )
-        },
-        || {
-            let circuit = Circuit {
-                r1cs: &r1cs,
-                witness: &witness,
-            };
-            let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
-            check(
-                &Groth16::<Bn254, CircomReduction>::create_proof_with_reduction(
-                    circuit, &apk, r, s,
-                )
+    let ours = || {
+        check(
+            &fleetmesh_prover::prove(&pk, &witness, &Cpu)
+                .expect("prove")
+                .proof,
+        )
+    };
+    let c = compare(rounds, 1, &ours, || {
+        let circuit = Circuit {
+            r1cs: &r1cs,
+            witness: &witness,
+        };
+        let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
+        check(
+            &Groth16::<Bn254, CircomReduction>::create_proof_with_reduction(circuit, &apk, r, s)
                 .expect("ark prove"),
-            )
-        },
-    );
+        )
+    });
     report("prove (per proof)", "ark-groth16+circom", &c);
-    let mut rng = StdRng::seed_from_u64(3);
-    let c = compare(
-        rounds,
-        1,
-        || {
-            check(
-                &fleetmesh_prover::prove(&pk, &witness, &Cpu)
-                    .expect("prove")
-                    .proof,
+    let c = compare(rounds, 1, &ours, || {
+        let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
+        check(
+            &Groth16::<Bn254, CircomReduction>::create_proof_with_reduction_and_matrices(
+                &apk,
+                r,
+                s,
+                &matrices,
+                pk.n_public + 1,
+                r1cs.constraints.len(),
+                &witness,
             )
-        },
-        || {
-            let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
-            check(
-                &Groth16::<Bn254, CircomReduction>::create_proof_with_reduction_and_matrices(
-                    &apk,
-                    r,
-                    s,
-                    &matrices,
-                    pk.n_public + 1,
-                    r1cs.constraints.len(),
-                    &witness,
-                )
-                .expect("ark prove"),
-            )
-        },
-    );
+            .expect("ark prove"),
+        )
+    });
     report("prove (per proof)", "ark, no synthesis", &c);
     snarkjs_prove(&pk, &witness, work.path(), rounds, &pvk, &public);
 }
