@@ -34,6 +34,12 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
         }
         Err(e) => json!({"choice": choice.to_string(), "error": e.to_string()}),
     };
+    // What the prover would run on for this choice (it may differ from the device above:
+    // a device whose MSM kernels this build lacks is not used by `auto`).
+    let prover = match fleetmesh_kernels::ops::select(choice, || inventory.clone()) {
+        Ok((b, why)) => json!({"backend": b.describe(), "reason": why}),
+        Err(e) => json!({"error": e.to_string()}),
+    };
     let node = match dir {
         Some(dir) if node::exists(dir) => {
             let node = Node::open(dir)?;
@@ -59,6 +65,7 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
         "cpu": {"threads": inventory.cpu_threads, "model": cpu_model()},
         "gpu": inventory,
         "backend": resolved,
+        "prover": prover,
         "protocol_digest": SchemaSet::embedded().digest().to_hex(),
         "node": node,
     }))
@@ -132,6 +139,11 @@ pub fn render(r: &Value) -> String {
             s(&b["backend"]),
             s(&b["reason"])
         ),
+    };
+    let p = &r["prover"];
+    out += &match p.get("error") {
+        Some(e) => format!("prover:   {}\n", s(e)),
+        None => format!("prover:   {} ({})\n", s(&p["backend"]), s(&p["reason"])),
     };
     out += &format!("protocol digest: {}\n", s(&r["protocol_digest"]));
     let n = &r["node"];

@@ -239,8 +239,7 @@ pub fn prove_cmd(
 ) -> anyhow::Result<Outcome> {
     use fleetmesh_prover::snarkjs::{proof_to_json, public_to_json};
     let t = std::time::Instant::now();
-    let (backend, why) =
-        fleetmesh_kernels::ops::select(backend, &fleetmesh_kernels::probe::probe())?;
+    let (backend, why) = fleetmesh_kernels::ops::select(backend, fleetmesh_kernels::probe::probe)?;
     eprintln!("meshnode: backend {} ({why})", backend.describe());
     eprintln!("meshnode: reading {}", zkey.display());
     let pk = match read_bytes(zkey).and_then(|b| {

@@ -81,15 +81,8 @@ pub const CIRCUITS_DIR: &str = "circuits";
 pub fn router(node: &mut Node, relay: Arc<Relay>) -> anyhow::Result<Router> {
     let descriptor = node.current_descriptor()?;
     let choice = node.config.compute.backend;
-    let (backend, why) = if choice == fleetmesh_kernels::BackendChoice::Cpu {
-        (
-            Box::new(fleetmesh_kernels::ops::Cpu) as Box<dyn fleetmesh_kernels::MsmNtt>,
-            "cpu was asked for".to_owned(),
-        )
-    } else {
-        fleetmesh_kernels::ops::select(choice, &fleetmesh_kernels::probe::probe())
-            .with_context(|| format!("[compute] backend = \"{choice}\""))?
-    };
+    let (backend, why) = fleetmesh_kernels::ops::select(choice, fleetmesh_kernels::probe::probe)
+        .with_context(|| format!("[compute] backend = \"{choice}\""))?;
     info!(backend = %backend.describe(), reason = %why, "prover backend");
     let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
     let state = Arc::new(AppState {
@@ -196,12 +189,17 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn not_found() -> Response {
+/// The API's error body, `{"error": {"code", "message"}}`, with `status`.
+pub fn api_error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
-        StatusCode::NOT_FOUND,
-        axum::Json(json!({"error": {"code": "not_found", "message": "no such endpoint"}})),
+        status,
+        axum::Json(json!({"error": {"code": code, "message": message.into()}})),
     )
         .into_response()
+}
+
+async fn not_found() -> Response {
+    api_error(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
 }
 
 /// Serves `node` on `listen` until SIGINT or SIGTERM.

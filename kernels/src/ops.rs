@@ -127,7 +127,7 @@ pub struct Cpu;
 
 impl MsmNtt for Cpu {
     fn describe(&self) -> String {
-        format!("cpu ({} threads)", rayon_threads())
+        format!("cpu ({} threads)", rayon::current_num_threads())
     }
 
     fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
@@ -148,12 +148,11 @@ pub struct Reference;
 
 impl MsmNtt for Reference {
     fn describe(&self) -> String {
-        format!("arkworks reference ({} threads)", rayon_threads())
+        format!(
+            "arkworks reference ({} threads)",
+            rayon::current_num_threads()
+        )
     }
-}
-
-fn rayon_threads() -> usize {
-    rayon::current_num_threads()
 }
 
 /// The MSM/NTT backend for a resolved choice.
@@ -173,35 +172,31 @@ pub fn for_backend(backend: &ResolvedBackend) -> Result<Box<dyn MsmNtt>> {
     }
 }
 
-/// Resolves `choice` on this machine and returns the backend with a sentence saying why.
+/// The prover's backend for `choice`, with a sentence saying why; the one place that
+/// decides it (the daemon, `meshnode proof prove` and `meshnode doctor` all ask here).
 ///
-/// `auto` that resolves to a GPU whose kernels this build lacks runs on the CPU and says
-/// so; an explicit GPU choice that cannot run is an error.
+/// `cpu` and `auto` need no probing: only the CPU backend has MSM kernels in this build and
+/// the MSMs are most of a proof, so `auto` is the CPU until a GPU backend has them. An
+/// explicit GPU choice probes the machine (`probe` is called only then) and is an error
+/// when it cannot run, never a quiet fallback.
 ///
 /// # Errors
-/// As [`resolve`] and [`for_backend`], for explicit choices.
-pub fn select(choice: BackendChoice, inv: &Inventory) -> Result<(Box<dyn MsmNtt>, String)> {
-    let resolved = resolve(choice, inv)?;
-    // The wgpu backend runs only the NTT on the GPU so far (the MSMs, most of a proof,
-    // stay on the CPU): `auto` does not pick it until its MSM kernels land.
-    if choice == BackendChoice::Auto && matches!(resolved.backend, ResolvedBackend::Wgpu(_)) {
-        return Ok((
+/// As [`resolve`] and [`for_backend`], for explicit GPU choices.
+pub fn select(
+    choice: BackendChoice,
+    probe: impl FnOnce() -> Inventory,
+) -> Result<(Box<dyn MsmNtt>, String)> {
+    match choice {
+        BackendChoice::Cpu => Ok((Box::new(Cpu), "cpu was asked for".into())),
+        BackendChoice::Auto => Ok((
             Box::new(Cpu),
-            format!(
-                "auto found {} but the wgpu backend has no MSM kernels yet; running on the cpu",
-                resolved.backend
-            ),
-        ));
-    }
-    match for_backend(&resolved.backend) {
-        Ok(b) => Ok((b, resolved.reason)),
-        Err(e) if choice == BackendChoice::Auto => Ok((
-            Box::new(Cpu),
-            format!(
-                "auto chose {} but {e}; running on the cpu",
-                resolved.backend
-            ),
+            "auto: only the cpu backend has MSM kernels in this build (wgpu runs the NTT \
+             alone when asked for)"
+                .into(),
         )),
-        Err(e) => Err(e),
+        explicit => {
+            let resolved = resolve(explicit, &probe())?;
+            Ok((for_backend(&resolved.backend)?, resolved.reason))
+        }
     }
 }

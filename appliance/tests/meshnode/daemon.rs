@@ -170,6 +170,16 @@ fn doctor_reports_the_box_and_the_digest() {
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["protocol_digest"], digest);
     assert!(report["cpu"]["threads"].as_u64().unwrap() >= 1);
+    // the prover runs on the cpu under auto in this build, and says why
+    let prover = &report["prover"];
+    assert!(
+        prover["backend"].as_str().unwrap().starts_with("cpu"),
+        "{report}"
+    );
+    assert!(
+        prover["reason"].as_str().unwrap().contains("MSM"),
+        "{report}"
+    );
     let adapters = report["gpu"]["wgpu"]["adapters"].as_array();
     if std::env::var("CI").as_deref() == Ok("true") {
         // CI installs lavapipe: the software Vulkan driver must be seen.
@@ -191,6 +201,7 @@ fn doctor_reports_the_box_and_the_digest() {
     let o = run(&["doctor", "--json", "--backend", "cuda:7"]);
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(report["backend"]["error"].is_string(), "{report}");
+    assert!(report["prover"]["error"].is_string(), "{report}");
     assert_usage_error(&run(&["doctor", "--backend", "tpu"]), "tpu");
 }
 
