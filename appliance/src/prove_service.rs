@@ -31,6 +31,8 @@ use fleetmesh_prover::{Error, Fr, ProvingKey};
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, TryAcquireError};
 
+use crate::server::api_error;
+
 /// Requests admitted at once (one proving, the rest waiting).
 const QUEUE: usize = 8;
 
@@ -73,11 +75,7 @@ impl IntoResponse for Failure {
             ),
             Failure::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", m),
         };
-        (
-            status,
-            Json(json!({"error": {"code": code, "message": message}})),
-        )
-            .into_response()
+        api_error(status, code, message)
     }
 }
 

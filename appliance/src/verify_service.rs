@@ -26,6 +26,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
+use crate::server::api_error;
+
 /// How long the worker waits for more proofs to join a batch.
 const WINDOW: Duration = Duration::from_millis(2);
 /// Most proofs in one round.
@@ -153,19 +155,15 @@ async fn worker(mut rx: mpsc::Receiver<Job>) {
 struct Busy;
 
 fn busy() -> Response {
-    (
+    api_error(
         StatusCode::SERVICE_UNAVAILABLE,
-        Json(json!({"error": {"code": "busy", "message": "the verification queue is full; retry shortly"}})),
+        "busy",
+        "the verification queue is full; retry shortly",
     )
-        .into_response()
 }
 
 fn malformed(message: String) -> Response {
-    (
-        StatusCode::BAD_REQUEST,
-        Json(json!({"error": {"code": "malformed", "message": message}})),
-    )
-        .into_response()
+    api_error(StatusCode::BAD_REQUEST, "malformed", message)
 }
 
 fn verdict(r: Result<bool, String>) -> Value {
