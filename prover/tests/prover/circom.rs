@@ -368,3 +368,71 @@ fn a_proof_made_on_wgpu_is_the_cpu_proof_and_verifies() {
     let fresh = prove(&pk, &w, &gpu).unwrap();
     assert!(ark_verify(&vk, &fresh.proof, &fresh.public));
 }
+
+/// A hand-written module with circom 2's witness-calculator interface whose `init` body is
+/// `init_body`, and which reports BN254's prime.
+fn calculator_module(init_body: &str, extra_exports: &str) -> String {
+    let prime: String = Fr::MODULUS
+        .to_bytes_le()
+        .iter()
+        .map(|b| format!("\\{b:02x}"))
+        .collect();
+    format!(
+        r#"(module
+  (import "runtime" "exceptionHandler" (func (param i32)))
+  (import "runtime" "printErrorMessage" (func))
+  (import "runtime" "writeBufferMessage" (func))
+  (import "runtime" "showSharedRWMemory" (func))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "{prime}")
+  (func (export "getFieldNumLen32") (result i32) i32.const 8)
+  (func (export "getRawPrime"))
+  (func (export "readSharedRWMemory") (param i32) (result i32)
+    local.get 0 i32.const 4 i32.mul i32.load)
+  (func (export "writeSharedRWMemory") (param i32 i32))
+  (func (export "init") (param i32) {init_body})
+  (func (export "getWitnessSize") (result i32) i32.const 1)
+  (func (export "getInputSize") (result i32) i32.const 0)
+  (func (export "setInputSignal") (param i32 i32 i32))
+  (func (export "getInputSignalSize") (param i32 i32) (result i32) i32.const 0)
+  {extra_exports})"#
+    )
+}
+
+#[test]
+fn a_calculator_that_never_ends_is_stopped_and_a_foreign_module_is_named() {
+    use std::time::Duration;
+    let endless = calculator_module(
+        "(loop $l (br $l))",
+        r#"(func (export "getWitness") (param i32))"#,
+    );
+    let calc = WitnessCalculator::new(endless.as_bytes()).unwrap();
+    let e = calc
+        .calculate_with_limit(&json!({}), Duration::from_millis(200))
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Witness(ref m) if m.contains("ran past")),
+        "{e}"
+    );
+    // with a finishing init it runs to the end; its one "wire" reads back as the prime
+    // itself (this module's shared memory), which is refused as not canonical
+    let ends = calculator_module("", r#"(func (export "getWitness") (param i32))"#);
+    let e = WitnessCalculator::new(ends.as_bytes())
+        .unwrap()
+        .calculate(&json!({}))
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Witness(ref m) if m.contains("witness[0]") && m.contains("not below r")),
+        "{e}"
+    );
+    // without getWitness it is not a circom 2 calculator, and says what is missing
+    let partial = calculator_module("", "");
+    let e = WitnessCalculator::new(partial.as_bytes())
+        .unwrap()
+        .calculate(&json!({}))
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Witness(ref m) if m.contains("getWitness")),
+        "{e}"
+    );
+}
