@@ -196,12 +196,15 @@ impl ProveService {
     }
 }
 
+/// A full witness in public.json's format (decimal strings), errors named `witness[i]`.
 fn parse_witness(v: &Value) -> Result<Vec<Fr>, Failure> {
-    let items = v
-        .as_array()
-        .ok_or_else(|| Failure::Malformed("witness: must be an array of decimal strings".into()))?;
-    fleetmesh_prover::snarkjs::parse_public(&Value::Array(items.clone()))
-        .map_err(|e| Failure::Malformed(format!("witness{e}")))
+    fleetmesh_prover::snarkjs::parse_public(v).map_err(|e| match e {
+        Error::Malformed { field, reason } => Failure::Malformed(format!(
+            "witness{}: {reason}",
+            field.strip_prefix("public").unwrap_or(&field)
+        )),
+        other => Failure::Malformed(format!("witness: {other}")),
+    })
 }
 
 /// `POST /v1/proofs/prove`.

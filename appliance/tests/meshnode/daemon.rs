@@ -673,6 +673,15 @@ fn the_daemon_proves_installed_circuits_over_http() {
         bad[5] += fleetmesh_prover::Fr::from(1u8);
         let (status, v) = post(serde_json::json!({"circuit": "tiny", "witness": fleetmesh_prover::snarkjs::public_to_json(&bad)})).await;
         assert_eq!((status, v["error"]["code"].as_str()), (422, Some("unsatisfied")), "{v}");
+        // a witness entry that is not a canonical number, and a witness that is no array
+        let mut bad_entry = fleetmesh_prover::snarkjs::public_to_json(&w);
+        bad_entry[2] = Value::from("x");
+        let (status, v) = post(serde_json::json!({"circuit": "tiny", "witness": bad_entry})).await;
+        assert_eq!(status, 400, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().starts_with("witness[2]: "), "{v}");
+        let (status, v) = post(serde_json::json!({"circuit": "tiny", "witness": "1"})).await;
+        assert_eq!(status, 400, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().starts_with("witness: "), "{v}");
         // an input that fails an assert
         let (status, v) = post(serde_json::json!({"circuit": "tiny", "input": {"a": "1000", "b": "0", "w": "1"}})).await;
         assert_eq!((status, v["error"]["code"].as_str()), (422, Some("unsatisfied")), "{v}");
