@@ -71,8 +71,10 @@ fn fnv1a(name: &str) -> u64 {
     h
 }
 
+/// 32-bit words in a BN254 element: the only field size accepted.
+const N32: usize = 8;
+
 struct Exports {
-    n32: usize,
     write_shared: TypedFunc<(u32, u32), ()>,
     read_shared: TypedFunc<u32, u32>,
     set_input: TypedFunc<(u32, u32, u32), ()>,
@@ -235,13 +237,12 @@ impl WitnessCalculator {
         let witness_size: TypedFunc<(), u32> = typed!("getWitnessSize");
         let input_count: TypedFunc<(), u32> = typed!("getInputSize");
         let n32 = n32_f.call(&mut store, ()).map_err(trap)? as usize;
-        if n32 != 8 {
+        if n32 != N32 {
             return Err(Error::Witness(format!(
                 "the calculator's field is {n32} 32-bit words, BN254 needs 8"
             )));
         }
         let ex = Exports {
-            n32,
             write_shared: typed!("writeSharedRWMemory"),
             read_shared: typed!("readSharedRWMemory"),
             set_input: typed!("setInputSignal"),
@@ -278,7 +279,7 @@ impl WitnessCalculator {
             }
             for (i, v) in values.iter().enumerate() {
                 let limbs = v.into_bigint().0;
-                for j in 0..ex.n32 {
+                for j in 0..N32 {
                     let word = (limbs[j / 2] >> (32 * (j % 2))) as u32;
                     ex.write_shared
                         .call(&mut store, (j as u32, word))
@@ -318,7 +319,7 @@ impl WitnessCalculator {
 
 fn read_fr_raw(store: &mut Store<Host>, ex: &Exports) -> wasmtime::Result<BigInt<4>> {
     let mut limbs = [0u64; 4];
-    for j in 0..ex.n32 {
+    for j in 0..N32 {
         let w = u64::from(ex.read_shared.call(&mut *store, j as u32)?);
         limbs[j / 2] |= w << (32 * (j % 2));
     }
