@@ -40,6 +40,8 @@ const QUEUE: usize = 8;
 struct Circuit {
     stamp: (SystemTime, u64),
     pk: Arc<ProvingKey>,
+    /// `pk`'s verifying key, prepared once for the prover's self-check.
+    pvk: fleetmesh_prover::PreparedVk,
     calc: Option<Arc<WitnessCalculator>>,
 }
 
@@ -143,6 +145,7 @@ impl ProveService {
         );
         let c = Arc::new(Circuit {
             stamp: st,
+            pvk: fleetmesh_prover::PreparedVk::new(&pk.vk),
             pk: Arc::new(pk),
             calc,
         });
@@ -183,11 +186,16 @@ impl ProveService {
         };
         let witness_ms = t.elapsed().as_millis() as u64;
         let t = Instant::now();
-        let proven = fleetmesh_prover::prove(&circuit.pk, &witness, self.backend.as_ref())
-            .map_err(|e| match e {
-                Error::Witness(m) => Failure::Unsatisfied(m),
-                other => Failure::Internal(other.to_string()),
-            })?;
+        let proven = fleetmesh_prover::prove::prove_checked(
+            &circuit.pk,
+            &circuit.pvk,
+            &witness,
+            self.backend.as_ref(),
+        )
+        .map_err(|e| match e {
+            Error::Witness(m) => Failure::Unsatisfied(m),
+            other => Failure::Internal(other.to_string()),
+        })?;
         Ok(json!({
             "proof": proof_to_json(&proven.proof),
             "public": public_to_json(&proven.public),

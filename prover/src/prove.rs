@@ -46,14 +46,28 @@ fn phase<T>(name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 /// [`Error::Witness`] for a witness of the wrong length, whose wire 0 is not 1, or that
 /// does not satisfy the circuit; [`Error::Random`]; a backend failure.
 pub fn prove(pk: &ProvingKey, witness: &[Fr], backend: &dyn MsmNtt) -> Result<Proven> {
+    prove_checked(pk, &PreparedVk::new(&pk.vk), witness, backend)
+}
+
+/// [`prove`] with the key's verifying key already prepared (`pvk` must be
+/// `PreparedVk::new(&pk.vk)`): what a service proving many times with one key calls, so
+/// the self-check does not prepare the key (a pairing) for every proof.
+///
+/// # Errors
+/// As [`prove`].
+pub fn prove_checked(
+    pk: &ProvingKey,
+    pvk: &PreparedVk,
+    witness: &[Fr],
+    backend: &dyn MsmNtt,
+) -> Result<Proven> {
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| Error::Random(e.to_string()))?;
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::from_seed(seed);
     let r = Fr::rand(&mut rng);
     let s = Fr::rand(&mut rng);
     let proven = prove_with(pk, witness, backend, r, s)?;
-    let pvk = PreparedVk::new(&pk.vk);
-    if !phase("self-check", || verify(&pvk, &proven.proof, &proven.public))? {
+    if !phase("self-check", || verify(pvk, &proven.proof, &proven.public))? {
         return Err(Error::Witness(
             "the witness does not satisfy the circuit (the proof does not verify)".into(),
         ));
