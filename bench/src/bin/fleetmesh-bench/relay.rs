@@ -97,8 +97,17 @@ async fn start_ours(dir: &std::path::Path) -> (Arc<Relay>, String, tokio::task::
         req_burst: 1e9,
         ..Limits::default()
     };
+    serve(&db, limits).await
+}
+
+/// Our relay on the store at `db` with `limits`, listening on 127.0.0.1:0: the relay, its
+/// `ws://` URL and the server task.
+pub async fn serve(
+    db: &std::path::Path,
+    limits: Limits,
+) -> (Arc<Relay>, String, tokio::task::JoinHandle<()>) {
     let (relay, _writer) = Relay::start(
-        &db,
+        db,
         RelayConfig {
             limits,
             ..Default::default()

@@ -10,13 +10,12 @@
 //! wire bytes (hex in JSON) each way, wall time, and the ratio of our payload bytes to the
 //! reference's.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
+use fleetmesh_relay::Event;
 use fleetmesh_relay::limits::Limits;
 use fleetmesh_relay::store::{NegItem, Store};
 use fleetmesh_relay::sync::{SyncOptions, sync};
-use fleetmesh_relay::{Event, Relay, RelayConfig};
 use negentropy::{Id, Negentropy, NegentropyStorageVector};
 
 const FRAME: u64 = 50_000;
@@ -146,19 +145,7 @@ fn ours(n: usize, d: usize) -> Figures {
             max_neg_items: 2_000_000,
             ..Limits::default()
         };
-        let (relay, _writer) = Relay::start(
-            &remote_db,
-            RelayConfig {
-                limits,
-                ..Default::default()
-            },
-        )
-        .expect("relay");
-        let (addr, server) = relay
-            .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .await
-            .expect("bind");
-        let url = format!("ws://{addr}/");
+        let (relay, url, server) = crate::relay::serve(&remote_db, limits).await;
         let mut local = Store::open(&local_db).expect("local store");
         let opts = SyncOptions {
             dry_run: true,
