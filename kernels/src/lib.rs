@@ -17,10 +17,14 @@
 //! "built without wgpu" and the rest works unchanged).
 
 mod backend;
+#[cfg(test)]
+mod cuda_host_check;
 mod cuda_probe;
 mod error;
 mod msm;
 pub mod ops;
+#[cfg(any(feature = "wgpu", test))]
+mod plan;
 pub mod probe;
 #[cfg(feature = "wgpu")]
 mod wgpu_backend;

@@ -42,7 +42,7 @@ fn bits(limbs: &[u64], start: usize, len: usize) -> u32 {
 
 /// Signed digits of every scalar, window-major: `digits[w * n + i]` is scalar i's digit
 /// in window w, in `[-2^(c-1), 2^(c-1)]`.
-fn signed_digits<F: PrimeField>(scalars: &[F], c: usize, windows: usize) -> Vec<i32> {
+pub(crate) fn signed_digits<F: PrimeField>(scalars: &[F], c: usize, windows: usize) -> Vec<i32> {
     let n = scalars.len();
     let per_scalar: Vec<Vec<i32>> = scalars
         .par_iter()

@@ -1,20 +1,22 @@
 //! The wgpu backend (feature `wgpu`): WGSL compute shaders on any Vulkan/Metal/DX12 GPU,
 //! and on the lavapipe software driver in CI.
 //!
-//! Today it runs the NTT on the GPU — forward, inverse and coset — with BN254 Fr in
-//! Montgomery form as eight u32 limbs (`wgsl/field.wgsl`); the MSMs use the trait's CPU
-//! reference until the MSM kernels land. Every result is compared with the CPU reference
-//! in the tests.
+//! On the GPU: the NTT — forward, inverse and coset — with BN254 Fr in Montgomery form as
+//! eight u32 limbs (`wgsl/field.wgsl`), and the G1 MSM (Pippenger with signed digits,
+//! sorted into buckets on the host by [`crate::plan`], accumulated and reduced by
+//! `wgsl/msm.wgsl` in XYZZ coordinates over Fq). The G2 MSM (one of a proof's five) stays
+//! on the CPU backend. Every result is compared with the CPU reference in the tests.
 
 use std::sync::mpsc;
 
-use ark_bn254::{Fq, Fr, G1Affine};
-use ark_ec::AffineRepr;
-use ark_ff::{Field, One, PrimeField, Zero};
+use ark_bn254::{Fq, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_ec::{AffineRepr, CurveGroup};
+use ark_ff::{One, PrimeField, Zero};
 use ark_poly::EvaluationDomain;
 use wgpu::util::DeviceExt;
 
 use crate::ops::{MsmNtt, NttDirection, domain};
+use crate::plan::{fe_bytes, limbs};
 use crate::{Error, Result};
 
 const FIELD_WGSL: &str = include_str!("wgsl/field.wgsl");
@@ -22,9 +24,10 @@ const BINDINGS_WGSL: &str = include_str!("wgsl/bindings.wgsl");
 const NTT_WGSL: &str = include_str!("wgsl/ntt.wgsl");
 const G1_WGSL: &str = include_str!("wgsl/g1.wgsl");
 const G1_CHECK_WGSL: &str = include_str!("wgsl/g1_check.wgsl");
+const MSM_WGSL: &str = include_str!("wgsl/msm.wgsl");
 const WORKGROUP: u32 = 64;
 /// Bytes of one field element on the GPU.
-const FE: u64 = 32;
+const FE: u64 = crate::plan::FE_BYTES as u64;
 
 fn gpu_err(reason: impl std::fmt::Display) -> Error {
     Error::Unavailable {
@@ -53,26 +56,13 @@ fn field_constants(p: [u64; 4]) -> String {
     )
 }
 
-fn limbs_le(l: [u64; 4]) -> impl Iterator<Item = u8> {
-    l.into_iter().flat_map(u64::to_le_bytes)
-}
-
 fn to_bytes(v: &[Fr]) -> Vec<u8> {
-    v.iter().flat_map(|x| limbs_le(x.0.0)).collect()
-}
-
-/// The 32 little-endian bytes of one element as limbs (its Montgomery representation).
-fn limbs_of(c: &[u8]) -> ark_ff::BigInt<4> {
-    let mut l = [0u64; 4];
-    for (i, limb) in l.iter_mut().enumerate() {
-        *limb = u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().unwrap());
-    }
-    ark_ff::BigInt(l)
+    v.iter().flat_map(|x| fe_bytes(x.0)).collect()
 }
 
 fn from_bytes(b: &[u8]) -> Vec<Fr> {
     b.chunks_exact(32)
-        .map(|c| Fr::new_unchecked(limbs_of(c)))
+        .map(|c| Fr::new_unchecked(limbs(c)))
         .collect()
 }
 
@@ -88,7 +78,31 @@ pub struct WgpuBackend {
     pipeline_layout: wgpu::PipelineLayout,
     /// The G1 check pipeline, compiled on first use (slow to compile on lavapipe).
     g1_add: std::sync::OnceLock<wgpu::ComputePipeline>,
+    /// The MSM pipelines, compiled on first use.
+    msm: std::sync::OnceLock<MsmPipelines>,
     max_storage: u64,
+}
+
+/// The bind group layout and the two kernels of `wgsl/msm.wgsl`.
+struct MsmPipelines {
+    layout: wgpu::BindGroupLayout,
+    accumulate: wgpu::ComputePipeline,
+    reduce: wgpu::ComputePipeline,
+}
+
+/// WGSL for `fe_one()`: 1 in Montgomery form over Fq.
+fn fq_one_wgsl() -> String {
+    let limbs: Vec<String> = Fq::one()
+        .0
+        .0
+        .iter()
+        .flat_map(|l| [*l as u32, (*l >> 32) as u32])
+        .map(|l| format!("{l}u"))
+        .collect();
+    format!(
+        "fn fe_one() -> Fe {{\n    return Fe(array<u32, 8>({}));\n}}\n",
+        limbs.join(", ")
+    )
 }
 
 impl std::fmt::Debug for WgpuBackend {
@@ -183,6 +197,7 @@ impl WgpuBackend {
             scale,
             pipeline_layout: pl,
             g1_add: std::sync::OnceLock::new(),
+            msm: std::sync::OnceLock::new(),
         })
     }
 
@@ -199,13 +214,172 @@ impl WgpuBackend {
             });
         self.device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("g1_add"),
+                label: Some("g1_add_mixed"),
                 layout: Some(&self.pipeline_layout),
                 module: &module,
-                entry_point: Some("g1_add"),
+                entry_point: Some("g1_add_mixed"),
                 compilation_options: Default::default(),
                 cache: None,
             })
+    }
+
+    fn msm_pipelines(&self) -> MsmPipelines {
+        let source = format!(
+            "{}{FIELD_WGSL}\n{}{G1_WGSL}\n{MSM_WGSL}",
+            field_constants(Fq::MODULUS.0),
+            fq_one_wgsl()
+        );
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("msm"),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+        let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty,
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
+        let layout = self
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("msm"),
+                entries: &[
+                    entry(0, storage(false)),
+                    entry(1, storage(true)),
+                    entry(2, storage(true)),
+                    entry(3, wgpu::BufferBindingType::Uniform),
+                ],
+            });
+        let pl = self
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("msm"),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+        let pipeline = |name: &str| {
+            self.device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(name),
+                    layout: Some(&pl),
+                    module: &module,
+                    entry_point: Some(name),
+                    compilation_options: Default::default(),
+                    cache: None,
+                })
+        };
+        MsmPipelines {
+            accumulate: pipeline("accumulate"),
+            reduce: pipeline("reduce"),
+            layout,
+        }
+    }
+
+    /// The G1 MSM on the GPU: the host sorts ([`crate::plan::Plan`]), one submission runs
+    /// the accumulation and the reduction, the host adds the chunk sums and combines the
+    /// windows.
+    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        let plan = crate::plan::Plan::new(bases, scalars)?;
+        if plan.segment_count() == 0 {
+            return Ok(G1Projective::zero());
+        }
+        let mut points = Vec::with_capacity(bases.len() * 2 * FE as usize);
+        for p in bases {
+            let (x, y) = p.xy().unwrap_or((Fq::zero(), Fq::zero()));
+            points.extend(fe_bytes(x.0).chain(fe_bytes(y.0)));
+        }
+        let seg_off = plan.entries.len();
+        let bseg_off = seg_off + plan.segments.len();
+        let idx: Vec<u8> = plan
+            .entries
+            .iter()
+            .chain(&plan.segments)
+            .chain(&plan.bucket_segments)
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let partial_size = plan.segment_count() as u64 * 4 * FE;
+        let out_size = plan.reduce_count() as u64 * 4 * FE;
+        for (what, size) in [
+            ("points", points.len() as u64),
+            ("bucket indices", idx.len() as u64),
+            ("partial sums", partial_size),
+        ] {
+            if size > self.max_storage {
+                return Err(Error::Arith {
+                    op: "msm_g1",
+                    reason: format!(
+                        "{} points need {size} bytes of {what}, over the adapter's {} byte \
+                         storage binding",
+                        bases.len(),
+                        self.max_storage
+                    ),
+                });
+            }
+        }
+        let p = self.msm.get_or_init(|| self.msm_pipelines());
+        let storage = wgpu::BufferUsages::STORAGE;
+        let points = self.buffer("msm points", &points, storage);
+        let idx = self.buffer("msm indices", &idx, storage);
+        let scratch = |label, size| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: storage | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            })
+        };
+        let partial = scratch("msm partials", partial_size);
+        let out = scratch("msm chunk sums", out_size);
+        let u32_of = |v: usize| v as u32;
+        let steps = [
+            (
+                &p.accumulate,
+                &partial,
+                &points,
+                u32_of(plan.segment_count()),
+            ),
+            (&p.reduce, &out, &partial, u32_of(plan.reduce_count())),
+        ];
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("msm") });
+        for (pipeline, dst, src, count) in steps {
+            let groups = count.div_ceil(WORKGROUP).max(1);
+            let x = groups.min(65_535);
+            let y = groups.div_ceil(x);
+            let words = [
+                count,
+                x * WORKGROUP,
+                plan.chunks,
+                plan.chunk,
+                plan.buckets,
+                u32_of(seg_off),
+                u32_of(bseg_off),
+                0,
+            ];
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let params = self.buffer("msm params", &bytes, wgpu::BufferUsages::UNIFORM);
+            self.encode(
+                &mut enc,
+                pipeline,
+                &p.layout,
+                &[dst, src, &idx, &params],
+                (x, y),
+            );
+        }
+        let bytes = self.read_back(enc, &out, out_size)?;
+        let sums: Vec<G1Projective> = bytes
+            .chunks_exact(4 * FE as usize)
+            .map(crate::plan::xyzz_to_projective)
+            .collect();
+        Ok(plan.combine(&sums))
     }
 
     /// `p[i] + q[i]` for each i, by the GPU's G1 arithmetic (XYZZ mixed addition, the
@@ -236,28 +410,16 @@ impl WgpuBackend {
             op: "g1_add_check",
             reason: "too many points".into(),
         })?;
-        let mut bytes: Vec<u8> = data.iter().flat_map(|x| limbs_le(x.0.0)).collect();
-        let aux_bytes: Vec<u8> = aux.iter().flat_map(|x| limbs_le(x.0.0)).collect();
+        let mut bytes: Vec<u8> = data.iter().flat_map(|x| fe_bytes(x.0)).collect();
+        let aux_bytes: Vec<u8> = aux.iter().flat_map(|x| fe_bytes(x.0)).collect();
         let aux_buf = self.buffer("g1 aux", &aux_bytes, wgpu::BufferUsages::STORAGE);
         if n > 0 {
             let pipeline = self.g1_add.get_or_init(|| self.g1_pipeline());
             self.run_bytes(&mut bytes, &[(pipeline, &aux_buf, 0, 0, n)])?;
         }
-        let fq = |c: &[u8]| Fq::new_unchecked(limbs_of(c));
         Ok(bytes
             .chunks_exact(4 * FE as usize)
-            .map(|c| {
-                let (x, y, zz, zzz) = (
-                    fq(&c[0..32]),
-                    fq(&c[32..64]),
-                    fq(&c[64..96]),
-                    fq(&c[96..128]),
-                );
-                match (zz.inverse(), zzz.inverse()) {
-                    (Some(a), Some(b)) => G1Affine::new_unchecked(x * a, y * b),
-                    _ => G1Affine::identity(),
-                }
-            })
+            .map(|c| crate::plan::xyzz_to_projective(c).into_affine())
             .collect())
     }
 
@@ -312,45 +474,68 @@ impl WgpuBackend {
                 contents: bytes,
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             });
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("ntt") });
+        for (pipeline, aux, half, stride, count) in passes {
+            let (params, x, y) = self.params(*half, *stride, *count);
+            self.encode(
+                &mut enc,
+                pipeline,
+                &self.layout,
+                &[&data, aux, &params],
+                (x, y),
+            );
+        }
+        let out = self.read_back(enc, &data, size)?;
+        bytes.copy_from_slice(&out);
+        Ok(())
+    }
+
+    /// Appends a compute pass to `enc`: `pipeline` over `buffers` (bound in order, from
+    /// binding 0) with `groups` (x, y) workgroups.
+    fn encode(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        pipeline: &wgpu::ComputePipeline,
+        layout: &wgpu::BindGroupLayout,
+        buffers: &[&wgpu::Buffer],
+        groups: (u32, u32),
+    ) {
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout,
+            entries: &entries,
+        });
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(groups.0, groups.1, 1);
+    }
+
+    /// Finishes `enc` with a copy of `src` (its first `size` bytes) into a mappable buffer,
+    /// submits, waits and returns the bytes.
+    fn read_back(
+        &self,
+        mut enc: wgpu::CommandEncoder,
+        src: &wgpu::Buffer,
+        size: u64,
+    ) -> Result<Vec<u8>> {
         let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
             size,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let mut enc = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("ntt") });
-        let mut keep = Vec::new();
-        for (pipeline, aux, half, stride, count) in passes {
-            let (params, x, y) = self.params(*half, *stride, *count);
-            let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: None,
-                layout: &self.layout,
-                entries: &[
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: data.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
-                        resource: aux.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 2,
-                        resource: params.as_entire_binding(),
-                    },
-                ],
-            });
-            {
-                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, &group, &[]);
-                pass.dispatch_workgroups(x, y, 1);
-            }
-            keep.push((params, group));
-        }
-        enc.copy_buffer_to_buffer(&data, 0, &readback, 0, size);
+        enc.copy_buffer_to_buffer(src, 0, &readback, 0, size);
         self.queue.submit([enc.finish()]);
         let (tx, rx) = mpsc::channel();
         readback.map_async(wgpu::MapMode::Read, .., move |r| {
@@ -362,15 +547,13 @@ impl WgpuBackend {
         rx.recv()
             .map_err(|e| gpu_err(e.to_string()))?
             .map_err(|e| gpu_err(format!("{}: reading back: {e}", self.name)))?;
-        {
-            let view = readback
-                .slice(..)
-                .get_mapped_range()
-                .map_err(|e| gpu_err(format!("{}: reading back: {e:?}", self.name)))?;
-            bytes.copy_from_slice(&view);
-        }
+        let out = readback
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| gpu_err(format!("{}: reading back: {e:?}", self.name)))?
+            .to_vec();
         readback.unmap();
-        Ok(())
+        Ok(out)
     }
 
     fn buffer(&self, label: &str, contents: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
@@ -442,7 +625,19 @@ impl WgpuBackend {
 
 impl MsmNtt for WgpuBackend {
     fn describe(&self) -> String {
-        format!("wgpu ({}; NTT on the GPU, MSM on the CPU)", self.name)
+        format!(
+            "wgpu ({}; NTT and G1 MSM on the GPU, G2 MSM on the CPU)",
+            self.name
+        )
+    }
+
+    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        self.msm_g1_gpu(bases, scalars)
+    }
+
+    /// G2 stays on the CPU backend's batch-affine MSM: Fq2 arithmetic is not in WGSL yet.
+    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+        crate::ops::Cpu.msm_g2(bases, scalars)
     }
 
     fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {

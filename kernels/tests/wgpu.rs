@@ -87,3 +87,69 @@ fn g1_mixed_addition_equals_arkworks_including_doubling_and_cancellation() {
     assert!(got[1].is_zero());
     assert!(gpu.g1_add_check(&p[..1], &[G1Affine::identity()]).is_err());
 }
+
+#[test]
+fn g1_msm_equals_the_cpu_reference_on_edge_cases_and_random_inputs() {
+    use ark_bn254::{G1Affine, G1Projective, G2Affine, G2Projective};
+    use ark_ec::{CurveGroup, PrimeGroup};
+    let Some(gpu) = backend() else { return };
+    let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(11);
+    let points = |n: usize, rng: &mut ark_std::rand::rngs::StdRng| -> Vec<G1Affine> {
+        let v: Vec<G1Projective> = (0..n)
+            .map(|_| G1Projective::generator() * Fr::rand(rng))
+            .collect();
+        G1Projective::normalize_batch(&v)
+    };
+    let check = |bases: &[G1Affine], scalars: &[Fr], what: &str| {
+        let got = gpu.msm_g1(bases, scalars).unwrap();
+        let want = Reference.msm_g1(bases, scalars).unwrap();
+        assert!(got == want, "{what}, n = {}", bases.len());
+    };
+    // sizes: empty, one, non-powers of two, and one large enough for several segments per
+    // bucket and several reducing chunks per window
+    for n in [0usize, 1, 2, 3, 31, 100, 257, 1000, 4099] {
+        let bases = points(n, &mut rng);
+        let scalars = inputs(n, n as u64 + 100);
+        check(&bases, &scalars, "random");
+    }
+    let n = 600;
+    let mut bases = points(n, &mut rng);
+    // all-zero scalars
+    check(&bases, &vec![Fr::zero(); n], "all-zero scalars");
+    // one scalar repeated everywhere: every point in the same bucket of each window
+    check(&bases, &vec![Fr::from(0xdead_beefu64); n], "equal scalars");
+    let mut scalars = inputs(n, 9);
+    // repeated points (doubling inside a bucket), opposite points (cancellation), points
+    // at infinity, −1 and small scalars
+    for i in 0..40 {
+        bases[i + 40] = bases[i];
+        scalars[i + 40] = scalars[i];
+        bases[i + 80] = -bases[i];
+        scalars[i + 80] = scalars[i];
+    }
+    bases[200] = G1Affine::identity();
+    bases[201] = G1Affine::identity();
+    scalars[202] = -Fr::one();
+    scalars[203] = Fr::from(2u64);
+    check(&bases, &scalars, "repeated, opposite and infinite points");
+    check(
+        &vec![G1Affine::identity(); 50],
+        &inputs(50, 1),
+        "only infinity",
+    );
+    // a sum that cancels to the point at infinity: s·P + s·(−P)
+    let p = bases[0];
+    let s = Fr::rand(&mut rng);
+    assert!(gpu.msm_g1(&[p, -p], &[s, s]).unwrap().is_zero());
+    // unequal lengths are refused, as by the reference
+    assert!(gpu.msm_g1(&bases[..2], &scalars[..3]).is_err());
+    // G2 (CPU fallback in this backend) still equals the reference
+    let g2: Vec<G2Affine> = (0..70)
+        .map(|_| (G2Projective::generator() * Fr::rand(&mut rng)).into_affine())
+        .collect();
+    let s2 = inputs(70, 5);
+    assert_eq!(
+        gpu.msm_g2(&g2, &s2).unwrap(),
+        Reference.msm_g2(&g2, &s2).unwrap()
+    );
+}

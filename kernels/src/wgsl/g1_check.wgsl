@@ -3,7 +3,7 @@
 // Montgomery form; the sum replaces data's point.
 
 @compute @workgroup_size(64)
-fn g1_add(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn g1_add_mixed(@builtin(global_invocation_id) gid: vec3<u32>) {
     let k = gid.x + gid.y * params.row;
     if (k >= params.count) {
         return;

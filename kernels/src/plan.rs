@@ -1,0 +1,292 @@
+//! The host half of a GPU MSM: signed window digits, bucket sorting and the work split
+//! that the wgpu and CUDA kernels both execute.
+//!
+//! A G1 MSM on a GPU here is Pippenger in three steps:
+//!
+//! 1. **Sort** (host, this module): every scalar is cut into signed `c`-bit digits; for each
+//!    window the (point, sign) entries are counting-sorted by bucket `|digit| − 1`. Each
+//!    bucket's run of entries is cut into *segments* of at most [`SEGMENT`] entries, so one
+//!    GPU thread's work is bounded whatever the scalars are (all-equal scalars put every
+//!    point into one bucket; they still spread over `n / SEGMENT` threads).
+//! 2. **Accumulate** (GPU): one thread per segment adds its points (negated where the digit
+//!    was negative) into an XYZZ partial sum.
+//! 3. **Reduce** (GPU): one thread per chunk of [`CHUNK`] consecutive buckets of a window
+//!    sums each bucket's segment partials and forms `Σ (b + 1)·bucket_b` over its chunk by
+//!    running sums, then adds `lo·Σ bucket_b` for the chunk's offset `lo`; the host adds the
+//!    chunks of a window and combines the windows by doubling (Horner).
+//!
+//! [`Plan::evaluate_on_cpu`] runs steps 2 and 3 with arkworks: the tests use it to check a
+//! plan independently of any GPU.
+
+use ark_bn254::{Fq, Fr, G1Affine, G1Projective};
+use ark_ec::{AdditiveGroup, AffineRepr};
+use ark_ff::{Field, PrimeField, Zero};
+use rayon::prelude::*;
+
+use crate::{Error, Result};
+
+/// Most entries one accumulating thread adds.
+pub(crate) const SEGMENT: usize = 32;
+/// Buckets one reducing thread walks.
+pub(crate) const CHUNK: usize = 32;
+
+/// The sorted work of one G1 MSM, ready to upload. All indices are `u32`.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Window width in bits.
+    pub c: u32,
+    /// Number of windows.
+    pub windows: u32,
+    /// Buckets per window, `2^(c−1)` (signed digits).
+    pub buckets: u32,
+    /// Reducing threads per window, `⌈buckets / chunk⌉`.
+    pub chunks: u32,
+    /// Buckets per reducing thread.
+    pub chunk: u32,
+    /// `point << 1 | negate`, grouped by window then bucket.
+    pub entries: Vec<u32>,
+    /// Segment `s` covers `entries[segments[2s] .. segments[2s] + segments[2s+1]]`.
+    pub segments: Vec<u32>,
+    /// The segments of global bucket `g = window·buckets + b` are
+    /// `bucket_segments[g] .. bucket_segments[g + 1]`.
+    pub bucket_segments: Vec<u32>,
+}
+
+/// The window width for `n` points on a GPU. Accumulation costs `n` additions per window
+/// and the reduction `2·2^(c−1)`; `log₂ n − 3` keeps the reduction small beside the
+/// accumulation and the entries (`n · windows`) within memory.
+pub(crate) fn window_bits(n: usize) -> u32 {
+    let log = usize::BITS - n.leading_zeros();
+    log.saturating_sub(3).clamp(4, 16)
+}
+
+impl Plan {
+    /// Sorts `scalars` into buckets. Points that are the point at infinity and zero digits
+    /// produce no entry. `bases` is only read for which points are at infinity.
+    ///
+    /// # Errors
+    /// [`Error::Arith`] for unequal lengths or more than 2^31 − 1 points.
+    pub fn new(bases: &[G1Affine], scalars: &[Fr]) -> Result<Plan> {
+        if bases.len() != scalars.len() {
+            return Err(Error::Arith {
+                op: "msm_g1",
+                reason: format!("{} bases but {} scalars", bases.len(), scalars.len()),
+            });
+        }
+        let n = bases.len();
+        if n >= 1 << 31 {
+            return Err(Error::Arith {
+                op: "msm_g1",
+                reason: format!("{n} points exceed the GPU MSM's 2^31 − 1"),
+            });
+        }
+        let c = window_bits(n);
+        let windows = (Fr::MODULUS_BIT_SIZE + 1).div_ceil(c);
+        let buckets = 1u32 << (c - 1);
+        let chunk = (CHUNK as u32).min(buckets);
+        let chunks = buckets.div_ceil(chunk);
+        let digits = crate::msm::signed_digits(scalars, c as usize, windows as usize);
+        // Per window: counting sort by bucket, then segments. Windows are independent.
+        let per_window: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = (0..windows as usize)
+            .into_par_iter()
+            .map(|w| {
+                let d = &digits[w * n..(w + 1) * n];
+                let mut count = vec![0u32; buckets as usize + 1];
+                for (i, &v) in d.iter().enumerate() {
+                    if v != 0 && !bases[i].is_zero() {
+                        count[v.unsigned_abs() as usize] += 1;
+                    }
+                }
+                // count[b + 1] holds bucket b's size; prefix sums give the starts.
+                for b in 1..count.len() {
+                    count[b] += count[b - 1];
+                }
+                let mut next = count.clone();
+                let mut entries = vec![0u32; count[buckets as usize] as usize];
+                for (i, &v) in d.iter().enumerate() {
+                    if v != 0 && !bases[i].is_zero() {
+                        let b = v.unsigned_abs() as usize - 1;
+                        entries[next[b] as usize] = (i as u32) << 1 | u32::from(v < 0);
+                        next[b] += 1;
+                    }
+                }
+                let mut segments = Vec::new();
+                let mut first = Vec::with_capacity(buckets as usize);
+                for b in 0..buckets as usize {
+                    first.push((segments.len() / 2) as u32);
+                    let (start, end) = (count[b], count[b + 1]);
+                    let mut s = start;
+                    while s < end {
+                        let len = (end - s).min(SEGMENT as u32);
+                        segments.extend([s, len]);
+                        s += len;
+                    }
+                }
+                (entries, segments, first)
+            })
+            .collect();
+        // Concatenate, shifting each window's entry and segment indices.
+        let total: usize = per_window.iter().map(|w| w.0.len()).sum();
+        let mut entries = Vec::with_capacity(total);
+        let mut segments = Vec::new();
+        let mut bucket_segments = Vec::with_capacity((windows * buckets) as usize + 1);
+        for (e, s, first) in per_window {
+            let (eoff, soff) = (entries.len() as u32, (segments.len() / 2) as u32);
+            entries.extend(e);
+            segments.extend(s.chunks_exact(2).flat_map(|p| [p[0] + eoff, p[1]]));
+            bucket_segments.extend(first.into_iter().map(|f| f + soff));
+        }
+        bucket_segments.push((segments.len() / 2) as u32);
+        Ok(Plan {
+            c,
+            windows,
+            buckets,
+            chunks,
+            chunk,
+            entries,
+            segments,
+            bucket_segments,
+        })
+    }
+
+    /// Number of accumulating threads.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len() / 2
+    }
+
+    /// Number of reducing threads: `windows · chunks`.
+    pub fn reduce_count(&self) -> usize {
+        (self.windows * self.chunks) as usize
+    }
+
+    /// The MSM from the reducing threads' outputs (`windows · chunks` points, window-major):
+    /// each window's chunks are added, then the windows are combined by doubling.
+    pub fn combine(&self, chunk_sums: &[G1Projective]) -> G1Projective {
+        debug_assert_eq!(chunk_sums.len(), self.reduce_count());
+        let sums: Vec<G1Projective> = chunk_sums
+            .par_chunks(self.chunks as usize)
+            .map(|w| w.iter().sum())
+            .collect();
+        let mut total = G1Projective::zero();
+        for s in sums.iter().rev() {
+            for _ in 0..self.c {
+                total.double_in_place();
+            }
+            total += s;
+        }
+        total
+    }
+
+    #[cfg(test)]
+    /// Steps 2 and 3 on the CPU with arkworks, exactly as the kernels do them: the oracle
+    /// for a plan, without a GPU.
+    pub fn evaluate_on_cpu(&self, bases: &[G1Affine]) -> G1Projective {
+        let partials: Vec<G1Projective> = self
+            .segments
+            .chunks_exact(2)
+            .map(|s| {
+                let mut acc = G1Projective::zero();
+                for &e in &self.entries[s[0] as usize..(s[0] + s[1]) as usize] {
+                    let p = bases[(e >> 1) as usize];
+                    acc += if e & 1 == 1 { -p } else { p };
+                }
+                acc
+            })
+            .collect();
+        let outs: Vec<G1Projective> = (0..self.reduce_count())
+            .map(|t| {
+                let (w, j) = (t as u32 / self.chunks, t as u32 % self.chunks);
+                let lo = j * self.chunk;
+                let hi = (lo + self.chunk).min(self.buckets);
+                let (mut running, mut acc) = (G1Projective::zero(), G1Projective::zero());
+                for b in (lo..hi).rev() {
+                    let g = (w * self.buckets + b) as usize;
+                    let range = self.bucket_segments[g]..self.bucket_segments[g + 1];
+                    for s in range {
+                        running += partials[s as usize];
+                    }
+                    acc += running;
+                }
+                acc + running * Fr::from(lo)
+            })
+            .collect();
+        self.combine(&outs)
+    }
+}
+
+/// Bytes of a field element on the GPU: its Montgomery limbs, little-endian.
+pub(crate) const FE_BYTES: usize = 32;
+
+/// The limbs of a field element from its [`FE_BYTES`] GPU bytes (its Montgomery form).
+pub(crate) fn limbs(c: &[u8]) -> ark_ff::BigInt<4> {
+    let mut l = [0u64; 4];
+    for (i, limb) in l.iter_mut().enumerate() {
+        *limb = u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    }
+    ark_ff::BigInt(l)
+}
+
+/// The [`FE_BYTES`] GPU bytes of a field element's Montgomery limbs.
+pub(crate) fn fe_bytes(l: ark_ff::BigInt<4>) -> impl Iterator<Item = u8> {
+    l.0.into_iter().flat_map(u64::to_le_bytes)
+}
+
+/// An XYZZ point (x = X/ZZ, y = Y/ZZZ, ZZ = 0 at infinity) as the kernels write it (four
+/// elements of [`FE_BYTES`]), as an arkworks Jacobian point without an inversion:
+/// Z = ZZ·ZZZ, X·ZZ·ZZZ², Y·ZZZ⁴.
+pub(crate) fn xyzz_to_projective(c: &[u8]) -> G1Projective {
+    let fq = |c: &[u8]| Fq::new_unchecked(limbs(c));
+    let e = |i: usize| fq(&c[i * FE_BYTES..(i + 1) * FE_BYTES]);
+    let (x, y, zz, zzz) = (e(0), e(1), e(2), e(3));
+    if zz.is_zero() {
+        return G1Projective::zero();
+    }
+    let zzz2 = zzz.square();
+    G1Projective::new_unchecked(x * zz * zzz2, y * zzz2.square(), zz * zzz)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ark_ec::{CurveGroup, PrimeGroup, VariableBaseMSM};
+    use ark_ff::UniformRand;
+    use ark_std::rand::SeedableRng;
+
+    #[test]
+    fn a_plan_evaluated_on_the_cpu_equals_arkworks_and_bounds_every_thread() {
+        let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(3);
+        for n in [0usize, 1, 2, 17, 300, 3000] {
+            let mut bases: Vec<G1Affine> = (0..n)
+                .map(|_| (G1Projective::generator() * Fr::rand(&mut rng)).into_affine())
+                .collect();
+            let mut scalars: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
+            if n >= 300 {
+                bases[5] = G1Affine::identity();
+                bases[6] = bases[7];
+                scalars[8] = Fr::zero();
+                scalars[9] = -Fr::from(1u64);
+                // 100 equal scalars: one bucket per window holds 100 entries
+                for s in scalars.iter_mut().skip(100).take(100) {
+                    *s = Fr::from(12_345u64);
+                }
+            }
+            let plan = Plan::new(&bases, &scalars).unwrap();
+            assert!(
+                plan.segments
+                    .chunks_exact(2)
+                    .all(|s| s[1] as usize <= SEGMENT)
+            );
+            assert_eq!(
+                plan.evaluate_on_cpu(&bases),
+                G1Projective::msm_unchecked(&bases, &scalars),
+                "n = {n}"
+            );
+        }
+        let zero = vec![Fr::zero(); 50];
+        let g = vec![G1Affine::generator(); 50];
+        let plan = Plan::new(&g, &zero).unwrap();
+        assert!(plan.entries.is_empty());
+        assert!(plan.evaluate_on_cpu(&g).is_zero());
+        assert!(Plan::new(&g, &zero[..49]).is_err());
+    }
+}

@@ -1,0 +1,140 @@
+// The two GPU steps of the G1 MSM (kernels/src/plan.rs describes the whole algorithm).
+//
+// accumulate: thread s adds the points of segment s — entries idx[start .. start + len],
+//   each `point << 1 | negate`, points affine (x, y) in `src` — into an XYZZ partial sum,
+//   written to out[s].
+// reduce: thread t = window·chunks + j walks buckets [lo, hi) of its window from the top,
+//   summing each bucket's segment partials (now in `src`) into a running sum, and writes
+//   Σ (b − lo + 1)·bucket_b + lo·Σ bucket_b = Σ (b + 1)·bucket_b over its buckets.
+// Points are XYZZ, four Fe each; the host prepends fe_one() (1 in Montgomery form).
+
+struct MsmParams {
+    count: u32,     // threads that do work
+    row: u32,       // threads per dispatch row
+    chunks: u32,    // reducing threads per window
+    chunk: u32,     // buckets per reducing thread
+    buckets: u32,   // buckets per window
+    seg_off: u32,   // where the segments (start, len) begin in idx
+    bseg_off: u32,  // where each bucket's first segment index begins in idx
+    pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> out: array<Fe>;
+@group(0) @binding(1) var<storage, read> src: array<Fe>;
+@group(0) @binding(2) var<storage, read> idx: array<u32>;
+@group(0) @binding(3) var<uniform> mp: MsmParams;
+
+fn store(k: u32, p: Xyzz) {
+    out[4u * k] = p.x;
+    out[4u * k + 1u] = p.y;
+    out[4u * k + 2u] = p.zz;
+    out[4u * k + 3u] = p.zzz;
+}
+
+@compute @workgroup_size(64)
+fn accumulate(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let s = gid.x + gid.y * mp.row;
+    if (s >= mp.count) {
+        return;
+    }
+    let start = idx[mp.seg_off + 2u * s];
+    let len = idx[mp.seg_off + 2u * s + 1u];
+    let one = fe_one();
+    var acc = g1_infinity();
+    for (var i = 0u; i < len; i = i + 1u) {
+        let e = idx[start + i];
+        let k = e >> 1u;
+        var y = src[2u * k + 1u];
+        if ((e & 1u) == 1u) {
+            y = fe_sub(fe_zero(), y);
+        }
+        acc = g1_add_affine(acc, src[2u * k], y, one);
+    }
+    store(s, acc);
+}
+
+// One g1_add call site drives the whole reduction (shader compilers inline every call, and
+// on lavapipe each inlined addition costs seconds of compilation): a small state machine
+// picks the operands of each step.
+//   phase 0: move to the next bucket down (or to phase 2 past the chunk's last bucket)
+//   phase 1: running += next segment partial, then acc += running
+//   phase 2: m = 2·m, then m += running when bit `bit` of lo is set (16 bits, top down)
+//   phase 3: acc += m, done
+@compute @workgroup_size(64)
+fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = gid.x + gid.y * mp.row;
+    if (t >= mp.count) {
+        return;
+    }
+    let w = t / mp.chunks;
+    let lo = (t % mp.chunks) * mp.chunk;
+    let hi = min(lo + mp.chunk, mp.buckets);
+    var running = g1_infinity();
+    var acc = g1_infinity();
+    var m = g1_infinity();
+    var b = hi;
+    var s = 0u;
+    var s_end = 0u;
+    var phase = 0u;
+    var bit = 16u;
+    var add_running = false;
+    loop {
+        var x: Xyzz;
+        var y: Xyzz;
+        var into = 0u; // 0: running, 1: acc, 2: m
+        if (phase == 0u) {
+            if (b == lo) {
+                phase = 2u;
+            } else {
+                b = b - 1u;
+                let g = mp.bseg_off + w * mp.buckets + b;
+                s = idx[g];
+                s_end = idx[g + 1u];
+                phase = 1u;
+            }
+            continue;
+        }
+        if (phase == 1u) {
+            if (s < s_end) {
+                x = running;
+                y = Xyzz(src[4u * s], src[4u * s + 1u], src[4u * s + 2u], src[4u * s + 3u]);
+                s = s + 1u;
+            } else {
+                x = acc;
+                y = running;
+                into = 1u;
+                phase = 0u;
+            }
+        } else if (phase == 2u) {
+            if (add_running) {
+                x = m;
+                y = running;
+                add_running = false;
+            } else if (bit > 0u) {
+                bit = bit - 1u;
+                x = m;
+                y = m;
+                add_running = ((lo >> bit) & 1u) == 1u;
+            } else {
+                x = acc;
+                y = m;
+                into = 1u;
+                phase = 3u;
+            }
+            if (into == 0u) {
+                into = 2u;
+            }
+        } else {
+            break;
+        }
+        let r = g1_add(x, y);
+        if (into == 0u) {
+            running = r;
+        } else if (into == 1u) {
+            acc = r;
+        } else {
+            m = r;
+        }
+    }
+    store(t, acc);
+}
