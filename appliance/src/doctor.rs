@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use fleetmesh_kernels::{BackendChoice, CudaStatus, probe, resolve};
+use fleetmesh_kernels::{BackendChoice, CudaStatus, ResolvedBackend, probe, resolve};
 use fleetmesh_schemas::SchemaSet;
 use serde_json::{Value, json};
 
@@ -13,6 +13,9 @@ pub fn features() -> Vec<&'static str> {
     let mut f = Vec::new();
     if cfg!(feature = "wgpu") {
         f.push("wgpu");
+    }
+    if cfg!(feature = "cuda") {
+        f.push("cuda");
     }
     f
 }
@@ -28,17 +31,25 @@ fn cpu_model() -> Option<String> {
 /// Gathers the report. `dir` is reported on when it holds a node.
 pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value> {
     let inventory = probe::probe();
-    let resolved = match resolve(choice, &inventory) {
+    let (resolved, prover) = match resolve(choice, &inventory) {
         Ok(r) => {
-            json!({"choice": choice.to_string(), "backend": r.backend.to_string(), "reason": r.reason})
+            // Where each of the prover's operations runs on that backend (GPU backends keep
+            // the G2 MSM on the CPU); opening the device and compiling its kernels is left to
+            // the prover.
+            let device = r.backend.to_string();
+            let prover = match r.backend {
+                ResolvedBackend::Cpu => json!({"ntt": "cpu", "msm_g1": "cpu", "msm_g2": "cpu"}),
+                _ => json!({"ntt": device, "msm_g1": device, "msm_g2": "cpu"}),
+            };
+            (
+                json!({"choice": choice.to_string(), "backend": device, "reason": r.reason}),
+                prover,
+            )
         }
-        Err(e) => json!({"choice": choice.to_string(), "error": e.to_string()}),
-    };
-    // What the prover would run on for this choice (it may differ from the device above:
-    // a device whose MSM kernels this build lacks is not used by `auto`).
-    let prover = match fleetmesh_kernels::ops::select(choice, || inventory.clone()) {
-        Ok((b, why)) => json!({"backend": b.describe(), "reason": why}),
-        Err(e) => json!({"error": e.to_string()}),
+        Err(e) => (
+            json!({"choice": choice.to_string(), "error": e.to_string()}),
+            json!({"error": e.to_string()}),
+        ),
     };
     let node = match dir {
         Some(dir) if node::exists(dir) => {
@@ -143,7 +154,12 @@ pub fn render(r: &Value) -> String {
     let p = &r["prover"];
     out += &match p.get("error") {
         Some(e) => format!("prover:   {}\n", s(e)),
-        None => format!("prover:   {} ({})\n", s(&p["backend"]), s(&p["reason"])),
+        None => format!(
+            "prover:   NTT on {}, G1 MSM on {}, G2 MSM on {}\n",
+            s(&p["ntt"]),
+            s(&p["msm_g1"]),
+            s(&p["msm_g2"])
+        ),
     };
     out += &format!("protocol digest: {}\n", s(&r["protocol_digest"]));
     let n = &r["node"];

@@ -301,6 +301,13 @@ FM_HD Xyzz msm_accumulate_one(const Affine* points, const u32* idx, u32 seg_off,
     return acc;
 }
 
+// Thread t of a combining pass: partials[a] += partials[b] for its pair (a, b).
+FM_HD void msm_combine_one(Xyzz* partials, const u32* idx, u32 pair_off, u32 t) {
+    u32 a = idx[pair_off + 2 * t];
+    u32 b = idx[pair_off + 2 * t + 1];
+    partials[a] = g1_add(partials[a], partials[b]);
+}
+
 // Thread t of the reduction: Σ (b + 1)·bucket_b over buckets [lo, hi) of its window.
 FM_HD Xyzz msm_reduce_one(const Xyzz* partials, const u32* idx, u32 bseg_off, u32 chunks,
                           u32 chunk, u32 buckets, u32 t) {
@@ -311,7 +318,8 @@ FM_HD Xyzz msm_reduce_one(const Xyzz* partials, const u32* idx, u32 bseg_off, u3
     Xyzz acc = g1_infinity();
     for (u32 b = hi; b > lo; b--) {
         u32 g = bseg_off + w * buckets + b - 1;
-        for (u32 s = idx[g]; s < idx[g + 1]; s++) running = g1_add(running, partials[s]);
+        // the combining passes left the bucket's sum in its first segment's slot
+        if (idx[g] < idx[g + 1]) running = g1_add(running, partials[idx[g]]);
         acc = g1_add(acc, running);
     }
     // lo < 2^15: at most 2^15 buckets per window

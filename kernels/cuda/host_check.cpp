@@ -8,8 +8,9 @@
 //   g1_add X1 Y1 ZZ1 ZZZ1 X2 Y2 ZZ2 ZZZ2                                        -> X Y ZZ ZZZ
 //   g1_double X Y ZZ ZZZ                                                        -> X Y ZZ ZZZ
 //   msm N QX1 QY1 … QXN QYN  I IDX1 … IDXI  SEG_OFF BSEG_OFF CHUNKS CHUNK BUCKETS SEGMENTS
-//       -> the reduction's outputs (windows·chunks XYZZ points), as the two GPU kernels
-//          compute them, one thread after the other
+//       WINDOWS PASSES (PAIR_OFF COUNT)…
+//       -> the reduction's outputs (windows·chunks XYZZ points), as the GPU kernels compute
+//          them (accumulate, the combining passes, reduce), one thread after the other
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -101,6 +102,14 @@ int main() {
             std::vector<Xyzz> partials(segments);
             for (u32 s = 0; s < segments; s++)
                 partials[s] = msm_accumulate_one(points.data(), idx.data(), seg_off, s);
+            u32 passes;
+            in >> passes;
+            for (u32 p = 0; p < passes; p++) {
+                u32 pair_off, count;
+                in >> pair_off >> count;
+                for (u32 t = 0; t < count; t++)
+                    msm_combine_one(partials.data(), idx.data(), pair_off, t);
+            }
             for (u32 t = 0; t < windows * chunks; t++) {
                 if (t) std::printf(" ");
                 write_xyzz(msm_reduce_one(partials.data(), idx.data(), bseg_off, chunks, chunk,

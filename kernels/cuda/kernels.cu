@@ -10,6 +10,12 @@ extern "C" __global__ void msm_accumulate(Xyzz* out, const Affine* points, const
     if (s < count) out[s] = msm_accumulate_one(points, idx, seg_off, s);
 }
 
+extern "C" __global__ void msm_combine(Xyzz* partials, const u32* idx, u32 pair_off,
+                                       u32 count) {
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < count) msm_combine_one(partials, idx, pair_off, t);
+}
+
 extern "C" __global__ void msm_reduce(Xyzz* out, const Xyzz* partials, const u32* idx,
                                       u32 bseg_off, u32 chunks, u32 chunk, u32 buckets,
                                       u32 count) {

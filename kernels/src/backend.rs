@@ -81,14 +81,20 @@ pub struct Resolved {
 
 /// Turns a choice into a backend this machine has.
 ///
-/// `auto` takes CUDA device 0 when the driver and NVRTC load, else the first wgpu adapter
-/// that is real hardware (a software rasterizer such as lavapipe is slower than the CPU
-/// reference and is used only when asked for), else the CPU. An explicit choice that the
-/// machine cannot honour is an error, never a silent fallback.
+/// `auto` takes CUDA device 0 when this build has the `cuda` feature and the driver and
+/// NVRTC load, else the first wgpu adapter that is real hardware (a software rasterizer such
+/// as lavapipe is slower than the CPU reference and is used only when asked for), else the
+/// CPU. An explicit choice that the machine cannot honour is an error, never a silent
+/// fallback.
 ///
 /// # Errors
 /// [`Error::Unavailable`] or [`Error::NotCompiled`] for an explicit choice that cannot run.
 pub fn resolve(choice: BackendChoice, inv: &Inventory) -> Result<Resolved> {
+    resolve_with(choice, inv, cfg!(feature = "cuda"))
+}
+
+/// [`resolve`] for a build with (`cuda_compiled`) or without the CUDA backend.
+fn resolve_with(choice: BackendChoice, inv: &Inventory, cuda_compiled: bool) -> Result<Resolved> {
     // Kernels are compiled at run time, so CUDA counts only with NVRTC beside the driver.
     let (cuda_devices, cuda_missing) = match &inv.cuda {
         CudaStatus::Available {
@@ -108,6 +114,10 @@ pub fn resolve(choice: BackendChoice, inv: &Inventory) -> Result<Resolved> {
         BackendChoice::Cpu => Ok(Resolved {
             backend: ResolvedBackend::Cpu,
             reason: "cpu was asked for".into(),
+        }),
+        BackendChoice::Cuda(_) if !cuda_compiled => Err(Error::NotCompiled {
+            backend: "cuda",
+            feature: "cuda",
         }),
         BackendChoice::Cuda(n) => {
             if n < cuda_devices {
@@ -140,23 +150,35 @@ pub fn resolve(choice: BackendChoice, inv: &Inventory) -> Result<Resolved> {
                 })
             }
         },
-        BackendChoice::Auto => Ok(if cuda_devices > 0 {
-            Resolved {
-                backend: ResolvedBackend::Cuda(0),
-                reason: "auto: CUDA driver and NVRTC are loadable".into(),
-            }
-        } else if let Some(i) = hardware_gpu {
-            let name = &inv.wgpu.as_ref().expect("position came from Ok")[i].name;
-            Resolved {
-                backend: ResolvedBackend::Wgpu(i),
-                reason: format!("auto: no CUDA; wgpu hardware adapter {name}"),
-            }
-        } else {
-            Resolved {
-                backend: ResolvedBackend::Cpu,
-                reason: "auto: no CUDA and no hardware GPU adapter; using the CPU".into(),
-            }
-        }),
+        BackendChoice::Auto => {
+            let no_cuda = if !cuda_compiled {
+                "this build has no cuda feature".to_owned()
+            } else if cuda_devices == 0 {
+                format!("no CUDA ({cuda_missing})")
+            } else {
+                String::new()
+            };
+            Ok(if cuda_compiled && cuda_devices > 0 {
+                Resolved {
+                    backend: ResolvedBackend::Cuda(0),
+                    reason: "auto: CUDA driver and NVRTC are loadable; using cuda:0".into(),
+                }
+            } else if let Some(i) = hardware_gpu {
+                let name = &inv.wgpu.as_ref().expect("position came from Ok")[i].name;
+                Resolved {
+                    backend: ResolvedBackend::Wgpu(i),
+                    reason: format!("auto: {no_cuda}; using wgpu hardware adapter {name}"),
+                }
+            } else {
+                Resolved {
+                    backend: ResolvedBackend::Cpu,
+                    reason: format!(
+                        "auto: {no_cuda} and no hardware GPU adapter (software adapters are \
+                         used only when asked for); using the CPU"
+                    ),
+                }
+            })
+        }
     }
 }
 
@@ -175,6 +197,25 @@ mod tests {
             vendor: 0,
             device: 0,
         }
+    }
+
+    fn resolve_with_cuda(choice: BackendChoice, inv: &Inventory) -> Result<Resolved> {
+        resolve_with(choice, inv, true)
+    }
+
+    #[test]
+    fn a_build_without_cuda_never_picks_it() {
+        let inv = inventory(vec![], 1);
+        let r = resolve_with(BackendChoice::Auto, &inv, false).unwrap();
+        assert_eq!(r.backend, ResolvedBackend::Cpu);
+        assert!(r.reason.contains("no cuda feature"), "{}", r.reason);
+        assert_eq!(
+            resolve_with(BackendChoice::Cuda(0), &inv, false),
+            Err(Error::NotCompiled {
+                backend: "cuda",
+                feature: "cuda"
+            })
+        );
     }
 
     fn inventory(adapters: Vec<GpuAdapter>, cuda: usize) -> Inventory {
@@ -213,7 +254,7 @@ mod tests {
     fn auto_prefers_cuda_then_hardware_gpu_then_cpu() {
         let lavapipe = adapter("llvmpipe (LLVM 15.0.6, 256 bits)", "Cpu");
         let gpu = adapter("NVIDIA H200", "DiscreteGpu");
-        let r = resolve(BackendChoice::Auto, &inventory(vec![gpu.clone()], 1)).unwrap();
+        let r = resolve_with_cuda(BackendChoice::Auto, &inventory(vec![gpu.clone()], 1)).unwrap();
         assert_eq!(r.backend, ResolvedBackend::Cuda(0));
         let r = resolve(
             BackendChoice::Auto,
@@ -221,10 +262,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.backend, ResolvedBackend::Wgpu(1));
-        let r = resolve(BackendChoice::Auto, &inventory(vec![lavapipe.clone()], 0)).unwrap();
+        let r =
+            resolve_with_cuda(BackendChoice::Auto, &inventory(vec![lavapipe.clone()], 0)).unwrap();
         assert_eq!(r.backend, ResolvedBackend::Cpu);
         // Asked for explicitly, the software adapter is used.
-        let r = resolve(BackendChoice::Wgpu, &inventory(vec![lavapipe], 0)).unwrap();
+        let r = resolve_with_cuda(BackendChoice::Wgpu, &inventory(vec![lavapipe], 0)).unwrap();
         assert_eq!(r.backend, ResolvedBackend::Wgpu(0));
     }
 
@@ -232,23 +274,25 @@ mod tests {
     fn explicit_choice_that_cannot_run_is_an_error() {
         let inv = inventory(vec![], 0);
         assert!(matches!(
-            resolve(BackendChoice::Cuda(0), &inv),
+            resolve_with_cuda(BackendChoice::Cuda(0), &inv),
             Err(Error::Unavailable { .. })
         ));
         assert!(matches!(
-            resolve(BackendChoice::Wgpu, &inv),
+            resolve_with_cuda(BackendChoice::Wgpu, &inv),
             Err(Error::Unavailable { .. })
         ));
         let mut inv = inventory(vec![], 1);
-        assert!(resolve(BackendChoice::Cuda(1), &inv).is_err());
-        assert!(resolve(BackendChoice::Cuda(0), &inv).is_ok());
+        assert!(resolve_with_cuda(BackendChoice::Cuda(1), &inv).is_err());
+        assert!(resolve_with_cuda(BackendChoice::Cuda(0), &inv).is_ok());
         // A driver without NVRTC cannot compile kernels: not usable, and auto skips it.
         if let CudaStatus::Available { nvrtc_version, .. } = &mut inv.cuda {
             *nvrtc_version = None;
         }
-        assert!(resolve(BackendChoice::Cuda(0), &inv).is_err());
+        assert!(resolve_with_cuda(BackendChoice::Cuda(0), &inv).is_err());
         assert_eq!(
-            resolve(BackendChoice::Auto, &inv).unwrap().backend,
+            resolve_with_cuda(BackendChoice::Auto, &inv)
+                .unwrap()
+                .backend,
             ResolvedBackend::Cpu
         );
     }

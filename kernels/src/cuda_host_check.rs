@@ -162,6 +162,7 @@ fn cuda_arithmetic_compiled_for_the_host_equals_arkworks() {
             scalars[2] = scalars[0];
             bases[3] = G1Affine::identity();
             scalars[4] = Fr::zero();
+            // 100 equal scalars: several segments in one bucket, combining passes
             for s in scalars.iter_mut().skip(10).take(100) {
                 *s = Fr::from(77u64);
             }
@@ -172,27 +173,26 @@ fn cuda_arithmetic_compiled_for_the_host_equals_arkworks() {
             let (x, y) = p.xy().unwrap_or((Fq::zero(), Fq::zero()));
             line += &format!(" {} {}", fe(x), fe(y));
         }
-        let idx: Vec<u32> = plan
-            .entries
-            .iter()
-            .chain(&plan.segments)
-            .chain(&plan.bucket_segments)
-            .copied()
-            .collect();
+        let (idx, off) = plan.indices();
         line += &format!(" {}", idx.len());
         for v in &idx {
             line += &format!(" {v}");
         }
-        let seg_off = plan.entries.len();
         line += &format!(
-            " {seg_off} {} {} {} {} {} {}\n",
-            seg_off + plan.segments.len(),
+            " {} {} {} {} {} {} {} {}",
+            off.segments,
+            off.bucket_segments,
             plan.chunks,
             plan.chunk,
             plan.buckets,
             plan.segment_count(),
-            plan.windows
+            plan.windows,
+            plan.passes.len()
         );
+        for (first, count) in &plan.passes {
+            line += &format!(" {} {count}", off.pairs + 2 * first);
+        }
+        line += "\n";
         requests += &line;
         let want = G1Projective::msm_unchecked(&bases, &scalars);
         expect.push(Box::new(move |got| {

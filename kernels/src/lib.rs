@@ -2,28 +2,34 @@
 //!
 //! Accelerated arithmetic for the prover, and the choice of where it runs.
 //!
-//! Today this crate holds the device side that everything else builds on:
-//!
 //! - [`BackendChoice`]: `auto | cpu | wgpu | cuda:N`, as taken from config and `--backend`;
 //! - [`probe`]: what this machine offers — wgpu adapters (Vulkan/Metal/DX12, including the
 //!   lavapipe software driver), and whether the CUDA driver and NVRTC can be loaded — found
 //!   without ever touching a library that is absent, so a node without a GPU never panics;
-//! - [`resolve`]: turns a choice and an [`Inventory`] into the backend to use and says why.
-//!
+//! - [`resolve`]: turns a choice and an [`Inventory`] into the backend to use and says why;
 //! - [`ops`]: the [`MsmNtt`] trait the Groth16 prover runs its MSMs and NTTs through, with
-//!   the CPU reference ([`ops::Cpu`], arkworks on all cores) as every method's default.
+//!   the CPU reference ([`ops::Reference`], arkworks) as every method's default, our CPU
+//!   backend ([`ops::Cpu`]), and [`ops::select`], which turns a choice into a backend;
+//! - [`WgpuBackend`] (feature `wgpu`): NTT and G1 MSM in WGSL compute shaders;
+//! - [`CudaBackend`] (feature `cuda`): the same in CUDA C compiled at run time by NVRTC.
 //!
-//! The wgpu and CUDA MSM/NTT kernels land here with the GPU issue; the `wgpu` feature compiles the wgpu probe (without it, the probe reports
-//! "built without wgpu" and the rest works unchanged).
+//! Both GPU backends share the host half of their work (bucket sorting, NTT preparation)
+//! and equal the CPU reference bit for bit. Without a feature its backend is a stub of the
+//! same API whose constructor names the feature, so callers carry no `#[cfg]`.
 
 mod backend;
+#[cfg(feature = "cuda")]
+mod cuda_backend;
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_backend_disabled.rs"]
+mod cuda_backend;
 #[cfg(test)]
 mod cuda_host_check;
 mod cuda_probe;
 mod error;
 mod msm;
 pub mod ops;
-#[cfg(any(feature = "wgpu", test))]
+#[cfg(any(feature = "wgpu", feature = "cuda", test))]
 mod plan;
 pub mod probe;
 #[cfg(feature = "wgpu")]
@@ -38,6 +44,7 @@ mod wgpu_probe;
 mod wgpu_probe;
 
 pub use backend::{BackendChoice, Resolved, ResolvedBackend, resolve};
+pub use cuda_backend::CudaBackend;
 pub use error::{Error, Result};
 pub use ops::{MsmNtt, NttDirection};
 pub use probe::{CudaStatus, GpuAdapter, Inventory};

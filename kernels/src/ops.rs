@@ -158,27 +158,23 @@ impl MsmNtt for Reference {
 /// The MSM/NTT backend for a resolved choice.
 ///
 /// # Errors
-/// [`Error::Unavailable`] for CUDA (its kernels are not part of this build yet, so asking
-/// for it is refused rather than quietly run on the CPU) or a wgpu adapter that cannot be
-/// opened; [`Error::NotCompiled`] for wgpu in a build without the `wgpu` feature.
+/// [`Error::Unavailable`] for a GPU that cannot be opened (or whose kernels do not
+/// compile); [`Error::NotCompiled`] for a backend whose feature is not in this build.
 pub fn for_backend(backend: &ResolvedBackend) -> Result<Box<dyn MsmNtt>> {
     match backend {
         ResolvedBackend::Cpu => Ok(Box::new(Cpu)),
         ResolvedBackend::Wgpu(i) => Ok(Box::new(crate::WgpuBackend::new(*i)?)),
-        other => Err(Error::Unavailable {
-            backend: other.to_string(),
-            reason: "the CUDA kernels are not in this build yet; use --backend cpu or wgpu".into(),
-        }),
+        ResolvedBackend::Cuda(n) => Ok(Box::new(crate::CudaBackend::new(*n)?)),
     }
 }
 
 /// The prover's backend for `choice`, with a sentence saying why; the one place that
 /// decides it (the daemon, `meshnode proof prove` and `meshnode doctor` all ask here).
 ///
-/// `cpu` and `auto` need no probing: only the CPU backend has MSM kernels in this build and
-/// the MSMs are most of a proof, so `auto` is the CPU until a GPU backend has them. An
-/// explicit GPU choice probes the machine (`probe` is called only then) and is an error
-/// when it cannot run, never a quiet fallback.
+/// `cpu` needs no probing. `auto` probes (`probe` is called) and takes what [`resolve`]
+/// picks — CUDA, else a hardware wgpu adapter, else the CPU — and when that GPU cannot be
+/// opened it falls back to the CPU and says why. An explicit GPU choice is an error when
+/// it cannot run, never a quiet fallback.
 ///
 /// # Errors
 /// As [`resolve`] and [`for_backend`], for explicit GPU choices.
@@ -186,17 +182,19 @@ pub fn select(
     choice: BackendChoice,
     probe: impl FnOnce() -> Inventory,
 ) -> Result<(Box<dyn MsmNtt>, String)> {
-    match choice {
-        BackendChoice::Cpu => Ok((Box::new(Cpu), "cpu was asked for".into())),
-        BackendChoice::Auto => Ok((
+    if choice == BackendChoice::Cpu {
+        return Ok((Box::new(Cpu), "cpu was asked for".into()));
+    }
+    let resolved = resolve(choice, &probe())?;
+    match for_backend(&resolved.backend) {
+        Ok(b) => Ok((b, resolved.reason)),
+        Err(e) if choice == BackendChoice::Auto => Ok((
             Box::new(Cpu),
-            "auto: only the cpu backend has MSM kernels in this build (wgpu runs the NTT \
-             alone when asked for)"
-                .into(),
+            format!(
+                "{}, but it could not be opened ({e}); using the CPU",
+                resolved.reason
+            ),
         )),
-        explicit => {
-            let resolved = resolve(explicit, &probe())?;
-            Ok((for_backend(&resolved.backend)?, resolved.reason))
-        }
+        Err(e) => Err(e),
     }
 }

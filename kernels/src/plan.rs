@@ -10,12 +10,20 @@
 //!    point into one bucket; they still spread over `n / SEGMENT` threads).
 //! 2. **Accumulate** (GPU): one thread per segment adds its points (negated where the digit
 //!    was negative) into an XYZZ partial sum.
-//! 3. **Reduce** (GPU): one thread per chunk of [`CHUNK`] consecutive buckets of a window
-//!    sums each bucket's segment partials and forms `Σ (b + 1)·bucket_b` over its chunk by
-//!    running sums, then adds `lo·Σ bucket_b` for the chunk's offset `lo`; the host adds the
-//!    chunks of a window and combines the windows by doubling (Horner).
+//! 3. **Combine** (GPU, only for buckets with several segments): passes that halve each
+//!    bucket's run of partials, one pair per thread ([`Plan::passes`]), until every bucket's
+//!    sum is in its first segment's slot.
+//! 4. **Reduce** (GPU): one thread per chunk of [`CHUNK`] consecutive buckets of a window
+//!    forms `Σ (b + 1)·bucket_b` over its chunk by running sums, then adds `lo·Σ bucket_b`
+//!    for the chunk's offset `lo`; the host adds the chunks of a window and combines the
+//!    windows by doubling (Horner).
 //!
-//! [`Plan::evaluate_on_cpu`] runs steps 2 and 3 with arkworks: the tests use it to check a
+//! Every GPU thread runs a short, bounded loop (at most [`SEGMENT`] additions, or about
+//! 3·[`CHUNK`] in the reduction), whatever the scalars: lavapipe was seen to return wrong
+//! sums from a loop of more than 556 point additions in one invocation (deterministically,
+//! while each addition alone was right), and long threads are slow on any GPU anyway.
+//!
+//! [`Plan::evaluate_on_cpu`] runs steps 2 to 4 with arkworks: the tests use it to check a
 //! plan independently of any GPU.
 
 use ark_bn254::{Fq, Fr, G1Affine, G1Projective};
@@ -50,6 +58,21 @@ pub(crate) struct Plan {
     /// The segments of global bucket `g = window·buckets + b` are
     /// `bucket_segments[g] .. bucket_segments[g + 1]`.
     pub bucket_segments: Vec<u32>,
+    /// Segment pairs `(a, b)` for the combining passes: `partial[a] += partial[b]`.
+    pub pairs: Vec<u32>,
+    /// Each combining pass as (first pair, pair count), in order.
+    pub passes: Vec<(u32, u32)>,
+}
+
+/// Where each part of [`Plan::indices`] begins.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexOffsets {
+    /// The segments' (start, len) pairs.
+    pub segments: u32,
+    /// Each bucket's first segment.
+    pub bucket_segments: u32,
+    /// The combining passes' pairs.
+    pub pairs: u32,
 }
 
 /// The window width for `n` points on a GPU. Accumulation costs `n` additions per window
@@ -137,6 +160,28 @@ impl Plan {
             bucket_segments.extend(first.into_iter().map(|f| f + soff));
         }
         bucket_segments.push((segments.len() / 2) as u32);
+        // Combining passes: a bucket with m > 1 segments adds slot i + ⌈m/2⌉ into slot i
+        // for i < ⌊m/2⌋ (no slot is written by one thread and read by another), m ← ⌈m/2⌉.
+        let mut rounds: Vec<Vec<u32>> = Vec::new();
+        for g in bucket_segments.windows(2) {
+            let (s0, mut m) = (g[0], g[1] - g[0]);
+            let mut k = 0;
+            while m > 1 {
+                let h = m.div_ceil(2);
+                if rounds.len() == k {
+                    rounds.push(Vec::new());
+                }
+                rounds[k].extend((0..m / 2).flat_map(|i| [s0 + i, s0 + i + h]));
+                m = h;
+                k += 1;
+            }
+        }
+        let mut pairs = Vec::new();
+        let mut passes = Vec::new();
+        for r in rounds {
+            passes.push(((pairs.len() / 2) as u32, (r.len() / 2) as u32));
+            pairs.extend(r);
+        }
         Ok(Plan {
             c,
             windows,
@@ -146,7 +191,32 @@ impl Plan {
             entries,
             segments,
             bucket_segments,
+            pairs,
+            passes,
         })
+    }
+
+    /// Every index array in one buffer, as the kernels read it — entries, segments, bucket
+    /// segment starts, pairs — with where each part after the entries begins.
+    pub fn indices(&self) -> (Vec<u32>, IndexOffsets) {
+        let segments = self.entries.len() as u32;
+        let bucket_segments = segments + self.segments.len() as u32;
+        let pairs = bucket_segments + self.bucket_segments.len() as u32;
+        let all = [
+            &self.entries[..],
+            &self.segments,
+            &self.bucket_segments,
+            &self.pairs,
+        ]
+        .concat();
+        (
+            all,
+            IndexOffsets {
+                segments,
+                bucket_segments,
+                pairs,
+            },
+        )
     }
 
     /// Number of accumulating threads.
@@ -178,10 +248,10 @@ impl Plan {
     }
 
     #[cfg(test)]
-    /// Steps 2 and 3 on the CPU with arkworks, exactly as the kernels do them: the oracle
+    /// Steps 2 to 4 on the CPU with arkworks, exactly as the kernels do them: the oracle
     /// for a plan, without a GPU.
     pub fn evaluate_on_cpu(&self, bases: &[G1Affine]) -> G1Projective {
-        let partials: Vec<G1Projective> = self
+        let mut partials: Vec<G1Projective> = self
             .segments
             .chunks_exact(2)
             .map(|s| {
@@ -193,6 +263,12 @@ impl Plan {
                 acc
             })
             .collect();
+        for &(first, count) in &self.passes {
+            for p in self.pairs[2 * first as usize..2 * (first + count) as usize].chunks_exact(2) {
+                let b = partials[p[1] as usize];
+                partials[p[0] as usize] += b;
+            }
+        }
         let outs: Vec<G1Projective> = (0..self.reduce_count())
             .map(|t| {
                 let (w, j) = (t as u32 / self.chunks, t as u32 % self.chunks);
@@ -201,9 +277,8 @@ impl Plan {
                 let (mut running, mut acc) = (G1Projective::zero(), G1Projective::zero());
                 for b in (lo..hi).rev() {
                     let g = (w * self.buckets + b) as usize;
-                    let range = self.bucket_segments[g]..self.bucket_segments[g + 1];
-                    for s in range {
-                        running += partials[s as usize];
+                    if self.bucket_segments[g] < self.bucket_segments[g + 1] {
+                        running += partials[self.bucket_segments[g] as usize];
                     }
                     acc += running;
                 }
@@ -211,6 +286,100 @@ impl Plan {
             })
             .collect();
         self.combine(&outs)
+    }
+}
+
+/// Which transform [`NttJob::new`] prepares.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum NttKind {
+    /// Coefficients → evaluations on the roots of unity.
+    Forward,
+    /// Evaluations → coefficients (scaled by 1/n).
+    Inverse,
+    /// Coefficients → evaluations on the coset `shift·H`.
+    Coset(Fr),
+}
+
+impl From<crate::ops::NttDirection> for NttKind {
+    fn from(d: crate::ops::NttDirection) -> NttKind {
+        match d {
+            crate::ops::NttDirection::Forward => NttKind::Forward,
+            crate::ops::NttDirection::Inverse => NttKind::Inverse,
+        }
+    }
+}
+
+/// The host half of a GPU NTT, shared by the wgpu and CUDA kernels: the input is
+/// bit-reversed on the host, then the GPU runs an optional element-wise product by `pre`
+/// (the coset shift's powers, bit-reversed alike), the log₂ n radix-2 butterfly stages
+/// ([`NttJob::stages`]) with `twiddles` (ω^t for t < n/2), and an optional scaling by `post`
+/// (1/n for the inverse).
+#[derive(Debug)]
+pub(crate) struct NttJob {
+    /// The transform's length.
+    pub n: u32,
+    /// ω^t for t < n/2.
+    pub twiddles: Vec<Fr>,
+    /// Multiplied in element-wise before the stages.
+    pub pre: Option<Vec<Fr>>,
+    /// Multiplied into every element after the stages.
+    pub post: Option<Fr>,
+}
+
+impl NttJob {
+    /// Checks the length, bit-reverses `values` in place and returns the GPU's work, or
+    /// `None` when the transform was finished on the host (length 0 or 1).
+    ///
+    /// # Errors
+    /// [`Error::Arith`] for a length that is not a supported power of two.
+    pub fn new(values: &mut [Fr], kind: NttKind) -> Result<Option<NttJob>> {
+        use ark_ff::One;
+        use ark_poly::EvaluationDomain;
+        let d = crate::ops::domain(values.len())?;
+        let (omega, shift, post) = match kind {
+            NttKind::Forward => (d.group_gen(), None, None),
+            NttKind::Inverse => (d.group_gen_inv(), None, Some(d.size_inv())),
+            NttKind::Coset(s) => (d.group_gen(), Some(s), None),
+        };
+        let n = values.len();
+        if n <= 1 {
+            // p(shift·ω⁰) = p₀ for a constant; the inverse of length 1 is the identity.
+            return Ok(None);
+        }
+        let n32 = u32::try_from(n).map_err(|_| Error::Arith {
+            op: "ntt",
+            reason: format!("{n} elements are too many for one dispatch"),
+        })?;
+        let bits = n.trailing_zeros();
+        let rev = |v: &[Fr]| -> Vec<Fr> {
+            (0..n)
+                .map(|i| v[i.reverse_bits() >> (usize::BITS - bits)])
+                .collect()
+        };
+        let powers = |g: Fr, len: usize| {
+            let mut out = Vec::with_capacity(len);
+            let mut w = Fr::one();
+            for _ in 0..len {
+                out.push(w);
+                w *= g;
+            }
+            out
+        };
+        let reversed = rev(values);
+        values.copy_from_slice(&reversed);
+        Ok(Some(NttJob {
+            n: n32,
+            twiddles: powers(omega, n / 2),
+            pre: shift.map(|s| rev(&powers(s, n))),
+            post,
+        }))
+    }
+
+    /// The butterfly stages as (half span, twiddle stride), first to last.
+    pub fn stages(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        std::iter::successors(Some(1u32), |h| Some(h * 2))
+            .take_while(|h| *h < self.n)
+            .map(|h| (h, self.n / (2 * h)))
     }
 }
 

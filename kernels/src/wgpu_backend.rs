@@ -12,11 +12,10 @@ use std::sync::mpsc;
 use ark_bn254::{Fq, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use ark_ec::{AffineRepr, CurveGroup};
 use ark_ff::{One, PrimeField, Zero};
-use ark_poly::EvaluationDomain;
 use wgpu::util::DeviceExt;
 
-use crate::ops::{MsmNtt, NttDirection, domain};
-use crate::plan::{fe_bytes, limbs};
+use crate::ops::{MsmNtt, NttDirection};
+use crate::plan::{NttJob, NttKind, fe_bytes, limbs};
 use crate::{Error, Result};
 
 const FIELD_WGSL: &str = include_str!("wgsl/field.wgsl");
@@ -295,15 +294,8 @@ impl WgpuBackend {
             let (x, y) = p.xy().unwrap_or((Fq::zero(), Fq::zero()));
             points.extend(fe_bytes(x.0).chain(fe_bytes(y.0)));
         }
-        let seg_off = plan.entries.len();
-        let bseg_off = seg_off + plan.segments.len();
-        let idx: Vec<u8> = plan
-            .entries
-            .iter()
-            .chain(&plan.segments)
-            .chain(&plan.bucket_segments)
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
+        let (idx, off) = plan.indices();
+        let idx: Vec<u8> = idx.iter().flat_map(|v| v.to_le_bytes()).collect();
         let partial_size = plan.segment_count() as u64 * 4 * FE;
         let out_size = plan.reduce_count() as u64 * 4 * FE;
         for (what, size) in [
@@ -338,19 +330,23 @@ impl WgpuBackend {
         let partial = scratch("msm partials", partial_size);
         let out = scratch("msm chunk sums", out_size);
         let u32_of = |v: usize| v as u32;
-        let steps = [
-            (
-                &p.accumulate,
-                &partial,
-                &points,
-                u32_of(plan.segment_count()),
-            ),
-            (&p.reduce, &out, &partial, u32_of(plan.reduce_count())),
-        ];
+        // (pipeline, destination, source, threads, Some(first pair) for a combining pass);
+        // a combining pass is the reduce kernel in its combine mode (one g1_add to compile)
+        let mut steps = vec![(
+            &p.accumulate,
+            &partial,
+            &points,
+            u32_of(plan.segment_count()),
+            None,
+        )];
+        for &(first, count) in &plan.passes {
+            steps.push((&p.reduce, &partial, &points, count, Some(first)));
+        }
+        steps.push((&p.reduce, &out, &partial, u32_of(plan.reduce_count()), None));
         let mut enc = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("msm") });
-        for (pipeline, dst, src, count) in steps {
+        for (pipeline, dst, src, count, pass) in steps {
             let groups = count.div_ceil(WORKGROUP).max(1);
             let x = groups.min(65_535);
             let y = groups.div_ceil(x);
@@ -360,8 +356,12 @@ impl WgpuBackend {
                 plan.chunks,
                 plan.chunk,
                 plan.buckets,
-                u32_of(seg_off),
-                u32_of(bseg_off),
+                off.segments,
+                off.bucket_segments,
+                off.pairs + pass.map_or(0, |first| 2 * first),
+                u32::from(pass.is_some()),
+                0,
+                0,
                 0,
             ];
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -569,55 +569,23 @@ impl WgpuBackend {
         self.buffer("aux", &to_bytes(v), wgpu::BufferUsages::STORAGE)
     }
 
-    /// Bit-reverses `values` on the host, then on the GPU: an optional element-wise
-    /// product by `pre` (the coset shift's powers, reversed alike), the log₂ n butterfly
-    /// stages with twiddles of `omega`, and an optional scaling by `post` (1/n).
-    fn transform(
-        &self,
-        values: &mut [Fr],
-        omega: Fr,
-        pre: Option<&[Fr]>,
-        post: Option<Fr>,
-    ) -> Result<()> {
-        let n = values.len();
-        if n <= 1 {
-            for v in values.iter_mut() {
-                *v *= pre.map_or(Fr::one(), |p| p[0]) * post.unwrap_or(Fr::one());
-            }
+    /// An NTT of `values` on the GPU (see [`NttJob`]), in one submission.
+    fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {
+        let Some(job) = NttJob::new(values, kind)? else {
             return Ok(());
-        }
-        let n32 = u32::try_from(n).map_err(|_| Error::Arith {
-            op: "ntt",
-            reason: format!("{n} elements are too many for one dispatch"),
-        })?;
-        let bits = n.trailing_zeros();
-        let rev = |v: &[Fr]| -> Vec<Fr> {
-            (0..n)
-                .map(|i| v[i.reverse_bits() >> (usize::BITS - bits)])
-                .collect()
         };
-        let mut twiddles = Vec::with_capacity(n / 2);
-        let mut w = Fr::one();
-        for _ in 0..n / 2 {
-            twiddles.push(w);
-            w *= omega;
-        }
-        let tw = self.upload(&twiddles);
-        let pre_buf = pre.map(|p| self.upload(&rev(p)));
-        let post_buf = post.map(|s| self.upload(&[s]));
-        let reversed = rev(values);
-        values.copy_from_slice(&reversed);
+        let tw = self.upload(&job.twiddles);
+        let pre_buf = job.pre.as_ref().map(|p| self.upload(p));
+        let post_buf = job.post.map(|s| self.upload(&[s]));
         let mut passes = Vec::new();
         if let Some(b) = &pre_buf {
-            passes.push((&self.mul, b, 0, 0, n32));
+            passes.push((&self.mul, b, 0, 0, job.n));
         }
-        let mut half = 1u32;
-        while half < n32 {
-            passes.push((&self.stage, &tw, half, n32 / (2 * half), n32 / 2));
-            half *= 2;
+        for (half, stride) in job.stages() {
+            passes.push((&self.stage, &tw, half, stride, job.n / 2));
         }
         if let Some(b) = &post_buf {
-            passes.push((&self.scale, b, 0, 0, n32));
+            passes.push((&self.scale, b, 0, 0, job.n));
         }
         self.run(values, &passes)
     }
@@ -641,23 +609,10 @@ impl MsmNtt for WgpuBackend {
     }
 
     fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
-        let d = domain(values.len())?;
-        match direction {
-            NttDirection::Forward => self.transform(values, d.group_gen(), None, None),
-            NttDirection::Inverse => {
-                self.transform(values, d.group_gen_inv(), None, Some(d.size_inv()))
-            }
-        }
+        self.transform(values, direction.into())
     }
 
     fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
-        let d = domain(values.len())?;
-        let mut powers = Vec::with_capacity(values.len());
-        let mut p = Fr::one();
-        for _ in 0..values.len() {
-            powers.push(p);
-            p *= shift;
-        }
-        self.transform(values, d.group_gen(), Some(&powers), None)
+        self.transform(values, NttKind::Coset(shift))
     }
 }

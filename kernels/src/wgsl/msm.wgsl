@@ -3,9 +3,13 @@
 // accumulate: thread s adds the points of segment s — entries idx[start .. start + len],
 //   each `point << 1 | negate`, points affine (x, y) in `src` — into an XYZZ partial sum,
 //   written to out[s].
+// combine (the reduce entry point with mp.combine = 1, sharing its one g1_add): thread t
+//   adds partial idx[pair_off + 2t + 1] into partial idx[pair_off + 2t] (`out` holds the
+//   partials then); a few passes leave each bucket's sum in its first slot.
 // reduce: thread t = window·chunks + j walks buckets [lo, hi) of its window from the top,
-//   summing each bucket's segment partials (now in `src`) into a running sum, and writes
-//   Σ (b − lo + 1)·bucket_b + lo·Σ bucket_b = Σ (b + 1)·bucket_b over its buckets.
+//   adding each bucket's sum (its first segment's partial, now in `src`) into a running
+//   sum, and writes Σ (b − lo + 1)·bucket_b + lo·Σ bucket_b = Σ (b + 1)·bucket_b over its
+//   buckets.
 // Points are XYZZ, four Fe each; the host prepends fe_one() (1 in Montgomery form).
 
 struct MsmParams {
@@ -16,7 +20,11 @@ struct MsmParams {
     buckets: u32,   // buckets per window
     seg_off: u32,   // where the segments (start, len) begin in idx
     bseg_off: u32,  // where each bucket's first segment index begins in idx
-    pad: u32,
+    pair_off: u32,  // where this combining pass's pairs begin in idx
+    combine: u32,   // 1: the reduce entry point runs one combining pass instead
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<Fe>;
@@ -29,6 +37,10 @@ fn store(k: u32, p: Xyzz) {
     out[4u * k + 1u] = p.y;
     out[4u * k + 2u] = p.zz;
     out[4u * k + 3u] = p.zzz;
+}
+
+fn load(k: u32) -> Xyzz {
+    return Xyzz(out[4u * k], out[4u * k + 1u], out[4u * k + 2u], out[4u * k + 3u]);
 }
 
 @compute @workgroup_size(64)
@@ -57,9 +69,10 @@ fn accumulate(@builtin(global_invocation_id) gid: vec3<u32>) {
 // on lavapipe each inlined addition costs seconds of compilation): a small state machine
 // picks the operands of each step.
 //   phase 0: move to the next bucket down (or to phase 2 past the chunk's last bucket)
-//   phase 1: running += next segment partial, then acc += running
+//   phase 1: running += the bucket's sum (if it has one), then acc += running
 //   phase 2: m = 2·m, then m += running when bit `bit` of lo is set (16 bits, top down)
 //   phase 3: acc += m, done
+//   phase 4: (combining pass) out[a] += out[b], done
 @compute @workgroup_size(64)
 fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
     let t = gid.x + gid.y * mp.row;
@@ -75,13 +88,19 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
     var b = hi;
     var s = 0u;
     var s_end = 0u;
-    var phase = 0u;
+    var phase = select(0u, 4u, mp.combine == 1u);
+    var pa = 0u;
+    var pb = 0u;
+    if (mp.combine == 1u) {
+        pa = idx[mp.pair_off + 2u * t];
+        pb = idx[mp.pair_off + 2u * t + 1u];
+    }
     var bit = 16u;
     var add_running = false;
     loop {
         var x: Xyzz;
         var y: Xyzz;
-        var into = 0u; // 0: running, 1: acc, 2: m
+        var into = 0u; // 0: running, 1: acc, 2: m, 3: out[pa]
         if (phase == 0u) {
             if (b == lo) {
                 phase = 2u;
@@ -89,7 +108,7 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
                 b = b - 1u;
                 let g = mp.bseg_off + w * mp.buckets + b;
                 s = idx[g];
-                s_end = idx[g + 1u];
+                s_end = min(idx[g + 1u], s + 1u);
                 phase = 1u;
             }
             continue;
@@ -124,6 +143,11 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
             if (into == 0u) {
                 into = 2u;
             }
+        } else if (phase == 4u) {
+            x = load(pa);
+            y = load(pb);
+            into = 3u;
+            phase = 3u;
         } else {
             break;
         }
@@ -132,8 +156,11 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
             running = r;
         } else if (into == 1u) {
             acc = r;
-        } else {
+        } else if (into == 2u) {
             m = r;
+        } else {
+            store(pa, r);
+            return;
         }
     }
     store(t, acc);

@@ -101,6 +101,25 @@ fn snarkjs_accepts_our_proofs_and_proves_with_our_zkey() {
     wrong[1] += fleetmesh_prover::Fr::from(1u64);
     let wrong = write_json(d, "wrong.json", &public_to_json(&wrong));
     assert!(!snarkjs_verify(&bin, &vk_path, &wrong, &proof));
+    // a fresh proof made on the wgpu backend (GPU NTT and G1 MSM) verifies under snarkjs
+    match fleetmesh_kernels::WgpuBackend::new(0) {
+        Ok(gpu) => {
+            let pg = prove(&pk, &w, &gpu).unwrap();
+            let proof = write_json(d, "gpu_proof.json", &proof_to_json(&pg.proof));
+            let public = write_json(d, "gpu_public.json", &public_to_json(&pg.public));
+            assert!(
+                snarkjs_verify(&bin, &vk_path, &public, &proof),
+                "snarkjs rejected a proof made on wgpu"
+            );
+        }
+        Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but the wgpu backend cannot run: {e}"
+            );
+            eprintln!("SKIPPED snarkjs check of a wgpu proof: {e}");
+        }
+    }
 
     // 2. our setup's zkey: our proof verifies under snarkjs with our exported vk, and
     //    snarkjs's prover works with the key we wrote.

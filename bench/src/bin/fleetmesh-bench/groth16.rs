@@ -184,8 +184,15 @@ fn npm_dir() -> PathBuf {
 /// The chain circuit for a 2^k domain: the committed one for k = 14, else built by the
 /// fixture script (needs node).
 fn chain(k: u32, work: &Path) -> (Vec<u8>, Vec<u8>, serde_json::Value) {
+    // a prebuilt circuit (bench/gpu/run.sh --prepare writes one for machines without npm)
+    let prebuilt = std::env::var_os("FLEETMESH_CHAIN_DIR")
+        .map(PathBuf::from)
+        .map(|d| d.join(format!("chain{k}")))
+        .filter(|d| d.join("chain.r1cs").exists());
     let dir = if k == 14 {
         fixtures()
+    } else if let Some(d) = prebuilt {
+        d
     } else {
         println!("building the chain circuit for 2^{k} with circom (gen.sh chain {k}) …");
         let st = Command::new(fixtures().join("gen.sh"))
@@ -204,16 +211,22 @@ fn chain(k: u32, work: &Path) -> (Vec<u8>, Vec<u8>, serde_json::Value) {
     )
 }
 
+/// The chain circuit for a 2^k domain and its witness.
+fn chain_witness(k: u32, work: &Path) -> (R1cs, Vec<Fr>) {
+    let (r1cs, wasm, input) = chain(k, work);
+    let r1cs = R1cs::from_bytes(&r1cs).expect("chain.r1cs");
+    let witness = WitnessCalculator::new(&wasm)
+        .and_then(|c| c.calculate(&input))
+        .expect("witness");
+    (r1cs, witness)
+}
+
 /// `groth16-prove`: one proof of the squaring-chain circuit with a 2^k domain; ours
 /// against ark-groth16 (circom reduction) on the same key and witness, and snarkjs when
 /// node is present.
 pub fn prove(k: u32, rounds: usize) {
     let work = tempfile::tempdir().expect("tempdir");
-    let (r1cs, wasm, input) = chain(k, work.path());
-    let r1cs = R1cs::from_bytes(&r1cs).expect("chain.r1cs");
-    let witness = WitnessCalculator::new(&wasm)
-        .and_then(|c| c.calculate(&input))
-        .expect("witness");
+    let (r1cs, witness) = chain_witness(k, work.path());
     let t = Instant::now();
     let pk = setup_with_rng(&r1cs, &mut StdRng::seed_from_u64(1)).expect("setup");
     println!(
@@ -336,31 +349,167 @@ fn snarkjs_prove(
 /// `ntt`: forward NTTs of 2^12…2^max_log elements on the CPU reference and on wgpu's
 /// first adapter (results compared every round). On lavapipe the ratio is about
 /// correctness, not speed.
-pub fn ntt(max_log: u32) {
-    use fleetmesh_kernels::ops::{MsmNtt, NttDirection, Reference};
-    let gpu = match fleetmesh_kernels::WgpuBackend::new(0) {
-        Ok(g) => g,
-        Err(e) => {
-            println!("ntt: no wgpu backend ({e})");
-            return;
+/// The backends named in `chosen` (`cpu`, `wgpu` for every adapter, `cuda:N`), or when it
+/// is empty every one this machine has (cpu, each wgpu adapter, cuda:0). A backend that
+/// cannot be opened is reported and left out.
+fn backends(chosen: &[String]) -> Vec<(String, Box<dyn fleetmesh_kernels::MsmNtt>)> {
+    use fleetmesh_kernels::ops::Cpu;
+    use fleetmesh_kernels::{BackendChoice, CudaBackend, MsmNtt, WgpuBackend};
+    let mut backends: Vec<(String, Box<dyn MsmNtt>)> = Vec::new();
+    let wanted = |name: &str| chosen.is_empty() || chosen.iter().any(|c| c == name);
+    if wanted("cpu") {
+        backends.push(("cpu".into(), Box::new(Cpu)));
+    }
+    if wanted("wgpu") {
+        let adapters = fleetmesh_kernels::probe::probe().wgpu.unwrap_or_default();
+        for (i, a) in adapters.iter().enumerate() {
+            match WgpuBackend::new(i) {
+                Ok(b) => backends.push((format!("wgpu:{i}"), Box::new(b))),
+                Err(e) => println!("backend wgpu adapter {i} ({}): {e}", a.name),
+            }
         }
-    };
-    println!("ntt: {} against {}", gpu.describe(), Reference.describe());
-    let mut rng = StdRng::seed_from_u64(9);
-    for log in (12..=max_log).step_by(2) {
-        let x: Vec<Fr> = (0..1usize << log).map(|_| Fr::rand(&mut rng)).collect();
-        let run = |b: &dyn MsmNtt| {
-            let mut v = x.clone();
-            b.ntt(&mut v, NttDirection::Forward).expect("ntt");
-            v
+    }
+    let mut cuda: Vec<String> = chosen
+        .iter()
+        .filter(|c| c.starts_with("cuda"))
+        .cloned()
+        .collect();
+    if chosen.is_empty() {
+        cuda.push("cuda:0".into());
+    }
+    for c in cuda {
+        let Ok(BackendChoice::Cuda(n)) = c.parse() else {
+            super::usage()
         };
-        assert!(run(&gpu) == run(&Reference), "wgpu NTT differs at 2^{log}");
-        let c = compare(
-            3,
-            1,
-            || run(&gpu).len() as u64,
-            || run(&Reference).len() as u64,
+        match CudaBackend::new(n) {
+            Ok(b) => backends.push((c, Box::new(b))),
+            Err(e) => println!("backend {c}: {e}"),
+        }
+    }
+    backends
+}
+
+/// `fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...`: one proof of the chain
+/// circuit (2^K domain) on each backend; each backend's proof with fixed r, s must equal the
+/// CPU's and verify, then it is timed against our CPU backend in the same run.
+pub fn prove_backends(args: &[String]) {
+    let mut nums = Vec::new();
+    let mut chosen = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--backend" {
+            chosen.push(it.next().cloned().unwrap_or_else(|| super::usage()));
+        } else {
+            nums.push(a.parse::<usize>().unwrap_or_else(|_| super::usage()));
+        }
+    }
+    let k = nums.first().map_or(14, |k| *k as u32);
+    let rounds = nums.get(1).copied().unwrap_or(3);
+    let work = tempfile::tempdir().expect("tempdir");
+    let (r1cs, witness) = chain_witness(k, work.path());
+    let pk = setup_with_rng(&r1cs, &mut StdRng::seed_from_u64(1)).expect("setup");
+    let pvk = PreparedVk::new(&pk.vk);
+    let public = witness[1..=pk.n_public].to_vec();
+    println!(
+        "prove-backends: chain circuit, {} constraints, domain 2^{}",
+        r1cs.constraints.len(),
+        pk.domain_size.trailing_zeros()
+    );
+    let (r, s) = (Fr::from(11u64), Fr::from(13u64));
+    let reference = fleetmesh_prover::prove::prove_with(&pk, &witness, &Cpu, r, s)
+        .expect("prove")
+        .proof;
+    for (name, b) in backends(&chosen) {
+        let p = fleetmesh_prover::prove::prove_with(&pk, &witness, b.as_ref(), r, s)
+            .expect("prove")
+            .proof;
+        assert!(p == reference, "{name}: proof differs from the CPU's");
+        assert!(
+            fleetmesh_prover::verify(&pvk, &p, &public).expect("verify"),
+            "{name}: proof does not verify"
         );
-        report(&format!("ntt 2^{log} (wgpu vs cpu)"), "arkworks cpu", &c);
+        let run = |m: &dyn fleetmesh_kernels::MsmNtt| {
+            u64::from(fleetmesh_prover::prove(&pk, &witness, m).is_ok())
+        };
+        let c = compare(rounds, 1, || run(b.as_ref()), || run(&Cpu));
+        report(&format!("prove 2^{k} {name}"), "our cpu", &c);
+    }
+}
+
+/// `fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend B]... [--rounds R]`:
+/// G1 MSM and NTT per backend at 2^L … 2^M (every even power by default), each result first
+/// checked equal to the arkworks reference, then timed against it in the same run (medians
+/// of alternating rounds). Backends default to every one this machine has: our CPU backend,
+/// each wgpu adapter and CUDA device 0.
+pub fn kernels(args: &[String]) {
+    use ark_bn254::G1Projective;
+    use ark_ec::{CurveGroup, PrimeGroup};
+    use fleetmesh_kernels::ops::{MsmNtt, NttDirection, Reference};
+    let (mut min_log, mut max_log, mut rounds) = (12u32, 20u32, 3usize);
+    let mut chosen: Vec<String> = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().unwrap_or_else(|| super::usage());
+        match a.as_str() {
+            "--min-log" => min_log = val().parse().unwrap_or_else(|_| super::usage()),
+            "--max-log" => max_log = val().parse().unwrap_or_else(|_| super::usage()),
+            "--rounds" => rounds = val().parse().unwrap_or_else(|_| super::usage()),
+            "--backend" => chosen.push(val()),
+            _ => super::usage(),
+        }
+    }
+    let backends = backends(&chosen);
+    println!("kernels: baseline {}", Reference.describe());
+    for (name, b) in &backends {
+        println!("kernels: {name} = {}", b.describe());
+    }
+    let mut rng = StdRng::seed_from_u64(9);
+    let g = G1Projective::generator();
+    let mut log = min_log;
+    while log <= max_log {
+        let n = 1usize << log;
+        let scalars: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
+        // distinct random bases without n scalar multiplications: a random walk
+        let mut walk = Vec::with_capacity(n);
+        let mut p = g * Fr::rand(&mut rng);
+        let step = g * Fr::rand(&mut rng);
+        for _ in 0..n {
+            walk.push(p);
+            p += step;
+        }
+        let bases = G1Projective::normalize_batch(&walk);
+        let want = Reference.msm_g1(&bases, &scalars).expect("msm");
+        let mut ntt_want = scalars.clone();
+        Reference
+            .ntt(&mut ntt_want, NttDirection::Forward)
+            .expect("ntt");
+        for (name, b) in &backends {
+            let got = b.msm_g1(&bases, &scalars).expect("msm");
+            assert!(
+                got == want,
+                "{name}: G1 MSM differs from arkworks at 2^{log}"
+            );
+            let c = compare(
+                rounds,
+                1,
+                || u64::from(b.msm_g1(&bases, &scalars).is_ok()),
+                || u64::from(Reference.msm_g1(&bases, &scalars).is_ok()),
+            );
+            report(&format!("msm_g1 2^{log} {name}"), "arkworks", &c);
+            let mut v = scalars.clone();
+            b.ntt(&mut v, NttDirection::Forward).expect("ntt");
+            assert!(
+                v == ntt_want,
+                "{name}: NTT differs from arkworks at 2^{log}"
+            );
+            let run = |m: &dyn MsmNtt| {
+                let mut v = scalars.clone();
+                m.ntt(&mut v, NttDirection::Forward).expect("ntt");
+                v.len() as u64
+            };
+            let c = compare(rounds, 1, || run(b.as_ref()), || run(&Reference));
+            report(&format!("ntt 2^{log} {name}"), "arkworks", &c);
+        }
+        log += 2;
     }
 }

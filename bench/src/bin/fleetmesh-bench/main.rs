@@ -16,7 +16,7 @@ mod sync;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench ntt [MAX_LOG2]"
+        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]..."
     );
     std::process::exit(2);
 }
@@ -39,12 +39,8 @@ fn main() {
                 .map_or(64, |s| s.parse().unwrap_or_else(|_| usage()));
             groth16::verify(n.max(1));
         }
-        Some("ntt") => {
-            let max = args
-                .get(1)
-                .map_or(20, |s| s.parse().unwrap_or_else(|_| usage()));
-            groth16::ntt(max);
-        }
+        Some("kernels") => groth16::kernels(&args[1..]),
+        Some("prove-backends") => groth16::prove_backends(&args[1..]),
         Some("groth16-prove") => {
             let k = args
                 .get(1)

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The GPU check and benchmark for a machine with an NVIDIA GPU, in one run of under five
+# minutes:
+#   1. every GPU backend against the CPU, bit for bit: the kernels' GPU tests
+#      (kernels/tests/gpu.rs) with CUDA required (FLEETMESH_REQUIRE_CUDA=1) and wgpu on
+#      whatever Vulkan adapter is there;
+#   2. G1 MSM and NTT at 2^16 … 2^22 on cpu, wgpu and cuda:0, each result checked against
+#      arkworks before it is timed against it (`fleetmesh-bench kernels`);
+#   3. a full Groth16 proof on each backend, equal to the CPU's proof and verified, timed
+#      against our CPU backend (`fleetmesh-bench prove-backends`).
+# It prints one table; with $OUT set, the log is also written to $OUT/gpu-bench.log.
+#
+# Usage:
+#   bench/gpu/run.sh             build (when cargo is here) and run
+#   bench/gpu/run.sh --prepare   build the binaries into .gpu-bin/ (gitignored) for a GPU
+#                                machine without a Rust toolchain, together with the
+#                                Vulkan loader's .deb and a 2^16 chain circuit (needs npm);
+#                                then carry .gpu-bin there and run bench/gpu/run.sh
+# Environment: MAX_LOG (default 22), PROVE_K (default 16 when prepared, else 14), ROUNDS (3).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=.gpu-bin
+MAX_LOG=${MAX_LOG:-22}
+ROUNDS=${ROUNDS:-3}
+
+if [[ ${1:-} == --prepare ]]; then
+    mkdir -p "$BIN"
+    cargo build --release --locked -p fleetmesh-bench
+    cp target/release/fleetmesh-bench "$BIN/"
+    # the GPU test binary, release build (the CPU reference is arkworks: fast enough)
+    exe=$(cargo test --release --locked -p fleetmesh-kernels --features wgpu,cuda --test gpu \
+        --no-run --message-format=json 2>/dev/null |
+        sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+    cp "$exe" "$BIN/gpu-tests"
+    if command -v apt-get >/dev/null; then
+        (cd "$BIN" && apt-get download libvulkan1 >/dev/null 2>&1) ||
+            echo "run.sh: could not download libvulkan1 (wgpu may find no Vulkan there)" >&2
+    fi
+    if command -v npm >/dev/null; then
+        prover/tests/fixtures/circom/gen.sh chain 16 "$BIN/chain16"
+    fi
+    du -sh "$BIN"
+    exit 0
+fi
+
+log() { printf '%s\n' "$*" >&2; }
+if command -v cargo >/dev/null; then
+    log "run.sh: building (release, features wgpu+cuda)"
+    cargo build --release --locked -p fleetmesh-bench
+    BENCH=target/release/fleetmesh-bench
+    TESTS=(cargo test --release --locked -p fleetmesh-kernels --features wgpu,cuda --test gpu --)
+else
+    [[ -x $BIN/fleetmesh-bench ]] || {
+        log "run.sh: no cargo here and no $BIN/ (run bench/gpu/run.sh --prepare where cargo is)"
+        exit 2
+    }
+    BENCH=$BIN/fleetmesh-bench
+    TESTS=("$BIN/gpu-tests")
+fi
+
+# The Vulkan loader, when the machine lacks it (its NVIDIA ICD is usually there).
+if ! ldconfig -p | grep -q libvulkan.so.1 && compgen -G "$BIN/libvulkan1_*.deb" >/dev/null; then
+    mkdir -p /tmp/fleetmesh-vk && dpkg -x "$BIN"/libvulkan1_*.deb /tmp/fleetmesh-vk
+    export LD_LIBRARY_PATH=/tmp/fleetmesh-vk/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+fi
+for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
+    if [[ -f $icd && -z ${VK_DRIVER_FILES:-} ]]; then export VK_DRIVER_FILES=$icd; fi
+done
+# NVRTC: the toolkit's lib64, or a pip wheel's copy.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -d $d ]] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
+done
+if ! ldconfig -p | grep -q libnvrtc && command -v python3 >/dev/null; then
+    nv=$(python3 - <<'EOF' 2>/dev/null || true
+import glob, os, site
+for s in site.getsitepackages():
+    for f in glob.glob(os.path.join(s, "nvidia", "**", "libnvrtc.so*"), recursive=True):
+        print(os.path.dirname(f)); raise SystemExit
+EOF
+)
+    [[ -n $nv ]] && export LD_LIBRARY_PATH=$nv:${LD_LIBRARY_PATH:-}
+fi
+[[ -z ${PROVE_K:-} && -f $BIN/chain16/chain.r1cs ]] && PROVE_K=16
+PROVE_K=${PROVE_K:-14}
+export FLEETMESH_CHAIN_DIR=$PWD/$BIN
+
+if [[ -n ${OUT:-} ]]; then exec > >(tee "$OUT/gpu-bench.log") 2>&1; fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+echo "== 1. GPU backends against the CPU (kernels/tests/gpu.rs)"
+FLEETMESH_REQUIRE_CUDA=1 "${TESTS[@]}" --test-threads 1 --nocapture
+echo "== 2. G1 MSM and NTT, 2^16 … 2^$MAX_LOG, checked then timed against arkworks"
+"$BENCH" kernels --min-log 16 --max-log "$MAX_LOG" --rounds "$ROUNDS"
+echo "== 3. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"
+"$BENCH" prove-backends "$PROVE_K" "$ROUNDS"

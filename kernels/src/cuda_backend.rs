@@ -1,0 +1,322 @@
+//! The CUDA backend (feature `cuda`): `kernels/cuda/bn254.cuh` and `kernels/cuda/kernels.cu`
+//! compiled at run time by NVRTC for the device's compute capability, driven through cudarc
+//! with dynamic loading, so building needs no CUDA toolkit.
+//!
+//! cudarc panics on first use when libcuda or libnvrtc is missing, so [`CudaBackend::new`]
+//! first asks the `dlopen` probe (`cuda_probe.rs`) and refuses with a reason before cudarc
+//! is touched. On the GPU: the G1 MSM (the bucket plan of [`crate::plan`], then the
+//! accumulation and reduction kernels) and the NTT over Fr (forward, inverse, coset); the
+//! G2 MSM runs on the CPU backend, as on wgpu. The arithmetic is the same code that the
+//! host check (`cuda_host_check.rs`) compiles with the C++ compiler and tests against
+//! arkworks; the whole backend is checked against the CPU by `bench/gpu/run.sh` on a
+//! machine with an NVIDIA GPU.
+#![allow(unsafe_code)]
+
+use std::sync::Arc;
+
+use ark_bn254::{Fq, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_ec::AffineRepr;
+use ark_ff::Zero;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::CompileOptions;
+
+use crate::ops::{MsmNtt, NttDirection};
+use crate::plan::{NttJob, NttKind, Plan, fe_bytes, limbs, xyzz_to_projective};
+use crate::probe::CudaStatus;
+use crate::{Error, Result};
+
+const BN254_CUH: &str = include_str!("../cuda/bn254.cuh");
+const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
+/// Threads per block.
+const BLOCK: u32 = 256;
+
+fn cuda_err(ordinal: u32, what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Unavailable {
+        backend: format!("cuda:{ordinal}"),
+        reason: format!("{what}: {e}"),
+    }
+}
+
+/// A CUDA device with the kernels compiled and loaded.
+pub struct CudaBackend {
+    ordinal: u32,
+    name: String,
+    stream: Arc<CudaStream>,
+    accumulate: CudaFunction,
+    combine: CudaFunction,
+    reduce: CudaFunction,
+    stage: CudaFunction,
+    mul: CudaFunction,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("ordinal", &self.ordinal)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn to_words(bytes: impl Iterator<Item = u8>) -> Vec<u32> {
+    let b: Vec<u8> = bytes.collect();
+    b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
+fn fr_words(v: &[Fr]) -> Vec<u32> {
+    to_words(v.iter().flat_map(|x| fe_bytes(x.0)))
+}
+
+fn words_to_bytes(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn grid(count: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (count.div_ceil(BLOCK).max(1), 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl CudaBackend {
+    /// Opens CUDA device `ordinal` and compiles the kernels with NVRTC for it (a second or
+    /// two, once per process).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the driver or NVRTC cannot be loaded, there is no such
+    /// device, or compiling or loading the kernels fails (NVRTC's log is in the reason).
+    pub fn new(ordinal: u32) -> Result<CudaBackend> {
+        let unavailable = |reason: String| Error::Unavailable {
+            backend: format!("cuda:{ordinal}"),
+            reason,
+        };
+        match crate::cuda_probe::probe() {
+            CudaStatus::Unavailable { reason } => return Err(unavailable(reason)),
+            CudaStatus::Available {
+                nvrtc_version: None,
+                ..
+            } => {
+                return Err(unavailable(
+                    "the CUDA driver loads but NVRTC (libnvrtc) does not".into(),
+                ));
+            }
+            CudaStatus::Available { devices, .. } if ordinal as usize >= devices.len() => {
+                return Err(unavailable(format!(
+                    "only {} CUDA device(s)",
+                    devices.len()
+                )));
+            }
+            CudaStatus::Available { .. } => {}
+        }
+        let ctx =
+            CudaContext::new(ordinal as usize).map_err(|e| cuda_err(ordinal, "context", e))?;
+        let name = ctx
+            .name()
+            .map_err(|e| cuda_err(ordinal, "device name", e))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| cuda_err(ordinal, "compute capability", e))?;
+        let source = format!("{}\n{KERNELS_CU}", BN254_CUH.replace("#pragma once", ""));
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+            source,
+            CompileOptions {
+                options: vec![
+                    format!("--gpu-architecture=compute_{major}{minor}"),
+                    "--std=c++17".into(),
+                ],
+                name: Some("fleetmesh_bn254.cu".into()),
+                ..Default::default()
+            },
+        )
+        .map_err(|e| cuda_err(ordinal, "NVRTC", e))?;
+        let module = ctx
+            .load_module(ptx)
+            .map_err(|e| cuda_err(ordinal, "loading the kernels", e))?;
+        let f = |n: &str| module.load_function(n).map_err(|e| cuda_err(ordinal, n, e));
+        Ok(CudaBackend {
+            ordinal,
+            name: format!("{name} (sm_{major}{minor})"),
+            stream: ctx.default_stream(),
+            accumulate: f("msm_accumulate")?,
+            combine: f("msm_combine")?,
+            reduce: f("msm_reduce")?,
+            stage: f("ntt_stage")?,
+            mul: f("ntt_mul")?,
+        })
+    }
+
+    fn err(&self, what: &str, e: impl std::fmt::Display) -> Error {
+        cuda_err(self.ordinal, what, e)
+    }
+
+    fn upload(&self, words: &[u32]) -> Result<CudaSlice<u32>> {
+        // a zero-length allocation is refused by the driver; kernels never read past count
+        let padded;
+        let w = if words.is_empty() {
+            padded = [0u32];
+            &padded[..]
+        } else {
+            words
+        };
+        self.stream
+            .clone_htod(w)
+            .map_err(|e| self.err("copying to the GPU", e))
+    }
+
+    fn zeros(&self, len: usize) -> Result<CudaSlice<u32>> {
+        self.stream
+            .alloc_zeros::<u32>(len.max(1))
+            .map_err(|e| self.err("allocating GPU memory", e))
+    }
+
+    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        let plan = Plan::new(bases, scalars)?;
+        if plan.segment_count() == 0 {
+            return Ok(G1Projective::zero());
+        }
+        let points = to_words(bases.iter().flat_map(|p| {
+            let (x, y) = p.xy().unwrap_or((Fq::zero(), Fq::zero()));
+            fe_bytes(x.0).chain(fe_bytes(y.0))
+        }));
+        let (idx, off) = plan.indices();
+        let points = self.upload(&points)?;
+        let idx = self.upload(&idx)?;
+        let segments = plan.segment_count() as u32;
+        let reducers = plan.reduce_count() as u32;
+        let mut partial = self.zeros(segments as usize * 32)?;
+        let mut out = self.zeros(reducers as usize * 32)?;
+        // SAFETY: the kernels' signatures in kernels.cu take exactly these arguments in this
+        // order; every index they read was built by `Plan::new` within the uploaded lengths.
+        unsafe {
+            self.stream
+                .launch_builder(&self.accumulate)
+                .arg(&mut partial)
+                .arg(&points)
+                .arg(&idx)
+                .arg(&off.segments)
+                .arg(&segments)
+                .launch(grid(segments))
+                .map_err(|e| self.err("msm_accumulate", e))?;
+            for &(first, count) in &plan.passes {
+                let pairs = off.pairs + 2 * first;
+                self.stream
+                    .launch_builder(&self.combine)
+                    .arg(&mut partial)
+                    .arg(&idx)
+                    .arg(&pairs)
+                    .arg(&count)
+                    .launch(grid(count))
+                    .map_err(|e| self.err("msm_combine", e))?;
+            }
+            self.stream
+                .launch_builder(&self.reduce)
+                .arg(&mut out)
+                .arg(&partial)
+                .arg(&idx)
+                .arg(&off.bucket_segments)
+                .arg(&plan.chunks)
+                .arg(&plan.chunk)
+                .arg(&plan.buckets)
+                .arg(&reducers)
+                .launch(grid(reducers))
+                .map_err(|e| self.err("msm_reduce", e))?;
+        }
+        let words = self
+            .stream
+            .clone_dtoh(&out)
+            .map_err(|e| self.err("copying from the GPU", e))?;
+        let sums: Vec<G1Projective> = words_to_bytes(&words[..reducers as usize * 32])
+            .chunks_exact(128)
+            .map(xyzz_to_projective)
+            .collect();
+        Ok(plan.combine(&sums))
+    }
+
+    fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {
+        let Some(job) = NttJob::new(values, kind)? else {
+            return Ok(());
+        };
+        let n = job.n;
+        let mut data = self.upload(&fr_words(values))?;
+        let twiddles = self.upload(&fr_words(&job.twiddles))?;
+        let mul = |data: &mut CudaSlice<u32>, factors: &CudaSlice<u32>, broadcast: u32| {
+            // SAFETY: ntt_mul(Fe*, const Fe*, u32, u32); `factors` holds n elements, or one
+            // when broadcast.
+            unsafe {
+                self.stream
+                    .launch_builder(&self.mul)
+                    .arg(data)
+                    .arg(factors)
+                    .arg(&broadcast)
+                    .arg(&n)
+                    .launch(grid(n))
+            }
+            .map(|_| ())
+            .map_err(|e| self.err("ntt_mul", e))
+        };
+        if let Some(pre) = &job.pre {
+            mul(&mut data, &self.upload(&fr_words(pre))?, 0)?;
+        }
+        let half_n = n / 2;
+        for (half, stride) in job.stages() {
+            // SAFETY: ntt_stage(Fe*, const Fe*, u32, u32, u32); threads < n/2 touch indices
+            // < n and twiddles < n/2.
+            unsafe {
+                self.stream
+                    .launch_builder(&self.stage)
+                    .arg(&mut data)
+                    .arg(&twiddles)
+                    .arg(&half)
+                    .arg(&stride)
+                    .arg(&half_n)
+                    .launch(grid(half_n))
+            }
+            .map_err(|e| self.err("ntt_stage", e))?;
+        }
+        if let Some(post) = job.post {
+            mul(&mut data, &self.upload(&fr_words(&[post]))?, 1)?;
+        }
+        let words = self
+            .stream
+            .clone_dtoh(&data)
+            .map_err(|e| self.err("copying from the GPU", e))?;
+        for (v, c) in values
+            .iter_mut()
+            .zip(words_to_bytes(&words).chunks_exact(32))
+        {
+            *v = Fr::new_unchecked(limbs(c));
+        }
+        Ok(())
+    }
+}
+
+impl MsmNtt for CudaBackend {
+    fn describe(&self) -> String {
+        format!(
+            "cuda:{} ({}; NTT and G1 MSM on the GPU, G2 MSM on the CPU)",
+            self.ordinal, self.name
+        )
+    }
+
+    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        self.msm_g1_gpu(bases, scalars)
+    }
+
+    /// G2 stays on the CPU backend's batch-affine MSM: Fq2 is not in the CUDA code yet.
+    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+        crate::ops::Cpu.msm_g2(bases, scalars)
+    }
+
+    fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
+        self.transform(values, direction.into())
+    }
+
+    fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
+        self.transform(values, NttKind::Coset(shift))
+    }
+}

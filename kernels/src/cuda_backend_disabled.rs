@@ -1,0 +1,30 @@
+//! The CUDA backend in a build without the `cuda` feature: same API, the constructor says
+//! which feature would enable it.
+
+use crate::ops::MsmNtt;
+use crate::{Error, Result};
+
+/// Stands in for the CUDA backend; cannot be constructed in this build.
+#[derive(Debug)]
+pub struct CudaBackend {
+    _never: std::convert::Infallible,
+}
+
+impl CudaBackend {
+    /// Always fails: this build has no CUDA support.
+    ///
+    /// # Errors
+    /// [`Error::NotCompiled`], naming the `cuda` feature.
+    pub fn new(_ordinal: u32) -> Result<CudaBackend> {
+        Err(Error::NotCompiled {
+            backend: "cuda",
+            feature: "cuda",
+        })
+    }
+}
+
+impl MsmNtt for CudaBackend {
+    fn describe(&self) -> String {
+        match self._never {}
+    }
+}
