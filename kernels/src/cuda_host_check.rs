@@ -49,6 +49,49 @@ fn compile() -> Option<PathBuf> {
     }
 }
 
+/// The kernels file itself (`kernels.cu` after `bn254.cuh`, as NVRTC gets them) through the
+/// host compiler's front end, with the CUDA keywords defined away and `__CUDACC__` set so
+/// the device branch of the header's macros is the one checked: a syntax or type error in
+/// a kernel fails here, on machines without CUDA, rather than at run time on a GPU.
+#[test]
+fn the_cuda_kernels_pass_a_host_compiler_front_end() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cuda");
+    let prelude =
+        std::env::temp_dir().join(format!("fleetmesh-kernels-{}.cpp", std::process::id()));
+    std::fs::write(
+        &prelude,
+        "#define __CUDACC__ 1\n#define __host__\n#define __device__\n#define __global__\n\
+         #define __forceinline__ inline\nstruct fm_dim3 { unsigned x, y, z; };\n\
+         static fm_dim3 blockIdx, blockDim, threadIdx;\n\
+         #include \"bn254.cuh\"\n#include \"kernels.cu\"\n",
+    )
+    .expect("write prelude");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let status = Command::new(&cxx)
+        .args([
+            "-fsyntax-only",
+            "-std=c++17",
+            "-Wall",
+            "-Werror",
+            "-Wno-unknown-pragmas",
+        ])
+        .arg("-I")
+        .arg(&dir)
+        .arg(&prelude)
+        .status();
+    let _ = std::fs::remove_file(&prelude);
+    match status {
+        Ok(s) => assert!(s.success(), "{cxx} rejects kernels/cuda/kernels.cu"),
+        Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but no C++ compiler ({cxx}: {e})"
+            );
+            eprintln!("SKIPPED CUDA kernels front-end check: no C++ compiler ({cxx}: {e})");
+        }
+    }
+}
+
 fn hex(bytes: impl Iterator<Item = u8>) -> String {
     bytes.map(|b| format!("{b:02x}")).collect()
 }

@@ -458,4 +458,45 @@ mod tests {
         assert!(plan.evaluate_on_cpu(&g).is_zero());
         assert!(Plan::new(&g, &zero[..49]).is_err());
     }
+
+    #[test]
+    fn an_ntt_job_run_on_the_cpu_equals_arkworks() {
+        use crate::ops::{MsmNtt, NttDirection, Reference};
+        let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(8);
+        let shift = Fr::from(7u64);
+        for n in [1usize, 2, 8, 64] {
+            let x: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
+            for kind in [NttKind::Forward, NttKind::Inverse, NttKind::Coset(shift)] {
+                let mut v = x.clone();
+                if let Some(job) = NttJob::new(&mut v, kind).unwrap() {
+                    // what the kernels do, thread by thread
+                    if let Some(pre) = &job.pre {
+                        v.iter_mut().zip(pre).for_each(|(a, b)| *a *= b);
+                    }
+                    for (half, stride) in job.stages() {
+                        for k in 0..job.n / 2 {
+                            let j = k % half;
+                            let i0 = ((k / half) * 2 * half + j) as usize;
+                            let i1 = i0 + half as usize;
+                            let (u, w) = (v[i0], v[i1] * job.twiddles[(j * stride) as usize]);
+                            v[i0] = u + w;
+                            v[i1] = u - w;
+                        }
+                    }
+                    if let Some(post) = job.post {
+                        v.iter_mut().for_each(|a| *a *= post);
+                    }
+                }
+                let mut want = x.clone();
+                match kind {
+                    NttKind::Forward => Reference.ntt(&mut want, NttDirection::Forward),
+                    NttKind::Inverse => Reference.ntt(&mut want, NttDirection::Inverse),
+                    NttKind::Coset(s) => Reference.coset_ntt(&mut want, s),
+                }
+                .unwrap();
+                assert_eq!(v, want, "n = {n}, {kind:?}");
+            }
+        }
+        assert!(NttJob::new(&mut [Fr::zero(); 3], NttKind::Forward).is_err());
+    }
 }
