@@ -12,11 +12,13 @@
 #
 # Usage:
 #   bench/gpu/run.sh             build (when cargo is here) and run
-#   bench/gpu/run.sh --prepare   build the binaries into .gpu-bin/ (gitignored) for a GPU
-#                                machine without a Rust toolchain, together with the
-#                                Vulkan loader's .deb and a 2^16 chain circuit (needs npm);
-#                                then carry .gpu-bin there and run bench/gpu/run.sh
-# Environment: MAX_LOG (default 22), PROVE_K (default 16 when prepared, else 14), ROUNDS (3).
+#   bench/gpu/run.sh --prepare   pack .gpu-bin/bundle.tgz (gitignored, ~18 MB) for a GPU
+#                                machine without a Rust toolchain: the stripped bench and
+#                                GPU-test binaries, the Vulkan loader's .deb and a 2^16
+#                                chain circuit (needs npm); carry .gpu-bin there and run
+#                                bench/gpu/run.sh
+# Environment: MAX_LOG (default 22), PROVE_K (default 16 when prepared, else 14), ROUNDS (3),
+# FLEETMESH_REQUIRE_CUDA (default 1; 0 lets a machine without CUDA rehearse the script).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=.gpu-bin
@@ -24,22 +26,25 @@ MAX_LOG=${MAX_LOG:-22}
 ROUNDS=${ROUNDS:-3}
 
 if [[ ${1:-} == --prepare ]]; then
-    mkdir -p "$BIN"
+    stage=$(mktemp -d)
     cargo build --release --locked -p fleetmesh-bench
-    cp target/release/fleetmesh-bench "$BIN/"
+    strip -o "$stage/fleetmesh-bench" target/release/fleetmesh-bench
     # the GPU test binary, release build (the CPU reference is arkworks: fast enough)
     exe=$(cargo test --release --locked -p fleetmesh-kernels --features wgpu,cuda --test gpu \
         --no-run --message-format=json 2>/dev/null |
         sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
-    cp "$exe" "$BIN/gpu-tests"
+    strip -o "$stage/gpu-tests" "$exe"
     if command -v apt-get >/dev/null; then
-        (cd "$BIN" && apt-get download libvulkan1 >/dev/null 2>&1) ||
+        (cd "$stage" && apt-get download libvulkan1 >/dev/null 2>&1) ||
             echo "run.sh: could not download libvulkan1 (wgpu may find no Vulkan there)" >&2
     fi
     if command -v npm >/dev/null; then
-        prover/tests/fixtures/circom/gen.sh chain 16 "$BIN/chain16"
+        prover/tests/fixtures/circom/gen.sh chain 16 "$stage/chain16"
     fi
-    du -sh "$BIN"
+    mkdir -p "$BIN"
+    tar czf "$BIN/bundle.tgz" -C "$stage" .
+    rm -rf "$stage"
+    du -sh "$BIN/bundle.tgz"
     exit 0
 fi
 
@@ -50,10 +55,12 @@ if command -v cargo >/dev/null; then
     BENCH=target/release/fleetmesh-bench
     TESTS=(cargo test --release --locked -p fleetmesh-kernels --features wgpu,cuda --test gpu --)
 else
-    [[ -x $BIN/fleetmesh-bench ]] || {
-        log "run.sh: no cargo here and no $BIN/ (run bench/gpu/run.sh --prepare where cargo is)"
+    [[ -f $BIN/bundle.tgz ]] || {
+        log "run.sh: no cargo here and no $BIN/bundle.tgz (run bench/gpu/run.sh --prepare where cargo is)"
         exit 2
     }
+    BIN=/tmp/fleetmesh-gpu
+    rm -rf "$BIN" && mkdir -p "$BIN" && tar xzf .gpu-bin/bundle.tgz -C "$BIN"
     BENCH=$BIN/fleetmesh-bench
     TESTS=("$BIN/gpu-tests")
 fi
@@ -82,13 +89,13 @@ EOF
 fi
 [[ -z ${PROVE_K:-} && -f $BIN/chain16/chain.r1cs ]] && PROVE_K=16
 PROVE_K=${PROVE_K:-14}
-export FLEETMESH_CHAIN_DIR=$PWD/$BIN
+export FLEETMESH_CHAIN_DIR=$BIN
 
 if [[ -n ${OUT:-} ]]; then exec > >(tee "$OUT/gpu-bench.log") 2>&1; fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 echo "== 1. GPU backends against the CPU (kernels/tests/gpu.rs)"
-FLEETMESH_REQUIRE_CUDA=1 "${TESTS[@]}" --test-threads 1 --nocapture
+FLEETMESH_REQUIRE_CUDA=${FLEETMESH_REQUIRE_CUDA:-1} "${TESTS[@]}" --test-threads 1 --nocapture
 echo "== 2. G1 MSM and NTT, 2^16 … 2^$MAX_LOG, checked then timed against arkworks"
 "$BENCH" kernels --min-log 16 --max-log "$MAX_LOG" --rounds "$ROUNDS"
 echo "== 3. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"
