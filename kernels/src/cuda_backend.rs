@@ -14,8 +14,7 @@
 
 use std::sync::Arc;
 
-use ark_bn254::{Fq, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-use ark_ec::AffineRepr;
+use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use ark_ff::Zero;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
@@ -23,12 +22,16 @@ use cudarc::driver::{
 use cudarc::nvrtc::CompileOptions;
 
 use crate::ops::{MsmNtt, NttDirection};
-use crate::plan::{NttJob, NttKind, Plan, fe_bytes, limbs, xyzz_to_projective};
+use crate::plan::{
+    FE_BYTES, NttJob, NttKind, Plan, affine_bytes, fr_bytes, fr_from_bytes, xyzz_to_projective,
+};
 use crate::probe::CudaStatus;
 use crate::{Error, Result};
 
 const BN254_CUH: &str = include_str!("../cuda/bn254.cuh");
 const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
+/// Bytes of an XYZZ point.
+const XYZZ_BYTES: usize = 4 * FE_BYTES;
 /// Threads per block.
 const BLOCK: u32 = 256;
 
@@ -58,21 +61,6 @@ impl std::fmt::Debug for CudaBackend {
             .field("name", &self.name)
             .finish_non_exhaustive()
     }
-}
-
-fn to_words(bytes: impl Iterator<Item = u8>) -> Vec<u32> {
-    let b: Vec<u8> = bytes.collect();
-    b.chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect()
-}
-
-fn fr_words(v: &[Fr]) -> Vec<u32> {
-    to_words(v.iter().flat_map(|x| fe_bytes(x.0)))
-}
-
-fn words_to_bytes(w: &[u32]) -> Vec<u8> {
-    w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 fn grid(count: u32) -> LaunchConfig {
@@ -154,23 +142,26 @@ impl CudaBackend {
         cuda_err(self.ordinal, what, e)
     }
 
-    fn upload(&self, words: &[u32]) -> Result<CudaSlice<u32>> {
+    fn upload<T: cudarc::driver::DeviceRepr + Default + Copy>(
+        &self,
+        data: &[T],
+    ) -> Result<CudaSlice<T>> {
         // a zero-length allocation is refused by the driver; kernels never read past count
         let padded;
-        let w = if words.is_empty() {
-            padded = [0u32];
+        let d = if data.is_empty() {
+            padded = [T::default()];
             &padded[..]
         } else {
-            words
+            data
         };
         self.stream
-            .clone_htod(w)
+            .clone_htod(d)
             .map_err(|e| self.err("copying to the GPU", e))
     }
 
-    fn zeros(&self, len: usize) -> Result<CudaSlice<u32>> {
+    fn zeros(&self, bytes: usize) -> Result<CudaSlice<u8>> {
         self.stream
-            .alloc_zeros::<u32>(len.max(1))
+            .alloc_zeros::<u8>(bytes.max(1))
             .map_err(|e| self.err("allocating GPU memory", e))
     }
 
@@ -179,17 +170,14 @@ impl CudaBackend {
         if plan.segment_count() == 0 {
             return Ok(G1Projective::zero());
         }
-        let points = to_words(bases.iter().flat_map(|p| {
-            let (x, y) = p.xy().unwrap_or((Fq::zero(), Fq::zero()));
-            fe_bytes(x.0).chain(fe_bytes(y.0))
-        }));
+        let points = affine_bytes(bases);
         let (idx, off) = plan.indices();
         let points = self.upload(&points)?;
         let idx = self.upload(&idx)?;
         let segments = plan.segment_count() as u32;
         let reducers = plan.reduce_count() as u32;
-        let mut partial = self.zeros(segments as usize * 32)?;
-        let mut out = self.zeros(reducers as usize * 32)?;
+        let mut partial = self.zeros(segments as usize * XYZZ_BYTES)?;
+        let mut out = self.zeros(reducers as usize * XYZZ_BYTES)?;
         // SAFETY: the kernels' signatures in kernels.cu take exactly these arguments in this
         // order; every index they read was built by `Plan::new` within the uploaded lengths.
         unsafe {
@@ -226,12 +214,12 @@ impl CudaBackend {
                 .launch(grid(reducers))
                 .map_err(|e| self.err("msm_reduce", e))?;
         }
-        let words = self
+        let bytes = self
             .stream
             .clone_dtoh(&out)
             .map_err(|e| self.err("copying from the GPU", e))?;
-        let sums: Vec<G1Projective> = words_to_bytes(&words[..reducers as usize * 32])
-            .chunks_exact(128)
+        let sums: Vec<G1Projective> = bytes[..reducers as usize * XYZZ_BYTES]
+            .chunks_exact(XYZZ_BYTES)
             .map(xyzz_to_projective)
             .collect();
         Ok(plan.combine(&sums))
@@ -242,9 +230,9 @@ impl CudaBackend {
             return Ok(());
         };
         let n = job.n;
-        let mut data = self.upload(&fr_words(values))?;
-        let twiddles = self.upload(&fr_words(&job.twiddles))?;
-        let mul = |data: &mut CudaSlice<u32>, factors: &CudaSlice<u32>, broadcast: u32| {
+        let mut data = self.upload(&fr_bytes(values))?;
+        let twiddles = self.upload(&fr_bytes(&job.twiddles))?;
+        let mul = |data: &mut CudaSlice<u8>, factors: &CudaSlice<u8>, broadcast: u32| {
             // SAFETY: ntt_mul(Fe*, const Fe*, u32, u32); `factors` holds n elements, or one
             // when broadcast.
             unsafe {
@@ -260,7 +248,7 @@ impl CudaBackend {
             .map_err(|e| self.err("ntt_mul", e))
         };
         if let Some(pre) = &job.pre {
-            mul(&mut data, &self.upload(&fr_words(pre))?, 0)?;
+            mul(&mut data, &self.upload(&fr_bytes(pre))?, 0)?;
         }
         let half_n = n / 2;
         for (half, stride) in job.stages() {
@@ -279,18 +267,13 @@ impl CudaBackend {
             .map_err(|e| self.err("ntt_stage", e))?;
         }
         if let Some(post) = job.post {
-            mul(&mut data, &self.upload(&fr_words(&[post]))?, 1)?;
+            mul(&mut data, &self.upload(&fr_bytes(&[post]))?, 1)?;
         }
-        let words = self
+        let bytes = self
             .stream
             .clone_dtoh(&data)
             .map_err(|e| self.err("copying from the GPU", e))?;
-        for (v, c) in values
-            .iter_mut()
-            .zip(words_to_bytes(&words).chunks_exact(32))
-        {
-            *v = Fr::new_unchecked(limbs(c));
-        }
+        values.copy_from_slice(&fr_from_bytes(&bytes[..values.len() * FE_BYTES]));
         Ok(())
     }
 }

@@ -40,37 +40,29 @@ fn bits(limbs: &[u64], start: usize, len: usize) -> u32 {
     (v & ((1u64 << len) - 1)) as u32
 }
 
-/// Signed digits of every scalar, window-major: `digits[w * n + i]` is scalar i's digit
-/// in window w, in `[-2^(c-1), 2^(c-1)]`.
+/// Signed digits of every scalar, scalar-major: `digits[i * windows + w]` is scalar i's
+/// digit in window w, in `[-2^(c-1), 2^(c-1)]`. One allocation, filled in parallel.
 pub(crate) fn signed_digits<F: PrimeField>(scalars: &[F], c: usize, windows: usize) -> Vec<i32> {
-    let n = scalars.len();
-    let per_scalar: Vec<Vec<i32>> = scalars
-        .par_iter()
-        .map(|s| {
+    let mut digits = vec![0i32; windows * scalars.len()];
+    digits
+        .par_chunks_mut(windows.max(1))
+        .zip(scalars.par_iter())
+        .for_each(|(out, s)| {
             let b = s.into_bigint();
             let limbs = b.as_ref();
-            let mut out = Vec::with_capacity(windows);
             let mut carry = 0i64;
-            for w in 0..windows {
+            for (w, o) in out.iter_mut().enumerate() {
                 let d = i64::from(bits(limbs, w * c, c)) + carry;
                 if d >= 1 << (c - 1) {
-                    out.push((d - (1 << c)) as i32);
+                    *o = (d - (1 << c)) as i32;
                     carry = 1;
                 } else {
-                    out.push(d as i32);
+                    *o = d as i32;
                     carry = 0;
                 }
             }
             debug_assert_eq!(carry, 0);
-            out
-        })
-        .collect();
-    let mut digits = vec![0i32; windows * n];
-    for (i, d) in per_scalar.iter().enumerate() {
-        for (w, v) in d.iter().enumerate() {
-            digits[w * n + i] = *v;
-        }
-    }
+        });
     digits
 }
 
@@ -96,15 +88,20 @@ fn flush<P: SWCurveConfig>(
     pairs.clear();
 }
 
-/// One window: Σ digit_i · base_i over the window's digits.
-fn window_sum<P: SWCurveConfig>(bases: &[Affine<P>], digits: &[i32], c: usize) -> Projective<P> {
+/// One window: Σ digit_i · base_i over the window's digits (`digits` yields scalar i's digit
+/// of this window at step i).
+fn window_sum<P: SWCurveConfig>(
+    bases: &[Affine<P>],
+    digits: impl Iterator<Item = i32>,
+    c: usize,
+) -> Projective<P> {
     let nb = 1usize << (c - 1);
     let mut acc = vec![Affine::<P>::identity(); nb];
     let mut side = vec![Projective::<P>::zero(); nb];
     let mut pending = vec![false; nb];
     let mut pairs = Vec::with_capacity(BATCH);
     let mut scratch = Vec::with_capacity(BATCH);
-    for (base, &d) in bases.iter().zip(digits) {
+    for (base, d) in bases.iter().zip(digits) {
         if d == 0 || base.is_zero() {
             continue;
         }
@@ -151,7 +148,10 @@ pub fn msm<P: SWCurveConfig>(bases: &[Affine<P>], scalars: &[P::ScalarField]) ->
     let digits = signed_digits(&scalars[..n], c, windows);
     let sums: Vec<Projective<P>> = (0..windows)
         .into_par_iter()
-        .map(|w| window_sum(&bases[..n], &digits[w * n..(w + 1) * n], c))
+        .map(|w| {
+            let column = digits.iter().skip(w).step_by(windows).copied();
+            window_sum(&bases[..n], column, c)
+        })
         .collect();
     let mut total = Projective::<P>::zero();
     for s in sums.iter().rev() {
@@ -190,7 +190,7 @@ mod tests {
                 let mut acc = Fr::from(0u64);
                 for w in (0..windows).rev() {
                     acc *= Fr::from(1u64 << c);
-                    let v = d[w * s.len() + i];
+                    let v = d[i * windows + w];
                     acc += if v < 0 {
                         -Fr::from(v.unsigned_abs())
                     } else {

@@ -113,9 +113,9 @@ impl Plan {
         let per_window: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = (0..windows as usize)
             .into_par_iter()
             .map(|w| {
-                let d = &digits[w * n..(w + 1) * n];
+                let column = || digits.iter().skip(w).step_by(windows as usize);
                 let mut count = vec![0u32; buckets as usize + 1];
-                for (i, &v) in d.iter().enumerate() {
+                for (i, &v) in column().enumerate() {
                     if v != 0 && !bases[i].is_zero() {
                         count[v.unsigned_abs() as usize] += 1;
                     }
@@ -126,7 +126,7 @@ impl Plan {
                 }
                 let mut next = count.clone();
                 let mut entries = vec![0u32; count[buckets as usize] as usize];
-                for (i, &v) in d.iter().enumerate() {
+                for (i, &v) in column().enumerate() {
                     if v != 0 && !bases[i].is_zero() {
                         let b = v.unsigned_abs() as usize - 1;
                         entries[next[b] as usize] = (i as u32) << 1 | u32::from(v < 0);
@@ -398,6 +398,48 @@ pub(crate) fn limbs(c: &[u8]) -> ark_ff::BigInt<4> {
 /// The [`FE_BYTES`] GPU bytes of a field element's Montgomery limbs.
 pub(crate) fn fe_bytes(l: ark_ff::BigInt<4>) -> impl Iterator<Item = u8> {
     l.0.into_iter().flat_map(u64::to_le_bytes)
+}
+
+/// The bases as the MSM kernels read them: affine (x, y), [`FE_BYTES`] each in Montgomery
+/// form; the point at infinity as zeros (it never has an entry). Packed in parallel.
+// used by the GPU backends; a test-only build of this module has none
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+pub(crate) fn affine_bytes(bases: &[G1Affine]) -> Vec<u8> {
+    let mut out = vec![0u8; bases.len() * 2 * FE_BYTES];
+    out.par_chunks_mut(2 * FE_BYTES)
+        .zip(bases.par_iter())
+        .for_each(|(o, p)| {
+            if let Some((x, y)) = p.xy() {
+                for (d, b) in o.iter_mut().zip(fe_bytes(x.0).chain(fe_bytes(y.0))) {
+                    *d = b;
+                }
+            }
+        });
+    out
+}
+
+/// Fr elements as the NTT kernels read them, packed in parallel.
+// used by the GPU backends; a test-only build of this module has none
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+pub(crate) fn fr_bytes(v: &[Fr]) -> Vec<u8> {
+    let mut out = vec![0u8; v.len() * FE_BYTES];
+    out.par_chunks_mut(FE_BYTES)
+        .zip(v.par_iter())
+        .for_each(|(o, x)| {
+            for (d, b) in o.iter_mut().zip(fe_bytes(x.0)) {
+                *d = b;
+            }
+        });
+    out
+}
+
+/// Fr elements from the NTT kernels' bytes.
+// used by the GPU backends; a test-only build of this module has none
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+pub(crate) fn fr_from_bytes(b: &[u8]) -> Vec<Fr> {
+    b.par_chunks_exact(FE_BYTES)
+        .map(|c| Fr::new_unchecked(limbs(c)))
+        .collect()
 }
 
 /// An XYZZ point (x = X/ZZ, y = Y/ZZZ, ZZ = 0 at infinity) as the kernels write it (four

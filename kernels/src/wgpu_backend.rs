@@ -15,7 +15,7 @@ use ark_ff::{One, PrimeField, Zero};
 use wgpu::util::DeviceExt;
 
 use crate::ops::{MsmNtt, NttDirection};
-use crate::plan::{NttJob, NttKind, fe_bytes, limbs};
+use crate::plan::{NttJob, NttKind, fe_bytes, fr_bytes, fr_from_bytes};
 use crate::{Error, Result};
 
 const FIELD_WGSL: &str = include_str!("wgsl/field.wgsl");
@@ -53,16 +53,6 @@ fn field_constants(p: [u64; 4]) -> String {
         list.join(", "),
         inv.wrapping_neg()
     )
-}
-
-fn to_bytes(v: &[Fr]) -> Vec<u8> {
-    v.iter().flat_map(|x| fe_bytes(x.0)).collect()
-}
-
-fn from_bytes(b: &[u8]) -> Vec<Fr> {
-    b.chunks_exact(32)
-        .map(|c| Fr::new_unchecked(limbs(c)))
-        .collect()
 }
 
 /// A wgpu device with the NTT pipelines compiled.
@@ -289,11 +279,7 @@ impl WgpuBackend {
         if plan.segment_count() == 0 {
             return Ok(G1Projective::zero());
         }
-        let mut points = Vec::with_capacity(bases.len() * 2 * FE as usize);
-        for p in bases {
-            let (x, y) = p.xy().unwrap_or((Fq::zero(), Fq::zero()));
-            points.extend(fe_bytes(x.0).chain(fe_bytes(y.0)));
-        }
+        let points = crate::plan::affine_bytes(bases);
         let (idx, off) = plan.indices();
         let idx: Vec<u8> = idx.iter().flat_map(|v| v.to_le_bytes()).collect();
         let partial_size = plan.segment_count() as u64 * 4 * FE;
@@ -443,9 +429,9 @@ impl WgpuBackend {
         values: &mut [Fr],
         passes: &[(&wgpu::ComputePipeline, &wgpu::Buffer, u32, u32, u32)],
     ) -> Result<()> {
-        let mut bytes = to_bytes(values);
+        let mut bytes = fr_bytes(values);
         self.run_bytes(&mut bytes, passes)?;
-        values.copy_from_slice(&from_bytes(&bytes));
+        values.copy_from_slice(&fr_from_bytes(&bytes));
         Ok(())
     }
 
@@ -566,7 +552,7 @@ impl WgpuBackend {
     }
 
     fn upload(&self, v: &[Fr]) -> wgpu::Buffer {
-        self.buffer("aux", &to_bytes(v), wgpu::BufferUsages::STORAGE)
+        self.buffer("aux", &fr_bytes(v), wgpu::BufferUsages::STORAGE)
     }
 
     /// An NTT of `values` on the GPU (see [`NttJob`]), in one submission.
