@@ -1,6 +1,26 @@
 //! # fleetmesh-inference
 //!
-//! LLM inference for fleetmesh: the candle runtime, OpenAI-compatible request and
-//! response types, remote executors, and the verification modes (2-of-3 quorum on greedy
-//! decoding, schema bounds, TEE attestation). It lands with the inference issue; the crate
-//! exists now so that the workspace's dependency graph has its final shape.
+//! LLM inference for fleetmesh. Today: a Llama-family decoder on candle ([`Llama`], F32 on
+//! the CPU, KV cache, greedy decoding with logprobs) loaded from a Hugging Face model
+//! directory, and a deterministic tiny model ([`tiny::make_tiny`]) so a fresh machine runs
+//! inference with no download. The OpenAI-compatible API, GGUF, sampling, batching, remote
+//! executors and the verification modes land with the rest of the inference issue.
+//!
+//! ```no_run
+//! use fleetmesh_inference::{Llama, model::greedy, tiny::make_tiny};
+//! let dir = std::path::Path::new("/tmp/tiny");
+//! make_tiny(dir, 7).unwrap();
+//! let model = Llama::load_dir(dir).unwrap();
+//! let (ids, logprobs) = greedy(&model, &[104, 105], 8, None).unwrap();
+//! assert_eq!(ids.len(), 8);
+//! # let _ = logprobs;
+//! ```
+
+mod config;
+mod error;
+pub mod model;
+pub mod tiny;
+
+pub use config::LlamaConfig;
+pub use error::{Error, Result};
+pub use model::{KvCache, Llama};

@@ -1,0 +1,109 @@
+//! A Llama-family model's shape, as Hugging Face's `config.json` states it.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The fields of `config.json` the runtime uses (others are ignored). Names and defaults
+/// are Hugging Face's (`LlamaConfig` in transformers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlamaConfig {
+    /// Width of the residual stream.
+    pub hidden_size: usize,
+    /// Width of the MLP's hidden layer.
+    pub intermediate_size: usize,
+    /// Number of token ids.
+    pub vocab_size: usize,
+    /// Number of transformer blocks.
+    pub num_hidden_layers: usize,
+    /// Query heads.
+    pub num_attention_heads: usize,
+    /// Key/value heads (grouped-query attention); defaults to the query heads.
+    #[serde(default)]
+    pub num_key_value_heads: Option<usize>,
+    /// RMSNorm's epsilon.
+    pub rms_norm_eps: f64,
+    /// RoPE base; defaults to 10 000.
+    #[serde(default = "default_rope_theta")]
+    pub rope_theta: f64,
+    /// Longest context.
+    pub max_position_embeddings: usize,
+    /// Whether the output projection is the embedding matrix (no `lm_head.weight`).
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    /// Beginning-of-sequence token.
+    #[serde(default)]
+    pub bos_token_id: Option<u32>,
+    /// End-of-sequence token.
+    #[serde(default)]
+    pub eos_token_id: Option<u32>,
+}
+
+fn default_rope_theta() -> f64 {
+    10_000.0
+}
+
+impl LlamaConfig {
+    /// Reads and checks `config.json`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when unreadable, [`Error::Model`] when malformed or inconsistent
+    /// (heads that do not divide the width, key/value heads that do not divide the heads).
+    pub fn read(path: &Path) -> Result<LlamaConfig> {
+        let text = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })?;
+        let c: LlamaConfig = serde_json::from_slice(&text).map_err(|e| Error::Model {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        c.check().map_err(|reason| Error::Model {
+            path: path.into(),
+            reason,
+        })?;
+        Ok(c)
+    }
+
+    /// Key/value heads.
+    pub fn kv_heads(&self) -> usize {
+        self.num_key_value_heads.unwrap_or(self.num_attention_heads)
+    }
+
+    /// Width of one head.
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        let positive = [
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("vocab_size", self.vocab_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("max_position_embeddings", self.max_position_embeddings),
+        ];
+        if let Some((k, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{k} must be positive"));
+        }
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads)
+            || !self.head_dim().is_multiple_of(2)
+        {
+            return Err(format!(
+                "hidden_size {} is not num_attention_heads {} × an even head width",
+                self.hidden_size, self.num_attention_heads
+            ));
+        }
+        let kv = self.kv_heads();
+        if kv == 0 || !self.num_attention_heads.is_multiple_of(kv) {
+            return Err(format!(
+                "num_key_value_heads {kv} does not divide num_attention_heads {}",
+                self.num_attention_heads
+            ));
+        }
+        Ok(())
+    }
+}

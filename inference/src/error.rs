@@ -1,0 +1,52 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong loading a model or running it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A model file is not what the loader expects (a bad config, a missing or misshapen
+    /// tensor).
+    #[error("{path}: {reason}")]
+    Model {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the key or tensor.
+        reason: String,
+    },
+    /// A request the model cannot serve (an empty prompt, a token id outside the
+    /// vocabulary, a context longer than the model's).
+    #[error("{0}")]
+    Request(String),
+    /// A tensor operation failed inside candle.
+    #[error("{op}: {source}")]
+    Candle {
+        /// What was being done.
+        op: &'static str,
+        /// candle's error.
+        source: candle_core::Error,
+    },
+}
+
+/// Shorthand for this crate's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Adds the operation's name to a candle error.
+pub(crate) trait CandleContext<T> {
+    fn op(self, op: &'static str) -> Result<T>;
+}
+
+impl<T> CandleContext<T> for candle_core::Result<T> {
+    fn op(self, op: &'static str) -> Result<T> {
+        self.map_err(|source| Error::Candle { op, source })
+    }
+}

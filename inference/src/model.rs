@@ -1,0 +1,352 @@
+//! A Llama-family decoder on candle tensors (F32, CPU), loaded from a Hugging Face model
+//! directory: `config.json` + `model.safetensors`.
+//!
+//! The forward pass is Hugging Face transformers' `LlamaForCausalLM`: RMSNorm before
+//! attention and MLP, rotary embeddings in the half-split layout (`rotate_half`),
+//! grouped-query attention with a causal mask, SwiGLU MLP, a final RMSNorm and the output
+//! projection (tied to the embeddings when the config says so). A [`KvCache`] keeps each
+//! layer's keys and values so decoding one more token costs one position.
+
+use std::path::Path;
+
+use candle_core::{D, DType, Device, Tensor};
+
+use crate::LlamaConfig;
+use crate::error::{CandleContext, Error, Result};
+
+struct Layer {
+    attn_norm: Tensor,
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    ffn_norm: Tensor,
+    w_gate: Tensor,
+    w_up: Tensor,
+    w_down: Tensor,
+}
+
+/// A loaded model.
+pub struct Llama {
+    config: LlamaConfig,
+    embed: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    lm_head: Tensor,
+    /// cos and sin of every position's rotary angles, (max positions, head width).
+    cos: Tensor,
+    sin: Tensor,
+    device: Device,
+}
+
+impl std::fmt::Debug for Llama {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Llama")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Keys and values of the positions already seen, per layer.
+#[derive(Debug, Default)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+    len: usize,
+}
+
+impl KvCache {
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing has been seen yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Llama {
+    /// Loads `dir/config.json` and `dir/model.safetensors` in F32 on the CPU.
+    ///
+    /// # Errors
+    /// [`Error::Io`] or [`Error::Model`] naming the file and the tensor that is missing or
+    /// has the wrong shape.
+    pub fn load_dir(dir: &Path) -> Result<Llama> {
+        let config = LlamaConfig::read(&dir.join("config.json"))?;
+        let path = dir.join("model.safetensors");
+        if !path.exists() {
+            return Err(Error::Io {
+                path,
+                source: std::io::ErrorKind::NotFound.into(),
+            });
+        }
+        let device = Device::Cpu;
+        let mut tensors =
+            candle_core::safetensors::load(&path, &device).map_err(|e| Error::Model {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+        let (h, kv, hd) = (config.hidden_size, config.kv_heads(), config.head_dim());
+        let mut take = |name: String, shape: &[usize]| -> Result<Tensor> {
+            let t = tensors.remove(&name).ok_or_else(|| Error::Model {
+                path: path.clone(),
+                reason: format!("no tensor {name}"),
+            })?;
+            if t.dims() != shape {
+                return Err(Error::Model {
+                    path: path.clone(),
+                    reason: format!("{name} has shape {:?}, expected {shape:?}", t.dims()),
+                });
+            }
+            t.to_dtype(DType::F32).op("load")
+        };
+        let embed = take("model.embed_tokens.weight".into(), &[config.vocab_size, h])?;
+        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        for i in 0..config.num_hidden_layers {
+            let p = format!("model.layers.{i}");
+            let i_ = config.intermediate_size;
+            layers.push(Layer {
+                attn_norm: take(format!("{p}.input_layernorm.weight"), &[h])?,
+                wq: take(format!("{p}.self_attn.q_proj.weight"), &[h, h])?,
+                wk: take(format!("{p}.self_attn.k_proj.weight"), &[kv * hd, h])?,
+                wv: take(format!("{p}.self_attn.v_proj.weight"), &[kv * hd, h])?,
+                wo: take(format!("{p}.self_attn.o_proj.weight"), &[h, h])?,
+                ffn_norm: take(format!("{p}.post_attention_layernorm.weight"), &[h])?,
+                w_gate: take(format!("{p}.mlp.gate_proj.weight"), &[i_, h])?,
+                w_up: take(format!("{p}.mlp.up_proj.weight"), &[i_, h])?,
+                w_down: take(format!("{p}.mlp.down_proj.weight"), &[h, i_])?,
+            });
+        }
+        let norm = take("model.norm.weight".into(), &[h])?;
+        let lm_head = if config.tie_word_embeddings {
+            embed.clone()
+        } else {
+            take("lm_head.weight".into(), &[config.vocab_size, h])?
+        };
+        let (cos, sin) = rope_tables(&config, &device)?;
+        Ok(Llama {
+            config,
+            embed,
+            layers,
+            norm,
+            lm_head,
+            cos,
+            sin,
+            device,
+        })
+    }
+
+    /// The model's configuration.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// Runs `tokens` at the positions after those in `cache` (which it extends) and returns
+    /// the logits that predict the token after the last one.
+    ///
+    /// # Errors
+    /// [`Error::Request`] for no tokens, an id outside the vocabulary or a context past
+    /// `max_position_embeddings`; [`Error::Candle`] if a tensor operation fails.
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        let c = &self.config;
+        if tokens.is_empty() {
+            return Err(Error::Request("no tokens to run".into()));
+        }
+        if let Some(t) = tokens.iter().find(|t| **t as usize >= c.vocab_size) {
+            return Err(Error::Request(format!(
+                "token id {t} is outside the vocabulary (size {})",
+                c.vocab_size
+            )));
+        }
+        let (past, seq) = (cache.len, tokens.len());
+        if past + seq > c.max_position_embeddings {
+            return Err(Error::Request(format!(
+                "{} positions exceed the model's context of {}",
+                past + seq,
+                c.max_position_embeddings
+            )));
+        }
+        if cache.layers.len() != self.layers.len() {
+            cache.layers = (0..self.layers.len()).map(|_| None).collect();
+        }
+        let (nh, kv, hd) = (c.num_attention_heads, c.kv_heads(), c.head_dim());
+        let ids = Tensor::new(tokens, &self.device).op("ids")?;
+        let mut x = self.embed.index_select(&ids, 0).op("embedding")?;
+        let cos = self.cos.narrow(0, past, seq).op("rope")?;
+        let sin = self.sin.narrow(0, past, seq).op("rope")?;
+        let mask = causal_mask(past, seq, &self.device)?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
+            let h = rms_norm(&x, &layer.attn_norm, c.rms_norm_eps)?;
+            let heads = |w: &Tensor, n: usize| -> Result<Tensor> {
+                h.matmul(&w.t().op("t")?)
+                    .and_then(|t| t.reshape((seq, n, hd)))
+                    .and_then(|t| t.transpose(0, 1))
+                    .and_then(|t| t.contiguous())
+                    .op("projection")
+            };
+            let q = rope(&heads(&layer.wq, nh)?, &cos, &sin)?;
+            let k = rope(&heads(&layer.wk, kv)?, &cos, &sin)?;
+            let v = heads(&layer.wv, kv)?;
+            let (k, v) = match slot.take() {
+                Some((pk, pv)) => (
+                    Tensor::cat(&[&pk, &k], 1).op("cache")?,
+                    Tensor::cat(&[&pv, &v], 1).op("cache")?,
+                ),
+                None => (k, v),
+            };
+            *slot = Some((k.clone(), v.clone()));
+            let total = past + seq;
+            let repeat = |t: &Tensor| -> Result<Tensor> {
+                if kv == nh {
+                    return Ok(t.clone());
+                }
+                t.unsqueeze(1)
+                    .and_then(|t| t.broadcast_as((kv, nh / kv, total, hd)))
+                    .and_then(|t| t.contiguous())
+                    .and_then(|t| t.reshape((nh, total, hd)))
+                    .op("grouped-query heads")
+            };
+            let (k, v) = (repeat(&k)?, repeat(&v)?);
+            let scores = q
+                .matmul(&k.t().op("t")?)
+                .and_then(|s| s * scale)
+                .and_then(|s| s.broadcast_add(&mask))
+                .op("attention scores")?;
+            let probs = softmax_last(&scores)?;
+            let attn = probs
+                .matmul(&v)
+                .and_then(|a| a.transpose(0, 1))
+                .and_then(|a| a.contiguous())
+                .and_then(|a| a.reshape((seq, nh * hd)))
+                .and_then(|a| a.matmul(&layer.wo.t()?))
+                .op("attention output")?;
+            x = (x + attn).op("residual")?;
+            let h = rms_norm(&x, &layer.ffn_norm, c.rms_norm_eps)?;
+            let gate = h.matmul(&layer.w_gate.t().op("t")?).op("mlp gate")?;
+            let up = h.matmul(&layer.w_up.t().op("t")?).op("mlp up")?;
+            let mlp = (silu(&gate)? * up)
+                .and_then(|m| m.matmul(&layer.w_down.t()?))
+                .op("mlp down")?;
+            x = (x + mlp).op("residual")?;
+        }
+        cache.len = past + seq;
+        let last = x.narrow(0, seq - 1, 1).op("last position")?;
+        let last = rms_norm(&last, &self.norm, c.rms_norm_eps)?;
+        last.matmul(&self.lm_head.t().op("t")?)
+            .and_then(|l| l.flatten_all())
+            .and_then(|l| l.to_vec1::<f32>())
+            .op("output projection")
+    }
+}
+
+fn rope_tables(c: &LlamaConfig, device: &Device) -> Result<(Tensor, Tensor)> {
+    let hd = c.head_dim();
+    let half = hd / 2;
+    let mut cos = Vec::with_capacity(c.max_position_embeddings * hd);
+    let mut sin = Vec::with_capacity(c.max_position_embeddings * hd);
+    for p in 0..c.max_position_embeddings {
+        // [θ_0 … θ_{half−1}, θ_0 … θ_{half−1}]: the half-split layout of rotate_half
+        for j in 0..hd {
+            let i = j % half;
+            let inv_freq = 1.0 / c.rope_theta.powf((2 * i) as f64 / hd as f64);
+            let angle = p as f64 * inv_freq;
+            cos.push(angle.cos() as f32);
+            sin.push(angle.sin() as f32);
+        }
+    }
+    let shape = (c.max_position_embeddings, hd);
+    Ok((
+        Tensor::from_vec(cos, shape, device).op("rope table")?,
+        Tensor::from_vec(sin, shape, device).op("rope table")?,
+    ))
+}
+
+/// `x·cos + rotate_half(x)·sin` for x of shape (heads, seq, head width).
+fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    let hd = x.dim(D::Minus1).op("rope")?;
+    let half = hd / 2;
+    let x1 = x.narrow(D::Minus1, 0, half).op("rope")?;
+    let x2 = x.narrow(D::Minus1, half, half).op("rope")?;
+    let rotated = Tensor::cat(&[&x2.neg().op("rope")?, &x1], D::Minus1).op("rope")?;
+    x.broadcast_mul(cos)
+        .and_then(|a| rotated.broadcast_mul(sin).and_then(|b| a + b))
+        .op("rope")
+}
+
+/// (seq, past + seq): 0 where query i may see key j (j ≤ past + i), −∞ elsewhere.
+fn causal_mask(past: usize, seq: usize, device: &Device) -> Result<Tensor> {
+    let total = past + seq;
+    let m: Vec<f32> = (0..seq)
+        .flat_map(|i| (0..total).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 }))
+        .collect();
+    Tensor::from_vec(m, (seq, total), device).op("mask")
+}
+
+fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
+    let ms = x
+        .sqr()
+        .and_then(|s| s.mean_keepdim(D::Minus1))
+        .op("rms norm")?;
+    (ms + eps)
+        .and_then(|m| m.sqrt())
+        .and_then(|r| x.broadcast_div(&r))
+        .and_then(|n| n.broadcast_mul(w))
+        .op("rms norm")
+}
+
+fn softmax_last(x: &Tensor) -> Result<Tensor> {
+    let max = x.max_keepdim(D::Minus1).op("softmax")?;
+    let e = x.broadcast_sub(&max).and_then(|d| d.exp()).op("softmax")?;
+    let sum = e.sum_keepdim(D::Minus1).op("softmax")?;
+    e.broadcast_div(&sum).op("softmax")
+}
+
+fn silu(x: &Tensor) -> Result<Tensor> {
+    x.silu().op("silu")
+}
+
+/// The id of the largest logit, the lowest id among equal ones.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, v) in logits.iter().enumerate() {
+        if *v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// `log softmax(logits)[id]`, computed in f64.
+pub fn logprob(logits: &[f32], id: u32) -> f64 {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b)) as f64;
+    let sum: f64 = logits.iter().map(|v| (*v as f64 - max).exp()).sum();
+    logits[id as usize] as f64 - max - sum.ln()
+}
+
+/// Greedy decoding: runs `prompt`, then appends the argmax `max_tokens` times (or until
+/// `stop` is produced), returning the new ids and each one's logprob.
+///
+/// # Errors
+/// As [`Llama::forward`].
+pub fn greedy(
+    model: &Llama,
+    prompt: &[u32],
+    max_tokens: usize,
+    stop: Option<u32>,
+) -> Result<(Vec<u32>, Vec<f64>)> {
+    let mut cache = KvCache::default();
+    let mut logits = model.forward(prompt, &mut cache)?;
+    let (mut ids, mut lps) = (Vec::new(), Vec::new());
+    for _ in 0..max_tokens {
+        let id = argmax(&logits);
+        ids.push(id);
+        lps.push(logprob(&logits, id));
+        if Some(id) == stop || ids.len() == max_tokens {
+            break;
+        }
+        logits = model.forward(&[id], &mut cache)?;
+    }
+    Ok((ids, lps))
+}

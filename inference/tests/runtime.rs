@@ -1,0 +1,231 @@
+//! The runtime against an independent float64 forward pass of the same architecture
+//! (Hugging Face transformers' Llama), written here from the weights file alone: same
+//! greedy ids, logprobs within 1e-4.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use fleetmesh_inference::model::greedy;
+use fleetmesh_inference::tiny::make_tiny;
+use fleetmesh_inference::{Error, KvCache, Llama, LlamaConfig};
+
+/// Every tensor of a safetensors file as f64, read with the `safetensors` crate.
+fn weights(path: &Path) -> HashMap<String, (Vec<usize>, Vec<f64>)> {
+    let bytes = std::fs::read(path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    st.tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
+            let v = view
+                .data()
+                .chunks_exact(4)
+                .map(|b| f64::from(f32::from_le_bytes(b.try_into().unwrap())))
+                .collect();
+            (name, (view.shape().to_vec(), v))
+        })
+        .collect()
+}
+
+/// y = W x for W (rows × cols) row-major.
+fn matvec(w: &[f64], rows: usize, x: &[f64]) -> Vec<f64> {
+    let cols = x.len();
+    (0..rows)
+        .map(|r| (0..cols).map(|k| w[r * cols + k] * x[k]).sum())
+        .collect()
+}
+
+fn rms_norm(x: &[f64], w: &[f64], eps: f64) -> Vec<f64> {
+    let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
+    let r = (ms + eps).sqrt();
+    x.iter().zip(w).map(|(a, b)| a / r * b).collect()
+}
+
+/// Logits after `tokens`, recomputing every position (no cache), in f64.
+fn reference_logits(
+    c: &LlamaConfig,
+    w: &HashMap<String, (Vec<usize>, Vec<f64>)>,
+    tokens: &[u32],
+) -> Vec<f64> {
+    let t = |n: &str| &w[n].1;
+    let (h, nh, kv, hd) = (
+        c.hidden_size,
+        c.num_attention_heads,
+        c.kv_heads(),
+        c.head_dim(),
+    );
+    let rope = |v: &mut [f64], pos: usize| {
+        let half = hd / 2;
+        for i in 0..half {
+            let theta = pos as f64 / c.rope_theta.powf((2 * i) as f64 / hd as f64);
+            let (a, b) = (v[i], v[i + half]);
+            v[i] = a * theta.cos() - b * theta.sin();
+            v[i + half] = b * theta.cos() + a * theta.sin();
+        }
+    };
+    let mut xs: Vec<Vec<f64>> = tokens
+        .iter()
+        .map(|id| t("model.embed_tokens.weight")[*id as usize * h..(*id as usize + 1) * h].to_vec())
+        .collect();
+    for l in 0..c.num_hidden_layers {
+        let p = format!("model.layers.{l}");
+        let g = |n: &str| t(&format!("{p}.{n}"));
+        let normed: Vec<Vec<f64>> = xs
+            .iter()
+            .map(|x| rms_norm(x, g("input_layernorm.weight"), c.rms_norm_eps))
+            .collect();
+        let mut qs = Vec::new();
+        let mut ks = Vec::new();
+        let mut vs = Vec::new();
+        for (pos, x) in normed.iter().enumerate() {
+            let mut q = matvec(g("self_attn.q_proj.weight"), h, x);
+            let mut k = matvec(g("self_attn.k_proj.weight"), kv * hd, x);
+            for head in 0..nh {
+                rope(&mut q[head * hd..(head + 1) * hd], pos);
+            }
+            for head in 0..kv {
+                rope(&mut k[head * hd..(head + 1) * hd], pos);
+            }
+            qs.push(q);
+            ks.push(k);
+            vs.push(matvec(g("self_attn.v_proj.weight"), kv * hd, x));
+        }
+        for i in 0..xs.len() {
+            let mut attn = vec![0.0; h];
+            for head in 0..nh {
+                let kh = head / (nh / kv);
+                let q = &qs[i][head * hd..(head + 1) * hd];
+                let scores: Vec<f64> = (0..=i)
+                    .map(|j| {
+                        let k = &ks[j][kh * hd..(kh + 1) * hd];
+                        q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>() / (hd as f64).sqrt()
+                    })
+                    .collect();
+                let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                for (j, p) in e.iter().enumerate() {
+                    for d in 0..hd {
+                        attn[head * hd + d] += p / sum * vs[j][kh * hd + d];
+                    }
+                }
+            }
+            let o = matvec(g("self_attn.o_proj.weight"), h, &attn);
+            xs[i].iter_mut().zip(o).for_each(|(a, b)| *a += b);
+            let n = rms_norm(&xs[i], g("post_attention_layernorm.weight"), c.rms_norm_eps);
+            let gate = matvec(g("mlp.gate_proj.weight"), c.intermediate_size, &n);
+            let up = matvec(g("mlp.up_proj.weight"), c.intermediate_size, &n);
+            let act: Vec<f64> = gate
+                .iter()
+                .zip(&up)
+                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                .collect();
+            let down = matvec(g("mlp.down_proj.weight"), h, &act);
+            xs[i].iter_mut().zip(down).for_each(|(a, b)| *a += b);
+        }
+    }
+    let last = rms_norm(xs.last().unwrap(), t("model.norm.weight"), c.rms_norm_eps);
+    matvec(t("lm_head.weight"), c.vocab_size, &last)
+}
+
+fn reference_greedy(
+    c: &LlamaConfig,
+    w: &HashMap<String, (Vec<usize>, Vec<f64>)>,
+    prompt: &[u32],
+    n: usize,
+) -> (Vec<u32>, Vec<f64>) {
+    let mut seq = prompt.to_vec();
+    let (mut ids, mut lps) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let logits = reference_logits(c, w, &seq);
+        let mut best = 0;
+        for (i, v) in logits.iter().enumerate() {
+            if *v > logits[best] {
+                best = i;
+            }
+        }
+        let max = logits[best];
+        let lse = max + logits.iter().map(|v| (v - max).exp()).sum::<f64>().ln();
+        ids.push(best as u32);
+        lps.push(logits[best] - lse);
+        seq.push(best as u32);
+    }
+    (ids, lps)
+}
+
+#[test]
+fn greedy_decoding_matches_an_independent_float64_forward_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = make_tiny(dir.path(), 7).unwrap();
+    let model = Llama::load_dir(dir.path()).unwrap();
+    let w = weights(&dir.path().join("model.safetensors"));
+    for prompt in [&b"hello"[..], b"fleetmesh verifies", b"a"] {
+        let prompt: Vec<u32> = prompt.iter().map(|b| u32::from(*b)).collect();
+        let (ids, lps) = greedy(&model, &prompt, 12, None).unwrap();
+        let (want_ids, want_lps) = reference_greedy(&config, &w, &prompt, 12);
+        assert_eq!(ids, want_ids, "prompt {prompt:?}");
+        for (a, b) in lps.iter().zip(&want_lps) {
+            assert!((a - b).abs() < 1e-4, "logprob {a} vs {b}");
+        }
+        // the output is not trivially constant: the check can fail
+        assert!(ids.iter().any(|i| *i != ids[0]), "{ids:?}");
+    }
+}
+
+#[test]
+fn the_tiny_model_is_the_same_bytes_every_time_and_seed_dependent() {
+    let (a, b, c) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    make_tiny(a.path(), 7).unwrap();
+    make_tiny(b.path(), 7).unwrap();
+    make_tiny(c.path(), 8).unwrap();
+    let read = |d: &Path| std::fs::read(d.join("model.safetensors")).unwrap();
+    assert_eq!(read(a.path()), read(b.path()));
+    assert_ne!(read(a.path()), read(c.path()));
+}
+
+#[test]
+fn bad_requests_and_bad_files_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    make_tiny(dir.path(), 7).unwrap();
+    let model = Llama::load_dir(dir.path()).unwrap();
+    let mut cache = KvCache::default();
+    assert!(matches!(
+        model.forward(&[], &mut cache),
+        Err(Error::Request(_))
+    ));
+    assert!(
+        matches!(model.forward(&[256], &mut cache), Err(Error::Request(m)) if m.contains("256"))
+    );
+    let long = vec![1u32; 513];
+    assert!(
+        matches!(model.forward(&long, &mut cache), Err(Error::Request(m)) if m.contains("context"))
+    );
+    assert!(cache.is_empty(), "a refused request leaves the cache alone");
+    // a config whose heads do not divide the width
+    let mut c: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap()).unwrap();
+    c["num_attention_heads"] = 5.into();
+    std::fs::write(dir.path().join("config.json"), c.to_string()).unwrap();
+    let e = Llama::load_dir(dir.path()).unwrap_err();
+    assert!(
+        matches!(e, Error::Model { .. }) && e.to_string().contains("num_attention_heads"),
+        "{e}"
+    );
+    // a weights file missing a tensor names it
+    let other = tempfile::tempdir().unwrap();
+    make_tiny(other.path(), 7).unwrap();
+    let bytes = std::fs::read(other.path().join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let kept: Vec<(String, safetensors::tensor::TensorView<'_>)> = st
+        .tensors()
+        .into_iter()
+        .filter(|(n, _)| n != "model.norm.weight")
+        .collect();
+    safetensors::serialize_to_file(kept, None, &other.path().join("model.safetensors")).unwrap();
+    let e = Llama::load_dir(other.path()).unwrap_err();
+    assert!(e.to_string().contains("model.norm.weight"), "{e}");
+}
