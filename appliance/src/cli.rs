@@ -45,6 +45,24 @@ pub enum Command {
     /// Verify Groth16 proofs (BN254, snarkjs JSON formats).
     #[command(subcommand)]
     Proof(ProofCommand),
+    /// LLM models: make the built-in tiny one.
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+/// `meshnode model …`.
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Write the deterministic tiny Llama (config.json + model.safetensors, byte-level
+    /// vocabulary of 256 ids) into DIR, for demos and tests without a download; prints one
+    /// JSON line with the model digest.
+    MakeTiny {
+        /// Where to write it (created if missing).
+        dir: PathBuf,
+        /// Seed of the weights: the same seed gives the same bytes.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+    },
 }
 
 /// `meshnode init`.

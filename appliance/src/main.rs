@@ -123,6 +123,20 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Proof(cli::ProofCommand::Setup { r1cs, zkey, vk }) => {
             proof::setup_cmd(&r1cs, &zkey, vk.as_deref())
         }
+        Command::Model(cli::ModelCommand::MakeTiny { dir, seed }) => {
+            let config = fleetmesh_inference::tiny::make_tiny(&dir, seed)?;
+            let digest = fleetmesh_inference::model::model_digest(&dir)?;
+            println!(
+                "{}",
+                serde_json::json!({
+                    "dir": dir.display().to_string(),
+                    "seed": seed,
+                    "model_digest": hex::encode(digest),
+                    "config": config,
+                })
+            );
+            Ok(Outcome::Ok)
+        }
     }
 }
 

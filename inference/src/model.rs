@@ -307,6 +307,39 @@ fn silu(x: &Tensor) -> Result<Tensor> {
     x.silu().op("silu")
 }
 
+/// The model digest: SHA-256 over the weight files of a model directory (every
+/// `*.safetensors`, in name order, each file's bytes in full), as transcripts and receipts
+/// name the model.
+///
+/// # Errors
+/// [`Error::Io`] when the directory or a file cannot be read, [`Error::Model`] when it holds
+/// no weight file.
+pub fn model_digest(dir: &Path) -> Result<[u8; 32]> {
+    use sha2::{Digest, Sha256};
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(io(dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::Model {
+            path: dir.into(),
+            reason: "no *.safetensors weight file".into(),
+        });
+    }
+    let mut h = Sha256::new();
+    for f in &files {
+        let mut file = std::fs::File::open(f).map_err(io(f))?;
+        std::io::copy(&mut file, &mut h).map_err(io(f))?;
+    }
+    Ok(h.finalize().into())
+}
+
 /// The id of the largest logit, the lowest id among equal ones.
 pub fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0;

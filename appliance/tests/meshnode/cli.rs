@@ -147,6 +147,8 @@ fn every_subcommand_has_help() {
         &["proof", "--help"],
         &["proof", "verify", "--help"],
         &["proof", "batch-verify", "--help"],
+        &["model", "--help"],
+        &["model", "make-tiny", "--help"],
     ] {
         let o = run(args);
         assert!(o.status.success(), "{args:?}");
@@ -158,4 +160,41 @@ fn every_subcommand_has_help() {
     }
     assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
     assert_eq!(run(&[]).status.code(), Some(2));
+}
+
+#[test]
+fn model_make_tiny_writes_a_loadable_model_with_a_stable_digest() {
+    use sha2::{Digest, Sha256};
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let make = |d: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["model", "make-tiny", d.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()
+    };
+    let ra = make(a.path(), &[]);
+    let rb = make(b.path(), &["--seed", "7"]);
+    let weights = std::fs::read(a.path().join("model.safetensors")).unwrap();
+    assert_eq!(ra["model_digest"], hex::encode(Sha256::digest(&weights)));
+    assert_eq!(
+        ra["model_digest"], rb["model_digest"],
+        "seed 7 is the default"
+    );
+    assert_eq!(ra["config"]["vocab_size"], 256);
+    let model = fleetmesh_inference::Llama::load_dir(a.path()).unwrap();
+    let (ids, _) = fleetmesh_inference::model::greedy(&model, &[104, 105], 4, None).unwrap();
+    assert_eq!(ids.len(), 4);
+    let other = tempfile::tempdir().unwrap();
+    assert_ne!(
+        make(other.path(), &["--seed", "8"])["model_digest"],
+        ra["model_digest"]
+    );
+    // a bad seed is a usage error
+    assert_eq!(
+        run(&["model", "make-tiny", "x", "--seed", "-1"])
+            .status
+            .code(),
+        Some(2)
+    );
 }
