@@ -81,25 +81,122 @@ impl Llama {
                 source: std::io::ErrorKind::NotFound.into(),
             });
         }
-        let device = Device::Cpu;
-        let mut tensors =
-            candle_core::safetensors::load(&path, &device).map_err(|e| Error::Model {
+        let tensors =
+            candle_core::safetensors::load(&path, &Device::Cpu).map_err(|e| Error::Model {
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
+        Llama::from_tensors(config, tensors, &path, |name| name.to_owned(), |t, _| Ok(t))
+    }
+
+    /// Loads a GGUF file (llama architecture; F32, F16 or quantized tensors, dequantized to
+    /// F32), its shape from the `llama.*` metadata. llama.cpp's converter stores the query
+    /// and key projections with each head's rows interleaved for its RoPE; they are put
+    /// back in Hugging Face's half-split order, so both formats run the same forward pass.
+    ///
+    /// # Errors
+    /// [`Error::Io`] or [`Error::Model`] naming the metadata key or tensor at fault.
+    pub fn load_gguf(path: &Path) -> Result<Llama> {
+        use candle_core::quantized::gguf_file;
+        let model_err = |reason: String| Error::Model {
+            path: path.into(),
+            reason,
+        };
+        let mut file = std::fs::File::open(path).map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })?;
+        let content = gguf_file::Content::read(&mut file).map_err(|e| model_err(e.to_string()))?;
+        let meta = |key: &str| {
+            content
+                .metadata
+                .get(key)
+                .ok_or_else(|| model_err(format!("no metadata {key}")))
+        };
+        let arch = meta("general.architecture")?
+            .to_string()
+            .map_err(|e| model_err(e.to_string()))?;
+        if arch != "llama" {
+            return Err(model_err(format!("architecture {arch:?} is not llama")));
+        }
+        let int = |key: &str| -> Result<usize> {
+            let v = meta(key)?;
+            v.to_u32()
+                .map(|v| v as usize)
+                .or_else(|_| v.to_u64().map(|v| v as usize))
+                .map_err(|e| model_err(format!("{key}: {e}")))
+        };
+        let float = |key: &str, default: f32| -> Result<f32> {
+            match content.metadata.get(key) {
+                Some(v) => v.to_f32().map_err(|e| model_err(format!("{key}: {e}"))),
+                None => Ok(default),
+            }
+        };
+        let embd = content
+            .tensor_infos
+            .get("token_embd.weight")
+            .ok_or_else(|| model_err("no tensor token_embd.weight".into()))?;
+        let vocab_size = embd.shape.dims()[0];
+        let heads = int("llama.attention.head_count")?;
+        let config = LlamaConfig {
+            hidden_size: int("llama.embedding_length")?,
+            intermediate_size: int("llama.feed_forward_length")?,
+            vocab_size,
+            num_hidden_layers: int("llama.block_count")?,
+            num_attention_heads: heads,
+            num_key_value_heads: Some(int("llama.attention.head_count_kv").unwrap_or(heads)),
+            rms_norm_eps: f64::from(float("llama.attention.layer_norm_rms_epsilon", 1e-5)?),
+            rope_theta: f64::from(float("llama.rope.freq_base", 10_000.0)?),
+            max_position_embeddings: int("llama.context_length")?,
+            tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
+            bos_token_id: None,
+            eos_token_id: None,
+        };
+        config.check().map_err(model_err)?;
+        let mut tensors = std::collections::HashMap::new();
+        for name in content.tensor_infos.keys() {
+            let t = content
+                .tensor(&mut file, name, &Device::Cpu)
+                .and_then(|q| q.dequantize(&Device::Cpu))
+                .map_err(|e| model_err(format!("{name}: {e}")))?;
+            tensors.insert(name.clone(), t);
+        }
+        let (nh, kv) = (config.num_attention_heads, config.kv_heads());
+        Llama::from_tensors(config, tensors, path, gguf_name, |t, name| {
+            if name.ends_with(".attn_q.weight") {
+                unpermute(&t, nh)
+            } else if name.ends_with(".attn_k.weight") {
+                unpermute(&t, kv)
+            } else {
+                Ok(t)
+            }
+        })
+    }
+
+    /// Builds the model from named tensors: `rename` maps a Hugging Face tensor name to the
+    /// file's, `fix` adjusts a tensor after it is found (given the file's name).
+    fn from_tensors(
+        config: LlamaConfig,
+        mut tensors: std::collections::HashMap<String, Tensor>,
+        path: &Path,
+        rename: impl Fn(&str) -> String,
+        fix: impl Fn(Tensor, &str) -> Result<Tensor>,
+    ) -> Result<Llama> {
+        let device = Device::Cpu;
         let (h, kv, hd) = (config.hidden_size, config.kv_heads(), config.head_dim());
-        let mut take = |name: String, shape: &[usize]| -> Result<Tensor> {
+        let mut take = |hf: String, shape: &[usize]| -> Result<Tensor> {
+            let name = rename(&hf);
             let t = tensors.remove(&name).ok_or_else(|| Error::Model {
-                path: path.clone(),
+                path: path.into(),
                 reason: format!("no tensor {name}"),
             })?;
             if t.dims() != shape {
                 return Err(Error::Model {
-                    path: path.clone(),
+                    path: path.into(),
                     reason: format!("{name} has shape {:?}, expected {shape:?}", t.dims()),
                 });
             }
-            t.to_dtype(DType::F32).op("load")
+            fix(t.to_dtype(DType::F32).op("load")?, &name)
         };
         let embed = take("model.embed_tokens.weight".into(), &[config.vocab_size, h])?;
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
@@ -239,6 +336,57 @@ impl Llama {
             .and_then(|l| l.to_vec1::<f32>())
             .op("output projection")
     }
+}
+
+/// The GGUF (llama.cpp) name of a Hugging Face Llama tensor.
+pub fn gguf_name(hf: &str) -> String {
+    let map = [
+        ("model.embed_tokens.weight", "token_embd.weight"),
+        ("model.norm.weight", "output_norm.weight"),
+        ("lm_head.weight", "output.weight"),
+    ];
+    if let Some((_, g)) = map.iter().find(|(h, _)| *h == hf) {
+        return (*g).to_owned();
+    }
+    let Some(rest) = hf.strip_prefix("model.layers.") else {
+        return hf.to_owned();
+    };
+    let (layer, part) = rest.split_once('.').unwrap_or((rest, ""));
+    let part = match part {
+        "input_layernorm.weight" => "attn_norm.weight",
+        "self_attn.q_proj.weight" => "attn_q.weight",
+        "self_attn.k_proj.weight" => "attn_k.weight",
+        "self_attn.v_proj.weight" => "attn_v.weight",
+        "self_attn.o_proj.weight" => "attn_output.weight",
+        "post_attention_layernorm.weight" => "ffn_norm.weight",
+        "mlp.gate_proj.weight" => "ffn_gate.weight",
+        "mlp.up_proj.weight" => "ffn_up.weight",
+        "mlp.down_proj.weight" => "ffn_down.weight",
+        other => other,
+    };
+    format!("blk.{layer}.{part}")
+}
+
+/// llama.cpp's converter's permutation of a query/key projection (rows of each head
+/// reordered from half-split to interleaved): `reshape(heads, 2, hd/2, cols)`, swap the
+/// two middle axes.
+pub fn permute_for_gguf(w: &Tensor, heads: usize) -> Result<Tensor> {
+    let (rows, cols) = w.dims2().op("permute")?;
+    w.reshape((heads, 2, rows / heads / 2, cols))
+        .and_then(|t| t.transpose(1, 2))
+        .and_then(|t| t.contiguous())
+        .and_then(|t| t.reshape((rows, cols)))
+        .op("permute")
+}
+
+/// The inverse of [`permute_for_gguf`].
+fn unpermute(w: &Tensor, heads: usize) -> Result<Tensor> {
+    let (rows, cols) = w.dims2().op("permute")?;
+    w.reshape((heads, rows / heads / 2, 2, cols))
+        .and_then(|t| t.transpose(1, 2))
+        .and_then(|t| t.contiguous())
+        .and_then(|t| t.reshape((rows, cols)))
+        .op("permute")
 }
 
 fn rope_tables(c: &LlamaConfig, device: &Device) -> Result<(Tensor, Tensor)> {

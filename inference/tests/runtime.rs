@@ -173,6 +173,50 @@ fn greedy_decoding_matches_an_independent_float64_forward_pass() {
 }
 
 #[test]
+fn safetensors_and_gguf_give_the_same_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    make_tiny(dir.path(), 7).unwrap();
+    let st = Llama::load_dir(dir.path()).unwrap();
+    let gg = Llama::load_gguf(&dir.path().join("model.gguf")).unwrap();
+    assert_eq!(st.config().kv_heads(), gg.config().kv_heads());
+    for prompt in [&b"hello"[..], b"the quick brown fox"] {
+        let prompt: Vec<u32> = prompt.iter().map(|b| u32::from(*b)).collect();
+        let (a, la) = greedy(&st, &prompt, 16, None).unwrap();
+        let (b, lb) = greedy(&gg, &prompt, 16, None).unwrap();
+        assert_eq!(a, b);
+        // eps and θ travel as f32 in GGUF: logprobs agree to rounding, not bit for bit
+        for (x, y) in la.iter().zip(&lb) {
+            assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+        }
+    }
+    // the GGUF's q/k rows really are in llama.cpp's order: loading them without the
+    // inverse permutation would change the output (so the check above can fail)
+    let mut f = std::fs::File::open(dir.path().join("model.gguf")).unwrap();
+    let content = candle_core::quantized::gguf_file::Content::read(&mut f).unwrap();
+    let q = content
+        .tensor(&mut f, "blk.0.attn_q.weight", &candle_core::Device::Cpu)
+        .unwrap()
+        .dequantize(&candle_core::Device::Cpu)
+        .unwrap();
+    let st_q = candle_core::safetensors::load(
+        dir.path().join("model.safetensors"),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap()
+    .remove("model.layers.0.self_attn.q_proj.weight")
+    .unwrap();
+    assert_ne!(
+        q.to_vec2::<f32>().unwrap(),
+        st_q.to_vec2::<f32>().unwrap(),
+        "the GGUF q rows are permuted"
+    );
+    // a GGUF that is not a llama is refused by name
+    let bad = dir.path().join("bad.gguf");
+    std::fs::write(&bad, b"GGUF not really").unwrap();
+    assert!(matches!(Llama::load_gguf(&bad), Err(Error::Model { .. })));
+}
+
+#[test]
 fn the_tiny_model_is_the_same_bytes_every_time_and_seed_dependent() {
     let (a, b, c) = (
         tempfile::tempdir().unwrap(),
