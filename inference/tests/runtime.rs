@@ -273,3 +273,37 @@ fn bad_requests_and_bad_files_are_refused_with_the_reason() {
     let e = Llama::load_dir(other.path()).unwrap_err();
     assert!(e.to_string().contains("model.norm.weight"), "{e}");
 }
+
+/// Our GGUF file in candle-transformers' `quantized_llama` (llama.cpp's conventions,
+/// interleaved RoPE): the same greedy ids as our runtime on the safetensors weights, so the
+/// file really is laid out as llama.cpp's tools expect.
+#[test]
+fn our_gguf_runs_in_candle_transformers_quantized_llama_with_the_same_ids() {
+    use candle_core::{Device, Tensor};
+    use candle_transformers::models::quantized_llama::ModelWeights;
+    let dir = tempfile::tempdir().unwrap();
+    make_tiny(dir.path(), 7).unwrap();
+    let ours = Llama::load_dir(dir.path()).unwrap();
+    let path = dir.path().join("model.gguf");
+    let mut f = std::fs::File::open(&path).unwrap();
+    let content = candle_core::quantized::gguf_file::Content::read(&mut f).unwrap();
+    let mut theirs = ModelWeights::from_gguf(content, &mut f, &Device::Cpu).unwrap();
+    let prompt: Vec<u32> = b"hello".iter().map(|b| u32::from(*b)).collect();
+    let (want, _) = greedy(&ours, &prompt, 10, None).unwrap();
+    let mut got = Vec::new();
+    let mut pos = 0;
+    let mut input = prompt.clone();
+    for _ in 0..10 {
+        let x = Tensor::new(input.as_slice(), &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let logits = theirs.forward(&x, pos).unwrap().squeeze(0).unwrap();
+        let logits: Vec<f32> = logits.to_vec1().unwrap();
+        pos += input.len();
+        let id = fleetmesh_inference::model::argmax(&logits);
+        got.push(id);
+        input = vec![id];
+    }
+    assert_eq!(got, want);
+}
