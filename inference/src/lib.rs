@@ -1,10 +1,11 @@
 //! # fleetmesh-inference
 //!
 //! LLM inference for fleetmesh. Today: a Llama-family decoder on candle ([`Llama`], F32 on
-//! the CPU, KV cache, greedy decoding with logprobs) loaded from a Hugging Face model
-//! directory, and a deterministic tiny model ([`tiny::make_tiny`]) so a fresh machine runs
-//! inference with no download. The OpenAI-compatible API, GGUF, sampling, batching, remote
-//! executors and the verification modes land with the rest of the inference issue.
+//! the CPU, KV cache) loaded from a Hugging Face model directory or a GGUF file; greedy and
+//! seeded sampling with a per-step [`Transcript`] ([`generate`]); and a deterministic tiny
+//! model ([`tiny::make_tiny`]) so a fresh machine runs inference with no download. The
+//! OpenAI-compatible API, tokenizers, batching, remote executors and the verification
+//! modes land with the rest of the inference issue.
 //!
 //! ```no_run
 //! use fleetmesh_inference::{Llama, model::greedy, tiny::make_tiny};
@@ -18,9 +19,11 @@
 
 mod config;
 mod error;
+pub mod generate;
 pub mod model;
 pub mod tiny;
 
 pub use config::LlamaConfig;
 pub use error::{Error, Result};
+pub use generate::{Sampling, Step, Transcript, generate};
 pub use model::{KvCache, Llama};

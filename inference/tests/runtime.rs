@@ -307,3 +307,99 @@ fn our_gguf_runs_in_candle_transformers_quantized_llama_with_the_same_ids() {
     }
     assert_eq!(got, want);
 }
+
+#[test]
+fn transcripts_record_each_step_and_digest_what_was_generated() {
+    use fleetmesh_inference::model::model_digest;
+    use fleetmesh_inference::{Sampling, generate};
+    let dir = tempfile::tempdir().unwrap();
+    make_tiny(dir.path(), 7).unwrap();
+    let model = Llama::load_dir(dir.path()).unwrap();
+    let md = model_digest(dir.path()).unwrap();
+    let prompt: Vec<u32> = b"hello".iter().map(|b| u32::from(*b)).collect();
+    let t = generate(&model, md, &prompt, 8, &[], &Sampling::default()).unwrap();
+    let (ids, lps) = greedy(&model, &prompt, 8, None).unwrap();
+    assert_eq!(t.output_ids(), ids, "temperature 0 is greedy");
+    for (s, lp) in t.steps.iter().zip(&lps) {
+        assert!((s.logprob - lp).abs() < 1e-12);
+        assert!(s.margin >= 0.0, "greedy picks the top token: {s:?}");
+    }
+    // the digest commits to the model, the prompt and the output
+    let again = generate(&model, md, &prompt, 8, &[], &Sampling::default()).unwrap();
+    assert_eq!(t.digest(), again.digest());
+    let mut other = t.clone();
+    other.steps[3].id ^= 1;
+    assert_ne!(other.digest(), t.digest());
+    let mut other = t.clone();
+    other.model_digest[0] ^= 1;
+    assert_ne!(other.digest(), t.digest());
+    let mut other = t.clone();
+    other.prompt.push(0);
+    assert_ne!(other.digest(), t.digest());
+    // a stop id ends the generation after it
+    let stop = t.steps[2].id;
+    let short = generate(&model, md, &prompt, 8, &[stop], &Sampling::default()).unwrap();
+    let first = ids.iter().position(|i| *i == stop).unwrap();
+    assert_eq!(short.output_ids(), ids[..=first].to_vec());
+}
+
+#[test]
+fn seeded_sampling_is_reproducible_and_its_filters_work() {
+    use fleetmesh_inference::{Sampling, generate};
+    let dir = tempfile::tempdir().unwrap();
+    make_tiny(dir.path(), 7).unwrap();
+    let model = Llama::load_dir(dir.path()).unwrap();
+    let prompt: Vec<u32> = b"abc".iter().map(|b| u32::from(*b)).collect();
+    let run = |s: Sampling| {
+        generate(&model, [0; 32], &prompt, 12, &[], &s)
+            .unwrap()
+            .output_ids()
+    };
+    let hot = |seed| Sampling {
+        temperature: 1.5,
+        seed,
+        ..Sampling::default()
+    };
+    assert_eq!(run(hot(1)), run(hot(1)), "same seed, same ids");
+    assert!(
+        (2..6).any(|s| run(hot(s)) != run(hot(1))),
+        "different seeds differ somewhere"
+    );
+    let greedy_ids = run(Sampling::default());
+    assert_ne!(
+        run(hot(1)),
+        greedy_ids,
+        "temperature 1.5 is not greedy here"
+    );
+    // top_k = 1 and a tiny top_p both keep only the most likely token: greedy
+    assert_eq!(run(Sampling { top_k: 1, ..hot(3) }), greedy_ids);
+    assert_eq!(
+        run(Sampling {
+            top_p: 1e-9,
+            ..hot(3)
+        }),
+        greedy_ids
+    );
+    // bad parameters are refused by name
+    for bad in [
+        Sampling {
+            temperature: -1.0,
+            ..Sampling::default()
+        },
+        Sampling {
+            temperature: f64::NAN,
+            ..Sampling::default()
+        },
+        Sampling {
+            top_p: 0.0,
+            ..Sampling::default()
+        },
+        Sampling {
+            top_p: 1.5,
+            ..Sampling::default()
+        },
+    ] {
+        let e = generate(&model, [0; 32], &prompt, 2, &[], &bad).unwrap_err();
+        assert!(matches!(e, Error::Request(_)), "{e}");
+    }
+}

@@ -1,0 +1,194 @@
+//! Generation: greedy or seeded sampling over a [`Llama`], recorded as a [`Transcript`].
+//!
+//! Greedy decoding (temperature 0) takes the largest logit, the lowest id among equal ones,
+//! so two honest executors with the same weights, engine and dtype produce the same ids.
+//! Sampling is reproducible: the same seed, parameters and model give the same ids. Every
+//! step records the chosen id, its logprob and the margin between the two most likely
+//! tokens — what the quorum mode compares where executors diverge.
+
+use rand::{Rng, SeedableRng};
+use sha2::{Digest, Sha256};
+
+use crate::model::{KvCache, Llama, argmax};
+use crate::{Error, Result};
+
+/// How to pick each token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampling {
+    /// 0 is greedy; otherwise logits are divided by it before the softmax.
+    pub temperature: f64,
+    /// Keep the smallest set of most likely tokens whose probability reaches this (1 keeps
+    /// all).
+    pub top_p: f64,
+    /// Keep at most this many most likely tokens (0 keeps all).
+    pub top_k: usize,
+    /// Seed of the draw.
+    pub seed: u64,
+}
+
+impl Default for Sampling {
+    /// Greedy.
+    fn default() -> Sampling {
+        Sampling {
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: 0,
+            seed: 0,
+        }
+    }
+}
+
+impl Sampling {
+    fn check(&self) -> Result<()> {
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(Error::Request(format!(
+                "temperature {} must be a finite number ≥ 0",
+                self.temperature
+            )));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(Error::Request(format!(
+                "top_p {} must be in (0, 1]",
+                self.top_p
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One generated token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    /// The token id.
+    pub id: u32,
+    /// Its log-probability under the model (before temperature).
+    pub logprob: f64,
+    /// log p(top-1) − log p(top-2): how clear the model's first choice was.
+    pub margin: f64,
+}
+
+/// A generation's record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transcript {
+    /// SHA-256 of the weight files ([`crate::model::model_digest`]).
+    pub model_digest: [u8; 32],
+    /// The prompt's ids.
+    pub prompt: Vec<u32>,
+    /// Each generated token.
+    pub steps: Vec<Step>,
+}
+
+impl Transcript {
+    /// The generated ids.
+    pub fn output_ids(&self) -> Vec<u32> {
+        self.steps.iter().map(|s| s.id).collect()
+    }
+
+    /// SHA-256 over the model digest, then the prompt ids and the output ids, each list
+    /// as a little-endian u32 count followed by little-endian u32 ids.
+    pub fn digest(&self) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(self.model_digest);
+        for ids in [self.prompt.clone(), self.output_ids()] {
+            h.update((ids.len() as u32).to_le_bytes());
+            for id in ids {
+                h.update(id.to_le_bytes());
+            }
+        }
+        h.finalize().into()
+    }
+}
+
+/// Log-softmax of `logits` in f64.
+fn log_softmax(logits: &[f32]) -> Vec<f64> {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b)) as f64;
+    let lse = max
+        + logits
+            .iter()
+            .map(|v| (*v as f64 - max).exp())
+            .sum::<f64>()
+            .ln();
+    logits.iter().map(|v| *v as f64 - lse).collect()
+}
+
+/// Draws from `logits` under `s` with `rng` (greedy when the temperature is 0).
+fn pick(logits: &[f32], s: &Sampling, rng: &mut rand::rngs::StdRng) -> u32 {
+    if s.temperature == 0.0 {
+        return argmax(logits);
+    }
+    let scaled: Vec<f32> = logits
+        .iter()
+        .map(|v| (*v as f64 / s.temperature) as f32)
+        .collect();
+    let lp = log_softmax(&scaled);
+    // most likely first, ties by the lower id
+    let mut order: Vec<usize> = (0..lp.len()).collect();
+    order.sort_by(|a, b| lp[*b].total_cmp(&lp[*a]).then(a.cmp(b)));
+    if s.top_k > 0 {
+        order.truncate(s.top_k);
+    }
+    let mut kept = Vec::with_capacity(order.len());
+    let mut mass = 0.0;
+    for i in order {
+        kept.push(i);
+        mass += lp[i].exp();
+        if mass >= s.top_p {
+            break;
+        }
+    }
+    let mut u = rng.r#gen::<f64>() * mass;
+    for &i in &kept {
+        u -= lp[i].exp();
+        if u < 0.0 {
+            return i as u32;
+        }
+    }
+    *kept.last().expect("at least one token is kept") as u32
+}
+
+/// Runs `prompt`, then generates up to `max_tokens` ids (stopping after any id in `stop`),
+/// recording each step. `model_digest` is copied into the transcript.
+///
+/// # Errors
+/// [`Error::Request`] for bad sampling parameters or as [`Llama::forward`].
+pub fn generate(
+    model: &Llama,
+    model_digest: [u8; 32],
+    prompt: &[u32],
+    max_tokens: usize,
+    stop: &[u32],
+    sampling: &Sampling,
+) -> Result<Transcript> {
+    sampling.check()?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(sampling.seed);
+    let mut cache = KvCache::default();
+    let mut logits = model.forward(prompt, &mut cache)?;
+    let mut steps = Vec::new();
+    while steps.len() < max_tokens {
+        let id = pick(&logits, sampling, &mut rng);
+        let lp = log_softmax(&logits);
+        let (mut first, mut second) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+        for v in &lp {
+            if *v > first {
+                second = first;
+                first = *v;
+            } else if *v > second {
+                second = *v;
+            }
+        }
+        steps.push(Step {
+            id,
+            logprob: lp[id as usize],
+            margin: first - second,
+        });
+        if stop.contains(&id) || steps.len() == max_tokens {
+            break;
+        }
+        logits = model.forward(&[id], &mut cache)?;
+    }
+    Ok(Transcript {
+        model_digest,
+        prompt: prompt.to_vec(),
+        steps,
+    })
+}
