@@ -455,24 +455,29 @@ fn silu(x: &Tensor) -> Result<Tensor> {
     x.silu().op("silu")
 }
 
-/// The model digest: SHA-256 over the weight files of a model directory (every
-/// `*.safetensors`, in name order, each file's bytes in full), as transcripts and receipts
-/// name the model.
+/// The model digest: SHA-256 over the weight files, as transcripts and receipts name the
+/// model — for a model directory every `*.safetensors` in name order, each file's bytes in
+/// full; for a file (a GGUF) its bytes.
 ///
 /// # Errors
 /// [`Error::Io`] when the directory or a file cannot be read, [`Error::Model`] when it holds
 /// no weight file.
 pub fn model_digest(dir: &Path) -> Result<[u8; 32]> {
+    // `dir` is a model directory or a weights file
     use sha2::{Digest, Sha256};
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
-    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
-        .map_err(io(dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
+    let mut files: Vec<std::path::PathBuf> = if dir.is_file() {
+        vec![dir.to_path_buf()]
+    } else {
+        std::fs::read_dir(dir)
+            .map_err(io(dir))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect()
+    };
     files.sort();
     if files.is_empty() {
         return Err(Error::Model {

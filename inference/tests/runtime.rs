@@ -316,6 +316,16 @@ fn transcripts_record_each_step_and_digest_what_was_generated() {
     make_tiny(dir.path(), 7).unwrap();
     let model = Llama::load_dir(dir.path()).unwrap();
     let md = model_digest(dir.path()).unwrap();
+    // a directory's digest covers its safetensors; a GGUF file's, the file
+    use sha2::Digest;
+    let st = std::fs::read(dir.path().join("model.safetensors")).unwrap();
+    assert_eq!(md, <[u8; 32]>::from(sha2::Sha256::digest(&st)));
+    let gg = std::fs::read(dir.path().join("model.gguf")).unwrap();
+    assert_eq!(
+        model_digest(&dir.path().join("model.gguf")).unwrap(),
+        <[u8; 32]>::from(sha2::Sha256::digest(&gg))
+    );
+    assert!(model_digest(&dir.path().join("absent")).is_err());
     let prompt: Vec<u32> = b"hello".iter().map(|b| u32::from(*b)).collect();
     let t = generate(&model, md, &prompt, 8, &[], &Sampling::default()).unwrap();
     let (ids, lps) = greedy(&model, &prompt, 8, None).unwrap();
