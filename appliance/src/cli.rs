@@ -48,6 +48,36 @@ pub enum Command {
     /// LLM models: make the built-in tiny one.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Generate text with a local model; prints one JSON line (ids, text, logprobs, the
+    /// transcript digest).
+    Infer(InferArgs),
+}
+
+/// `meshnode infer`.
+#[derive(Debug, Args)]
+pub struct InferArgs {
+    /// A model directory (config.json, model.safetensors, tokenizer.json) or a .gguf file
+    /// with tokenizer.json beside it.
+    #[arg(long, value_name = "PATH")]
+    pub model: PathBuf,
+    /// The prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: String,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 16)]
+    pub max_tokens: usize,
+    /// 0 is greedy decoding (the default); above 0, seeded sampling.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Nucleus sampling: keep the most likely tokens up to this probability mass.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f64,
+    /// Keep at most this many most likely tokens (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Seed of the sampling draw.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 /// `meshnode model …`.

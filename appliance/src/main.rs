@@ -6,6 +6,7 @@
 mod cli;
 mod config;
 mod doctor;
+mod infer;
 mod manifest;
 mod node;
 mod proof;
@@ -122,6 +123,20 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }
         Command::Proof(cli::ProofCommand::Setup { r1cs, zkey, vk }) => {
             proof::setup_cmd(&r1cs, &zkey, vk.as_deref())
+        }
+        Command::Infer(a) => {
+            infer::run(&infer::InferArgs {
+                model: a.model,
+                prompt: a.prompt,
+                max_tokens: a.max_tokens,
+                sampling: fleetmesh_inference::Sampling {
+                    temperature: a.temperature,
+                    top_p: a.top_p,
+                    top_k: a.top_k,
+                    seed: a.seed,
+                },
+            })?;
+            Ok(Outcome::Ok)
         }
         Command::Model(cli::ModelCommand::MakeTiny { dir, seed }) => {
             let config = fleetmesh_inference::tiny::make_tiny(&dir, seed)?;

@@ -22,8 +22,10 @@ mod error;
 pub mod generate;
 pub mod model;
 pub mod tiny;
+pub mod tokenizer;
 
 pub use config::LlamaConfig;
 pub use error::{Error, Result};
 pub use generate::{Sampling, Step, Transcript, generate};
 pub use model::{KvCache, Llama};
+pub use tokenizer::TextTokenizer;

@@ -1,7 +1,8 @@
 //! A deterministic tiny Llama for demos and tests, so a fresh machine can run inference
 //! with no download: [`make_tiny`] writes `config.json` and `model.safetensors` (F32) from
 //! a fixed seed — the same bytes on every machine with this lockfile's `rand` — and the same
-//! weights as `model.gguf` (F32, laid out as llama.cpp's converter writes them).
+//! weights as `model.gguf` (F32, laid out as llama.cpp's converter writes them), with a
+//! byte-level `tokenizer.json` (id = byte).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -89,6 +90,9 @@ pub fn make_tiny(dir: &Path, seed: u64) -> Result<LlamaConfig> {
         reason: e.to_string(),
     })?;
     write_gguf(&c, &tensors, &dir.join("model.gguf"))?;
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, crate::tokenizer::byte_level_tokenizer_json())
+        .map_err(|source| Error::Io { path, source })?;
     let config = serde_json::to_vec_pretty(&c).expect("a config serializes");
     let path = dir.join("config.json");
     std::fs::write(&path, config).map_err(|source| Error::Io { path, source })?;

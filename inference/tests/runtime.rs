@@ -413,3 +413,23 @@ fn seeded_sampling_is_reproducible_and_its_filters_work() {
         assert!(matches!(e, Error::Request(_)), "{e}");
     }
 }
+
+#[test]
+fn the_tiny_tokenizer_maps_each_byte_to_its_value_and_back() {
+    use fleetmesh_inference::TextTokenizer;
+    let dir = tempfile::tempdir().unwrap();
+    make_tiny(dir.path(), 7).unwrap();
+    let tok = TextTokenizer::load(&dir.path().join("tokenizer.json")).unwrap();
+    for text in ["hello", "a b\n\tc", "ünïcødé ✓", ""] {
+        let ids = tok.encode(text).unwrap();
+        let bytes: Vec<u32> = text.bytes().map(u32::from).collect();
+        assert_eq!(ids, bytes, "{text:?}");
+        assert_eq!(tok.decode(&ids).unwrap(), text);
+    }
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{}").unwrap();
+    assert!(matches!(
+        TextTokenizer::load(&bad),
+        Err(Error::Model { .. })
+    ));
+}

@@ -149,6 +149,7 @@ fn every_subcommand_has_help() {
         &["proof", "batch-verify", "--help"],
         &["model", "--help"],
         &["model", "make-tiny", "--help"],
+        &["infer", "--help"],
     ] {
         let o = run(args);
         assert!(o.status.success(), "{args:?}");
@@ -197,4 +198,58 @@ fn model_make_tiny_writes_a_loadable_model_with_a_stable_digest() {
             .code(),
         Some(2)
     );
+}
+
+#[test]
+fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        run(&["model", "make-tiny", dir.path().to_str().unwrap()])
+            .status
+            .success()
+    );
+    let infer = |model: &std::path::Path, extra: &[&str]| {
+        let mut args = vec![
+            "infer",
+            "--model",
+            model.to_str().unwrap(),
+            "--prompt",
+            "hello",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = infer(dir.path(), &["--max-tokens", "6"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let a: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        a["prompt_token_ids"],
+        serde_json::json!([104, 101, 108, 108, 111])
+    );
+    assert_eq!(a["token_ids"].as_array().unwrap().len(), 6);
+    // byte-level tokenizer: the text is the ids' bytes
+    let bytes: Vec<u8> = a["token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u8)
+        .collect();
+    assert_eq!(a["text"], String::from_utf8_lossy(&bytes).as_ref());
+    // the GGUF gives the same ids (its own model digest, so its own transcript digest)
+    let o = infer(&dir.path().join("model.gguf"), &["--max-tokens", "6"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(a["token_ids"], b["token_ids"]);
+    assert_ne!(a["model_digest"], b["model_digest"]);
+    // seeded sampling is reproducible
+    let s1 = stdout(&infer(dir.path(), &["--temperature", "1.2", "--seed", "5"]));
+    let s2 = stdout(&infer(dir.path(), &["--temperature", "1.2", "--seed", "5"]));
+    assert_eq!(s1, s2);
+    // bad input: exit 2 with the reason
+    let o = infer(&dir.path().join("absent"), &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("absent"), "{}", stderr(&o));
+    let o = infer(dir.path(), &["--top-p", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("top_p"), "{}", stderr(&o));
 }
