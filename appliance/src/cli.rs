@@ -138,6 +138,11 @@ pub struct RunArgs {
     /// Listen on this address instead of the configured one.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+    /// Serve this model on the OpenAI-compatible API (`/v1/models`, `/v1/completions`): a
+    /// model directory or a .gguf file with tokenizer.json beside it; its model id is the
+    /// directory or file name. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub model: Vec<PathBuf>,
 }
 
 /// `meshnode up`.

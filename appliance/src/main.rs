@@ -7,6 +7,7 @@ mod cli;
 mod config;
 mod doctor;
 mod infer;
+mod inference_service;
 mod manifest;
 mod node;
 mod proof;
@@ -68,7 +69,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             println!("listen:     127.0.0.1:{}", settings.face_port);
             Ok(Outcome::Ok)
         }
-        Command::Run(args) => run(&args.dir, args.listen),
+        Command::Run(args) => run(&args.dir, args.listen, &args.model),
         Command::Up(args) => {
             let dir = match args.dir {
                 Some(d) => d,
@@ -82,7 +83,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                     created.pubkey
                 );
             }
-            run(&dir, args.listen)
+            run(&dir, args.listen, &[])
         }
         Command::Doctor(args) => {
             let dir = match args.dir {
@@ -155,7 +156,11 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
     }
 }
 
-fn run(dir: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Result<Outcome> {
+fn run(
+    dir: &Path,
+    listen: Option<std::net::SocketAddr>,
+    models: &[std::path::PathBuf],
+) -> anyhow::Result<Outcome> {
     let node = node::Node::open(dir)?;
     let listen = listen.unwrap_or(node.config.face.listen);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -163,7 +168,7 @@ fn run(dir: &Path, listen: Option<std::net::SocketAddr>) -> anyhow::Result<Outco
         .thread_name("meshnode")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(server::run(node, listen))?;
+    runtime.block_on(server::run(node, listen, models))?;
     Ok(Outcome::Ok)
 }
 

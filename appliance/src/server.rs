@@ -78,12 +78,17 @@ pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_
 pub const CIRCUITS_DIR: &str = "circuits";
 
 /// Builds the router for `node`, serving `relay`.
-pub fn router(node: &mut Node, relay: Arc<Relay>) -> anyhow::Result<Router> {
+pub fn router(
+    node: &mut Node,
+    relay: Arc<Relay>,
+    models: &[std::path::PathBuf],
+) -> anyhow::Result<Router> {
     let descriptor = node.current_descriptor()?;
     let choice = node.config.compute.backend;
     let (backend, why) = fleetmesh_kernels::ops::select(choice, fleetmesh_kernels::probe::probe)
         .with_context(|| format!("[compute] backend = \"{choice}\""))?;
     info!(backend = %backend.describe(), reason = %why, "prover backend");
+    let inference = crate::inference_service::InferenceService::load(models)?;
     let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
     let state = Arc::new(AppState {
         nip11: nip11_document(node, &descriptor.id_hex(), &relay).to_string(),
@@ -105,6 +110,14 @@ pub fn router(node: &mut Node, relay: Arc<Relay>) -> anyhow::Result<Router> {
             axum::routing::post(crate::prove_service::handle).with_state(
                 crate::prove_service::ProveService::new(node.dir.join(CIRCUITS_DIR), backend),
             ),
+        )
+        .route(
+            "/v1/models",
+            get(crate::inference_service::models).with_state(inference.clone()),
+        )
+        .route(
+            "/v1/completions",
+            axum::routing::post(crate::inference_service::completions).with_state(inference),
         )
         .fallback(not_found)
         .with_state(state))
@@ -203,7 +216,11 @@ async fn not_found() -> Response {
 }
 
 /// Serves `node` on `listen` until SIGINT or SIGTERM.
-pub async fn run(mut node: Node, listen: SocketAddr) -> anyhow::Result<()> {
+pub async fn run(
+    mut node: Node,
+    listen: SocketAddr,
+    models: &[std::path::PathBuf],
+) -> anyhow::Result<()> {
     let (relay, writer) = Relay::start(
         &node.dir.join(crate::node::DB_FILE),
         RelayConfig {
@@ -212,7 +229,7 @@ pub async fn run(mut node: Node, listen: SocketAddr) -> anyhow::Result<()> {
         },
     )?;
     relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
-    let app = router(&mut node, relay.clone())?;
+    let app = router(&mut node, relay.clone(), models)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;

@@ -57,7 +57,7 @@ impl Sampling {
 }
 
 /// One generated token.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// The token id.
     pub id: u32,
@@ -65,6 +65,8 @@ pub struct Step {
     pub logprob: f64,
     /// log p(top-1) − log p(top-2): how clear the model's first choice was.
     pub margin: f64,
+    /// The most likely ids with their logprobs, most likely first (as many as asked for).
+    pub top: Vec<(u32, f64)>,
 }
 
 /// A generation's record.
@@ -159,29 +161,64 @@ pub fn generate(
     stop: &[u32],
     sampling: &Sampling,
 ) -> Result<Transcript> {
+    let mut done = |ids: &[u32]| ids.last().is_some_and(|id| stop.contains(id));
+    generate_with(
+        model,
+        model_digest,
+        prompt,
+        max_tokens,
+        sampling,
+        0,
+        &mut done,
+    )
+}
+
+/// [`generate`] with a stop test run on the ids generated so far after each step (stop
+/// strings are checked this way), and the `top_logprobs` most likely alternatives
+/// recorded per step.
+///
+/// # Errors
+/// As [`generate`].
+pub fn generate_with(
+    model: &Llama,
+    model_digest: [u8; 32],
+    prompt: &[u32],
+    max_tokens: usize,
+    sampling: &Sampling,
+    top_logprobs: usize,
+    done: &mut dyn FnMut(&[u32]) -> bool,
+) -> Result<Transcript> {
     sampling.check()?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(sampling.seed);
     let mut cache = KvCache::default();
     let mut logits = model.forward(prompt, &mut cache)?;
-    let mut steps = Vec::new();
+    let mut steps: Vec<Step> = Vec::new();
+    let mut ids = Vec::new();
     while steps.len() < max_tokens {
         let id = pick(&logits, sampling, &mut rng);
         let lp = log_softmax(&logits);
-        let (mut first, mut second) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
-        for v in &lp {
-            if *v > first {
-                second = first;
-                first = *v;
-            } else if *v > second {
-                second = *v;
-            }
-        }
+        let mut order: Vec<usize> = (0..lp.len()).collect();
+        let keep = top_logprobs.max(2).min(lp.len());
+        order.select_nth_unstable_by(keep - 1, |a, b| lp[*b].total_cmp(&lp[*a]).then(a.cmp(b)));
+        order.truncate(keep);
+        order.sort_by(|a, b| lp[*b].total_cmp(&lp[*a]).then(a.cmp(b)));
+        let margin = if order.len() > 1 {
+            lp[order[0]] - lp[order[1]]
+        } else {
+            f64::INFINITY
+        };
         steps.push(Step {
             id,
             logprob: lp[id as usize],
-            margin: first - second,
+            margin,
+            top: order
+                .iter()
+                .take(top_logprobs)
+                .map(|i| (*i as u32, lp[*i]))
+                .collect(),
         });
-        if stop.contains(&id) || steps.len() == max_tokens {
+        ids.push(id);
+        if done(&ids) || steps.len() == max_tokens {
             break;
         }
         logits = model.forward(&[id], &mut cache)?;

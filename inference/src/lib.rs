@@ -26,6 +26,6 @@ pub mod tokenizer;
 
 pub use config::LlamaConfig;
 pub use error::{Error, Result};
-pub use generate::{Sampling, Step, Transcript, generate};
+pub use generate::{Sampling, Step, Transcript, generate, generate_with};
 pub use model::{KvCache, Llama};
 pub use tokenizer::TextTokenizer;

@@ -4,6 +4,7 @@
 
 mod cli;
 mod daemon;
+mod inference;
 mod init;
 mod proof;
 
