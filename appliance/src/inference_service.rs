@@ -124,6 +124,7 @@ struct Request {
     stop: Vec<String>,
     logprobs: Option<usize>,
     return_token_ids: bool,
+    stream: bool,
 }
 
 fn parse(s: &InferenceService, body: &[u8]) -> Result<Request, Failure> {
@@ -198,12 +199,12 @@ fn parse(s: &InferenceService, body: &[u8]) -> Result<Request, Failure> {
                 .ok_or_else(|| bad(format!("{key} must be a number"), key)),
         }
     };
-    if v["stream"].as_bool() == Some(true) {
-        return Err(bad(
-            "stream is not supported yet; send stream: false",
-            "stream",
-        ));
-    }
+    let stream = match &v["stream"] {
+        Value::Null => false,
+        x => x
+            .as_bool()
+            .ok_or_else(|| bad("stream must be a boolean", "stream"))?,
+    };
     let stop = match &v["stop"] {
         Value::Null => Vec::new(),
         Value::String(s) => vec![s.clone()],
@@ -252,6 +253,7 @@ fn parse(s: &InferenceService, body: &[u8]) -> Result<Request, Failure> {
         stop,
         logprobs,
         return_token_ids: v["return_token_ids"].as_bool().unwrap_or(false),
+        stream,
     })
 }
 
@@ -270,6 +272,9 @@ pub async fn completions(
         Ok(r) => r,
         Err(f) => return f.into_response(),
     };
+    if req.stream {
+        return stream(s, req);
+    }
     let _turn = s.turn.lock().await;
     let svc = s.clone();
     match tokio::task::spawn_blocking(move || complete(&svc, &req)).await {
@@ -344,9 +349,7 @@ fn complete(s: &InferenceService, req: &Request) -> Response {
     Json(json!({
         "id": format!("cmpl-{}", &digest[..24]),
         "object": "text_completion",
-        "created": std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        "created": unix_now(),
         "model": m.id,
         "choices": [choice],
         "usage": {
@@ -361,4 +364,139 @@ fn complete(s: &InferenceService, req: &Request) -> Response {
         },
     }))
     .into_response()
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `stream: true`: server-sent events, one `text_completion` chunk per token (its text
+/// delta, and with `return_token_ids` its id), a last chunk with `finish_reason`, usage and
+/// the digests, then `data: [DONE]`. Text is held back while it ends in an incomplete
+/// UTF-8 character or could still be the start of a stop string, so no chunk ever carries
+/// text that the final answer does not. A client that goes away stops the generation.
+fn stream(s: Arc<InferenceService>, req: Request) -> Response {
+    use axum::response::sse::{Event, Sse};
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(64);
+    tokio::spawn(async move {
+        let _turn = s.turn.lock().await;
+        let svc = s.clone();
+        let _ = tokio::task::spawn_blocking(move || stream_blocking(&svc, &req, &tx)).await;
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|e| (Ok::<_, std::convert::Infallible>(e), rx))
+    });
+    Sse::new(body).into_response()
+}
+
+fn stream_blocking(
+    s: &InferenceService,
+    req: &Request,
+    tx: &tokio::sync::mpsc::Sender<axum::response::sse::Event>,
+) {
+    use axum::response::sse::Event;
+    let m = &s.models[req.model];
+    let id = format!(
+        "cmpl-{:024x}",
+        u128::from(rand_seed()) << 32 | u128::from(rand_seed() as u32)
+    );
+    let created = unix_now();
+    let chunk = |text: &str, ids: &[u32], finish: Option<&str>| {
+        let mut choice =
+            json!({"index": 0, "text": text, "finish_reason": finish, "logprobs": null});
+        if req.return_token_ids {
+            choice["token_ids"] = json!(ids);
+        }
+        json!({"id": id, "object": "text_completion", "created": created, "model": m.id,
+               "choices": [choice]})
+    };
+    let send = |v: Value| {
+        tx.blocking_send(Event::default().data(v.to_string()))
+            .is_ok()
+    };
+    let hold = req
+        .stop
+        .iter()
+        .map(|st| st.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut sent = String::new();
+    let mut sent_ids = 0usize;
+    let mut stopped_at: Option<usize> = None;
+    let mut gone = false;
+    let mut done = |ids: &[u32]| {
+        let text = m.tokenizer.decode(ids).unwrap_or_default();
+        if !req.stop.is_empty() {
+            stopped_at = req
+                .stop
+                .iter()
+                .filter_map(|st| text.find(st.as_str()))
+                .min();
+            if stopped_at.is_some() {
+                return true;
+            }
+        }
+        // the stable part: no trailing replacement character, minus what a stop string
+        // could still claim
+        let stable = text.trim_end_matches('\u{FFFD}');
+        let keep = stable.chars().count().saturating_sub(hold);
+        let stable: String = stable.chars().take(keep).collect();
+        if stable.len() > sent.len() && stable.starts_with(sent.as_str()) {
+            let delta = stable[sent.len()..].to_owned();
+            if !send(chunk(&delta, &ids[sent_ids..], None)) {
+                gone = true;
+                return true;
+            }
+            sent = stable;
+            sent_ids = ids.len();
+        }
+        false
+    };
+    let result = generate_with(
+        &m.model,
+        m.digest,
+        &req.prompt,
+        req.max_tokens,
+        &req.sampling,
+        0,
+        &mut done,
+    );
+    if gone {
+        return;
+    }
+    match result {
+        Ok(t) => {
+            let ids = t.output_ids();
+            let mut text = m.tokenizer.decode(&ids).unwrap_or_default();
+            let finish = if let Some(cut) = stopped_at {
+                text.truncate(cut);
+                "stop"
+            } else {
+                "length"
+            };
+            let rest = text.get(sent.len()..).unwrap_or_default().to_owned();
+            let mut last = chunk(&rest, &ids[sent_ids.min(ids.len())..], Some(finish));
+            last["usage"] = json!({
+                "prompt_tokens": req.prompt.len(),
+                "completion_tokens": ids.len(),
+                "total_tokens": req.prompt.len() + ids.len(),
+            });
+            last["fleetmesh"] = json!({
+                "model_digest": hex::encode(m.digest),
+                "transcript_digest": hex::encode(t.digest()),
+            });
+            send(last);
+        }
+        Err(e) => {
+            send(
+                json!({"error": {"message": e.to_string(), "type": "invalid_request_error",
+                                  "param": "prompt", "code": null}}),
+            );
+        }
+    }
+    let _ = tx.blocking_send(Event::default().data("[DONE]"));
 }

@@ -94,6 +94,39 @@ fn the_daemon_serves_completions_for_its_models() {
         let (_, a) = post_json(&http, &url, sample.clone()).await;
         let (_, b) = post_json(&http, &url, sample).await;
         assert_eq!(a["choices"][0]["token_ids"], b["choices"][0]["token_ids"]);
+        // streaming: the deltas add up to the non-streamed answer, ids and digest included
+        let events = |body: String| -> Vec<String> {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+                .map(|l| l.trim().to_owned())
+                .collect()
+        };
+        for stop in [None, Some(stop.clone())] {
+            let mut req = serde_json::json!({"model": "tiny", "prompt": "hello", "max_tokens": 6,
+                "temperature": 0, "return_token_ids": true});
+            if let Some(st) = &stop {
+                req["stop"] = serde_json::json!([st]);
+            }
+            let (_, whole) = post_json(&http, &url, req.clone()).await;
+            req["stream"] = true.into();
+            let r = http.post(&url).body(req.to_string()).send().await.unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+            let ev = events(r.text().await.unwrap());
+            assert_eq!(ev.last().map(String::as_str), Some("[DONE]"), "{ev:?}");
+            let chunks: Vec<Value> = ev[..ev.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+            // without a stop string nothing is held back but incomplete characters: several
+            // chunks; with one, text may wait for the last chunk
+            assert!(stop.is_some() || chunks.len() >= 2, "{chunks:?}");
+            let text: String = chunks.iter().map(|c| c["choices"][0]["text"].as_str().unwrap()).collect();
+            let ids: Vec<Value> = chunks.iter().flat_map(|c| c["choices"][0]["token_ids"].as_array().unwrap().clone()).collect();
+            assert_eq!(text, whole["choices"][0]["text"].as_str().unwrap(), "stop {stop:?}");
+            assert_eq!(Value::from(ids), whole["choices"][0]["token_ids"]);
+            let last = chunks.last().unwrap();
+            assert_eq!(last["choices"][0]["finish_reason"], whole["choices"][0]["finish_reason"]);
+            assert_eq!(last["fleetmesh"]["transcript_digest"], whole["fleetmesh"]["transcript_digest"]);
+            assert!(chunks[..chunks.len() - 1].iter().all(|c| c["choices"][0]["finish_reason"].is_null()));
+        }
         // errors in OpenAI's shape
         let (status, e) = post_json(&http, &url, serde_json::json!({"model": "nope", "prompt": "x"})).await;
         assert_eq!(status, 404);
@@ -104,7 +137,7 @@ fn the_daemon_serves_completions_for_its_models() {
             (serde_json::json!({"model": "tiny", "prompt": [300]}), "prompt"),
             (serde_json::json!({"model": "tiny", "prompt": "x", "temperature": "hot"}), "temperature"),
             (serde_json::json!({"model": "tiny", "prompt": "x", "top_p": 0}), "prompt"),
-            (serde_json::json!({"model": "tiny", "prompt": "x", "stream": true}), "stream"),
+            (serde_json::json!({"model": "tiny", "prompt": "x", "stream": "yes"}), "stream"),
             (serde_json::json!({"model": "tiny", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]}), "stop"),
         ] {
             let (status, e) = post_json(&http, &url, body.clone()).await;
