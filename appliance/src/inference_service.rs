@@ -297,11 +297,7 @@ fn complete(s: &InferenceService, req: &Request) -> Response {
             return false;
         }
         let text = m.tokenizer.decode(ids).unwrap_or_default();
-        stopped_at = req
-            .stop
-            .iter()
-            .filter_map(|st| text.find(st.as_str()))
-            .min();
+        stopped_at = find_stop(&text, &req.stop);
         stopped_at.is_some()
     };
     let t = match generate_with(
@@ -317,13 +313,7 @@ fn complete(s: &InferenceService, req: &Request) -> Response {
         Err(e) => return bad(e.to_string(), "prompt").into_response(),
     };
     let ids = t.output_ids();
-    let mut text = m.tokenizer.decode(&ids).unwrap_or_default();
-    let finish = if let Some(cut) = stopped_at {
-        text.truncate(cut);
-        "stop"
-    } else {
-        "length"
-    };
+    let (text, finish) = final_text(m, &ids, stopped_at);
     let mut choice = json!({"index": 0, "text": text, "finish_reason": finish, "logprobs": null});
     if let Some(n) = req.logprobs {
         let token = |id: u32| m.tokenizer.decode(&[id]).unwrap_or_default();
@@ -364,6 +354,24 @@ fn complete(s: &InferenceService, req: &Request) -> Response {
         },
     }))
     .into_response()
+}
+
+/// The answer's text — cut where a stop string began, if one did — and its
+/// `finish_reason`.
+fn final_text(m: &Served, ids: &[u32], stopped_at: Option<usize>) -> (String, &'static str) {
+    let mut text = m.tokenizer.decode(ids).unwrap_or_default();
+    match stopped_at {
+        Some(cut) => {
+            text.truncate(cut);
+            (text, "stop")
+        }
+        None => (text, "length"),
+    }
+}
+
+/// Where the first of `stops` begins in `text`.
+fn find_stop(text: &str, stops: &[String]) -> Option<usize> {
+    stops.iter().filter_map(|st| text.find(st.as_str())).min()
 }
 
 fn unix_now() -> u64 {
@@ -431,11 +439,7 @@ fn stream_blocking(
     let mut done = |ids: &[u32]| {
         let text = m.tokenizer.decode(ids).unwrap_or_default();
         if !req.stop.is_empty() {
-            stopped_at = req
-                .stop
-                .iter()
-                .filter_map(|st| text.find(st.as_str()))
-                .min();
+            stopped_at = find_stop(&text, &req.stop);
             if stopped_at.is_some() {
                 return true;
             }
@@ -471,13 +475,7 @@ fn stream_blocking(
     match result {
         Ok(t) => {
             let ids = t.output_ids();
-            let mut text = m.tokenizer.decode(&ids).unwrap_or_default();
-            let finish = if let Some(cut) = stopped_at {
-                text.truncate(cut);
-                "stop"
-            } else {
-                "length"
-            };
+            let (text, finish) = final_text(m, &ids, stopped_at);
             let rest = text.get(sent.len()..).unwrap_or_default().to_owned();
             let mut last = chunk(&rest, &ids[sent_ids.min(ids.len())..], Some(finish));
             last["usage"] = json!({
