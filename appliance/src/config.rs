@@ -28,6 +28,18 @@ pub struct Config {
     pub store: StoreSection,
     /// Where MSM/NTT run.
     pub compute: ComputeSection,
+    /// The models served on the OpenAI-compatible API.
+    pub inference: InferenceSection,
+}
+
+/// `[inference]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct InferenceSection {
+    /// Model directories or .gguf files to serve (each under its directory or file name);
+    /// relative paths are taken from the node directory. Default: none. `meshnode run
+    /// --model PATH` adds to them.
+    pub models: Vec<std::path::PathBuf>,
 }
 
 /// `[store]`.

@@ -159,16 +159,25 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
 fn run(
     dir: &Path,
     listen: Option<std::net::SocketAddr>,
-    models: &[std::path::PathBuf],
+    extra_models: &[std::path::PathBuf],
 ) -> anyhow::Result<Outcome> {
     let node = node::Node::open(dir)?;
     let listen = listen.unwrap_or(node.config.face.listen);
+    // [inference] models (relative to the node directory), then --model
+    let models: Vec<std::path::PathBuf> = node
+        .config
+        .inference
+        .models
+        .iter()
+        .map(|m| dir.join(m))
+        .chain(extra_models.iter().cloned())
+        .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("meshnode")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(server::run(node, listen, models))?;
+    runtime.block_on(server::run(node, listen, &models))?;
     Ok(Outcome::Ok)
 }
 

@@ -172,3 +172,52 @@ fn a_model_that_does_not_load_stops_the_daemon_with_the_reason() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("/nonexistent/m"), "{}", stderr(&o));
 }
+
+#[test]
+fn models_in_the_config_are_served_by_run() {
+    let node = tempfile::tempdir().unwrap();
+    assert!(
+        run(&["init", node.path().to_str().unwrap()])
+            .status
+            .success()
+    );
+    // a model inside the node directory, named relative to it
+    let tiny = node.path().join("models").join("tiny");
+    assert!(
+        run(&["model", "make-tiny", tiny.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let cfg = node.path().join("meshnode.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(
+        text.contains("[inference]"),
+        "init writes every section: {text}"
+    );
+    let text = text.replace("models = []", "models = [\"models/tiny\"]");
+    std::fs::write(&cfg, text).unwrap();
+    let d = run_node(node.path());
+    runtime().block_on(async {
+        let list: Value = reqwest::get(d.url("/v1/models"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(list["data"][0]["id"], "tiny", "{list}");
+    });
+    drop(d);
+    // a typo in the section is refused, not ignored
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("models = [", "modles = [");
+    std::fs::write(&cfg, text).unwrap();
+    let o = run(&[
+        "run",
+        node.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("modles"), "{}", stderr(&o));
+}
