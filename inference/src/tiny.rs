@@ -40,7 +40,20 @@ pub fn tiny_config() -> LlamaConfig {
 /// # Errors
 /// [`Error::Io`] when `dir` cannot be written.
 pub fn make_tiny(dir: &Path, seed: u64) -> Result<LlamaConfig> {
-    let c = tiny_config();
+    make_model(dir, &tiny_config(), seed)?;
+    Ok(tiny_config())
+}
+
+/// [`make_tiny`] for any shape (benchmarks use a ~100M-parameter one). The tokenizer is the
+/// byte-level one, so only ids below 256 have text.
+///
+/// # Errors
+/// As [`make_tiny`], and [`Error::Model`] for an inconsistent `c`.
+pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
+    c.check().map_err(|reason| Error::Model {
+        path: dir.join("config.json"),
+        reason,
+    })?;
     std::fs::create_dir_all(dir).map_err(|source| Error::Io {
         path: dir.into(),
         source,
@@ -89,14 +102,14 @@ pub fn make_tiny(dir: &Path, seed: u64) -> Result<LlamaConfig> {
         path: path.clone(),
         reason: e.to_string(),
     })?;
-    write_gguf(&c, &tensors, &dir.join("model.gguf"))?;
+    write_gguf(c, &tensors, &dir.join("model.gguf"))?;
     let path = dir.join("tokenizer.json");
     std::fs::write(&path, crate::tokenizer::byte_level_tokenizer_json())
         .map_err(|source| Error::Io { path, source })?;
-    let config = serde_json::to_vec_pretty(&c).expect("a config serializes");
+    let config = serde_json::to_vec_pretty(c).expect("a config serializes");
     let path = dir.join("config.json");
     std::fs::write(&path, config).map_err(|source| Error::Io { path, source })?;
-    Ok(c)
+    Ok(())
 }
 
 /// Writes `tensors` (Hugging Face names) as a llama GGUF file in F32: llama.cpp's tensor

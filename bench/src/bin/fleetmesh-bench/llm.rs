@@ -1,0 +1,148 @@
+//! `fleetmesh-bench llm [ROUNDS]`: our Llama runtime against candle-transformers' stock
+//! llama on the same weights (F32, CPU), in the same run — prefill tokens/s (128-token
+//! prompt, which is also the time to first token) and greedy decode tokens/s (32 tokens
+//! after the prompt, KV cache on both sides), on the tiny model and on a generated
+//! ~100M-parameter one. Both must produce the same greedy ids before anything is timed.
+
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor};
+use candle_transformers::models::llama as stock;
+use fleetmesh_inference::model::argmax;
+use fleetmesh_inference::tiny::{make_model, tiny_config};
+use fleetmesh_inference::{KvCache, Llama, LlamaConfig};
+
+const PROMPT: usize = 128;
+const DECODE: usize = 32;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// (prefill time, decode time for DECODE tokens, ids) with our runtime.
+fn ours(m: &Llama, prompt: &[u32]) -> (Duration, Duration, Vec<u32>) {
+    let mut cache = KvCache::default();
+    let t = Instant::now();
+    let mut logits = m.forward(prompt, &mut cache).expect("prefill");
+    let prefill = t.elapsed();
+    let mut ids = Vec::with_capacity(DECODE);
+    let t = Instant::now();
+    for _ in 0..DECODE {
+        let id = argmax(&logits);
+        ids.push(id);
+        logits = m.forward(&[id], &mut cache).expect("decode");
+    }
+    (prefill, t.elapsed(), ids)
+}
+
+/// The same with candle-transformers' llama.
+fn theirs(m: &stock::Llama, cfg: &stock::Config, prompt: &[u32]) -> (Duration, Duration, Vec<u32>) {
+    let dev = Device::Cpu;
+    let mut cache = stock::Cache::new(true, DType::F32, cfg, &dev).expect("cache");
+    let run = |ids: &[u32], pos: usize, cache: &mut stock::Cache| -> Vec<f32> {
+        let x = Tensor::new(ids, &dev)
+            .and_then(|t| t.unsqueeze(0))
+            .expect("input");
+        m.forward(&x, pos, cache)
+            .and_then(|l| l.squeeze(0))
+            .and_then(|l| l.to_vec1::<f32>())
+            .expect("forward")
+    };
+    let t = Instant::now();
+    let mut logits = run(prompt, 0, &mut cache);
+    let prefill = t.elapsed();
+    let mut ids = Vec::with_capacity(DECODE);
+    let t = Instant::now();
+    for i in 0..DECODE {
+        let id = argmax(&logits);
+        ids.push(id);
+        logits = run(&[id], prompt.len() + i, &mut cache);
+    }
+    (prefill, t.elapsed(), ids)
+}
+
+fn bench_model(name: &str, config: &LlamaConfig, rounds: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = Instant::now();
+    make_model(dir.path(), config, 7).expect("make model");
+    let params: usize = {
+        let (h, i, v, l) = (
+            config.hidden_size,
+            config.intermediate_size,
+            config.vocab_size,
+            config.num_hidden_layers,
+        );
+        let kvd = config.kv_heads() * config.head_dim();
+        2 * v * h + l * (2 * h * h + 2 * kvd * h + 3 * h * i + 2 * h) + h
+    };
+    let ours_m = Llama::load_dir(dir.path()).expect("load ours");
+    let stock_cfg: stock::LlamaConfig =
+        serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).expect("config"))
+            .expect("stock config");
+    let stock_cfg = stock_cfg.into_config(false);
+    let vb = candle_nn::VarBuilder::from_buffered_safetensors(
+        std::fs::read(dir.path().join("model.safetensors")).expect("weights"),
+        DType::F32,
+        &Device::Cpu,
+    )
+    .expect("var builder");
+    let stock_m = stock::Llama::load(vb, &stock_cfg).expect("load stock");
+    println!(
+        "llm {name}: {:.1}M parameters (made in {:.1} s); prompt {PROMPT}, decode {DECODE}, {} threads",
+        params as f64 / 1e6,
+        t.elapsed().as_secs_f64(),
+        rayon::current_num_threads()
+    );
+    let prompt: Vec<u32> = (0..PROMPT as u32).map(|i| (i * 37 + 11) % 256).collect();
+    let (_, _, a) = ours(&ours_m, &prompt);
+    let (_, _, b) = theirs(&stock_m, &stock_cfg, &prompt);
+    assert_eq!(
+        a, b,
+        "{name}: our greedy ids differ from candle-transformers'"
+    );
+    let (mut op, mut od, mut tp, mut td) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let (p, d, _) = ours(&ours_m, &prompt);
+        op.push(p);
+        od.push(d);
+        let (p, d, _) = theirs(&stock_m, &stock_cfg, &prompt);
+        tp.push(p);
+        td.push(d);
+    }
+    let (op, od, tp, td) = (median(op), median(od), median(tp), median(td));
+    let tps = |n: usize, d: Duration| n as f64 / d.as_secs_f64();
+    println!(
+        "llm {name} prefill (= TTFT)        ours {:>9.1} tok/s ({:>7.1} ms)   candle-transformers {:>9.1} tok/s ({:>7.1} ms)   x{:.2}",
+        tps(PROMPT, op),
+        op.as_secs_f64() * 1e3,
+        tps(PROMPT, tp),
+        tp.as_secs_f64() * 1e3,
+        tp.as_secs_f64() / op.as_secs_f64()
+    );
+    println!(
+        "llm {name} decode                  ours {:>9.1} tok/s               candle-transformers {:>9.1} tok/s               x{:.2}",
+        tps(DECODE, od),
+        tps(DECODE, td),
+        td.as_secs_f64() / od.as_secs_f64()
+    );
+}
+
+/// Runs the benchmark.
+pub fn run(args: &[String]) {
+    let rounds = args
+        .first()
+        .map_or(3, |s| s.parse().unwrap_or_else(|_| super::usage()));
+    bench_model("tiny", &tiny_config(), rounds);
+    let big = LlamaConfig {
+        hidden_size: 768,
+        intermediate_size: 2048,
+        vocab_size: 8192,
+        num_hidden_layers: 12,
+        num_attention_heads: 12,
+        num_key_value_heads: Some(4),
+        max_position_embeddings: 1024,
+        ..tiny_config()
+    };
+    bench_model("100M", &big, rounds);
+}
