@@ -14,14 +14,14 @@
 
 use std::sync::Arc;
 
-use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_bn254::{Fr, G1Affine, G1Projective};
 use ark_ff::Zero;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::CompileOptions;
 
-use crate::ops::{MsmNtt, NttDirection};
+use crate::plan::GpuKernels;
 use crate::plan::{
     FE_BYTES, NttJob, NttKind, Plan, affine_bytes, fr_bytes, fr_from_bytes, xyzz_to_projective,
 };
@@ -164,6 +164,12 @@ impl CudaBackend {
             .alloc_zeros::<u8>(bytes.max(1))
             .map_err(|e| self.err("allocating GPU memory", e))
     }
+}
+
+impl GpuKernels for CudaBackend {
+    fn device(&self) -> String {
+        format!("cuda:{} ({})", self.ordinal, self.name)
+    }
 
     fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
         let plan = Plan::new(bases, scalars)?;
@@ -275,31 +281,5 @@ impl CudaBackend {
             .map_err(|e| self.err("copying from the GPU", e))?;
         values.copy_from_slice(&fr_from_bytes(&bytes[..values.len() * FE_BYTES]));
         Ok(())
-    }
-}
-
-impl MsmNtt for CudaBackend {
-    fn describe(&self) -> String {
-        format!(
-            "cuda:{} ({}; NTT and G1 MSM on the GPU, G2 MSM on the CPU)",
-            self.ordinal, self.name
-        )
-    }
-
-    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
-        self.msm_g1_gpu(bases, scalars)
-    }
-
-    /// G2 stays on the CPU backend's batch-affine MSM: Fq2 is not in the CUDA code yet.
-    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
-        crate::ops::Cpu.msm_g2(bases, scalars)
-    }
-
-    fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
-        self.transform(values, direction.into())
-    }
-
-    fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
-        self.transform(values, NttKind::Coset(shift))
     }
 }

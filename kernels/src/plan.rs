@@ -383,6 +383,47 @@ impl NttJob {
     }
 }
 
+/// What a GPU backend implements: its device's name, the G1 MSM and the NTT on the GPU.
+/// Every such backend gets [`crate::MsmNtt`] from it, with the G2 MSM on the CPU backend
+/// (Fq2 is in neither the WGSL nor the CUDA code yet).
+pub(crate) trait GpuKernels: Send + Sync {
+    /// e.g. `wgpu (NVIDIA H200)`, `cuda:0 (NVIDIA H200 (sm_90))`.
+    fn device(&self) -> String;
+    /// `Σ scalars[i] · bases[i]` in G1 on the GPU.
+    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective>;
+    /// An NTT of `values` on the GPU (see [`NttJob`]).
+    fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()>;
+}
+
+impl<T: GpuKernels> crate::MsmNtt for T {
+    fn describe(&self) -> String {
+        format!(
+            "{} (NTT and G1 MSM on the GPU, G2 MSM on the CPU)",
+            self.device()
+        )
+    }
+
+    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        self.msm_g1_gpu(bases, scalars)
+    }
+
+    fn msm_g2(
+        &self,
+        bases: &[ark_bn254::G2Affine],
+        scalars: &[Fr],
+    ) -> Result<ark_bn254::G2Projective> {
+        crate::ops::Cpu.msm_g2(bases, scalars)
+    }
+
+    fn ntt(&self, values: &mut Vec<Fr>, direction: crate::NttDirection) -> Result<()> {
+        self.transform(values, direction.into())
+    }
+
+    fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
+        self.transform(values, NttKind::Coset(shift))
+    }
+}
+
 /// Bytes of a field element on the GPU: its Montgomery limbs, little-endian.
 pub(crate) const FE_BYTES: usize = 32;
 

@@ -9,12 +9,12 @@
 
 use std::sync::mpsc;
 
-use ark_bn254::{Fq, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_bn254::{Fq, Fr, G1Affine, G1Projective};
 use ark_ec::{AffineRepr, CurveGroup};
 use ark_ff::{One, PrimeField, Zero};
 use wgpu::util::DeviceExt;
 
-use crate::ops::{MsmNtt, NttDirection};
+use crate::plan::GpuKernels;
 use crate::plan::{NttJob, NttKind, fe_bytes, fr_bytes, fr_from_bytes};
 use crate::{Error, Result};
 
@@ -271,103 +271,6 @@ impl WgpuBackend {
         }
     }
 
-    /// The G1 MSM on the GPU: the host sorts ([`crate::plan::Plan`]), one submission runs
-    /// the accumulation and the reduction, the host adds the chunk sums and combines the
-    /// windows.
-    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
-        let plan = crate::plan::Plan::new(bases, scalars)?;
-        if plan.segment_count() == 0 {
-            return Ok(G1Projective::zero());
-        }
-        let points = crate::plan::affine_bytes(bases);
-        let (idx, off) = plan.indices();
-        let idx: Vec<u8> = idx.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let partial_size = plan.segment_count() as u64 * 4 * FE;
-        let out_size = plan.reduce_count() as u64 * 4 * FE;
-        for (what, size) in [
-            ("points", points.len() as u64),
-            ("bucket indices", idx.len() as u64),
-            ("partial sums", partial_size),
-        ] {
-            if size > self.max_storage {
-                return Err(Error::Arith {
-                    op: "msm_g1",
-                    reason: format!(
-                        "{} points need {size} bytes of {what}, over the adapter's {} byte \
-                         storage binding",
-                        bases.len(),
-                        self.max_storage
-                    ),
-                });
-            }
-        }
-        let p = self.msm.get_or_init(|| self.msm_pipelines());
-        let storage = wgpu::BufferUsages::STORAGE;
-        let points = self.buffer("msm points", &points, storage);
-        let idx = self.buffer("msm indices", &idx, storage);
-        let scratch = |label, size| {
-            self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size,
-                usage: storage | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            })
-        };
-        let partial = scratch("msm partials", partial_size);
-        let out = scratch("msm chunk sums", out_size);
-        let u32_of = |v: usize| v as u32;
-        // (pipeline, destination, source, threads, Some(first pair) for a combining pass);
-        // a combining pass is the reduce kernel in its combine mode (one g1_add to compile)
-        let mut steps = vec![(
-            &p.accumulate,
-            &partial,
-            &points,
-            u32_of(plan.segment_count()),
-            None,
-        )];
-        for &(first, count) in &plan.passes {
-            steps.push((&p.reduce, &partial, &points, count, Some(first)));
-        }
-        steps.push((&p.reduce, &out, &partial, u32_of(plan.reduce_count()), None));
-        let mut enc = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("msm") });
-        for (pipeline, dst, src, count, pass) in steps {
-            let groups = count.div_ceil(WORKGROUP).max(1);
-            let x = groups.min(65_535);
-            let y = groups.div_ceil(x);
-            let words = [
-                count,
-                x * WORKGROUP,
-                plan.chunks,
-                plan.chunk,
-                plan.buckets,
-                off.segments,
-                off.bucket_segments,
-                off.pairs + pass.map_or(0, |first| 2 * first),
-                u32::from(pass.is_some()),
-                0,
-                0,
-                0,
-            ];
-            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-            let params = self.buffer("msm params", &bytes, wgpu::BufferUsages::UNIFORM);
-            self.encode(
-                &mut enc,
-                pipeline,
-                &p.layout,
-                &[dst, src, &idx, &params],
-                (x, y),
-            );
-        }
-        let bytes = self.read_back(enc, &out, out_size)?;
-        let sums: Vec<G1Projective> = bytes
-            .chunks_exact(4 * FE as usize)
-            .map(crate::plan::xyzz_to_projective)
-            .collect();
-        Ok(plan.combine(&sums))
-    }
-
     /// `p[i] + q[i]` for each i, by the GPU's G1 arithmetic (XYZZ mixed addition, the
     /// MSM's bucket step), returned in affine form. A self-check of the curve code against
     /// the CPU; `p[i]` may be the point at infinity, `q[i]` may not.
@@ -554,6 +457,109 @@ impl WgpuBackend {
     fn upload(&self, v: &[Fr]) -> wgpu::Buffer {
         self.buffer("aux", &fr_bytes(v), wgpu::BufferUsages::STORAGE)
     }
+}
+
+impl GpuKernels for WgpuBackend {
+    fn device(&self) -> String {
+        format!("wgpu ({})", self.name)
+    }
+
+    /// The G1 MSM on the GPU: the host sorts ([`crate::plan::Plan`]), one submission runs
+    /// the accumulation and the reduction, the host adds the chunk sums and combines the
+    /// windows.
+    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        let plan = crate::plan::Plan::new(bases, scalars)?;
+        if plan.segment_count() == 0 {
+            return Ok(G1Projective::zero());
+        }
+        let points = crate::plan::affine_bytes(bases);
+        let (idx, off) = plan.indices();
+        let idx: Vec<u8> = idx.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let partial_size = plan.segment_count() as u64 * 4 * FE;
+        let out_size = plan.reduce_count() as u64 * 4 * FE;
+        for (what, size) in [
+            ("points", points.len() as u64),
+            ("bucket indices", idx.len() as u64),
+            ("partial sums", partial_size),
+        ] {
+            if size > self.max_storage {
+                return Err(Error::Arith {
+                    op: "msm_g1",
+                    reason: format!(
+                        "{} points need {size} bytes of {what}, over the adapter's {} byte \
+                         storage binding",
+                        bases.len(),
+                        self.max_storage
+                    ),
+                });
+            }
+        }
+        let p = self.msm.get_or_init(|| self.msm_pipelines());
+        let storage = wgpu::BufferUsages::STORAGE;
+        let points = self.buffer("msm points", &points, storage);
+        let idx = self.buffer("msm indices", &idx, storage);
+        let scratch = |label, size| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: storage | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            })
+        };
+        let partial = scratch("msm partials", partial_size);
+        let out = scratch("msm chunk sums", out_size);
+        let u32_of = |v: usize| v as u32;
+        // (pipeline, destination, source, threads, Some(first pair) for a combining pass);
+        // a combining pass is the reduce kernel in its combine mode (one g1_add to compile)
+        let mut steps = vec![(
+            &p.accumulate,
+            &partial,
+            &points,
+            u32_of(plan.segment_count()),
+            None,
+        )];
+        for &(first, count) in &plan.passes {
+            steps.push((&p.reduce, &partial, &points, count, Some(first)));
+        }
+        steps.push((&p.reduce, &out, &partial, u32_of(plan.reduce_count()), None));
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("msm") });
+        for (pipeline, dst, src, count, pass) in steps {
+            let groups = count.div_ceil(WORKGROUP).max(1);
+            let x = groups.min(65_535);
+            let y = groups.div_ceil(x);
+            let words = [
+                count,
+                x * WORKGROUP,
+                plan.chunks,
+                plan.chunk,
+                plan.buckets,
+                off.segments,
+                off.bucket_segments,
+                off.pairs + pass.map_or(0, |first| 2 * first),
+                u32::from(pass.is_some()),
+                0,
+                0,
+                0,
+            ];
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let params = self.buffer("msm params", &bytes, wgpu::BufferUsages::UNIFORM);
+            self.encode(
+                &mut enc,
+                pipeline,
+                &p.layout,
+                &[dst, src, &idx, &params],
+                (x, y),
+            );
+        }
+        let bytes = self.read_back(enc, &out, out_size)?;
+        let sums: Vec<G1Projective> = bytes
+            .chunks_exact(4 * FE as usize)
+            .map(crate::plan::xyzz_to_projective)
+            .collect();
+        Ok(plan.combine(&sums))
+    }
 
     /// An NTT of `values` on the GPU (see [`NttJob`]), in one submission.
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {
@@ -574,31 +580,5 @@ impl WgpuBackend {
             passes.push((&self.scale, b, 0, 0, job.n));
         }
         self.run(values, &passes)
-    }
-}
-
-impl MsmNtt for WgpuBackend {
-    fn describe(&self) -> String {
-        format!(
-            "wgpu ({}; NTT and G1 MSM on the GPU, G2 MSM on the CPU)",
-            self.name
-        )
-    }
-
-    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
-        self.msm_g1_gpu(bases, scalars)
-    }
-
-    /// G2 stays on the CPU backend's batch-affine MSM: Fq2 arithmetic is not in WGSL yet.
-    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
-        crate::ops::Cpu.msm_g2(bases, scalars)
-    }
-
-    fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
-        self.transform(values, direction.into())
-    }
-
-    fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
-        self.transform(values, NttKind::Coset(shift))
     }
 }
