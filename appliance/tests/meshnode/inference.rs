@@ -171,6 +171,32 @@ fn a_model_that_does_not_load_stops_the_daemon_with_the_reason() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("/nonexistent/m"), "{}", stderr(&o));
+    // two models with one name cannot both be served under it
+    let models = tempfile::tempdir().unwrap();
+    let (a, b) = (models.path().join("a/tiny"), models.path().join("b/tiny"));
+    for m in [&a, &b] {
+        assert!(
+            run(&["model", "make-tiny", m.to_str().unwrap()])
+                .status
+                .success()
+        );
+    }
+    let o = run(&[
+        "run",
+        node.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--model",
+        a.to_str().unwrap(),
+        "--model",
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("two models are named \"tiny\""),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

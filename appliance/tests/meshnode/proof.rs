@@ -201,6 +201,11 @@ fn s(p: &Path) -> &str {
 /// `meshnode proof prove --zkey ZKEY WITNESS… --backend cpu`, writing proof.json and
 /// public.json into `out`.
 fn prove_cli(zkey: &Path, witness: &[&str], out: &Path) -> Output {
+    prove_cli_on(zkey, witness, out, "cpu")
+}
+
+/// [`prove_cli`] on `backend`.
+fn prove_cli_on(zkey: &Path, witness: &[&str], out: &Path, backend: &str) -> Output {
     let (proof, public) = (out.join("proof.json"), out.join("public.json"));
     let mut args = vec!["proof", "prove", "--zkey", s(zkey)];
     args.extend(witness);
@@ -210,7 +215,7 @@ fn prove_cli(zkey: &Path, witness: &[&str], out: &Path) -> Output {
         "--public",
         s(&public),
         "--backend",
-        "cpu",
+        backend,
     ]);
     run(&args)
 }
@@ -337,4 +342,29 @@ fn prove_exit_codes_separate_unsatisfied_inputs_from_malformed_files() {
             .unwrap()
             .contains("not a .r1cs")
     );
+}
+
+#[test]
+fn prove_on_wgpu_verifies_and_an_absent_cuda_is_refused_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let wtns = circom("tiny.wtns");
+    let o = prove_cli_on(&circom("tiny.zkey"), &["--wtns", s(&wtns)], d, "wgpu");
+    if o.status.success() {
+        assert_eq!(lines(&o)[0]["ok"], true);
+        let o = verify_cli(&circom("tiny_vk.json"), d);
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    } else {
+        // only without any wgpu adapter; CI installs lavapipe, so there it must prove
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but --backend wgpu failed: {}",
+            stderr(&o)
+        );
+        eprintln!("SKIPPED wgpu prove: {}", stderr(&o));
+    }
+    // cuda:9 exists nowhere: a clear refusal (exit 2, named), never a crash
+    let o = prove_cli_on(&circom("tiny.zkey"), &["--wtns", s(&wtns)], d, "cuda:9");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cuda:9"), "{}", stderr(&o));
 }
