@@ -8,13 +8,13 @@
 //! modes land with the rest of the inference issue.
 //!
 //! ```no_run
-//! use fleetmesh_inference::{Llama, model::greedy, tiny::make_tiny};
+//! use fleetmesh_inference::{Llama, Sampling, generate, model::model_digest, tiny::make_tiny};
 //! let dir = std::path::Path::new("/tmp/tiny");
 //! make_tiny(dir, 7).unwrap();
 //! let model = Llama::load_dir(dir).unwrap();
-//! let (ids, logprobs) = greedy(&model, &[104, 105], 8, None).unwrap();
-//! assert_eq!(ids.len(), 8);
-//! # let _ = logprobs;
+//! let greedy = Sampling::default();
+//! let t = generate(&model, model_digest(dir).unwrap(), &[104, 105], 8, &[], &greedy).unwrap();
+//! assert_eq!(t.output_ids().len(), 8);
 //! ```
 
 mod config;

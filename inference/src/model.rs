@@ -503,36 +503,3 @@ pub fn argmax(logits: &[f32]) -> u32 {
     }
     best as u32
 }
-
-/// `log softmax(logits)[id]`, computed in f64.
-pub fn logprob(logits: &[f32], id: u32) -> f64 {
-    let max = logits.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b)) as f64;
-    let sum: f64 = logits.iter().map(|v| (*v as f64 - max).exp()).sum();
-    logits[id as usize] as f64 - max - sum.ln()
-}
-
-/// Greedy decoding: runs `prompt`, then appends the argmax `max_tokens` times (or until
-/// `stop` is produced), returning the new ids and each one's logprob.
-///
-/// # Errors
-/// As [`Llama::forward`].
-pub fn greedy(
-    model: &Llama,
-    prompt: &[u32],
-    max_tokens: usize,
-    stop: Option<u32>,
-) -> Result<(Vec<u32>, Vec<f64>)> {
-    let mut cache = KvCache::default();
-    let mut logits = model.forward(prompt, &mut cache)?;
-    let (mut ids, mut lps) = (Vec::new(), Vec::new());
-    for _ in 0..max_tokens {
-        let id = argmax(&logits);
-        ids.push(id);
-        lps.push(logprob(&logits, id));
-        if Some(id) == stop || ids.len() == max_tokens {
-            break;
-        }
-        logits = model.forward(&[id], &mut cache)?;
-    }
-    Ok((ids, lps))
-}

@@ -5,9 +5,22 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use fleetmesh_inference::model::greedy;
 use fleetmesh_inference::tiny::make_tiny;
 use fleetmesh_inference::{Error, KvCache, Llama, LlamaConfig};
+
+/// Greedy decoding (temperature 0) of `n` tokens: the ids and their logprobs.
+fn greedy(model: &Llama, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<f64>) {
+    let t = fleetmesh_inference::generate(
+        model,
+        [0; 32],
+        prompt,
+        n,
+        &[],
+        &fleetmesh_inference::Sampling::default(),
+    )
+    .unwrap();
+    (t.output_ids(), t.steps.iter().map(|s| s.logprob).collect())
+}
 
 /// Every tensor of a safetensors file as f64, read with the `safetensors` crate.
 fn weights(path: &Path) -> HashMap<String, (Vec<usize>, Vec<f64>)> {
@@ -161,7 +174,7 @@ fn greedy_decoding_matches_an_independent_float64_forward_pass() {
     let w = weights(&dir.path().join("model.safetensors"));
     for prompt in [&b"hello"[..], b"fleetmesh verifies", b"a"] {
         let prompt: Vec<u32> = prompt.iter().map(|b| u32::from(*b)).collect();
-        let (ids, lps) = greedy(&model, &prompt, 12, None).unwrap();
+        let (ids, lps) = greedy(&model, &prompt, 12);
         let (want_ids, want_lps) = reference_greedy(&config, &w, &prompt, 12);
         assert_eq!(ids, want_ids, "prompt {prompt:?}");
         for (a, b) in lps.iter().zip(&want_lps) {
@@ -181,8 +194,8 @@ fn safetensors_and_gguf_give_the_same_ids() {
     assert_eq!(st.config().kv_heads(), gg.config().kv_heads());
     for prompt in [&b"hello"[..], b"the quick brown fox"] {
         let prompt: Vec<u32> = prompt.iter().map(|b| u32::from(*b)).collect();
-        let (a, la) = greedy(&st, &prompt, 16, None).unwrap();
-        let (b, lb) = greedy(&gg, &prompt, 16, None).unwrap();
+        let (a, la) = greedy(&st, &prompt, 16);
+        let (b, lb) = greedy(&gg, &prompt, 16);
         assert_eq!(a, b);
         // eps and θ travel as f32 in GGUF: logprobs agree to rounding, not bit for bit
         for (x, y) in la.iter().zip(&lb) {
@@ -289,7 +302,7 @@ fn our_gguf_runs_in_candle_transformers_quantized_llama_with_the_same_ids() {
     let content = candle_core::quantized::gguf_file::Content::read(&mut f).unwrap();
     let mut theirs = ModelWeights::from_gguf(content, &mut f, &Device::Cpu).unwrap();
     let prompt: Vec<u32> = b"hello".iter().map(|b| u32::from(*b)).collect();
-    let (want, _) = greedy(&ours, &prompt, 10, None).unwrap();
+    let (want, _) = greedy(&ours, &prompt, 10);
     let mut got = Vec::new();
     let mut pos = 0;
     let mut input = prompt.clone();
@@ -327,12 +340,22 @@ fn transcripts_record_each_step_and_digest_what_was_generated() {
     );
     assert!(model_digest(&dir.path().join("absent")).is_err());
     let prompt: Vec<u32> = b"hello".iter().map(|b| u32::from(*b)).collect();
-    let t = generate(&model, md, &prompt, 8, &[], &Sampling::default()).unwrap();
-    let (ids, lps) = greedy(&model, &prompt, 8, None).unwrap();
-    assert_eq!(t.output_ids(), ids, "temperature 0 is greedy");
-    for (s, lp) in t.steps.iter().zip(&lps) {
-        assert!((s.logprob - lp).abs() < 1e-12);
-        assert!(s.margin >= 0.0, "greedy picks the top token: {s:?}");
+    let t = fleetmesh_inference::generate_with(
+        &model,
+        md,
+        &prompt,
+        8,
+        &Sampling::default(),
+        2,
+        &mut |_| false,
+    )
+    .unwrap();
+    let ids = t.output_ids();
+    for s in &t.steps {
+        // temperature 0 takes the most likely token; the margin is to the runner-up
+        assert_eq!((s.id, s.logprob), s.top[0], "{s:?}");
+        assert_eq!(s.margin, s.top[0].1 - s.top[1].1);
+        assert!(s.margin >= 0.0);
     }
     // the digest commits to the model, the prompt and the output
     let again = generate(&model, md, &prompt, 8, &[], &Sampling::default()).unwrap();

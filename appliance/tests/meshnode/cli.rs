@@ -184,8 +184,16 @@ fn model_make_tiny_writes_a_loadable_model_with_a_stable_digest() {
     );
     assert_eq!(ra["config"]["vocab_size"], 256);
     let model = fleetmesh_inference::Llama::load_dir(a.path()).unwrap();
-    let (ids, _) = fleetmesh_inference::model::greedy(&model, &[104, 105], 4, None).unwrap();
-    assert_eq!(ids.len(), 4);
+    let t = fleetmesh_inference::generate(
+        &model,
+        [0; 32],
+        &[104, 105],
+        4,
+        &[],
+        &fleetmesh_inference::Sampling::default(),
+    )
+    .unwrap();
+    assert_eq!(t.steps.len(), 4);
     let other = tempfile::tempdir().unwrap();
     assert_ne!(
         make(other.path(), &["--seed", "8"])["model_digest"],
