@@ -175,7 +175,7 @@ pub fn generate(
 
 /// [`generate`] with a stop test run on the ids generated so far after each step (stop
 /// strings are checked this way), and the `top_logprobs` most likely alternatives
-/// recorded per step.
+/// recorded per step. Generation also ends when the model's context is full.
 ///
 /// # Errors
 /// As [`generate`].
@@ -188,17 +188,53 @@ pub fn generate_with(
     top_logprobs: usize,
     done: &mut dyn FnMut(&[u32]) -> bool,
 ) -> Result<Transcript> {
-    sampling.check()?;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(sampling.seed);
+    let mut d = Decoding::new(sampling, top_logprobs)?;
     let mut cache = KvCache::default();
     let mut logits = model.forward(prompt, &mut cache)?;
-    let mut steps: Vec<Step> = Vec::new();
-    let mut ids = Vec::new();
-    while steps.len() < max_tokens {
-        let id = pick(&logits, sampling, &mut rng);
-        let lp = log_softmax(&logits);
+    while d.steps.len() < max_tokens {
+        let id = d.push(&logits);
+        if done(&d.ids) || d.steps.len() == max_tokens || !model.has_room(&cache) {
+            break;
+        }
+        logits = model.forward(&[id], &mut cache)?;
+    }
+    Ok(d.into_transcript(model_digest, prompt))
+}
+
+/// One generation's sampler: its random state and the steps taken so far. Feed it each
+/// position's logits with [`Decoding::push`]; [`generate_with`] and the batcher both
+/// decode through it, so a token is chosen and recorded the same way everywhere.
+#[derive(Debug)]
+pub struct Decoding {
+    sampling: Sampling,
+    rng: rand::rngs::StdRng,
+    top_logprobs: usize,
+    steps: Vec<Step>,
+    ids: Vec<u32>,
+}
+
+impl Decoding {
+    /// A sampler for `sampling`, recording `top_logprobs` alternatives per step.
+    ///
+    /// # Errors
+    /// [`Error::Request`] for bad sampling parameters.
+    pub fn new(sampling: &Sampling, top_logprobs: usize) -> Result<Decoding> {
+        sampling.check()?;
+        Ok(Decoding {
+            sampling: sampling.clone(),
+            rng: rand::rngs::StdRng::seed_from_u64(sampling.seed),
+            top_logprobs,
+            steps: Vec::new(),
+            ids: Vec::new(),
+        })
+    }
+
+    /// Picks the next token from `logits`, records the step and returns the id.
+    pub fn push(&mut self, logits: &[f32]) -> u32 {
+        let id = pick(logits, &self.sampling, &mut self.rng);
+        let lp = log_softmax(logits);
         let mut order: Vec<usize> = (0..lp.len()).collect();
-        let keep = top_logprobs.max(2).min(lp.len());
+        let keep = self.top_logprobs.max(2).min(lp.len());
         order.select_nth_unstable_by(keep - 1, |a, b| lp[*b].total_cmp(&lp[*a]).then(a.cmp(b)));
         order.truncate(keep);
         order.sort_by(|a, b| lp[*b].total_cmp(&lp[*a]).then(a.cmp(b)));
@@ -207,25 +243,36 @@ pub fn generate_with(
         } else {
             f64::INFINITY
         };
-        steps.push(Step {
+        self.steps.push(Step {
             id,
             logprob: lp[id as usize],
             margin,
             top: order
                 .iter()
-                .take(top_logprobs)
+                .take(self.top_logprobs)
                 .map(|i| (*i as u32, lp[*i]))
                 .collect(),
         });
-        ids.push(id);
-        if done(&ids) || steps.len() == max_tokens {
-            break;
-        }
-        logits = model.forward(&[id], &mut cache)?;
+        self.ids.push(id);
+        id
     }
-    Ok(Transcript {
-        model_digest,
-        prompt: prompt.to_vec(),
-        steps,
-    })
+
+    /// The ids chosen so far.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// The steps taken so far.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// The finished record.
+    pub fn into_transcript(self, model_digest: [u8; 32], prompt: &[u32]) -> Transcript {
+        Transcript {
+            model_digest,
+            prompt: prompt.to_vec(),
+            steps: self.steps,
+        }
+    }
 }

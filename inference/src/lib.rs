@@ -17,6 +17,7 @@
 //! assert_eq!(t.output_ids().len(), 8);
 //! ```
 
+pub mod batch;
 mod config;
 mod error;
 pub mod generate;
@@ -24,8 +25,9 @@ pub mod model;
 pub mod tiny;
 pub mod tokenizer;
 
+pub use batch::{Batcher, Job};
 pub use config::LlamaConfig;
 pub use error::{Error, Result};
-pub use generate::{Sampling, Step, Transcript, generate, generate_with};
+pub use generate::{Decoding, Sampling, Step, Transcript, generate, generate_with};
 pub use model::{KvCache, Llama};
 pub use tokenizer::TextTokenizer;

@@ -246,6 +246,23 @@ impl Llama {
     /// [`Error::Request`] for no tokens, an id outside the vocabulary or a context past
     /// `max_position_embeddings`; [`Error::Candle`] if a tensor operation fails.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        let mut out = self.forward_batch(&mut [(tokens, cache)])?;
+        Ok(out.pop().expect("one sequence in, one out"))
+    }
+
+    /// Whether a generation may go on after `cache`'s positions and the token just chosen
+    /// from them: prompt plus output stay within the context, as Hugging Face's
+    /// `max_length` counts them.
+    pub fn has_room(&self, cache: &KvCache) -> bool {
+        cache.len + 1 < self.config.max_position_embeddings
+    }
+
+    /// Checks that `tokens` can run after the `past` positions already seen: at least one
+    /// token, every id in the vocabulary, the context not overrun.
+    ///
+    /// # Errors
+    /// [`Error::Request`] saying which.
+    pub fn check_tokens(&self, tokens: &[u32], past: usize) -> Result<()> {
         let c = &self.config;
         if tokens.is_empty() {
             return Err(Error::Request("no tokens to run".into()));
@@ -256,69 +273,128 @@ impl Llama {
                 c.vocab_size
             )));
         }
-        let (past, seq) = (cache.len, tokens.len());
-        if past + seq > c.max_position_embeddings {
+        if past + tokens.len() > c.max_position_embeddings {
             return Err(Error::Request(format!(
                 "{} positions exceed the model's context of {}",
-                past + seq,
+                past + tokens.len(),
                 c.max_position_embeddings
             )));
         }
-        if cache.layers.len() != self.layers.len() {
-            cache.layers = (0..self.layers.len()).map(|_| None).collect();
+        Ok(())
+    }
+
+    /// [`Llama::forward`] for several sequences at once, each with its own cache and any
+    /// number of new tokens (a prompt being prefilled beside others being decoded). The
+    /// rows of every sequence go through the projections and the MLP as one matrix, so the
+    /// weights are read once per step for the whole batch; attention runs per sequence over
+    /// its own cache. Returns each sequence's next-token logits, in order.
+    ///
+    /// # Errors
+    /// As [`Llama::forward`], for the first sequence at fault; no cache is touched then.
+    pub fn forward_batch(&self, batch: &mut [(&[u32], &mut KvCache)]) -> Result<Vec<Vec<f32>>> {
+        let c = &self.config;
+        for (tokens, cache) in batch.iter() {
+            self.check_tokens(tokens, cache.len)?;
+        }
+        if batch.is_empty() {
+            return Ok(Vec::new());
         }
         let (nh, kv, hd) = (c.num_attention_heads, c.kv_heads(), c.head_dim());
-        let ids = Tensor::new(tokens, &self.device).op("ids")?;
+        let mut all = Vec::new();
+        let mut positions = Vec::new();
+        let mut spans = Vec::with_capacity(batch.len());
+        for (tokens, cache) in batch.iter_mut() {
+            if cache.layers.len() != self.layers.len() {
+                cache.layers = (0..self.layers.len()).map(|_| None).collect();
+            }
+            spans.push((all.len(), tokens.len(), cache.len));
+            all.extend_from_slice(tokens);
+            positions.extend((cache.len..cache.len + tokens.len()).map(|p| p as u32));
+        }
+        let n = all.len();
+        let ids = Tensor::new(all.as_slice(), &self.device).op("ids")?;
         let mut x = self.embed.index_select(&ids, 0).op("embedding")?;
-        let cos = self.cos.narrow(0, past, seq).op("rope")?;
-        let sin = self.sin.narrow(0, past, seq).op("rope")?;
-        let mask = causal_mask(past, seq, &self.device)?;
+        let pos = Tensor::new(positions.as_slice(), &self.device).op("positions")?;
+        // (rows, 1, head width): broadcast over the heads of each row
+        let cos = self
+            .cos
+            .index_select(&pos, 0)
+            .and_then(|t| t.unsqueeze(1))
+            .op("rope")?;
+        let sin = self
+            .sin
+            .index_select(&pos, 0)
+            .and_then(|t| t.unsqueeze(1))
+            .op("rope")?;
+        let masks = spans
+            .iter()
+            .map(|(_, seq, past)| causal_mask(*past, *seq, &self.device))
+            .collect::<Result<Vec<_>>>()?;
         let scale = 1.0 / (hd as f64).sqrt();
-        for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
+        for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, c.rms_norm_eps)?;
-            let heads = |w: &Tensor, n: usize| -> Result<Tensor> {
+            // (rows, heads, head width)
+            let rows = |w: &Tensor, heads: usize| -> Result<Tensor> {
                 h.matmul(&w.t().op("t")?)
-                    .and_then(|t| t.reshape((seq, n, hd)))
-                    .and_then(|t| t.transpose(0, 1))
-                    .and_then(|t| t.contiguous())
+                    .and_then(|t| t.reshape((n, heads, hd)))
                     .op("projection")
             };
-            let q = rope(&heads(&layer.wq, nh)?, &cos, &sin)?;
-            let k = rope(&heads(&layer.wk, kv)?, &cos, &sin)?;
-            let v = heads(&layer.wv, kv)?;
-            let (k, v) = match slot.take() {
-                Some((pk, pv)) => (
-                    Tensor::cat(&[&pk, &k], 1).op("cache")?,
-                    Tensor::cat(&[&pv, &v], 1).op("cache")?,
-                ),
-                None => (k, v),
+            let q = rope(&rows(&layer.wq, nh)?, &cos, &sin)?;
+            let k = rope(&rows(&layer.wk, kv)?, &cos, &sin)?;
+            let v = rows(&layer.wv, kv)?;
+            let mut outs = Vec::with_capacity(batch.len());
+            for (((start, seq, past), (_, cache)), mask) in
+                spans.iter().zip(batch.iter_mut()).zip(&masks)
+            {
+                let heads = |t: &Tensor| -> Result<Tensor> {
+                    t.narrow(0, *start, *seq)
+                        .and_then(|t| t.transpose(0, 1))
+                        .and_then(|t| t.contiguous())
+                        .op("heads")
+                };
+                let (q, k, v) = (heads(&q)?, heads(&k)?, heads(&v)?);
+                let slot = &mut cache.layers[l];
+                let (k, v) = match slot.take() {
+                    Some((pk, pv)) => (
+                        Tensor::cat(&[&pk, &k], 1).op("cache")?,
+                        Tensor::cat(&[&pv, &v], 1).op("cache")?,
+                    ),
+                    None => (k, v),
+                };
+                *slot = Some((k.clone(), v.clone()));
+                let total = past + seq;
+                let repeat = |t: &Tensor| -> Result<Tensor> {
+                    if kv == nh {
+                        return Ok(t.clone());
+                    }
+                    t.unsqueeze(1)
+                        .and_then(|t| t.broadcast_as((kv, nh / kv, total, hd)))
+                        .and_then(|t| t.contiguous())
+                        .and_then(|t| t.reshape((nh, total, hd)))
+                        .op("grouped-query heads")
+                };
+                let (k, v) = (repeat(&k)?, repeat(&v)?);
+                let scores = q
+                    .matmul(&k.t().op("t")?)
+                    .and_then(|s| s * scale)
+                    .and_then(|s| s.broadcast_add(mask))
+                    .op("attention scores")?;
+                let probs = softmax_last(&scores)?;
+                outs.push(
+                    probs
+                        .matmul(&v)
+                        .and_then(|a| a.transpose(0, 1))
+                        .and_then(|a| a.contiguous())
+                        .and_then(|a| a.reshape((*seq, nh * hd)))
+                        .op("attention")?,
+                );
+            }
+            let attn = if outs.len() == 1 {
+                outs.pop().expect("one")
+            } else {
+                Tensor::cat(&outs, 0).op("attention")?
             };
-            *slot = Some((k.clone(), v.clone()));
-            let total = past + seq;
-            let repeat = |t: &Tensor| -> Result<Tensor> {
-                if kv == nh {
-                    return Ok(t.clone());
-                }
-                t.unsqueeze(1)
-                    .and_then(|t| t.broadcast_as((kv, nh / kv, total, hd)))
-                    .and_then(|t| t.contiguous())
-                    .and_then(|t| t.reshape((nh, total, hd)))
-                    .op("grouped-query heads")
-            };
-            let (k, v) = (repeat(&k)?, repeat(&v)?);
-            let scores = q
-                .matmul(&k.t().op("t")?)
-                .and_then(|s| s * scale)
-                .and_then(|s| s.broadcast_add(&mask))
-                .op("attention scores")?;
-            let probs = softmax_last(&scores)?;
-            let attn = probs
-                .matmul(&v)
-                .and_then(|a| a.transpose(0, 1))
-                .and_then(|a| a.contiguous())
-                .and_then(|a| a.reshape((seq, nh * hd)))
-                .and_then(|a| a.matmul(&layer.wo.t()?))
-                .op("attention output")?;
+            let attn = attn.matmul(&layer.wo.t().op("t")?).op("attention output")?;
             x = (x + attn).op("residual")?;
             let h = rms_norm(&x, &layer.ffn_norm, c.rms_norm_eps)?;
             let gate = h.matmul(&layer.w_gate.t().op("t")?).op("mlp gate")?;
@@ -328,12 +404,18 @@ impl Llama {
                 .op("mlp down")?;
             x = (x + mlp).op("residual")?;
         }
-        cache.len = past + seq;
-        let last = x.narrow(0, seq - 1, 1).op("last position")?;
+        for ((_, seq, past), (_, cache)) in spans.iter().zip(batch.iter_mut()) {
+            cache.len = past + seq;
+        }
+        let last: Vec<u32> = spans
+            .iter()
+            .map(|(s, seq, _)| (s + seq - 1) as u32)
+            .collect();
+        let last = Tensor::new(last.as_slice(), &self.device).op("last positions")?;
+        let last = x.index_select(&last, 0).op("last positions")?;
         let last = rms_norm(&last, &self.norm, c.rms_norm_eps)?;
         last.matmul(&self.lm_head.t().op("t")?)
-            .and_then(|l| l.flatten_all())
-            .and_then(|l| l.to_vec1::<f32>())
+            .and_then(|l| l.to_vec2::<f32>())
             .op("output projection")
     }
 }

@@ -1,0 +1,233 @@
+//! Continuous batching: one worker thread per model runs every generation in progress
+//! together, a step at a time.
+//!
+//! Use a [`Batcher`] wherever several requests can arrive at once (the node's API, the
+//! quorum's local executor); [`crate::generate_with`] is the one-request path. Each step,
+//! the worker admits waiting jobs (up to the batch size), runs one
+//! [`Llama::forward_batch`] over every active sequence — new prompts being prefilled beside
+//! sequences decoding their next token — and samples each sequence with its own
+//! [`Decoding`]. A sequence leaves the batch when it reaches its token limit, fills the
+//! context, or its step callback says stop; its transcript is sent back at once.
+//!
+//! Batching changes which rows share a matrix product, not the arithmetic of any row: the
+//! tests check that a batch of eight gives each sequence the ids it gets alone.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use crate::generate::{Decoding, Sampling, Transcript};
+use crate::model::{KvCache, Llama};
+use crate::{Error, Result};
+
+/// Called after each step with the ids generated so far; returning true ends the
+/// generation (stop strings, a streaming client that went away).
+pub type OnStep = Box<dyn FnMut(&[u32]) -> bool + Send>;
+
+/// One generation to run.
+pub struct Job {
+    /// The prompt's ids.
+    pub prompt: Vec<u32>,
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// How to pick each token.
+    pub sampling: Sampling,
+    /// Alternatives recorded per step.
+    pub top_logprobs: usize,
+    /// The step callback (None: run to the limit).
+    pub on_step: Option<OnStep>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("prompt", &self.prompt.len())
+            .field("max_tokens", &self.max_tokens)
+            .field("sampling", &self.sampling)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a submitted job's transcript arrives.
+pub type Ticket = mpsc::Receiver<Result<Transcript>>;
+
+struct Admitted {
+    job: Job,
+    decoding: Decoding,
+    reply: mpsc::Sender<Result<Transcript>>,
+}
+
+struct Active {
+    admitted: Admitted,
+    cache: KvCache,
+    next: Vec<u32>,
+}
+
+/// A model's batching worker. Dropping it lets the jobs already admitted finish, then
+/// stops the thread.
+pub struct Batcher {
+    model: Arc<Llama>,
+    digest: [u8; 32],
+    tx: Option<mpsc::Sender<Admitted>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Batcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Batcher {
+    /// Starts the worker for `model` (whose weights digest transcripts carry), running at
+    /// most `max_batch` sequences together (at least 1).
+    pub fn new(model: Arc<Llama>, model_digest: [u8; 32], max_batch: usize) -> Batcher {
+        let (tx, rx) = mpsc::channel();
+        let m = model.clone();
+        let max_batch = max_batch.max(1);
+        let worker = std::thread::Builder::new()
+            .name("fleetmesh-batcher".into())
+            .spawn(move || work(&m, model_digest, max_batch, &rx))
+            .expect("the batching thread starts");
+        Batcher {
+            model,
+            digest: model_digest,
+            tx: Some(tx),
+            worker: Some(worker),
+        }
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Llama {
+        &self.model
+    }
+
+    /// The model's weights digest.
+    pub fn model_digest(&self) -> [u8; 32] {
+        self.digest
+    }
+
+    /// Queues `job`; its transcript arrives on the ticket.
+    ///
+    /// # Errors
+    /// [`Error::Request`] at once for a prompt the model cannot run or bad sampling
+    /// parameters.
+    pub fn submit(&self, job: Job) -> Result<Ticket> {
+        self.model.check_tokens(&job.prompt, 0)?;
+        let decoding = Decoding::new(&job.sampling, job.top_logprobs)?;
+        let (reply, ticket) = mpsc::channel();
+        self.tx
+            .as_ref()
+            .expect("the sender lives until drop")
+            .send(Admitted {
+                job,
+                decoding,
+                reply,
+            })
+            .map_err(|_| Error::Request("the model's batching worker has stopped".into()))?;
+        Ok(ticket)
+    }
+
+    /// Submits `job` and waits for its transcript.
+    ///
+    /// # Errors
+    /// As [`Batcher::submit`], or the forward pass's error.
+    pub fn run(&self, job: Job) -> Result<Transcript> {
+        wait(&self.submit(job)?)
+    }
+}
+
+/// Waits for a ticket's transcript.
+///
+/// # Errors
+/// The generation's error, or [`Error::Request`] if the worker stopped first.
+pub fn wait(ticket: &Ticket) -> Result<Transcript> {
+    ticket
+        .recv()
+        .map_err(|_| Error::Request("the model's batching worker has stopped".into()))?
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<Admitted>) {
+    let mut active: Vec<Active> = Vec::new();
+    let mut open = true;
+    loop {
+        if active.is_empty() {
+            if !open {
+                return;
+            }
+            match rx.recv() {
+                Ok(a) => admit(a, digest, &mut active),
+                Err(_) => return,
+            }
+        }
+        while open && active.len() < max_batch {
+            match rx.try_recv() {
+                Ok(a) => admit(a, digest, &mut active),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => open = false,
+            }
+        }
+        if active.is_empty() {
+            continue;
+        }
+        let result = {
+            let mut batch: Vec<(&[u32], &mut KvCache)> = active
+                .iter_mut()
+                .map(|a| (a.next.as_slice(), &mut a.cache))
+                .collect();
+            model.forward_batch(&mut batch)
+        };
+        let logits = match result {
+            Ok(l) => l,
+            Err(e) => {
+                let reason = e.to_string();
+                for a in active.drain(..) {
+                    let _ = a.admitted.reply.send(Err(Error::Request(reason.clone())));
+                }
+                continue;
+            }
+        };
+        let mut still = Vec::with_capacity(active.len());
+        for (mut a, l) in active.drain(..).zip(logits) {
+            let id = a.admitted.decoding.push(&l);
+            let d = &a.admitted.decoding;
+            let stop = match a.admitted.job.on_step.as_mut() {
+                Some(f) => f(d.ids()),
+                None => false,
+            };
+            if stop || d.steps().len() >= a.admitted.job.max_tokens || !model.has_room(&a.cache) {
+                finish(a.admitted, digest);
+            } else {
+                a.next = vec![id];
+                still.push(a);
+            }
+        }
+        active = still;
+    }
+}
+
+fn admit(a: Admitted, digest: [u8; 32], active: &mut Vec<Active>) {
+    if a.job.max_tokens == 0 {
+        return finish(a, digest);
+    }
+    active.push(Active {
+        next: a.job.prompt.clone(),
+        cache: KvCache::default(),
+        admitted: a,
+    });
+}
+
+fn finish(a: Admitted, digest: [u8; 32]) {
+    let t = a.decoding.into_transcript(digest, &a.job.prompt);
+    let _ = a.reply.send(Ok(t));
+}
