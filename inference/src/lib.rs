@@ -20,8 +20,10 @@
 pub mod batch;
 mod config;
 mod error;
+pub mod executor;
 pub mod generate;
 pub mod model;
+pub mod quorum;
 pub mod tiny;
 pub mod tokenizer;
 

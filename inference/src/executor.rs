@@ -1,0 +1,154 @@
+//! Executors: whatever can run a greedy generation and hand back its record — the local
+//! runtime ([`LocalExecutor`]) or a remote OpenAI-compatible endpoint
+//! ([`crate::remote::RemoteExecutor`], feature `remote`). The quorum mode
+//! ([`crate::quorum`]) compares what several of them return.
+
+use std::sync::Arc;
+
+use crate::Result;
+use crate::batch::{Batcher, Job};
+use crate::generate::{Sampling, Step, Transcript};
+
+/// What an executor says it runs. Two executors with the same model digest, engine and
+/// dtype must produce the same greedy ids; other pairs may part at near-ties.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    /// SHA-256 of the weight files, when the executor states it.
+    pub model_digest: Option<[u8; 32]>,
+    /// The inference engine, e.g. `fleetmesh-candle`, `vllm`, `ollama`.
+    pub engine: String,
+    /// The dtype of the forward pass, e.g. `f32`, `bf16`, `q4_k`.
+    pub dtype: String,
+}
+
+impl Build {
+    /// Whether `self` and `other` are the same build: both digests known and equal, same
+    /// engine, same dtype.
+    pub fn same_as(&self, other: &Build) -> bool {
+        self.model_digest.is_some()
+            && self.model_digest == other.model_digest
+            && self.engine == other.engine
+            && self.dtype == other.dtype
+    }
+}
+
+/// The engine name of this crate's runtime.
+pub const ENGINE: &str = "fleetmesh-candle";
+
+/// A greedy generation to run on each executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// The prompt's ids (every executor must share the tokenizer).
+    pub prompt: Vec<u32>,
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Ids that end the generation once generated (e.g. end of sequence).
+    pub stop_ids: Vec<u32>,
+}
+
+/// What one executor returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Execution {
+    /// The executor's name.
+    pub executor: String,
+    /// What it says it runs.
+    pub build: Build,
+    /// Each generated token with its logprob and top-1/top-2 margin.
+    pub steps: Vec<Step>,
+}
+
+impl Execution {
+    /// The generated ids.
+    pub fn ids(&self) -> Vec<u32> {
+        self.steps.iter().map(|s| s.id).collect()
+    }
+
+    /// The transcript digest over (model digest, prompt ids, output ids); the model digest
+    /// counts as 32 zero bytes when the executor did not state one.
+    pub fn transcript_digest(&self, prompt: &[u32]) -> [u8; 32] {
+        Transcript {
+            model_digest: self.build.model_digest.unwrap_or([0; 32]),
+            prompt: prompt.to_vec(),
+            steps: self.steps.clone(),
+        }
+        .digest()
+    }
+}
+
+/// Runs greedy generations. Implementations must be callable from several threads at once
+/// (the quorum runs two executors side by side).
+pub trait Executor: Send + Sync {
+    /// The name the verdict uses for this executor.
+    fn name(&self) -> &str;
+
+    /// What it says it runs.
+    fn build(&self) -> Build;
+
+    /// Runs `req` with greedy decoding (temperature 0, ties to the lowest id).
+    ///
+    /// # Errors
+    /// Whatever stopped it: a refused request, an unreachable or failing endpoint, a
+    /// timeout.
+    fn run(&self, req: &ExecRequest) -> Result<Execution>;
+}
+
+/// The local runtime behind a [`Batcher`].
+#[derive(Debug, Clone)]
+pub struct LocalExecutor {
+    name: String,
+    batcher: Arc<Batcher>,
+    dtype: String,
+}
+
+impl LocalExecutor {
+    /// An executor named `name` running on `batcher`'s model, reporting the F32 dtype the
+    /// runtime computes in.
+    pub fn new(name: impl Into<String>, batcher: Arc<Batcher>) -> LocalExecutor {
+        LocalExecutor {
+            name: name.into(),
+            batcher,
+            dtype: "f32".into(),
+        }
+    }
+}
+
+impl LocalExecutor {
+    /// Reports `dtype` instead of `f32`: for weights converted before loading (rounded to
+    /// f16 or bf16, dequantized from a GGUF quantization), which make it another build.
+    pub fn with_dtype(mut self, dtype: impl Into<String>) -> LocalExecutor {
+        self.dtype = dtype.into();
+        self
+    }
+}
+
+impl Executor for LocalExecutor {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn build(&self) -> Build {
+        Build {
+            model_digest: Some(self.batcher.model_digest()),
+            engine: ENGINE.into(),
+            dtype: self.dtype.clone(),
+        }
+    }
+
+    fn run(&self, req: &ExecRequest) -> Result<Execution> {
+        let stop = req.stop_ids.clone();
+        let t = self.batcher.run(Job {
+            prompt: req.prompt.clone(),
+            max_tokens: req.max_tokens,
+            sampling: Sampling::default(),
+            top_logprobs: 0,
+            on_step: Some(Box::new(move |ids: &[u32]| {
+                ids.last().is_some_and(|id| stop.contains(id))
+            })),
+        })?;
+        Ok(Execution {
+            executor: self.name.clone(),
+            build: self.build(),
+            steps: t.steps,
+        })
+    }
+}
