@@ -78,6 +78,22 @@ pub struct InferArgs {
     /// Seed of the sampling draw.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Verification mode: `none` (default) or `quasi-deterministic` (greedy decoding here
+    /// and on two `--executor`s; the output two agree on, with the verdict; exit 1 when no
+    /// two agree).
+    #[arg(long, value_name = "MODE", default_value = "none")]
+    pub verify: String,
+    /// A remote OpenAI-compatible executor's base URL (repeatable; the quorum asks them in
+    /// order after the local runtime).
+    #[arg(long, value_name = "URL")]
+    pub executor: Vec<String>,
+    /// The model's id on the remote executors. Default: this model's directory or file
+    /// name.
+    #[arg(long, value_name = "ID")]
+    pub remote_model: Option<String>,
+    /// Seconds a remote executor may take.
+    #[arg(long, default_value_t = 120)]
+    pub executor_timeout: u64,
 }
 
 /// `meshnode model …`.

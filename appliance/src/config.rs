@@ -33,13 +33,133 @@ pub struct Config {
 }
 
 /// `[inference]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct InferenceSection {
     /// Model directories or .gguf files to serve (each under its directory or file name);
     /// relative paths are taken from the node directory. Default: none. `meshnode run
     /// --model PATH` adds to them.
     pub models: Vec<std::path::PathBuf>,
+    /// Most generations of one model decoded together (continuous batching). Default 8.
+    /// Larger raises throughput under load and each request's latency with it.
+    pub max_batch: usize,
+    /// The verification mode of a request that names none: `none` (default) or
+    /// `quasi-deterministic` (needs two remote executors for the model).
+    pub verification: Verification,
+    /// The quasi-deterministic quorum's thresholds.
+    pub quorum: QuorumSection,
+    /// Remote OpenAI-compatible executors, each standing in for one served model in the
+    /// quorum (the local runtime runs first, then these in order). Default: none.
+    pub executors: Vec<ExecutorSection>,
+}
+
+impl Default for InferenceSection {
+    fn default() -> Self {
+        InferenceSection {
+            models: Vec::new(),
+            max_batch: 8,
+            verification: Verification::None,
+            quorum: QuorumSection::default(),
+            executors: Vec::new(),
+        }
+    }
+}
+
+/// A verification mode of the inference API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verification {
+    /// The local runtime's output as it is.
+    #[default]
+    None,
+    /// Greedy decoding on two executors, a third on disagreement; the output two agree on.
+    QuasiDeterministic,
+}
+
+impl std::str::FromStr for Verification {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Verification::None),
+            "quasi-deterministic" => Ok(Verification::QuasiDeterministic),
+            other => Err(format!(
+                "verification {other:?} is not one of none, quasi-deterministic"
+            )),
+        }
+    }
+}
+
+/// `[inference.quorum]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuorumSection {
+    /// Both margins (nats) below this at a divergence between different builds make it a
+    /// near-tie, not fraud. Default 0.1.
+    pub near_tie_epsilon: f64,
+    /// Most logprob difference (nats) between same-dtype executors of one token; 0 turns
+    /// the check off. Default 0.001.
+    pub logprob_tolerance: f64,
+}
+
+impl Default for QuorumSection {
+    fn default() -> Self {
+        let d = fleetmesh_inference::quorum::QuorumConfig::default();
+        QuorumSection {
+            near_tie_epsilon: d.near_tie_epsilon,
+            logprob_tolerance: d.logprob_tolerance.unwrap_or(0.0),
+        }
+    }
+}
+
+impl QuorumSection {
+    /// The library's form.
+    pub fn to_config(&self) -> fleetmesh_inference::quorum::QuorumConfig {
+        fleetmesh_inference::quorum::QuorumConfig {
+            near_tie_epsilon: self.near_tie_epsilon,
+            logprob_tolerance: (self.logprob_tolerance > 0.0).then_some(self.logprob_tolerance),
+        }
+    }
+}
+
+/// `[[inference.executors]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorSection {
+    /// The name the verdict uses. Required.
+    pub name: String,
+    /// The server's base URL (`http://host:port`, `https://…`). Required.
+    pub url: String,
+    /// The served model (its id on this node) this executor runs. Required.
+    pub serves: String,
+    /// The model id on the remote server. Default: the same as `serves`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Its engine (`vllm`, `fleetmesh-candle` …). Default: what the server reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Its dtype (`bf16`, `f32` …). Default: what the server reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+    /// Its model digest (hex SHA-256 of the weights). Default: what the server reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_digest: Option<String>,
+    /// Bearer token for the server. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Seconds a generation may take there. Default 120.
+    #[serde(default = "default_timeout")]
+    pub timeout_s: u64,
+    /// Seconds to wait for the connection. Default 5.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_s: u64,
+}
+
+fn default_timeout() -> u64 {
+    120
+}
+
+fn default_connect_timeout() -> u64 {
+    5
 }
 
 /// `[store]`.

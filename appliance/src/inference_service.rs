@@ -1,46 +1,68 @@
-//! The OpenAI-compatible inference API on the node's listener: `GET /v1/models` and
-//! `POST /v1/completions` over the models given to `meshnode run --model PATH`.
+//! The OpenAI-compatible inference API on the node's listener: `GET /v1/models`,
+//! `POST /v1/completions`, `POST /v1/chat/completions` over the served models, and
+//! `GET /v1/executors` (a fresh health check of each remote executor).
 //!
-//! Requests follow OpenAI's legacy completions API (prompt as a string or an array of token
-//! ids, `max_tokens`, `temperature`, `top_p`, `seed`, `stop`, `logprobs`) with vLLM's
-//! extensions (`top_k`, `return_token_ids` → `prompt_token_ids` / `token_ids` on the
-//! choice); errors are OpenAI's `{"error": {"message", "type", "param", "code"}}`. Each
-//! response also carries `fleetmesh.model_digest` and `fleetmesh.transcript_digest`.
-//! Generations run one at a time on a blocking thread (candle uses every core).
+//! Requests follow OpenAI's APIs (prompt as a string or an array of token ids, or chat
+//! `messages`; `max_tokens`, `temperature`, `top_p`, `seed`, `stop`, `logprobs` /
+//! `top_logprobs`, `stream`) with vLLM's extensions (`top_k`, `stop_token_ids`,
+//! `ignore_eos`, `return_token_ids` → `prompt_token_ids` / `token_ids`,
+//! `return_tokens_as_token_ids` → tokens written `token_id:N`); errors are OpenAI's
+//! `{"error": {"message", "type", "param", "code"}}`. Each response also carries
+//! `fleetmesh.{model_digest, transcript_digest, engine, dtype}`.
+//!
+//! `"verification": "quasi-deterministic"` (or `[inference] verification`) runs the
+//! request through the quorum — the local runtime and the model's remote executors —
+//! and adds `fleetmesh.verdict`; it decodes greedily and does not stream.
+//!
+//! Generations go to the model's [`Batcher`]: concurrent requests are decoded together,
+//! up to `[inference] max_batch`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use fleetmesh_inference::{Llama, Sampling, TextTokenizer, generate_with};
+use fleetmesh_inference::batch::{Job, wait};
+use fleetmesh_inference::chat::{ChatTemplate, Message};
+use fleetmesh_inference::executor::{ENGINE, ExecRequest, Executor, LocalExecutor};
+use fleetmesh_inference::quorum::{QuorumConfig, run_quorum};
+use fleetmesh_inference::remote::{RemoteConfig, RemoteExecutor};
+use fleetmesh_inference::{Batcher, Sampling, Step, TextTokenizer};
 use serde_json::{Value, json};
+
+use crate::config::{InferenceSection, Verification};
 
 /// One served model.
 struct Served {
     id: String,
-    model: Llama,
-    tokenizer: TextTokenizer,
+    batcher: Arc<Batcher>,
+    tokenizer: Arc<TextTokenizer>,
+    template: Option<ChatTemplate>,
     digest: [u8; 32],
+    eos: Vec<u32>,
+    local: LocalExecutor,
+    remotes: Vec<RemoteExecutor>,
 }
 
-/// The loaded models and the turn of the one generation running.
+/// The loaded models, their executors and the quorum's settings.
 pub struct InferenceService {
     models: Vec<Served>,
-    turn: tokio::sync::Mutex<()>,
+    quorum: QuorumConfig,
+    verification: Verification,
 }
 
 impl InferenceService {
-    /// Loads every model in `paths` (directories or GGUF files), each served under its
-    /// directory or file name.
+    /// Loads every model of `cfg` (directories or GGUF files, paths already resolved),
+    /// each served under its directory or file name, with its remote executors.
     ///
     /// # Errors
-    /// A model that does not load, or two with the same name.
-    pub fn load(paths: &[PathBuf]) -> anyhow::Result<Arc<InferenceService>> {
+    /// A model that does not load, two with the same name, an executor for a model that is
+    /// not served or with a bad URL or digest.
+    pub fn load(cfg: &InferenceSection) -> anyhow::Result<Arc<InferenceService>> {
         let mut models: Vec<Served> = Vec::new();
-        for p in paths {
+        for p in &cfg.models {
             let id = p
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -49,18 +71,83 @@ impl InferenceService {
                 anyhow::bail!("two models are named {id:?}; each is served under its name");
             }
             let (model, tokenizer, digest) = crate::infer::load(p)?;
-            tracing::info!(model = %id, digest = %hex::encode(digest), "serving model");
+            let template = ChatTemplate::load_beside(p)?;
+            tracing::info!(model = %id, digest = %hex::encode(digest), chat = template.is_some(), "serving model");
+            let eos = model.config().eos_token_id.clone();
+            let batcher = Arc::new(Batcher::new(Arc::new(model), digest, cfg.max_batch));
             models.push(Served {
+                local: LocalExecutor::new(format!("local:{id}"), batcher.clone()),
                 id,
-                model,
-                tokenizer,
+                batcher,
+                tokenizer: Arc::new(tokenizer),
+                template,
                 digest,
+                eos,
+                remotes: Vec::new(),
             });
         }
-        Ok(Arc::new(InferenceService {
+        for e in &cfg.executors {
+            let served = models
+                .iter_mut()
+                .find(|m| m.id == e.serves)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "[[inference.executors]] {:?} serves {:?}, which is not a served model",
+                        e.name,
+                        e.serves
+                    )
+                })?;
+            let model_digest = match &e.model_digest {
+                None => None,
+                Some(h) => Some(
+                    hex::decode(h)
+                        .ok()
+                        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "[[inference.executors]] {:?}: model_digest is not 64 hex digits",
+                                e.name
+                            )
+                        })?,
+                ),
+            };
+            let mut rc = RemoteConfig::new(
+                e.name.clone(),
+                e.url.clone(),
+                e.model.clone().unwrap_or_else(|| e.serves.clone()),
+            );
+            rc.engine = e.engine.clone();
+            rc.dtype = e.dtype.clone();
+            rc.model_digest = model_digest;
+            rc.api_key = e.api_key.clone();
+            rc.timeout = std::time::Duration::from_secs(e.timeout_s.max(1));
+            rc.connect_timeout = std::time::Duration::from_secs(e.connect_timeout_s.max(1));
+            served.remotes.push(RemoteExecutor::new(rc)?);
+        }
+        let svc = Arc::new(InferenceService {
             models,
-            turn: tokio::sync::Mutex::new(()),
-        }))
+            quorum: cfg.quorum.to_config(),
+            verification: cfg.verification,
+        });
+        // a first health check of every remote executor, logged; requests do not wait
+        let s = svc.clone();
+        std::thread::spawn(move || {
+            for (m, r) in s
+                .models
+                .iter()
+                .flat_map(|m| m.remotes.iter().map(move |r| (m, r)))
+            {
+                match r.health() {
+                    Ok(h) => {
+                        tracing::info!(executor = r.name(), model = %m.id, latency_ms = h.latency.as_millis() as u64, "remote executor is up")
+                    }
+                    Err(e) => {
+                        tracing::warn!(executor = r.name(), model = %m.id, error = %e, "remote executor is not reachable")
+                    }
+                }
+            }
+        });
+        Ok(svc)
     }
 }
 
@@ -70,20 +157,21 @@ struct Failure {
     message: String,
     param: Option<&'static str>,
     code: Option<&'static str>,
+    extra: Option<Value>,
 }
 
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(json!({"error": {
-                "message": self.message,
-                "type": "invalid_request_error",
-                "param": self.param,
-                "code": self.code,
-            }})),
-        )
-            .into_response()
+        let mut body = json!({"error": {
+            "message": self.message,
+            "type": if self.status.is_server_error() { "server_error" } else { "invalid_request_error" },
+            "param": self.param,
+            "code": self.code,
+        }});
+        if let Some(x) = self.extra {
+            body["fleetmesh"] = x;
+        }
+        (self.status, Json(body)).into_response()
     }
 }
 
@@ -94,6 +182,17 @@ fn bad(message: impl Into<String>, param: &'static str) -> Failure {
         message: message.into(),
         param: Some(param),
         code: None,
+        extra: None,
+    }
+}
+
+fn internal(message: impl Into<String>) -> Failure {
+    Failure {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: message.into(),
+        param: None,
+        code: None,
+        extra: None,
     }
 }
 
@@ -108,26 +207,69 @@ pub async fn models(State(s): State<Arc<InferenceService>>) -> Response {
                 "object": "model",
                 "created": 0,
                 "owned_by": "fleetmesh",
-                "fleetmesh": {"model_digest": hex::encode(m.digest)},
+                "max_model_len": m.batcher.model().config().max_position_embeddings,
+                "fleetmesh": {
+                    "model_digest": hex::encode(m.digest),
+                    "engine": ENGINE,
+                    "dtype": "f32",
+                    "chat_template": m.template.is_some(),
+                    "executors": std::iter::once(m.local.name())
+                        .chain(m.remotes.iter().map(|r| r.name()))
+                        .collect::<Vec<_>>(),
+                },
             })
         })
         .collect();
     Json(json!({"object": "list", "data": data})).into_response()
 }
 
-/// A completions request, checked.
-struct Request {
+/// `GET /v1/executors`: every remote executor's health, checked now.
+pub async fn executors(State(s): State<Arc<InferenceService>>) -> Response {
+    let svc = s.clone();
+    let list = tokio::task::spawn_blocking(move || {
+        svc.models
+            .iter()
+            .flat_map(|m| {
+                m.remotes.iter().map(|r| match r.health() {
+                    Ok(h) => json!({"executor": r.name(), "serves": m.id, "healthy": true,
+                                    "latency_ms": h.latency.as_secs_f64() * 1e3,
+                                    "model_digest": h.model_digest.map(hex::encode)}),
+                    Err(e) => json!({"executor": r.name(), "serves": m.id, "healthy": false,
+                                     "error": e.to_string()}),
+                })
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    Json(json!({"object": "list", "data": list})).into_response()
+}
+
+/// Which API a request came in on; it decides the response's shape.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Completion,
+    Chat,
+}
+
+/// A request, checked.
+#[derive(Clone)]
+struct Params {
+    api: Api,
     model: usize,
     prompt: Vec<u32>,
     max_tokens: usize,
     sampling: Sampling,
     stop: Vec<String>,
+    stop_ids: Vec<u32>,
     logprobs: Option<usize>,
     return_token_ids: bool,
+    as_token_ids: bool,
     stream: bool,
+    verification: Verification,
 }
 
-fn parse(s: &InferenceService, body: &[u8]) -> Result<Request, Failure> {
+fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| bad(format!("the body is not JSON: {e}"), "body"))?;
     let name = v["model"]
@@ -142,70 +284,11 @@ fn parse(s: &InferenceService, body: &[u8]) -> Result<Request, Failure> {
             message: format!("The model `{name}` does not exist."),
             param: Some("model"),
             code: Some("model_not_found"),
+            extra: None,
         })?;
     let served = &s.models[model];
-    let vocab = served.model.config().vocab_size;
-    let prompt = match &v["prompt"] {
-        Value::String(text) => served
-            .tokenizer
-            .encode(text)
-            .map_err(|e| bad(e.to_string(), "prompt"))?,
-        Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_u64) => {
-            let ids: Vec<u32> = items
-                .iter()
-                .map(|i| i.as_u64().unwrap_or(u64::MAX) as u32)
-                .collect();
-            if let Some(bad_id) = items
-                .iter()
-                .map(|i| i.as_u64().unwrap_or(u64::MAX))
-                .find(|i| *i >= vocab as u64)
-            {
-                return Err(bad(
-                    format!("token id {bad_id} is outside the vocabulary (size {vocab})"),
-                    "prompt",
-                ));
-            }
-            ids
-        }
-        Value::Array(_) => {
-            return Err(bad(
-                "prompt must be a string or a non-empty array of token ids (batches of prompts are not supported yet)",
-                "prompt",
-            ));
-        }
-        _ => {
-            return Err(bad(
-                "prompt is required: a string or an array of token ids",
-                "prompt",
-            ));
-        }
-    };
-    if prompt.is_empty() {
-        return Err(bad("the prompt has no tokens", "prompt"));
-    }
-    let uint = |key: &'static str, default: u64| -> Result<u64, Failure> {
-        match &v[key] {
-            Value::Null => Ok(default),
-            x => x
-                .as_u64()
-                .ok_or_else(|| bad(format!("{key} must be a non-negative integer"), key)),
-        }
-    };
-    let num = |key: &'static str, default: f64| -> Result<f64, Failure> {
-        match &v[key] {
-            Value::Null => Ok(default),
-            x => x
-                .as_f64()
-                .ok_or_else(|| bad(format!("{key} must be a number"), key)),
-        }
-    };
-    let stream = match &v["stream"] {
-        Value::Null => false,
-        x => x
-            .as_bool()
-            .ok_or_else(|| bad("stream must be a boolean", "stream"))?,
-    };
-    let stop = match &v["stop"] {
+    let vocab = served.batcher.model().config().vocab_size;
+    let mut stop = match &v["stop"] {
         Value::Null => Vec::new(),
         Value::String(s) => vec![s.clone()],
         Value::Array(a) if a.len() <= 4 && a.iter().all(Value::is_string) => a
@@ -217,13 +300,99 @@ fn parse(s: &InferenceService, body: &[u8]) -> Result<Request, Failure> {
     if stop.iter().any(String::is_empty) {
         return Err(bad("a stop string is empty", "stop"));
     }
-    let logprobs = match &v["logprobs"] {
-        Value::Null | Value::Bool(false) => None,
-        Value::Bool(true) => Some(0),
-        x => match x.as_u64() {
-            Some(n) if n <= 20 => Some(n as usize),
-            _ => return Err(bad("logprobs must be an integer from 0 to 20", "logprobs")),
+    let prompt = match api {
+        Api::Completion => completion_prompt(served, &v["prompt"], vocab)?,
+        Api::Chat => {
+            let template = served.template.as_ref().ok_or_else(|| {
+                bad(
+                    format!(
+                        "model {name} has no chat template (tokenizer_config.json `chat_template` \
+                         or GGUF `tokenizer.chat_template`); use /v1/completions"
+                    ),
+                    "model",
+                )
+            })?;
+            let messages = chat_messages(&v["messages"])?;
+            let add = v["add_generation_prompt"].as_bool().unwrap_or(true);
+            let text = template
+                .render(&messages, add)
+                .map_err(|e| bad(e.to_string(), "messages"))?;
+            // the end of the assistant's turn ends the generation
+            if !template.eos_token().is_empty() && !v["ignore_eos"].as_bool().unwrap_or(false) {
+                stop.push(template.eos_token().to_owned());
+            }
+            served
+                .tokenizer
+                .encode(&text)
+                .map_err(|e| bad(e.to_string(), "messages"))?
+        }
+    };
+    if prompt.is_empty() {
+        return Err(bad("the prompt has no tokens", "prompt"));
+    }
+    let context = served.batcher.model().config().max_position_embeddings;
+    if prompt.len() >= context {
+        return Err(bad(
+            format!(
+                "the prompt has {} tokens; the model's context is {context}",
+                prompt.len()
+            ),
+            "prompt",
+        ));
+    }
+    let uint = |key: &'static str| -> Result<Option<u64>, Failure> {
+        match &v[key] {
+            Value::Null => Ok(None),
+            x => x
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| bad(format!("{key} must be a non-negative integer"), key)),
+        }
+    };
+    let num = |key: &'static str, default: f64| -> Result<f64, Failure> {
+        match &v[key] {
+            Value::Null => Ok(default),
+            x => x
+                .as_f64()
+                .ok_or_else(|| bad(format!("{key} must be a number"), key)),
+        }
+    };
+    let flag = |key: &'static str| -> Result<bool, Failure> {
+        match &v[key] {
+            Value::Null => Ok(false),
+            x => x
+                .as_bool()
+                .ok_or_else(|| bad(format!("{key} must be a boolean"), key)),
+        }
+    };
+    let stream = flag("stream")?;
+    let logprobs = match api {
+        Api::Completion => match &v["logprobs"] {
+            Value::Null | Value::Bool(false) => None,
+            Value::Bool(true) => Some(0),
+            x => match x.as_u64() {
+                Some(n) if n <= 20 => Some(n as usize),
+                _ => return Err(bad("logprobs must be an integer from 0 to 20", "logprobs")),
+            },
         },
+        Api::Chat => {
+            let top = match uint("top_logprobs")? {
+                Some(n) if n > 20 => {
+                    return Err(bad(
+                        "top_logprobs must be an integer from 0 to 20",
+                        "top_logprobs",
+                    ));
+                }
+                n => n.unwrap_or(0) as usize,
+            };
+            if flag("logprobs")? {
+                Some(top)
+            } else if top > 0 {
+                return Err(bad("top_logprobs needs logprobs: true", "top_logprobs"));
+            } else {
+                None
+            }
+        }
     };
     // top_k: vLLM's; −1 and 0 both mean every token
     let top_k = match &v["top_k"] {
@@ -234,27 +403,149 @@ fn parse(s: &InferenceService, body: &[u8]) -> Result<Request, Failure> {
             .ok_or_else(|| bad("top_k must be −1 or a non-negative integer", "top_k"))?
             as usize,
     };
-    let seed = match &v["seed"] {
-        Value::Null => rand_seed(),
-        x => x
-            .as_u64()
-            .ok_or_else(|| bad("seed must be a non-negative integer", "seed"))?,
+    let seed = uint("seed")?.unwrap_or_else(rand_seed);
+    let mut stop_ids: Vec<u32> = match &v["stop_token_ids"] {
+        Value::Null => Vec::new(),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_u64().filter(|i| *i < vocab as u64).map(|i| i as u32))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                bad(
+                    format!("stop_token_ids must be token ids below {vocab}"),
+                    "stop_token_ids",
+                )
+            })?,
+        _ => return Err(bad("stop_token_ids must be an array", "stop_token_ids")),
     };
-    Ok(Request {
+    if !flag("ignore_eos")? {
+        stop_ids.extend(&served.eos);
+    }
+    let verification = match &v["verification"] {
+        Value::Null => s.verification,
+        Value::String(x) => x.parse().map_err(|e: String| bad(e, "verification"))?,
+        _ => return Err(bad("verification must be a string", "verification")),
+    };
+    let default_max = match api {
+        Api::Completion => 16,
+        Api::Chat => context - prompt.len(),
+    };
+    let max_tokens = match (uint("max_tokens")?, uint("max_completion_tokens")?) {
+        (Some(n), _) | (None, Some(n)) => n as usize,
+        (None, None) => default_max,
+    };
+    let temperature = num("temperature", 1.0)?;
+    if verification == Verification::QuasiDeterministic {
+        if !v["temperature"].is_null() && temperature != 0.0 {
+            return Err(bad(
+                "quasi-deterministic verification decodes greedily: temperature must be 0 or absent",
+                "temperature",
+            ));
+        }
+        if stream {
+            return Err(bad(
+                "quasi-deterministic verification does not stream: the output is known only \
+                 once two executors agree",
+                "stream",
+            ));
+        }
+    }
+    Ok(Params {
+        api,
         model,
         prompt,
-        max_tokens: uint("max_tokens", 16)? as usize,
+        max_tokens,
         sampling: Sampling {
-            temperature: num("temperature", 1.0)?,
+            temperature: if verification == Verification::QuasiDeterministic {
+                0.0
+            } else {
+                temperature
+            },
             top_p: num("top_p", 1.0)?,
             top_k,
             seed,
         },
         stop,
+        stop_ids,
         logprobs,
-        return_token_ids: v["return_token_ids"].as_bool().unwrap_or(false),
+        return_token_ids: flag("return_token_ids")?,
+        as_token_ids: flag("return_tokens_as_token_ids")?,
         stream,
+        verification,
     })
+}
+
+fn completion_prompt(served: &Served, p: &Value, vocab: usize) -> Result<Vec<u32>, Failure> {
+    match p {
+        Value::String(text) => served
+            .tokenizer
+            .encode(text)
+            .map_err(|e| bad(e.to_string(), "prompt")),
+        Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_u64) => {
+            if let Some(bad_id) = items
+                .iter()
+                .map(|i| i.as_u64().unwrap_or(u64::MAX))
+                .find(|i| *i >= vocab as u64)
+            {
+                return Err(bad(
+                    format!("token id {bad_id} is outside the vocabulary (size {vocab})"),
+                    "prompt",
+                ));
+            }
+            Ok(items
+                .iter()
+                .map(|i| i.as_u64().unwrap_or(u64::MAX) as u32)
+                .collect())
+        }
+        Value::Array(_) => Err(bad(
+            "prompt must be a string or a non-empty array of token ids (batches of prompts are not supported yet)",
+            "prompt",
+        )),
+        _ => Err(bad(
+            "prompt is required: a string or an array of token ids",
+            "prompt",
+        )),
+    }
+}
+
+/// Chat messages: `content` a string or an array of `{"type": "text", "text": …}` parts.
+fn chat_messages(v: &Value) -> Result<Vec<Message>, Failure> {
+    let list = v
+        .as_array()
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| bad("messages must be a non-empty array", "messages"))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let role = m["role"]
+                .as_str()
+                .ok_or_else(|| bad(format!("messages[{i}].role must be a string"), "messages"))?;
+            let content = match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .map(|p| match (p["type"].as_str(), p["text"].as_str()) {
+                        (Some("text"), Some(t)) => Ok(t),
+                        _ => Err(bad(
+                            format!("messages[{i}].content: only text parts are supported"),
+                            "messages",
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+                    .concat(),
+                _ => {
+                    return Err(bad(
+                        format!("messages[{i}].content must be a string or text parts"),
+                        "messages",
+                    ));
+                }
+            };
+            Ok(Message {
+                role: role.to_owned(),
+                content,
+            })
+        })
+        .collect()
 }
 
 /// A seed for a request that gave none (OpenAI's default is a fresh draw).
@@ -263,109 +554,52 @@ fn rand_seed() -> u64 {
     RandomState::new().hash_one(std::time::SystemTime::now())
 }
 
+/// A finished generation, ready to render.
+struct Generated {
+    ids: Vec<u32>,
+    steps: Vec<Step>,
+    text: String,
+    finish: &'static str,
+    transcript_digest: [u8; 32],
+    verdict: Option<Value>,
+    build: (String, String),
+}
+
 /// `POST /v1/completions`.
 pub async fn completions(
     State(s): State<Arc<InferenceService>>,
     body: axum::body::Bytes,
 ) -> Response {
-    let req = match parse(&s, &body) {
-        Ok(r) => r,
+    serve(s, &body, Api::Completion).await
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(
+    State(s): State<Arc<InferenceService>>,
+    body: axum::body::Bytes,
+) -> Response {
+    serve(s, &body, Api::Chat).await
+}
+
+async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
+    let p = match parse(&s, body, api) {
+        Ok(p) => p,
         Err(f) => return f.into_response(),
     };
-    if req.stream {
-        return stream(s, req);
+    if p.stream {
+        return stream(s, p);
     }
-    let _turn = s.turn.lock().await;
     let svc = s.clone();
-    match tokio::task::spawn_blocking(move || complete(&svc, &req)).await {
-        Ok(r) => r,
-        Err(_) => Failure {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: "the generation panicked".into(),
-            param: None,
-            code: None,
-        }
-        .into_response(),
-    }
-}
-
-fn complete(s: &InferenceService, req: &Request) -> Response {
-    let m = &s.models[req.model];
-    let mut stopped_at: Option<usize> = None;
-    let mut done = |ids: &[u32]| {
-        if req.stop.is_empty() {
-            return false;
-        }
-        let text = m.tokenizer.decode(ids).unwrap_or_default();
-        stopped_at = find_stop(&text, &req.stop);
-        stopped_at.is_some()
-    };
-    let t = match generate_with(
-        &m.model,
-        m.digest,
-        &req.prompt,
-        req.max_tokens,
-        &req.sampling,
-        req.logprobs.unwrap_or(0),
-        &mut done,
-    ) {
-        Ok(t) => t,
-        Err(e) => return bad(e.to_string(), "prompt").into_response(),
-    };
-    let ids = t.output_ids();
-    let (text, finish) = final_text(m, &ids, stopped_at);
-    let mut choice = json!({"index": 0, "text": text, "finish_reason": finish, "logprobs": null});
-    if let Some(n) = req.logprobs {
-        let token = |id: u32| m.tokenizer.decode(&[id]).unwrap_or_default();
-        choice["logprobs"] = json!({
-            "tokens": ids.iter().map(|i| token(*i)).collect::<Vec<_>>(),
-            "token_logprobs": t.steps.iter().map(|st| st.logprob).collect::<Vec<_>>(),
-            // OpenAI's shape maps token text to logprob: ids whose text is the same (bytes of
-            // an incomplete UTF-8 character) keep the more likely entry
-            "top_logprobs": t.steps.iter().map(|st| {
-                let mut m = serde_json::Map::new();
-                for (i, lp) in st.top.iter().take(n) {
-                    m.entry(token(*i)).or_insert(json!(lp));
-                }
-                m
-            }).collect::<Vec<_>>(),
-        });
-    }
-    if req.return_token_ids {
-        choice["prompt_token_ids"] = json!(req.prompt);
-        choice["token_ids"] = json!(ids);
-    }
-    let digest = hex::encode(t.digest());
-    Json(json!({
-        "id": format!("cmpl-{}", &digest[..24]),
-        "object": "text_completion",
-        "created": unix_now(),
-        "model": m.id,
-        "choices": [choice],
-        "usage": {
-            "prompt_tokens": req.prompt.len(),
-            "completion_tokens": ids.len(),
-            "total_tokens": req.prompt.len() + ids.len(),
-        },
-        "fleetmesh": {
-            "model_digest": hex::encode(m.digest),
-            "transcript_digest": digest,
-            "margins": t.steps.iter().map(|st| st.margin).collect::<Vec<_>>(),
-        },
-    }))
-    .into_response()
-}
-
-/// The answer's text — cut where a stop string began, if one did — and its
-/// `finish_reason`.
-fn final_text(m: &Served, ids: &[u32], stopped_at: Option<usize>) -> (String, &'static str) {
-    let mut text = m.tokenizer.decode(ids).unwrap_or_default();
-    match stopped_at {
-        Some(cut) => {
-            text.truncate(cut);
-            (text, "stop")
-        }
-        None => (text, "length"),
+    let params = p.clone();
+    let result = tokio::task::spawn_blocking(move || match params.verification {
+        Verification::None => generate_local(&svc, &params),
+        Verification::QuasiDeterministic => generate_quorum(&svc, &params),
+    })
+    .await
+    .unwrap_or_else(|_| Err(internal("the generation panicked")));
+    match result {
+        Ok(g) => Json(render(&s.models[p.model], &p, &g)).into_response(),
+        Err(f) => f.into_response(),
     }
 }
 
@@ -374,127 +608,349 @@ fn find_stop(text: &str, stops: &[String]) -> Option<usize> {
     stops.iter().filter_map(|st| text.find(st.as_str())).min()
 }
 
+/// Cuts `ids` where the request says the answer ends: after the first id whose text
+/// completes a stop string (the text cut where that string began), or at a stop id (its
+/// text left out); returns the ids kept, the text and the finish reason.
+fn cut(m: &Served, p: &Params, ids: &[u32]) -> (Vec<u32>, String, &'static str) {
+    let decode = |ids: &[u32]| m.tokenizer.decode(ids).unwrap_or_default();
+    if !p.stop.is_empty() {
+        let full = decode(ids);
+        if find_stop(&full, &p.stop).is_some() {
+            let n = (1..=ids.len())
+                .find(|n| find_stop(&decode(&ids[..*n]), &p.stop).is_some())
+                .unwrap_or(ids.len());
+            let mut text = decode(&ids[..n]);
+            text.truncate(find_stop(&text, &p.stop).unwrap_or(text.len()));
+            return (ids[..n].to_vec(), text, "stop");
+        }
+    }
+    if let Some(k) = ids.iter().position(|i| p.stop_ids.contains(i)) {
+        return (ids[..=k].to_vec(), decode(&ids[..k]), "stop");
+    }
+    (ids.to_vec(), decode(ids), "length")
+}
+
+/// The stop test a generation runs after each step.
+fn stop_test(m: &Served, p: &Params) -> impl FnMut(&[u32]) -> bool + Send + 'static {
+    let tokenizer = m.tokenizer.clone();
+    let (stop, stop_ids) = (p.stop.clone(), p.stop_ids.clone());
+    move |ids: &[u32]| {
+        ids.last().is_some_and(|i| stop_ids.contains(i))
+            || (!stop.is_empty()
+                && find_stop(&tokenizer.decode(ids).unwrap_or_default(), &stop).is_some())
+    }
+}
+
+fn generate_local(s: &InferenceService, p: &Params) -> Result<Generated, Failure> {
+    let m = &s.models[p.model];
+    let t = m
+        .batcher
+        .run(Job {
+            prompt: p.prompt.clone(),
+            max_tokens: p.max_tokens,
+            sampling: p.sampling.clone(),
+            top_logprobs: p.logprobs.unwrap_or(0),
+            on_step: Some(Box::new(stop_test(m, p))),
+        })
+        .map_err(|e| bad(e.to_string(), "prompt"))?;
+    let (ids, text, finish) = cut(m, p, &t.output_ids());
+    let steps = t.steps[..ids.len()].to_vec();
+    Ok(Generated {
+        transcript_digest: t.digest(),
+        ids,
+        steps,
+        text,
+        finish,
+        verdict: None,
+        build: (ENGINE.into(), "f32".into()),
+    })
+}
+
+fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Generated, Failure> {
+    let m = &s.models[p.model];
+    let mut executors: Vec<&dyn Executor> = vec![&m.local];
+    executors.extend(m.remotes.iter().map(|r| r as &dyn Executor));
+    let req = ExecRequest {
+        prompt: p.prompt.clone(),
+        max_tokens: p.max_tokens,
+        stop_ids: p.stop_ids.clone(),
+    };
+    let v = run_quorum(&executors, &req, &s.quorum).map_err(|e| Failure {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("{e} for model {} (configure [[inference.executors]])", m.id),
+        param: Some("verification"),
+        code: Some("not_enough_executors"),
+        extra: None,
+    })?;
+    let verdict = v.to_json();
+    let Some(out) = v.output else {
+        return Err(Failure {
+            status: StatusCode::BAD_GATEWAY,
+            message: "no two executors agreed; no output is accepted".into(),
+            param: None,
+            code: Some("no_quorum"),
+            extra: Some(json!({"verdict": verdict})),
+        });
+    };
+    let (ids, text, finish) = cut(m, p, &out.ids());
+    Ok(Generated {
+        transcript_digest: out.transcript_digest(&p.prompt),
+        steps: out.steps[..ids.len()].to_vec(),
+        ids,
+        text,
+        finish,
+        verdict: Some(verdict),
+        build: (out.build.engine.clone(), out.build.dtype.clone()),
+    })
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
-/// `stream: true`: server-sent events, one `text_completion` chunk per token (its text
-/// delta, and with `return_token_ids` its id), a last chunk with `finish_reason`, usage and
-/// the digests, then `data: [DONE]`. Text is held back while it ends in an incomplete
-/// UTF-8 character or could still be the start of a stop string, so no chunk ever carries
-/// text that the final answer does not. A client that goes away stops the generation.
-fn stream(s: Arc<InferenceService>, req: Request) -> Response {
-    use axum::response::sse::{Event, Sse};
-    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(64);
-    tokio::spawn(async move {
-        let _turn = s.turn.lock().await;
-        let svc = s.clone();
-        let _ = tokio::task::spawn_blocking(move || stream_blocking(&svc, &req, &tx)).await;
-    });
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|e| (Ok::<_, std::convert::Infallible>(e), rx))
-    });
-    Sse::new(body).into_response()
+/// A token's text as the response shows it.
+fn token_text(m: &Served, p: &Params, id: u32) -> String {
+    if p.as_token_ids {
+        format!("token_id:{id}")
+    } else {
+        m.tokenizer.decode(&[id]).unwrap_or_default()
+    }
 }
 
-fn stream_blocking(
-    s: &InferenceService,
-    req: &Request,
-    tx: &tokio::sync::mpsc::Sender<axum::response::sse::Event>,
-) {
-    use axum::response::sse::Event;
-    let m = &s.models[req.model];
+/// The logprobs object of a choice, in the API's shape.
+fn logprobs_json(m: &Served, p: &Params, steps: &[Step], n: usize) -> Value {
+    let tok = |id: u32| token_text(m, p, id);
+    match p.api {
+        Api::Completion => json!({
+            "tokens": steps.iter().map(|s| tok(s.id)).collect::<Vec<_>>(),
+            "token_logprobs": steps.iter().map(|s| s.logprob).collect::<Vec<_>>(),
+            // OpenAI's shape maps token text to logprob: ids whose text is the same (bytes
+            // of an incomplete UTF-8 character) keep the more likely entry
+            "top_logprobs": steps.iter().map(|s| {
+                let mut map = serde_json::Map::new();
+                for (i, lp) in s.top.iter().take(n) {
+                    map.entry(tok(*i)).or_insert(json!(lp));
+                }
+                map
+            }).collect::<Vec<_>>(),
+        }),
+        Api::Chat => {
+            let bytes = |id: u32| m.tokenizer.decode(&[id]).unwrap_or_default().into_bytes();
+            json!({"content": steps.iter().map(|s| json!({
+                "token": tok(s.id),
+                "logprob": s.logprob,
+                "bytes": bytes(s.id),
+                "top_logprobs": s.top.iter().take(n).map(|(i, lp)| json!({
+                    "token": tok(*i), "logprob": lp, "bytes": bytes(*i),
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>()})
+        }
+    }
+}
+
+fn render(m: &Served, p: &Params, g: &Generated) -> Value {
+    let digest = hex::encode(g.transcript_digest);
+    let mut choice = match p.api {
+        Api::Completion => json!({"index": 0, "text": g.text, "finish_reason": g.finish}),
+        Api::Chat => json!({"index": 0, "finish_reason": g.finish,
+                            "message": {"role": "assistant", "content": g.text}}),
+    };
+    choice["logprobs"] = match p.logprobs {
+        Some(n) => logprobs_json(m, p, &g.steps, n),
+        None => Value::Null,
+    };
+    if p.return_token_ids {
+        choice["prompt_token_ids"] = json!(p.prompt);
+        choice["token_ids"] = json!(g.ids);
+    }
+    let (prefix, object) = match p.api {
+        Api::Completion => ("cmpl", "text_completion"),
+        Api::Chat => ("chatcmpl", "chat.completion"),
+    };
+    let mut fm = json!({
+        "model_digest": hex::encode(m.digest),
+        "transcript_digest": digest,
+        "engine": g.build.0,
+        "dtype": g.build.1,
+        "margins": g.steps.iter().map(|st| st.margin).collect::<Vec<_>>(),
+    });
+    if let Some(v) = &g.verdict {
+        fm["verdict"] = v.clone();
+    }
+    json!({
+        "id": format!("{prefix}-{}", &digest[..24]),
+        "object": object,
+        "created": unix_now(),
+        "model": m.id,
+        "choices": [choice],
+        "usage": {
+            "prompt_tokens": p.prompt.len(),
+            "completion_tokens": g.ids.len(),
+            "total_tokens": p.prompt.len() + g.ids.len(),
+        },
+        "fleetmesh": fm,
+    })
+}
+
+/// What a stream has sent so far.
+#[derive(Default)]
+struct Sent {
+    text: String,
+    ids: usize,
+    gone: bool,
+}
+
+/// `stream: true`: server-sent events, one chunk per token (its text delta, and with
+/// `return_token_ids` its id) — `text_completion` chunks, or `chat.completion.chunk`
+/// deltas after one that opens the assistant's message — then a last chunk with
+/// `finish_reason`, usage and the digests, then `data: [DONE]`. Text is held back while it
+/// ends in an incomplete UTF-8 character or could still be the start of a stop string, so
+/// no chunk carries text the final answer does not. A client that goes away ends its
+/// generation.
+fn stream(s: Arc<InferenceService>, p: Params) -> Response {
+    use axum::response::sse::{Event, Sse};
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let m = &s.models[p.model];
     let id = format!(
-        "cmpl-{:024x}",
+        "{}-{:024x}",
+        if p.api == Api::Chat {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        },
         u128::from(rand_seed()) << 32 | u128::from(rand_seed() as u32)
     );
-    let created = unix_now();
-    let chunk = |text: &str, ids: &[u32], finish: Option<&str>| {
-        let mut choice =
-            json!({"index": 0, "text": text, "finish_reason": finish, "logprobs": null});
-        if req.return_token_ids {
+    let (created, model_id, api, with_ids) = (unix_now(), m.id.clone(), p.api, p.return_token_ids);
+    let chunk = move |text: &str, ids: &[u32], finish: Option<&str>| {
+        let mut choice = match api {
+            Api::Completion => json!({"index": 0, "text": text, "logprobs": null}),
+            Api::Chat => json!({"index": 0, "delta": {"content": text}, "logprobs": null}),
+        };
+        choice["finish_reason"] = json!(finish);
+        if with_ids {
             choice["token_ids"] = json!(ids);
         }
-        json!({"id": id, "object": "text_completion", "created": created, "model": m.id,
+        let object = match api {
+            Api::Completion => "text_completion",
+            Api::Chat => "chat.completion.chunk",
+        };
+        json!({"id": id, "object": object, "created": created, "model": model_id,
                "choices": [choice]})
     };
-    let send = |v: Value| {
-        tx.blocking_send(Event::default().data(v.to_string()))
-            .is_ok()
-    };
-    let hold = req
+    if api == Api::Chat {
+        let mut first = chunk("", &[], None);
+        first["choices"][0]["delta"] = json!({"role": "assistant", "content": ""});
+        let _ = tx.send(first);
+    }
+    let sent = Arc::new(Mutex::new(Sent::default()));
+    let hold = p
         .stop
         .iter()
         .map(|st| st.chars().count())
         .max()
         .unwrap_or(0);
-    let mut sent = String::new();
-    let mut sent_ids = 0usize;
-    let mut stopped_at: Option<usize> = None;
-    let mut gone = false;
-    let mut done = |ids: &[u32]| {
-        let text = m.tokenizer.decode(ids).unwrap_or_default();
-        if !req.stop.is_empty() {
-            stopped_at = find_stop(&text, &req.stop);
-            if stopped_at.is_some() {
+    let mut stop = stop_test(m, &p);
+    let on_step = {
+        let (tokenizer, sent, tx, chunk) =
+            (m.tokenizer.clone(), sent.clone(), tx.clone(), chunk.clone());
+        move |ids: &[u32]| {
+            if stop(ids) {
                 return true;
             }
-        }
-        // the stable part: no trailing replacement character, minus what a stop string
-        // could still claim
-        let stable = text.trim_end_matches('\u{FFFD}');
-        let keep = stable.chars().count().saturating_sub(hold);
-        let stable: String = stable.chars().take(keep).collect();
-        if stable.len() > sent.len() && stable.starts_with(sent.as_str()) {
-            let delta = stable[sent.len()..].to_owned();
-            if !send(chunk(&delta, &ids[sent_ids..], None)) {
-                gone = true;
-                return true;
+            let text = tokenizer.decode(ids).unwrap_or_default();
+            // the stable part: no trailing replacement character, minus what a stop string
+            // could still claim
+            let stable = text.trim_end_matches('\u{FFFD}');
+            let keep = stable.chars().count().saturating_sub(hold);
+            let stable: String = stable.chars().take(keep).collect();
+            let mut st = sent.lock().expect("stream state");
+            if stable.len() > st.text.len() && stable.starts_with(st.text.as_str()) {
+                let delta = &stable[st.text.len()..];
+                if tx.send(chunk(delta, &ids[st.ids..], None)).is_err() {
+                    st.gone = true;
+                    return true;
+                }
+                st.text = stable;
+                st.ids = ids.len();
             }
-            sent = stable;
-            sent_ids = ids.len();
+            false
         }
-        false
     };
-    let result = generate_with(
-        &m.model,
-        m.digest,
-        &req.prompt,
-        req.max_tokens,
-        &req.sampling,
-        0,
-        &mut done,
-    );
-    if gone {
-        return;
-    }
-    match result {
-        Ok(t) => {
-            let ids = t.output_ids();
-            let (text, finish) = final_text(m, &ids, stopped_at);
-            let rest = text.get(sent.len()..).unwrap_or_default().to_owned();
-            let mut last = chunk(&rest, &ids[sent_ids.min(ids.len())..], Some(finish));
-            last["usage"] = json!({
-                "prompt_tokens": req.prompt.len(),
-                "completion_tokens": ids.len(),
-                "total_tokens": req.prompt.len() + ids.len(),
-            });
-            last["fleetmesh"] = json!({
-                "model_digest": hex::encode(m.digest),
-                "transcript_digest": hex::encode(t.digest()),
-            });
-            send(last);
+    let ticket = s.models[p.model].batcher.submit(Job {
+        prompt: p.prompt.clone(),
+        max_tokens: p.max_tokens,
+        sampling: p.sampling.clone(),
+        top_logprobs: 0,
+        on_step: Some(Box::new(on_step)),
+    });
+    let svc = s.clone();
+    tokio::spawn(async move {
+        let result = match ticket {
+            Ok(t) => tokio::task::spawn_blocking(move || wait(&t))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(fleetmesh_inference::Error::Request(
+                        "the generation panicked".into(),
+                    ))
+                }),
+            Err(e) => Err(e),
+        };
+        let st = std::mem::take(&mut *sent.lock().expect("stream state"));
+        if st.gone {
+            return;
         }
-        Err(e) => {
-            send(
-                json!({"error": {"message": e.to_string(), "type": "invalid_request_error",
-                                  "param": "prompt", "code": null}}),
-            );
+        let m = &svc.models[p.model];
+        match result {
+            Ok(t) => {
+                let (ids, text, finish) = cut(m, &p, &t.output_ids());
+                let rest = text.get(st.text.len()..).unwrap_or_default();
+                let mut last = chunk(rest, &ids[st.ids.min(ids.len())..], Some(finish));
+                last["usage"] = json!({
+                    "prompt_tokens": p.prompt.len(),
+                    "completion_tokens": ids.len(),
+                    "total_tokens": p.prompt.len() + ids.len(),
+                });
+                last["fleetmesh"] = json!({
+                    "model_digest": hex::encode(m.digest),
+                    "transcript_digest": hex::encode(t.digest()),
+                    "engine": ENGINE,
+                    "dtype": "f32",
+                });
+                let _ = tx.send(last);
+            }
+            Err(e) => {
+                let _ = tx.send(json!({"error": {"message": e.to_string(),
+                    "type": "invalid_request_error", "param": "prompt", "code": null}}));
+            }
         }
-    }
-    let _ = tx.blocking_send(Event::default().data("[DONE]"));
+        let _ = tx.send(Value::String("[DONE]".into()));
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|v| {
+            let data = match v {
+                Value::String(s) if s == "[DONE]" => s,
+                v => v.to_string(),
+            };
+            (
+                Ok::<_, std::convert::Infallible>(Event::default().data(data)),
+                rx,
+            )
+        })
+    });
+    Sse::new(body).into_response()
+}
+
+/// The paths of `cfg.models`, resolved against the node directory, with `extra` after.
+pub fn resolve_models(
+    dir: &std::path::Path,
+    cfg: &InferenceSection,
+    extra: &[PathBuf],
+) -> Vec<PathBuf> {
+    cfg.models
+        .iter()
+        .map(|m| dir.join(m))
+        .chain(extra.iter().cloned())
+        .collect()
 }

@@ -27,7 +27,7 @@ use tracing_subscriber::EnvFilter;
 use cli::{Cli, Command, SchemaCommand};
 
 /// How a command ended, when it did not fail.
-enum Outcome {
+pub(crate) enum Outcome {
     Ok,
     /// A negative verdict (exit 1), already reported.
     Negative,
@@ -37,6 +37,8 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // libp2p-style dependencies bring aws-lc-rs beside ring into rustls: choose one
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let daemon = matches!(cli.command, Command::Run(_) | Command::Up(_));
     let filter = EnvFilter::try_from_env("MESHNODE_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
@@ -125,20 +127,21 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Proof(cli::ProofCommand::Setup { r1cs, zkey, vk }) => {
             proof::setup_cmd(&r1cs, &zkey, vk.as_deref())
         }
-        Command::Infer(a) => {
-            infer::run(&infer::InferArgs {
-                model: a.model,
-                prompt: a.prompt,
-                max_tokens: a.max_tokens,
-                sampling: fleetmesh_inference::Sampling {
-                    temperature: a.temperature,
-                    top_p: a.top_p,
-                    top_k: a.top_k,
-                    seed: a.seed,
-                },
-            })?;
-            Ok(Outcome::Ok)
-        }
+        Command::Infer(a) => infer::run(&infer::InferArgs {
+            verify: a.verify.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+            model: a.model,
+            prompt: a.prompt,
+            max_tokens: a.max_tokens,
+            sampling: fleetmesh_inference::Sampling {
+                temperature: a.temperature,
+                top_p: a.top_p,
+                top_k: a.top_k,
+                seed: a.seed,
+            },
+            executors: a.executor,
+            remote_model: a.remote_model,
+            executor_timeout: std::time::Duration::from_secs(a.executor_timeout.max(1)),
+        }),
         Command::Model(cli::ModelCommand::MakeTiny { dir, seed }) => {
             let config = fleetmesh_inference::tiny::make_tiny(&dir, seed)?;
             let digest = fleetmesh_inference::model::model_digest(&dir)?;
@@ -164,20 +167,14 @@ fn run(
     let node = node::Node::open(dir)?;
     let listen = listen.unwrap_or(node.config.face.listen);
     // [inference] models (relative to the node directory), then --model
-    let models: Vec<std::path::PathBuf> = node
-        .config
-        .inference
-        .models
-        .iter()
-        .map(|m| dir.join(m))
-        .chain(extra_models.iter().cloned())
-        .collect();
+    let mut inference = node.config.inference.clone();
+    inference.models = inference_service::resolve_models(dir, &inference, extra_models);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("meshnode")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(server::run(node, listen, &models))?;
+    runtime.block_on(server::run(node, listen, &inference))?;
     Ok(Outcome::Ok)
 }
 

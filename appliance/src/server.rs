@@ -81,14 +81,14 @@ pub const CIRCUITS_DIR: &str = "circuits";
 pub fn router(
     node: &mut Node,
     relay: Arc<Relay>,
-    models: &[std::path::PathBuf],
+    inference: &crate::config::InferenceSection,
 ) -> anyhow::Result<Router> {
     let descriptor = node.current_descriptor()?;
     let choice = node.config.compute.backend;
     let (backend, why) = fleetmesh_kernels::ops::select(choice, fleetmesh_kernels::probe::probe)
         .with_context(|| format!("[compute] backend = \"{choice}\""))?;
     info!(backend = %backend.describe(), reason = %why, "prover backend");
-    let inference = crate::inference_service::InferenceService::load(models)?;
+    let inference = crate::inference_service::InferenceService::load(inference)?;
     let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
     let state = Arc::new(AppState {
         nip11: nip11_document(node, &descriptor.id_hex(), &relay).to_string(),
@@ -116,8 +116,17 @@ pub fn router(
             get(crate::inference_service::models).with_state(inference.clone()),
         )
         .route(
+            "/v1/executors",
+            get(crate::inference_service::executors).with_state(inference.clone()),
+        )
+        .route(
             "/v1/completions",
-            axum::routing::post(crate::inference_service::completions).with_state(inference),
+            axum::routing::post(crate::inference_service::completions)
+                .with_state(inference.clone()),
+        )
+        .route(
+            "/v1/chat/completions",
+            axum::routing::post(crate::inference_service::chat_completions).with_state(inference),
         )
         .fallback(not_found)
         .with_state(state))
@@ -219,7 +228,7 @@ async fn not_found() -> Response {
 pub async fn run(
     mut node: Node,
     listen: SocketAddr,
-    models: &[std::path::PathBuf],
+    inference: &crate::config::InferenceSection,
 ) -> anyhow::Result<()> {
     let (relay, writer) = Relay::start(
         &node.dir.join(crate::node::DB_FILE),
@@ -229,7 +238,7 @@ pub async fn run(
         },
     )?;
     relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
-    let app = router(&mut node, relay.clone(), models)?;
+    let app = router(&mut node, relay.clone(), inference)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;

@@ -36,9 +36,29 @@ pub struct LlamaConfig {
     /// Beginning-of-sequence token.
     #[serde(default)]
     pub bos_token_id: Option<u32>,
-    /// End-of-sequence token.
-    #[serde(default)]
-    pub eos_token_id: Option<u32>,
+    /// End-of-sequence tokens: generation stops after any of them. `config.json` gives
+    /// one id or a list (Llama 3 lists two).
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub eos_token_id: Vec<u32>,
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Ids {
+        One(u32),
+        Many(Vec<u32>),
+        None(()),
+    }
+    Ok(match Ids::deserialize(d)? {
+        Ids::One(i) => vec![i],
+        Ids::Many(v) => v,
+        Ids::None(()) => Vec::new(),
+    })
 }
 
 fn default_rope_theta() -> f64 {

@@ -27,6 +27,15 @@ pub enum Error {
     /// vocabulary, a context longer than the model's).
     #[error("{0}")]
     Request(String),
+    /// An executor could not produce an output: an endpoint that is unreachable, times
+    /// out, answers with an error or with a body that lacks what the quorum needs.
+    #[error("executor {executor}: {reason}")]
+    Executor {
+        /// The executor's name.
+        executor: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A tensor operation failed inside candle.
     #[error("{op}: {source}")]
     Candle {

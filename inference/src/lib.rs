@@ -18,12 +18,15 @@
 //! ```
 
 pub mod batch;
+pub mod chat;
 mod config;
 mod error;
 pub mod executor;
 pub mod generate;
 pub mod model;
 pub mod quorum;
+#[cfg(feature = "remote")]
+pub mod remote;
 pub mod tiny;
 pub mod tokenizer;
 

@@ -150,7 +150,10 @@ impl Llama {
             max_position_embeddings: int("llama.context_length")?,
             tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
             bos_token_id: None,
-            eos_token_id: None,
+            eos_token_id: match content.metadata.get("tokenizer.ggml.eos_token_id") {
+                Some(v) => vec![v.to_u32().map_err(|e| model_err(format!("eos: {e}")))?],
+                None => Vec::new(),
+            },
         };
         config.check().map_err(model_err)?;
         let mut tensors = std::collections::HashMap::new();

@@ -2,7 +2,8 @@
 //! with no download: [`make_tiny`] writes `config.json` and `model.safetensors` (F32) from
 //! a fixed seed — the same bytes on every machine with this lockfile's `rand` — and the same
 //! weights as `model.gguf` (F32, laid out as llama.cpp's converter writes them), with a
-//! byte-level `tokenizer.json` (id = byte).
+//! byte-level `tokenizer.json` (id = byte) and a `tokenizer_config.json` with a ChatML chat
+//! template.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,7 +29,7 @@ pub fn tiny_config() -> LlamaConfig {
         max_position_embeddings: 512,
         tie_word_embeddings: false,
         bos_token_id: None,
-        eos_token_id: None,
+        eos_token_id: Vec::new(),
     }
 }
 
@@ -106,6 +107,18 @@ pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
     let path = dir.join("tokenizer.json");
     std::fs::write(&path, crate::tokenizer::byte_level_tokenizer_json())
         .map_err(|source| Error::Io { path, source })?;
+    let tok_config = serde_json::json!({
+        "chat_template": crate::chat::CHATML,
+        "bos_token": null,
+        "eos_token": "<|im_end|>",
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    });
+    let path = dir.join("tokenizer_config.json");
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&tok_config).expect("JSON serializes"),
+    )
+    .map_err(|source| Error::Io { path, source })?;
     let config = serde_json::to_vec_pretty(c).expect("a config serializes");
     let path = dir.join("config.json");
     std::fs::write(&path, config).map_err(|source| Error::Io { path, source })?;
@@ -139,6 +152,10 @@ pub fn write_gguf(c: &LlamaConfig, tensors: &HashMap<String, Tensor>, path: &Pat
         ("llama.rope.freq_base", Value::F32(c.rope_theta as f32)),
         ("llama.rope.dimension_count", u(c.head_dim())),
         ("llama.context_length", u(c.max_position_embeddings)),
+        (
+            "tokenizer.chat_template",
+            Value::String(crate::chat::CHATML.into()),
+        ),
     ];
     let mut names: Vec<&String> = tensors.keys().collect();
     names.sort();

@@ -18,7 +18,7 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
     let daemon = run_node(&dir);
 
     runtime().block_on(async {
-        let http = reqwest::Client::new();
+        let http = http_client();
         let r = http
             .get(daemon.url("/"))
             .header("Accept", "application/nostr+json")
@@ -137,7 +137,9 @@ fn up_creates_a_node_once_and_reuses_it() {
     assert!(home.join("meshnode.toml").exists());
     let pubkey = |d: &Daemon| -> Value {
         runtime().block_on(async {
-            reqwest::get(d.url("/healthz"))
+            http_client()
+                .get(d.url("/healthz"))
+                .send()
                 .await
                 .unwrap()
                 .json::<Value>()
@@ -480,7 +482,7 @@ fn nip11_lists_77_only_when_negentropy_is_enabled() {
     edit_config(&dir, &[("negentropy = true", "negentropy = false")]);
     let daemon = run_node(&dir);
     let doc: Value = runtime().block_on(async {
-        reqwest::Client::new()
+        http_client()
             .get(daemon.url("/"))
             .header("Accept", "application/nostr+json")
             .send()
@@ -514,7 +516,7 @@ fn the_daemon_verifies_proofs_over_http_in_batches() {
     let (vj, vj2) = (vk_to_json(&vk), vk_to_json(&vk2));
     let url = daemon.url("/v1/proofs/verify");
     runtime().block_on(async {
-        let http = reqwest::Client::new();
+        let http = http_client();
         let post = |b: Value| post_json(&http, &url, b);
         // One valid, one with a wrong public value.
         let good = prove(&pk, &mut rng);
@@ -659,7 +661,7 @@ fn the_daemon_proves_installed_circuits_over_http() {
     let daemon = run_node(&dir);
     let url = daemon.url("/v1/proofs/prove");
     runtime().block_on(async {
-        let http = reqwest::Client::new();
+        let http = http_client();
         let post = |b: Value| post_json(&http, &url, b);
         // from inputs
         let (status, v) = post(serde_json::json!({"circuit": "tiny", "input": read("tiny_input.json")})).await;

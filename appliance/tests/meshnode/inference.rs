@@ -40,7 +40,7 @@ fn the_daemon_serves_completions_for_its_models() {
     ]);
     let cli: Value = serde_json::from_str(&stdout(&o)).unwrap();
     runtime().block_on(async {
-        let http = reqwest::Client::new();
+        let http = http_client();
         let list: Value = http.get(d.url("/v1/models")).send().await.unwrap().json().await.unwrap();
         let ids: Vec<&str> = list["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["tiny", "model.gguf"]);
@@ -224,7 +224,9 @@ fn models_in_the_config_are_served_by_run() {
     std::fs::write(&cfg, text).unwrap();
     let d = run_node(node.path());
     runtime().block_on(async {
-        let list: Value = reqwest::get(d.url("/v1/models"))
+        let list: Value = http_client()
+            .get(d.url("/v1/models"))
+            .send()
             .await
             .unwrap()
             .json()

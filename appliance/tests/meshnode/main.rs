@@ -192,3 +192,10 @@ fn runtime() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// An HTTP client. The workspace builds reqwest with rustls and no default crypto
+/// provider (the node installs ring at start-up), so the tests install it too.
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}

@@ -1,0 +1,189 @@
+//! Chat templates: the Jinja template a model ships to turn a conversation into its prompt
+//! text, rendered as Hugging Face's `apply_chat_template` does.
+//!
+//! The template comes from `tokenizer_config.json` beside the tokenizer (`chat_template`,
+//! a string or a list of named templates, `default` taken) or from a GGUF file's
+//! `tokenizer.chat_template`. It sees `messages`, `add_generation_prompt`, `bos_token` and
+//! `eos_token`, `raise_exception(msg)` and Python's string methods (`.strip()`,
+//! `.startswith()` …), as transformers provides them. A model without a template has no
+//! chat endpoint: [`ChatTemplate::load_beside`] returns `None` and the API says so.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Error, Result};
+
+/// One turn of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// `system`, `user`, `assistant` (or whatever roles the template knows).
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+/// A model's chat template with its special-token strings.
+#[derive(Debug, Clone)]
+pub struct ChatTemplate {
+    source: String,
+    bos_token: String,
+    eos_token: String,
+}
+
+/// The special-token string in `tokenizer_config.json`: a string or `{"content": …}`.
+fn token_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => o
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        _ => String::new(),
+    }
+}
+
+impl ChatTemplate {
+    /// A template from its Jinja source and the bos/eos strings.
+    ///
+    /// # Errors
+    /// [`Error::Request`] when the source does not parse.
+    pub fn new(
+        source: impl Into<String>,
+        bos_token: impl Into<String>,
+        eos_token: impl Into<String>,
+    ) -> Result<ChatTemplate> {
+        let t = ChatTemplate {
+            source: source.into(),
+            bos_token: bos_token.into(),
+            eos_token: eos_token.into(),
+        };
+        t.env()?;
+        Ok(t)
+    }
+
+    /// The template of the model at `path` (a model directory, or a GGUF file): the
+    /// directory's (or the file's directory's) `tokenizer_config.json`, else the GGUF's
+    /// `tokenizer.chat_template`. `Ok(None)` when neither has one.
+    ///
+    /// # Errors
+    /// [`Error::Model`] for a config or template that does not parse.
+    pub fn load_beside(path: &Path) -> Result<Option<ChatTemplate>> {
+        let dir = if path.is_dir() {
+            path
+        } else {
+            path.parent().unwrap_or(Path::new("."))
+        };
+        let cfg_path = dir.join("tokenizer_config.json");
+        let model_err = |p: &Path, reason: String| Error::Model {
+            path: p.into(),
+            reason,
+        };
+        if cfg_path.exists() {
+            let text = std::fs::read_to_string(&cfg_path).map_err(|source| Error::Io {
+                path: cfg_path.clone(),
+                source,
+            })?;
+            let v: Value =
+                serde_json::from_str(&text).map_err(|e| model_err(&cfg_path, e.to_string()))?;
+            let source = match &v["chat_template"] {
+                Value::String(s) => Some(s.clone()),
+                Value::Array(list) => list
+                    .iter()
+                    .find(|t| t["name"] == "default")
+                    .and_then(|t| t["template"].as_str())
+                    .map(str::to_owned),
+                _ => None,
+            };
+            if let Some(source) = source {
+                return ChatTemplate::new(
+                    source,
+                    token_text(&v["bos_token"]),
+                    token_text(&v["eos_token"]),
+                )
+                .map(Some)
+                .map_err(|e| model_err(&cfg_path, format!("chat_template: {e}")));
+            }
+        }
+        if path.is_file() && path.extension().is_some_and(|e| e == "gguf") {
+            return gguf_template(path);
+        }
+        Ok(None)
+    }
+
+    /// The end-of-sequence string (`eos_token`), empty when the config names none.
+    pub fn eos_token(&self) -> &str {
+        &self.eos_token
+    }
+
+    fn env(&self) -> Result<minijinja::Environment<'static>> {
+        let mut env = minijinja::Environment::new();
+        minijinja_contrib::add_to_environment(&mut env);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    msg,
+                ))
+            },
+        );
+        env.add_template_owned("chat", self.source.clone())
+            .map_err(|e| Error::Request(format!("the chat template does not parse: {e}")))?;
+        Ok(env)
+    }
+
+    /// The prompt text for `messages`, with the assistant's turn opened when
+    /// `add_generation_prompt`.
+    ///
+    /// # Errors
+    /// [`Error::Request`] when the template refuses the conversation (its
+    /// `raise_exception`) or fails.
+    pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
+        let env = self.env()?;
+        let t = env
+            .get_template("chat")
+            .map_err(|e| Error::Request(e.to_string()))?;
+        t.render(minijinja::context! {
+            messages => messages,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token,
+            eos_token => self.eos_token,
+        })
+        .map_err(|e| {
+            Error::Request(match e.detail() {
+                Some(d) => format!("the chat template refused the messages: {d}"),
+                None => format!("the chat template refused the messages: {e}"),
+            })
+        })
+    }
+}
+
+fn gguf_template(path: &Path) -> Result<Option<ChatTemplate>> {
+    use candle_core::quantized::gguf_file;
+    let model_err = |reason: String| Error::Model {
+        path: path.into(),
+        reason,
+    };
+    let mut file = std::fs::File::open(path).map_err(|source| Error::Io {
+        path: path.into(),
+        source,
+    })?;
+    let content = gguf_file::Content::read(&mut file).map_err(|e| model_err(e.to_string()))?;
+    let Some(source) = content.metadata.get("tokenizer.chat_template") else {
+        return Ok(None);
+    };
+    let source = source
+        .to_string()
+        .map_err(|e| model_err(format!("tokenizer.chat_template: {e}")))?
+        .clone();
+    ChatTemplate::new(source, "", "")
+        .map(Some)
+        .map_err(|e| model_err(format!("tokenizer.chat_template: {e}")))
+}
+
+/// ChatML, the template [`crate::tiny::make_tiny`] ships (Qwen's and many others' format).
+pub const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";

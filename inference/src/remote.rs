@@ -1,0 +1,309 @@
+//! Remote executors: OpenAI-compatible completion endpoints (vLLM, another fleetmesh node,
+//! any server that returns token ids and logprobs) called over HTTP(S).
+//!
+//! A [`RemoteExecutor`] sends the prompt as token ids (every executor of a quorum shares
+//! the tokenizer) with `temperature: 0`, `logprobs: 2` (the top two give the margin) and
+//! vLLM's `return_token_ids`, `return_tokens_as_token_ids`, `stop_token_ids` and
+//! `ignore_eos` (so it stops where the request says, not at its own end-of-sequence),
+//! and reads back the ids, each step's logprob and margin. [`RemoteExecutor::health`]
+//! asks `GET /v1/models` whether the model is served. Every call has a connect timeout and
+//! an overall timeout. Servers that cannot return token ids (Ollama's OpenAI layer today)
+//! are refused with that reason rather than trusted on text.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::executor::{Build, ExecRequest, Execution, Executor};
+use crate::generate::Step;
+use crate::{Error, Result};
+
+/// How to reach a remote executor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteConfig {
+    /// The name the verdict uses.
+    pub name: String,
+    /// The server's base URL, e.g. `http://10.0.0.5:8000` (a trailing `/v1` is accepted).
+    pub url: String,
+    /// The model id on that server.
+    pub model: String,
+    /// Its engine (e.g. `vllm`); `None` takes what the server reports, else `unknown`.
+    pub engine: Option<String>,
+    /// Its dtype (e.g. `bf16`); `None` takes what the server reports, else `unknown`.
+    pub dtype: Option<String>,
+    /// Its model digest; `None` takes what the server reports (fleetmesh nodes do).
+    pub model_digest: Option<[u8; 32]>,
+    /// Bearer token sent as `Authorization`, if the server wants one.
+    pub api_key: Option<String>,
+    /// Longest a generation may take, connection included. Default 120 s.
+    pub timeout: Duration,
+    /// Longest to wait for the TCP (and TLS) connection. Default 5 s.
+    pub connect_timeout: Duration,
+}
+
+impl RemoteConfig {
+    /// A config with the defaults: build facts from the server, 120 s and 5 s timeouts.
+    pub fn new(name: impl Into<String>, url: impl Into<String>, model: impl Into<String>) -> Self {
+        RemoteConfig {
+            name: name.into(),
+            url: url.into(),
+            model: model.into(),
+            engine: None,
+            dtype: None,
+            model_digest: None,
+            api_key: None,
+            timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What a health check found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Health {
+    /// The models the server lists.
+    pub models: Vec<String>,
+    /// The model digest the server states for our model, if it does.
+    pub model_digest: Option<[u8; 32]>,
+    /// How long the check took.
+    pub latency: Duration,
+}
+
+/// A remote OpenAI-compatible endpoint as an [`Executor`].
+#[derive(Debug)]
+pub struct RemoteExecutor {
+    cfg: RemoteConfig,
+    base: String,
+    client: reqwest::blocking::Client,
+}
+
+impl RemoteExecutor {
+    /// Checks the URL and builds the HTTP client (rustls with the ring provider; the
+    /// process-wide default provider is installed if none is yet).
+    ///
+    /// # Errors
+    /// [`Error::Executor`] for a URL that is not http(s) or a client that cannot be built.
+    pub fn new(cfg: RemoteConfig) -> Result<RemoteExecutor> {
+        let fail = |reason: String| Error::Executor {
+            executor: cfg.name.clone(),
+            reason,
+        };
+        let url = cfg.url.trim_end_matches('/');
+        let base = url.strip_suffix("/v1").unwrap_or(url).to_owned();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(fail(format!(
+                "url {:?} is not http:// or https://",
+                cfg.url
+            )));
+        }
+        // a second install fails harmlessly: someone chose a provider already
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::blocking::Client::builder()
+            .timeout(cfg.timeout)
+            .connect_timeout(cfg.connect_timeout)
+            .build()
+            .map_err(|e| fail(format!("HTTP client: {e}")))?;
+        Ok(RemoteExecutor { cfg, base, client })
+    }
+
+    fn fail(&self, reason: impl Into<String>) -> Error {
+        Error::Executor {
+            executor: self.cfg.name.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    fn call(&self, req: reqwest::blocking::RequestBuilder) -> Result<Value> {
+        let req = match &self.cfg.api_key {
+            Some(k) => req.bearer_auth(k),
+            None => req,
+        };
+        let resp = req.send().map_err(|e| {
+            self.fail(if e.is_timeout() {
+                format!("timed out after {:?}", self.cfg.timeout)
+            } else if e.is_connect() {
+                format!("cannot connect to {}: {e}", self.base)
+            } else {
+                e.to_string()
+            })
+        })?;
+        let status = resp.status();
+        let body: Value = resp
+            .json()
+            .map_err(|e| self.fail(format!("HTTP {status}: the body is not JSON: {e}")))?;
+        if !status.is_success() {
+            let msg = body["error"]["message"]
+                .as_str()
+                .map_or_else(|| body.to_string(), str::to_owned);
+            return Err(self.fail(format!("HTTP {status}: {msg}")));
+        }
+        Ok(body)
+    }
+
+    /// `GET /v1/models`: the server answers and lists our model.
+    ///
+    /// # Errors
+    /// [`Error::Executor`] when it does not answer in time, answers with an error, or
+    /// does not list the model.
+    pub fn health(&self) -> Result<Health> {
+        let start = Instant::now();
+        let body = self.call(self.client.get(format!("{}/v1/models", self.base)))?;
+        let data = body["data"]
+            .as_array()
+            .ok_or_else(|| self.fail("/v1/models has no data list"))?;
+        let models: Vec<String> = data
+            .iter()
+            .filter_map(|m| m["id"].as_str().map(str::to_owned))
+            .collect();
+        let ours = data
+            .iter()
+            .find(|m| m["id"].as_str() == Some(self.cfg.model.as_str()))
+            .ok_or_else(|| {
+                self.fail(format!(
+                    "model {:?} is not served there (it lists {models:?})",
+                    self.cfg.model
+                ))
+            })?;
+        Ok(Health {
+            model_digest: digest_of(&ours["fleetmesh"]["model_digest"]),
+            models,
+            latency: start.elapsed(),
+        })
+    }
+}
+
+fn digest_of(v: &Value) -> Option<[u8; 32]> {
+    let s = v.as_str()?;
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The id in a `token_id:N` token string (vLLM's `return_tokens_as_token_ids`).
+fn token_id(s: &str) -> Option<u32> {
+    s.strip_prefix("token_id:")?.parse().ok()
+}
+
+impl Executor for RemoteExecutor {
+    fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    fn build(&self) -> Build {
+        Build {
+            model_digest: self.cfg.model_digest,
+            engine: self.cfg.engine.clone().unwrap_or_else(|| "unknown".into()),
+            dtype: self.cfg.dtype.clone().unwrap_or_else(|| "unknown".into()),
+        }
+    }
+
+    fn run(&self, req: &ExecRequest) -> Result<Execution> {
+        let body = json!({
+            "model": self.cfg.model,
+            "prompt": req.prompt,
+            "max_tokens": req.max_tokens,
+            "temperature": 0,
+            "top_p": 1,
+            "seed": 0,
+            "logprobs": 2,
+            "return_token_ids": true,
+            "return_tokens_as_token_ids": true,
+            "stop_token_ids": req.stop_ids,
+            "ignore_eos": true,
+            "stream": false,
+        });
+        let v = self.call(
+            self.client
+                .post(format!("{}/v1/completions", self.base))
+                .json(&body),
+        )?;
+        let choice = &v["choices"][0];
+        let lp = &choice["logprobs"];
+        let ids: Vec<u32> = match choice["token_ids"].as_array() {
+            Some(a) => a
+                .iter()
+                .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
+                .collect::<Option<_>>()
+                .ok_or_else(|| self.fail("token_ids holds a non-id"))?,
+            None => lp["tokens"]
+                .as_array()
+                .and_then(|t| t.iter().map(|s| s.as_str().and_then(token_id)).collect())
+                .ok_or_else(|| {
+                    self.fail(
+                        "the answer has no token ids (the server needs vLLM's \
+                         return_token_ids or return_tokens_as_token_ids)",
+                    )
+                })?,
+        };
+        if let Some(p) = choice["prompt_token_ids"].as_array()
+            && p.iter().map(Value::as_u64).collect::<Vec<_>>()
+                != req
+                    .prompt
+                    .iter()
+                    .map(|i| Some(u64::from(*i)))
+                    .collect::<Vec<_>>()
+        {
+            return Err(self.fail("the server ran other prompt ids than were sent"));
+        }
+        let logprobs = lp["token_logprobs"].as_array();
+        let tops = lp["top_logprobs"].as_array();
+        let mut steps = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            let logprob = logprobs
+                .and_then(|l| l.get(i))
+                .and_then(Value::as_f64)
+                .ok_or_else(|| self.fail(format!("no logprob for step {i}")))?;
+            // the top two of the step's alternatives give the margin; a server that sends
+            // fewer leaves it unknown (infinite: never a near-tie)
+            let mut top: Vec<(u32, f64)> = tops
+                .and_then(|t| t.get(i))
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((token_id(k).unwrap_or(u32::MAX), v.as_f64()?)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let margin = match top.as_slice() {
+                [a, b, ..] => a.1 - b.1,
+                _ => f64::INFINITY,
+            };
+            steps.push(Step {
+                id: *id,
+                logprob,
+                margin,
+                top,
+            });
+        }
+        let fm = &v["fleetmesh"];
+        let claimed = |key: &str| fm[key].as_str().map(str::to_owned);
+        Ok(Execution {
+            executor: self.cfg.name.clone(),
+            build: Build {
+                model_digest: self
+                    .cfg
+                    .model_digest
+                    .or_else(|| digest_of(&fm["model_digest"])),
+                engine: self
+                    .cfg
+                    .engine
+                    .clone()
+                    .or_else(|| claimed("engine"))
+                    .unwrap_or_else(|| "unknown".into()),
+                dtype: self
+                    .cfg
+                    .dtype
+                    .clone()
+                    .or_else(|| claimed("dtype"))
+                    .unwrap_or_else(|| "unknown".into()),
+            },
+            steps,
+        })
+    }
+}
