@@ -122,7 +122,10 @@ impl InferenceService {
             rc.api_key = e.api_key.clone();
             rc.timeout = std::time::Duration::from_secs(e.timeout_s.max(1));
             rc.connect_timeout = std::time::Duration::from_secs(e.connect_timeout_s.max(1));
-            served.remotes.push(RemoteExecutor::new(rc)?);
+            // reqwest's blocking client refuses to be built on an async runtime's thread
+            let remote = std::thread::scope(|t| t.spawn(|| RemoteExecutor::new(rc)).join())
+                .map_err(|_| anyhow::anyhow!("building the HTTP client panicked"))??;
+            served.remotes.push(remote);
         }
         let svc = Arc::new(InferenceService {
             models,

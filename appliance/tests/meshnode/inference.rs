@@ -5,29 +5,10 @@ use super::*;
 
 #[test]
 fn the_daemon_serves_completions_for_its_models() {
-    let node = tempfile::tempdir().unwrap();
-    assert!(
-        run(&["init", node.path().to_str().unwrap()])
-            .status
-            .success()
-    );
     let models = tempfile::tempdir().unwrap();
     let tiny = models.path().join("tiny");
-    assert!(
-        run(&["model", "make-tiny", tiny.to_str().unwrap()])
-            .status
-            .success()
-    );
-    let mut cmd = meshnode();
-    cmd.args([
-        "run",
-        node.path().to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ]);
-    cmd.args(["--model", tiny.to_str().unwrap()]);
-    cmd.args(["--model", tiny.join("model.gguf").to_str().unwrap()]);
-    let d = Daemon::start(cmd);
+    make_tiny(&tiny, 7);
+    let (_node, d) = serve(&[&tiny, &tiny.join("model.gguf")], "");
     // what the CLI generates greedily, for comparison
     let o = run(&[
         "infer",
@@ -248,4 +229,304 @@ fn models_in_the_config_are_served_by_run() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("modles"), "{}", stderr(&o));
+}
+
+/// `meshnode model make-tiny DIR --seed SEED`.
+fn make_tiny(dir: &Path, seed: u64) {
+    let o = run(&[
+        "model",
+        "make-tiny",
+        dir.to_str().unwrap(),
+        "--seed",
+        &seed.to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A fresh node serving `models`, with `executors` (TOML `[[inference.executors]]`
+/// tables) in its config.
+fn serve(models: &[&Path], executors: &str) -> (tempfile::TempDir, Daemon) {
+    let node = tempfile::tempdir().unwrap();
+    assert!(init(node.path(), &[]).status.success());
+    let cfg = node.path().join("meshnode.toml");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("executors = []\n", "");
+    std::fs::write(&cfg, format!("{text}\n{executors}")).unwrap();
+    let mut cmd = meshnode();
+    cmd.args([
+        "run",
+        node.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    for m in models {
+        cmd.args(["--model", m.to_str().unwrap()]);
+    }
+    (node, Daemon::start(cmd))
+}
+
+/// `meshnode infer --verify quasi-deterministic` on "hello" with `executors`.
+fn quorum_cli(model: &Path, max_tokens: usize, executors: &[&str]) -> Output {
+    let max = max_tokens.to_string();
+    let mut args = vec![
+        "infer",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        "hello",
+        "--max-tokens",
+        &max,
+        "--verify",
+        "quasi-deterministic",
+    ];
+    for e in executors {
+        args.extend(["--executor", e]);
+    }
+    run(&args)
+}
+
+fn executor_toml(name: &str, d: &Daemon) -> String {
+    format!(
+        "[[inference.executors]]\nname = \"{name}\"\nurl = \"http://{}\"\nserves = \"tiny\"\ntimeout_s = 60\n\n",
+        d.addr
+    )
+}
+
+#[test]
+fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weights() {
+    let models = tempfile::tempdir().unwrap();
+    let honest = models.path().join("honest").join("tiny");
+    let other = models.path().join("other").join("tiny");
+    make_tiny(&honest, 7);
+    // the same name and shape, other weights
+    make_tiny(&other, 8);
+    let (_h, honest_node) = serve(&[&honest], "");
+    let (_t, cheat_node) = serve(&[&other], "");
+    // the cheat is asked first, beside the local runtime; the honest node settles it
+    let cfg = executor_toml("cheat", &cheat_node) + &executor_toml("honest", &honest_node);
+    let (_a, node) = serve(&[&honest], &cfg);
+    let prompts = ["hello", "fleetmesh", "2 + 2 ="];
+    runtime().block_on(async {
+        let http = http_client();
+        let url = node.url("/v1/completions");
+        let health: Value = http.get(node.url("/v1/executors")).send().await.unwrap().json().await.unwrap();
+        let list = health["data"].as_array().unwrap();
+        assert_eq!(list.len(), 2, "{health}");
+        assert!(list.iter().all(|e| e["healthy"] == true), "{health}");
+        for prompt in prompts {
+            let plain = serde_json::json!({"model": "tiny", "prompt": prompt, "max_tokens": 8,
+                                           "temperature": 0, "return_token_ids": true});
+            let (status, local) = post_json(&http, &url, plain.clone()).await;
+            assert_eq!(status, 200, "{local}");
+            let mut q = plain.clone();
+            q["verification"] = "quasi-deterministic".into();
+            q.as_object_mut().unwrap().remove("temperature");
+            let (status, r) = post_json(&http, &url, q).await;
+            assert_eq!(status, 200, "{r}");
+            // the accepted output is the honest greedy output
+            assert_eq!(r["choices"][0]["token_ids"], local["choices"][0]["token_ids"]);
+            assert_eq!(r["choices"][0]["text"], local["choices"][0]["text"]);
+            let v = &r["fleetmesh"]["verdict"];
+            assert_eq!(v["outcome"], "majority", "{v}");
+            let by = |name: &str| v["executors"].as_array().unwrap().iter()
+                .find(|e| e["executor"] == name).unwrap().clone();
+            assert_eq!(by("local:tiny")["status"], "agreed");
+            assert_eq!(by("honest")["status"], "agreed");
+            assert_eq!(by("cheat")["status"], "diverged", "{v}");
+            assert_eq!(by("cheat")["flagged"], true);
+            // the honest node states its digest over HTTP; both honest transcripts agree
+            assert_eq!(by("honest")["model_digest"], r["fleetmesh"]["model_digest"]);
+            assert_eq!(by("honest")["transcript_digest"], by("local:tiny")["transcript_digest"]);
+            assert_eq!(by("local:tiny")["transcript_digest"], r["fleetmesh"]["transcript_digest"]);
+            assert_ne!(by("cheat")["transcript_digest"], by("honest")["transcript_digest"]);
+            let d = v["divergences"].as_array().unwrap().iter()
+                .find(|d| d["executors"].as_array().unwrap().contains(&"cheat".into())).unwrap();
+            assert_eq!(d["kind"], "token");
+            assert!(d["margins"][0].is_number() && d["margins"][1].is_number(), "{d}");
+        }
+        // the quorum decodes greedily and does not stream
+        for (extra, param) in [(("temperature", serde_json::json!(0.8)), "temperature"),
+                               (("stream", serde_json::json!(true)), "stream"),
+                               (("verification", serde_json::json!("majority-vote")), "verification")] {
+            let mut q = serde_json::json!({"model": "tiny", "prompt": "hi", "max_tokens": 2,
+                                           "verification": "quasi-deterministic"});
+            q[extra.0] = extra.1;
+            let (status, r) = post_json(&http, &url, q).await;
+            assert_eq!(status, 400, "{r}");
+            assert_eq!(r["error"]["param"], param, "{r}");
+        }
+        // a node without remote executors says what is missing
+        let (status, r) = post_json(&http, &honest_node.url("/v1/completions"), serde_json::json!({
+            "model": "tiny", "prompt": "hi", "max_tokens": 2, "verification": "quasi-deterministic"})).await;
+        assert_eq!(status, 400, "{r}");
+        assert_eq!(r["error"]["code"], "not_enough_executors");
+    });
+    // the CLI runs the same quorum against the two nodes
+    let o = quorum_cli(&honest, 8, &[&cheat_node.url(""), &honest_node.url("")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cli: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(cli["verdict"]["outcome"], "majority", "{cli}");
+    let statuses: Vec<&str> = cli["verdict"]["executors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["agreed", "diverged", "agreed"]);
+    // an unreachable executor is reported as failed, not flagged, and the quorum goes on
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let o = quorum_cli(&honest, 4, &[&dead_url, &honest_node.url("")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cli: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let e = &cli["verdict"]["executors"][1];
+    assert_eq!(e["status"], "failed", "{cli}");
+    assert_eq!(e["flagged"], false);
+    assert!(
+        e["error"].as_str().unwrap().contains("cannot connect"),
+        "{e}"
+    );
+    // two executors that both fail leave no quorum: exit 1 with the verdict printed
+    let o = quorum_cli(&honest, 4, &[&dead_url, &dead_url]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let cli: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(cli["verdict"]["outcome"], "no-quorum");
+    // --executor without --verify is a usage error
+    let o = run(&[
+        "infer",
+        "--model",
+        honest.to_str().unwrap(),
+        "--prompt",
+        "x",
+        "--executor",
+        &dead_url,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn chat_completions_use_the_models_template_and_stream_the_same_answer() {
+    let models = tempfile::tempdir().unwrap();
+    let tiny = models.path().join("tiny");
+    make_tiny(&tiny, 7);
+    // the GGUF alone: its template comes from the file's metadata
+    let lone = models.path().join("lone");
+    std::fs::create_dir_all(&lone).unwrap();
+    std::fs::copy(tiny.join("model.gguf"), lone.join("lone.gguf")).unwrap();
+    std::fs::copy(tiny.join("tokenizer.json"), lone.join("tokenizer.json")).unwrap();
+    // a model without a template, and one whose template refuses system messages
+    let plain = models.path().join("plain");
+    make_tiny(&plain, 7);
+    std::fs::remove_file(plain.join("tokenizer_config.json")).unwrap();
+    let strict = models.path().join("strict");
+    make_tiny(&strict, 7);
+    std::fs::write(strict.join("tokenizer_config.json"), serde_json::json!({
+        "chat_template": "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system messages') }}{% endif %}{{ m.content.strip() }}\n{% endfor %}",
+        "eos_token": "\n\n",
+    }).to_string()).unwrap();
+    let (_n, d) = serve(&[&tiny, &lone.join("lone.gguf"), &plain, &strict], "");
+    runtime().block_on(async {
+        let http = http_client();
+        let chat_url = d.url("/v1/chat/completions");
+        let messages = serde_json::json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "Say "}, {"type": "text", "text": "hi"}]},
+        ]);
+        let (status, r) = post_json(&http, &chat_url, serde_json::json!({
+            "model": "tiny", "messages": messages, "max_tokens": 10, "temperature": 0,
+            "return_token_ids": true, "logprobs": true, "top_logprobs": 2,
+        })).await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["object"], "chat.completion");
+        let choice = &r["choices"][0];
+        assert_eq!(choice["message"]["role"], "assistant");
+        // the prompt is the ChatML rendering of the messages, then the assistant's turn
+        let rendered = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n";
+        let want: Vec<u32> = rendered.bytes().map(u32::from).collect();
+        assert_eq!(choice["prompt_token_ids"], serde_json::json!(want));
+        // the same ids as a plain completion of the rendered prompt
+        let (_, c) = post_json(&http, &d.url("/v1/completions"), serde_json::json!({
+            "model": "tiny", "prompt": rendered, "max_tokens": 10, "temperature": 0,
+            "return_token_ids": true, "stop": "<|im_end|>",
+        })).await;
+        assert_eq!(choice["token_ids"], c["choices"][0]["token_ids"], "{r} {c}");
+        assert_eq!(choice["message"]["content"], c["choices"][0]["text"]);
+        let content = choice["logprobs"]["content"].as_array().unwrap();
+        assert_eq!(content.len(), r["usage"]["completion_tokens"].as_u64().unwrap() as usize);
+        assert_eq!(content[0]["top_logprobs"].as_array().unwrap().len(), 2);
+        assert!(content[0]["bytes"].is_array());
+        // streamed: a role delta, then content deltas that add up to the same message
+        let resp = http.post(&chat_url).body(serde_json::json!({
+            "model": "tiny", "messages": messages, "max_tokens": 10, "temperature": 0,
+            "stream": true}).to_string()).send().await.unwrap();
+        let body = resp.text().await.unwrap();
+        let events: Vec<&str> = body.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+        assert_eq!(events.last(), Some(&"[DONE]"));
+        let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+        assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+        assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+        let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+        assert_eq!(text, choice["message"]["content"].as_str().unwrap());
+        assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], choice["finish_reason"]);
+        // the GGUF's own template gives the same answer
+        let (status, g) = post_json(&http, &chat_url, serde_json::json!({
+            "model": "lone.gguf", "messages": messages, "max_tokens": 10, "temperature": 0,
+            "return_token_ids": true})).await;
+        assert_eq!(status, 200, "{g}");
+        assert_eq!(g["choices"][0]["token_ids"], choice["token_ids"]);
+        // refusals: no template, a template that refuses, bad messages
+        let bad = [
+            (serde_json::json!({"model": "plain", "messages": messages}), "model", "chat template"),
+            (serde_json::json!({"model": "strict", "messages": messages}), "messages", "no system messages"),
+            (serde_json::json!({"model": "tiny", "messages": []}), "messages", "non-empty"),
+            (serde_json::json!({"model": "tiny", "messages": [{"role": "user"}]}), "messages", "content"),
+            (serde_json::json!({"model": "tiny", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}), "messages", "text parts"),
+            (serde_json::json!({"model": "tiny", "messages": messages, "top_logprobs": 3}), "top_logprobs", "logprobs: true"),
+        ];
+        for (body, param, says) in bad {
+            let (status, r) = post_json(&http, &chat_url, body.clone()).await;
+            assert_eq!(status, 400, "{body} → {r}");
+            assert_eq!(r["error"]["param"], param, "{r}");
+            assert!(r["error"]["message"].as_str().unwrap().contains(says), "{r}");
+        }
+        // the strict template accepts what it allows; its eos string ends the answer
+        let (status, r) = post_json(&http, &chat_url, serde_json::json!({
+            "model": "strict", "messages": [{"role": "user", "content": "  hi  "}],
+            "max_tokens": 40, "temperature": 0, "return_token_ids": true})).await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["choices"][0]["prompt_token_ids"], serde_json::json!([104, 105, 10]));
+        assert!(!r["choices"][0]["message"]["content"].as_str().unwrap().contains("\n\n"));
+    });
+}
+
+#[test]
+fn concurrent_requests_are_batched_and_each_gets_its_solo_answer() {
+    let models = tempfile::tempdir().unwrap();
+    let tiny = models.path().join("tiny");
+    make_tiny(&tiny, 7);
+    let (_n, d) = serve(&[&tiny], "");
+    let prompts: Vec<String> = (0..8)
+        .map(|i| format!("request {i}: {}", "x".repeat(i)))
+        .collect();
+    runtime().block_on(async {
+        let http = http_client();
+        let url = d.url("/v1/completions");
+        let body = |p: &str, i: usize| serde_json::json!({
+            "model": "tiny", "prompt": p, "max_tokens": 6 + i, "temperature": if i.is_multiple_of(2) { 0.0 } else { 0.9 },
+            "seed": i, "return_token_ids": true, "logprobs": 1});
+        let mut solo = Vec::new();
+        for (i, p) in prompts.iter().enumerate() {
+            solo.push(post_json(&http, &url, body(p, i)).await.1);
+        }
+        let together = futures_util::future::join_all(
+            prompts.iter().enumerate().map(|(i, p)| post_json(&http, &url, body(p, i)))).await;
+        for (i, ((status, r), s)) in together.iter().zip(&solo).enumerate() {
+            assert_eq!(*status, 200, "{r}");
+            assert_eq!(r["choices"][0]["token_ids"], s["choices"][0]["token_ids"], "request {i}");
+            assert_eq!(r["fleetmesh"]["transcript_digest"], s["fleetmesh"]["transcript_digest"]);
+            assert_eq!(r["choices"][0]["token_ids"].as_array().unwrap().len(), 6 + i);
+        }
+    });
 }
