@@ -349,13 +349,14 @@ impl Llama {
             for (((start, seq, past), (_, cache)), mask) in
                 spans.iter().zip(batch.iter_mut()).zip(&masks)
             {
+                // (heads, seq, head width)
                 let heads = |t: &Tensor| -> Result<Tensor> {
                     t.narrow(0, *start, *seq)
                         .and_then(|t| t.transpose(0, 1))
                         .and_then(|t| t.contiguous())
                         .op("heads")
                 };
-                let (q, k, v) = (heads(&q)?, heads(&k)?, heads(&v)?);
+                let (k, v) = (heads(&k)?, heads(&v)?);
                 let slot = &mut cache.layers[l];
                 let (k, v) = match slot.take() {
                     Some((pk, pv)) => (
@@ -366,26 +367,30 @@ impl Llama {
                 };
                 *slot = Some((k.clone(), v.clone()));
                 let total = past + seq;
-                let repeat = |t: &Tensor| -> Result<Tensor> {
-                    if kv == nh {
-                        return Ok(t.clone());
-                    }
-                    t.unsqueeze(1)
-                        .and_then(|t| t.broadcast_as((kv, nh / kv, total, hd)))
-                        .and_then(|t| t.contiguous())
-                        .and_then(|t| t.reshape((nh, total, hd)))
-                        .op("grouped-query heads")
-                };
-                let (k, v) = (repeat(&k)?, repeat(&v)?);
-                let scores = q
+                // grouped-query attention without copying the key/value heads: the query
+                // heads sharing key/value head j (HF's `repeat_kv`: heads j·g … j·g + g − 1)
+                // become g·seq rows of one (kv, g·seq, head width) batch
+                let group = nh / kv;
+                let q = heads(&q)?
+                    .reshape((kv, group * seq, hd))
+                    .op("grouped-query heads")?;
+                let mut scores = q
                     .matmul(&k.t().op("t")?)
                     .and_then(|s| s * scale)
-                    .and_then(|s| s.broadcast_add(mask))
                     .op("attention scores")?;
+                if *seq > 1 {
+                    // one new position sees every cached one: no mask needed then
+                    scores = scores
+                        .reshape((kv, group, *seq, total))
+                        .and_then(|s| s.broadcast_add(mask))
+                        .and_then(|s| s.reshape((kv, group * seq, total)))
+                        .op("attention mask")?;
+                }
                 let probs = softmax_last(&scores)?;
                 outs.push(
                     probs
                         .matmul(&v)
+                        .and_then(|a| a.reshape((nh, *seq, hd)))
                         .and_then(|a| a.transpose(0, 1))
                         .and_then(|a| a.contiguous())
                         .and_then(|a| a.reshape((*seq, nh * hd)))

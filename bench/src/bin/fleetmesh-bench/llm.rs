@@ -3,6 +3,10 @@
 //! prompt, which is also the time to first token) and greedy decode tokens/s (32 tokens
 //! after the prompt, KV cache on both sides), on the tiny model and on a generated
 //! ~100M-parameter one. Both must produce the same greedy ids before anything is timed.
+//! Then batch 8 (eight different 128-token prompts decoded together: our
+//! `forward_batch` against the stock model's batched forward), and the quasi-deterministic
+//! quorum's wall time against one generation (three local executors, two run side by
+//! side on the same cores).
 
 use std::time::{Duration, Instant};
 
@@ -60,6 +64,105 @@ fn theirs(m: &stock::Llama, cfg: &stock::Config, prompt: &[u32]) -> (Duration, D
         logits = run(&[id], prompt.len() + i, &mut cache);
     }
     (prefill, t.elapsed(), ids)
+}
+
+const BATCH: usize = 8;
+
+/// (prefill time, decode time, ids per sequence) for BATCH prompts run together by our
+/// runtime.
+fn ours_batch(m: &Llama, prompts: &[Vec<u32>]) -> (Duration, Duration, Vec<Vec<u32>>) {
+    let mut caches: Vec<KvCache> = prompts.iter().map(|_| KvCache::default()).collect();
+    let t = Instant::now();
+    let mut batch: Vec<(&[u32], &mut KvCache)> = prompts
+        .iter()
+        .map(|p| p.as_slice())
+        .zip(caches.iter_mut())
+        .collect();
+    let mut logits = m.forward_batch(&mut batch).expect("prefill");
+    let prefill = t.elapsed();
+    let mut ids: Vec<Vec<u32>> = prompts.iter().map(|_| Vec::new()).collect();
+    let t = Instant::now();
+    for _ in 0..DECODE {
+        let next: Vec<[u32; 1]> = logits.iter().map(|l| [argmax(l)]).collect();
+        for (v, n) in ids.iter_mut().zip(&next) {
+            v.push(n[0]);
+        }
+        let mut batch: Vec<(&[u32], &mut KvCache)> = next
+            .iter()
+            .map(|n| n.as_slice())
+            .zip(caches.iter_mut())
+            .collect();
+        logits = m.forward_batch(&mut batch).expect("decode");
+    }
+    (prefill, t.elapsed(), ids)
+}
+
+/// The same with candle-transformers' llama, the prompts as one (BATCH, PROMPT) tensor.
+fn theirs_batch(
+    m: &stock::Llama,
+    cfg: &stock::Config,
+    prompts: &[Vec<u32>],
+) -> (Duration, Duration, Vec<Vec<u32>>) {
+    let dev = Device::Cpu;
+    let mut cache = stock::Cache::new(true, DType::F32, cfg, &dev).expect("cache");
+    let run = |rows: &[Vec<u32>], pos: usize, cache: &mut stock::Cache| -> Vec<Vec<f32>> {
+        let x = Tensor::new(rows.to_vec(), &dev).expect("input");
+        m.forward(&x, pos, cache)
+            .and_then(|l| l.to_vec2::<f32>())
+            .expect("forward")
+    };
+    let t = Instant::now();
+    let mut logits = run(prompts, 0, &mut cache);
+    let prefill = t.elapsed();
+    let mut ids: Vec<Vec<u32>> = prompts.iter().map(|_| Vec::new()).collect();
+    let t = Instant::now();
+    for i in 0..DECODE {
+        let next: Vec<Vec<u32>> = logits.iter().map(|l| vec![argmax(l)]).collect();
+        for (v, n) in ids.iter_mut().zip(&next) {
+            v.push(n[0]);
+        }
+        logits = run(&next, PROMPT + i, &mut cache);
+    }
+    (prefill, t.elapsed(), ids)
+}
+
+/// Wall time of one greedy generation on a local executor, and of the quorum over three.
+fn quorum_overhead(
+    m: &std::sync::Arc<Llama>,
+    prompt: &[u32],
+    rounds: usize,
+) -> (Duration, Duration) {
+    use fleetmesh_inference::Batcher;
+    use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
+    use fleetmesh_inference::quorum::{Outcome, QuorumConfig, run_quorum};
+    use std::sync::Arc;
+    let ex: Vec<LocalExecutor> = (0..3)
+        .map(|i| {
+            LocalExecutor::new(
+                format!("local-{i}"),
+                Arc::new(Batcher::new(m.clone(), [0; 32], 1)),
+            )
+        })
+        .collect();
+    let req = ExecRequest {
+        prompt: prompt.to_vec(),
+        max_tokens: DECODE,
+        stop_ids: vec![],
+    };
+    let refs: Vec<&dyn Executor> = ex.iter().map(|e| e as &dyn Executor).collect();
+    let cfg = QuorumConfig::default();
+    let (mut one, mut q) = (vec![], vec![]);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let e = ex[0].run(&req).expect("single run");
+        one.push(t.elapsed());
+        let t = Instant::now();
+        let v = run_quorum(&refs, &req, &cfg).expect("quorum");
+        q.push(t.elapsed());
+        assert_eq!(v.outcome, Outcome::Unanimous);
+        assert_eq!(v.output.expect("accepted").ids(), e.ids());
+    }
+    (median(one), median(q))
 }
 
 fn bench_model(name: &str, config: &LlamaConfig, rounds: usize) {
@@ -125,6 +228,52 @@ fn bench_model(name: &str, config: &LlamaConfig, rounds: usize) {
         tps(DECODE, od),
         tps(DECODE, td),
         td.as_secs_f64() / od.as_secs_f64()
+    );
+
+    let solo_decode = od;
+    // batch 8: different prompts of the same length (the stock model batches only those)
+    let prompts: Vec<Vec<u32>> = (0..BATCH as u32)
+        .map(|b| {
+            (0..PROMPT as u32)
+                .map(|i| (i * 37 + 11 + b * 101) % 256)
+                .collect()
+        })
+        .collect();
+    let (_, _, a) = ours_batch(&ours_m, &prompts);
+    let (_, _, b) = theirs_batch(&stock_m, &stock_cfg, &prompts);
+    assert_eq!(a, b, "{name}: batched greedy ids differ");
+    let (mut op, mut od, mut tp, mut td) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let (p, d, _) = ours_batch(&ours_m, &prompts);
+        op.push(p);
+        od.push(d);
+        let (p, d, _) = theirs_batch(&stock_m, &stock_cfg, &prompts);
+        tp.push(p);
+        td.push(d);
+    }
+    let (bp, bd, sp, sd) = (median(op), median(od), median(tp), median(td));
+    println!(
+        "llm {name} batch {BATCH} prefill (= TTFT) ours {:>9.1} tok/s ({:>7.1} ms)   candle-transformers {:>9.1} tok/s ({:>7.1} ms)   x{:.2}",
+        tps(BATCH * PROMPT, bp),
+        bp.as_secs_f64() * 1e3,
+        tps(BATCH * PROMPT, sp),
+        sp.as_secs_f64() * 1e3,
+        sp.as_secs_f64() / bp.as_secs_f64()
+    );
+    println!(
+        "llm {name} batch {BATCH} decode         ours {:>9.1} tok/s               candle-transformers {:>9.1} tok/s               x{:.2}   (ours batch {BATCH} / batch 1: decode x{:.2})",
+        tps(BATCH * DECODE, bd),
+        tps(BATCH * DECODE, sd),
+        sd.as_secs_f64() / bd.as_secs_f64(),
+        tps(BATCH * DECODE, bd) / tps(DECODE, solo_decode)
+    );
+
+    let (one, q) = quorum_overhead(&std::sync::Arc::new(ours_m), &prompt, rounds);
+    println!(
+        "llm {name} quorum (2 executors agree)   single {:>7.1} ms   quorum {:>7.1} ms   overhead x{:.2} (goal <= 2.1)",
+        one.as_secs_f64() * 1e3,
+        q.as_secs_f64() * 1e3,
+        q.as_secs_f64() / one.as_secs_f64()
     );
 }
 
