@@ -1,11 +1,13 @@
 //! # fleetmesh-inference
 //!
-//! LLM inference for fleetmesh. Today: a Llama-family decoder on candle ([`Llama`], F32 on
-//! the CPU, KV cache) loaded from a Hugging Face model directory or a GGUF file; greedy and
-//! seeded sampling with a per-step [`Transcript`] ([`generate`]); and a deterministic tiny
-//! model ([`tiny::make_tiny`]) so a fresh machine runs inference with no download. The
-//! OpenAI-compatible API, tokenizers, batching, remote executors and the verification
-//! modes land with the rest of the inference issue.
+//! LLM inference for fleetmesh: a Llama-family decoder on candle ([`Llama`], F32 on the
+//! CPU, KV cache) loaded from a Hugging Face model directory or a GGUF file; greedy and
+//! seeded sampling with a per-step [`Transcript`] ([`generate`]); continuous batching of
+//! concurrent generations ([`Batcher`]); chat templates ([`chat`]); executors — the local
+//! runtime and, with the `remote` feature, OpenAI-compatible endpoints ([`executor`],
+//! `remote`) — and the `quasi-deterministic` 2-of-3 quorum over them ([`quorum`]); and a
+//! deterministic tiny model ([`tiny::make_tiny`]) so a fresh machine runs inference with no
+//! download. The OpenAI-compatible HTTP API itself lives in the appliance.
 //!
 //! ```no_run
 //! use fleetmesh_inference::{Llama, Sampling, generate, model::model_digest, tiny::make_tiny};

@@ -318,17 +318,9 @@ impl Llama {
         let ids = Tensor::new(all.as_slice(), &self.device).op("ids")?;
         let mut x = self.embed.index_select(&ids, 0).op("embedding")?;
         let pos = Tensor::new(positions.as_slice(), &self.device).op("positions")?;
-        // (rows, 1, head width): broadcast over the heads of each row
-        let cos = self
-            .cos
-            .index_select(&pos, 0)
-            .and_then(|t| t.unsqueeze(1))
-            .op("rope")?;
-        let sin = self
-            .sin
-            .index_select(&pos, 0)
-            .and_then(|t| t.unsqueeze(1))
-            .op("rope")?;
+        // (rows, head width): broadcast over the heads, the leading axis
+        let cos = self.cos.index_select(&pos, 0).op("rope")?;
+        let sin = self.sin.index_select(&pos, 0).op("rope")?;
         let masks = spans
             .iter()
             .map(|(_, seq, past)| causal_mask(*past, *seq, &self.device))
@@ -336,10 +328,12 @@ impl Llama {
         let scale = 1.0 / (hd as f64).sqrt();
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, c.rms_norm_eps)?;
-            // (rows, heads, head width)
+            // (heads, rows, head width)
             let rows = |w: &Tensor, heads: usize| -> Result<Tensor> {
                 h.matmul(&w.t().op("t")?)
                     .and_then(|t| t.reshape((n, heads, hd)))
+                    .and_then(|t| t.transpose(0, 1))
+                    .and_then(|t| t.contiguous())
                     .op("projection")
             };
             let q = rope(&rows(&layer.wq, nh)?, &cos, &sin)?;
@@ -351,8 +345,7 @@ impl Llama {
             {
                 // (heads, seq, head width)
                 let heads = |t: &Tensor| -> Result<Tensor> {
-                    t.narrow(0, *start, *seq)
-                        .and_then(|t| t.transpose(0, 1))
+                    t.narrow(1, *start, *seq)
                         .and_then(|t| t.contiguous())
                         .op("heads")
                 };
