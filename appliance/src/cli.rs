@@ -94,6 +94,10 @@ pub struct InferArgs {
     /// Seconds a remote executor may take.
     #[arg(long, default_value_t = 120)]
     pub executor_timeout: u64,
+    /// Where the model runs: auto (a CUDA GPU when this build has candle's CUDA backend,
+    /// else the CPU), cpu, cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
 }
 
 /// `meshnode model …`.

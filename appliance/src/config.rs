@@ -40,6 +40,9 @@ pub struct InferenceSection {
     /// relative paths are taken from the node directory. Default: none. `meshnode run
     /// --model PATH` adds to them.
     pub models: Vec<std::path::PathBuf>,
+    /// Where models run: `auto` (default: a CUDA GPU when the build has candle's CUDA
+    /// backend and one answers, else the CPU), `cpu`, `cuda:N`.
+    pub device: String,
     /// Most generations of one model decoded together (continuous batching). Default 8.
     /// Larger raises throughput under load and each request's latency with it.
     pub max_batch: usize,
@@ -57,6 +60,7 @@ impl Default for InferenceSection {
     fn default() -> Self {
         InferenceSection {
             models: Vec::new(),
+            device: "auto".into(),
             max_batch: 8,
             verification: Verification::None,
             quorum: QuorumSection::default(),

@@ -17,8 +17,10 @@ use crate::Outcome;
 use crate::config::Verification;
 
 /// A model and its tokenizer, from a model directory (`config.json`, `model.safetensors`,
-/// `tokenizer.json`) or a GGUF file (`tokenizer.json` beside it).
-pub fn load(path: &Path) -> anyhow::Result<(Llama, TextTokenizer, [u8; 32])> {
+/// `tokenizer.json`) or a GGUF file (`tokenizer.json` beside it), on `device` (`auto`,
+/// `cpu`, `cuda:N`).
+pub fn load(path: &Path, device: &str) -> anyhow::Result<(Llama, TextTokenizer, [u8; 32])> {
+    let on = fleetmesh_inference::model::device(device)?;
     let (model, tokenizer_path) = if path.is_dir() {
         (Llama::load_dir(path)?, path.join("tokenizer.json"))
     } else if path.extension().is_some_and(|e| e == "gguf") {
@@ -33,7 +35,7 @@ pub fn load(path: &Path) -> anyhow::Result<(Llama, TextTokenizer, [u8; 32])> {
     let tokenizer = TextTokenizer::load(&tokenizer_path)
         .with_context(|| format!("the model's tokenizer ({})", tokenizer_path.display()))?;
     let digest = model_digest(path)?;
-    Ok((model, tokenizer, digest))
+    Ok((model.to_device(&on)?, tokenizer, digest))
 }
 
 /// What `meshnode infer` was asked.
@@ -54,11 +56,13 @@ pub struct InferArgs {
     pub remote_model: Option<String>,
     /// How long a remote executor may take.
     pub executor_timeout: Duration,
+    /// Where the model runs: auto, cpu, cuda:N.
+    pub device: String,
 }
 
 /// Runs one generation and prints it; exit 1 when the quorum accepts no output.
 pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
-    let (model, tokenizer, digest) = load(&args.model)?;
+    let (model, tokenizer, digest) = load(&args.model, &args.device)?;
     let prompt = tokenizer.encode(&args.prompt)?;
     let model_name = args
         .model

@@ -26,7 +26,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use fleetmesh_inference::batch::{Job, wait};
 use fleetmesh_inference::chat::{ChatTemplate, Message};
-use fleetmesh_inference::executor::{ENGINE, ExecRequest, Executor, LocalExecutor};
+use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
 use fleetmesh_inference::quorum::{QuorumConfig, run_quorum};
 use fleetmesh_inference::remote::{RemoteConfig, RemoteExecutor};
 use fleetmesh_inference::{Batcher, Sampling, Step, TextTokenizer};
@@ -41,6 +41,8 @@ struct Served {
     tokenizer: Arc<TextTokenizer>,
     template: Option<ChatTemplate>,
     digest: [u8; 32],
+    /// `fleetmesh-candle/<device>`.
+    engine: String,
     eos: Vec<u32>,
     local: LocalExecutor,
     remotes: Vec<RemoteExecutor>,
@@ -70,7 +72,8 @@ impl InferenceService {
             if models.iter().any(|m| m.id == id) {
                 anyhow::bail!("two models are named {id:?}; each is served under its name");
             }
-            let (model, tokenizer, digest) = crate::infer::load(p)?;
+            let (model, tokenizer, digest) = crate::infer::load(p, &cfg.device)?;
+            let engine = fleetmesh_inference::model::engine_name(model.device());
             let template = ChatTemplate::load_beside(p)?;
             tracing::info!(model = %id, digest = %hex::encode(digest), chat = template.is_some(), "serving model");
             let eos = model.config().eos_token_id.clone();
@@ -82,6 +85,7 @@ impl InferenceService {
                 tokenizer: Arc::new(tokenizer),
                 template,
                 digest,
+                engine,
                 eos,
                 remotes: Vec::new(),
             });
@@ -213,7 +217,7 @@ pub async fn models(State(s): State<Arc<InferenceService>>) -> Response {
                 "max_model_len": m.batcher.model().config().max_position_embeddings,
                 "fleetmesh": {
                     "model_digest": hex::encode(m.digest),
-                    "engine": ENGINE,
+                    "engine": m.engine,
                     "dtype": "f32",
                     "chat_template": m.template.is_some(),
                     "executors": std::iter::once(m.local.name())
@@ -665,7 +669,7 @@ fn generate_local(s: &InferenceService, p: &Params) -> Result<Generated, Failure
         text,
         finish,
         verdict: None,
-        build: (ENGINE.into(), "f32".into()),
+        build: (m.engine.clone(), "f32".into()),
     })
 }
 
@@ -918,7 +922,7 @@ fn stream(s: Arc<InferenceService>, p: Params) -> Response {
                 last["fleetmesh"] = json!({
                     "model_digest": hex::encode(m.digest),
                     "transcript_digest": hex::encode(t.digest()),
-                    "engine": ENGINE,
+                    "engine": m.engine,
                     "dtype": "f32",
                 });
                 let _ = tx.send(last);

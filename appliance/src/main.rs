@@ -141,6 +141,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             executors: a.executor,
             remote_model: a.remote_model,
             executor_timeout: std::time::Duration::from_secs(a.executor_timeout.max(1)),
+            device: a.device,
         }),
         Command::Model(cli::ModelCommand::MakeTiny { dir, seed }) => {
             let config = fleetmesh_inference::tiny::make_tiny(&dir, seed)?;

@@ -32,7 +32,7 @@ impl Build {
     }
 }
 
-/// The engine name of this crate's runtime.
+/// The name of this crate's runtime; [`crate::model::engine_name`] adds the device.
 pub const ENGINE: &str = "fleetmesh-candle";
 
 /// A greedy generation to run on each executor.
@@ -129,7 +129,7 @@ impl Executor for LocalExecutor {
     fn build(&self) -> Build {
         Build {
             model_digest: Some(self.batcher.model_digest()),
-            engine: ENGINE.into(),
+            engine: crate::model::engine_name(self.batcher.model().device()),
             dtype: self.dtype.clone(),
         }
     }

@@ -9,20 +9,20 @@
 
 use std::path::Path;
 
-use candle_core::{D, DType, Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use crate::LlamaConfig;
 use crate::error::{CandleContext, Error, Result};
 
 struct Layer {
     attn_norm: Tensor,
-    wq: Tensor,
-    wk: Tensor,
-    wv: Tensor,
+    /// The query, key and value projections stacked (q rows, then k, then v): one matrix
+    /// product for all three.
+    wqkv: Tensor,
     wo: Tensor,
     ffn_norm: Tensor,
-    w_gate: Tensor,
-    w_up: Tensor,
+    /// The gate and up projections stacked: one matrix product for both.
+    w_gate_up: Tensor,
     w_down: Tensor,
 }
 
@@ -206,16 +206,22 @@ impl Llama {
         for i in 0..config.num_hidden_layers {
             let p = format!("model.layers.{i}");
             let i_ = config.intermediate_size;
+            let attn_norm = take(format!("{p}.input_layernorm.weight"), &[h])?;
+            let wq = take(format!("{p}.self_attn.q_proj.weight"), &[h, h])?;
+            let wk = take(format!("{p}.self_attn.k_proj.weight"), &[kv * hd, h])?;
+            let wv = take(format!("{p}.self_attn.v_proj.weight"), &[kv * hd, h])?;
+            let wo = take(format!("{p}.self_attn.o_proj.weight"), &[h, h])?;
+            let ffn_norm = take(format!("{p}.post_attention_layernorm.weight"), &[h])?;
+            let w_gate = take(format!("{p}.mlp.gate_proj.weight"), &[i_, h])?;
+            let w_up = take(format!("{p}.mlp.up_proj.weight"), &[i_, h])?;
+            let w_down = take(format!("{p}.mlp.down_proj.weight"), &[h, i_])?;
             layers.push(Layer {
-                attn_norm: take(format!("{p}.input_layernorm.weight"), &[h])?,
-                wq: take(format!("{p}.self_attn.q_proj.weight"), &[h, h])?,
-                wk: take(format!("{p}.self_attn.k_proj.weight"), &[kv * hd, h])?,
-                wv: take(format!("{p}.self_attn.v_proj.weight"), &[kv * hd, h])?,
-                wo: take(format!("{p}.self_attn.o_proj.weight"), &[h, h])?,
-                ffn_norm: take(format!("{p}.post_attention_layernorm.weight"), &[h])?,
-                w_gate: take(format!("{p}.mlp.gate_proj.weight"), &[i_, h])?,
-                w_up: take(format!("{p}.mlp.up_proj.weight"), &[i_, h])?,
-                w_down: take(format!("{p}.mlp.down_proj.weight"), &[h, i_])?,
+                attn_norm,
+                wqkv: Tensor::cat(&[&wq, &wk, &wv], 0).op("stack q, k, v")?,
+                wo,
+                ffn_norm,
+                w_gate_up: Tensor::cat(&[&w_gate, &w_up], 0).op("stack gate, up")?,
+                w_down,
             });
         }
         let norm = take("model.norm.weight".into(), &[h])?;
@@ -240,6 +246,47 @@ impl Llama {
     /// The model's configuration.
     pub fn config(&self) -> &LlamaConfig {
         &self.config
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The model with its weights moved to `device` (a CUDA GPU needs this crate's `cuda`
+    /// feature). The KV caches of a moved model live there too.
+    ///
+    /// # Errors
+    /// [`Error::Candle`] when a tensor cannot be moved (out of device memory).
+    pub fn to_device(self, device: &Device) -> Result<Llama> {
+        if self.device.same_device(device) {
+            return Ok(self);
+        }
+        let mv = |t: Tensor| t.to_device(device).op("to device");
+        let layers = self
+            .layers
+            .into_iter()
+            .map(|l| {
+                Ok(Layer {
+                    attn_norm: mv(l.attn_norm)?,
+                    wqkv: mv(l.wqkv)?,
+                    wo: mv(l.wo)?,
+                    ffn_norm: mv(l.ffn_norm)?,
+                    w_gate_up: mv(l.w_gate_up)?,
+                    w_down: mv(l.w_down)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Llama {
+            config: self.config,
+            embed: mv(self.embed)?,
+            layers,
+            norm: mv(self.norm)?,
+            lm_head: mv(self.lm_head)?,
+            cos: mv(self.cos)?,
+            sin: mv(self.sin)?,
+            device: device.clone(),
+        })
     }
 
     /// Runs `tokens` at the positions after those in `cache` (which it extends) and returns
@@ -328,17 +375,18 @@ impl Llama {
         let scale = 1.0 / (hd as f64).sqrt();
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, c.rms_norm_eps)?;
-            // (heads, rows, head width)
-            let rows = |w: &Tensor, heads: usize| -> Result<Tensor> {
-                h.matmul(&w.t().op("t")?)
+            let qkv = h.matmul(&layer.wqkv.t().op("t")?).op("projection")?;
+            // (heads, rows, head width) from columns [from, from + heads·hd) of qkv
+            let rows = |from: usize, heads: usize| -> Result<Tensor> {
+                qkv.narrow(1, from, heads * hd)
                     .and_then(|t| t.reshape((n, heads, hd)))
                     .and_then(|t| t.transpose(0, 1))
                     .and_then(|t| t.contiguous())
                     .op("projection")
             };
-            let q = rope(&rows(&layer.wq, nh)?, &cos, &sin)?;
-            let k = rope(&rows(&layer.wk, kv)?, &cos, &sin)?;
-            let v = rows(&layer.wv, kv)?;
+            let q = rope(&rows(0, nh)?, &cos, &sin)?;
+            let k = rope(&rows(nh * hd, kv)?, &cos, &sin)?;
+            let v = rows((nh + kv) * hd, kv)?;
             let mut outs = Vec::with_capacity(batch.len());
             for (((start, seq, past), (_, cache)), mask) in
                 spans.iter().zip(batch.iter_mut()).zip(&masks)
@@ -398,8 +446,10 @@ impl Llama {
             let attn = attn.matmul(&layer.wo.t().op("t")?).op("attention output")?;
             x = (x + attn).op("residual")?;
             let h = rms_norm(&x, &layer.ffn_norm, c.rms_norm_eps)?;
-            let gate = h.matmul(&layer.w_gate.t().op("t")?).op("mlp gate")?;
-            let up = h.matmul(&layer.w_up.t().op("t")?).op("mlp up")?;
+            let gate_up = h.matmul(&layer.w_gate_up.t().op("t")?).op("mlp gate")?;
+            let i_ = c.intermediate_size;
+            let gate = gate_up.narrow(1, 0, i_).op("mlp gate")?;
+            let up = gate_up.narrow(1, i_, i_).op("mlp up")?;
             let mlp = (silu(&gate)? * up)
                 .and_then(|m| m.matmul(&layer.w_down.t()?))
                 .op("mlp down")?;
@@ -475,34 +525,33 @@ fn unpermute(w: &Tensor, heads: usize) -> Result<Tensor> {
 fn rope_tables(c: &LlamaConfig, device: &Device) -> Result<(Tensor, Tensor)> {
     let hd = c.head_dim();
     let half = hd / 2;
-    let mut cos = Vec::with_capacity(c.max_position_embeddings * hd);
-    let mut sin = Vec::with_capacity(c.max_position_embeddings * hd);
+    let mut cos = Vec::with_capacity(c.max_position_embeddings * half);
+    let mut sin = Vec::with_capacity(c.max_position_embeddings * half);
     for p in 0..c.max_position_embeddings {
-        // [θ_0 … θ_{half−1}, θ_0 … θ_{half−1}]: the half-split layout of rotate_half
-        for j in 0..hd {
-            let i = j % half;
+        // θ_0 … θ_{half−1}: candle's fused `rope` applies them in the half-split layout of
+        // transformers' rotate_half
+        for i in 0..half {
             let inv_freq = 1.0 / c.rope_theta.powf((2 * i) as f64 / hd as f64);
             let angle = p as f64 * inv_freq;
             cos.push(angle.cos() as f32);
             sin.push(angle.sin() as f32);
         }
     }
-    let shape = (c.max_position_embeddings, hd);
+    let shape = (c.max_position_embeddings, half);
     Ok((
         Tensor::from_vec(cos, shape, device).op("rope table")?,
         Tensor::from_vec(sin, shape, device).op("rope table")?,
     ))
 }
 
-/// `x·cos + rotate_half(x)·sin` for x of shape (heads, seq, head width).
+/// `x·cos + rotate_half(x)·sin` (candle's fused kernel) for x of shape (heads, seq, head
+/// width).
 fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    let hd = x.dim(D::Minus1).op("rope")?;
-    let half = hd / 2;
-    let x1 = x.narrow(D::Minus1, 0, half).op("rope")?;
-    let x2 = x.narrow(D::Minus1, half, half).op("rope")?;
-    let rotated = Tensor::cat(&[&x2.neg().op("rope")?, &x1], D::Minus1).op("rope")?;
-    x.broadcast_mul(cos)
-        .and_then(|a| rotated.broadcast_mul(sin).and_then(|b| a + b))
+    // x is (heads, rows, head width); cos and sin (rows, head width / 2), one row per
+    // position
+    x.unsqueeze(0)
+        .and_then(|x| candle_nn::rotary_emb::rope(&x, cos, sin))
+        .and_then(|x| x.squeeze(0))
         .op("rope")
 }
 
@@ -516,22 +565,11 @@ fn causal_mask(past: usize, seq: usize, device: &Device) -> Result<Tensor> {
 }
 
 fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
-    let ms = x
-        .sqr()
-        .and_then(|s| s.mean_keepdim(D::Minus1))
-        .op("rms norm")?;
-    (ms + eps)
-        .and_then(|m| m.sqrt())
-        .and_then(|r| x.broadcast_div(&r))
-        .and_then(|n| n.broadcast_mul(w))
-        .op("rms norm")
+    candle_nn::ops::rms_norm(x, w, eps as f32).op("rms norm")
 }
 
 fn softmax_last(x: &Tensor) -> Result<Tensor> {
-    let max = x.max_keepdim(D::Minus1).op("softmax")?;
-    let e = x.broadcast_sub(&max).and_then(|d| d.exp()).op("softmax")?;
-    let sum = e.sum_keepdim(D::Minus1).op("softmax")?;
-    e.broadcast_div(&sum).op("softmax")
+    candle_nn::ops::softmax_last_dim(x).op("softmax")
 }
 
 fn silu(x: &Tensor) -> Result<Tensor> {
@@ -574,6 +612,42 @@ pub fn model_digest(dir: &Path) -> Result<[u8; 32]> {
         std::io::copy(&mut file, &mut h).map_err(io(f))?;
     }
     Ok(h.finalize().into())
+}
+
+/// The device named by `choice`: `cpu`, `cuda:N`, or `auto` (CUDA device 0 when this build
+/// has the `cuda` feature and a GPU answers, else the CPU).
+///
+/// # Errors
+/// [`Error::Request`] for another name, or a CUDA device this build or machine cannot open
+/// (saying which).
+pub fn device(choice: &str) -> Result<Device> {
+    match choice {
+        "cpu" => Ok(Device::Cpu),
+        "auto" => Ok(Device::cuda_if_available(0).unwrap_or(Device::Cpu)),
+        other => {
+            let n = other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    Error::Request(format!("device {other:?} is not auto, cpu or cuda:N"))
+                })?;
+            if !cfg!(feature = "cuda") {
+                return Err(Error::Request(format!(
+                    "device cuda:{n}: this build has no CUDA runtime (build fleetmesh-inference \
+                     with the `cuda` feature, which needs the CUDA toolkit)"
+                )));
+            }
+            Device::new_cuda(n).map_err(|e| Error::Request(format!("device cuda:{n}: {e}")))
+        }
+    }
+}
+
+/// The engine name executors report for a model on `device`: the runtime and where it runs
+/// (`fleetmesh-candle/cpu`, `fleetmesh-candle/cuda`), since a GPU's F32 arithmetic is not
+/// the CPU's.
+pub fn engine_name(device: &Device) -> String {
+    let place = if device.is_cuda() { "cuda" } else { "cpu" };
+    format!("{}/{place}", crate::executor::ENGINE)
 }
 
 /// The id of the largest logit, the lowest id among equal ones.

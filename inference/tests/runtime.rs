@@ -834,3 +834,26 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
         assert!(matches!(s, Status::Agreed | Status::NearTie), "{s:?}");
     }
 }
+
+#[test]
+fn devices_are_chosen_by_name_and_a_missing_cuda_runtime_is_named() {
+    use fleetmesh_inference::model::{device, engine_name};
+    assert!(device("cpu").unwrap().is_cpu());
+    let err = device("tpu:0").unwrap_err().to_string();
+    assert!(err.contains("auto, cpu or cuda:N"), "{err}");
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    // this build has no CUDA runtime: auto is the CPU, cuda:N says what is missing
+    assert!(device("auto").unwrap().is_cpu());
+    let err = device("cuda:0").unwrap_err().to_string();
+    assert!(err.contains("`cuda` feature"), "{err}");
+    assert_eq!(engine_name(&device("cpu").unwrap()), "fleetmesh-candle/cpu");
+    // a model moved to the device it is on is the same model
+    let dir = tempfile::tempdir().unwrap();
+    make_tiny(dir.path(), 7).unwrap();
+    let m = Llama::load_dir(dir.path()).unwrap();
+    let before = greedy(&m, &[104, 105], 4);
+    let m = m.to_device(&device("auto").unwrap()).unwrap();
+    assert_eq!(greedy(&m, &[104, 105], 4), before);
+}

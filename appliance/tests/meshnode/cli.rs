@@ -260,4 +260,14 @@ fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
     let o = infer(dir.path(), &["--top-p", "0"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("top_p"), "{}", stderr(&o));
+    // devices: cpu is what auto picks here; a device this build cannot open is named
+    let o = infer(dir.path(), &["--max-tokens", "6", "--device", "cpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(c["token_ids"], a["token_ids"]);
+    for (device, says) in [("cuda:0", "cuda"), ("gpu", "auto, cpu or cuda:N")] {
+        let o = infer(dir.path(), &["--device", device]);
+        assert_eq!(o.status.code(), Some(2), "{device}");
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+    }
 }
