@@ -264,7 +264,8 @@ enum Api {
 struct Params {
     api: Api,
     model: usize,
-    prompt: Vec<u32>,
+    /// One prompt, or several (completions only), each a choice of the answer.
+    prompts: Vec<Vec<u32>>,
     max_tokens: usize,
     sampling: Sampling,
     stop: Vec<String>,
@@ -307,8 +308,8 @@ fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure>
     if stop.iter().any(String::is_empty) {
         return Err(bad("a stop string is empty", "stop"));
     }
-    let prompt = match api {
-        Api::Completion => completion_prompt(served, &v["prompt"], vocab)?,
+    let prompts = match api {
+        Api::Completion => completion_prompts(served, &v["prompt"], vocab)?,
         Api::Chat => {
             let template = served.template.as_ref().ok_or_else(|| {
                 bad(
@@ -328,25 +329,35 @@ fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure>
             if !template.eos_token().is_empty() && !v["ignore_eos"].as_bool().unwrap_or(false) {
                 stop.push(template.eos_token().to_owned());
             }
-            served
-                .tokenizer
-                .encode(&text)
-                .map_err(|e| bad(e.to_string(), "messages"))?
+            vec![
+                served
+                    .tokenizer
+                    .encode(&text)
+                    .map_err(|e| bad(e.to_string(), "messages"))?,
+            ]
         }
     };
-    if prompt.is_empty() {
-        return Err(bad("the prompt has no tokens", "prompt"));
-    }
     let context = served.batcher.model().config().max_position_embeddings;
-    if prompt.len() >= context {
-        return Err(bad(
-            format!(
-                "the prompt has {} tokens; the model's context is {context}",
-                prompt.len()
-            ),
-            "prompt",
-        ));
+    for (i, prompt) in prompts.iter().enumerate() {
+        let which = if prompts.len() > 1 {
+            format!("prompt {i}")
+        } else {
+            "the prompt".into()
+        };
+        if prompt.is_empty() {
+            return Err(bad(format!("{which} has no tokens"), "prompt"));
+        }
+        if prompt.len() >= context {
+            return Err(bad(
+                format!(
+                    "{which} has {} tokens; the model's context is {context}",
+                    prompt.len()
+                ),
+                "prompt",
+            ));
+        }
     }
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let uint = |key: &'static str| -> Result<Option<u64>, Failure> {
         match &v[key] {
             Value::Null => Ok(None),
@@ -435,13 +446,20 @@ fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure>
     };
     let default_max = match api {
         Api::Completion => 16,
-        Api::Chat => context - prompt.len(),
+        Api::Chat => context - longest,
     };
     let max_tokens = match (uint("max_tokens")?, uint("max_completion_tokens")?) {
         (Some(n), _) | (None, Some(n)) => n as usize,
         (None, None) => default_max,
     };
     let temperature = num("temperature", 1.0)?;
+    if prompts.len() > 1 && (stream || verification == Verification::QuasiDeterministic) {
+        return Err(bad(
+            "several prompts are answered without stream and without verification; send them \
+             one per request",
+            "prompt",
+        ));
+    }
     if verification == Verification::QuasiDeterministic {
         if !v["temperature"].is_null() && temperature != 0.0 {
             return Err(bad(
@@ -460,7 +478,7 @@ fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure>
     Ok(Params {
         api,
         model,
-        prompt,
+        prompts,
         max_tokens,
         sampling: Sampling {
             temperature: if verification == Verification::QuasiDeterministic {
@@ -482,36 +500,62 @@ fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure>
     })
 }
 
-fn completion_prompt(served: &Served, p: &Value, vocab: usize) -> Result<Vec<u32>, Failure> {
-    match p {
-        Value::String(text) => served
+/// Most prompts in one completions request.
+const MAX_PROMPTS: usize = 64;
+
+/// The prompts of a completions request: a string, an array of token ids, or an array of
+/// either (one choice each).
+fn completion_prompts(served: &Served, p: &Value, vocab: usize) -> Result<Vec<Vec<u32>>, Failure> {
+    let ids = |items: &[Value]| -> Result<Vec<u32>, Failure> {
+        items
+            .iter()
+            .map(|i| match i.as_u64() {
+                Some(id) if id < vocab as u64 => Ok(id as u32),
+                _ => Err(bad(
+                    format!("token id {i} is outside the vocabulary (size {vocab})"),
+                    "prompt",
+                )),
+            })
+            .collect()
+    };
+    let text = |t: &str| {
+        served
             .tokenizer
-            .encode(text)
-            .map_err(|e| bad(e.to_string(), "prompt")),
-        Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_u64) => {
-            if let Some(bad_id) = items
-                .iter()
-                .map(|i| i.as_u64().unwrap_or(u64::MAX))
-                .find(|i| *i >= vocab as u64)
-            {
+            .encode(t)
+            .map_err(|e| bad(e.to_string(), "prompt"))
+    };
+    let shape = || {
+        bad(
+            "prompt must be a string, a non-empty array of token ids, or an array of those",
+            "prompt",
+        )
+    };
+    match p {
+        Value::String(t) => Ok(vec![text(t)?]),
+        Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_number) => {
+            Ok(vec![ids(items)?])
+        }
+        Value::Array(items) if !items.is_empty() => {
+            if items.len() > MAX_PROMPTS {
                 return Err(bad(
-                    format!("token id {bad_id} is outside the vocabulary (size {vocab})"),
+                    format!("{} prompts; at most {MAX_PROMPTS} per request", items.len()),
                     "prompt",
                 ));
             }
-            Ok(items
+            items
                 .iter()
-                .map(|i| i.as_u64().unwrap_or(u64::MAX) as u32)
-                .collect())
+                .map(|x| match x {
+                    Value::String(t) => text(t),
+                    Value::Array(a) if !a.is_empty() => ids(a),
+                    _ => Err(shape()),
+                })
+                .collect()
         }
-        Value::Array(_) => Err(bad(
-            "prompt must be a string or a non-empty array of token ids (batches of prompts are not supported yet)",
-            "prompt",
-        )),
-        _ => Err(bad(
+        Value::Null => Err(bad(
             "prompt is required: a string or an array of token ids",
             "prompt",
         )),
+        _ => Err(shape()),
     }
 }
 
@@ -563,6 +607,7 @@ fn rand_seed() -> u64 {
 
 /// A finished generation, ready to render.
 struct Generated {
+    prompt: Vec<u32>,
     ids: Vec<u32>,
     steps: Vec<Step>,
     text: String,
@@ -648,37 +693,49 @@ fn stop_test(m: &Served, p: &Params) -> impl FnMut(&[u32]) -> bool + Send + 'sta
     }
 }
 
-fn generate_local(s: &InferenceService, p: &Params) -> Result<Generated, Failure> {
+/// Every prompt of `p` on the local runtime, submitted together so the batcher decodes them
+/// side by side.
+fn generate_local(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {
     let m = &s.models[p.model];
-    let t = m
-        .batcher
-        .run(Job {
-            prompt: p.prompt.clone(),
-            max_tokens: p.max_tokens,
-            sampling: p.sampling.clone(),
-            top_logprobs: p.logprobs.unwrap_or(0),
-            on_step: Some(Box::new(stop_test(m, p))),
+    let tickets = p
+        .prompts
+        .iter()
+        .map(|prompt| {
+            m.batcher.submit(Job {
+                prompt: prompt.clone(),
+                max_tokens: p.max_tokens,
+                sampling: p.sampling.clone(),
+                top_logprobs: p.logprobs.unwrap_or(0),
+                on_step: Some(Box::new(stop_test(m, p))),
+            })
         })
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad(e.to_string(), "prompt"))?;
-    let (ids, text, finish) = cut(m, p, &t.output_ids());
-    let steps = t.steps[..ids.len()].to_vec();
-    Ok(Generated {
-        transcript_digest: t.digest(),
-        ids,
-        steps,
-        text,
-        finish,
-        verdict: None,
-        build: (m.engine.clone(), "f32".into()),
-    })
+    tickets
+        .iter()
+        .map(|ticket| {
+            let t = wait(ticket).map_err(|e| bad(e.to_string(), "prompt"))?;
+            let (ids, text, finish) = cut(m, p, &t.output_ids());
+            Ok(Generated {
+                transcript_digest: t.digest(),
+                steps: t.steps[..ids.len()].to_vec(),
+                prompt: t.prompt,
+                ids,
+                text,
+                finish,
+                verdict: None,
+                build: (m.engine.clone(), "f32".into()),
+            })
+        })
+        .collect()
 }
 
-fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Generated, Failure> {
+fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {
     let m = &s.models[p.model];
     let mut executors: Vec<&dyn Executor> = vec![&m.local];
     executors.extend(m.remotes.iter().map(|r| r as &dyn Executor));
     let req = ExecRequest {
-        prompt: p.prompt.clone(),
+        prompt: p.prompts[0].clone(),
         max_tokens: p.max_tokens,
         stop_ids: p.stop_ids.clone(),
     };
@@ -700,15 +757,16 @@ fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Generated, Failur
         });
     };
     let (ids, text, finish) = cut(m, p, &out.ids());
-    Ok(Generated {
-        transcript_digest: out.transcript_digest(&p.prompt),
+    Ok(vec![Generated {
+        transcript_digest: out.transcript_digest(&req.prompt),
+        prompt: req.prompt,
         steps: out.steps[..ids.len()].to_vec(),
         ids,
         text,
         finish,
         verdict: Some(verdict),
         build: (out.build.engine.clone(), out.build.dtype.clone()),
-    })
+    }])
 }
 
 fn unix_now() -> u64 {
@@ -757,45 +815,60 @@ fn logprobs_json(m: &Served, p: &Params, steps: &[Step], n: usize) -> Value {
     }
 }
 
-fn render(m: &Served, p: &Params, g: &Generated) -> Value {
-    let digest = hex::encode(g.transcript_digest);
-    let mut choice = match p.api {
-        Api::Completion => json!({"index": 0, "text": g.text, "finish_reason": g.finish}),
-        Api::Chat => json!({"index": 0, "finish_reason": g.finish,
-                            "message": {"role": "assistant", "content": g.text}}),
-    };
-    choice["logprobs"] = match p.logprobs {
-        Some(n) => logprobs_json(m, p, &g.steps, n),
-        None => Value::Null,
-    };
-    if p.return_token_ids {
-        choice["prompt_token_ids"] = json!(p.prompt);
-        choice["token_ids"] = json!(g.ids);
-    }
+fn render(m: &Served, p: &Params, gens: &[Generated]) -> Value {
+    let choices: Vec<Value> = gens
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let mut choice = match p.api {
+                Api::Completion => json!({"index": i, "text": g.text, "finish_reason": g.finish}),
+                Api::Chat => json!({"index": i, "finish_reason": g.finish,
+                                    "message": {"role": "assistant", "content": g.text}}),
+            };
+            choice["logprobs"] = match p.logprobs {
+                Some(n) => logprobs_json(m, p, &g.steps, n),
+                None => Value::Null,
+            };
+            if p.return_token_ids {
+                choice["prompt_token_ids"] = json!(g.prompt);
+                choice["token_ids"] = json!(g.ids);
+            }
+            choice["fleetmesh"] = json!({
+                "transcript_digest": hex::encode(g.transcript_digest),
+                "margins": g.steps.iter().map(|st| st.margin).collect::<Vec<_>>(),
+            });
+            choice
+        })
+        .collect();
     let (prefix, object) = match p.api {
         Api::Completion => ("cmpl", "text_completion"),
         Api::Chat => ("chatcmpl", "chat.completion"),
     };
+    let first = &gens[0];
     let mut fm = json!({
         "model_digest": hex::encode(m.digest),
-        "transcript_digest": digest,
-        "engine": g.build.0,
-        "dtype": g.build.1,
-        "margins": g.steps.iter().map(|st| st.margin).collect::<Vec<_>>(),
+        "engine": first.build.0,
+        "dtype": first.build.1,
     });
-    if let Some(v) = &g.verdict {
+    if let [only] = gens {
+        fm["transcript_digest"] = json!(hex::encode(only.transcript_digest));
+        fm["margins"] = json!(only.steps.iter().map(|st| st.margin).collect::<Vec<_>>());
+    }
+    if let Some(v) = &first.verdict {
         fm["verdict"] = v.clone();
     }
+    let prompt_tokens: usize = gens.iter().map(|g| g.prompt.len()).sum();
+    let completion_tokens: usize = gens.iter().map(|g| g.ids.len()).sum();
     json!({
-        "id": format!("{prefix}-{}", &digest[..24]),
+        "id": format!("{prefix}-{}", &hex::encode(first.transcript_digest)[..24]),
         "object": object,
         "created": unix_now(),
         "model": m.id,
-        "choices": [choice],
+        "choices": choices,
         "usage": {
-            "prompt_tokens": p.prompt.len(),
-            "completion_tokens": g.ids.len(),
-            "total_tokens": p.prompt.len() + g.ids.len(),
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
         },
         "fleetmesh": fm,
     })
@@ -886,7 +959,7 @@ fn stream(s: Arc<InferenceService>, p: Params) -> Response {
         }
     };
     let ticket = s.models[p.model].batcher.submit(Job {
-        prompt: p.prompt.clone(),
+        prompt: p.prompts[0].clone(),
         max_tokens: p.max_tokens,
         sampling: p.sampling.clone(),
         top_logprobs: 0,
@@ -915,9 +988,9 @@ fn stream(s: Arc<InferenceService>, p: Params) -> Response {
                 let rest = text.get(st.text.len()..).unwrap_or_default();
                 let mut last = chunk(rest, &ids[st.ids.min(ids.len())..], Some(finish));
                 last["usage"] = json!({
-                    "prompt_tokens": p.prompt.len(),
+                    "prompt_tokens": p.prompts[0].len(),
                     "completion_tokens": ids.len(),
-                    "total_tokens": p.prompt.len() + ids.len(),
+                    "total_tokens": p.prompts[0].len() + ids.len(),
                 });
                 last["fleetmesh"] = json!({
                     "model_digest": hex::encode(m.digest),

@@ -120,6 +120,11 @@ fn the_daemon_serves_completions_for_its_models() {
             (serde_json::json!({"model": "tiny", "prompt": "x", "top_p": 0}), "prompt"),
             (serde_json::json!({"model": "tiny", "prompt": "x", "stream": "yes"}), "stream"),
             (serde_json::json!({"model": "tiny", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]}), "stop"),
+            (serde_json::json!({"model": "tiny", "prompt": ["x", 5]}), "prompt"),
+            (serde_json::json!({"model": "tiny", "prompt": ["x", []]}), "prompt"),
+            (serde_json::json!({"model": "tiny", "prompt": [[1], [256]]}), "prompt"),
+            (serde_json::json!({"model": "tiny", "prompt": vec!["x"; 65]}), "prompt"),
+            (serde_json::json!({"model": "tiny", "prompt": ["x", "y"], "stream": true}), "prompt"),
         ] {
             let (status, e) = post_json(&http, &url, body.clone()).await;
             assert_eq!(status, 400, "{body} → {e}");
@@ -528,5 +533,24 @@ fn concurrent_requests_are_batched_and_each_gets_its_solo_answer() {
             assert_eq!(r["fleetmesh"]["transcript_digest"], s["fleetmesh"]["transcript_digest"]);
             assert_eq!(r["choices"][0]["token_ids"].as_array().unwrap().len(), 6 + i);
         }
+        // several prompts in one request (strings and token ids mixed): one choice each, in
+        // order, each what it is alone
+        let greedy = |p: Value| serde_json::json!({"model": "tiny", "prompt": p, "max_tokens": 7,
+                                                   "temperature": 0, "return_token_ids": true});
+        let (status, many) = post_json(&http, &url, greedy(serde_json::json!(
+            ["request 0: ", [104, 105], "request 2: xx"]))).await;
+        assert_eq!(status, 200, "{many}");
+        let choices = many["choices"].as_array().unwrap();
+        assert_eq!(choices.len(), 3);
+        let mut total = 0;
+        for (i, p) in [serde_json::json!("request 0: "), serde_json::json!([104, 105]), serde_json::json!("request 2: xx")].into_iter().enumerate() {
+            let (_, one) = post_json(&http, &url, greedy(p)).await;
+            assert_eq!(choices[i]["index"], i);
+            assert_eq!(choices[i]["token_ids"], one["choices"][0]["token_ids"], "prompt {i}");
+            assert_eq!(choices[i]["prompt_token_ids"], one["choices"][0]["prompt_token_ids"]);
+            assert_eq!(choices[i]["fleetmesh"]["transcript_digest"], one["fleetmesh"]["transcript_digest"]);
+            total += one["usage"]["total_tokens"].as_u64().unwrap();
+        }
+        assert_eq!(many["usage"]["total_tokens"].as_u64().unwrap(), total);
     });
 }
