@@ -48,9 +48,54 @@ pub enum Command {
     /// LLM models: make the built-in tiny one.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Hardware attestation evidence (AMD SEV-SNP reports).
+    #[command(subcommand)]
+    Attest(AttestCommand),
     /// Generate text with a local model; prints one JSON line (ids, text, logprobs, the
     /// transcript digest).
     Infer(InferArgs),
+}
+
+/// `meshnode attest …`.
+#[derive(Debug, Subcommand)]
+pub enum AttestCommand {
+    /// Verify an AMD SEV-SNP attestation report: its signature by the VCEK (or VLEK), the
+    /// certificate chain to AMD's root, the VCEK's TCB and chip ID against the report, and
+    /// the policy given. Prints one JSON line; exit 0 valid, 1 invalid (with the reason),
+    /// 2 malformed input.
+    Verify(AttestVerifyArgs),
+}
+
+/// `meshnode attest verify`.
+#[derive(Debug, Args)]
+pub struct AttestVerifyArgs {
+    /// The report: 1184 bytes, or their hex.
+    #[arg(long, value_name = "REPORT")]
+    pub snp: PathBuf,
+    /// The VCEK or VLEK certificate (DER or PEM).
+    #[arg(long, value_name = "CERT")]
+    pub vcek: PathBuf,
+    /// The ASK (or ASVK) then the ARK, PEM (AMD's cert_chain).
+    #[arg(long, value_name = "CHAIN")]
+    pub chain: PathBuf,
+    /// REPORT_DATA must equal these 64 bytes (hex): the job binding.
+    #[arg(long, value_name = "HEX")]
+    pub report_data: Option<String>,
+    /// MEASUREMENT must equal these 48 bytes (hex).
+    #[arg(long, value_name = "HEX")]
+    pub measurement: Option<String>,
+    /// Minimum TCB, `bootloader,tee,snp,microcode` (each at least).
+    #[arg(long, value_name = "BL,TEE,SNP,UCODE")]
+    pub min_tcb: Option<String>,
+    /// Accept a guest whose policy allows debugging.
+    #[arg(long)]
+    pub allow_debug: bool,
+    /// The report must come from this VMPL.
+    #[arg(long, value_name = "N")]
+    pub vmpl: Option<u32>,
+    /// Check certificate validity at this time (RFC 3339, UTC) instead of now.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
 }
 
 /// `meshnode infer`.

@@ -3,6 +3,7 @@
 //! See `meshnode --help` and the README. Exit codes: 0 ok, 1 a negative verdict, 2 bad
 //! input, usage or an error that stopped the command.
 
+mod attest;
 mod cli;
 mod config;
 mod doctor;
@@ -127,6 +128,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Proof(cli::ProofCommand::Setup { r1cs, zkey, vk }) => {
             proof::setup_cmd(&r1cs, &zkey, vk.as_deref())
         }
+        Command::Attest(cli::AttestCommand::Verify(a)) => attest::verify(&a),
         Command::Infer(a) => infer::run(&infer::InferArgs {
             verify: a.verify.parse().map_err(|e: String| anyhow::anyhow!(e))?,
             model: a.model,

@@ -271,3 +271,63 @@ fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
         assert!(stderr(&o).contains(says), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
+    let snp = shared().join("../shared/vectors/tee/sev-snp");
+    let p = |rel: &str| snp.join(rel).to_str().unwrap().to_owned();
+    let verify_at = |now: &str, extra: &[&str]| {
+        let (report, vcek, chain) = (
+            p("virtee-sev/report_milan.hex"),
+            p("virtee-sev/vcek_milan.der"),
+            p("virtee-sev/cert_chain_milan"),
+        );
+        let mut args = vec![
+            "attest", "verify", "--snp", &report, "--vcek", &vcek, "--chain", &chain, "--now", now,
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let verify = |extra: &[&str]| verify_at("2026-06-01T00:00:00Z", extra);
+    let o = verify(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["product"], "Milan");
+    let data = v["report_data"].as_str().unwrap().to_owned();
+    let measurement = v["measurement"].as_str().unwrap().to_owned();
+    // the binding and measurement it printed are the ones it accepts
+    let o = verify(&["--report-data", &data, "--measurement", &measurement]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // exit 1 with the reason: another binding, a later time, a higher TCB
+    for (extra, says) in [
+        (vec!["--report-data", &"00".repeat(64)], "REPORT_DATA"),
+        (vec!["--min-tcb", "0,0,99,0"], "below the minimum"),
+    ] {
+        let o = verify(&extra);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stdout(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert!(v["reason"].as_str().unwrap().contains(says), "{v}");
+    }
+    let o = verify_at("2031-01-01T00:00:00Z", &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("expired"), "{}", stdout(&o));
+    // exit 2: unreadable evidence or arguments
+    for extra in [vec!["--report-data", "abc"], vec!["--min-tcb", "1,2"]] {
+        let o = verify(&extra);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+    }
+    assert_eq!(verify_at("yesterday", &[]).status.code(), Some(2));
+    let o = run(&[
+        "attest",
+        "verify",
+        "--snp",
+        &p("virtee-sev/vcek_milan.der"),
+        "--vcek",
+        &p("virtee-sev/vcek_milan.der"),
+        "--chain",
+        &p("virtee-sev/cert_chain_milan"),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("1184"), "{}", stderr(&o));
+}

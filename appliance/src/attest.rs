@@ -1,0 +1,111 @@
+//! `meshnode attest verify`: an AMD SEV-SNP report checked against its certificates and the
+//! caller's policy, printed as one JSON line (exit 0 valid, 1 invalid, 2 malformed).
+
+use fleetmesh_inference::Error;
+use fleetmesh_inference::tee::snp::{Report, SnpPolicy, Tcb, Verified, verify as verify_snp};
+use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339};
+use serde_json::json;
+
+use crate::Outcome;
+use crate::cli::AttestVerifyArgs;
+
+fn read(path: &std::path::Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| Error::EvidenceMalformed(format!("{}: {e}", path.display())))
+}
+
+fn hex_bytes<const N: usize>(s: &str, what: &str) -> Result<[u8; N], Error> {
+    hex::decode(s.trim())
+        .ok()
+        .and_then(|b| <[u8; N]>::try_from(b).ok())
+        .ok_or_else(|| Error::EvidenceMalformed(format!("{what} must be {N} bytes of hex")))
+}
+
+fn min_tcb(s: &str) -> Result<Tcb, Error> {
+    let parts: Vec<u8> = s
+        .split(',')
+        .map(|p| p.trim().parse::<u8>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| Error::EvidenceMalformed(format!("--min-tcb {s:?}: four numbers 0–255")))?;
+    let [bootloader, tee, snp, microcode] = parts[..] else {
+        return Err(Error::EvidenceMalformed(format!(
+            "--min-tcb {s:?}: bootloader,tee,snp,microcode"
+        )));
+    };
+    Ok(Tcb {
+        bootloader,
+        tee,
+        snp,
+        microcode,
+        fmc: 0,
+    })
+}
+
+fn check(a: &AttestVerifyArgs) -> Result<Verified, Error> {
+    let report = Report::parse(&read(&a.snp)?)?;
+    let vcek = Certificate::from_der_or_pem(&read(&a.vcek)?)?;
+    let chain_text = String::from_utf8(read(&a.chain)?)
+        .map_err(|_| Error::EvidenceMalformed("--chain must be PEM text".into()))?;
+    let chain = Certificate::from_pem_bundle(&chain_text)?;
+    let now = match &a.now {
+        Some(t) => parse_rfc3339(t)?,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+    };
+    let policy = SnpPolicy {
+        report_data: a
+            .report_data
+            .as_deref()
+            .map(|h| hex_bytes::<64>(h, "--report-data"))
+            .transpose()?,
+        measurement: a
+            .measurement
+            .as_deref()
+            .map(|h| hex_bytes::<48>(h, "--measurement"))
+            .transpose()?,
+        min_tcb: a.min_tcb.as_deref().map(min_tcb).transpose()?,
+        allow_debug: a.allow_debug,
+        vmpl: a.vmpl,
+    };
+    verify_snp(&report, &vcek, &chain, now, &policy)
+}
+
+/// Runs `meshnode attest verify`.
+pub fn verify(a: &AttestVerifyArgs) -> anyhow::Result<Outcome> {
+    match check(a) {
+        Ok(v) => {
+            let r = &v.report;
+            println!(
+                "{}",
+                json!({
+                    "valid": true,
+                    "evidence": "sev-snp",
+                    "product": format!("{:?}", v.product),
+                    "signing_key": v.key,
+                    "version": r.version,
+                    "vmpl": r.vmpl,
+                    "policy": format!("{:#x}", r.policy),
+                    "tcb": {"bootloader": v.tcb.bootloader, "tee": v.tcb.tee,
+                            "snp": v.tcb.snp, "microcode": v.tcb.microcode, "fmc": v.tcb.fmc},
+                    "measurement": hex::encode(r.measurement),
+                    "report_data": hex::encode(r.report_data),
+                    "chip_id": hex::encode(r.chip_id),
+                })
+            );
+            Ok(Outcome::Ok)
+        }
+        Err(Error::EvidenceInvalid(reason)) => {
+            println!("{}", json!({"valid": false, "reason": reason}));
+            Ok(Outcome::Negative)
+        }
+        Err(e) => {
+            let e = match e {
+                Error::EvidenceMalformed(m) => m,
+                other => other.to_string(),
+            };
+            println!("{}", json!({"valid": false, "error": e}));
+            eprintln!("meshnode: malformed input: {e}");
+            Ok(Outcome::Malformed)
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! SEV-SNP attestation on the shared vectors (../shared/vectors/tee/): both reports verify
+//! with their VCEK and AMD's chain; every bit flip in the signed bytes, a swapped
+//! certificate, an expired chain and each policy check reject them.
+
+use std::path::PathBuf;
+
+use fleetmesh_inference::Error;
+use fleetmesh_inference::tee::snp::{Product, Report, SnpPolicy, Tcb, verify};
+use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339};
+
+fn vectors() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/tee/sev-snp")
+}
+
+fn read(rel: &str) -> Vec<u8> {
+    std::fs::read(vectors().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn chain(rel: &str) -> Vec<Certificate> {
+    Certificate::from_pem_bundle(std::str::from_utf8(&read(rel)).unwrap()).unwrap()
+}
+
+fn cert(rel: &str) -> Certificate {
+    Certificate::from_der_or_pem(&read(rel)).unwrap()
+}
+
+/// A time inside every vector certificate's validity.
+fn now() -> i64 {
+    parse_rfc3339("2026-06-01T00:00:00Z").unwrap()
+}
+
+struct Case {
+    report: Report,
+    vcek: Certificate,
+    chain: Vec<Certificate>,
+    policy: SnpPolicy,
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            report: Report::parse(&read("virtee-sev/report_milan.hex")).unwrap(),
+            vcek: cert("virtee-sev/vcek_milan.der"),
+            chain: chain("virtee-sev/cert_chain_milan"),
+            policy: SnpPolicy::default(),
+        },
+        Case {
+            report: Report::parse(&read("go-sev-guest/attestation.bin")).unwrap(),
+            vcek: cert("go-sev-guest/vcek.testcer"),
+            chain: chain("go-sev-guest/milan.testcer"),
+            // this guest's policy allows debugging (bit 19 of 0xB0000)
+            policy: SnpPolicy {
+                allow_debug: true,
+                ..SnpPolicy::default()
+            },
+        },
+    ]
+}
+
+fn is_invalid(r: &fleetmesh_inference::Result<impl std::fmt::Debug>, says: &str) {
+    match r {
+        Err(Error::EvidenceInvalid(m)) => assert!(m.contains(says), "{m:?} lacks {says:?}"),
+        other => panic!("expected invalid ({says}), got {other:?}"),
+    }
+}
+
+#[test]
+fn both_snp_reports_verify_with_their_vcek_and_amds_chain() {
+    for c in cases() {
+        let v = verify(&c.report, &c.vcek, &c.chain, now(), &c.policy).unwrap();
+        assert_eq!(v.product, Product::Milan);
+        assert_eq!(v.key, "VCEK");
+        assert_eq!(v.report.version, 2);
+        // the decoded TCB is the VCEK's (verify compares them; the values are the vectors')
+        assert!(v.tcb.snp > 0 && v.tcb.microcode > 0, "{:?}", v.tcb);
+    }
+    // the go-sev-guest report binds 01 02 03 04 05 and zeros
+    let c = &cases()[1];
+    let mut data = [0u8; 64];
+    data[..5].copy_from_slice(&[1, 2, 3, 4, 5]);
+    let bound = SnpPolicy {
+        report_data: Some(data),
+        ..c.policy.clone()
+    };
+    verify(&c.report, &c.vcek, &c.chain, now(), &bound).unwrap();
+}
+
+#[test]
+fn every_bit_flip_in_the_signed_bytes_is_rejected() {
+    for c in cases() {
+        let mut rejected = 0;
+        for byte in 0..0x2A0 {
+            for bit in 0..8 {
+                let mut b = c.report.bytes.clone();
+                b[byte] ^= 1 << bit;
+                // a flip may make the report unreadable (version, algorithm) or invalid
+                let r =
+                    Report::parse(&b).and_then(|r| verify(&r, &c.vcek, &c.chain, now(), &c.policy));
+                assert!(r.is_err(), "flip of bit {bit} of byte {byte:#x} accepted");
+                rejected += 1;
+            }
+        }
+        assert_eq!(rejected, 0x2A0 * 8);
+        // and a flip in the signature itself
+        let mut b = c.report.bytes.clone();
+        b[0x2A0] ^= 1;
+        is_invalid(
+            &verify(
+                &Report::parse(&b).unwrap(),
+                &c.vcek,
+                &c.chain,
+                now(),
+                &c.policy,
+            ),
+            "signature",
+        );
+    }
+}
+
+#[test]
+fn swapped_certificates_expired_chains_and_policy_are_refused_with_the_reason() {
+    let [milan, go] = <[Case; 2]>::try_from(cases()).ok().unwrap();
+    let at = |c: &Case, t: &str| {
+        verify(
+            &c.report,
+            &c.vcek,
+            &c.chain,
+            parse_rfc3339(t).unwrap(),
+            &c.policy,
+        )
+    };
+    let certs = |vcek: &Certificate, chain: &[Certificate]| {
+        verify(&milan.report, vcek, chain, now(), &milan.policy)
+    };
+    // another chip's VCEK (same ASK): the signature does not verify
+    is_invalid(&certs(&go.vcek, &milan.chain), "signature");
+    // a Turin VCEK under the Milan chain, the Turin chain under a Milan VCEK
+    let turin_vcek = cert("virtee-sev/vcek_turin.der");
+    let turin_chain = chain("virtee-sev/cert_chain_turin");
+    is_invalid(&certs(&turin_vcek, &milan.chain), "not issued by");
+    is_invalid(&certs(&milan.vcek, &turin_chain), "not issued by");
+    // the VLEK chain's ASVK did not issue a VCEK
+    is_invalid(
+        &certs(&milan.vcek, &chain("go-sev-guest/milanvlek.testcer")),
+        "not issued by",
+    );
+    // ASK and ARK swapped: the root is not AMD's ARK
+    let swapped = vec![milan.chain[1].clone(), milan.chain[0].clone()];
+    is_invalid(&certs(&milan.vcek, &swapped), "AMD's ARKs");
+    // a self-made root is not trusted, even when consistent: the VCEK as its own chain
+    is_invalid(
+        &certs(&milan.vcek, &[milan.vcek.clone(), milan.vcek.clone()]),
+        "AMD's ARKs",
+    );
+    // time: the VCEK expires 2030-04-03, and was not valid in 2019
+    is_invalid(&at(&milan, "2031-01-01T00:00:00Z"), "expired");
+    is_invalid(&at(&milan, "2019-01-01T00:00:00Z"), "not valid yet");
+    at(&milan, "2030-04-02T00:00:00Z").unwrap();
+    // policy
+    let with = |p: SnpPolicy| verify(&milan.report, &milan.vcek, &milan.chain, now(), &p);
+    is_invalid(
+        &with(SnpPolicy {
+            report_data: Some([0; 64]),
+            ..SnpPolicy::default()
+        }),
+        "REPORT_DATA",
+    );
+    is_invalid(
+        &with(SnpPolicy {
+            measurement: Some([0; 48]),
+            ..SnpPolicy::default()
+        }),
+        "MEASUREMENT",
+    );
+    with(SnpPolicy {
+        measurement: Some(milan.report.measurement),
+        ..SnpPolicy::default()
+    })
+    .unwrap();
+    is_invalid(
+        &with(SnpPolicy {
+            vmpl: Some(1),
+            ..SnpPolicy::default()
+        }),
+        "VMPL",
+    );
+    let high = Tcb {
+        snp: 200,
+        ..Tcb::default()
+    };
+    is_invalid(
+        &with(SnpPolicy {
+            min_tcb: Some(high),
+            ..SnpPolicy::default()
+        }),
+        "below the minimum",
+    );
+    // debugging allowed by the guest policy is refused unless asked for
+    is_invalid(
+        &verify(
+            &go.report,
+            &go.vcek,
+            &go.chain,
+            now(),
+            &SnpPolicy::default(),
+        ),
+        "debugging",
+    );
+    // malformed input is told apart from invalid evidence
+    assert!(matches!(
+        Report::parse(&[0u8; 100]),
+        Err(Error::EvidenceMalformed(_))
+    ));
+    let mut v9 = milan.report.bytes.clone();
+    v9[0] = 9;
+    assert!(matches!(
+        Report::parse(&v9),
+        Err(Error::EvidenceMalformed(_))
+    ));
+    assert!(matches!(
+        Certificate::from_der(&[0x30, 0x03, 1, 2]),
+        Err(Error::EvidenceMalformed(_))
+    ));
+    assert!(matches!(
+        parse_rfc3339("tomorrow"),
+        Err(Error::EvidenceMalformed(_))
+    ));
+}
