@@ -1,15 +1,19 @@
-//! `meshnode attest verify`: an AMD SEV-SNP report checked against its certificates and the
-//! caller's policy, printed as one JSON line (exit 0 valid, 1 invalid, 2 malformed).
+//! `meshnode attest verify`: an AMD SEV-SNP report or NVIDIA GPU evidence checked against
+//! its certificates and the caller's policy, printed as one JSON line (exit 0 valid, 1
+//! invalid, 2 malformed).
+
+use std::path::Path;
 
 use fleetmesh_inference::Error;
+use fleetmesh_inference::tee::nvidia::{self, Evidence, Rim};
 use fleetmesh_inference::tee::snp::{Report, SnpPolicy, Tcb, Verified, verify as verify_snp};
 use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::Outcome;
 use crate::cli::AttestVerifyArgs;
 
-fn read(path: &std::path::Path) -> Result<Vec<u8>, Error> {
+fn read(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|e| Error::EvidenceMalformed(format!("{}: {e}", path.display())))
 }
 
@@ -40,18 +44,28 @@ fn min_tcb(s: &str) -> Result<Tcb, Error> {
     })
 }
 
-fn check(a: &AttestVerifyArgs) -> Result<Verified, Error> {
-    let report = Report::parse(&read(&a.snp)?)?;
-    let vcek = Certificate::from_der_or_pem(&read(&a.vcek)?)?;
-    let chain_text = String::from_utf8(read(&a.chain)?)
+/// The `--chain` certificates and the time to check them at.
+fn chain_and_now(a: &AttestVerifyArgs) -> Result<(Vec<Certificate>, i64), Error> {
+    let text = String::from_utf8(read(&a.chain)?)
         .map_err(|_| Error::EvidenceMalformed("--chain must be PEM text".into()))?;
-    let chain = Certificate::from_pem_bundle(&chain_text)?;
+    let chain = Certificate::from_pem_bundle(&text)?;
     let now = match &a.now {
         Some(t) => parse_rfc3339(t)?,
         None => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64),
     };
+    Ok((chain, now))
+}
+
+fn check_snp(a: &AttestVerifyArgs, snp: &Path) -> Result<Value, Error> {
+    let report = Report::parse(&read(snp)?)?;
+    let vcek_path = a
+        .vcek
+        .as_deref()
+        .ok_or_else(|| Error::EvidenceMalformed("--snp needs --vcek".into()))?;
+    let vcek = Certificate::from_der_or_pem(&read(vcek_path)?)?;
+    let (chain, now) = chain_and_now(a)?;
     let policy = SnpPolicy {
         report_data: a
             .report_data
@@ -67,31 +81,82 @@ fn check(a: &AttestVerifyArgs) -> Result<Verified, Error> {
         allow_debug: a.allow_debug,
         vmpl: a.vmpl,
     };
-    verify_snp(&report, &vcek, &chain, now, &policy)
+    Ok(snp_json(&verify_snp(&report, &vcek, &chain, now, &policy)?))
+}
+
+fn snp_json(v: &Verified) -> Value {
+    let r = &v.report;
+    json!({
+        "valid": true,
+        "evidence": "sev-snp",
+        "product": format!("{:?}", v.product),
+        "signing_key": v.key,
+        "version": r.version,
+        "vmpl": r.vmpl,
+        "policy": format!("{:#x}", r.policy),
+        "tcb": {"bootloader": v.tcb.bootloader, "tee": v.tcb.tee,
+                "snp": v.tcb.snp, "microcode": v.tcb.microcode, "fmc": v.tcb.fmc},
+        "measurement": hex::encode(r.measurement),
+        "report_data": hex::encode(r.report_data),
+        "chip_id": hex::encode(r.chip_id),
+    })
+}
+
+fn check_nvidia(a: &AttestVerifyArgs, path: &Path) -> Result<Value, Error> {
+    let e = Evidence::parse(&read(path)?)?;
+    let (chain, now) = chain_and_now(a)?;
+    let nonce = a
+        .nonce
+        .as_deref()
+        .map(|h| hex_bytes::<32>(h, "--nonce"))
+        .transpose()?;
+    nvidia::verify(&e, &chain, now, nonce.as_ref())?;
+    let mut rims = Vec::new();
+    let mut differ = Vec::new();
+    for p in &a.rim {
+        let text = String::from_utf8(read(p)?)
+            .map_err(|_| Error::EvidenceMalformed(format!("{}: not text", p.display())))?;
+        let rim = Rim::parse(&text)?;
+        let m = nvidia::mismatches(&e, &rim);
+        if !m.is_empty() {
+            differ.push(format!(
+                "{} ({}): indices {m:?}",
+                p.display(),
+                rim.name.trim()
+            ));
+        }
+        rims.push(
+            json!({"rim": p.display().to_string(), "name": rim.name.trim(),
+                         "entries": rim.entries.len(), "mismatching_indices": m}),
+        );
+    }
+    if !differ.is_empty() {
+        return Err(Error::EvidenceInvalid(format!(
+            "measurements differ from the RIM: {}",
+            differ.join("; ")
+        )));
+    }
+    Ok(json!({
+        "valid": true,
+        "evidence": "nvidia-spdm",
+        "device": chain[0].common_name,
+        "nonce": hex::encode(e.nonce),
+        "driver_version": e.driver_version(),
+        "blocks": e.blocks.len(),
+        "rims": rims,
+    }))
 }
 
 /// Runs `meshnode attest verify`.
 pub fn verify(a: &AttestVerifyArgs) -> anyhow::Result<Outcome> {
-    match check(a) {
+    let result = match (&a.snp, &a.nvidia) {
+        (Some(snp), _) => check_snp(a, snp),
+        (None, Some(nv)) => check_nvidia(a, nv),
+        (None, None) => Err(Error::EvidenceMalformed("give --snp or --nvidia".into())),
+    };
+    match result {
         Ok(v) => {
-            let r = &v.report;
-            println!(
-                "{}",
-                json!({
-                    "valid": true,
-                    "evidence": "sev-snp",
-                    "product": format!("{:?}", v.product),
-                    "signing_key": v.key,
-                    "version": r.version,
-                    "vmpl": r.vmpl,
-                    "policy": format!("{:#x}", r.policy),
-                    "tcb": {"bootloader": v.tcb.bootloader, "tee": v.tcb.tee,
-                            "snp": v.tcb.snp, "microcode": v.tcb.microcode, "fmc": v.tcb.fmc},
-                    "measurement": hex::encode(r.measurement),
-                    "report_data": hex::encode(r.report_data),
-                    "chip_id": hex::encode(r.chip_id),
-                })
-            );
+            println!("{v}");
             Ok(Outcome::Ok)
         }
         Err(Error::EvidenceInvalid(reason)) => {

@@ -59,25 +59,42 @@ pub enum Command {
 /// `meshnode attest …`.
 #[derive(Debug, Subcommand)]
 pub enum AttestCommand {
-    /// Verify an AMD SEV-SNP attestation report: its signature by the VCEK (or VLEK), the
-    /// certificate chain to AMD's root, the VCEK's TCB and chip ID against the report, and
-    /// the policy given. Prints one JSON line; exit 0 valid, 1 invalid (with the reason),
-    /// 2 malformed input.
+    /// Verify an AMD SEV-SNP attestation report (`--snp`: its signature by the VCEK or
+    /// VLEK, the chain to AMD's root, the VCEK's TCB and chip ID, the policy given) or an
+    /// NVIDIA Hopper GPU's SPDM measurements (`--nvidia`: the signature, the device chain to
+    /// NVIDIA's root, the nonce, and each `--rim`'s golden measurements). Prints one JSON
+    /// line; exit 0 valid, 1 invalid (with the reason), 2 malformed input.
     Verify(AttestVerifyArgs),
 }
 
 /// `meshnode attest verify`.
 #[derive(Debug, Args)]
 pub struct AttestVerifyArgs {
-    /// The report: 1184 bytes, or their hex.
+    /// An SEV-SNP report: 1184 bytes, or their hex.
+    #[arg(
+        long,
+        value_name = "REPORT",
+        required_unless_present = "nvidia",
+        conflicts_with = "nvidia"
+    )]
+    pub snp: Option<PathBuf>,
+    /// The VCEK or VLEK certificate (DER or PEM), with `--snp`.
+    #[arg(long, value_name = "CERT", requires = "snp")]
+    pub vcek: Option<PathBuf>,
+    /// NVIDIA evidence: the SPDM GET_MEASUREMENTS request and response, raw or hex.
     #[arg(long, value_name = "REPORT")]
-    pub snp: PathBuf,
-    /// The VCEK or VLEK certificate (DER or PEM).
-    #[arg(long, value_name = "CERT")]
-    pub vcek: PathBuf,
-    /// The ASK (or ASVK) then the ARK, PEM (AMD's cert_chain).
+    pub nvidia: Option<PathBuf>,
+    /// PEM chain: for `--snp` the ASK (or ASVK) then the ARK; for `--nvidia` the GPU's
+    /// certificates, device first, root last.
     #[arg(long, value_name = "CHAIN")]
     pub chain: PathBuf,
+    /// A reference integrity manifest to compare the GPU's measurements with (repeatable:
+    /// driver and VBIOS); with `--nvidia`.
+    #[arg(long, value_name = "RIM", requires = "nvidia")]
+    pub rim: Vec<PathBuf>,
+    /// The SPDM nonce must equal these 32 bytes (hex): the job binding; with `--nvidia`.
+    #[arg(long, value_name = "HEX", requires = "nvidia")]
+    pub nonce: Option<String>,
     /// REPORT_DATA must equal these 64 bytes (hex): the job binding.
     #[arg(long, value_name = "HEX")]
     pub report_data: Option<String>,

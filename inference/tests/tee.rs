@@ -226,3 +226,118 @@ fn swapped_certificates_expired_chains_and_policy_are_refused_with_the_reason() 
         Err(Error::EvidenceMalformed(_))
     ));
 }
+
+// ---- NVIDIA Hopper ----
+
+use fleetmesh_inference::tee::nvidia::{self, Evidence, Rim};
+
+fn nv(rel: &str) -> Vec<u8> {
+    let p = vectors().join("../nvidia/nvtrust").join(rel);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn hopper() -> (Evidence, Vec<Certificate>) {
+    let e = Evidence::parse(&nv("hopperAttestationReport.txt")).unwrap();
+    let chain =
+        Certificate::from_pem_bundle(std::str::from_utf8(&nv("hopperCertChain.txt")).unwrap())
+            .unwrap();
+    (e, chain)
+}
+
+#[test]
+fn nvidia_evidence_verifies_with_its_chain_and_nonce_and_the_rims_name_their_mismatches() {
+    let (e, chain) = hopper();
+    // the nonce NVIDIA's attestation service reported for this evidence
+    let claims: serde_json::Value =
+        serde_json::from_slice(&nv("nras_overall_claims_remote.json")).unwrap();
+    let nonce: [u8; 32] = hex::decode(claims["eat_nonce"].as_str().unwrap())
+        .unwrap()
+        .try_into()
+        .unwrap();
+    nvidia::verify(&e, &chain, now(), Some(&nonce)).unwrap();
+    assert_eq!(e.blocks.len(), 64);
+    assert_eq!(e.driver_version().as_deref(), Some("550.90.07"));
+    // every evidence of the SDK's sample file verifies with its own chain and nonce
+    let samples: serde_json::Value = serde_json::from_slice(&nv("gpu_evidence.json")).unwrap();
+    use base64::Engine as _;
+    let b64 = |v: &serde_json::Value| {
+        base64::engine::general_purpose::STANDARD
+            .decode(v.as_str().unwrap())
+            .unwrap()
+    };
+    let samples = samples.as_array().unwrap();
+    assert_eq!(samples.len(), 8);
+    for s in samples {
+        let ev = Evidence::parse(&b64(&s["evidence"])).unwrap();
+        let ch =
+            Certificate::from_pem_bundle(std::str::from_utf8(&b64(&s["certificate"])).unwrap())
+                .unwrap();
+        let n: [u8; 32] = hex::decode(s["nonce"].as_str().unwrap())
+            .unwrap()
+            .try_into()
+            .unwrap();
+        nvidia::verify(&ev, &ch, now(), Some(&n)).unwrap();
+        // another GPU's evidence under this chain does not verify
+        assert!(nvidia::check_signature(&e, &ch[0]).is_err());
+    }
+    // the bundled RIMs do not describe this GPU: the mismatching indices are named (the
+    // lists were computed independently with Python's minidom)
+    let rim = |f: &str| Rim::parse(std::str::from_utf8(&nv(f)).unwrap()).unwrap();
+    let driver = rim("Driver_RIM_test_no_gpu.swidtag");
+    assert_eq!(driver.entries.len(), 21);
+    assert_eq!(
+        nvidia::mismatches(&e, &driver),
+        [7, 21, 22, 25, 26, 27, 29, 30, 31, 32, 34, 36, 37, 39, 40]
+    );
+    let vbios = rim("1010_0200_882_96005E0001_test_no_gpu.swidtag");
+    assert_eq!(vbios.entries.len(), 12);
+    assert_eq!(nvidia::mismatches(&e, &vbios), [1, 2, 3, 9, 11]);
+}
+
+#[test]
+fn nvidia_evidence_with_a_flipped_bit_a_wrong_nonce_or_a_bad_chain_is_refused() {
+    let (e, chain) = hopper();
+    nvidia::check_chain(&chain, now()).unwrap();
+    let raw = hex::decode(
+        std::str::from_utf8(&nv("hopperAttestationReport.txt"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
+    // every bit of the signed bytes (request and response up to the signature)
+    for byte in 0..raw.len() - 96 {
+        for bit in 0..8 {
+            let mut b = raw.clone();
+            b[byte] ^= 1 << bit;
+            let r = Evidence::parse(&b).and_then(|ev| nvidia::check_signature(&ev, &chain[0]));
+            assert!(r.is_err(), "flip of bit {bit} of byte {byte} accepted");
+        }
+    }
+    is_invalid(&nvidia::verify(&e, &chain, now(), Some(&[7; 32])), "nonce");
+    // the chain without its root, reordered, or checked before it was issued
+    is_invalid(
+        &nvidia::verify(&e, &chain[..4], now(), None),
+        "NVIDIA Device Identity CA",
+    );
+    let mut swapped = chain.clone();
+    swapped.swap(1, 2);
+    is_invalid(&nvidia::verify(&e, &swapped, now(), None), "not issued by");
+    is_invalid(
+        &nvidia::verify(
+            &e,
+            &chain,
+            parse_rfc3339("2000-01-01T00:00:00Z").unwrap(),
+            None,
+        ),
+        "not valid yet",
+    );
+    // malformed evidence
+    assert!(matches!(
+        Evidence::parse(&raw[..100]),
+        Err(Error::EvidenceMalformed(_))
+    ));
+    assert!(matches!(
+        Rim::parse("<x/>"),
+        Err(Error::EvidenceMalformed(_))
+    ));
+}

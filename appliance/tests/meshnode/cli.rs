@@ -330,4 +330,30 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("1184"), "{}", stderr(&o));
+
+    // NVIDIA: the evidence, its chain and nonce verify; the bundled RIMs do not match this
+    // GPU, and the mismatching indices are named
+    let nv = shared().join("../shared/vectors/tee/nvidia/nvtrust");
+    let n = |rel: &str| nv.join(rel).to_str().unwrap().to_owned();
+    let (report, chain) = (n("hopperAttestationReport.txt"), n("hopperCertChain.txt"));
+    let nonce = "931d8dd0add203ac3d8b4fbde75e115278eefcdceac5b87671a748f32364dfcb";
+    let base = ["attest", "verify", "--nvidia", &report, "--chain", &chain];
+    let o = run(&[&base[..], &["--nonce", nonce]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["evidence"], "nvidia-spdm");
+    assert_eq!(v["driver_version"], "550.90.07");
+    let rim = n("1010_0200_882_96005E0001_test_no_gpu.swidtag");
+    let o = run(&[&base[..], &["--rim", &rim]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(
+        v["reason"].as_str().unwrap().contains("[1, 2, 3, 9, 11]"),
+        "{v}"
+    );
+    let o = run(&[&base[..], &["--nonce", &"00".repeat(32)]].concat());
+    assert_eq!(o.status.code(), Some(1));
+    // --snp and --nvidia together is a usage error
+    let o = run(&[&base[..], &["--snp", &report]].concat());
+    assert_eq!(o.status.code(), Some(2));
 }

@@ -1,0 +1,308 @@
+//! NVIDIA Confidential Computing (Hopper) evidence: the SPDM 1.1 GET_MEASUREMENTS request
+//! and signed response the GPU returns, its device certificate chain up to the NVIDIA
+//! Device Identity CA (shipped with this crate), the requester's nonce, and the comparison
+//! of the measurement blocks with a reference integrity manifest (RIM, a TCG SWID tag).
+//!
+//! Layout (DMTF DSP0274 1.1): the 37-byte request (version, code 0xE0, param1 with the
+//! signature bit, param2, 32-byte nonce, slot), then the response: version, code 0x60,
+//! two params, the number of blocks, a 24-bit record length, the record (blocks of index,
+//! specification, 16-bit size, then a DMTF measurement: type, 16-bit length, value), the
+//! responder's 32-byte nonce, a 16-bit opaque length and the opaque data (NVIDIA's
+//! type-length-value fields: driver and VBIOS versions …), and a 96-byte ECDSA P-384
+//! signature (r ‖ s) over everything before it, request included.
+
+use super::x509::Certificate;
+use super::{invalid, malformed};
+use crate::Result;
+
+const DEVICE_ROOT: &str = include_str!("nvidia/device_root.pem");
+const REQUEST_LEN: usize = 37;
+const SIGNATURE_LEN: usize = 96;
+
+/// Parsed GET_MEASUREMENTS evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evidence {
+    bytes: Vec<u8>,
+    /// The requester's nonce (the job binding).
+    pub nonce: [u8; 32],
+    /// The measurement blocks: (index, value).
+    pub blocks: Vec<(u8, Vec<u8>)>,
+    /// The opaque data fields: (type, value).
+    pub opaque: Vec<(u16, Vec<u8>)>,
+}
+
+impl Evidence {
+    /// Parses evidence: raw bytes, or their hex.
+    ///
+    /// # Errors
+    /// [`crate::Error::EvidenceMalformed`] naming the field that does not fit.
+    pub fn parse(input: &[u8]) -> Result<Evidence> {
+        let text: Vec<u8> = input
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect();
+        let bytes = match hex::decode(&text) {
+            Ok(b) if input.first() != Some(&0x11) => b,
+            _ => input.to_vec(),
+        };
+        let short = |what: &str| malformed(format!("SPDM evidence: ends inside {what}"));
+        if bytes.len() < REQUEST_LEN + 8 + 32 + 2 + SIGNATURE_LEN {
+            return Err(short("the header"));
+        }
+        let req = &bytes[..REQUEST_LEN];
+        if req[1] != 0xE0 || req[2] & 1 == 0 {
+            return Err(malformed(
+                "SPDM evidence: the request is not a signed GET_MEASUREMENTS",
+            ));
+        }
+        let resp = &bytes[REQUEST_LEN..];
+        if resp[1] != 0x60 {
+            return Err(malformed("SPDM evidence: the response is not MEASUREMENTS"));
+        }
+        let count = usize::from(resp[4]);
+        let record_len =
+            usize::from(resp[5]) | usize::from(resp[6]) << 8 | usize::from(resp[7]) << 16;
+        let record = resp
+            .get(8..8 + record_len)
+            .ok_or_else(|| short("the record"))?;
+        let mut blocks = Vec::with_capacity(count);
+        let mut at = 0;
+        while at < record.len() {
+            let head = record
+                .get(at..at + 4)
+                .ok_or_else(|| short("a block header"))?;
+            let size = usize::from(u16::from_le_bytes([head[2], head[3]]));
+            let m = record
+                .get(at + 4..at + 4 + size)
+                .ok_or_else(|| short("a block"))?;
+            let vlen = m
+                .get(1..3)
+                .map(|l| usize::from(u16::from_le_bytes([l[0], l[1]])))
+                .ok_or_else(|| short("a measurement"))?;
+            let value = m.get(3..3 + vlen).ok_or_else(|| short("a measurement"))?;
+            blocks.push((head[0], value.to_vec()));
+            at += 4 + size;
+        }
+        if blocks.len() != count {
+            return Err(malformed(format!(
+                "SPDM evidence: {} blocks in a record that announces {count}",
+                blocks.len()
+            )));
+        }
+        let mut at = REQUEST_LEN + 8 + record_len + 32;
+        let olen = bytes
+            .get(at..at + 2)
+            .map(|l| usize::from(u16::from_le_bytes([l[0], l[1]])))
+            .ok_or_else(|| short("the opaque length"))?;
+        at += 2;
+        let opaque_bytes = bytes
+            .get(at..at + olen)
+            .ok_or_else(|| short("the opaque data"))?;
+        if bytes.len() != at + olen + SIGNATURE_LEN {
+            return Err(malformed(format!(
+                "SPDM evidence: {} bytes after the opaque data; the signature is {SIGNATURE_LEN}",
+                bytes.len() - at - olen
+            )));
+        }
+        let mut opaque = Vec::new();
+        let mut o = 0;
+        while o + 4 <= opaque_bytes.len() {
+            let t = u16::from_le_bytes([opaque_bytes[o], opaque_bytes[o + 1]]);
+            let l = usize::from(u16::from_le_bytes([
+                opaque_bytes[o + 2],
+                opaque_bytes[o + 3],
+            ]));
+            let v = opaque_bytes
+                .get(o + 4..o + 4 + l)
+                .ok_or_else(|| short("an opaque field"))?;
+            opaque.push((t, v.to_vec()));
+            o += 4 + l;
+        }
+        Ok(Evidence {
+            nonce: req[4..36].try_into().expect("32 bytes"),
+            blocks,
+            opaque,
+            bytes,
+        })
+    }
+
+    /// The driver version the GPU reports (opaque field 3).
+    pub fn driver_version(&self) -> Option<String> {
+        self.opaque_text(3)
+    }
+
+    fn opaque_text(&self, t: u16) -> Option<String> {
+        self.opaque
+            .iter()
+            .find(|(k, _)| *k == t)
+            .map(|(_, v)| String::from_utf8_lossy(v).trim_end_matches('\0').to_owned())
+    }
+
+    /// The measurement value of block `index`.
+    pub fn block(&self, index: u8) -> Option<&[u8]> {
+        self.blocks
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// Checks a GPU's certificate chain (leaf first): it ends at the NVIDIA Device Identity CA,
+/// each certificate is issued by the next and valid at `now`.
+///
+/// # Errors
+/// [`crate::Error::EvidenceInvalid`] with the first failed check.
+pub fn check_chain(chain: &[Certificate], now: i64) -> Result<()> {
+    let root = Certificate::from_pem_bundle(DEVICE_ROOT)?.remove(0);
+    let Some(last) = chain.last().filter(|_| chain.len() >= 2) else {
+        return Err(malformed(
+            "the GPU's chain needs at least the device certificate and the root",
+        ));
+    };
+    if last.der() != root.der() {
+        return Err(invalid(format!(
+            "the chain ends at {:?}, not the NVIDIA Device Identity CA",
+            last.common_name
+        )));
+    }
+    last.check_issued_by(last)?;
+    for pair in chain.windows(2) {
+        pair[0].check_issued_by(&pair[1])?;
+    }
+    for c in chain {
+        c.check_time(now)?;
+    }
+    Ok(())
+}
+
+/// Checks the response's signature with the device (leaf) certificate's key.
+///
+/// # Errors
+/// [`crate::Error::EvidenceInvalid`] when it does not verify.
+pub fn check_signature(e: &Evidence, leaf: &Certificate) -> Result<()> {
+    let signed = e.bytes.len() - SIGNATURE_LEN;
+    use ring::signature::{ECDSA_P384_SHA384_FIXED, UnparsedPublicKey};
+    UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, &leaf.public_key)
+        .verify(&e.bytes[..signed], &e.bytes[signed..])
+        .map_err(|_| {
+            invalid(format!(
+                "the measurements' signature does not verify with {:?}",
+                leaf.common_name
+            ))
+        })
+}
+
+/// Verifies `e`: [`check_chain`], [`check_signature`] with the chain's leaf, and, if given,
+/// that the request's nonce is `nonce`.
+///
+/// # Errors
+/// [`crate::Error::EvidenceInvalid`] with the first failed check.
+pub fn verify(
+    e: &Evidence,
+    chain: &[Certificate],
+    now: i64,
+    nonce: Option<&[u8; 32]>,
+) -> Result<()> {
+    check_chain(chain, now)?;
+    check_signature(e, &chain[0])?;
+    if let Some(want) = nonce
+        && want != &e.nonce
+    {
+        return Err(invalid("the SPDM nonce is not the expected binding"));
+    }
+    Ok(())
+}
+
+/// A reference integrity manifest: the golden measurements of a driver or VBIOS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rim {
+    /// The SWID tag's `name` and `version` attributes.
+    pub name: String,
+    /// Active entries: (index, accepted values).
+    pub entries: Vec<(u32, Vec<Vec<u8>>)>,
+}
+
+/// The attributes of the element starting at `tag` (up to its `>`).
+fn attributes(tag: &str) -> Vec<(&str, &str)> {
+    let mut out = Vec::new();
+    let mut rest = tag;
+    while let Some(eq) = rest.find("=\"") {
+        let name = rest[..eq]
+            .rsplit(|c: char| c.is_whitespace())
+            .next()
+            .unwrap_or("");
+        let after = &rest[eq + 2..];
+        let Some(end) = after.find('"') else { break };
+        out.push((name, &after[..end]));
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+impl Rim {
+    /// Reads the `Resource type="Measurement"` entries of a RIM (TCG SWID tag XML). Its
+    /// XML signature is not checked here.
+    ///
+    /// # Errors
+    /// [`crate::Error::EvidenceMalformed`] when it has no measurement entries or one is
+    /// unreadable.
+    pub fn parse(xml: &str) -> Result<Rim> {
+        let local = |n: &str| n.rsplit(':').next().unwrap_or(n).to_owned();
+        let mut name = String::new();
+        let mut entries = Vec::new();
+        let mut rest = xml;
+        while let Some(lt) = rest.find('<') {
+            let after = &rest[lt + 1..];
+            let end = after
+                .find('>')
+                .ok_or_else(|| malformed("RIM: unclosed tag"))?;
+            let tag = &after[..end];
+            let elem = local(tag.split_whitespace().next().unwrap_or(""));
+            let attrs = attributes(tag);
+            let get = |k: &str| attrs.iter().find(|(n, _)| local(n) == k).map(|(_, v)| *v);
+            if elem == "SoftwareIdentity" {
+                name = format!(
+                    "{} {}",
+                    get("name").unwrap_or(""),
+                    get("version").unwrap_or("")
+                );
+            }
+            if elem == "Resource"
+                && get("type") == Some("Measurement")
+                && get("active").is_some_and(|a| a.eq_ignore_ascii_case("true"))
+            {
+                let index: u32 = get("index")
+                    .and_then(|i| i.parse().ok())
+                    .ok_or_else(|| malformed("RIM: a measurement without an index"))?;
+                let hashes = attrs
+                    .iter()
+                    .filter(|(n, _)| local(n).starts_with("Hash"))
+                    .map(|(_, v)| hex::decode(v))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|_| {
+                        malformed(format!("RIM: measurement {index}: a hash is not hex"))
+                    })?;
+                entries.push((index, hashes));
+            }
+            rest = &after[end + 1..];
+        }
+        if entries.is_empty() {
+            return Err(malformed("RIM: no active measurement entries"));
+        }
+        Ok(Rim { name, entries })
+    }
+}
+
+/// The RIM indices whose measurement in `e` (block index + 1) is missing or matches none
+/// of the RIM's values, in RIM order.
+pub fn mismatches(e: &Evidence, rim: &Rim) -> Vec<u32> {
+    rim.entries
+        .iter()
+        .filter(|(index, values)| {
+            let block = u8::try_from(index + 1).ok().and_then(|i| e.block(i));
+            !block.is_some_and(|b| values.iter().any(|v| v == b))
+        })
+        .map(|(i, _)| *i)
+        .collect()
+}
