@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use fleetmesh_inference::Error;
+use fleetmesh_inference::tee;
 use fleetmesh_inference::tee::nvidia::{self, Evidence, Rim};
 use fleetmesh_inference::tee::snp::{Report, SnpPolicy, Tcb, Verified, verify as verify_snp};
 use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339};
@@ -173,4 +174,35 @@ pub fn verify(a: &AttestVerifyArgs) -> anyhow::Result<Outcome> {
             Ok(Outcome::Malformed)
         }
     }
+}
+
+/// Runs `meshnode attest binding`.
+pub fn binding(
+    model_digest: &str,
+    prompt: &[u32],
+    output: &[u32],
+    job_id: &str,
+) -> anyhow::Result<Outcome> {
+    let digest = hex_bytes::<32>(model_digest, "--model-digest")?;
+    let job = job_id.as_bytes();
+    println!(
+        "{}",
+        json!({
+            "report_data": hex::encode(tee::snp_report_data(&digest, prompt, output, job)),
+            "nonce": hex::encode(tee::nvidia_nonce(&digest, prompt, output, job)),
+        })
+    );
+    Ok(Outcome::Ok)
+}
+
+/// Runs `meshnode attest collect`.
+pub fn collect(report_data: &str, out: &Path) -> anyhow::Result<Outcome> {
+    let data = hex_bytes::<64>(report_data, "--report-data")?;
+    let report = tee::collect_report(&data)?;
+    std::fs::write(out, &report).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+    println!(
+        "{}",
+        json!({"report": out.display().to_string(), "bytes": report.len()})
+    );
+    Ok(Outcome::Ok)
 }

@@ -65,6 +65,33 @@ pub enum AttestCommand {
     /// NVIDIA's root, the nonce, and each `--rim`'s golden measurements). Prints one JSON
     /// line; exit 0 valid, 1 invalid (with the reason), 2 malformed input.
     Verify(AttestVerifyArgs),
+    /// Print the values that bind evidence to a job: the SEV-SNP REPORT_DATA (SHA-512) and
+    /// the NVIDIA SPDM nonce (SHA-256) over the model digest, prompt ids, output ids and
+    /// job id.
+    Binding {
+        /// The model digest (64 hex digits).
+        #[arg(long, value_name = "HEX")]
+        model_digest: String,
+        /// The prompt's token ids, comma-separated.
+        #[arg(long, value_name = "IDS", value_delimiter = ',')]
+        prompt_ids: Vec<u32>,
+        /// The output's token ids, comma-separated.
+        #[arg(long, value_name = "IDS", value_delimiter = ',')]
+        output_ids: Vec<u32>,
+        /// The job id.
+        #[arg(long, value_name = "ID")]
+        job_id: String,
+    },
+    /// Ask this host's TEE for an SEV-SNP report over REPORT_DATA through Linux
+    /// configfs-tsm and write it to a file; says so (exit 2) where the host has none.
+    Collect {
+        /// REPORT_DATA, 64 bytes of hex.
+        #[arg(long, value_name = "HEX")]
+        report_data: String,
+        /// Where to write the report.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
 }
 
 /// `meshnode attest verify`.

@@ -78,6 +78,8 @@ pub enum Verification {
     None,
     /// Greedy decoding on two executors, a third on disagreement; the output two agree on.
     QuasiDeterministic,
+    /// The output with this host's TEE report bound to it (SEV-SNP through configfs-tsm).
+    TeeAttestation,
 }
 
 impl std::str::FromStr for Verification {
@@ -86,8 +88,9 @@ impl std::str::FromStr for Verification {
         match s {
             "none" => Ok(Verification::None),
             "quasi-deterministic" => Ok(Verification::QuasiDeterministic),
+            "tee-attestation" => Ok(Verification::TeeAttestation),
             other => Err(format!(
-                "verification {other:?} is not one of none, quasi-deterministic"
+                "verification {other:?} is not one of none, quasi-deterministic, tee-attestation"
             )),
         }
     }

@@ -91,6 +91,9 @@ pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
             let d = t.digest();
             (t.steps, d)
         }
+        Verification::TeeAttestation => {
+            anyhow::bail!("--verify tee-attestation is served by the node's API (meshnode run)")
+        }
         Verification::QuasiDeterministic => {
             if args.sampling.temperature != 0.0 {
                 anyhow::bail!(

@@ -453,11 +453,17 @@ fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure>
         (None, None) => default_max,
     };
     let temperature = num("temperature", 1.0)?;
-    if prompts.len() > 1 && (stream || verification == Verification::QuasiDeterministic) {
+    if prompts.len() > 1 && (stream || verification != Verification::None) {
         return Err(bad(
             "several prompts are answered without stream and without verification; send them \
              one per request",
             "prompt",
+        ));
+    }
+    if verification == Verification::TeeAttestation && stream {
+        return Err(bad(
+            "tee-attestation does not stream: the report binds the finished output",
+            "stream",
         ));
     }
     if verification == Verification::QuasiDeterministic {
@@ -646,6 +652,7 @@ async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
     let result = tokio::task::spawn_blocking(move || match params.verification {
         Verification::None => generate_local(&svc, &params),
         Verification::QuasiDeterministic => generate_quorum(&svc, &params),
+        Verification::TeeAttestation => generate_attested(&svc, &params),
     })
     .await
     .unwrap_or_else(|_| Err(internal("the generation panicked")));
@@ -728,6 +735,44 @@ fn generate_local(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Fa
             })
         })
         .collect()
+}
+
+/// The local generation with this host's SEV-SNP report over the job binding (model
+/// digest, prompt ids, output ids, and the response id as the job id).
+fn generate_attested(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {
+    use fleetmesh_inference::tee;
+    // no generation is spent on a host that cannot attest it
+    if !std::path::Path::new(tee::TSM_REPORT_DIR).is_dir() {
+        let e = tee::collect_report(&[0; 64]).expect_err("no configfs-tsm");
+        return Err(Failure {
+            status: StatusCode::NOT_IMPLEMENTED,
+            message: e.to_string(),
+            param: Some("verification"),
+            code: Some("tee_unavailable"),
+            extra: None,
+        });
+    }
+    let m = &s.models[p.model];
+    let mut gens = generate_local(s, p)?;
+    for g in &mut gens {
+        let job = format!("cmpl-{}", &hex::encode(g.transcript_digest)[..24]);
+        let data = tee::snp_report_data(&m.digest, &g.prompt, &g.ids, job.as_bytes());
+        let report = tee::collect_report(&data).map_err(|e| Failure {
+            status: StatusCode::BAD_GATEWAY,
+            message: e.to_string(),
+            param: Some("verification"),
+            code: Some("tee_failed"),
+            extra: None,
+        })?;
+        g.verdict = Some(json!({
+            "mode": "tee-attestation",
+            "evidence": "sev-snp",
+            "job_id": job,
+            "report_data": hex::encode(data),
+            "report": hex::encode(report),
+        }));
+    }
+    Ok(gens)
 }
 
 fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {

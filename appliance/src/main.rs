@@ -129,6 +129,15 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             proof::setup_cmd(&r1cs, &zkey, vk.as_deref())
         }
         Command::Attest(cli::AttestCommand::Verify(a)) => attest::verify(&a),
+        Command::Attest(cli::AttestCommand::Binding {
+            model_digest,
+            prompt_ids,
+            output_ids,
+            job_id,
+        }) => attest::binding(&model_digest, &prompt_ids, &output_ids, &job_id),
+        Command::Attest(cli::AttestCommand::Collect { report_data, out }) => {
+            attest::collect(&report_data, &out)
+        }
         Command::Infer(a) => infer::run(&infer::InferArgs {
             verify: a.verify.parse().map_err(|e: String| anyhow::anyhow!(e))?,
             model: a.model,

@@ -341,3 +341,64 @@ fn nvidia_evidence_with_a_flipped_bit_a_wrong_nonce_or_a_bad_chain_is_refused() 
         Err(Error::EvidenceMalformed(_))
     ));
 }
+
+#[test]
+fn the_job_binding_commits_to_model_prompt_output_and_job_and_no_evidence_is_invented() {
+    use fleetmesh_inference::tee::{
+        binding_message, collect_report_in, nvidia_nonce, snp_report_data,
+    };
+    use sha2::Digest as _;
+    let (d, p, o, j) = (
+        [7u8; 32],
+        vec![1u32, 2, 3],
+        vec![4u32, 5],
+        b"job-1".to_vec(),
+    );
+    let base = snp_report_data(&d, &p, &o, &j);
+    // the message is what the docs say, byte for byte
+    let mut want = b"fleetmesh/tee-binding/v1".to_vec();
+    want.extend([7u8; 32]);
+    want.extend(3u32.to_le_bytes());
+    for i in [1u32, 2, 3] {
+        want.extend(i.to_le_bytes());
+    }
+    want.extend(2u32.to_le_bytes());
+    for i in [4u32, 5] {
+        want.extend(i.to_le_bytes());
+    }
+    want.extend(5u32.to_le_bytes());
+    want.extend(b"job-1");
+    assert_eq!(binding_message(&d, &p, &o, &j), want);
+    assert_eq!(base.to_vec(), sha2::Sha512::digest(&want).to_vec());
+    assert_eq!(
+        nvidia_nonce(&d, &p, &o, &j).to_vec(),
+        sha2::Sha256::digest(&want).to_vec()
+    );
+    // every input moves it, including a token moved from the prompt to the output
+    for other in [
+        snp_report_data(&[8; 32], &p, &o, &j),
+        snp_report_data(&d, &[1, 2], &o, &j),
+        snp_report_data(&d, &[1, 2], &[3, 4, 5], &j),
+        snp_report_data(&d, &p, &[4, 6], &j),
+        snp_report_data(&d, &p, &o, b"job-2"),
+    ] {
+        assert_ne!(other, base);
+    }
+    // a report bound to another job is refused by the verifier
+    let c = &cases()[0];
+    let bound = SnpPolicy {
+        report_data: Some(base),
+        ..SnpPolicy::default()
+    };
+    is_invalid(
+        &verify(&c.report, &c.vcek, &c.chain, now(), &bound),
+        "REPORT_DATA",
+    );
+    // a host without configfs-tsm says so
+    let dir = tempfile::tempdir().unwrap();
+    let err = collect_report_in(&dir.path().join("tsm/report"), &base).unwrap_err();
+    assert!(
+        err.to_string().contains("cannot produce TEE evidence"),
+        "{err}"
+    );
+}

@@ -356,4 +356,43 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
     // --snp and --nvidia together is a usage error
     let o = run(&[&base[..], &["--snp", &report]].concat());
     assert_eq!(o.status.code(), Some(2));
+
+    // the job binding, and a host without a TEE says so instead of inventing evidence
+    let digest = "11".repeat(32);
+    let o = run(&[
+        "attest",
+        "binding",
+        "--model-digest",
+        &digest,
+        "--prompt-ids",
+        "1,2,3",
+        "--output-ids",
+        "4,5",
+        "--job-id",
+        "job-1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(b["report_data"].as_str().unwrap().len(), 128);
+    assert_eq!(b["nonce"].as_str().unwrap().len(), 64);
+    let o = verify(&["--report-data", b["report_data"].as_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "a report made for another job");
+    if !std::path::Path::new("/sys/kernel/config/tsm/report").exists() {
+        let out = tempfile::tempdir().unwrap();
+        let o = run(&[
+            "attest",
+            "collect",
+            "--report-data",
+            b["report_data"].as_str().unwrap(),
+            "--out",
+            out.path().join("r.bin").to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains("cannot produce TEE evidence"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!out.path().join("r.bin").exists());
+    }
 }

@@ -366,6 +366,14 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
             "model": "tiny", "prompt": "hi", "max_tokens": 2, "verification": "quasi-deterministic"})).await;
         assert_eq!(status, 400, "{r}");
         assert_eq!(r["error"]["code"], "not_enough_executors");
+        // tee-attestation on a host without a TEE: refused with the reason, nothing faked
+        if !std::path::Path::new("/sys/kernel/config/tsm/report").exists() {
+            let (status, r) = post_json(&http, &honest_node.url("/v1/completions"), serde_json::json!({
+                "model": "tiny", "prompt": "hi", "max_tokens": 2, "verification": "tee-attestation"})).await;
+            assert_eq!(status, 501, "{r}");
+            assert_eq!(r["error"]["code"], "tee_unavailable");
+            assert!(r["error"]["message"].as_str().unwrap().contains("configfs-tsm"), "{r}");
+        }
     });
     // the CLI runs the same quorum against the two nodes
     let o = quorum_cli(&honest, 8, &[&cheat_node.url(""), &honest_node.url("")]);

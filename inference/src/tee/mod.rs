@@ -5,7 +5,8 @@
 //! chain and compares the measurements with a RIM; [`x509`] and [`der`] are the certificate reading it needs
 //! (signatures by `ring`). Evidence that does not parse is
 //! [`crate::Error::EvidenceMalformed`]; evidence that parses and fails a check is
-//! [`crate::Error::EvidenceInvalid`], with the first failed check.
+//! [`crate::Error::EvidenceInvalid`], with the first failed check. [`snp_report_data`] and
+//! [`nvidia_nonce`] bind evidence to a job; [`collect_report`] asks the host for a report.
 
 pub mod der;
 pub mod nvidia;
@@ -18,4 +19,90 @@ pub(crate) fn malformed(reason: impl Into<String>) -> crate::Error {
 
 pub(crate) fn invalid(reason: impl Into<String>) -> crate::Error {
     crate::Error::EvidenceInvalid(reason.into())
+}
+
+/// The domain separator of [`binding_message`].
+pub const BINDING_DOMAIN: &[u8] = b"fleetmesh/tee-binding/v1";
+
+/// What a job's attestation commits to: the domain separator, the model digest, then the
+/// prompt ids, the output ids and the job id, each as a little-endian u32 count followed by
+/// its items (ids as little-endian u32, the job id as bytes).
+pub fn binding_message(
+    model_digest: &[u8; 32],
+    prompt: &[u32],
+    output: &[u32],
+    job_id: &[u8],
+) -> Vec<u8> {
+    let mut m = Vec::with_capacity(BINDING_DOMAIN.len() + 44 + 4 * (prompt.len() + output.len()));
+    m.extend_from_slice(BINDING_DOMAIN);
+    m.extend_from_slice(model_digest);
+    for ids in [prompt, output] {
+        m.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+        for id in ids {
+            m.extend_from_slice(&id.to_le_bytes());
+        }
+    }
+    m.extend_from_slice(&(job_id.len() as u32).to_le_bytes());
+    m.extend_from_slice(job_id);
+    m
+}
+
+/// The SEV-SNP REPORT_DATA binding a job: SHA-512 of [`binding_message`].
+pub fn snp_report_data(
+    model_digest: &[u8; 32],
+    prompt: &[u32],
+    output: &[u32],
+    job_id: &[u8],
+) -> [u8; 64] {
+    use sha2::Digest;
+    sha2::Sha512::digest(binding_message(model_digest, prompt, output, job_id)).into()
+}
+
+/// The SPDM nonce binding a job on an NVIDIA GPU: SHA-256 of [`binding_message`].
+pub fn nvidia_nonce(
+    model_digest: &[u8; 32],
+    prompt: &[u32],
+    output: &[u32],
+    job_id: &[u8],
+) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(binding_message(model_digest, prompt, output, job_id)).into()
+}
+
+/// Where Linux exposes confidential-computing reports (configfs-tsm).
+pub const TSM_REPORT_DIR: &str = "/sys/kernel/config/tsm/report";
+
+/// Asks this host's TEE for an attestation report over `report_data` through Linux
+/// configfs-tsm (`TSM_REPORT_DIR`): a fresh entry, `inblob` written, `outblob` read (an
+/// SEV-SNP report on AMD hosts), the entry removed.
+///
+/// # Errors
+/// [`crate::Error::Request`] saying this host has no configfs-tsm (no TEE, or a kernel
+/// without it) — evidence is never made up — or what the kernel refused.
+pub fn collect_report(report_data: &[u8; 64]) -> crate::Result<Vec<u8>> {
+    collect_report_in(std::path::Path::new(TSM_REPORT_DIR), report_data)
+}
+
+/// [`collect_report`] under another configfs-tsm directory.
+///
+/// # Errors
+/// As [`collect_report`].
+pub fn collect_report_in(dir: &std::path::Path, report_data: &[u8; 64]) -> crate::Result<Vec<u8>> {
+    if !dir.is_dir() {
+        return Err(crate::Error::Request(format!(
+            "this host cannot produce TEE evidence: {} does not exist (no SEV-SNP guest with \
+             configfs-tsm)",
+            dir.display()
+        )));
+    }
+    let entry = dir.join(format!("fleetmesh-{}", std::process::id()));
+    let fail = |what: &str, e: std::io::Error| {
+        crate::Error::Request(format!("configfs-tsm {what} ({}): {e}", entry.display()))
+    };
+    std::fs::create_dir(&entry).map_err(|e| fail("create", e))?;
+    let result = std::fs::write(entry.join("inblob"), report_data)
+        .map_err(|e| fail("inblob", e))
+        .and_then(|()| std::fs::read(entry.join("outblob")).map_err(|e| fail("outblob", e)));
+    let _ = std::fs::remove_dir(&entry);
+    result
 }
