@@ -6,7 +6,7 @@ use std::path::Path;
 
 use fleetmesh_inference::Error;
 use fleetmesh_inference::tee;
-use fleetmesh_inference::tee::nvidia::{self, Evidence, Rim};
+use fleetmesh_inference::tee::nvidia::{self, Evidence};
 use fleetmesh_inference::tee::snp::{Report, SnpPolicy, Tcb, Verified, verify as verify_snp};
 use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339};
 use serde_json::{Value, json};
@@ -117,7 +117,7 @@ fn check_nvidia(a: &AttestVerifyArgs, path: &Path) -> Result<Value, Error> {
     for p in &a.rim {
         let text = String::from_utf8(read(p)?)
             .map_err(|_| Error::EvidenceMalformed(format!("{}: not text", p.display())))?;
-        let rim = Rim::parse(&text)?;
+        let rim = nvidia::verify_rim(&text, now)?;
         let m = nvidia::mismatches(&e, &rim);
         if !m.is_empty() {
             differ.push(format!(

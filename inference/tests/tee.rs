@@ -402,3 +402,48 @@ fn the_job_binding_commits_to_model_prompt_output_and_job_and_no_evidence_is_inv
         "{err}"
     );
 }
+
+#[test]
+fn the_bundled_rims_are_signed_by_nvidia_and_a_changed_rim_is_not() {
+    // the RIM signing chain expired in 2025-2026: check it when it was valid
+    let then = parse_rfc3339("2024-01-01T00:00:00Z").unwrap();
+    for f in [
+        "Driver_RIM_test_no_gpu.swidtag",
+        "1010_0200_882_96005E0001_test_no_gpu.swidtag",
+    ] {
+        let xml = String::from_utf8(nv(f)).unwrap();
+        let rim = nvidia::verify_rim(&xml, then).unwrap();
+        assert!(!rim.entries.is_empty());
+        // and it is refused today, its signer having expired
+        is_invalid(&nvidia::verify_rim(&xml, now()), "expired");
+        // a changed golden value, attribute or text no longer matches the digest
+        for (from, to) in [
+            ("active=\"True\"", "active=\"False\""),
+            ("Measurement_7\"", "Measurement_8\""),
+        ] {
+            if let Some(i) = xml.find(from) {
+                let changed = format!("{}{}{}", &xml[..i], to, &xml[i + from.len()..]);
+                is_invalid(&nvidia::verify_rim(&changed, then), "digest");
+            }
+        }
+        let hash = xml.find("ns2:Hash0=\"").unwrap() + 11;
+        let mut changed = xml.clone().into_bytes();
+        changed[hash] = if changed[hash] == b'0' { b'1' } else { b'0' };
+        is_invalid(
+            &nvidia::verify_rim(&String::from_utf8(changed).unwrap(), then),
+            "digest",
+        );
+        // a changed signature value
+        let sv = xml.find("<ds:SignatureValue>").unwrap() + 19;
+        let mut changed = xml.clone().into_bytes();
+        changed[sv] = if changed[sv] == b'A' { b'B' } else { b'A' };
+        is_invalid(
+            &nvidia::verify_rim(&String::from_utf8(changed).unwrap(), then),
+            "signature",
+        );
+    }
+    assert!(matches!(
+        nvidia::verify_rim("<a><!-- x --></a>", 0),
+        Err(Error::EvidenceMalformed(_))
+    ));
+}

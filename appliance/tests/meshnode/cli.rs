@@ -344,13 +344,17 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
     assert_eq!(v["evidence"], "nvidia-spdm");
     assert_eq!(v["driver_version"], "550.90.07");
     let rim = n("1010_0200_882_96005E0001_test_no_gpu.swidtag");
-    let o = run(&[&base[..], &["--rim", &rim]].concat());
+    // (the RIM's signing chain was valid in 2024; it has expired since)
+    let o = run(&[&base[..], &["--rim", &rim, "--now", "2024-01-01T00:00:00Z"]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(
         v["reason"].as_str().unwrap().contains("[1, 2, 3, 9, 11]"),
         "{v}"
     );
+    let o = run(&[&base[..], &["--rim", &rim]].concat());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("expired"), "{}", stdout(&o));
     let o = run(&[&base[..], &["--nonce", &"00".repeat(32)]].concat());
     assert_eq!(o.status.code(), Some(1));
     // --snp and --nvidia together is a usage error

@@ -12,6 +12,7 @@ pub mod der;
 pub mod nvidia;
 pub mod snp;
 pub mod x509;
+pub mod xmldsig;
 
 pub(crate) fn malformed(reason: impl Into<String>) -> crate::Error {
     crate::Error::EvidenceMalformed(reason.into())

@@ -16,6 +16,7 @@ use super::{invalid, malformed};
 use crate::Result;
 
 const DEVICE_ROOT: &str = include_str!("nvidia/device_root.pem");
+const RIM_ROOT: &str = include_str!("nvidia/rim_root.pem");
 const REQUEST_LEN: usize = 37;
 const SIGNATURE_LEN: usize = 96;
 
@@ -292,6 +293,50 @@ impl Rim {
         }
         Ok(Rim { name, entries })
     }
+}
+
+/// Authenticates a RIM and reads it: its enveloped XML signature (c14n 1.1, SHA-384
+/// digest, ECDSA P-384) by the first `KeyInfo` certificate, whose chain in `KeyInfo` ends at
+/// the NVIDIA RIM root shipped with this crate, every certificate valid at `now`.
+///
+/// # Errors
+/// [`crate::Error::EvidenceInvalid`] with the first failed check;
+/// [`crate::Error::EvidenceMalformed`] for XML or a signature this reader does not take.
+pub fn verify_rim(xml: &str, now: i64) -> Result<Rim> {
+    let root = super::xmldsig::parse(xml)?;
+    let signed = super::xmldsig::enveloped(&root)?;
+    let certs = signed
+        .certificates
+        .iter()
+        .map(|d| Certificate::from_der(d))
+        .collect::<Result<Vec<_>>>()?;
+    let rim_root = Certificate::from_pem_bundle(RIM_ROOT)?.remove(0);
+    let (Some(signer), Some(last)) = (certs.first(), certs.last()) else {
+        return Err(malformed("RIM: no signing certificate in KeyInfo"));
+    };
+    if last.der() != rim_root.der() {
+        return Err(invalid(format!(
+            "the RIM's chain ends at {:?}, not the NVIDIA RIM root",
+            last.common_name
+        )));
+    }
+    last.check_issued_by(last)?;
+    for pair in certs.windows(2) {
+        pair[0].check_issued_by(&pair[1])?;
+    }
+    for c in &certs {
+        c.check_time(now)?;
+    }
+    use ring::signature::{ECDSA_P384_SHA384_FIXED, UnparsedPublicKey};
+    UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, &signer.public_key)
+        .verify(&signed.signed_info, &signed.signature)
+        .map_err(|_| {
+            invalid(format!(
+                "the RIM's signature does not verify with {:?}",
+                signer.common_name
+            ))
+        })?;
+    Rim::parse(xml)
 }
 
 /// The RIM indices whose measurement in `e` (block index + 1) is missing or matches none
