@@ -155,15 +155,24 @@ impl Evidence {
 /// # Errors
 /// [`crate::Error::EvidenceInvalid`] with the first failed check.
 pub fn check_chain(chain: &[Certificate], now: i64) -> Result<()> {
-    let root = Certificate::from_pem_bundle(DEVICE_ROOT)?.remove(0);
-    let Some(last) = chain.last().filter(|_| chain.len() >= 2) else {
+    if chain.len() < 2 {
         return Err(malformed(
             "the GPU's chain needs at least the device certificate and the root",
         ));
-    };
+    }
+    check_chain_to(chain, DEVICE_ROOT, "the NVIDIA Device Identity CA", now)
+}
+
+/// `chain` (leaf first) ends at the certificate in `root_pem`, each issued by the next,
+/// all valid at `now`.
+fn check_chain_to(chain: &[Certificate], root_pem: &str, root_name: &str, now: i64) -> Result<()> {
+    let root = Certificate::from_pem_bundle(root_pem)?.remove(0);
+    let last = chain
+        .last()
+        .ok_or_else(|| malformed("an empty certificate chain"))?;
     if last.der() != root.der() {
         return Err(invalid(format!(
-            "the chain ends at {:?}, not the NVIDIA Device Identity CA",
+            "the chain ends at {:?}, not {root_name}",
             last.common_name
         )));
     }
@@ -310,23 +319,10 @@ pub fn verify_rim(xml: &str, now: i64) -> Result<Rim> {
         .iter()
         .map(|d| Certificate::from_der(d))
         .collect::<Result<Vec<_>>>()?;
-    let rim_root = Certificate::from_pem_bundle(RIM_ROOT)?.remove(0);
-    let (Some(signer), Some(last)) = (certs.first(), certs.last()) else {
-        return Err(malformed("RIM: no signing certificate in KeyInfo"));
-    };
-    if last.der() != rim_root.der() {
-        return Err(invalid(format!(
-            "the RIM's chain ends at {:?}, not the NVIDIA RIM root",
-            last.common_name
-        )));
-    }
-    last.check_issued_by(last)?;
-    for pair in certs.windows(2) {
-        pair[0].check_issued_by(&pair[1])?;
-    }
-    for c in &certs {
-        c.check_time(now)?;
-    }
+    let signer = certs
+        .first()
+        .ok_or_else(|| malformed("RIM: no signing certificate in KeyInfo"))?;
+    check_chain_to(&certs, RIM_ROOT, "the NVIDIA RIM root", now)?;
     use ring::signature::{ECDSA_P384_SHA384_FIXED, UnparsedPublicKey};
     UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, &signer.public_key)
         .verify(&signed.signed_info, &signed.signature)
