@@ -126,6 +126,22 @@ fn check_nvidia(a: &AttestVerifyArgs, path: &Path) -> Result<Value, Error> {
                 rim.name.trim()
             ));
         }
+        // a RIM describes one driver or VBIOS version: an older one's golden values do not
+        // vouch for this GPU
+        let (driver, vbios) = (e.driver_version(), e.vbios_version());
+        let same = |v: &Option<String>| {
+            v.as_deref()
+                .is_some_and(|v| v.eq_ignore_ascii_case(&rim.version))
+        };
+        if !same(&driver) && !same(&vbios) {
+            differ.push(format!(
+                "{}: RIM version {} is neither the GPU's driver ({}) nor its VBIOS ({})",
+                p.display(),
+                rim.version,
+                driver.as_deref().unwrap_or("?"),
+                vbios.as_deref().unwrap_or("?")
+            ));
+        }
         rims.push(
             json!({"rim": p.display().to_string(), "name": rim.name.trim(),
                          "entries": rim.entries.len(), "mismatching_indices": m}),
@@ -143,6 +159,8 @@ fn check_nvidia(a: &AttestVerifyArgs, path: &Path) -> Result<Value, Error> {
         "device": chain[0].common_name,
         "nonce": hex::encode(e.nonce),
         "driver_version": e.driver_version(),
+        "vbios_version": e.vbios_version(),
+        "measurements": if rims.is_empty() { "unchecked" } else { "match" },
         "blocks": e.blocks.len(),
         "rims": rims,
     }))

@@ -480,6 +480,12 @@ fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure>
                 "stream",
             ));
         }
+        if max_tokens == 0 {
+            return Err(bad(
+                "quasi-deterministic verification needs max_tokens of at least 1",
+                "max_tokens",
+            ));
+        }
     }
     Ok(Params {
         api,
@@ -743,10 +749,13 @@ fn generate_attested(s: &InferenceService, p: &Params) -> Result<Vec<Generated>,
     use fleetmesh_inference::tee;
     // no generation is spent on a host that cannot attest it
     if !std::path::Path::new(tee::TSM_REPORT_DIR).is_dir() {
-        let e = tee::collect_report(&[0; 64]).expect_err("no configfs-tsm");
         return Err(Failure {
             status: StatusCode::NOT_IMPLEMENTED,
-            message: e.to_string(),
+            message: format!(
+                "this host cannot produce TEE evidence: {} does not exist (no SEV-SNP guest \
+                 with configfs-tsm)",
+                tee::TSM_REPORT_DIR
+            ),
             param: Some("verification"),
             code: Some("tee_unavailable"),
             extra: None,
@@ -755,7 +764,13 @@ fn generate_attested(s: &InferenceService, p: &Params) -> Result<Vec<Generated>,
     let m = &s.models[p.model];
     let mut gens = generate_local(s, p)?;
     for g in &mut gens {
-        let job = format!("cmpl-{}", &hex::encode(g.transcript_digest)[..24]);
+        // the job id is the response's id
+        let prefix = if p.api == Api::Chat {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        };
+        let job = format!("{prefix}-{}", &hex::encode(g.transcript_digest)[..24]);
         let data = tee::snp_report_data(&m.digest, &g.prompt, &g.ids, job.as_bytes());
         let report = tee::collect_report(&data).map_err(|e| Failure {
             status: StatusCode::BAD_GATEWAY,
@@ -802,10 +817,13 @@ fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, F
         });
     };
     let (ids, text, finish) = cut(m, p, &out.ids());
+    // the digest of what is returned: the accepted output cut where the request ends it
+    let mut kept = out.clone();
+    kept.steps.truncate(ids.len());
     Ok(vec![Generated {
-        transcript_digest: out.transcript_digest(&req.prompt),
+        transcript_digest: kept.transcript_digest(&req.prompt),
         prompt: req.prompt,
-        steps: out.steps[..ids.len()].to_vec(),
+        steps: kept.steps,
         ids,
         text,
         finish,

@@ -180,12 +180,16 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
         if active.is_empty() {
             continue;
         }
+        // a panic in candle fails this step's sequences, not the worker
         let result = {
             let mut batch: Vec<(&[u32], &mut KvCache)> = active
                 .iter_mut()
                 .map(|a| (a.next.as_slice(), &mut a.cache))
                 .collect();
-            model.forward_batch(&mut batch)
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                model.forward_batch(&mut batch)
+            }))
+            .unwrap_or_else(|_| Err(Error::Request("the forward pass panicked".into())))
         };
         let logits = match result {
             Ok(l) => l,
@@ -201,8 +205,21 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
         for (mut a, l) in active.drain(..).zip(logits) {
             let id = a.admitted.decoding.push(&l);
             let d = &a.admitted.decoding;
+            // a callback that panics ends its own job with an error
             let stop = match a.admitted.job.on_step.as_mut() {
-                Some(f) => f(d.ids()),
+                Some(f) => {
+                    let ids = d.ids();
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ids))) {
+                        Ok(stop) => stop,
+                        Err(_) => {
+                            let _ = a
+                                .admitted
+                                .reply
+                                .send(Err(Error::Request("the step callback panicked".into())));
+                            continue;
+                        }
+                    }
+                }
                 None => false,
             };
             if stop || d.steps().len() >= a.admitted.job.max_tokens || !model.has_room(&a.cache) {

@@ -82,6 +82,9 @@ pub enum DivergenceKind {
     NearTie,
     /// Same ids, logprobs further apart than the tolerance: a fault.
     Logprob,
+    /// One output is a prefix of the other (one executor stopped earlier: another context
+    /// limit, end-of-sequence handling): no output agrees, and nobody is accused.
+    Length,
 }
 
 impl DivergenceKind {
@@ -91,6 +94,7 @@ impl DivergenceKind {
             DivergenceKind::Token => "token",
             DivergenceKind::NearTie => "near-tie",
             DivergenceKind::Logprob => "logprob",
+            DivergenceKind::Length => "length",
         }
     }
 }
@@ -113,21 +117,18 @@ pub fn compare(a: &Execution, b: &Execution, cfg: &QuorumConfig) -> Comparison {
     };
     let n = a.steps.len().max(b.steps.len());
     if let Some(step) = (0..n).find(|i| at(a, *i).map(|s| s.id) != at(b, *i).map(|s| s.id)) {
-        let near = !a.build.same_as(&b.build)
-            && match (at(a, step), at(b, step)) {
-                (Some(x), Some(y)) => {
-                    x.margin < cfg.near_tie_epsilon && y.margin < cfg.near_tie_epsilon
-                }
-                _ => false,
-            };
-        return div(
-            step,
-            if near {
+        let kind = match (at(a, step), at(b, step)) {
+            (Some(x), Some(y))
+                if !a.build.same_as(&b.build)
+                    && x.margin < cfg.near_tie_epsilon
+                    && y.margin < cfg.near_tie_epsilon =>
+            {
                 DivergenceKind::NearTie
-            } else {
-                DivergenceKind::Token
-            },
-        );
+            }
+            (Some(_), Some(_)) => DivergenceKind::Token,
+            _ => DivergenceKind::Length,
+        };
+        return div(step, kind);
     }
     if let Some(tol) = cfg.logprob_tolerance
         && a.build.dtype == b.build.dtype
@@ -169,6 +170,8 @@ pub enum Status {
     Diverged,
     /// It differs from the accepted output only at a near-tie: not flagged.
     NearTie,
+    /// Its output is a prefix of the accepted one or extends it: not flagged.
+    Length,
     /// Same ids as the accepted output, logprobs beyond the tolerance: flagged.
     LogprobMismatch,
     /// It returned no output (unreachable, timed out, refused).
@@ -186,6 +189,7 @@ impl Status {
             Status::Agreed => "agreed",
             Status::Diverged => "diverged",
             Status::NearTie => "near-tie",
+            Status::Length => "length",
             Status::LogprobMismatch => "logprob-mismatch",
             Status::Failed => "failed",
             Status::NotRun => "not-run",
@@ -349,6 +353,7 @@ pub fn run_quorum(
                             DivergenceKind::Token => Status::Diverged,
                             DivergenceKind::NearTie => Status::NearTie,
                             DivergenceKind::Logprob => Status::LogprobMismatch,
+                            DivergenceKind::Length => Status::Length,
                         }
                     }
                 }

@@ -543,6 +543,17 @@ fn a_batch_of_eight_gives_each_sequence_what_it_gets_alone() {
         })
         .unwrap_err();
     assert!(matches!(err, Error::Request(_)), "{err}");
+    // a step callback that panics fails its own job; the worker keeps serving
+    let err = batcher
+        .run(Job {
+            prompt: prompts[0].clone(),
+            max_tokens: 5,
+            sampling: Sampling::default(),
+            top_logprobs: 0,
+            on_step: Some(Box::new(|_| panic!("a broken stop test"))),
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("panicked"), "{err}");
     // a sequence that fills the context ends there rather than failing
     let long: Vec<u32> = (0..510).map(|i| (i % 200) as u32 + 32).collect();
     let t = batcher
@@ -800,12 +811,12 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
     );
     drift.build.dtype = "bf16".into();
     assert_eq!(kind(&a, &drift), None);
-    // one output stopping early is a token divergence with no margin on its side
+    // one output stopping early is a length divergence (not a fault), no margin on its side
     let mut short = exec("f", "f32", step(7, 0.02));
     short.steps.pop();
     assert_eq!(
         kind(&a, &short),
-        Some((DivergenceKind::Token, 2, (Some(2.0), None)))
+        Some((DivergenceKind::Length, 2, (Some(2.0), None)))
     );
 
     // real executors: an honest provider whose weights are rounded to f16 is another build;

@@ -257,6 +257,7 @@ fn nvidia_evidence_verifies_with_its_chain_and_nonce_and_the_rims_name_their_mis
     nvidia::verify(&e, &chain, now(), Some(&nonce)).unwrap();
     assert_eq!(e.blocks.len(), 64);
     assert_eq!(e.driver_version().as_deref(), Some("550.90.07"));
+    assert_eq!(e.vbios_version().as_deref(), Some("96.00.9F.00.01"));
     // every evidence of the SDK's sample file verifies with its own chain and nonce
     let samples: serde_json::Value = serde_json::from_slice(&nv("gpu_evidence.json")).unwrap();
     use base64::Engine as _;
@@ -414,6 +415,11 @@ fn the_bundled_rims_are_signed_by_nvidia_and_a_changed_rim_is_not() {
         let xml = String::from_utf8(nv(f)).unwrap();
         let rim = nvidia::verify_rim(&xml, then).unwrap();
         assert!(!rim.entries.is_empty());
+        // the same document in another serialization (single quotes) has the same digest
+        // and the same entries: the values come from the verified tree, not a second reading
+        let requoted = xml.replace("active=\"True\"", "active='True'");
+        assert_ne!(requoted, xml);
+        assert_eq!(nvidia::verify_rim(&requoted, then).unwrap(), rim);
         // and it is refused today, its signer having expired
         is_invalid(&nvidia::verify_rim(&xml, now()), "expired");
         // a changed golden value, attribute or text no longer matches the digest

@@ -343,6 +343,7 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["evidence"], "nvidia-spdm");
     assert_eq!(v["driver_version"], "550.90.07");
+    assert_eq!(v["measurements"], "unchecked");
     let rim = n("1010_0200_882_96005E0001_test_no_gpu.swidtag");
     // (the RIM's signing chain was valid in 2024; it has expired since)
     let o = run(&[&base[..], &["--rim", &rim, "--now", "2024-01-01T00:00:00Z"]].concat());
@@ -350,6 +351,14 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(
         v["reason"].as_str().unwrap().contains("[1, 2, 3, 9, 11]"),
+        "{v}"
+    );
+    // the RIM is for another VBIOS than this GPU's
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("96.00.5E.00.01 is neither"),
         "{v}"
     );
     let o = run(&[&base[..], &["--rim", &rim]].concat());

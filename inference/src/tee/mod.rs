@@ -96,7 +96,13 @@ pub fn collect_report_in(dir: &std::path::Path, report_data: &[u8; 64]) -> crate
             dir.display()
         )));
     }
-    let entry = dir.join(format!("fleetmesh-{}", std::process::id()));
+    // one report at a time, each in its own entry
+    static TURN: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
+    let mut n = TURN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *n += 1;
+    let entry = dir.join(format!("fleetmesh-{}-{}", std::process::id(), *n));
     let fail = |what: &str, e: std::io::Error| {
         crate::Error::Request(format!("configfs-tsm {what} ({}): {e}", entry.display()))
     };

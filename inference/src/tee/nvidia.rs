@@ -133,6 +133,18 @@ impl Evidence {
         self.opaque_text(3)
     }
 
+    /// The VBIOS version the GPU reports (opaque field 6), as NVIDIA writes it
+    /// (`96.00.9F.00.01`).
+    pub fn vbios_version(&self) -> Option<String> {
+        let (_, b) = self.opaque.iter().find(|(k, _)| *k == 6)?;
+        (b.len() >= 5).then(|| {
+            format!(
+                "{:02X}.{:02X}.{:02X}.{:02X}.{:02X}",
+                b[3], b[2], b[1], b[0], b[4]
+            )
+        })
+    }
+
     fn opaque_text(&self, t: u16) -> Option<String> {
         self.opaque
             .iter()
@@ -229,78 +241,90 @@ pub fn verify(
 pub struct Rim {
     /// The SWID tag's `name` and `version` attributes.
     pub name: String,
+    /// The driver or VBIOS version the RIM describes (`Meta`'s `colloquialVersion`).
+    pub version: String,
     /// Active entries: (index, accepted values).
     pub entries: Vec<(u32, Vec<Vec<u8>>)>,
 }
 
-/// The attributes of the element starting at `tag` (up to its `>`).
-fn attributes(tag: &str) -> Vec<(&str, &str)> {
-    let mut out = Vec::new();
-    let mut rest = tag;
-    while let Some(eq) = rest.find("=\"") {
-        let name = rest[..eq]
-            .rsplit(|c: char| c.is_whitespace())
-            .next()
-            .unwrap_or("");
-        let after = &rest[eq + 2..];
-        let Some(end) = after.find('"') else { break };
-        out.push((name, &after[..end]));
-        rest = &after[end + 1..];
-    }
-    out
-}
-
 impl Rim {
-    /// Reads the `Resource type="Measurement"` entries of a RIM (TCG SWID tag XML). Its
-    /// XML signature is not checked here.
+    /// Reads the active `Resource type="Measurement"` entries of a RIM (TCG SWID tag XML)
+    /// without authenticating it; [`verify_rim`] checks its signature first.
     ///
     /// # Errors
     /// [`crate::Error::EvidenceMalformed`] when it has no measurement entries or one is
     /// unreadable.
     pub fn parse(xml: &str) -> Result<Rim> {
+        Rim::from_element(&super::xmldsig::parse(xml)?)
+    }
+
+    /// The entries of a parsed RIM document; the `Signature` subtree (not covered by the
+    /// signature's digest) is never read.
+    fn from_element(root: &super::xmldsig::Element) -> Result<Rim> {
+        use super::xmldsig::{Element, Node};
         let local = |n: &str| n.rsplit(':').next().unwrap_or(n).to_owned();
-        let mut name = String::new();
-        let mut entries = Vec::new();
-        let mut rest = xml;
-        while let Some(lt) = rest.find('<') {
-            let after = &rest[lt + 1..];
-            let end = after
-                .find('>')
-                .ok_or_else(|| malformed("RIM: unclosed tag"))?;
-            let tag = &after[..end];
-            let elem = local(tag.split_whitespace().next().unwrap_or(""));
-            let attrs = attributes(tag);
-            let get = |k: &str| attrs.iter().find(|(n, _)| local(n) == k).map(|(_, v)| *v);
-            if elem == "SoftwareIdentity" {
-                name = format!(
-                    "{} {}",
-                    get("name").unwrap_or(""),
-                    get("version").unwrap_or("")
-                );
+        fn walk<'a>(e: &'a Element, out: &mut Vec<&'a Element>) {
+            if e.local_name() == "Signature" {
+                return;
             }
-            if elem == "Resource"
-                && get("type") == Some("Measurement")
-                && get("active").is_some_and(|a| a.eq_ignore_ascii_case("true"))
+            out.push(e);
+            for c in &e.children {
+                if let Node::Element(x) = c {
+                    walk(x, out);
+                }
+            }
+        }
+        let mut all = Vec::new();
+        walk(root, &mut all);
+        let get = |e: &Element, k: &str| {
+            e.attrs
+                .iter()
+                .find(|(n, _)| local(n) == k && !n.starts_with("xmlns"))
+                .map(|(_, v)| v.clone())
+        };
+        let name = if root.local_name() == "SoftwareIdentity" {
+            format!(
+                "{} {}",
+                get(root, "name").unwrap_or_default(),
+                get(root, "version").unwrap_or_default()
+            )
+        } else {
+            String::new()
+        };
+        let mut entries = Vec::new();
+        for e in &all {
+            if e.local_name() == "Resource"
+                && get(e, "type").as_deref() == Some("Measurement")
+                && get(e, "active").is_some_and(|a| a.trim().eq_ignore_ascii_case("true"))
             {
-                let index: u32 = get("index")
-                    .and_then(|i| i.parse().ok())
+                let index: u32 = get(e, "index")
+                    .and_then(|i| i.trim().parse().ok())
                     .ok_or_else(|| malformed("RIM: a measurement without an index"))?;
-                let hashes = attrs
+                let hashes = e
+                    .attrs
                     .iter()
                     .filter(|(n, _)| local(n).starts_with("Hash"))
-                    .map(|(_, v)| hex::decode(v))
+                    .map(|(_, v)| hex::decode(v.trim()))
                     .collect::<std::result::Result<Vec<_>, _>>()
                     .map_err(|_| {
                         malformed(format!("RIM: measurement {index}: a hash is not hex"))
                     })?;
                 entries.push((index, hashes));
             }
-            rest = &after[end + 1..];
         }
         if entries.is_empty() {
             return Err(malformed("RIM: no active measurement entries"));
         }
-        Ok(Rim { name, entries })
+        let version = all
+            .iter()
+            .find(|e| e.local_name() == "Meta")
+            .and_then(|m| get(m, "colloquialVersion"))
+            .unwrap_or_default();
+        Ok(Rim {
+            version,
+            name,
+            entries,
+        })
     }
 }
 
@@ -322,6 +346,7 @@ pub fn verify_rim(xml: &str, now: i64) -> Result<Rim> {
     let signer = certs
         .first()
         .ok_or_else(|| malformed("RIM: no signing certificate in KeyInfo"))?;
+    // the golden values are read from the tree the digest covered, never from the text again
     check_chain_to(&certs, RIM_ROOT, "the NVIDIA RIM root", now)?;
     use ring::signature::{ECDSA_P384_SHA384_FIXED, UnparsedPublicKey};
     UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, &signer.public_key)
@@ -332,7 +357,7 @@ pub fn verify_rim(xml: &str, now: i64) -> Result<Rim> {
                 signer.common_name
             ))
         })?;
-    Rim::parse(xml)
+    Rim::from_element(&root)
 }
 
 /// The RIM indices whose measurement in `e` (block index + 1) is missing or matches none

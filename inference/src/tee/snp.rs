@@ -301,12 +301,13 @@ pub fn verify(
         microcode: ext_int(vcek, EXT_UCODE)?.unwrap_or(0),
         fmc: ext_int(vcek, EXT_FMC)?.unwrap_or(0),
     };
+    // VCEKs and VLEKs are both issued for one TCB: a report claiming another is refused
+    if cert_tcb != tcb {
+        return Err(invalid(format!(
+            "the {key} is for TCB {cert_tcb:?}, the report says {tcb:?}"
+        )));
+    }
     if key == "VCEK" {
-        if cert_tcb != tcb {
-            return Err(invalid(format!(
-                "the VCEK is for TCB {cert_tcb:?}, the report says {tcb:?}"
-            )));
-        }
         let hwid = vcek
             .extension(EXT_HWID)
             .ok_or_else(|| invalid("the VCEK has no hardware ID extension"))?;

@@ -75,14 +75,20 @@ pub fn parse(xml: &str) -> Result<Element> {
             .ok_or_else(|| malformed("XML: bad declaration"))?;
         rest = rest[end + 2..].trim_start();
     }
-    let (root, after) = element(rest)?;
+    let (root, after) = element(rest, 0)?;
     if !after.trim().is_empty() {
         return Err(malformed("XML: content after the root element"));
     }
     Ok(root)
 }
 
-fn element(input: &str) -> Result<(Element, &str)> {
+/// Deepest element nesting read (RIMs nest five deep).
+const MAX_DEPTH: usize = 64;
+
+fn element(input: &str, depth: usize) -> Result<(Element, &str)> {
+    if depth > MAX_DEPTH {
+        return Err(malformed(format!("XML: nested deeper than {MAX_DEPTH}")));
+    }
     let s = input
         .strip_prefix('<')
         .ok_or_else(|| malformed("XML: expected an element"))?;
@@ -154,7 +160,7 @@ fn element(input: &str) -> Result<(Element, &str)> {
                 &r[end + 1..],
             ));
         }
-        let (child, r) = element(rest)?;
+        let (child, r) = element(rest, depth + 1)?;
         children.push(Node::Element(child));
         rest = r;
     }
