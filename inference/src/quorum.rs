@@ -33,7 +33,8 @@ pub struct QuorumConfig {
     /// honest executor overturns. Larger forgives more drift and more cheating.
     pub near_tie_epsilon: f64,
     /// Most difference (nats) allowed between two same-dtype executors' logprobs of the
-    /// same token; `None` compares ids only. Default 1e-3: same-dtype engines on different
+    /// same token (a dtype nobody stated, `unknown`, is never held to it); `None` compares
+    /// ids only. Default 1e-3: same-dtype engines on different
     /// hardware stay well inside it, other weights do not.
     pub logprob_tolerance: Option<f64>,
 }
@@ -132,6 +133,7 @@ pub fn compare(a: &Execution, b: &Execution, cfg: &QuorumConfig) -> Comparison {
     }
     if let Some(tol) = cfg.logprob_tolerance
         && a.build.dtype == b.build.dtype
+        && a.build.dtype != "unknown"
         && let Some(step) = (0..n).find(|i| (a.steps[*i].logprob - b.steps[*i].logprob).abs() > tol)
     {
         return div(step, DivergenceKind::Logprob);

@@ -811,6 +811,11 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
     );
     drift.build.dtype = "bf16".into();
     assert_eq!(kind(&a, &drift), None);
+    // nor to executors whose dtype nobody stated
+    let mut unknown_a = a.clone();
+    unknown_a.build.dtype = "unknown".into();
+    drift.build.dtype = "unknown".into();
+    assert_eq!(kind(&unknown_a, &drift), None);
     // one output stopping early is a length divergence (not a fault), no margin on its side
     let mut short = exec("f", "f32", step(7, 0.02));
     short.steps.pop();
