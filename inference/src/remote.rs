@@ -18,6 +18,10 @@ use crate::executor::{Build, ExecRequest, Execution, Executor};
 use crate::generate::Step;
 use crate::{Error, Result};
 
+/// Largest answer body read from a remote executor (16 MiB: far above any completion with
+/// two logprobs per token).
+const MAX_BODY: u64 = 16 << 20;
+
 /// How to reach a remote executor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteConfig {
@@ -128,8 +132,14 @@ impl RemoteExecutor {
             })
         })?;
         let status = resp.status();
-        let body: Value = resp
-            .json()
+        // a hostile or broken server cannot make us buffer without bound
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(resp, MAX_BODY + 1), &mut raw)
+            .map_err(|e| self.fail(format!("HTTP {status}: reading the body: {e}")))?;
+        if raw.len() as u64 > MAX_BODY {
+            return Err(self.fail(format!("HTTP {status}: the body exceeds {MAX_BODY} bytes")));
+        }
+        let body: Value = serde_json::from_slice(&raw)
             .map_err(|e| self.fail(format!("HTTP {status}: the body is not JSON: {e}")))?;
         if !status.is_success() {
             let msg = body["error"]["message"]
@@ -252,6 +262,13 @@ impl Executor for RemoteExecutor {
         }
         let logprobs = lp["token_logprobs"].as_array();
         let tops = lp["top_logprobs"].as_array();
+        if ids.len() > req.max_tokens {
+            return Err(self.fail(format!(
+                "returned {} tokens for max_tokens {}",
+                ids.len(),
+                req.max_tokens
+            )));
+        }
         let mut steps = Vec::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
             let logprob = logprobs

@@ -401,6 +401,37 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
         e["error"].as_str().unwrap().contains("cannot connect"),
         "{e}"
     );
+    // a server that answers more tokens than asked for is not believed (an in-process
+    // stand-in for a misbehaving OpenAI-compatible server)
+    let liar = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let liar_url = format!("http://{}", liar.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in liar.incoming() {
+            let Ok(mut c) = conn else { return };
+            let mut buf = [0u8; 65536];
+            let _ = std::io::Read::read(&mut c, &mut buf);
+            let body = serde_json::json!({"choices": [{"token_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9],
+                "logprobs": {"token_logprobs": vec![0.0; 9], "top_logprobs": []}}]})
+            .to_string();
+            let _ = std::io::Write::write_all(
+                &mut c,
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    let o = quorum_cli(&honest, 4, &[&liar_url, &honest_node.url("")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cli: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let e = &cli["verdict"]["executors"][1];
+    assert_eq!(e["status"], "failed", "{cli}");
+    assert!(
+        e["error"].as_str().unwrap().contains("returned 9 tokens"),
+        "{e}"
+    );
     // two executors that both fail leave no quorum: exit 1 with the verdict printed
     let o = quorum_cli(&honest, 4, &[&dead_url, &dead_url]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
