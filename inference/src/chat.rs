@@ -163,16 +163,11 @@ impl ChatTemplate {
 }
 
 fn gguf_template(path: &Path) -> Result<Option<ChatTemplate>> {
-    use candle_core::quantized::gguf_file;
     let model_err = |reason: String| Error::Model {
         path: path.into(),
         reason,
     };
-    let mut file = std::fs::File::open(path).map_err(|source| Error::Io {
-        path: path.into(),
-        source,
-    })?;
-    let content = gguf_file::Content::read(&mut file).map_err(|e| model_err(e.to_string()))?;
+    let (_, content) = crate::model::open_gguf(path)?;
     let Some(source) = content.metadata.get("tokenizer.chat_template") else {
         return Ok(None);
     };

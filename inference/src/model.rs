@@ -97,16 +97,11 @@ impl Llama {
     /// # Errors
     /// [`Error::Io`] or [`Error::Model`] naming the metadata key or tensor at fault.
     pub fn load_gguf(path: &Path) -> Result<Llama> {
-        use candle_core::quantized::gguf_file;
         let model_err = |reason: String| Error::Model {
             path: path.into(),
             reason,
         };
-        let mut file = std::fs::File::open(path).map_err(|source| Error::Io {
-            path: path.into(),
-            source,
-        })?;
-        let content = gguf_file::Content::read(&mut file).map_err(|e| model_err(e.to_string()))?;
+        let (mut file, content) = open_gguf(path)?;
         let meta = |key: &str| {
             content
                 .metadata
@@ -469,6 +464,26 @@ impl Llama {
             .and_then(|l| l.to_vec2::<f32>())
             .op("output projection")
     }
+}
+
+/// Opens a GGUF file and reads its header (metadata and tensor index); the file is left
+/// open for reading tensors.
+///
+/// # Errors
+/// [`Error::Io`] when it cannot be opened, [`Error::Model`] when the header does not parse.
+pub fn open_gguf(
+    path: &Path,
+) -> Result<(std::fs::File, candle_core::quantized::gguf_file::Content)> {
+    let mut file = std::fs::File::open(path).map_err(|source| Error::Io {
+        path: path.into(),
+        source,
+    })?;
+    let content =
+        candle_core::quantized::gguf_file::Content::read(&mut file).map_err(|e| Error::Model {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+    Ok((file, content))
 }
 
 /// The GGUF (llama.cpp) name of a Hugging Face Llama tensor.

@@ -142,11 +142,7 @@ fn the_daemon_serves_completions_for_its_models() {
 #[test]
 fn a_model_that_does_not_load_stops_the_daemon_with_the_reason() {
     let node = tempfile::tempdir().unwrap();
-    assert!(
-        run(&["init", node.path().to_str().unwrap()])
-            .status
-            .success()
-    );
+    assert!(init(node.path(), &[]).status.success());
     let o = run(&[
         "run",
         node.path().to_str().unwrap(),
@@ -161,11 +157,7 @@ fn a_model_that_does_not_load_stops_the_daemon_with_the_reason() {
     let models = tempfile::tempdir().unwrap();
     let (a, b) = (models.path().join("a/tiny"), models.path().join("b/tiny"));
     for m in [&a, &b] {
-        assert!(
-            run(&["model", "make-tiny", m.to_str().unwrap()])
-                .status
-                .success()
-        );
+        make_tiny(m, 7);
     }
     let o = run(&[
         "run",
@@ -188,18 +180,10 @@ fn a_model_that_does_not_load_stops_the_daemon_with_the_reason() {
 #[test]
 fn models_in_the_config_are_served_by_run() {
     let node = tempfile::tempdir().unwrap();
-    assert!(
-        run(&["init", node.path().to_str().unwrap()])
-            .status
-            .success()
-    );
+    assert!(init(node.path(), &[]).status.success());
     // a model inside the node directory, named relative to it
     let tiny = node.path().join("models").join("tiny");
-    assert!(
-        run(&["model", "make-tiny", tiny.to_str().unwrap()])
-            .status
-            .success()
-    );
+    make_tiny(&tiny, 7);
     let cfg = node.path().join("meshnode.toml");
     let text = std::fs::read_to_string(&cfg).unwrap();
     assert!(
