@@ -1,0 +1,171 @@
+//! Generations: on the local batcher, under the quorum, or attested by this host's TEE;
+//! and where an answer ends (stop strings, stop ids).
+
+use super::*;
+
+/// Where the first of `stops` begins in `text`.
+pub(super) fn find_stop(text: &str, stops: &[String]) -> Option<usize> {
+    stops.iter().filter_map(|st| text.find(st.as_str())).min()
+}
+
+/// Cuts `ids` where the request says the answer ends: after the first id whose text
+/// completes a stop string (the text cut where that string began), or at a stop id (its
+/// text left out); returns the ids kept, the text and the finish reason.
+pub(super) fn cut(m: &Served, p: &Params, ids: &[u32]) -> (Vec<u32>, String, &'static str) {
+    let decode = |ids: &[u32]| m.tokenizer.decode(ids).unwrap_or_default();
+    if !p.stop.is_empty() {
+        let full = decode(ids);
+        if find_stop(&full, &p.stop).is_some() {
+            let n = (1..=ids.len())
+                .find(|n| find_stop(&decode(&ids[..*n]), &p.stop).is_some())
+                .unwrap_or(ids.len());
+            let mut text = decode(&ids[..n]);
+            text.truncate(find_stop(&text, &p.stop).unwrap_or(text.len()));
+            return (ids[..n].to_vec(), text, "stop");
+        }
+    }
+    if let Some(k) = ids.iter().position(|i| p.stop_ids.contains(i)) {
+        return (ids[..=k].to_vec(), decode(&ids[..k]), "stop");
+    }
+    (ids.to_vec(), decode(ids), "length")
+}
+
+/// The stop test a generation runs after each step.
+pub(super) fn stop_test(m: &Served, p: &Params) -> impl FnMut(&[u32]) -> bool + Send + 'static {
+    let tokenizer = m.tokenizer.clone();
+    let (stop, stop_ids) = (p.stop.clone(), p.stop_ids.clone());
+    move |ids: &[u32]| {
+        ids.last().is_some_and(|i| stop_ids.contains(i))
+            || (!stop.is_empty()
+                && find_stop(&tokenizer.decode(ids).unwrap_or_default(), &stop).is_some())
+    }
+}
+
+/// Every prompt of `p` on the local runtime, submitted together so the batcher decodes them
+/// side by side.
+pub(super) fn generate_local(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {
+    let m = &s.models[p.model];
+    let tickets = p
+        .prompts
+        .iter()
+        .map(|prompt| {
+            m.batcher.submit(Job {
+                prompt: prompt.clone(),
+                max_tokens: p.max_tokens,
+                sampling: p.sampling.clone(),
+                top_logprobs: p.logprobs.unwrap_or(0),
+                on_step: Some(Box::new(stop_test(m, p))),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(e.to_string(), "prompt"))?;
+    tickets
+        .iter()
+        .map(|ticket| {
+            let t = wait(ticket).map_err(|e| bad(e.to_string(), "prompt"))?;
+            let (ids, text, finish) = cut(m, p, &t.output_ids());
+            Ok(Generated {
+                transcript_digest: t.digest(),
+                steps: t.steps[..ids.len()].to_vec(),
+                prompt: t.prompt,
+                ids,
+                text,
+                finish,
+                verdict: None,
+                build: (m.engine.clone(), "f32".into()),
+            })
+        })
+        .collect()
+}
+
+/// The local generation with this host's SEV-SNP report over the job binding (model
+/// digest, prompt ids, output ids, and the response id as the job id).
+pub(super) fn generate_attested(
+    s: &InferenceService,
+    p: &Params,
+) -> Result<Vec<Generated>, Failure> {
+    use fleetmesh_inference::tee;
+    // no generation is spent on a host that cannot attest it
+    if !std::path::Path::new(tee::TSM_REPORT_DIR).is_dir() {
+        return Err(Failure {
+            status: StatusCode::NOT_IMPLEMENTED,
+            message: format!(
+                "this host cannot produce TEE evidence: {} does not exist (no SEV-SNP guest \
+                 with configfs-tsm)",
+                tee::TSM_REPORT_DIR
+            ),
+            param: Some("verification"),
+            code: Some("tee_unavailable"),
+            extra: None,
+        });
+    }
+    let m = &s.models[p.model];
+    let mut gens = generate_local(s, p)?;
+    for g in &mut gens {
+        // the job id is the response's id
+        let prefix = if p.api == Api::Chat {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        };
+        let job = format!("{prefix}-{}", &hex::encode(g.transcript_digest)[..24]);
+        let data = tee::snp_report_data(&m.digest, &g.prompt, &g.ids, job.as_bytes());
+        let report = tee::collect_report(&data).map_err(|e| Failure {
+            status: StatusCode::BAD_GATEWAY,
+            message: e.to_string(),
+            param: Some("verification"),
+            code: Some("tee_failed"),
+            extra: None,
+        })?;
+        g.verdict = Some(json!({
+            "mode": "tee-attestation",
+            "evidence": "sev-snp",
+            "job_id": job,
+            "report_data": hex::encode(data),
+            "report": hex::encode(report),
+        }));
+    }
+    Ok(gens)
+}
+
+pub(super) fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {
+    let m = &s.models[p.model];
+    let mut executors: Vec<&dyn Executor> = vec![&m.local];
+    executors.extend(m.remotes.iter().map(|r| r as &dyn Executor));
+    let req = ExecRequest {
+        prompt: p.prompts[0].clone(),
+        max_tokens: p.max_tokens,
+        stop_ids: p.stop_ids.clone(),
+    };
+    let v = run_quorum(&executors, &req, &s.quorum).map_err(|e| Failure {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("{e} for model {} (configure [[inference.executors]])", m.id),
+        param: Some("verification"),
+        code: Some("not_enough_executors"),
+        extra: None,
+    })?;
+    let verdict = v.to_json();
+    let Some(out) = v.output else {
+        return Err(Failure {
+            status: StatusCode::BAD_GATEWAY,
+            message: "no two executors agreed; no output is accepted".into(),
+            param: None,
+            code: Some("no_quorum"),
+            extra: Some(json!({"verdict": verdict})),
+        });
+    };
+    let (ids, text, finish) = cut(m, p, &out.ids());
+    // the digest of what is returned: the accepted output cut where the request ends it
+    let mut kept = out.clone();
+    kept.steps.truncate(ids.len());
+    Ok(vec![Generated {
+        transcript_digest: kept.transcript_digest(&req.prompt),
+        prompt: req.prompt,
+        steps: kept.steps,
+        ids,
+        text,
+        finish,
+        verdict: Some(verdict),
+        build: (out.build.engine.clone(), out.build.dtype.clone()),
+    }])
+}

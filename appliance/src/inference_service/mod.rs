@@ -1,0 +1,327 @@
+//! The OpenAI-compatible inference API on the node's listener: `GET /v1/models`,
+//! `POST /v1/completions`, `POST /v1/chat/completions` over the served models, and
+//! `GET /v1/executors` (a fresh health check of each remote executor).
+//!
+//! Requests follow OpenAI's APIs (prompt as a string or an array of token ids, or chat
+//! `messages`; `max_tokens`, `temperature`, `top_p`, `seed`, `stop`, `logprobs` /
+//! `top_logprobs`, `stream`) with vLLM's extensions (`top_k`, `stop_token_ids`,
+//! `ignore_eos`, `return_token_ids` → `prompt_token_ids` / `token_ids`,
+//! `return_tokens_as_token_ids` → tokens written `token_id:N`); errors are OpenAI's
+//! `{"error": {"message", "type", "param", "code"}}`. Each response also carries
+//! `fleetmesh.{model_digest, transcript_digest, engine, dtype}`.
+//!
+//! `"verification": "quasi-deterministic"` (or `[inference] verification`) runs the
+//! request through the quorum — the local runtime and the model's remote executors —
+//! and adds `fleetmesh.verdict`; it decodes greedily and does not stream.
+//!
+//! Generations go to the model's [`Batcher`]: concurrent requests are decoded together,
+//! up to `[inference] max_batch`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use fleetmesh_inference::batch::{Job, wait};
+use fleetmesh_inference::chat::{ChatTemplate, Message};
+use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
+use fleetmesh_inference::quorum::{QuorumConfig, run_quorum};
+use fleetmesh_inference::remote::{RemoteConfig, RemoteExecutor};
+use fleetmesh_inference::{Batcher, Sampling, Step, TextTokenizer};
+use serde_json::{Value, json};
+
+use crate::config::{InferenceSection, Verification};
+
+mod generation;
+mod render;
+mod request;
+mod stream;
+
+use generation::{cut, generate_attested, generate_local, generate_quorum, stop_test};
+use render::{render, unix_now};
+use request::{Api, Params, parse, rand_seed};
+use stream::stream;
+
+/// One served model.
+struct Served {
+    id: String,
+    batcher: Arc<Batcher>,
+    tokenizer: Arc<TextTokenizer>,
+    template: Option<ChatTemplate>,
+    digest: [u8; 32],
+    /// `fleetmesh-candle/<device>`.
+    engine: String,
+    eos: Vec<u32>,
+    local: LocalExecutor,
+    remotes: Vec<RemoteExecutor>,
+}
+
+/// The loaded models, their executors and the quorum's settings.
+pub struct InferenceService {
+    models: Vec<Served>,
+    quorum: QuorumConfig,
+    verification: Verification,
+}
+
+impl InferenceService {
+    /// Loads every model of `cfg` (directories or GGUF files, paths already resolved),
+    /// each served under its directory or file name, with its remote executors.
+    ///
+    /// # Errors
+    /// A model that does not load, two with the same name, an executor for a model that is
+    /// not served or with a bad URL or digest.
+    pub fn load(cfg: &InferenceSection) -> anyhow::Result<Arc<InferenceService>> {
+        let mut models: Vec<Served> = Vec::new();
+        for p in &cfg.models {
+            let id = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .ok_or_else(|| anyhow::anyhow!("--model {}: no name", p.display()))?;
+            if models.iter().any(|m| m.id == id) {
+                anyhow::bail!("two models are named {id:?}; each is served under its name");
+            }
+            let (model, tokenizer, digest) = crate::infer::load(p, &cfg.device)?;
+            let engine = fleetmesh_inference::model::engine_name(model.device());
+            let template = ChatTemplate::load_beside(p)?;
+            tracing::info!(model = %id, digest = %hex::encode(digest), chat = template.is_some(), "serving model");
+            let eos = model.config().eos_token_id.clone();
+            let batcher = Arc::new(Batcher::new(Arc::new(model), digest, cfg.max_batch));
+            models.push(Served {
+                local: LocalExecutor::new(format!("local:{id}"), batcher.clone()),
+                id,
+                batcher,
+                tokenizer: Arc::new(tokenizer),
+                template,
+                digest,
+                engine,
+                eos,
+                remotes: Vec::new(),
+            });
+        }
+        for e in &cfg.executors {
+            let served = models
+                .iter_mut()
+                .find(|m| m.id == e.serves)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "[[inference.executors]] {:?} serves {:?}, which is not a served model",
+                        e.name,
+                        e.serves
+                    )
+                })?;
+            let model_digest = match &e.model_digest {
+                None => None,
+                Some(h) => Some(
+                    hex::decode(h)
+                        .ok()
+                        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "[[inference.executors]] {:?}: model_digest is not 64 hex digits",
+                                e.name
+                            )
+                        })?,
+                ),
+            };
+            let mut rc = RemoteConfig::new(
+                e.name.clone(),
+                e.url.clone(),
+                e.model.clone().unwrap_or_else(|| e.serves.clone()),
+            );
+            rc.engine = e.engine.clone();
+            rc.dtype = e.dtype.clone();
+            rc.model_digest = model_digest;
+            rc.api_key = e.api_key.clone();
+            rc.timeout = std::time::Duration::from_secs(e.timeout_s.max(1));
+            rc.connect_timeout = std::time::Duration::from_secs(e.connect_timeout_s.max(1));
+            // reqwest's blocking client refuses to be built on an async runtime's thread
+            let remote = std::thread::scope(|t| t.spawn(|| RemoteExecutor::new(rc)).join())
+                .map_err(|_| anyhow::anyhow!("building the HTTP client panicked"))??;
+            served.remotes.push(remote);
+        }
+        let svc = Arc::new(InferenceService {
+            models,
+            quorum: cfg.quorum.to_config(),
+            verification: cfg.verification,
+        });
+        // a first health check of every remote executor, logged; requests do not wait
+        let s = svc.clone();
+        std::thread::spawn(move || {
+            for (m, r) in s
+                .models
+                .iter()
+                .flat_map(|m| m.remotes.iter().map(move |r| (m, r)))
+            {
+                match r.health() {
+                    Ok(h) => {
+                        tracing::info!(executor = r.name(), model = %m.id, latency_ms = h.latency.as_millis() as u64, "remote executor is up")
+                    }
+                    Err(e) => {
+                        tracing::warn!(executor = r.name(), model = %m.id, error = %e, "remote executor is not reachable")
+                    }
+                }
+            }
+        });
+        Ok(svc)
+    }
+}
+
+/// A refused request, answered in OpenAI's error shape.
+struct Failure {
+    status: StatusCode,
+    message: String,
+    param: Option<&'static str>,
+    code: Option<&'static str>,
+    extra: Option<Value>,
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": {
+            "message": self.message,
+            "type": if self.status.is_server_error() { "server_error" } else { "invalid_request_error" },
+            "param": self.param,
+            "code": self.code,
+        }});
+        if let Some(x) = self.extra {
+            body["fleetmesh"] = x;
+        }
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// A 400 naming the parameter at fault.
+fn bad(message: impl Into<String>, param: &'static str) -> Failure {
+    Failure {
+        status: StatusCode::BAD_REQUEST,
+        message: message.into(),
+        param: Some(param),
+        code: None,
+        extra: None,
+    }
+}
+
+fn internal(message: impl Into<String>) -> Failure {
+    Failure {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: message.into(),
+        param: None,
+        code: None,
+        extra: None,
+    }
+}
+
+/// `GET /v1/models`.
+pub async fn models(State(s): State<Arc<InferenceService>>) -> Response {
+    let data: Vec<Value> = s
+        .models
+        .iter()
+        .map(|m| {
+            json!({
+                "id": m.id,
+                "object": "model",
+                "created": 0,
+                "owned_by": "fleetmesh",
+                "max_model_len": m.batcher.model().config().max_position_embeddings,
+                "fleetmesh": {
+                    "model_digest": hex::encode(m.digest),
+                    "engine": m.engine,
+                    "dtype": "f32",
+                    "chat_template": m.template.is_some(),
+                    "executors": std::iter::once(m.local.name())
+                        .chain(m.remotes.iter().map(|r| r.name()))
+                        .collect::<Vec<_>>(),
+                },
+            })
+        })
+        .collect();
+    Json(json!({"object": "list", "data": data})).into_response()
+}
+
+/// `GET /v1/executors`: every remote executor's health, checked now.
+pub async fn executors(State(s): State<Arc<InferenceService>>) -> Response {
+    let svc = s.clone();
+    let list = tokio::task::spawn_blocking(move || {
+        svc.models
+            .iter()
+            .flat_map(|m| {
+                m.remotes.iter().map(|r| match r.health() {
+                    Ok(h) => json!({"executor": r.name(), "serves": m.id, "healthy": true,
+                                    "latency_ms": h.latency.as_secs_f64() * 1e3,
+                                    "model_digest": h.model_digest.map(hex::encode)}),
+                    Err(e) => json!({"executor": r.name(), "serves": m.id, "healthy": false,
+                                     "error": e.to_string()}),
+                })
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    Json(json!({"object": "list", "data": list})).into_response()
+}
+
+/// A finished generation, ready to render.
+struct Generated {
+    prompt: Vec<u32>,
+    ids: Vec<u32>,
+    steps: Vec<Step>,
+    text: String,
+    finish: &'static str,
+    transcript_digest: [u8; 32],
+    verdict: Option<Value>,
+    build: (String, String),
+}
+
+/// `POST /v1/completions`.
+pub async fn completions(
+    State(s): State<Arc<InferenceService>>,
+    body: axum::body::Bytes,
+) -> Response {
+    serve(s, &body, Api::Completion).await
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(
+    State(s): State<Arc<InferenceService>>,
+    body: axum::body::Bytes,
+) -> Response {
+    serve(s, &body, Api::Chat).await
+}
+
+async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
+    let p = match parse(&s, body, api) {
+        Ok(p) => p,
+        Err(f) => return f.into_response(),
+    };
+    if p.stream {
+        return stream(s, p);
+    }
+    let svc = s.clone();
+    let params = p.clone();
+    let result = tokio::task::spawn_blocking(move || match params.verification {
+        Verification::None => generate_local(&svc, &params),
+        Verification::QuasiDeterministic => generate_quorum(&svc, &params),
+        Verification::TeeAttestation => generate_attested(&svc, &params),
+    })
+    .await
+    .unwrap_or_else(|_| Err(internal("the generation panicked")));
+    match result {
+        Ok(g) => Json(render(&s.models[p.model], &p, &g)).into_response(),
+        Err(f) => f.into_response(),
+    }
+}
+
+/// The paths of `cfg.models`, resolved against the node directory, with `extra` after.
+pub fn resolve_models(
+    dir: &std::path::Path,
+    cfg: &InferenceSection,
+    extra: &[PathBuf],
+) -> Vec<PathBuf> {
+    cfg.models
+        .iter()
+        .map(|m| dir.join(m))
+        .chain(extra.iter().cloned())
+        .collect()
+}

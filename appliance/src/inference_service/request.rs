@@ -1,0 +1,368 @@
+//! Requests: the body of a completions or chat request, checked into [`Params`].
+
+use super::*;
+
+/// Which API a request came in on; it decides the response's shape.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Api {
+    Completion,
+    Chat,
+}
+
+/// A request, checked.
+#[derive(Clone)]
+pub(super) struct Params {
+    pub(super) api: Api,
+    pub(super) model: usize,
+    /// One prompt, or several (completions only), each a choice of the answer.
+    pub(super) prompts: Vec<Vec<u32>>,
+    pub(super) max_tokens: usize,
+    pub(super) sampling: Sampling,
+    pub(super) stop: Vec<String>,
+    pub(super) stop_ids: Vec<u32>,
+    pub(super) logprobs: Option<usize>,
+    pub(super) return_token_ids: bool,
+    pub(super) as_token_ids: bool,
+    pub(super) stream: bool,
+    pub(super) verification: Verification,
+}
+
+pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| bad(format!("the body is not JSON: {e}"), "body"))?;
+    let name = v["model"]
+        .as_str()
+        .ok_or_else(|| bad("model must be a string", "model"))?;
+    let model = s
+        .models
+        .iter()
+        .position(|m| m.id == name)
+        .ok_or_else(|| Failure {
+            status: StatusCode::NOT_FOUND,
+            message: format!("The model `{name}` does not exist."),
+            param: Some("model"),
+            code: Some("model_not_found"),
+            extra: None,
+        })?;
+    let served = &s.models[model];
+    let vocab = served.batcher.model().config().vocab_size;
+    let mut stop = match &v["stop"] {
+        Value::Null => Vec::new(),
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) if a.len() <= 4 && a.iter().all(Value::is_string) => a
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect(),
+        _ => return Err(bad("stop must be a string or up to 4 strings", "stop")),
+    };
+    if stop.iter().any(String::is_empty) {
+        return Err(bad("a stop string is empty", "stop"));
+    }
+    let prompts = match api {
+        Api::Completion => completion_prompts(served, &v["prompt"], vocab)?,
+        Api::Chat => {
+            let template = served.template.as_ref().ok_or_else(|| {
+                bad(
+                    format!(
+                        "model {name} has no chat template (tokenizer_config.json `chat_template` \
+                         or GGUF `tokenizer.chat_template`); use /v1/completions"
+                    ),
+                    "model",
+                )
+            })?;
+            let messages = chat_messages(&v["messages"])?;
+            let add = v["add_generation_prompt"].as_bool().unwrap_or(true);
+            let text = template
+                .render(&messages, add)
+                .map_err(|e| bad(e.to_string(), "messages"))?;
+            // the end of the assistant's turn ends the generation
+            if !template.eos_token().is_empty() && !v["ignore_eos"].as_bool().unwrap_or(false) {
+                stop.push(template.eos_token().to_owned());
+            }
+            vec![
+                served
+                    .tokenizer
+                    .encode(&text)
+                    .map_err(|e| bad(e.to_string(), "messages"))?,
+            ]
+        }
+    };
+    let context = served.batcher.model().config().max_position_embeddings;
+    for (i, prompt) in prompts.iter().enumerate() {
+        let which = if prompts.len() > 1 {
+            format!("prompt {i}")
+        } else {
+            "the prompt".into()
+        };
+        if prompt.is_empty() {
+            return Err(bad(format!("{which} has no tokens"), "prompt"));
+        }
+        if prompt.len() >= context {
+            return Err(bad(
+                format!(
+                    "{which} has {} tokens; the model's context is {context}",
+                    prompt.len()
+                ),
+                "prompt",
+            ));
+        }
+    }
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let uint = |key: &'static str| -> Result<Option<u64>, Failure> {
+        match &v[key] {
+            Value::Null => Ok(None),
+            x => x
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| bad(format!("{key} must be a non-negative integer"), key)),
+        }
+    };
+    let num = |key: &'static str, default: f64| -> Result<f64, Failure> {
+        match &v[key] {
+            Value::Null => Ok(default),
+            x => x
+                .as_f64()
+                .ok_or_else(|| bad(format!("{key} must be a number"), key)),
+        }
+    };
+    let flag = |key: &'static str| -> Result<bool, Failure> {
+        match &v[key] {
+            Value::Null => Ok(false),
+            x => x
+                .as_bool()
+                .ok_or_else(|| bad(format!("{key} must be a boolean"), key)),
+        }
+    };
+    let stream = flag("stream")?;
+    let logprobs = match api {
+        Api::Completion => match &v["logprobs"] {
+            Value::Null | Value::Bool(false) => None,
+            Value::Bool(true) => Some(0),
+            x => match x.as_u64() {
+                Some(n) if n <= 20 => Some(n as usize),
+                _ => return Err(bad("logprobs must be an integer from 0 to 20", "logprobs")),
+            },
+        },
+        Api::Chat => {
+            let top = match uint("top_logprobs")? {
+                Some(n) if n > 20 => {
+                    return Err(bad(
+                        "top_logprobs must be an integer from 0 to 20",
+                        "top_logprobs",
+                    ));
+                }
+                n => n.unwrap_or(0) as usize,
+            };
+            if flag("logprobs")? {
+                Some(top)
+            } else if top > 0 {
+                return Err(bad("top_logprobs needs logprobs: true", "top_logprobs"));
+            } else {
+                None
+            }
+        }
+    };
+    // top_k: vLLM's; −1 and 0 both mean every token
+    let top_k = match &v["top_k"] {
+        Value::Null => 0,
+        x if x.as_i64() == Some(-1) => 0,
+        x => x
+            .as_u64()
+            .ok_or_else(|| bad("top_k must be −1 or a non-negative integer", "top_k"))?
+            as usize,
+    };
+    let seed = uint("seed")?.unwrap_or_else(rand_seed);
+    let mut stop_ids: Vec<u32> = match &v["stop_token_ids"] {
+        Value::Null => Vec::new(),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_u64().filter(|i| *i < vocab as u64).map(|i| i as u32))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                bad(
+                    format!("stop_token_ids must be token ids below {vocab}"),
+                    "stop_token_ids",
+                )
+            })?,
+        _ => return Err(bad("stop_token_ids must be an array", "stop_token_ids")),
+    };
+    if !flag("ignore_eos")? {
+        stop_ids.extend(&served.eos);
+    }
+    let verification = match &v["verification"] {
+        Value::Null => s.verification,
+        Value::String(x) => x.parse().map_err(|e: String| bad(e, "verification"))?,
+        _ => return Err(bad("verification must be a string", "verification")),
+    };
+    let default_max = match api {
+        Api::Completion => 16,
+        Api::Chat => context - longest,
+    };
+    let max_tokens = match (uint("max_tokens")?, uint("max_completion_tokens")?) {
+        (Some(n), _) | (None, Some(n)) => n as usize,
+        (None, None) => default_max,
+    };
+    let temperature = num("temperature", 1.0)?;
+    if prompts.len() > 1 && (stream || verification != Verification::None) {
+        return Err(bad(
+            "several prompts are answered without stream and without verification; send them \
+             one per request",
+            "prompt",
+        ));
+    }
+    if verification == Verification::TeeAttestation && stream {
+        return Err(bad(
+            "tee-attestation does not stream: the report binds the finished output",
+            "stream",
+        ));
+    }
+    if verification == Verification::QuasiDeterministic {
+        if !v["temperature"].is_null() && temperature != 0.0 {
+            return Err(bad(
+                "quasi-deterministic verification decodes greedily: temperature must be 0 or absent",
+                "temperature",
+            ));
+        }
+        if stream {
+            return Err(bad(
+                "quasi-deterministic verification does not stream: the output is known only \
+                 once two executors agree",
+                "stream",
+            ));
+        }
+        if max_tokens == 0 {
+            return Err(bad(
+                "quasi-deterministic verification needs max_tokens of at least 1",
+                "max_tokens",
+            ));
+        }
+    }
+    Ok(Params {
+        api,
+        model,
+        prompts,
+        max_tokens,
+        sampling: Sampling {
+            temperature: if verification == Verification::QuasiDeterministic {
+                0.0
+            } else {
+                temperature
+            },
+            top_p: num("top_p", 1.0)?,
+            top_k,
+            seed,
+        },
+        stop,
+        stop_ids,
+        logprobs,
+        return_token_ids: flag("return_token_ids")?,
+        as_token_ids: flag("return_tokens_as_token_ids")?,
+        stream,
+        verification,
+    })
+}
+
+/// Most prompts in one completions request.
+const MAX_PROMPTS: usize = 64;
+
+/// The prompts of a completions request: a string, an array of token ids, or an array of
+/// either (one choice each).
+fn completion_prompts(served: &Served, p: &Value, vocab: usize) -> Result<Vec<Vec<u32>>, Failure> {
+    let ids = |items: &[Value]| -> Result<Vec<u32>, Failure> {
+        items
+            .iter()
+            .map(|i| match i.as_u64() {
+                Some(id) if id < vocab as u64 => Ok(id as u32),
+                _ => Err(bad(
+                    format!("token id {i} is outside the vocabulary (size {vocab})"),
+                    "prompt",
+                )),
+            })
+            .collect()
+    };
+    let text = |t: &str| {
+        served
+            .tokenizer
+            .encode(t)
+            .map_err(|e| bad(e.to_string(), "prompt"))
+    };
+    let shape = || {
+        bad(
+            "prompt must be a string, a non-empty array of token ids, or an array of those",
+            "prompt",
+        )
+    };
+    match p {
+        Value::String(t) => Ok(vec![text(t)?]),
+        Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_number) => {
+            Ok(vec![ids(items)?])
+        }
+        Value::Array(items) if !items.is_empty() => {
+            if items.len() > MAX_PROMPTS {
+                return Err(bad(
+                    format!("{} prompts; at most {MAX_PROMPTS} per request", items.len()),
+                    "prompt",
+                ));
+            }
+            items
+                .iter()
+                .map(|x| match x {
+                    Value::String(t) => text(t),
+                    Value::Array(a) if !a.is_empty() => ids(a),
+                    _ => Err(shape()),
+                })
+                .collect()
+        }
+        Value::Null => Err(bad(
+            "prompt is required: a string or an array of token ids",
+            "prompt",
+        )),
+        _ => Err(shape()),
+    }
+}
+
+/// Chat messages: `content` a string or an array of `{"type": "text", "text": …}` parts.
+fn chat_messages(v: &Value) -> Result<Vec<Message>, Failure> {
+    let list = v
+        .as_array()
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| bad("messages must be a non-empty array", "messages"))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let role = m["role"]
+                .as_str()
+                .ok_or_else(|| bad(format!("messages[{i}].role must be a string"), "messages"))?;
+            let content = match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .map(|p| match (p["type"].as_str(), p["text"].as_str()) {
+                        (Some("text"), Some(t)) => Ok(t),
+                        _ => Err(bad(
+                            format!("messages[{i}].content: only text parts are supported"),
+                            "messages",
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+                    .concat(),
+                _ => {
+                    return Err(bad(
+                        format!("messages[{i}].content must be a string or text parts"),
+                        "messages",
+                    ));
+                }
+            };
+            Ok(Message {
+                role: role.to_owned(),
+                content,
+            })
+        })
+        .collect()
+}
+
+/// A seed for a request that gave none (OpenAI's default is a fresh draw).
+pub(super) fn rand_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now())
+}
