@@ -30,14 +30,24 @@ pub(super) fn cut(m: &Served, p: &Params, ids: &[u32]) -> (Vec<u32>, String, &'s
     (ids.to_vec(), decode(ids), "length")
 }
 
-/// The stop test a generation runs after each step.
+/// Whether a generation whose ids so far are `ids` (decoded: `text`) has reached a stop id
+/// or a stop string.
+pub(super) fn stopped(ids: &[u32], text: &str, stop: &[String], stop_ids: &[u32]) -> bool {
+    ids.last().is_some_and(|i| stop_ids.contains(i)) || find_stop(text, stop).is_some()
+}
+
+/// The stop test a generation runs after each step (it decodes only when there are stop
+/// strings).
 pub(super) fn stop_test(m: &Served, p: &Params) -> impl FnMut(&[u32]) -> bool + Send + 'static {
     let tokenizer = m.tokenizer.clone();
     let (stop, stop_ids) = (p.stop.clone(), p.stop_ids.clone());
     move |ids: &[u32]| {
-        ids.last().is_some_and(|i| stop_ids.contains(i))
-            || (!stop.is_empty()
-                && find_stop(&tokenizer.decode(ids).unwrap_or_default(), &stop).is_some())
+        let text = if stop.is_empty() {
+            String::new()
+        } else {
+            tokenizer.decode(ids).unwrap_or_default()
+        };
+        stopped(ids, &text, &stop, &stop_ids)
     }
 }
 

@@ -39,7 +39,7 @@ mod render;
 mod request;
 mod stream;
 
-use generation::{cut, generate_attested, generate_local, generate_quorum, stop_test};
+use generation::{cut, generate_attested, generate_local, generate_quorum, stopped};
 use render::{render, unix_now};
 use request::{Api, Params, parse, rand_seed};
 use stream::stream;

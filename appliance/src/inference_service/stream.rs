@@ -59,15 +59,16 @@ pub(super) fn stream(s: Arc<InferenceService>, p: Params) -> Response {
         .map(|st| st.chars().count())
         .max()
         .unwrap_or(0);
-    let mut stop = stop_test(m, &p);
     let on_step = {
         let (tokenizer, sent, tx, chunk) =
             (m.tokenizer.clone(), sent.clone(), tx.clone(), chunk.clone());
+        let (stops, stop_ids) = (p.stop.clone(), p.stop_ids.clone());
         move |ids: &[u32]| {
-            if stop(ids) {
+            // one decode per step serves the stop test and the delta
+            let text = tokenizer.decode(ids).unwrap_or_default();
+            if stopped(ids, &text, &stops, &stop_ids) {
                 return true;
             }
-            let text = tokenizer.decode(ids).unwrap_or_default();
             // the stable part: no trailing replacement character, minus what a stop string
             // could still claim
             let stable = text.trim_end_matches('\u{FFFD}');

@@ -265,9 +265,14 @@ fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
     assert!(o.status.success(), "{}", stderr(&o));
     let c: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(c["token_ids"], a["token_ids"]);
-    for (device, says) in [("cuda:0", "cuda"), ("gpu", "auto, cpu or cuda:N")] {
-        let o = infer(dir.path(), &["--device", device]);
-        assert_eq!(o.status.code(), Some(2), "{device}");
+    for (flag, value, says) in [
+        ("--device", "cuda:0", "cuda"),
+        ("--device", "gpu", "auto, cpu or cuda:N"),
+        ("--verify", "tee-attestation", "node's API"),
+        ("--verify", "majority", "not one of"),
+    ] {
+        let o = infer(dir.path(), &[flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
         assert!(stderr(&o).contains(says), "{}", stderr(&o));
     }
 }

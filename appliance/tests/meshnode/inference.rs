@@ -218,6 +218,36 @@ fn models_in_the_config_are_served_by_run() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("modles"), "{}", stderr(&o));
+    // executors for a model that is not served, with a bad digest or URL, are refused
+    let good = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("modles = [", "models = [")
+        .replace("executors = []\n", "");
+    for (executor, says) in [
+        (
+            "serves = \"nope\"\nurl = \"http://127.0.0.1:9\"",
+            "not a served model",
+        ),
+        (
+            "serves = \"tiny\"\nurl = \"http://127.0.0.1:9\"\nmodel_digest = \"abc\"",
+            "64 hex digits",
+        ),
+        ("serves = \"tiny\"\nurl = \"ftp://127.0.0.1:9\"", "not http"),
+    ] {
+        std::fs::write(
+            &cfg,
+            format!("{good}\n[[inference.executors]]\nname = \"x\"\n{executor}\n"),
+        )
+        .unwrap();
+        let o = run(&[
+            "run",
+            node.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{executor}");
+        assert!(stderr(&o).contains(says), "{executor}: {}", stderr(&o));
+    }
 }
 
 /// `meshnode model make-tiny DIR --seed SEED`.

@@ -24,46 +24,17 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// (prefill time, decode time for DECODE tokens, ids) with our runtime.
+/// (prefill time, decode time for DECODE tokens, ids) with our runtime: the batched path
+/// with one sequence (what `Llama::forward` runs).
 fn ours(m: &Llama, prompt: &[u32]) -> (Duration, Duration, Vec<u32>) {
-    let mut cache = KvCache::default();
-    let t = Instant::now();
-    let mut logits = m.forward(prompt, &mut cache).expect("prefill");
-    let prefill = t.elapsed();
-    let mut ids = Vec::with_capacity(DECODE);
-    let t = Instant::now();
-    for _ in 0..DECODE {
-        let id = argmax(&logits);
-        ids.push(id);
-        logits = m.forward(&[id], &mut cache).expect("decode");
-    }
-    (prefill, t.elapsed(), ids)
+    let (p, d, mut ids) = ours_batch(m, &[prompt.to_vec()]);
+    (p, d, ids.remove(0))
 }
 
-/// The same with candle-transformers' llama.
+/// The same with candle-transformers' llama (a batch of one).
 fn theirs(m: &stock::Llama, cfg: &stock::Config, prompt: &[u32]) -> (Duration, Duration, Vec<u32>) {
-    let dev = Device::Cpu;
-    let mut cache = stock::Cache::new(true, DType::F32, cfg, &dev).expect("cache");
-    let run = |ids: &[u32], pos: usize, cache: &mut stock::Cache| -> Vec<f32> {
-        let x = Tensor::new(ids, &dev)
-            .and_then(|t| t.unsqueeze(0))
-            .expect("input");
-        m.forward(&x, pos, cache)
-            .and_then(|l| l.squeeze(0))
-            .and_then(|l| l.to_vec1::<f32>())
-            .expect("forward")
-    };
-    let t = Instant::now();
-    let mut logits = run(prompt, 0, &mut cache);
-    let prefill = t.elapsed();
-    let mut ids = Vec::with_capacity(DECODE);
-    let t = Instant::now();
-    for i in 0..DECODE {
-        let id = argmax(&logits);
-        ids.push(id);
-        logits = run(&[id], prompt.len() + i, &mut cache);
-    }
-    (prefill, t.elapsed(), ids)
+    let (p, d, mut ids) = theirs_batch(m, cfg, &[prompt.to_vec()]);
+    (p, d, ids.remove(0))
 }
 
 const BATCH: usize = 8;
@@ -97,7 +68,7 @@ fn ours_batch(m: &Llama, prompts: &[Vec<u32>]) -> (Duration, Duration, Vec<Vec<u
     (prefill, t.elapsed(), ids)
 }
 
-/// The same with candle-transformers' llama, the prompts as one (BATCH, PROMPT) tensor.
+/// The same with candle-transformers' llama, the prompts (all one length) as one tensor.
 fn theirs_batch(
     m: &stock::Llama,
     cfg: &stock::Config,
@@ -121,7 +92,7 @@ fn theirs_batch(
         for (v, n) in ids.iter_mut().zip(&next) {
             v.push(n[0]);
         }
-        logits = run(&next, PROMPT + i, &mut cache);
+        logits = run(&next, prompts[0].len() + i, &mut cache);
     }
     (prefill, t.elapsed(), ids)
 }
