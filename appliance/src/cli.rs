@@ -167,11 +167,16 @@ pub struct InferArgs {
     /// Seed of the sampling draw.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Verification mode: `none` (default) or `quasi-deterministic` (greedy decoding here
+    /// Verification mode: `none` (default), `quasi-deterministic` (greedy decoding here
     /// and on two `--executor`s; the output two agree on, with the verdict; exit 1 when no
-    /// two agree).
+    /// two agree) or `schema-bounds` (implied by `--schema`).
     #[arg(long, value_name = "MODE", default_value = "none")]
     pub verify: String,
+    /// A JSON Schema file: decoding is constrained to documents valid under it (here, or by
+    /// the one `--executor` given its `response_format`), and the output is validated
+    /// against it; exit 1 when it is not valid.
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<std::path::PathBuf>,
     /// A remote OpenAI-compatible executor's base URL (repeatable; the quorum asks them in
     /// order after the local runtime).
     #[arg(long, value_name = "URL")]

@@ -80,6 +80,8 @@ pub enum Verification {
     QuasiDeterministic,
     /// The output with this host's TEE report bound to it (SEV-SNP through configfs-tsm).
     TeeAttestation,
+    /// The output constrained to the request's JSON Schema and validated against it.
+    SchemaBounds,
 }
 
 impl std::str::FromStr for Verification {
@@ -89,8 +91,10 @@ impl std::str::FromStr for Verification {
             "none" => Ok(Verification::None),
             "quasi-deterministic" => Ok(Verification::QuasiDeterministic),
             "tee-attestation" => Ok(Verification::TeeAttestation),
+            "schema-bounds" => Ok(Verification::SchemaBounds),
             other => Err(format!(
-                "verification {other:?} is not one of none, quasi-deterministic, tee-attestation"
+                "verification {other:?} is not one of none, quasi-deterministic, \
+                 tee-attestation, schema-bounds"
             )),
         }
     }

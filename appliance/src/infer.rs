@@ -1,5 +1,6 @@
 //! `meshnode infer`: one generation on the local runtime — or, with `--verify
-//! quasi-deterministic`, on the local runtime and remote executors under the quorum —
+//! quasi-deterministic`, on the local runtime and remote executors under the quorum; with
+//! `--schema`, constrained to a JSON Schema here or on one remote executor and validated —
 //! printed as a JSON line with its transcript (and verdict).
 
 use std::path::{Path, PathBuf};
@@ -7,10 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use fleetmesh_inference::batch::Job;
 use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
 use fleetmesh_inference::model::model_digest;
 use fleetmesh_inference::quorum::{QuorumConfig, run_quorum};
 use fleetmesh_inference::remote::{RemoteConfig, RemoteExecutor};
+use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab};
 use fleetmesh_inference::{Batcher, Llama, Sampling, TextTokenizer, generate};
 
 use crate::Outcome;
@@ -50,8 +53,10 @@ pub struct InferArgs {
     pub sampling: Sampling,
     /// The verification mode.
     pub verify: Verification,
-    /// Remote executors' base URLs, for the quorum.
+    /// Remote executors' base URLs, for the quorum (or one, for `--schema`).
     pub executors: Vec<String>,
+    /// A JSON Schema file the output must be valid under.
+    pub schema: Option<PathBuf>,
     /// The model's id on the remote executors (default: the local model's name).
     pub remote_model: Option<String>,
     /// How long a remote executor may take.
@@ -75,7 +80,83 @@ pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
         "prompt_token_ids": prompt,
     });
     let eos = model.config().eos_token_id.clone();
-    let (steps, transcript_digest) = match args.verify {
+    let verify = match (&args.schema, args.verify) {
+        (Some(_), Verification::None | Verification::SchemaBounds) => Verification::SchemaBounds,
+        (Some(_), other) => anyhow::bail!("--schema is schema-bounds verification, not {other:?}"),
+        (None, Verification::SchemaBounds) => {
+            anyhow::bail!("--verify schema-bounds needs --schema FILE")
+        }
+        (None, other) => other,
+    };
+    let (steps, transcript_digest) = match verify {
+        Verification::SchemaBounds => {
+            let path = args.schema.as_ref().expect("checked above");
+            let schema: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+            )
+            .with_context(|| format!("{}: not JSON", path.display()))?;
+            let grammar =
+                Arc::new(Grammar::compile(&schema).with_context(|| format!("{}", path.display()))?);
+            let (steps, digest, by) = match args.executors.as_slice() {
+                [] => {
+                    let batcher = Batcher::new(Arc::new(model), digest, 1);
+                    let vocab = Arc::new(TokenVocab::new(&tokenizer.token_bytes()));
+                    let t = batcher.run(Job {
+                        prompt: prompt.clone(),
+                        max_tokens: args.max_tokens,
+                        sampling: args.sampling.clone(),
+                        top_logprobs: 0,
+                        on_step: None,
+                        constraint: Some(Constraint::new(grammar.clone(), vocab, eos.clone())),
+                    })?;
+                    let d = t.digest();
+                    (t.steps, d, "local")
+                }
+                [url] => {
+                    if args.sampling.temperature != 0.0 {
+                        anyhow::bail!("a remote executor decodes greedily: drop --temperature");
+                    }
+                    let mut c = RemoteConfig::new(
+                        "remote",
+                        url.clone(),
+                        args.remote_model
+                            .clone()
+                            .unwrap_or_else(|| model_name.clone()),
+                    );
+                    c.timeout = args.executor_timeout;
+                    let e = RemoteExecutor::new(c)?.run(&ExecRequest {
+                        schema: Some(schema),
+                        prompt: prompt.clone(),
+                        max_tokens: args.max_tokens,
+                        stop_ids: eos.clone(),
+                    })?;
+                    let d = e.transcript_digest(&prompt);
+                    (e.steps, d, "remote")
+                }
+                _ => anyhow::bail!("--schema runs on the local model or on one --executor"),
+            };
+            // the end-of-sequence id, if the model wrote one, is not part of the document
+            let ids: Vec<u32> = steps
+                .iter()
+                .map(|s| s.id)
+                .filter(|i| !eos.contains(i))
+                .collect();
+            let v = grammar.validate(&tokenizer.decode(&ids)?);
+            out["verdict"] = serde_json::json!({
+                "mode": "schema-bounds",
+                "valid": v.valid,
+                "errors": v.errors,
+                "constrained": by,
+            });
+            if !v.valid {
+                out["token_ids"] = serde_json::json!(ids);
+                out["text"] = serde_json::json!(tokenizer.decode(&ids)?);
+                println!("{out}");
+                eprintln!("meshnode: the output is not valid under {}", path.display());
+                return Ok(Outcome::Negative);
+            }
+            (steps, digest)
+        }
         Verification::None => {
             if !args.executors.is_empty() {
                 anyhow::bail!("--executor is for --verify quasi-deterministic");
@@ -121,6 +202,7 @@ pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
             let mut executors: Vec<&dyn Executor> = vec![&local];
             executors.extend(remotes.iter().map(|r| r as &dyn Executor));
             let req = ExecRequest {
+                schema: None,
                 prompt: prompt.clone(),
                 max_tokens: args.max_tokens,
                 stop_ids: eos,

@@ -150,6 +150,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 seed: a.seed,
             },
             executors: a.executor,
+            schema: a.schema,
             remote_model: a.remote_model,
             executor_timeout: std::time::Duration::from_secs(a.executor_timeout.max(1)),
             device: a.device,

@@ -17,6 +17,7 @@ use std::sync::mpsc;
 
 use crate::generate::{Decoding, Sampling, Transcript};
 use crate::model::{KvCache, Llama};
+use crate::schema::Constraint;
 use crate::{Error, Result};
 
 /// Called after each step with the ids generated so far; returning true ends the
@@ -35,6 +36,8 @@ pub struct Job {
     pub top_logprobs: usize,
     /// The step callback (None: run to the limit).
     pub on_step: Option<OnStep>,
+    /// A JSON Schema every token must keep the output inside (`schema-bounds`).
+    pub constraint: Option<Constraint>,
 }
 
 impl std::fmt::Debug for Job {
@@ -111,11 +114,15 @@ impl Batcher {
     /// Queues `job`; its transcript arrives on the ticket.
     ///
     /// # Errors
-    /// [`Error::Request`] at once for a prompt the model cannot run or bad sampling
-    /// parameters.
-    pub fn submit(&self, job: Job) -> Result<Ticket> {
+    /// [`Error::Request`] at once for a prompt the model cannot run, bad sampling
+    /// parameters, or a schema whose shortest document does not fit `max_tokens`.
+    pub fn submit(&self, mut job: Job) -> Result<Ticket> {
         self.model.check_tokens(&job.prompt, 0)?;
-        let decoding = Decoding::new(&job.sampling, job.top_logprobs)?;
+        let mut decoding = Decoding::new(&job.sampling, job.top_logprobs)?;
+        if let Some(c) = job.constraint.take() {
+            let budget = job.max_tokens.min(self.model.room(job.prompt.len()));
+            decoding.constrain(c, budget)?;
+        }
         let (reply, ticket) = mpsc::channel();
         self.tx
             .as_ref()
@@ -203,7 +210,10 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
         };
         let mut still = Vec::with_capacity(active.len());
         for (mut a, l) in active.drain(..).zip(logits) {
-            let id = a.admitted.decoding.push(&l);
+            let Some(id) = a.admitted.decoding.push(&l) else {
+                finish(a.admitted, digest);
+                continue;
+            };
             let d = &a.admitted.decoding;
             // a callback that panics ends its own job with an error
             let stop = match a.admitted.job.on_step.as_mut() {
@@ -222,7 +232,11 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
                 }
                 None => false,
             };
-            if stop || d.steps().len() >= a.admitted.job.max_tokens || !model.has_room(&a.cache) {
+            if stop
+                || d.finished()
+                || d.steps().len() >= a.admitted.job.max_tokens
+                || !model.has_room(&a.cache)
+            {
                 finish(a.admitted, digest);
             } else {
                 a.next = vec![id];

@@ -36,6 +36,15 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A JSON Schema constrained decoding cannot follow: a keyword outside the supported
+    /// subset, a `$ref` outside the document, bounds no value meets.
+    #[error("schema {at}: {reason}")]
+    Schema {
+        /// Where in the schema, as a JSON pointer fragment (`#/properties/zip`).
+        at: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Attestation evidence (a report, a certificate) that does not parse.
     #[error("malformed evidence: {0}")]
     EvidenceMalformed(String),

@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
-use crate::Result;
 use crate::batch::{Batcher, Job};
 use crate::generate::{Sampling, Step, Transcript};
+use crate::schema::{Constraint, Grammar, TokenVocab};
+use crate::{Error, Result};
 
 /// What an executor says it runs. Two executors with the same model digest, engine and
 /// dtype must produce the same greedy ids; other pairs may part at near-ties.
@@ -44,6 +45,10 @@ pub struct ExecRequest {
     pub max_tokens: usize,
     /// Ids that end the generation once generated (e.g. end of sequence).
     pub stop_ids: Vec<u32>,
+    /// A JSON Schema the output must be valid under (`schema-bounds`): the local runtime
+    /// constrains its decoding to it, a remote executor gets it as OpenAI's
+    /// `response_format`; either way the caller validates what comes back.
+    pub schema: Option<serde_json::Value>,
 }
 
 /// What one executor returned.
@@ -98,6 +103,7 @@ pub struct LocalExecutor {
     name: String,
     batcher: Arc<Batcher>,
     dtype: String,
+    vocab: Option<Arc<TokenVocab>>,
 }
 
 impl LocalExecutor {
@@ -108,6 +114,7 @@ impl LocalExecutor {
             name: name.into(),
             batcher,
             dtype: "f32".into(),
+            vocab: None,
         }
     }
 }
@@ -117,6 +124,14 @@ impl LocalExecutor {
     /// f16 or bf16, dequantized from a GGUF quantization), which make it another build.
     pub fn with_dtype(mut self, dtype: impl Into<String>) -> LocalExecutor {
         self.dtype = dtype.into();
+        self
+    }
+}
+
+impl LocalExecutor {
+    /// Lets it take requests with a schema: `vocab` holds the model's token bytes.
+    pub fn with_vocab(mut self, vocab: Arc<TokenVocab>) -> LocalExecutor {
+        self.vocab = Some(vocab);
         self
     }
 }
@@ -135,6 +150,20 @@ impl Executor for LocalExecutor {
     }
 
     fn run(&self, req: &ExecRequest) -> Result<Execution> {
+        let constraint = match (&req.schema, &self.vocab) {
+            (None, _) => None,
+            (Some(schema), Some(vocab)) => Some(Constraint::new(
+                Arc::new(Grammar::compile(schema)?),
+                vocab.clone(),
+                req.stop_ids.clone(),
+            )),
+            (Some(_), None) => {
+                return Err(Error::Executor {
+                    executor: self.name.clone(),
+                    reason: "constrained decoding needs the model's vocabulary (with_vocab)".into(),
+                });
+            }
+        };
         let stop = req.stop_ids.clone();
         let t = self.batcher.run(Job {
             prompt: req.prompt.clone(),
@@ -144,6 +173,7 @@ impl Executor for LocalExecutor {
             on_step: Some(Box::new(move |ids: &[u32]| {
                 ids.last().is_some_and(|id| stop.contains(id))
             })),
+            constraint,
         })?;
         Ok(Execution {
             executor: self.name.clone(),

@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use sha2::{Digest, Sha256};
 
 use crate::model::{KvCache, Llama, argmax};
+use crate::schema::Constraint;
 use crate::{Error, Result};
 
 /// How to pick each token.
@@ -124,7 +125,10 @@ fn pick(logits: &[f32], s: &Sampling, rng: &mut rand::rngs::StdRng) -> u32 {
         .collect();
     let lp = log_softmax(&scaled);
     // most likely first, ties by the lower id
-    let mut order: Vec<usize> = (0..lp.len()).collect();
+    // tokens a constraint masked (−∞) are never drawn
+    let mut order: Vec<usize> = (0..lp.len())
+        .filter(|i| lp[*i] > f64::NEG_INFINITY)
+        .collect();
     order.sort_by(|a, b| lp[*b].total_cmp(&lp[*a]).then(a.cmp(b)));
     if s.top_k > 0 {
         order.truncate(s.top_k);
@@ -192,8 +196,8 @@ pub fn generate_with(
     let mut cache = KvCache::default();
     let mut logits = model.forward(prompt, &mut cache)?;
     while d.steps.len() < max_tokens {
-        let id = d.push(&logits);
-        if done(&d.ids) || d.steps.len() == max_tokens || !model.has_room(&cache) {
+        let Some(id) = d.push(&logits) else { break };
+        if done(&d.ids) || d.finished() || d.steps.len() == max_tokens || !model.has_room(&cache) {
             break;
         }
         logits = model.forward(&[id], &mut cache)?;
@@ -201,9 +205,10 @@ pub fn generate_with(
     Ok(d.into_transcript(model_digest, prompt))
 }
 
-/// One generation's sampler: its random state and the steps taken so far. Feed it each
-/// position's logits with [`Decoding::push`]; [`generate_with`] and the batcher both
-/// decode through it, so a token is chosen and recorded the same way everywhere.
+/// One generation's sampler: its random state, its schema constraint if any, and the
+/// steps taken so far. Feed it each position's logits with [`Decoding::push`];
+/// [`generate_with`] and the batcher both decode through it, so a token is chosen and
+/// recorded the same way everywhere.
 #[derive(Debug)]
 pub struct Decoding {
     sampling: Sampling,
@@ -211,6 +216,7 @@ pub struct Decoding {
     top_logprobs: usize,
     steps: Vec<Step>,
     ids: Vec<u32>,
+    constraint: Option<Constraint>,
 }
 
 impl Decoding {
@@ -226,12 +232,49 @@ impl Decoding {
             top_logprobs,
             steps: Vec::new(),
             ids: Vec::new(),
+            constraint: None,
         })
     }
 
-    /// Picks the next token from `logits`, records the step and returns the id.
-    pub fn push(&mut self, logits: &[f32]) -> u32 {
-        let id = pick(logits, &self.sampling, &mut self.rng);
+    /// Constrains every token from now on to `c` (a JSON Schema), with `budget` tokens to
+    /// finish the document in.
+    ///
+    /// # Errors
+    /// [`Error::Request`] when the schema's shortest document does not fit the budget.
+    pub fn constrain(&mut self, mut c: Constraint, budget: usize) -> Result<()> {
+        c.start(budget)?;
+        self.constraint = Some(c);
+        Ok(())
+    }
+
+    /// Whether the constraint ends the generation here (the document is whole, or no
+    /// token can continue it).
+    pub fn finished(&self) -> bool {
+        self.constraint.as_ref().is_some_and(Constraint::finished)
+    }
+
+    /// The constraint, if any (to ask whether it got stuck).
+    pub fn constraint(&self) -> Option<&Constraint> {
+        self.constraint.as_ref()
+    }
+
+    /// Picks the next token from `logits` (among those the constraint allows), records the
+    /// step and returns the id; None when the constraint allows no token (the generation
+    /// ends). Logprobs, margins and alternatives are the model's, before masking (as
+    /// vLLM's raw logprobs).
+    pub fn push(&mut self, logits: &[f32]) -> Option<u32> {
+        let id = match self.constraint.as_mut() {
+            None => pick(logits, &self.sampling, &mut self.rng),
+            Some(c) => {
+                let mut masked = logits.to_vec();
+                if !c.mask(&mut masked) {
+                    return None;
+                }
+                let id = pick(&masked, &self.sampling, &mut self.rng);
+                c.advance(id);
+                id
+            }
+        };
         let lp = log_softmax(logits);
         let mut order: Vec<usize> = (0..lp.len()).collect();
         let keep = self.top_logprobs.max(2).min(lp.len());
@@ -254,7 +297,7 @@ impl Decoding {
                 .collect(),
         });
         self.ids.push(id);
-        id
+        Some(id)
     }
 
     /// The ids chosen so far.

@@ -29,6 +29,7 @@ pub mod model;
 pub mod quorum;
 #[cfg(feature = "remote")]
 pub mod remote;
+pub mod schema;
 pub mod tee;
 pub mod tiny;
 pub mod tokenizer;

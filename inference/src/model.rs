@@ -295,6 +295,14 @@ impl Llama {
         Ok(out.pop().expect("one sequence in, one out"))
     }
 
+    /// How many tokens a generation after a prompt of `prompt_len` tokens can take before
+    /// the context is full (what [`Llama::has_room`] allows).
+    pub fn room(&self, prompt_len: usize) -> usize {
+        self.config
+            .max_position_embeddings
+            .saturating_sub(prompt_len)
+    }
+
     /// Whether a generation may go on after `cache`'s positions and the token just chosen
     /// from them: prompt plus output stay within the context, as Hugging Face's
     /// `max_length` counts them.

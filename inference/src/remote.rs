@@ -213,7 +213,7 @@ impl Executor for RemoteExecutor {
     }
 
     fn run(&self, req: &ExecRequest) -> Result<Execution> {
-        let body = json!({
+        let mut body = json!({
             "model": self.cfg.model,
             "prompt": req.prompt,
             "max_tokens": req.max_tokens,
@@ -224,9 +224,15 @@ impl Executor for RemoteExecutor {
             "return_token_ids": true,
             "return_tokens_as_token_ids": true,
             "stop_token_ids": req.stop_ids,
-            "ignore_eos": true,
+            "ignore_eos": req.schema.is_none(),
             "stream": false,
         });
+        if let Some(schema) = &req.schema {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": "fleetmesh", "schema": schema, "strict": true},
+            });
+        }
         let v = self.call(
             self.client
                 .post(format!("{}/v1/completions", self.base))

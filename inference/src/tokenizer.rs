@@ -46,6 +46,46 @@ impl TextTokenizer {
             .map_err(|e| Error::Request(format!("tokenizing the prompt: {e}")))
     }
 
+    /// Every id's bytes, for constrained decoding ([`crate::schema::TokenVocab`]): byte-level
+    /// vocabularies (GPT-2, Llama 3, Qwen) map their printable characters back to bytes;
+    /// SentencePiece vocabularies (Llama 2, Mistral) write `▁` for a space and `<0xNN>` for
+    /// byte fallback. Special tokens have none.
+    pub fn token_bytes(&self) -> Vec<Option<Vec<u8>>> {
+        let byte_level = self
+            .inner
+            .get_decoder()
+            .and_then(|d| serde_json::to_string(d).ok())
+            .is_some_and(|d| d.contains("ByteLevel"));
+        let unmap: std::collections::HashMap<char, u8> = byte_to_char()
+            .into_iter()
+            .enumerate()
+            .map(|(b, c)| (c, b as u8))
+            .collect();
+        // added tokens are stored as plain text, not in the model's byte mapping
+        let added = self.inner.get_added_tokens_decoder();
+        let mut out = vec![None; self.inner.get_vocab_size(true)];
+        for (text, id) in self.inner.get_vocab(true) {
+            if id as usize >= out.len() {
+                continue;
+            }
+            let bytes = if let Some(t) = added.get(&id) {
+                (!t.special).then(|| t.content.clone().into_bytes())
+            } else if byte_level {
+                text.chars()
+                    .map(|c| unmap.get(&c).copied())
+                    .collect::<Option<Vec<u8>>>()
+            } else if let Some(hex) = text.strip_prefix("<0x").and_then(|t| t.strip_suffix('>'))
+                && hex.len() == 2
+            {
+                u8::from_str_radix(hex, 16).ok().map(|b| vec![b])
+            } else {
+                Some(text.replace('\u{2581}', " ").into_bytes())
+            };
+            out[id as usize] = bytes;
+        }
+        out
+    }
+
     /// The text of `ids`.
     ///
     /// # Errors

@@ -65,6 +65,7 @@ pub(super) fn generate_local(s: &InferenceService, p: &Params) -> Result<Vec<Gen
                 sampling: p.sampling.clone(),
                 top_logprobs: p.logprobs.unwrap_or(0),
                 on_step: Some(Box::new(stop_test(m, p))),
+                constraint: constraint(m, p),
             })
         })
         .collect::<Result<Vec<_>, _>>()
@@ -73,7 +74,15 @@ pub(super) fn generate_local(s: &InferenceService, p: &Params) -> Result<Vec<Gen
         .iter()
         .map(|ticket| {
             let t = wait(ticket).map_err(|e| bad(e.to_string(), "prompt"))?;
-            let (ids, text, finish) = cut(m, p, &t.output_ids());
+            let (ids, text, mut finish) = cut(m, p, &t.output_ids());
+            let verdict = p.schema.as_ref().map(|g| {
+                let (valid, v) = schema_verdict(g, &text);
+                // the document's end ended the generation
+                if valid {
+                    finish = "stop";
+                }
+                v
+            });
             Ok(Generated {
                 transcript_digest: t.digest(),
                 steps: t.steps[..ids.len()].to_vec(),
@@ -81,11 +90,51 @@ pub(super) fn generate_local(s: &InferenceService, p: &Params) -> Result<Vec<Gen
                 ids,
                 text,
                 finish,
-                verdict: None,
+                verdict,
                 build: (m.engine.clone(), "f32".into()),
             })
         })
         .collect()
+}
+
+/// A request's schema constraint for model `m` (ended by its stop ids where the document
+/// is whole).
+pub(super) fn constraint(m: &Served, p: &Params) -> Option<Constraint> {
+    p.schema
+        .as_ref()
+        .map(|g| Constraint::new(g.clone(), m.vocab(), p.stop_ids.clone()))
+}
+
+/// `fleetmesh.verdict` of a `schema-bounds` generation: the `jsonschema` crate's check of
+/// `text`.
+pub(super) fn schema_verdict(g: &Grammar, text: &str) -> (bool, Value) {
+    let v = g.validate(text);
+    (
+        v.valid,
+        json!({"mode": "schema-bounds", "valid": v.valid, "errors": v.errors, "constrained": true}),
+    )
+}
+
+/// `schema-bounds`: the constrained local generation; an output the schema does not accept
+/// (cut by a stop string, a vocabulary without a needed byte) is 502 `schema_invalid`.
+pub(super) fn generate_bounded(
+    s: &InferenceService,
+    p: &Params,
+) -> Result<Vec<Generated>, Failure> {
+    let gens = generate_local(s, p)?;
+    if let Some(bad) = gens
+        .iter()
+        .find(|g| g.verdict.as_ref().is_some_and(|v| v["valid"] != true))
+    {
+        return Err(Failure {
+            status: StatusCode::BAD_GATEWAY,
+            message: "the output is not valid under the schema".into(),
+            param: Some("response_format"),
+            code: Some("schema_invalid"),
+            extra: Some(json!({"verdict": bad.verdict, "text": bad.text})),
+        });
+    }
+    Ok(gens)
 }
 
 /// The local generation with this host's SEV-SNP report over the job binding (model
@@ -143,6 +192,7 @@ pub(super) fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Vec<Ge
     let mut executors: Vec<&dyn Executor> = vec![&m.local];
     executors.extend(m.remotes.iter().map(|r| r as &dyn Executor));
     let req = ExecRequest {
+        schema: None,
         prompt: p.prompts[0].clone(),
         max_tokens: p.max_tokens,
         stop_ids: p.stop_ids.clone(),

@@ -14,11 +14,18 @@
 //! request through the quorum — the local runtime and the model's remote executors —
 //! and adds `fleetmesh.verdict`; it decodes greedily and does not stream.
 //!
+//! `response_format` (OpenAI's `{"type": "json_schema", "json_schema": {"schema": …}}`,
+//! or `{"type": "json_object"}`) constrains decoding to documents valid under the schema
+//! ([`fleetmesh_inference::schema`]; unsupported keywords are refused with 400
+//! `unsupported_schema`) and adds `fleetmesh.verdict` (`mode: schema-bounds`, `valid`,
+//! `errors`) from the `jsonschema` crate's check of the output; with
+//! `"verification": "schema-bounds"` an invalid output is 502 `schema_invalid`.
+//!
 //! Generations go to the model's [`Batcher`]: concurrent requests are decoded together,
 //! up to `[inference] max_batch`.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::Json;
 use axum::extract::State;
@@ -29,6 +36,7 @@ use fleetmesh_inference::chat::{ChatTemplate, Message};
 use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
 use fleetmesh_inference::quorum::{QuorumConfig, run_quorum};
 use fleetmesh_inference::remote::{RemoteConfig, RemoteExecutor};
+use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab};
 use fleetmesh_inference::{Batcher, Sampling, Step, TextTokenizer};
 use serde_json::{Value, json};
 
@@ -39,7 +47,10 @@ mod render;
 mod request;
 mod stream;
 
-use generation::{cut, generate_attested, generate_local, generate_quorum, stopped};
+use generation::{
+    cut, generate_attested, generate_bounded, generate_local, generate_quorum, schema_verdict,
+    stopped,
+};
 use render::{render, unix_now};
 use request::{Api, Params, parse, rand_seed};
 use stream::stream;
@@ -56,6 +67,16 @@ struct Served {
     eos: Vec<u32>,
     local: LocalExecutor,
     remotes: Vec<RemoteExecutor>,
+    /// The vocabulary's bytes, built on the first request with a schema.
+    vocab: OnceLock<Arc<TokenVocab>>,
+}
+
+impl Served {
+    fn vocab(&self) -> Arc<TokenVocab> {
+        self.vocab
+            .get_or_init(|| Arc::new(TokenVocab::new(&self.tokenizer.token_bytes())))
+            .clone()
+    }
 }
 
 /// The loaded models, their executors and the quorum's settings.
@@ -98,6 +119,7 @@ impl InferenceService {
                 engine,
                 eos,
                 remotes: Vec::new(),
+                vocab: OnceLock::new(),
             });
         }
         for e in &cfg.executors {
@@ -302,6 +324,7 @@ async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
     let params = p.clone();
     let result = tokio::task::spawn_blocking(move || match params.verification {
         Verification::None => generate_local(&svc, &params),
+        Verification::SchemaBounds => generate_bounded(&svc, &params),
         Verification::QuasiDeterministic => generate_quorum(&svc, &params),
         Verification::TeeAttestation => generate_attested(&svc, &params),
     })

@@ -70,6 +70,9 @@ pub(super) fn render(m: &Served, p: &Params, gens: &[Generated]) -> Value {
                 "transcript_digest": hex::encode(g.transcript_digest),
                 "margins": g.steps.iter().map(|st| st.margin).collect::<Vec<_>>(),
             });
+            if let Some(v) = &g.verdict {
+                choice["fleetmesh"]["verdict"] = v.clone();
+            }
             choice
         })
         .collect();

@@ -25,6 +25,8 @@ pub(super) struct Params {
     pub(super) as_token_ids: bool,
     pub(super) stream: bool,
     pub(super) verification: Verification,
+    /// `response_format`'s schema, compiled.
+    pub(super) schema: Option<Arc<Grammar>>,
 }
 
 pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure> {
@@ -58,6 +60,7 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
     if stop.iter().any(String::is_empty) {
         return Err(bad("a stop string is empty", "stop"));
     }
+    let schema = response_format(&v["response_format"])?;
     let prompts = match api {
         Api::Completion => completion_prompts(served, &v["prompt"], vocab)?,
         Api::Chat => {
@@ -75,8 +78,12 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
             let text = template
                 .render(&messages, add)
                 .map_err(|e| bad(e.to_string(), "messages"))?;
-            // the end of the assistant's turn ends the generation
-            if !template.eos_token().is_empty() && !v["ignore_eos"].as_bool().unwrap_or(false) {
+            // the end of the assistant's turn ends the generation (under a schema, the end
+            // of the document does)
+            if !template.eos_token().is_empty()
+                && !v["ignore_eos"].as_bool().unwrap_or(false)
+                && schema.is_none()
+            {
                 stop.push(template.eos_token().to_owned());
             }
             vec![
@@ -216,6 +223,18 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
             "stream",
         ));
     }
+    if verification == Verification::SchemaBounds && schema.is_none() {
+        return Err(bad(
+            "schema-bounds verification needs a response_format with a JSON Schema",
+            "response_format",
+        ));
+    }
+    if verification == Verification::QuasiDeterministic && schema.is_some() {
+        return Err(bad(
+            "response_format cannot be combined with quasi-deterministic verification yet",
+            "response_format",
+        ));
+    }
     if verification == Verification::QuasiDeterministic {
         if !v["temperature"].is_null() && temperature != 0.0 {
             return Err(bad(
@@ -259,7 +278,44 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
         as_token_ids: flag("return_tokens_as_token_ids")?,
         stream,
         verification,
+        schema,
     })
+}
+
+/// OpenAI's `response_format`: `{"type": "text"}` (no constraint), `{"type":
+/// "json_object"}` (any object), `{"type": "json_schema", "json_schema": {"name",
+/// "schema", "strict"}}`.
+fn response_format(v: &Value) -> Result<Option<Arc<Grammar>>, Failure> {
+    let param = "response_format";
+    let schema = match v["type"].as_str() {
+        _ if v.is_null() => return Ok(None),
+        Some("text") => return Ok(None),
+        Some("json_object") => json!({"type": "object"}),
+        Some("json_schema") => match &v["json_schema"]["schema"] {
+            s @ (Value::Object(_) | Value::Bool(_)) => s.clone(),
+            _ => {
+                return Err(bad(
+                    "response_format.json_schema.schema must be a JSON Schema object",
+                    param,
+                ));
+            }
+        },
+        _ => {
+            return Err(bad(
+                "response_format.type must be text, json_object or json_schema",
+                param,
+            ));
+        }
+    };
+    Grammar::compile(&schema)
+        .map(|g| Some(Arc::new(g)))
+        .map_err(|e| Failure {
+            status: StatusCode::BAD_REQUEST,
+            message: e.to_string(),
+            param: Some(param),
+            code: Some("unsupported_schema"),
+            extra: None,
+        })
 }
 
 /// Most prompts in one completions request.

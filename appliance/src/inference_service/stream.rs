@@ -93,6 +93,7 @@ pub(super) fn stream(s: Arc<InferenceService>, p: Params) -> Response {
         sampling: p.sampling.clone(),
         top_logprobs: 0,
         on_step: Some(Box::new(on_step)),
+        constraint: generation::constraint(&s.models[p.model], &p),
     });
     let svc = s.clone();
     tokio::spawn(async move {
@@ -113,7 +114,14 @@ pub(super) fn stream(s: Arc<InferenceService>, p: Params) -> Response {
         let m = &svc.models[p.model];
         match result {
             Ok(t) => {
-                let (ids, text, finish) = cut(m, &p, &t.output_ids());
+                let (ids, text, mut finish) = cut(m, &p, &t.output_ids());
+                let verdict = p.schema.as_ref().map(|g| {
+                    let (valid, v) = schema_verdict(g, &text);
+                    if valid {
+                        finish = "stop";
+                    }
+                    v
+                });
                 let rest = text.get(st.text.len()..).unwrap_or_default();
                 let mut last = chunk(rest, &ids[st.ids.min(ids.len())..], Some(finish));
                 last["usage"] = json!({
@@ -127,6 +135,9 @@ pub(super) fn stream(s: Arc<InferenceService>, p: Params) -> Response {
                     "engine": m.engine,
                     "dtype": "f32",
                 });
+                if let Some(v) = verdict {
+                    last["fleetmesh"]["verdict"] = v;
+                }
                 let _ = tx.send(last);
             }
             Err(e) => {

@@ -251,7 +251,7 @@ fn models_in_the_config_are_served_by_run() {
 }
 
 /// `meshnode model make-tiny DIR --seed SEED`.
-fn make_tiny(dir: &Path, seed: u64) {
+pub(crate) fn make_tiny(dir: &Path, seed: u64) {
     let o = run(&[
         "model",
         "make-tiny",
@@ -264,7 +264,7 @@ fn make_tiny(dir: &Path, seed: u64) {
 
 /// A fresh node serving `models`, with `executors` (TOML `[[inference.executors]]`
 /// tables) in its config.
-fn serve(models: &[&Path], executors: &str) -> (tempfile::TempDir, Daemon) {
+pub(crate) fn serve(models: &[&Path], executors: &str) -> (tempfile::TempDir, Daemon) {
     let node = tempfile::tempdir().unwrap();
     assert!(init(node.path(), &[]).status.success());
     let cfg = node.path().join("meshnode.toml");
@@ -303,6 +303,32 @@ fn quorum_cli(model: &Path, max_tokens: usize, executors: &[&str]) -> Output {
         args.extend(["--executor", e]);
     }
     run(&args)
+}
+
+/// An in-process stand-in for an OpenAI-compatible server that answers every request with
+/// `ids` (logprobs 0), whatever it was asked; its base URL.
+pub(crate) fn fake_executor(ids: &[u32]) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let body = serde_json::json!({"choices": [{"token_ids": ids,
+        "logprobs": {"token_logprobs": vec![0.0; ids.len()], "top_logprobs": []}}]})
+    .to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { return };
+            let mut buf = [0u8; 65536];
+            let _ = std::io::Read::read(&mut c, &mut buf);
+            let _ = std::io::Write::write_all(
+                &mut c,
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    url
 }
 
 fn executor_toml(name: &str, d: &Daemon) -> String {
@@ -417,26 +443,7 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
     );
     // a server that answers more tokens than asked for is not believed (an in-process
     // stand-in for a misbehaving OpenAI-compatible server)
-    let liar = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let liar_url = format!("http://{}", liar.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for conn in liar.incoming() {
-            let Ok(mut c) = conn else { return };
-            let mut buf = [0u8; 65536];
-            let _ = std::io::Read::read(&mut c, &mut buf);
-            let body = serde_json::json!({"choices": [{"token_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9],
-                "logprobs": {"token_logprobs": vec![0.0; 9], "top_logprobs": []}}]})
-            .to_string();
-            let _ = std::io::Write::write_all(
-                &mut c,
-                format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            );
-        }
-    });
+    let liar_url = fake_executor(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
     let o = quorum_cli(&honest, 4, &[&liar_url, &honest_node.url("")]);
     assert!(o.status.success(), "{}", stderr(&o));
     let cli: Value = serde_json::from_str(&stdout(&o)).unwrap();

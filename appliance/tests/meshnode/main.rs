@@ -7,6 +7,7 @@ mod daemon;
 mod inference;
 mod init;
 mod proof;
+mod schema;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;

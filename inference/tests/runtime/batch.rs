@@ -51,6 +51,7 @@ fn a_batch_of_eight_gives_each_sequence_what_it_gets_alone() {
                     sampling: sampling(i),
                     top_logprobs: 3,
                     on_step: None,
+                    constraint: None,
                 })
                 .unwrap()
         })
@@ -75,6 +76,7 @@ fn a_batch_of_eight_gives_each_sequence_what_it_gets_alone() {
             sampling: Sampling::default(),
             top_logprobs: 0,
             on_step: Some(Box::new(|ids| ids.len() == 4)),
+            constraint: None,
         })
         .unwrap();
     assert_eq!(stopped.output_ids(), alone[0].output_ids()[..4]);
@@ -85,6 +87,7 @@ fn a_batch_of_eight_gives_each_sequence_what_it_gets_alone() {
             sampling: Sampling::default(),
             top_logprobs: 0,
             on_step: None,
+            constraint: None,
         })
         .unwrap_err();
     assert!(matches!(err, Error::Request(_)), "{err}");
@@ -96,6 +99,7 @@ fn a_batch_of_eight_gives_each_sequence_what_it_gets_alone() {
             sampling: Sampling::default(),
             top_logprobs: 0,
             on_step: Some(Box::new(|_| panic!("a broken stop test"))),
+            constraint: None,
         })
         .unwrap_err();
     assert!(err.to_string().contains("panicked"), "{err}");
@@ -108,6 +112,7 @@ fn a_batch_of_eight_gives_each_sequence_what_it_gets_alone() {
             sampling: Sampling::default(),
             top_logprobs: 0,
             on_step: None,
+            constraint: None,
         })
         .unwrap();
     assert_eq!(t.steps.len(), 2, "512 positions: 510 prompt + 2 generated");

@@ -91,6 +91,7 @@ fn quorum_picks_the_honest_output_and_names_the_tampered_executor_where_it_diver
     let (mut diverging, mut same) = (0, 0);
     for prompt in quorum_prompts() {
         let req = ExecRequest {
+            schema: None,
             prompt: prompt.clone(),
             max_tokens: 12,
             stop_ids: vec![],
@@ -180,6 +181,7 @@ fn quorum_picks_the_honest_output_and_names_the_tampered_executor_where_it_diver
     let err = run_quorum(
         &[&h1, &h2],
         &ExecRequest {
+            schema: None,
             prompt: vec![1],
             max_tokens: 1,
             stop_ids: vec![],
@@ -280,6 +282,7 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
     for prompt in quorum_prompts() {
         let req = ExecRequest {
             prompt,
+            schema: None,
             max_tokens: 24,
             stop_ids: vec![],
         };

@@ -116,6 +116,7 @@ fn quorum_overhead(
         })
         .collect();
     let req = ExecRequest {
+        schema: None,
         prompt: prompt.to_vec(),
         max_tokens: DECODE,
         stop_ids: vec![],

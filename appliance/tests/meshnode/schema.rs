@@ -1,0 +1,205 @@
+//! schema-bounds on the node: `response_format` on completions and chat (also streamed),
+//! `"verification": "schema-bounds"`, the refusals, and `meshnode infer --schema` on the
+//! local model and on a remote executor.
+
+use super::inference::{fake_executor, make_tiny, serve};
+use super::*;
+use serde_json::json;
+
+fn person() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 10},
+            "age": {"type": "integer"},
+            "tags": {"type": "array", "items": {"enum": ["admin", "ops", "dev"]}, "maxItems": 3},
+            "manager": {"type": ["string", "null"], "maxLength": 8}
+        },
+        "required": ["name", "age", "tags"],
+        "additionalProperties": false
+    })
+}
+
+fn format_of(schema: &Value) -> Value {
+    json!({"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": true}})
+}
+
+/// Whether `text` is one JSON document valid under `schema` (the jsonschema crate's word).
+fn valid(schema: &Value, text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| jsonschema::is_valid(schema, &v))
+}
+
+#[test]
+fn response_format_constrains_answers_over_http_and_on_the_cli() {
+    let models = tempfile::tempdir().unwrap();
+    let tiny = models.path().join("tiny");
+    make_tiny(&tiny, 7);
+    let (_node, d) = serve(&[&tiny], "");
+    let schema = person();
+    runtime().block_on(async {
+        let http = http_client();
+        let url = d.url("/v1/completions");
+        for temperature in [0.0, 1.0] {
+            let body = json!({
+                "model": "tiny", "prompt": ["hello", "{\"name\": "], "max_tokens": 60,
+                "temperature": temperature, "seed": 3, "return_token_ids": true,
+                "response_format": format_of(&schema),
+            });
+            let (status, r) = post_json(&http, &url, body.clone()).await;
+            assert_eq!(status, 200, "{r}");
+            for c in r["choices"].as_array().unwrap() {
+                let text = c["text"].as_str().unwrap();
+                assert!(valid(&schema, text), "{text:?}");
+                assert_eq!(c["finish_reason"], "stop", "{c}");
+                let v = &c["fleetmesh"]["verdict"];
+                assert_eq!(v["mode"], "schema-bounds");
+                assert_eq!(v["valid"], true, "{v}");
+            }
+            // the same request without the constraint: the tiny model writes no JSON
+            let mut free = body;
+            free.as_object_mut().unwrap().remove("response_format");
+            let (_, r) = post_json(&http, &url, free).await;
+            for c in r["choices"].as_array().unwrap() {
+                assert!(!valid(&schema, c["text"].as_str().unwrap()), "{c}");
+                assert!(c["fleetmesh"]["verdict"].is_null());
+            }
+        }
+        // json_object: any object
+        let (status, r) = post_json(&http, &url, json!({
+            "model": "tiny", "prompt": "x", "max_tokens": 40, "temperature": 0,
+            "response_format": {"type": "json_object"}})).await;
+        assert_eq!(status, 200, "{r}");
+        let v: Value = serde_json::from_str(r["choices"][0]["text"].as_str().unwrap()).unwrap();
+        assert!(v.is_object(), "{v}");
+
+        // chat, streamed and not: the deltas add up to the same valid document
+        let chat = d.url("/v1/chat/completions");
+        let body = json!({
+            "model": "tiny", "messages": [{"role": "user", "content": "Who?"}],
+            "max_tokens": 60, "temperature": 0, "response_format": format_of(&schema),
+            "verification": "schema-bounds",
+        });
+        let (status, r) = post_json(&http, &chat, body.clone()).await;
+        assert_eq!(status, 200, "{r}");
+        let content = r["choices"][0]["message"]["content"].as_str().unwrap();
+        assert!(valid(&schema, content), "{content:?}");
+        assert_eq!(r["fleetmesh"]["verdict"]["valid"], true);
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let text = http.post(&chat).body(streamed.to_string()).send().await.unwrap().text().await.unwrap();
+        let chunks: Vec<Value> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|e| *e != "[DONE]")
+            .map(|e| serde_json::from_str(e).unwrap())
+            .collect();
+        let joined: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+        assert_eq!(joined, content);
+        let last = chunks.last().unwrap();
+        assert_eq!(last["fleetmesh"]["verdict"]["valid"], true, "{last}");
+        assert_eq!(last["choices"][0]["finish_reason"], "stop");
+
+        // a stop string that cuts the document: schema-bounds refuses the answer
+        let mut cut = body.clone();
+        cut["stop"] = json!(":");
+        let (status, r) = post_json(&http, &chat, cut).await;
+        assert_eq!(status, 502, "{r}");
+        assert_eq!(r["error"]["code"], "schema_invalid");
+        assert_eq!(r["fleetmesh"]["verdict"]["valid"], false, "{r}");
+
+        // refusals, before any generation
+        let refusals = [
+            (json!({"response_format": format_of(&json!({"type": "string", "pattern": "^a"}))}), "unsupported_schema", "`pattern`"),
+            (json!({"response_format": format_of(&json!({"type": "object", "properties": {"a": {"format": "date"}}}))}), "unsupported_schema", "#/properties/a"),
+            (json!({"response_format": {"type": "xml"}}), "", "json_object or json_schema"),
+            (json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}), "", "must be a JSON Schema"),
+            (json!({"verification": "schema-bounds"}), "", "needs a response_format"),
+            (json!({"response_format": format_of(&schema), "verification": "quasi-deterministic"}), "", "cannot be combined"),
+            (json!({"response_format": format_of(&schema), "max_tokens": 5}), "", "too few for this schema"),
+        ];
+        for (extra, code, says) in refusals {
+            let mut body = json!({"model": "tiny", "prompt": "hi", "max_tokens": 30});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            let (status, r) = post_json(&http, &url, body.clone()).await;
+            assert_eq!(status, 400, "{body} → {r}");
+            assert!(r["error"]["message"].as_str().unwrap().contains(says), "{r}");
+            if !code.is_empty() {
+                assert_eq!(r["error"]["code"], code, "{r}");
+            }
+        }
+    });
+
+    // the CLI, locally and with the node as a remote executor: the node constrains by
+    // the response_format it is sent, so both give the same greedy document
+    let file = models.path().join("person.json");
+    std::fs::write(&file, schema.to_string()).unwrap();
+    let base = [
+        "infer",
+        "--model",
+        tiny.to_str().unwrap(),
+        "--prompt",
+        "hello",
+        "--max-tokens",
+        "60",
+        "--schema",
+        file.to_str().unwrap(),
+    ];
+    let o = run(&base);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let local: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(local["verdict"]["valid"], true, "{local}");
+    assert_eq!(local["verdict"]["constrained"], "local");
+    assert!(valid(&schema, local["text"].as_str().unwrap()), "{local}");
+    let node_url = d.url("");
+    let mut remote_args = base.to_vec();
+    remote_args.extend(["--executor", &node_url, "--remote-model", "tiny"]);
+    let o = run(&remote_args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let remote: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(remote["verdict"]["constrained"], "remote");
+    assert_eq!(remote["token_ids"], local["token_ids"], "{remote}");
+
+    // a remote executor that ignores response_format: checked after the fact, exit 1
+    let ids: Vec<u32> = b"nope".iter().map(|b| u32::from(*b)).collect();
+    let plain_url = fake_executor(&ids);
+    let mut args = base.to_vec();
+    args.extend(["--executor", &plain_url]);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(out["verdict"]["valid"], false, "{out}");
+    assert_eq!(out["text"], "nope");
+    assert!(
+        out["verdict"]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("not JSON"),
+        "{out}"
+    );
+
+    // bad schemas and flags: exit 2 with the reason
+    let bad = models.path().join("bad.json");
+    std::fs::write(&bad, json!({"type": "integer", "minimum": 3}).to_string()).unwrap();
+    let mut args = base.to_vec();
+    args[8] = bad.to_str().unwrap();
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unsupported keyword `minimum`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[
+        "infer",
+        "--model",
+        tiny.to_str().unwrap(),
+        "--prompt",
+        "x",
+        "--verify",
+        "schema-bounds",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("needs --schema"), "{}", stderr(&o));
+}

@@ -1,0 +1,598 @@
+//! JSON Schema → [`Grammar`]: the subset of keywords constrained decoding understands,
+//! checked up front, and the shortest document each sub-schema allows.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::{Error, Result};
+
+/// Type bits of [`Node::kinds`].
+pub(crate) const OBJECT: u8 = 1;
+pub(crate) const ARRAY: u8 = 2;
+pub(crate) const STRING: u8 = 4;
+pub(crate) const NUMBER: u8 = 8;
+pub(crate) const INTEGER: u8 = 16;
+pub(crate) const BOOLEAN: u8 = 32;
+pub(crate) const NULL: u8 = 64;
+const ALL: u8 = 127;
+
+/// "Cannot be finished": larger than any budget, small enough to add to.
+pub(crate) const NEVER: usize = usize::MAX / 4;
+
+/// Keywords that shape the documents generated.
+const STRUCTURAL: &[&str] = &[
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "$ref",
+    "$defs",
+    "definitions",
+];
+
+/// Keywords that say nothing about validity (annotations), accepted and ignored.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$comment",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+];
+
+/// One declared property of an object schema.
+#[derive(Debug, Clone)]
+pub(crate) struct Prop {
+    /// The name as it appears between the quotes of a JSON key (escaped).
+    pub key: Vec<u8>,
+    /// The value's node.
+    pub node: usize,
+    /// Whether `required` lists it.
+    pub required: bool,
+}
+
+/// One compiled (sub-)schema.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    /// The JSON types allowed (bits above).
+    pub kinds: u8,
+    /// `enum` / `const`: the allowed values, serialized; the value must be one of them.
+    pub literals: Option<Vec<Vec<u8>>>,
+    /// Declared properties (at most [`MAX_PROPS`]), then required names that are not
+    /// declared (valued by `extra`). Generation writes them in any order.
+    pub props: Vec<Prop>,
+    /// The schema of other properties; None when `additionalProperties` is false.
+    pub extra: Option<usize>,
+    /// The schema of array items.
+    pub items: usize,
+    /// `minItems`, `maxItems`.
+    pub min_items: usize,
+    pub max_items: Option<usize>,
+    /// `minLength`, `maxLength` in code points.
+    pub min_len: usize,
+    pub max_len: Option<usize>,
+    /// The fewest bytes of any document valid under this node ([`NEVER`] if none).
+    pub min_bytes: usize,
+}
+
+impl Node {
+    fn any() -> Node {
+        Node {
+            kinds: ALL,
+            literals: None,
+            props: Vec::new(),
+            extra: Some(ANY),
+            items: ANY,
+            min_items: 0,
+            max_items: None,
+            min_len: 0,
+            max_len: None,
+            min_bytes: NEVER,
+        }
+    }
+
+    /// Bytes of one member `"key":value` for property `j` (no comma).
+    pub fn member(&self, nodes: &[Node], j: usize) -> usize {
+        let p = &self.props[j];
+        (p.key.len() + 3).saturating_add(nodes[p.node].min_bytes)
+    }
+
+    /// Bytes of the members still owed when the properties in `written` (bit j =
+    /// property j) are written: every other required one, each after a comma unless it is
+    /// the first and `comma_first` is false; when none is owed and `need_one`, the cheapest
+    /// single member (a comma was just written). `extra_key` is the shortest free key for
+    /// another property (0 or 1 bytes).
+    pub fn members_cost(
+        &self,
+        nodes: &[Node],
+        written: u128,
+        comma_first: bool,
+        need_one: bool,
+        extra_key: usize,
+    ) -> usize {
+        let mut cost = 0usize;
+        let mut n = 0;
+        for j in self.unwritten(written) {
+            if self.props[j].required {
+                cost = cost.saturating_add(self.member(nodes, j) + 1);
+                n += 1;
+            }
+        }
+        if n == 0 {
+            if !need_one {
+                return 0;
+            }
+            let mut best = NEVER;
+            for j in self.unwritten(written) {
+                best = best.min(self.member(nodes, j));
+            }
+            if let Some(e) = self.extra {
+                best = best.min((extra_key + 3).saturating_add(nodes[e].min_bytes));
+            }
+            return best.saturating_add(usize::from(comma_first));
+        }
+        if comma_first { cost } else { cost - 1 }
+    }
+
+    /// The properties not yet written.
+    pub fn unwritten(&self, written: u128) -> impl Iterator<Item = usize> + Clone + '_ {
+        (0..self.props.len()).filter(move |j| written & (1u128 << j) == 0)
+    }
+
+    /// Whether a required property is not yet written.
+    pub fn owes(&self, written: u128) -> bool {
+        self.unwritten(written).any(|j| self.props[j].required)
+    }
+}
+
+/// Most properties one object schema may declare (the matcher keeps a 128-bit set of
+/// those written).
+pub(crate) const MAX_PROPS: usize = 128;
+
+/// Index of the node that accepts any JSON value.
+pub(crate) const ANY: usize = 0;
+
+/// A compiled schema: what [`super::Matcher`] walks.
+#[derive(Debug)]
+pub struct Grammar {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) root: usize,
+    schema: Value,
+    validator: jsonschema::Validator,
+}
+
+impl Grammar {
+    /// Compiles `schema`.
+    ///
+    /// # Errors
+    /// [`Error::Schema`] naming the place and the reason: a keyword outside the supported
+    /// subset (never silently ignored), a `$ref` outside the document, bounds no value
+    /// meets, a schema that is not valid JSON Schema, or one no finite document satisfies.
+    pub fn compile(schema: &Value) -> Result<Grammar> {
+        let mut c = Compiler {
+            doc: schema,
+            nodes: vec![Node::any()],
+            memo: HashMap::new(),
+            resolving: Vec::new(),
+        };
+        let root = c.node("")?;
+        let mut nodes = c.nodes;
+        // the independent validator must take the schema too (it also checks it against
+        // the meta-schema)
+        let validator = jsonschema::validator_for(schema).map_err(|e| Error::Schema {
+            at: format!("#{}", e.schema_path()),
+            reason: format!("not a valid JSON Schema: {e}"),
+        })?;
+        settle(&mut nodes);
+        if nodes[root].min_bytes >= NEVER {
+            return Err(Error::Schema {
+                at: "#".into(),
+                reason: "no finite document satisfies this schema".into(),
+            });
+        }
+        Ok(Grammar {
+            nodes,
+            root,
+            schema: schema.clone(),
+            validator,
+        })
+    }
+
+    /// The schema it was compiled from.
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// Bytes of the shortest valid document.
+    pub fn min_bytes(&self) -> usize {
+        self.nodes[self.root].min_bytes
+    }
+
+    /// Checks `text` against the schema with the `jsonschema` crate (an implementation
+    /// independent of the matcher): valid, or the reasons it is not.
+    pub fn validate(&self, text: &str) -> Validation {
+        let value: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                return Validation {
+                    valid: false,
+                    errors: vec![format!("not JSON: {e}")],
+                };
+            }
+        };
+        let errors: Vec<String> = self
+            .validator
+            .iter_errors(&value)
+            .take(8)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        Validation {
+            valid: errors.is_empty(),
+            errors,
+        }
+    }
+}
+
+/// The verdict of [`Grammar::validate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validation {
+    /// Whether the text is one JSON document valid under the schema.
+    pub valid: bool,
+    /// Why not (at most 8 reasons, each naming the instance location).
+    pub errors: Vec<String>,
+}
+
+struct Compiler<'a> {
+    doc: &'a Value,
+    nodes: Vec<Node>,
+    /// JSON pointer → node, so refs and recursion share nodes.
+    memo: HashMap<String, usize>,
+    /// Pointers of `$ref`s being followed (a ref cycle with no schema in it is refused).
+    resolving: Vec<String>,
+}
+
+fn schema_err(at: &str, reason: impl Into<String>) -> Error {
+    Error::Schema {
+        at: format!("#{at}"),
+        reason: reason.into(),
+    }
+}
+
+fn escape_token(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+impl Compiler<'_> {
+    /// The node for the schema at JSON pointer `at`.
+    fn node(&mut self, at: &str) -> Result<usize> {
+        if let Some(id) = self.memo.get(at) {
+            return Ok(*id);
+        }
+        let value = self
+            .doc
+            .pointer(at)
+            .ok_or_else(|| schema_err(at, "nothing at this location"))?;
+        let obj = match value {
+            Value::Bool(true) => return Ok(ANY),
+            Value::Bool(false) => {
+                return Err(schema_err(
+                    at,
+                    "the schema `false` (no value allowed) is only supported as additionalProperties",
+                ));
+            }
+            Value::Object(o) => o,
+            _ => return Err(schema_err(at, "a schema must be an object or a boolean")),
+        };
+        for k in obj.keys() {
+            if !STRUCTURAL.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str()) {
+                return Err(schema_err(
+                    at,
+                    format!(
+                        "unsupported keyword `{k}` (constrained decoding supports: {})",
+                        STRUCTURAL.join(", ")
+                    ),
+                ));
+            }
+        }
+        if let Some(r) = obj.get("$ref") {
+            let others: Vec<&String> = obj
+                .keys()
+                .filter(|k| {
+                    !ANNOTATIONS.contains(&k.as_str())
+                        && !["$ref", "$defs", "definitions"].contains(&k.as_str())
+                })
+                .collect();
+            if !others.is_empty() {
+                return Err(schema_err(
+                    at,
+                    format!(
+                        "`$ref` beside {others:?} is not supported; move them into the referenced schema"
+                    ),
+                ));
+            }
+            let target = r
+                .as_str()
+                .and_then(|s| s.strip_prefix('#'))
+                .ok_or_else(|| {
+                    schema_err(
+                        at,
+                        format!("`$ref` {r} must point inside this document (start with `#`)"),
+                    )
+                })?;
+            let target = percent_decode(target);
+            if self.resolving.contains(&target) || target == at {
+                return Err(schema_err(at, "a `$ref` cycle that never reaches a schema"));
+            }
+            self.resolving.push(at.to_string());
+            let id = self.node(&target);
+            self.resolving.pop();
+            let id = id?;
+            self.memo.insert(at.to_string(), id);
+            return Ok(id);
+        }
+        let id = self.nodes.len();
+        self.nodes.push(Node::any());
+        self.memo.insert(at.to_string(), id);
+        let mut n = Node::any();
+
+        if let Some(t) = obj.get("type") {
+            let names: Vec<&Value> = match t {
+                Value::Array(a) => a.iter().collect(),
+                one => vec![one],
+            };
+            n.kinds = 0;
+            for name in names {
+                n.kinds |= match name.as_str() {
+                    Some("object") => OBJECT,
+                    Some("array") => ARRAY,
+                    Some("string") => STRING,
+                    Some("number") => NUMBER,
+                    Some("integer") => INTEGER,
+                    Some("boolean") => BOOLEAN,
+                    Some("null") => NULL,
+                    _ => return Err(schema_err(at, format!("unknown type {name}"))),
+                };
+            }
+        }
+        let count = |key: &str| -> Result<Option<usize>> {
+            match obj.get(key) {
+                None => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .map(|v| Some(v as usize))
+                    .ok_or_else(|| schema_err(at, format!("`{key}` must be a whole number ≥ 0"))),
+            }
+        };
+        n.min_items = count("minItems")?.unwrap_or(0);
+        n.max_items = count("maxItems")?;
+        n.min_len = count("minLength")?.unwrap_or(0);
+        n.max_len = count("maxLength")?;
+        if n.max_items.is_some_and(|m| m < n.min_items) {
+            n.kinds &= !ARRAY;
+        }
+        if n.max_len.is_some_and(|m| m < n.min_len) {
+            n.kinds &= !STRING;
+        }
+
+        // properties, in the order the schema lists them
+        let required: Vec<String> = match obj.get("required") {
+            None => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| schema_err(at, "`required` must list strings"))
+                })
+                .collect::<Result<_>>()?,
+            Some(_) => return Err(schema_err(at, "`required` must be an array")),
+        };
+        n.extra = match obj.get("additionalProperties") {
+            None | Some(Value::Bool(true)) => Some(ANY),
+            Some(Value::Bool(false)) => None,
+            Some(_) => Some(self.node(&format!("{at}/additionalProperties"))?),
+        };
+        if let Some(p) = obj.get("properties") {
+            let p = p
+                .as_object()
+                .ok_or_else(|| schema_err(at, "`properties` must be an object"))?;
+            for name in p.keys() {
+                let node = self.node(&format!("{at}/properties/{}", escape_token(name)))?;
+                n.props.push(Prop {
+                    key: key_bytes(name),
+                    node,
+                    required: required.contains(name),
+                });
+            }
+        }
+        for name in &required {
+            let declared = obj
+                .get("properties")
+                .and_then(|p| p.get(name.as_str()))
+                .is_some();
+            if !declared {
+                match n.extra {
+                    Some(e) => n.props.push(Prop {
+                        key: key_bytes(name),
+                        node: e,
+                        required: true,
+                    }),
+                    // an object is impossible; other types stay allowed
+                    None => n.kinds &= !OBJECT,
+                }
+            }
+        }
+        if n.props.len() > MAX_PROPS {
+            return Err(schema_err(
+                at,
+                format!(
+                    "{} properties; constrained decoding supports at most {MAX_PROPS} per object",
+                    n.props.len()
+                ),
+            ));
+        }
+        n.items = match obj.get("items") {
+            None => ANY,
+            Some(Value::Array(_)) => {
+                return Err(schema_err(
+                    at,
+                    "`items` as an array (tuple validation) is not supported",
+                ));
+            }
+            Some(_) => self.node(&format!("{at}/items"))?,
+        };
+        if let Some(c) = obj.get("const") {
+            n.literals = Some(vec![c.clone()].into_iter().map(literal).collect());
+        }
+        if let Some(e) = obj.get("enum") {
+            let e = e
+                .as_array()
+                .ok_or_else(|| schema_err(at, "`enum` must be an array"))?;
+            let mut lits: Vec<Vec<u8>> = e.iter().cloned().map(literal).collect();
+            if let Some(c) = &n.literals {
+                lits.retain(|l| c.contains(l));
+            }
+            n.literals = Some(lits);
+        }
+        if let Some(lits) = n.literals.take() {
+            // keep the values the other keywords allow (type, string lengths)
+            let kept = lits
+                .into_iter()
+                .filter(|l| {
+                    let v: Value = serde_json::from_slice(l).expect("serialized above");
+                    literal_fits(&n, &v)
+                })
+                .collect();
+            n.literals = Some(kept);
+        }
+        self.nodes[id] = n;
+        Ok(id)
+    }
+}
+
+/// Decodes `%XX` escapes in a `$ref` fragment (its `~` escapes stay for
+/// [`Value::pointer`]).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The bytes between a key's quotes.
+fn key_bytes(name: &str) -> Vec<u8> {
+    let s = serde_json::to_string(name).expect("strings serialize");
+    s.as_bytes()[1..s.len() - 1].to_vec()
+}
+
+fn literal(v: Value) -> Vec<u8> {
+    serde_json::to_vec(&v).expect("values serialize")
+}
+
+fn literal_fits(n: &Node, v: &Value) -> bool {
+    let kind = match v {
+        Value::Null => NULL,
+        Value::Bool(_) => BOOLEAN,
+        Value::Number(x) => {
+            let whole = x.is_i64() || x.is_u64() || x.as_f64().is_some_and(|f| f.fract() == 0.0);
+            if whole { NUMBER | INTEGER } else { NUMBER }
+        }
+        Value::String(s) => {
+            let c = s.chars().count();
+            if c < n.min_len || n.max_len.is_some_and(|m| c > m) {
+                return false;
+            }
+            STRING
+        }
+        Value::Array(_) => ARRAY,
+        Value::Object(_) => OBJECT,
+    };
+    n.kinds & kind != 0
+}
+
+/// Computes every node's shortest document: start from "none", then relax until nothing
+/// changes (recursive schemas settle because lengths only shrink).
+fn settle(nodes: &mut [Node]) {
+    loop {
+        let mut changed = false;
+        for i in 0..nodes.len() {
+            let m = shortest(nodes, i);
+            if m < nodes[i].min_bytes {
+                nodes[i].min_bytes = m;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+fn shortest(nodes: &[Node], i: usize) -> usize {
+    let n = &nodes[i];
+    if let Some(l) = &n.literals {
+        return l.iter().map(Vec::len).min().unwrap_or(NEVER);
+    }
+    let mut best = NEVER;
+    if n.kinds & OBJECT != 0 {
+        best = best.min(2usize.saturating_add(n.members_cost(nodes, 0, false, false, 0)));
+    }
+    if n.kinds & ARRAY != 0 {
+        let k = n.min_items;
+        let items = if k == 0 {
+            0
+        } else {
+            nodes[n.items]
+                .min_bytes
+                .saturating_add(1)
+                .saturating_mul(k)
+                .saturating_sub(1)
+        };
+        best = best.min(items.saturating_add(2).min(NEVER));
+    }
+    if n.kinds & STRING != 0 {
+        best = best.min(2 + n.min_len);
+    }
+    if n.kinds & (NUMBER | INTEGER) != 0 {
+        best = best.min(1);
+    }
+    if n.kinds & (BOOLEAN | NULL) != 0 {
+        best = best.min(4);
+    }
+    best.min(NEVER)
+}

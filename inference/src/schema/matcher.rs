@@ -1,0 +1,682 @@
+//! The matcher: a pushdown automaton over bytes that accepts exactly the prefixes of the
+//! JSON documents a [`Grammar`] generates, and knows how many bytes the shortest way to
+//! finish from any state takes.
+//!
+//! The documents it accepts are a subset of those the schema allows: no key twice, keys
+//! other than the declared ones carry no escapes, numbers have at most 18 integer digits, 20 fraction digits and a
+//! two-digit exponent, `\u` escapes do not start with `d` (no surrogate halves), and at
+//! most 16 whitespace bytes stand together. Every document it accepts is valid.
+
+use std::sync::Arc;
+
+use super::compile::{ARRAY, BOOLEAN, Grammar, INTEGER, NEVER, NULL, NUMBER, OBJECT, STRING};
+
+const WS_MAX: u8 = 16;
+const INT_DIGITS: u8 = 18;
+const FRAC_DIGITS: u8 = 20;
+const EXP_DIGITS: u8 = 2;
+
+const BOOL_LITS: [&[u8]; 2] = [b"true", b"false"];
+const NULL_LITS: [&[u8]; 1] = [b"null"];
+
+/// Where a generation stands in its document.
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    g: Arc<Grammar>,
+    stack: Vec<Frame>,
+    ws: u8,
+}
+
+/// UTF-8 continuation bytes still owed, with the range the next one must fall in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Utf8 {
+    Ready,
+    More { left: u8, lo: u8, hi: u8 },
+}
+
+impl Utf8 {
+    /// The state after `b`, or None if `b` cannot come next.
+    fn step(self, b: u8) -> Option<Utf8> {
+        match self {
+            Utf8::More { left, lo, hi } => {
+                if !(lo..=hi).contains(&b) {
+                    return None;
+                }
+                Some(if left == 1 {
+                    Utf8::Ready
+                } else {
+                    Utf8::More {
+                        left: left - 1,
+                        lo: 0x80,
+                        hi: 0xBF,
+                    }
+                })
+            }
+            Utf8::Ready => {
+                let (left, lo, hi) = match b {
+                    0x00..=0x7F => return Some(Utf8::Ready),
+                    0xC2..=0xDF => (1, 0x80, 0xBF),
+                    0xE0 => (2, 0xA0, 0xBF),
+                    0xED => (2, 0x80, 0x9F),
+                    0xE1..=0xEF => (2, 0x80, 0xBF),
+                    0xF0 => (3, 0x90, 0xBF),
+                    0xF1..=0xF3 => (3, 0x80, 0xBF),
+                    0xF4 => (3, 0x80, 0x8F),
+                    _ => return None,
+                };
+                Some(Utf8::More { left, lo, hi })
+            }
+        }
+    }
+
+    fn owed(self) -> usize {
+        match self {
+            Utf8::Ready => 0,
+            Utf8::More { left, .. } => usize::from(left),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Esc {
+    None,
+    Backslash,
+    Hex(u8),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Num {
+    Minus,
+    Zero,
+    Int(u8),
+    Dot,
+    Frac(u8),
+    Exp,
+    ExpSign,
+    ExpDigits(u8),
+}
+
+impl Num {
+    fn accepting(self) -> bool {
+        matches!(
+            self,
+            Num::Zero | Num::Int(_) | Num::Frac(_) | Num::ExpDigits(_)
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lits {
+    Node(usize),
+    Bool,
+    Null,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Declared(usize),
+    Extra,
+}
+
+#[derive(Debug, Clone)]
+enum ObjStage {
+    Open,
+    Key { raw: Vec<u8>, utf8: Utf8 },
+    Colon(Target),
+    Value(Target),
+    AfterValue,
+    AfterComma,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ArrStage {
+    Open,
+    Item,
+    AfterItem,
+}
+
+#[derive(Debug, Clone)]
+enum Frame {
+    /// A value of this node, not started.
+    Value(usize),
+    Object {
+        node: usize,
+        /// Bit j: declared property j is written.
+        written: u128,
+        extras: Vec<Vec<u8>>,
+        stage: ObjStage,
+    },
+    Array {
+        node: usize,
+        count: usize,
+        stage: ArrStage,
+    },
+    Str {
+        min: usize,
+        max: usize,
+        count: usize,
+        esc: Esc,
+        utf8: Utf8,
+    },
+    Num {
+        int_only: bool,
+        st: Num,
+    },
+    Lit {
+        src: Lits,
+        cands: Vec<u32>,
+        pos: usize,
+    },
+}
+
+/// What a frame does with a byte.
+enum Go {
+    No,
+    Ws,
+    Take,
+    Become(Frame),
+    Push(Frame),
+    PushFeed(Frame),
+    Done,
+    Pop,
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\t' | b'\r')
+}
+
+fn lit(g: &Grammar, src: Lits, i: u32) -> &[u8] {
+    match src {
+        Lits::Node(n) => &g.nodes[n].literals.as_ref().expect("a literal node")[i as usize],
+        Lits::Bool => BOOL_LITS[i as usize],
+        Lits::Null => NULL_LITS[i as usize],
+    }
+}
+
+impl Matcher {
+    /// At the start of a document under `g`.
+    pub fn new(g: Arc<Grammar>) -> Matcher {
+        let root = g.root;
+        Matcher {
+            g,
+            stack: vec![Frame::Value(root)],
+            ws: 0,
+        }
+    }
+
+    /// Takes byte `b` if some generated document continues with it. After a refused byte
+    /// the state is unusable: probe on a clone.
+    pub fn feed(&mut self, b: u8) -> bool {
+        let g: &Grammar = &self.g;
+        let stack = &mut self.stack;
+        loop {
+            let Some(top) = stack.last_mut() else {
+                return false;
+            };
+            match step(g, top, b) {
+                Go::No => return false,
+                Go::Ws => {
+                    if self.ws >= WS_MAX {
+                        return false;
+                    }
+                    self.ws += 1;
+                    return true;
+                }
+                Go::Take => {
+                    self.ws = 0;
+                    return true;
+                }
+                Go::Become(f) => {
+                    *top = f;
+                    self.ws = 0;
+                    if let Frame::Lit { src, cands, pos } = top
+                        && cands.iter().all(|c| lit(g, *src, *c).len() == *pos)
+                    {
+                        stack.pop();
+                        child_done(stack);
+                    }
+                    return true;
+                }
+                Go::Push(f) => {
+                    self.ws = 0;
+                    stack.push(f);
+                    return true;
+                }
+                Go::PushFeed(f) => stack.push(f),
+                Go::Done => {
+                    self.ws = 0;
+                    stack.pop();
+                    child_done(stack);
+                    return true;
+                }
+                Go::Pop => {
+                    stack.pop();
+                    child_done(stack);
+                }
+            }
+        }
+    }
+
+    /// Takes every byte of `bytes`; false if one is refused (the state is then unusable:
+    /// feed a clone when probing).
+    pub fn feed_all(&mut self, bytes: &[u8]) -> bool {
+        bytes.iter().all(|b| self.feed(*b))
+    }
+
+    /// The document is finished: no byte can follow.
+    pub fn finished(&self) -> bool {
+        self.stack.is_empty()
+    }
+
+    /// The bytes so far form a whole valid document (finished, or a top-level number or
+    /// literal that could still go on).
+    pub fn complete(&self) -> bool {
+        match self.stack.as_slice() {
+            [] => true,
+            [Frame::Num { st, .. }] => st.accepting(),
+            [Frame::Lit { src, cands, pos }] => {
+                cands.iter().any(|c| lit(&self.g, *src, *c).len() == *pos)
+            }
+            _ => false,
+        }
+    }
+
+    /// The fewest bytes that finish the document from here.
+    pub fn remaining(&self) -> usize {
+        let g = &self.g;
+        let mut sum = 0usize;
+        for f in &self.stack {
+            sum = sum.saturating_add(frame_remaining(g, f));
+        }
+        sum.min(NEVER)
+    }
+}
+
+/// A value on top of `stack`'s parent has ended.
+fn child_done(stack: &mut [Frame]) {
+    match stack.last_mut() {
+        Some(Frame::Object { written, stage, .. }) => {
+            if let ObjStage::Value(t) = stage {
+                if let Target::Declared(j) = *t {
+                    *written |= 1u128 << j;
+                }
+                *stage = ObjStage::AfterValue;
+            }
+        }
+        Some(Frame::Array { count, stage, .. }) => {
+            *count += 1;
+            *stage = ArrStage::AfterItem;
+        }
+        _ => {}
+    }
+}
+
+fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
+    match f {
+        Frame::Value(node) => start_value(g, *node, b),
+        Frame::Object {
+            node,
+            written,
+            extras,
+            stage,
+        } => object_step(g, *node, *written, extras, stage, b),
+        Frame::Array { node, count, stage } => {
+            let n = &g.nodes[*node];
+            match stage {
+                ArrStage::Open if is_ws(b) => Go::Ws,
+                ArrStage::Open if b == b']' => {
+                    if n.min_items == 0 {
+                        Go::Done
+                    } else {
+                        Go::No
+                    }
+                }
+                ArrStage::Open => {
+                    if n.max_items == Some(0) {
+                        return Go::No;
+                    }
+                    *stage = ArrStage::Item;
+                    Go::PushFeed(Frame::Value(n.items))
+                }
+                ArrStage::Item => Go::No,
+                ArrStage::AfterItem if is_ws(b) => Go::Ws,
+                ArrStage::AfterItem if b == b',' => {
+                    if n.max_items.is_some_and(|m| *count >= m) {
+                        return Go::No;
+                    }
+                    *stage = ArrStage::Item;
+                    Go::Push(Frame::Value(n.items))
+                }
+                ArrStage::AfterItem if b == b']' && *count >= n.min_items => Go::Done,
+                ArrStage::AfterItem => Go::No,
+            }
+        }
+        Frame::Str {
+            min,
+            max,
+            count,
+            esc,
+            utf8,
+        } => match *esc {
+            Esc::None => {
+                if *utf8 != Utf8::Ready {
+                    return match utf8.step(b) {
+                        Some(u) => {
+                            *utf8 = u;
+                            Go::Take
+                        }
+                        None => Go::No,
+                    };
+                }
+                match b {
+                    b'"' if *count >= *min => Go::Done,
+                    b'"' | 0x00..=0x1F => Go::No,
+                    _ if *count >= *max => Go::No,
+                    b'\\' => {
+                        *count += 1;
+                        *esc = Esc::Backslash;
+                        Go::Take
+                    }
+                    _ => match utf8.step(b) {
+                        Some(u) => {
+                            *count += 1;
+                            *utf8 = u;
+                            Go::Take
+                        }
+                        None => Go::No,
+                    },
+                }
+            }
+            Esc::Backslash => match b {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                    *esc = Esc::None;
+                    Go::Take
+                }
+                b'u' => {
+                    *esc = Esc::Hex(0);
+                    Go::Take
+                }
+                _ => Go::No,
+            },
+            Esc::Hex(k) => {
+                if !b.is_ascii_hexdigit() || (k == 0 && (b == b'd' || b == b'D')) {
+                    return Go::No;
+                }
+                *esc = if k == 3 { Esc::None } else { Esc::Hex(k + 1) };
+                Go::Take
+            }
+        },
+        Frame::Num { int_only, st } => {
+            let digit = b.is_ascii_digit();
+            let next = match (*st, b) {
+                (Num::Minus, b'0') => Some(Num::Zero),
+                (Num::Minus, _) if digit => Some(Num::Int(1)),
+                (Num::Int(n), _) if digit && n < INT_DIGITS => Some(Num::Int(n + 1)),
+                (Num::Zero | Num::Int(_), b'.') if !*int_only => Some(Num::Dot),
+                (Num::Zero | Num::Int(_) | Num::Frac(_), b'e' | b'E') if !*int_only => {
+                    Some(Num::Exp)
+                }
+                (Num::Dot, _) if digit => Some(Num::Frac(1)),
+                (Num::Frac(n), _) if digit && n < FRAC_DIGITS => Some(Num::Frac(n + 1)),
+                (Num::Exp, b'+' | b'-') => Some(Num::ExpSign),
+                (Num::Exp | Num::ExpSign, _) if digit => Some(Num::ExpDigits(1)),
+                (Num::ExpDigits(n), _) if digit && n < EXP_DIGITS => Some(Num::ExpDigits(n + 1)),
+                _ => None,
+            };
+            match next {
+                Some(s) => {
+                    *st = s;
+                    Go::Take
+                }
+                None if st.accepting() => Go::Pop,
+                None => Go::No,
+            }
+        }
+        Frame::Lit { src, cands, pos } => {
+            let p = *pos;
+            let complete = cands.iter().any(|c| lit(g, *src, *c).len() == p);
+            let src = *src;
+            cands.retain(|c| lit(g, src, *c).get(p) == Some(&b));
+            if cands.is_empty() {
+                return if complete { Go::Pop } else { Go::No };
+            }
+            *pos += 1;
+            if cands.iter().all(|c| lit(g, src, *c).len() == *pos) {
+                Go::Done
+            } else {
+                Go::Take
+            }
+        }
+    }
+}
+
+fn start_value(g: &Grammar, node: usize, b: u8) -> Go {
+    if is_ws(b) {
+        return Go::Ws;
+    }
+    let n = &g.nodes[node];
+    if let Some(lits) = &n.literals {
+        let cands: Vec<u32> = (0..lits.len() as u32)
+            .filter(|i| lits[*i as usize].first() == Some(&b))
+            .collect();
+        if cands.is_empty() {
+            return Go::No;
+        }
+        return Go::Become(Frame::Lit {
+            src: Lits::Node(node),
+            cands,
+            pos: 1,
+        });
+    }
+    let k = n.kinds;
+    match b {
+        b'{' if k & OBJECT != 0 => Go::Become(Frame::Object {
+            node,
+            written: 0,
+            extras: Vec::new(),
+            stage: ObjStage::Open,
+        }),
+        b'[' if k & ARRAY != 0 => Go::Become(Frame::Array {
+            node,
+            count: 0,
+            stage: ArrStage::Open,
+        }),
+        b'"' if k & STRING != 0 => Go::Become(Frame::Str {
+            min: n.min_len,
+            max: n.max_len.unwrap_or(usize::MAX),
+            count: 0,
+            esc: Esc::None,
+            utf8: Utf8::Ready,
+        }),
+        b'-' | b'0'..=b'9' if k & (NUMBER | INTEGER) != 0 => Go::Become(Frame::Num {
+            int_only: k & NUMBER == 0,
+            st: match b {
+                b'-' => Num::Minus,
+                b'0' => Num::Zero,
+                _ => Num::Int(1),
+            },
+        }),
+        b't' | b'f' if k & BOOLEAN != 0 => Go::Become(Frame::Lit {
+            src: Lits::Bool,
+            cands: vec![u32::from(b == b'f')],
+            pos: 1,
+        }),
+        b'n' if k & NULL != 0 => Go::Become(Frame::Lit {
+            src: Lits::Null,
+            cands: vec![0],
+            pos: 1,
+        }),
+        _ => Go::No,
+    }
+}
+
+/// Whether `raw` ends inside an escape (an odd run of backslashes).
+fn open_escape(raw: &[u8]) -> bool {
+    raw.iter().rev().take_while(|c| **c == b'\\').count() % 2 == 1
+}
+
+fn object_step(
+    g: &Grammar,
+    node: usize,
+    written: u128,
+    extras: &mut Vec<Vec<u8>>,
+    stage: &mut ObjStage,
+    b: u8,
+) -> Go {
+    let n = &g.nodes[node];
+    match stage {
+        ObjStage::Open | ObjStage::AfterValue | ObjStage::AfterComma if is_ws(b) => Go::Ws,
+        ObjStage::Open | ObjStage::AfterComma if b == b'"' => {
+            *stage = ObjStage::Key {
+                raw: Vec::new(),
+                utf8: Utf8::Ready,
+            };
+            Go::Take
+        }
+        ObjStage::Open | ObjStage::AfterValue if b == b'}' && !n.owes(written) => Go::Done,
+        ObjStage::AfterValue if b == b',' => {
+            if n.unwritten(written).next().is_none() && n.extra.is_none() {
+                return Go::No;
+            }
+            *stage = ObjStage::AfterComma;
+            Go::Take
+        }
+        ObjStage::Key { raw, utf8 } => {
+            let window = n.unwritten(written);
+            if b == b'"' && !open_escape(raw) && *utf8 == Utf8::Ready {
+                if let Some(j) = window.clone().find(|j| n.props[*j].key == *raw) {
+                    *stage = ObjStage::Colon(Target::Declared(j));
+                    return Go::Take;
+                }
+                if n.extra.is_some()
+                    && !n.props.iter().any(|p| p.key == *raw)
+                    && !extras.contains(raw)
+                {
+                    extras.push(std::mem::take(raw));
+                    *stage = ObjStage::Colon(Target::Extra);
+                    return Go::Take;
+                }
+                return Go::No;
+            }
+            let declared = window.clone().any(|j| {
+                let k = &n.props[j].key;
+                k.starts_with(raw) && k.get(raw.len()) == Some(&b)
+            });
+            let plain = n.extra.is_some() && b >= 0x20 && b != b'\\' && b != b'"';
+            let next_utf8 = utf8.step(b);
+            if declared || (plain && next_utf8.is_some()) {
+                raw.push(b);
+                *utf8 = next_utf8.unwrap_or(Utf8::Ready);
+                Go::Take
+            } else {
+                Go::No
+            }
+        }
+        ObjStage::Colon(t) if b == b':' => {
+            let t = *t;
+            let value = match t {
+                Target::Declared(j) => n.props[j].node,
+                Target::Extra => n.extra.expect("an extra key needs additionalProperties"),
+            };
+            *stage = ObjStage::Value(t);
+            Go::Push(Frame::Value(value))
+        }
+        ObjStage::Colon(_) if is_ws(b) => Go::Ws,
+        _ => Go::No,
+    }
+}
+
+fn frame_remaining(g: &Grammar, f: &Frame) -> usize {
+    let nodes = &g.nodes;
+    match f {
+        Frame::Value(node) => nodes[*node].min_bytes,
+        Frame::Lit { src, cands, pos } => cands
+            .iter()
+            .map(|c| lit(g, *src, *c).len() - pos)
+            .min()
+            .unwrap_or(NEVER),
+        Frame::Str {
+            min,
+            count,
+            esc,
+            utf8,
+            ..
+        } => {
+            let esc = match esc {
+                Esc::None => 0,
+                Esc::Backslash => 1,
+                Esc::Hex(k) => usize::from(4 - k),
+            };
+            esc + utf8.owed() + min.saturating_sub(*count) + 1
+        }
+        Frame::Num { st, .. } => usize::from(!st.accepting()),
+        Frame::Array { node, count, stage } => {
+            let n = &nodes[*node];
+            let done = match stage {
+                ArrStage::Open | ArrStage::AfterItem => *count,
+                ArrStage::Item => *count + 1,
+            };
+            let owed = n.min_items.saturating_sub(done);
+            let item = nodes[n.items].min_bytes;
+            let per = item.saturating_add(1);
+            match stage {
+                // the first item needs no comma
+                ArrStage::Open if owed > 0 => per.saturating_mul(owed),
+                _ => per.saturating_mul(owed).saturating_add(1),
+            }
+        }
+        Frame::Object {
+            node,
+            written,
+            extras,
+            stage,
+        } => {
+            let n = &nodes[*node];
+            let written = *written;
+            let extra_key = usize::from(
+                n.props.iter().any(|p| p.key.is_empty()) || extras.iter().any(Vec::is_empty),
+            );
+            let rest_after = |w: u128| n.members_cost(nodes, w, true, false, extra_key);
+            let value_of = |t: Target| match t {
+                Target::Declared(j) => (nodes[n.props[j].node].min_bytes, written | (1u128 << j)),
+                Target::Extra => (n.extra.map_or(NEVER, |e| nodes[e].min_bytes), written),
+            };
+            let body = match stage {
+                ObjStage::Open => n.members_cost(nodes, written, false, false, extra_key),
+                ObjStage::AfterValue => rest_after(written),
+                ObjStage::AfterComma => n.members_cost(nodes, written, false, true, extra_key),
+                ObjStage::Colon(t) => {
+                    let (v, after) = value_of(*t);
+                    v.saturating_add(1).saturating_add(rest_after(after))
+                }
+                ObjStage::Value(t) => rest_after(value_of(*t).1),
+                ObjStage::Key { raw, utf8 } => {
+                    let mut best = NEVER;
+                    for j in n.unwritten(written) {
+                        let k = &n.props[j].key;
+                        if k.starts_with(raw) {
+                            let v = nodes[n.props[j].node].min_bytes;
+                            best = best.min(
+                                (k.len() - raw.len() + 2)
+                                    .saturating_add(v)
+                                    .saturating_add(rest_after(written | (1u128 << j))),
+                            );
+                        }
+                    }
+                    if let Some(e) = n.extra
+                        && !open_escape(raw)
+                    {
+                        let taken = n.props.iter().any(|p| p.key == *raw) || extras.contains(raw);
+                        best = best.min(
+                            (utf8.owed() + usize::from(taken) + 2)
+                                .saturating_add(nodes[e].min_bytes)
+                                .saturating_add(rest_after(written)),
+                        );
+                    }
+                    best
+                }
+            };
+            body.saturating_add(1)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! `schema-bounds`: generations constrained to JSON documents valid under a JSON Schema.
+//!
+//! [`Grammar::compile`] takes a schema in the supported subset — `type` (one or a list),
+//! `enum`, `const`, `properties`, `required`, `additionalProperties` (false, true or a
+//! schema), `items`, `minItems`/`maxItems`, `minLength`/`maxLength`, `$ref` within the
+//! document (`$defs`, `definitions`, recursion) and annotations (`title`, `description`,
+//! …) — and refuses any other keyword up front with [`crate::Error::Schema`], never
+//! ignoring one. A [`Matcher`] then follows a generation byte by byte; at each step a
+//! [`Constraint`] masks every token whose bytes no valid document continues with, and
+//! every token after which the shortest way to close the document no longer fits in the
+//! tokens left (so generation always ends with a whole document within `max_tokens`,
+//! provided the vocabulary has a token per byte, as byte-level and byte-fallback
+//! vocabularies do).
+//!
+//! Whatever produced a text — the constrained local runtime, a remote executor, an
+//! unconstrained run — [`Grammar::validate`] checks it with the `jsonschema` crate, an
+//! implementation independent of the matcher: that check is the verdict.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use fleetmesh_inference::schema::{Grammar, Matcher};
+//! let g = Grammar::compile(&serde_json::json!({
+//!     "type": "object",
+//!     "properties": {"ok": {"type": "boolean"}},
+//!     "required": ["ok"],
+//!     "additionalProperties": false
+//! })).unwrap();
+//! let mut m = Matcher::new(Arc::new(g));
+//! assert!(m.feed_all(br#"{"ok":"#));
+//! assert_eq!(m.remaining(), 5); // `true}`
+//! assert!(!m.clone().feed(b'"'));
+//! ```
+
+mod compile;
+mod matcher;
+mod vocab;
+
+use std::sync::Arc;
+
+pub use compile::{Grammar, Validation};
+pub use matcher::Matcher;
+pub use vocab::TokenVocab;
+
+use crate::{Error, Result};
+
+/// One generation's schema constraint: the matcher's state, the vocabulary's bytes and
+/// the tokens left.
+#[derive(Debug, Clone)]
+pub struct Constraint {
+    matcher: Matcher,
+    vocab: Arc<TokenVocab>,
+    end_ids: Vec<u32>,
+    budget: usize,
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    /// The document is whole and the generation ends.
+    Finished,
+    /// No token can continue (a vocabulary without a token for a byte the document
+    /// needs); the generation ends short of a document.
+    Stuck,
+}
+
+impl Constraint {
+    /// A constraint to `grammar` over `vocab`; `end_ids` (end of sequence) are allowed
+    /// only where the text so far is a whole document.
+    pub fn new(grammar: Arc<Grammar>, vocab: Arc<TokenVocab>, end_ids: Vec<u32>) -> Constraint {
+        Constraint {
+            matcher: Matcher::new(grammar),
+            vocab,
+            end_ids,
+            budget: usize::MAX,
+            state: State::Open,
+        }
+    }
+
+    /// Sets how many tokens the generation may take (its `max_tokens`, or less where the
+    /// context ends first).
+    ///
+    /// # Errors
+    /// [`Error::Request`] when the shortest valid document is longer than that.
+    pub fn start(&mut self, budget: usize) -> Result<()> {
+        let need = self.matcher.remaining();
+        if need > budget {
+            return Err(Error::Request(format!(
+                "max_tokens {budget} is too few for this schema: its shortest document takes \
+                 {need} tokens"
+            )));
+        }
+        self.budget = budget;
+        Ok(())
+    }
+
+    /// Sets every logit the constraint rules out to −∞; false when none is left (the
+    /// generation then ends: finished when the document is whole, stuck otherwise).
+    pub fn mask(&mut self, logits: &mut [f32]) -> bool {
+        if self.state != State::Open {
+            return false;
+        }
+        let mut allowed = vec![false; logits.len()];
+        let after = self.budget.saturating_sub(1);
+        let mut n = self.vocab.allowed(&self.matcher, after, &mut allowed);
+        if self.matcher.complete() {
+            for id in &self.end_ids {
+                if let Some(slot) = allowed.get_mut(*id as usize) {
+                    *slot = true;
+                    n += 1;
+                }
+            }
+        }
+        if n == 0 || self.budget == 0 {
+            self.state = if self.matcher.complete() {
+                State::Finished
+            } else {
+                State::Stuck
+            };
+            return false;
+        }
+        for (l, ok) in logits.iter_mut().zip(allowed) {
+            if !ok {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        true
+    }
+
+    /// Follows the chosen token (one [`Constraint::mask`] allowed).
+    pub fn advance(&mut self, id: u32) {
+        self.budget = self.budget.saturating_sub(1);
+        if self.end_ids.contains(&id) {
+            self.state = State::Finished;
+            return;
+        }
+        let ok = self
+            .vocab
+            .bytes(id)
+            .is_some_and(|b| self.matcher.feed_all(b));
+        if !ok {
+            self.state = State::Stuck;
+        } else if self.matcher.finished() {
+            self.state = State::Finished;
+        }
+    }
+
+    /// Whether the generation must end here (document whole, or no token fits).
+    pub fn finished(&self) -> bool {
+        self.state != State::Open
+    }
+
+    /// Whether it ended without a whole document.
+    pub fn stuck(&self) -> bool {
+        self.state == State::Stuck
+    }
+}

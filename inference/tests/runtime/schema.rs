@@ -1,0 +1,368 @@
+//! schema-bounds: constrained decoding on the tiny model always yields documents the
+//! `jsonschema` crate accepts; unconstrained it mostly does not; unsupported schemas are
+//! refused up front.
+
+use super::*;
+use fleetmesh_inference::batch::{Job, wait};
+use fleetmesh_inference::schema::{Constraint, Grammar, Matcher, TokenVocab};
+use fleetmesh_inference::{Batcher, Error, Sampling, TextTokenizer};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Twenty schemas, simplest first.
+fn schemas() -> Vec<Value> {
+    let point = json!({
+        "type": "object",
+        "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+        "required": ["x", "y"],
+        "additionalProperties": false
+    });
+    vec![
+        json!({"type": "boolean"}),
+        json!({"type": "null"}),
+        json!({"type": "integer"}),
+        json!({"type": "number"}),
+        json!({"type": "string", "maxLength": 12}),
+        json!({"enum": ["red", "green", "blue", 7, null]}),
+        json!({"const": {"v": [1, "two"]}}),
+        json!({"type": "string", "minLength": 3, "maxLength": 5}),
+        json!({"type": ["string", "null"], "maxLength": 6}),
+        json!({"type": "array", "items": {"type": "integer"}, "maxItems": 4}),
+        json!({"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 3}),
+        json!({
+            "type": "object",
+            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok"],
+            "additionalProperties": false
+        }),
+        json!({
+            "title": "person",
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 10, "description": "given name"},
+                "age": {"type": "integer"}
+            },
+            "required": ["name", "age"],
+            "additionalProperties": false
+        }),
+        json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4}, "c": {"type": "null"}},
+            "required": ["c"],
+            "additionalProperties": false
+        }),
+        json!({
+            "type": "object",
+            "properties": {
+                "user": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 3}
+                    },
+                    "required": ["id", "tags"],
+                    "additionalProperties": false
+                }
+            },
+            "required": ["user"],
+            "additionalProperties": false
+        }),
+        json!({"type": "array", "items": point, "minItems": 1, "maxItems": 3}),
+        json!({
+            "$defs": {"point": point},
+            "type": "object",
+            "properties": {"from": {"$ref": "#/$defs/point"}, "to": {"$ref": "#/$defs/point"}},
+            "required": ["from", "to"],
+            "additionalProperties": false
+        }),
+        json!({
+            "$defs": {"node": {
+                "type": "object",
+                "properties": {
+                    "value": {"type": "integer"},
+                    "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}
+                },
+                "required": ["value"],
+                "additionalProperties": false
+            }},
+            "$ref": "#/$defs/node"
+        }),
+        // open object: other keys with any values beside the declared one
+        json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+        json!({
+            "type": "object",
+            "properties": {
+                "a\"b": {"enum": ["x", "y"]},
+                "größe": {"type": "array", "items": {"type": ["integer", "boolean"]}, "minItems": 1},
+                "note": {"type": "string", "minLength": 1, "maxLength": 8}
+            },
+            "required": ["a\"b", "größe", "extra"],
+            "additionalProperties": {"type": "integer"}
+        }),
+    ]
+}
+
+fn tiny() -> (tempfile::TempDir, Arc<Llama>, TextTokenizer) {
+    let dir = tempfile::tempdir().unwrap();
+    make_tiny(dir.path(), 7).unwrap();
+    let model = Arc::new(Llama::load_dir(dir.path()).unwrap());
+    let tok = TextTokenizer::load(&dir.path().join("tokenizer.json")).unwrap();
+    (dir, model, tok)
+}
+
+fn samplings() -> Vec<Sampling> {
+    let mut s = vec![Sampling::default()];
+    for seed in 1..=3 {
+        s.push(Sampling {
+            temperature: 1.0,
+            seed,
+            ..Sampling::default()
+        });
+    }
+    s
+}
+
+#[test]
+fn twenty_schemas_always_yield_valid_documents_under_constraint_and_mostly_not_without() {
+    let (_dir, model, tok) = tiny();
+    let vocab = Arc::new(TokenVocab::new(&tok.token_bytes()));
+    assert_eq!(vocab.len(), 256);
+    let batcher = Batcher::new(model, [7; 32], 8);
+    let prompts: [&[u8]; 2] = [b"{\"answer\": ", b"JSON please: "];
+    let (mut runs, mut free_valid) = (0, 0);
+    for (i, schema) in schemas().iter().enumerate() {
+        let grammar = Arc::new(Grammar::compile(schema).unwrap());
+        let shortest = grammar.min_bytes();
+        let mut jobs = Vec::new();
+        for prompt in prompts {
+            let prompt: Vec<u32> = prompt.iter().map(|b| u32::from(*b)).collect();
+            for sampling in samplings() {
+                // a roomy budget, and the tightest one the schema allows
+                for max_tokens in [64, shortest] {
+                    for constrained in [true, false] {
+                        let job = Job {
+                            prompt: prompt.clone(),
+                            max_tokens,
+                            sampling: sampling.clone(),
+                            top_logprobs: 0,
+                            on_step: None,
+                            constraint: constrained.then(|| {
+                                Constraint::new(grammar.clone(), vocab.clone(), Vec::new())
+                            }),
+                        };
+                        jobs.push((constrained, max_tokens, batcher.submit(job).unwrap()));
+                    }
+                }
+            }
+        }
+        for (constrained, max_tokens, ticket) in jobs {
+            let t = wait(&ticket).unwrap();
+            let text = tok.decode(&t.output_ids()).unwrap();
+            let verdict = grammar.validate(&text);
+            // the independent check, straight from the jsonschema crate
+            let parsed: Option<Value> = serde_json::from_str(&text).ok();
+            let independent = parsed.is_some_and(|v| jsonschema::is_valid(schema, &v));
+            assert_eq!(verdict.valid, independent, "schema {i}: {text:?}");
+            if constrained {
+                assert!(
+                    verdict.valid,
+                    "schema {i}, max_tokens {max_tokens}: {text:?} is invalid: {:?}",
+                    verdict.errors
+                );
+                assert!(t.steps.len() <= max_tokens);
+                runs += 1;
+            } else if verdict.valid {
+                free_valid += 1;
+            }
+        }
+    }
+    eprintln!(
+        "schema-bounds: {runs} of {runs} constrained generations valid; {free_valid} of {runs} \
+         unconstrained ones"
+    );
+    assert_eq!(runs, 20 * 2 * 4 * 2);
+    // random weights write garbage: without the constraint almost nothing is valid
+    assert!(
+        free_valid * 10 < runs,
+        "{free_valid} of {runs} valid unconstrained"
+    );
+}
+
+#[test]
+fn the_matcher_takes_valid_documents_in_its_subset_and_refuses_invalid_ones() {
+    let s = schemas();
+    let accepts = |i: usize, doc: &str| {
+        let mut m = Matcher::new(Arc::new(Grammar::compile(&s[i]).unwrap()));
+        m.feed_all(doc.as_bytes()) && m.complete()
+    };
+    // whitespace, escapes, multi-byte characters, exponents
+    assert!(accepts(
+        12,
+        "{ \"name\" : \"Zo\\u00e9\\n\",\n  \"age\": -0 }"
+    ));
+    assert!(accepts(12, "{\"age\":3,\"name\":\"x\"}"));
+    assert!(accepts(3, "-12.5e+07"));
+    assert!(accepts(15, "[{\"x\":1,\"y\":2.5},{\"x\":-3,\"y\":0}]"));
+    assert!(accepts(
+        17,
+        "{\"value\":1,\"children\":[{\"value\":2},{\"value\":3,\"children\":[]}]}"
+    ));
+    assert!(accepts(
+        18,
+        "{\"id\":\"a\",\"more\":{\"deep\":[null,true,1.5,\"s\"]}}"
+    ));
+    assert!(accepts(
+        19,
+        "{\"a\\\"b\":\"y\",\"größe\":[1,true],\"extra\":5}"
+    ));
+    assert!(accepts(5, "7"));
+    assert!(accepts(5, "null"));
+    assert!(accepts(8, "null"));
+    // and refuses what the schema forbids
+    for (i, doc) in [
+        (0, "1"),
+        (2, "1.5"),
+        (4, "\"thirteen chars\""),
+        (5, "\"pink\""),
+        (7, "\"ab\""),
+        (7, "\"abcdef\""),
+        (9, "[1,2,3,4,5]"),
+        (10, "[true]"),
+        (11, "{}"),
+        (11, "{\"ok\":true,\"no\":1}"),
+        (13, "{\"a\":1}"),
+        (16, "{\"from\":{\"x\":1}}"),
+        (18, "{\"id\":1}"),
+        (18, "{\"id\":\"a\",\"id\":\"b\"}"),
+        (19, "{\"a\\\"b\":\"y\",\"größe\":[1],\"extra\":\"five\"}"),
+        (3, "01"),
+        (4, "\"\\x\""),
+        (4, "\"\u{1}\""),
+    ] {
+        assert!(!accepts(i, doc), "schema {i} accepted {doc:?}");
+        let parsed: Option<Value> = serde_json::from_str(doc).ok();
+        // every refusal is invalid JSON or invalid under the schema, except a duplicate key
+        // (serde_json keeps the last): valid, but outside the subset the matcher generates
+        if doc != "{\"id\":\"a\",\"id\":\"b\"}" {
+            assert!(
+                !parsed.is_some_and(|v| jsonschema::is_valid(&s[i], &v)),
+                "{doc}"
+            );
+        }
+    }
+    // invalid UTF-8 inside a string
+    let mut m = Matcher::new(Arc::new(Grammar::compile(&s[4]).unwrap()));
+    assert!(!m.feed_all(&[b'"', 0xC3, b'(']));
+}
+
+#[test]
+fn the_shortest_completion_is_exact_so_the_tightest_budget_closes() {
+    // remaining() must never promise fewer bytes than a finish takes, and must not ask for
+    // more than the shortest one: walk the shortest path byte by byte
+    let s = schemas();
+    for (i, schema) in s.iter().enumerate() {
+        let g = Arc::new(Grammar::compile(schema).unwrap());
+        let mut m = Matcher::new(g.clone());
+        let mut doc = Vec::new();
+        while !m.complete() {
+            let need = m.remaining();
+            let b = (0u8..=255)
+                .find(|b| {
+                    let mut n = m.clone();
+                    n.feed(*b) && n.remaining() + 1 == need
+                })
+                .unwrap_or_else(|| panic!("schema {i}: no byte shortens {doc:?}"));
+            m.feed(b);
+            doc.push(b);
+        }
+        assert_eq!(doc.len(), g.min_bytes(), "schema {i}");
+        let text = String::from_utf8(doc).unwrap();
+        assert!(g.validate(&text).valid, "schema {i}: {text}");
+    }
+}
+
+#[test]
+fn unsupported_and_unsatisfiable_schemas_are_refused_up_front() {
+    for (schema, says) in [
+        (
+            json!({"type": "string", "pattern": "^a"}),
+            "unsupported keyword `pattern`",
+        ),
+        (
+            json!({"type": "string", "format": "email"}),
+            "unsupported keyword `format`",
+        ),
+        (
+            json!({"anyOf": [{"type": "string"}]}),
+            "unsupported keyword `anyOf`",
+        ),
+        (
+            json!({"type": "number", "minimum": 0}),
+            "unsupported keyword `minimum`",
+        ),
+        (
+            json!({"properties": {"a": {"type": "integer", "multipleOf": 2}}}),
+            "#/properties/a: unsupported keyword `multipleOf`",
+        ),
+        (json!({"items": [{"type": "string"}]}), "tuple validation"),
+        (
+            json!({"type": "string", "description": 5}),
+            "not a valid JSON Schema",
+        ),
+        (
+            json!({"$ref": "https://example.com/s.json"}),
+            "must point inside this document",
+        ),
+        (
+            json!({"$ref": "#/$defs/missing"}),
+            "nothing at this location",
+        ),
+        (
+            json!({"$ref": "#/$defs/x", "type": "string", "$defs": {"x": {}}}),
+            "`$ref` beside",
+        ),
+        (json!({"type": "strin"}), "unknown type \"strin\""),
+        (
+            json!({"type": "object", "required": ["a"], "additionalProperties": false}),
+            "no finite document",
+        ),
+        (
+            json!({"type": "string", "minLength": 5, "maxLength": 2}),
+            "no finite document",
+        ),
+        (
+            json!({"$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}, "required": ["c"]}}, "$ref": "#/$defs/n"}),
+            "no finite document",
+        ),
+        (
+            json!({"enum": ["a"], "type": "integer"}),
+            "no finite document",
+        ),
+        (json!(false), "the schema `false`"),
+    ] {
+        let e = Grammar::compile(&schema).unwrap_err();
+        assert!(matches!(e, Error::Schema { .. }), "{schema}: {e}");
+        assert!(e.to_string().contains(says), "{schema}: {e}");
+    }
+}
+
+#[test]
+fn a_budget_below_the_shortest_document_is_refused_before_generating() {
+    let (_dir, model, tok) = tiny();
+    let vocab = Arc::new(TokenVocab::new(&tok.token_bytes()));
+    let g = Arc::new(Grammar::compile(&schemas()[12]).unwrap());
+    let batcher = Batcher::new(model, [7; 32], 1);
+    let job = |max_tokens| Job {
+        prompt: vec![104, 105],
+        max_tokens,
+        sampling: Sampling::default(),
+        top_logprobs: 0,
+        on_step: None,
+        constraint: Some(Constraint::new(g.clone(), vocab.clone(), Vec::new())),
+    };
+    let short = g.min_bytes() - 1;
+    let e = batcher.submit(job(short)).unwrap_err().to_string();
+    assert!(e.contains(&format!("max_tokens {short} is too few")), "{e}");
+    let t = batcher.run(job(short + 1)).unwrap();
+    assert!(g.validate(&tok.decode(&t.output_ids()).unwrap()).valid);
+}
