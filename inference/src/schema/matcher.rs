@@ -20,11 +20,39 @@ const BOOL_LITS: [&[u8]; 2] = [b"true", b"false"];
 const NULL_LITS: [&[u8]; 1] = [b"null"];
 
 /// Where a generation stands in its document.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Matcher {
     g: Arc<Grammar>,
     stack: Vec<Frame>,
     ws: u8,
+}
+
+impl Clone for Matcher {
+    fn clone(&self) -> Matcher {
+        Matcher {
+            g: self.g.clone(),
+            stack: self.stack.clone(),
+            ws: self.ws,
+        }
+    }
+
+    /// Reuses `self`'s allocations (the mask walk clones at every trie edge).
+    fn clone_from(&mut self, source: &Matcher) {
+        if !Arc::ptr_eq(&self.g, &source.g) {
+            self.g = source.g.clone();
+        }
+        self.stack.clone_from(&source.stack);
+        self.ws = source.ws;
+    }
+}
+
+/// Inside a string's plain text: how many more characters fit, how many are still owed
+/// (`minLength`), and the bytes every frame below the string needs to finish.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InString {
+    pub room: usize,
+    pub owed: usize,
+    pub below: usize,
 }
 
 /// UTF-8 continuation bytes still owed, with the range the next one must fall in.
@@ -278,6 +306,29 @@ impl Matcher {
                 cands.iter().any(|c| lit(&self.g, *src, *c).len() == *pos)
             }
             _ => false,
+        }
+    }
+
+    /// Where plain string text may come next (not inside an escape or a multi-byte
+    /// character): what [`super::TokenVocab`] needs to allow plain-text tokens without
+    /// walking them.
+    pub(crate) fn in_string(&self) -> Option<InString> {
+        let (top, rest) = self.stack.split_last()?;
+        match top {
+            Frame::Str {
+                min,
+                max,
+                count,
+                esc: Esc::None,
+                utf8: Utf8::Ready,
+            } => Some(InString {
+                room: max - count,
+                owed: min.saturating_sub(*count),
+                below: rest
+                    .iter()
+                    .fold(0usize, |a, f| a.saturating_add(frame_remaining(&self.g, f))),
+            }),
+            _ => None,
         }
     }
 

@@ -366,3 +366,93 @@ fn a_budget_below_the_shortest_document_is_refused_before_generating() {
     let t = batcher.run(job(short + 1)).unwrap();
     assert!(g.validate(&tok.decode(&t.output_ids()).unwrap()).valid);
 }
+
+/// A BPE-like vocabulary: the 256 bytes, JSON-shaped pieces (quotes, escapes, keys,
+/// literals, multi-byte and partial UTF-8), and seeded printable pieces.
+fn bpe_like_vocab() -> Vec<Option<Vec<u8>>> {
+    let mut v: Vec<Option<Vec<u8>>> = (0u8..=255).map(|b| Some(vec![b])).collect();
+    for piece in [
+        "{\"", "\":", "\",\"", "\"}", "\\\"", "\\n", "\\u00", "é", "größe", "true", "false",
+        "null", "null,", " \"name", "name", "\":\"", "[{\"", "}]", "],", "12", "-0.5", "e+1", "  ",
+        "\n  ", "admin", "\"ops\"", "a\\\"b", "{}", "[]", "\"\"", "0,", "1}",
+    ] {
+        v.push(Some(piece.as_bytes().to_vec()));
+    }
+    v.push(Some(vec![0xC3])); // the first half of a two-byte character
+    v.push(Some(vec![0xA9, b'"'])); // its second half, then a quote
+    v.push(None); // a special token
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..400 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let len = 2 + (state % 6) as usize;
+        v.push(Some(
+            (0..len)
+                .map(|i| b' ' + ((state >> (8 * i)) % 95) as u8)
+                .collect(),
+        ));
+    }
+    v
+}
+
+#[test]
+fn masks_over_a_multi_byte_vocabulary_equal_token_by_token_checks_and_always_close() {
+    let tokens = bpe_like_vocab();
+    let vocab = TokenVocab::new(&tokens);
+    let mut rng_state = 7u64;
+    let mut rng = move || {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        rng_state
+    };
+    for (i, schema) in schemas().iter().enumerate() {
+        let g = Arc::new(Grammar::compile(schema).unwrap());
+        for budget in [g.min_bytes(), g.min_bytes() + 3, 40] {
+            let mut m = Matcher::new(g.clone());
+            let mut doc = Vec::new();
+            let mut left = budget;
+            while !m.finished() {
+                if left == 0 {
+                    assert!(m.complete(), "schema {i}: out of budget after {doc:?}");
+                    break;
+                }
+                let mut allowed = vec![false; tokens.len()];
+                let n = vocab.allowed(&m, left - 1, &mut allowed);
+                // the definition, token by token
+                for (id, bytes) in tokens.iter().enumerate() {
+                    let want = bytes.as_ref().is_some_and(|b| {
+                        let mut t = m.clone();
+                        !b.is_empty() && t.feed_all(b) && t.remaining() < left
+                    });
+                    assert_eq!(
+                        allowed[id], want,
+                        "schema {i}, after {doc:?}: token {id} {bytes:?}"
+                    );
+                }
+                if n == 0 {
+                    // only a top-level number or literal that could go on may end here
+                    assert!(m.complete(), "schema {i}: stuck after {doc:?}");
+                    break;
+                }
+                let pick = allowed
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, a)| **a)
+                    .map(|(id, _)| id);
+                let pick: Vec<usize> = pick.collect();
+                let id = pick[(rng() % pick.len() as u64) as usize];
+                let bytes = tokens[id].as_ref().unwrap();
+                assert!(m.feed_all(bytes));
+                doc.extend_from_slice(bytes);
+                left -= 1;
+            }
+            let text = String::from_utf8(doc).unwrap();
+            assert!(
+                g.validate(&text).valid,
+                "schema {i}, budget {budget}: {text:?}"
+            );
+        }
+    }
+}

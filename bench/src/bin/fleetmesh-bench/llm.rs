@@ -6,7 +6,8 @@
 //! Then batch 8 (eight different 128-token prompts decoded together: our
 //! `forward_batch` against the stock model's batched forward), and the quasi-deterministic
 //! quorum's wall time against one generation (three local executors, two run side by
-//! side on the same cores).
+//! side on the same cores), and schema-bounds decoding against free decoding (per token,
+//! and the mask alone).
 
 use std::time::{Duration, Instant};
 
@@ -137,6 +138,102 @@ fn quorum_overhead(
     (median(one), median(q))
 }
 
+/// Token bytes for a vocabulary of `size` ids: the 256 single bytes, then (a stand-in for
+/// BPE merges) seeded printable-ASCII pieces of 2–8 bytes, some with JSON punctuation.
+fn synthetic_vocab(size: usize) -> Vec<Option<Vec<u8>>> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    (0..size)
+        .map(|i| {
+            if i < 256 {
+                return Some(vec![i as u8]);
+            }
+            let len = 2 + (next() % 7) as usize;
+            Some((0..len).map(|_| b' ' + (next() % 95) as u8).collect())
+        })
+        .collect()
+}
+
+/// schema-bounds against free decoding on the same model, prompt and token count, both
+/// through the batcher (greedy): per-token wall time of each, and the mask alone (the
+/// constrained run's ids replayed through a fresh constraint).
+fn schema_cost(m: &std::sync::Arc<Llama>, prompt: &[u32], rounds: usize) -> String {
+    use fleetmesh_inference::batch::Job;
+    use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab};
+    use fleetmesh_inference::{Batcher, Sampling};
+    use std::sync::Arc;
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 24},
+            "age": {"type": "integer"},
+            "tags": {"type": "array", "items": {"enum": ["admin", "ops", "dev"]}, "maxItems": 4},
+            "notes": {"type": "array", "items": {"type": "string", "maxLength": 12}}
+        },
+        "required": ["name", "age", "tags", "notes"],
+        "additionalProperties": false
+    });
+    let g = Arc::new(Grammar::compile(&schema).expect("schema"));
+    let size = m.config().vocab_size;
+    let vocab = Arc::new(TokenVocab::new(&synthetic_vocab(size)));
+    let batcher = Batcher::new(m.clone(), [0; 32], 1);
+    let job = |max_tokens: usize, constrained: bool| Job {
+        prompt: prompt.to_vec(),
+        max_tokens,
+        sampling: Sampling::default(),
+        top_logprobs: 0,
+        on_step: None,
+        constraint: constrained.then(|| Constraint::new(g.clone(), vocab.clone(), vec![])),
+    };
+    let max = 2 * DECODE;
+    // a Llama 3-sized vocabulary for the mask alone: its first ids are the same pieces, so
+    // the chosen ids replay unchanged
+    const LARGE: usize = 128_256;
+    let large = Arc::new(TokenVocab::new(&synthetic_vocab(LARGE)));
+    let mask_time = |vocab: &Arc<TokenVocab>, ids: &[u32], size: usize| {
+        let mut cons = Constraint::new(g.clone(), vocab.clone(), vec![]);
+        cons.start(max).expect("budget");
+        let mut logits = vec![0f32; size];
+        let t = Instant::now();
+        for id in ids {
+            assert!(cons.mask(&mut logits));
+            cons.advance(*id);
+        }
+        t.elapsed()
+    };
+    let (mut c, mut u, mut k, mut kl) = (vec![], vec![], vec![], vec![]);
+    let mut n = 0;
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let out = batcher.run(job(max, true)).expect("constrained");
+        c.push(t.elapsed());
+        let ids = out.output_ids();
+        n = ids.len();
+        let t = Instant::now();
+        let free = batcher.run(job(n, false)).expect("free");
+        u.push(t.elapsed());
+        assert_eq!(free.steps.len(), n);
+        k.push(mask_time(&vocab, &ids, size));
+        kl.push(mask_time(&large, &ids, LARGE));
+    }
+    let (c, u, k, kl) = (median(c), median(u), median(k), median(kl));
+    let per = |d: Duration| d.as_secs_f64() * 1e3 / n as f64;
+    format!(
+        "constrained {:>6.2} ms/token   free {:>6.2} ms/token   x{:.2}   (mask {:>6.1} us/token over {size} ids, {:>6.1} us over {LARGE}; {n} tokens incl. prefill of {})",
+        per(c),
+        per(u),
+        c.as_secs_f64() / u.as_secs_f64(),
+        k.as_secs_f64() * 1e6 / n as f64,
+        kl.as_secs_f64() * 1e6 / n as f64,
+        prompt.len()
+    )
+}
+
 fn bench_model(name: &str, config: &LlamaConfig, rounds: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let t = Instant::now();
@@ -240,7 +337,12 @@ fn bench_model(name: &str, config: &LlamaConfig, rounds: usize) {
         tps(BATCH * DECODE, bd) / tps(DECODE, solo_decode)
     );
 
-    let (one, q) = quorum_overhead(&std::sync::Arc::new(ours_m), &prompt, rounds);
+    let ours_m = std::sync::Arc::new(ours_m);
+    println!(
+        "llm {name} schema-bounds   {}",
+        schema_cost(&ours_m, &prompt, rounds)
+    );
+    let (one, q) = quorum_overhead(&ours_m, &prompt, rounds);
     println!(
         "llm {name} quorum (2 executors agree)   single {:>7.1} ms   quorum {:>7.1} ms   overhead x{:.2} (goal <= 2.1)",
         one.as_secs_f64() * 1e3,
