@@ -213,14 +213,59 @@ pub fn binding(
     Ok(Outcome::Ok)
 }
 
+/// Runs `meshnode attest collect --nonce`: the GPU's SPDM evidence (hex, as `attest verify
+/// --nvidia` reads it) in `out`, its certificate chain in `<out>.chain.pem`.
+pub fn collect_gpu(nonce: &str, gpu: u32, out: &Path) -> anyhow::Result<Outcome> {
+    let nonce = hex_bytes::<32>(nonce, "--nonce")?;
+    let got = tee::gpu::collect_gpu_evidence(gpu, &nonce)?;
+    let chain_path = {
+        let mut p = out.as_os_str().to_owned();
+        p.push(".chain.pem");
+        std::path::PathBuf::from(p)
+    };
+    for (path, bytes) in [
+        (out, hex::encode(&got.report).into_bytes()),
+        (&chain_path, got.chain),
+    ] {
+        std::fs::write(path, bytes)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
+    println!(
+        "{}",
+        json!({"evidence": out.display().to_string(), "chain": chain_path.display().to_string(),
+               "bytes": got.report.len()})
+    );
+    Ok(Outcome::Ok)
+}
+
 /// Runs `meshnode attest collect`.
 pub fn collect(report_data: &str, out: &Path) -> anyhow::Result<Outcome> {
     let data = hex_bytes::<64>(report_data, "--report-data")?;
-    let report = tee::collect_report(&data)?;
-    std::fs::write(out, &report).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
-    println!(
-        "{}",
-        json!({"report": out.display().to_string(), "bytes": report.len()})
-    );
+    let got = tee::collect_report(&data)?;
+    let write = |path: &Path, bytes: &[u8]| {
+        std::fs::write(path, bytes).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+    };
+    write(out, &got.report)?;
+    let mut said = json!({"report": out.display().to_string(), "bytes": got.report.len()});
+    // the host's certificates beside the report, ready for `attest verify --snp`
+    if let Some(t) = &got.certs
+        && let (Some(key), Some(ask), Some(ark)) =
+            (t.vcek.as_ref().or(t.vlek.as_ref()), &t.ask, &t.ark)
+    {
+        let name = |ext: &str| {
+            let mut p = out.as_os_str().to_owned();
+            p.push(ext);
+            std::path::PathBuf::from(p)
+        };
+        let (key_path, chain_path) = (name(".vcek.der"), name(".chain.pem"));
+        write(&key_path, key)?;
+        write(
+            &chain_path,
+            (tee::to_pem(ask) + &tee::to_pem(ark)).as_bytes(),
+        )?;
+        said["vcek"] = json!(key_path.display().to_string());
+        said["chain"] = json!(chain_path.display().to_string());
+    }
+    println!("{said}");
     Ok(Outcome::Ok)
 }

@@ -83,11 +83,24 @@ pub enum AttestCommand {
         job_id: String,
     },
     /// Ask this host's TEE for an SEV-SNP report over REPORT_DATA through Linux
-    /// configfs-tsm and write it to a file; says so (exit 2) where the host has none.
+    /// configfs-tsm (`--report-data`), or an NVIDIA GPU in confidential-computing mode for
+    /// its SPDM evidence over NONCE through the driver (`--nonce`), and write it to a file
+    /// (certificates beside it); says so (exit 2) where the host has none.
     Collect {
-        /// REPORT_DATA, 64 bytes of hex.
+        /// REPORT_DATA, 64 bytes of hex (SEV-SNP).
+        #[arg(
+            long,
+            value_name = "HEX",
+            required_unless_present = "nonce",
+            conflicts_with = "nonce"
+        )]
+        report_data: Option<String>,
+        /// The SPDM nonce, 32 bytes of hex (NVIDIA GPU).
         #[arg(long, value_name = "HEX")]
-        report_data: String,
+        nonce: Option<String>,
+        /// Which GPU, with --nonce.
+        #[arg(long, default_value_t = 0)]
+        gpu: u32,
         /// Where to write the report.
         #[arg(long, value_name = "FILE")]
         out: PathBuf,

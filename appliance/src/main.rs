@@ -135,9 +135,16 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             output_ids,
             job_id,
         }) => attest::binding(&model_digest, &prompt_ids, &output_ids, &job_id),
-        Command::Attest(cli::AttestCommand::Collect { report_data, out }) => {
-            attest::collect(&report_data, &out)
-        }
+        Command::Attest(cli::AttestCommand::Collect {
+            report_data,
+            nonce,
+            gpu,
+            out,
+        }) => match (report_data, nonce) {
+            (Some(data), _) => attest::collect(&data, &out),
+            (None, Some(nonce)) => attest::collect_gpu(&nonce, gpu, &out),
+            (None, None) => unreachable!("clap requires one"),
+        },
         Command::Infer(a) => infer::run(&infer::InferArgs {
             verify: a.verify.parse().map_err(|e: String| anyhow::anyhow!(e))?,
             model: a.model,

@@ -673,6 +673,14 @@ pub fn engine_name(device: &Device) -> String {
     format!("{}/{place}", crate::executor::ENGINE)
 }
 
+/// The CUDA ordinal of `device` (None on the CPU): which GPU's evidence covers a job.
+pub fn gpu_index(device: &Device) -> Option<u32> {
+    match device.location() {
+        candle_core::DeviceLocation::Cuda { gpu_id } => Some(gpu_id as u32),
+        _ => None,
+    }
+}
+
 /// The id of the largest logit, the lowest id among equal ones.
 pub fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0;

@@ -453,3 +453,85 @@ fn the_bundled_rims_are_signed_by_nvidia_and_a_changed_rim_is_not() {
         Err(Error::EvidenceMalformed(_))
     ));
 }
+
+#[test]
+fn the_hosts_certificate_table_round_trips_and_verifies_its_report() {
+    use fleetmesh_inference::tee::{snp::CertTable, to_pem};
+    let c = &cases()[0];
+    let table = CertTable {
+        vcek: Some(c.vcek.der().to_vec()),
+        vlek: None,
+        ask: Some(c.chain[0].der().to_vec()),
+        ark: Some(c.chain[1].der().to_vec()),
+        other: vec![([0x92; 16], b"a CRL".to_vec())],
+    };
+    let aux = table.encode();
+    // the VCEK's GUID 63da758d-e664-… in RFC 4122 byte order, then offset and length
+    assert_eq!(&aux[..4], &[0x63, 0xda, 0x75, 0x8d]);
+    assert_eq!(u32::from_le_bytes(aux[16..20].try_into().unwrap()), 24 * 5);
+    assert_eq!(CertTable::parse(&aux).unwrap(), table);
+    let (key, chain) = table.chain().unwrap().unwrap();
+    verify(&c.report, &key, &chain, now(), &c.policy).unwrap();
+    // PEM written here reads back as the same certificate
+    for cert in [&c.vcek, &c.chain[0], &c.chain[1]] {
+        let again = Certificate::from_pem_bundle(&to_pem(cert.der())).unwrap();
+        assert_eq!(again[0].der(), cert.der());
+    }
+    // a table without the chain gives none; bad tables are malformed
+    let lone = CertTable {
+        vcek: table.vcek.clone(),
+        ..CertTable::default()
+    };
+    assert!(lone.chain().unwrap().is_none());
+    let mut outside = aux.clone();
+    outside[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+    let mut unterminated = aux[..24].to_vec();
+    unterminated[16..24].fill(0);
+    let mut twice = aux.clone();
+    twice[24..40].copy_from_slice(&aux[..16]);
+    for (bad, says) in [
+        (&unterminated[..], "no terminating entry"),
+        (&outside[..], "outside the blob"),
+        (&twice[..], "twice"),
+    ] {
+        let e = CertTable::parse(bad).unwrap_err();
+        assert!(matches!(e, Error::EvidenceMalformed(_)), "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}
+
+#[test]
+fn gpu_evidence_comes_from_the_driver_or_the_reason_it_cannot() {
+    use fleetmesh_inference::tee::gpu::collect_gpu_evidence;
+    let nonce = [0x5a; 32];
+    match collect_gpu_evidence(0, &nonce) {
+        // a GPU in confidential-computing mode: its evidence verifies over our nonce
+        Ok(e) => {
+            let chain =
+                Certificate::from_pem_bundle(std::str::from_utf8(&e.chain).unwrap()).unwrap();
+            let ev = Evidence::parse(&e.report).unwrap();
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
+            nvidia::verify(&ev, &chain, t, Some(&nonce)).unwrap();
+        }
+        // anywhere else: a request error naming what is missing, never evidence
+        Err(e) => {
+            assert!(matches!(e, Error::Request(_)), "{e}");
+            let s = e.to_string();
+            assert!(s.contains("cannot produce NVIDIA GPU evidence"), "{s}");
+            assert!(
+                [
+                    "no NVIDIA driver",
+                    "confidential computing",
+                    "GPU 0",
+                    "R535"
+                ]
+                .iter()
+                .any(|w| s.contains(w)),
+                "{s}"
+            );
+        }
+    }
+}

@@ -169,22 +169,71 @@ pub(super) fn generate_attested(
         };
         let job = format!("{prefix}-{}", &hex::encode(g.transcript_digest)[..24]);
         let data = tee::snp_report_data(&m.digest, &g.prompt, &g.ids, job.as_bytes());
-        let report = tee::collect_report(&data).map_err(|e| Failure {
+        let got = tee::collect_report(&data).map_err(|e| Failure {
             status: StatusCode::BAD_GATEWAY,
             message: e.to_string(),
             param: Some("verification"),
             code: Some("tee_failed"),
             extra: None,
         })?;
-        g.verdict = Some(json!({
+        let mut verdict = json!({
             "mode": "tee-attestation",
             "evidence": "sev-snp",
             "job_id": job,
             "report_data": hex::encode(data),
-            "report": hex::encode(report),
-        }));
+            "report": hex::encode(&got.report),
+        });
+        // the host's certificates, so the buyer needs no trip to AMD's KDS, and this
+        // node's own check of its evidence with them
+        if let Some(t) = &got.certs {
+            let pem = |c: &Option<Vec<u8>>| c.as_deref().map(tee::to_pem);
+            verdict["certificates"] = json!({
+                "vcek": pem(&t.vcek), "vlek": pem(&t.vlek), "ask": pem(&t.ask), "ark": pem(&t.ark),
+            });
+            verdict["self_check"] = json!(match self_check(&got.report, t, &data) {
+                Ok(()) => "valid".to_string(),
+                Err(e) => e.to_string(),
+            });
+        }
+        // a model on an NVIDIA GPU: the GPU's evidence over the same job, when the driver
+        // has it (confidential-computing mode); otherwise why not
+        if let Some(gpu) = fleetmesh_inference::model::gpu_index(m.batcher.model().device()) {
+            let nonce = tee::nvidia_nonce(&m.digest, &g.prompt, &g.ids, job.as_bytes());
+            verdict["gpu"] = match tee::gpu::collect_gpu_evidence(gpu, &nonce) {
+                Ok(e) => json!({
+                    "evidence": "nvidia-spdm",
+                    "nonce": hex::encode(nonce),
+                    "report": hex::encode(&e.report),
+                    "chain": String::from_utf8_lossy(&e.chain),
+                }),
+                Err(e) => json!({"unavailable": e.to_string()}),
+            };
+        }
+        g.verdict = Some(verdict);
     }
     Ok(gens)
+}
+
+/// This node's check of its own SEV-SNP report: signature, chain to AMD's root, TCB, and
+/// the binding (debug policy is the buyer's call).
+fn self_check(
+    report: &[u8],
+    certs: &fleetmesh_inference::tee::snp::CertTable,
+    data: &[u8; 64],
+) -> fleetmesh_inference::Result<()> {
+    use fleetmesh_inference::tee::snp;
+    let report = snp::Report::parse(report)?;
+    let Some((key, chain)) = certs.chain()? else {
+        return Err(fleetmesh_inference::Error::EvidenceInvalid(
+            "the host's certificate table lacks the VCEK, ASK or ARK".into(),
+        ));
+    };
+    let policy = snp::SnpPolicy {
+        report_data: Some(*data),
+        allow_debug: true,
+        ..snp::SnpPolicy::default()
+    };
+    snp::verify(&report, &key, &chain, unix_now() as i64, &policy).map(|_| ())
 }
 
 pub(super) fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {

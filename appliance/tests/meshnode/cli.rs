@@ -413,4 +413,42 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
         );
         assert!(!out.path().join("r.bin").exists());
     }
+    // GPU evidence: where no NVIDIA GPU in confidential-computing mode answers, the node
+    // says which part is missing (no driver, CC off) and writes nothing
+    let out = tempfile::tempdir().unwrap();
+    let gpu_out = out.path().join("gpu.hex");
+    let o = run(&[
+        "attest",
+        "collect",
+        "--nonce",
+        b["nonce"].as_str().unwrap(),
+        "--out",
+        gpu_out.to_str().unwrap(),
+    ]);
+    if o.status.success() {
+        // a CC-mode GPU: its evidence verifies over the nonce
+        let chain = format!("{}.chain.pem", gpu_out.display());
+        let v = run(&[
+            "attest",
+            "verify",
+            "--nvidia",
+            gpu_out.to_str().unwrap(),
+            "--chain",
+            &chain,
+            "--nonce",
+            b["nonce"].as_str().unwrap(),
+        ]);
+        assert!(v.status.success(), "{}", stdout(&v));
+    } else {
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains("cannot produce NVIDIA GPU evidence"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!gpu_out.exists());
+    }
+    // one of --report-data and --nonce
+    let o = run(&["attest", "collect", "--out", gpu_out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
 }

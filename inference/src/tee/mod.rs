@@ -6,9 +6,12 @@
 //! (signatures by `ring`). Evidence that does not parse is
 //! [`crate::Error::EvidenceMalformed`]; evidence that parses and fails a check is
 //! [`crate::Error::EvidenceInvalid`], with the first failed check. [`snp_report_data`] and
-//! [`nvidia_nonce`] bind evidence to a job; [`collect_report`] asks the host for a report.
+//! [`nvidia_nonce`] bind evidence to a job; [`collect_report`] asks the host for an SEV-SNP
+//! report (and its certificate table), [`gpu::collect_gpu_evidence`] the NVIDIA driver for
+//! a GPU's.
 
 pub mod der;
+pub mod gpu;
 pub mod nvidia;
 pub mod snp;
 pub mod x509;
@@ -73,22 +76,50 @@ pub fn nvidia_nonce(
 /// Where Linux exposes confidential-computing reports (configfs-tsm).
 pub const TSM_REPORT_DIR: &str = "/sys/kernel/config/tsm/report";
 
+/// What this host's TEE returned: the report, and the certificates the host provides
+/// beside it (configfs-tsm `auxblob`), if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collected {
+    /// The attestation report (an SEV-SNP report on AMD hosts).
+    pub report: Vec<u8>,
+    /// The host's certificate table (VCEK or VLEK, ASK, ARK), when it provides one.
+    pub certs: Option<snp::CertTable>,
+}
+
 /// Asks this host's TEE for an attestation report over `report_data` through Linux
 /// configfs-tsm (`TSM_REPORT_DIR`): a fresh entry, `inblob` written, `outblob` read (an
-/// SEV-SNP report on AMD hosts), the entry removed.
+/// SEV-SNP report on AMD hosts) and `auxblob` (the host's certificate table, when it
+/// provides one), the entry removed.
 ///
 /// # Errors
 /// [`crate::Error::Request`] saying this host has no configfs-tsm (no TEE, or a kernel
-/// without it) — evidence is never made up — or what the kernel refused.
-pub fn collect_report(report_data: &[u8; 64]) -> crate::Result<Vec<u8>> {
+/// without it) — evidence is never made up — or what the kernel refused;
+/// [`crate::Error::EvidenceMalformed`] for a certificate table that does not parse.
+pub fn collect_report(report_data: &[u8; 64]) -> crate::Result<Collected> {
     collect_report_in(std::path::Path::new(TSM_REPORT_DIR), report_data)
+}
+
+/// PEM text of a DER certificate.
+pub fn to_pem(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
 }
 
 /// [`collect_report`] under another configfs-tsm directory.
 ///
 /// # Errors
 /// As [`collect_report`].
-pub fn collect_report_in(dir: &std::path::Path, report_data: &[u8; 64]) -> crate::Result<Vec<u8>> {
+pub fn collect_report_in(
+    dir: &std::path::Path,
+    report_data: &[u8; 64],
+) -> crate::Result<Collected> {
     if !dir.is_dir() {
         return Err(crate::Error::Request(format!(
             "this host cannot produce TEE evidence: {} does not exist (no SEV-SNP guest with \
@@ -109,7 +140,18 @@ pub fn collect_report_in(dir: &std::path::Path, report_data: &[u8; 64]) -> crate
     std::fs::create_dir(&entry).map_err(|e| fail("create", e))?;
     let result = std::fs::write(entry.join("inblob"), report_data)
         .map_err(|e| fail("inblob", e))
-        .and_then(|()| std::fs::read(entry.join("outblob")).map_err(|e| fail("outblob", e)));
+        .and_then(|()| std::fs::read(entry.join("outblob")).map_err(|e| fail("outblob", e)))
+        .map(|report| {
+            // absent on kernels before 6.10 and empty when the host provides no certificates
+            let aux = std::fs::read(entry.join("auxblob")).unwrap_or_default();
+            (report, aux)
+        });
     let _ = std::fs::remove_dir(&entry);
-    result
+    let (report, aux) = result?;
+    let certs = if aux.is_empty() {
+        None
+    } else {
+        Some(snp::CertTable::parse(&aux)?)
+    };
+    Ok(Collected { report, certs })
 }

@@ -347,3 +347,147 @@ pub fn verify(
         key,
     })
 }
+
+/// GUIDs of the certificate table (SEV-SNP GHCB specification), as stored: RFC 4122 byte
+/// order.
+const GUID_VCEK: [u8; 16] = guid("63da758de6644564adc5f4b93be8accd");
+const GUID_VLEK: [u8; 16] = guid("a8074bc2a25a483eaae639c045a0b8a1");
+const GUID_ASK: [u8; 16] = guid("4ab7b379bbac4fe4a02f05aef327c782");
+const GUID_ARK: [u8; 16] = guid("c0b406a4a803495297433fb6014cd0ae");
+
+/// A GUID from its 32 hex digits.
+const fn guid(hex: &str) -> [u8; 16] {
+    const fn nibble(c: u8) -> u8 {
+        match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => panic!("not a lowercase hex digit"),
+        }
+    }
+    let h = hex.as_bytes();
+    assert!(h.len() == 32, "32 hex digits");
+    let mut out = [0u8; 16];
+    let mut n = 0;
+    while n < 16 {
+        out[n] = nibble(h[2 * n]) << 4 | nibble(h[2 * n + 1]);
+        n += 1;
+    }
+    out
+}
+
+/// The certificates a host hands its guest beside a report: the certificate table of
+/// SNP_GET_EXT_REPORT, which configfs-tsm exposes as `auxblob` — entries of (GUID,
+/// little-endian u32 offset, u32 length) ended by an all-zero GUID, offsets counted from
+/// the table's start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CertTable {
+    /// The VCEK (DER), when the host provides it.
+    pub vcek: Option<Vec<u8>>,
+    /// The VLEK (DER), for hosts that sign with a loaded key.
+    pub vlek: Option<Vec<u8>>,
+    /// The ASK (DER).
+    pub ask: Option<Vec<u8>>,
+    /// The ARK (DER).
+    pub ark: Option<Vec<u8>>,
+    /// Entries with other GUIDs (e.g. a CRL), kept as they are.
+    pub other: Vec<([u8; 16], Vec<u8>)>,
+}
+
+impl CertTable {
+    /// Reads a certificate table.
+    ///
+    /// # Errors
+    /// [`crate::Error::EvidenceMalformed`] for an entry outside the blob, a GUID twice, or
+    /// a table without its terminating entry.
+    pub fn parse(aux: &[u8]) -> Result<CertTable> {
+        let mut t = CertTable::default();
+        let mut at = 0;
+        loop {
+            let entry = aux
+                .get(at..at + 24)
+                .ok_or_else(|| malformed("the certificate table has no terminating entry"))?;
+            let g: [u8; 16] = entry[..16].try_into().expect("16 bytes");
+            if g == [0; 16] {
+                return Ok(t);
+            }
+            let word = |i: usize| {
+                u32::from_le_bytes(entry[i..i + 4].try_into().expect("4 bytes")) as usize
+            };
+            let (off, len) = (word(16), word(20));
+            let body = aux
+                .get(off..off.saturating_add(len))
+                .ok_or_else(|| {
+                    malformed(format!(
+                        "certificate table entry {} points outside the blob ({off}+{len} of {})",
+                        at / 24,
+                        aux.len()
+                    ))
+                })?
+                .to_vec();
+            let slot = match g {
+                GUID_VCEK => &mut t.vcek,
+                GUID_VLEK => &mut t.vlek,
+                GUID_ASK => &mut t.ask,
+                GUID_ARK => &mut t.ark,
+                _ => {
+                    t.other.push((g, body));
+                    at += 24;
+                    continue;
+                }
+            };
+            if slot.replace(body).is_some() {
+                return Err(malformed("the certificate table lists a certificate twice"));
+            }
+            at += 24;
+        }
+    }
+
+    /// Writes the table (what a host would provide; certificates after the entries).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut entries: Vec<([u8; 16], &[u8])> = [
+            (GUID_VCEK, &self.vcek),
+            (GUID_VLEK, &self.vlek),
+            (GUID_ASK, &self.ask),
+            (GUID_ARK, &self.ark),
+        ]
+        .into_iter()
+        .filter_map(|(g, c)| c.as_deref().map(|c| (g, c)))
+        .collect();
+        entries.extend(self.other.iter().map(|(g, c)| (*g, c.as_slice())));
+        let mut off = 24 * (entries.len() + 1);
+        let mut head: Vec<u8> = Vec::new();
+        let mut body: Vec<u8> = Vec::new();
+        for (g, c) in entries {
+            head.extend(g);
+            head.extend((off as u32).to_le_bytes());
+            head.extend((c.len() as u32).to_le_bytes());
+            body.extend(c);
+            off += c.len();
+        }
+        head.extend([0u8; 24]);
+        head.extend(body);
+        head
+    }
+
+    /// The report's signing key (VCEK, else VLEK) and its chain (ASK, ARK), parsed, when
+    /// the table has all three — what [`verify`] takes.
+    ///
+    /// # Errors
+    /// [`crate::Error::EvidenceMalformed`] for a certificate that does not parse.
+    pub fn chain(&self) -> Result<Option<(Certificate, Vec<Certificate>)>> {
+        let (Some(key), Some(ask), Some(ark)) = (
+            self.vcek.as_ref().or(self.vlek.as_ref()),
+            &self.ask,
+            &self.ark,
+        ) else {
+            return Ok(None);
+        };
+        Ok(Some((
+            Certificate::from_der_or_pem(key)?,
+            vec![
+                Certificate::from_der_or_pem(ask)?,
+                Certificate::from_der_or_pem(ark)?,
+            ],
+        )))
+    }
+}
