@@ -14,6 +14,10 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// Encryption or key derivation refused its input (NIP-44 payloads, HKDF lengths, a
+    /// public key off the curve); the reason names the first failed check.
+    #[error("crypto: {0}")]
+    Crypto(String),
     /// A node descriptor does not hold together (keys, DID, proofs).
     #[error("invalid node descriptor: {0}")]
     InvalidDescriptor(String),

@@ -8,6 +8,8 @@
 //!   self-signed multi-key node descriptor (kind 11801);
 //! - [`store`]: the SQLite (WAL) store in the node directory, its one [`store::writer`]
 //!   thread (group commits) and its [`store::readers`];
+//! - [`nip44`]: NIP-44 v2 payload encryption between two keys; [`hkdf`]: RFC 5869 and the
+//!   pair-blinded tags receipts use;
 //! - [`filter`]: NIP-01 filters; [`face`]: the NIP-01 WebSocket face ([`Relay`]) with
 //!   [`limits`] and [`metrics`].
 //!
@@ -18,10 +20,12 @@ pub mod error;
 pub mod event;
 pub mod face;
 pub mod filter;
+pub mod hkdf;
 pub mod identity;
 pub mod limits;
 pub mod message;
 pub mod metrics;
+pub mod nip44;
 pub mod store;
 pub mod sync;
 

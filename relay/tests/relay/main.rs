@@ -2,6 +2,7 @@
 //! debug build): events and identity, the store's NIP-01 semantics, and the WebSocket face
 //! driven by independent clients.
 
+mod crypto;
 mod face;
 mod nostr_core;
 mod store;
