@@ -54,6 +54,48 @@ pub enum Command {
     /// Generate text with a local model; prints one JSON line (ids, text, logprobs, the
     /// transcript digest).
     Infer(InferArgs),
+    /// WASI jobs: run a module under the job limits.
+    #[command(subcommand)]
+    Wasi(WasiCommand),
+}
+
+/// `meshnode wasi …`.
+#[derive(Debug, Subcommand)]
+pub enum WasiCommand {
+    /// Run a WASI command module (`.wasm`, or `.wat` text) as a job would: fuel, memory and
+    /// wall-clock limits, no environment or network, `--input` read-only at /inputs and
+    /// `--output` writable at /outputs, clocks and randomness fixed. Prints one JSON line
+    /// (status, exit code, fuel used, stdout, stderr); exit 0 when the module exits 0, 1
+    /// when it fails or hits a limit, 2 for a module that is not a WASI command.
+    Run(WasiRunArgs),
+}
+
+/// `meshnode wasi run`.
+#[derive(Debug, Args)]
+pub struct WasiRunArgs {
+    /// The module.
+    pub module: PathBuf,
+    /// A directory the module reads at /inputs.
+    #[arg(long, value_name = "DIR")]
+    pub input: Option<PathBuf>,
+    /// A directory the module writes at /outputs.
+    #[arg(long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Fuel (about one unit per instruction).
+    #[arg(long, default_value_t = 1_000_000_000)]
+    pub fuel: u64,
+    /// Linear memory limit, MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memory_mib: usize,
+    /// Wall-clock limit, seconds.
+    #[arg(long, default_value_t = 10)]
+    pub timeout: u64,
+    /// A file whose bytes are the module's stdin.
+    #[arg(long, value_name = "FILE")]
+    pub stdin: Option<PathBuf>,
+    /// Arguments for the module (after `--`).
+    #[arg(last = true)]
+    pub args: Vec<String>,
 }
 
 /// `meshnode attest …`.

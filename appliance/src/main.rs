@@ -15,6 +15,7 @@ mod proof;
 mod prove_service;
 mod server;
 mod verify_service;
+mod wasi_cli;
 
 use std::io::IsTerminal as _;
 use std::path::Path;
@@ -162,6 +163,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             executor_timeout: std::time::Duration::from_secs(a.executor_timeout.max(1)),
             device: a.device,
         }),
+        Command::Wasi(cli::WasiCommand::Run(a)) => wasi_cli::run(&a),
         Command::Model(cli::ModelCommand::MakeTiny { dir, seed }) => {
             let config = fleetmesh_inference::tiny::make_tiny(&dir, seed)?;
             let digest = fleetmesh_inference::model::model_digest(&dir)?;

@@ -8,6 +8,7 @@ mod inference;
 mod init;
 mod proof;
 mod schema;
+mod wasi;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
