@@ -10,6 +10,7 @@ mod doctor;
 mod infer;
 mod inference_service;
 mod manifest;
+mod market;
 mod node;
 mod proof;
 mod prove_service;

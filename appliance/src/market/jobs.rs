@@ -1,0 +1,386 @@
+//! The job store: one SQLite file (`jobs.sqlite` in the node directory, WAL) holding every
+//! job's ask, state and result.
+//!
+//! States: `accepted` → `running` → `verified` | `failed`, and `expired` for a job whose
+//! ask expired before it finished; the last three are final. A job's id is derived from
+//! its ask's address, so submitting the same ask twice is one job. A job that was
+//! `running` when the node stopped is `accepted` again when the store reopens (it runs
+//! again; jobs are deterministic), with that said in its reason.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::ask::Ask;
+use super::receipt::Finished;
+use super::{Refusal, refuse};
+
+/// Where a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Checked and queued.
+    Accepted,
+    /// On an executor.
+    Running,
+    /// Ran, and the verifier of its mode accepted the output (final).
+    Verified,
+    /// Did not produce a verified output (final); the reason says why.
+    Failed,
+    /// Its ask expired first (final).
+    Expired,
+}
+
+impl State {
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Accepted => "accepted",
+            State::Running => "running",
+            State::Verified => "verified",
+            State::Failed => "failed",
+            State::Expired => "expired",
+        }
+    }
+
+    fn parse(s: &str) -> State {
+        match s {
+            "accepted" => State::Accepted,
+            "running" => State::Running,
+            "verified" => State::Verified,
+            "failed" => State::Failed,
+            _ => State::Expired,
+        }
+    }
+
+    /// Whether nothing follows.
+    pub fn is_final(self) -> bool {
+        matches!(self, State::Verified | State::Failed | State::Expired)
+    }
+
+    fn may_become(self, to: State) -> bool {
+        matches!(
+            (self, to),
+            (
+                State::Accepted,
+                State::Running | State::Failed | State::Expired
+            ) | (
+                State::Running,
+                State::Verified | State::Failed | State::Expired
+            )
+        )
+    }
+}
+
+/// One job as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRecord {
+    /// The job id (hex): SHA-256 of `"fleetmesh/job/v1"` and the ask's address.
+    pub id: String,
+    /// The ask's address `30810:<buyer>:<d>`.
+    pub address: String,
+    /// The ask event's id.
+    pub ask_id: String,
+    /// The ask event (JSON).
+    pub ask: String,
+    /// The buyer's public key.
+    pub buyer: String,
+    /// Engine and verification mode.
+    pub engine: String,
+    /// The verification mode.
+    pub mode: String,
+    /// Where it stands.
+    pub state: State,
+    /// Why it is where it is (failures, expiry, a resume).
+    pub reason: Option<String>,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// Unix seconds of the last change.
+    pub updated_at: u64,
+    /// The ask's expiration.
+    pub expires_at: u64,
+    /// SHA-256 of the output (hex), once finished.
+    pub output_digest: Option<String>,
+    /// Metered usage (the receipt's `metered`), once finished.
+    pub metered: Option<Value>,
+    /// The signed receipt event (JSON), once finished.
+    pub receipt: Option<String>,
+}
+
+impl JobRecord {
+    /// The record as JSON (what `job status` prints).
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "id": self.id,
+            "ask": self.ask_id,
+            "address": self.address,
+            "buyer": self.buyer,
+            "engine": self.engine,
+            "mode": self.mode,
+            "state": self.state.as_str(),
+            "reason": self.reason,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "expires_at": self.expires_at,
+            "output_digest": self.output_digest,
+            "metered": self.metered,
+        })
+    }
+}
+
+/// The job id of the ask at `address`.
+pub fn job_id(address: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"fleetmesh/job/v1\0");
+    h.update(address.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The SQLite job store.
+#[derive(Debug)]
+pub struct JobStore {
+    conn: Mutex<Connection>,
+}
+
+fn storage(e: rusqlite::Error) -> Refusal {
+    refuse("storage", e.to_string())
+}
+
+const COLUMNS: &str = "id, address, ask_id, ask, buyer, engine, mode, state, reason, created_at, \
+                       updated_at, expires_at, output_digest, metered, receipt";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
+    let metered: Option<String> = r.get(13)?;
+    Ok(JobRecord {
+        id: r.get(0)?,
+        address: r.get(1)?,
+        ask_id: r.get(2)?,
+        ask: r.get(3)?,
+        buyer: r.get(4)?,
+        engine: r.get(5)?,
+        mode: r.get(6)?,
+        state: State::parse(&r.get::<_, String>(7)?),
+        reason: r.get(8)?,
+        created_at: r.get::<_, i64>(9)? as u64,
+        updated_at: r.get::<_, i64>(10)? as u64,
+        expires_at: r.get::<_, i64>(11)? as u64,
+        output_digest: r.get(12)?,
+        metered: metered.and_then(|m| serde_json::from_str(&m).ok()),
+        receipt: r.get(14)?,
+    })
+}
+
+impl JobStore {
+    /// Opens (or creates) the store at `path`; jobs left `running` are `accepted` again.
+    ///
+    /// # Errors
+    /// `storage` when the file cannot be opened or is not a job store.
+    pub fn open(path: &Path, now: u64) -> Result<JobStore, Refusal> {
+        let conn = Connection::open(path).map_err(storage)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
+             CREATE TABLE IF NOT EXISTS jobs (
+                 id TEXT PRIMARY KEY,
+                 address TEXT NOT NULL UNIQUE,
+                 ask_id TEXT NOT NULL,
+                 ask TEXT NOT NULL,
+                 buyer TEXT NOT NULL,
+                 engine TEXT NOT NULL,
+                 mode TEXT NOT NULL,
+                 state TEXT NOT NULL,
+                 reason TEXT,
+                 created_at INTEGER NOT NULL,
+                 updated_at INTEGER NOT NULL,
+                 expires_at INTEGER NOT NULL,
+                 output_digest TEXT,
+                 metered TEXT,
+                 receipt TEXT
+             );
+             CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created_at);",
+        )
+        .map_err(storage)?;
+        conn.execute(
+            "UPDATE jobs SET state = 'accepted', reason = 'resumed after a restart', \
+             updated_at = ?1 WHERE state = 'running'",
+            params![now as i64],
+        )
+        .map_err(storage)?;
+        Ok(JobStore {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records `ask` as a job, or returns the job it already is (`false`: not new).
+    ///
+    /// # Errors
+    /// `conflict` when another ask with the same address (a replacement with other
+    /// content) is already a job; `storage`.
+    pub fn submit(&self, ask: &Ask, now: u64) -> Result<(JobRecord, bool), Refusal> {
+        let address = ask.address();
+        let id = job_id(&address);
+        let conn = self.conn();
+        if let Some(existing) = Self::get_in(&conn, &id)? {
+            if existing.ask_id != ask.event.id_hex() {
+                return Err(refuse(
+                    "conflict",
+                    format!(
+                        "job {id} for {address} was submitted with ask {}; a replacement ask \
+                         needs a new d tag",
+                        existing.ask_id
+                    ),
+                ));
+            }
+            return Ok((existing, false));
+        }
+        conn.execute(
+            "INSERT INTO jobs (id, address, ask_id, ask, buyer, engine, mode, state, created_at, \
+             updated_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'accepted', ?8, ?8, ?9)",
+            params![
+                id,
+                address,
+                ask.event.id_hex(),
+                ask.event.to_json(),
+                ask.buyer(),
+                ask.engine,
+                ask.mode,
+                now as i64,
+                ask.expires_at as i64
+            ],
+        )
+        .map_err(storage)?;
+        let rec = Self::get_in(&conn, &id)?.expect("just inserted");
+        Ok((rec, true))
+    }
+
+    fn get_in(conn: &Connection, id: &str) -> Result<Option<JobRecord>, Refusal> {
+        conn.query_row(
+            &format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"),
+            params![id],
+            row,
+        )
+        .optional()
+        .map_err(storage)
+    }
+
+    /// The job `id`, if there is one.
+    ///
+    /// # Errors
+    /// `storage`.
+    pub fn get(&self, id: &str) -> Result<Option<JobRecord>, Refusal> {
+        Self::get_in(&self.conn(), id)
+    }
+
+    /// Jobs in `state`, oldest first.
+    ///
+    /// # Errors
+    /// `storage`.
+    pub fn in_state(&self, state: State) -> Result<Vec<JobRecord>, Refusal> {
+        let conn = self.conn();
+        let mut q = conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE state = ?1 ORDER BY created_at, id"
+            ))
+            .map_err(storage)?;
+        q.query_map(params![state.as_str()], row)
+            .map_err(storage)?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(storage)
+    }
+
+    /// Moves job `id` to `to` (with `reason`), if that is a step its state allows.
+    ///
+    /// # Errors
+    /// `not_found`; `bad_transition` (for example out of a final state); `storage`.
+    pub fn transition(
+        &self,
+        id: &str,
+        to: State,
+        reason: Option<&str>,
+        now: u64,
+    ) -> Result<JobRecord, Refusal> {
+        let conn = self.conn();
+        let job =
+            Self::get_in(&conn, id)?.ok_or_else(|| refuse("not_found", format!("no job {id}")))?;
+        if !job.state.may_become(to) {
+            return Err(refuse(
+                "bad_transition",
+                format!(
+                    "job {id} is {}; it cannot become {}",
+                    job.state.as_str(),
+                    to.as_str()
+                ),
+            ));
+        }
+        // compare-and-set on the state read, so two workers cannot both take a job
+        let changed = conn
+            .execute(
+                "UPDATE jobs SET state = ?1, reason = ?2, updated_at = ?3 WHERE id = ?4 AND state = ?5",
+                params![to.as_str(), reason, now as i64, id, job.state.as_str()],
+            )
+            .map_err(storage)?;
+        if changed != 1 {
+            return Err(refuse(
+                "bad_transition",
+                format!("job {id} changed meanwhile"),
+            ));
+        }
+        Ok(Self::get_in(&conn, id)?.expect("present"))
+    }
+
+    /// Finishes running job `id`: `verified` when `failure` is None, else `failed` with
+    /// that reason; with the output digest and metered usage of `done` and the signed
+    /// receipt.
+    ///
+    /// # Errors
+    /// As [`JobStore::transition`].
+    pub fn finish(
+        &self,
+        id: &str,
+        failure: Option<&str>,
+        done: &Finished,
+        receipt: &str,
+        now: u64,
+    ) -> Result<JobRecord, Refusal> {
+        let to = if failure.is_none() {
+            State::Verified
+        } else {
+            State::Failed
+        };
+        self.transition(id, to, failure, now)?;
+        self.conn()
+            .execute(
+                "UPDATE jobs SET output_digest = ?1, metered = ?2, receipt = ?3 WHERE id = ?4",
+                params![done.output_digest, done.metered.to_string(), receipt, id],
+            )
+            .map_err(storage)?;
+        Ok(self.get(id)?.expect("present"))
+    }
+
+    /// Expires every unfinished job whose ask expired by `now`; returns their ids.
+    ///
+    /// # Errors
+    /// `storage`.
+    pub fn expire_due(&self, now: u64) -> Result<Vec<String>, Refusal> {
+        let conn = self.conn();
+        let mut q = conn
+            .prepare(
+                "UPDATE jobs SET state = 'expired', reason = 'the ask expired before the job \
+                 finished', updated_at = ?1 WHERE state IN ('accepted', 'running') AND \
+                 expires_at <= ?1 RETURNING id",
+            )
+            .map_err(storage)?;
+        q.query_map(params![now as i64], |r| r.get(0))
+            .map_err(storage)?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(storage)
+    }
+}

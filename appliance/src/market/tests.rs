@@ -1,0 +1,229 @@
+//! Asks, the job store and receipts, on a real SQLite file, the protocol's schemas, and the
+//! `nostr` crate as an independent verifier of what we sign.
+
+use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+use fleetmesh_schemas::SchemaSet;
+use serde_json::{Value, json};
+
+use super::ask::Ask;
+use super::jobs::{JobStore, State};
+use super::receipt::{Finished, blinded_job_id, sign_receipt};
+
+const NOW: u64 = 1_767_225_700;
+
+fn ask_event(keys: &NodeKeys, d: &str, tags: &[(&str, &str)], content: Value) -> String {
+    let mut t = vec![vec!["d".to_string(), d.to_string()]];
+    t.extend(tags.iter().map(|(k, v)| vec![k.to_string(), v.to_string()]));
+    keys.sign(UnsignedEvent {
+        created_at: NOW - 10,
+        kind: 30810,
+        tags: t,
+        content: content.to_string(),
+    })
+    .unwrap()
+    .to_json()
+}
+
+fn wasm_ask(keys: &NodeKeys, d: &str, fuel: u64) -> String {
+    ask_event(
+        keys,
+        d,
+        &[
+            ("engine", "wasm"),
+            ("mode", "delivery"),
+            ("expiration", "1767226200"),
+        ],
+        json!({"engine": "wasm", "mode": "delivery", "limits": {"fuel": fuel},
+               "bid": {"amount": 2000, "unit": "msat"}}),
+    )
+}
+
+#[test]
+fn asks_are_checked_signature_schema_tags_and_expiry() {
+    let schemas = SchemaSet::embedded();
+    let buyer = NodeKeys::generate().unwrap();
+    let ask = Ask::parse(&wasm_ask(&buyer, "a-1", 50_000), schemas, NOW).unwrap();
+    assert_eq!(
+        (ask.engine.as_str(), ask.mode.as_str()),
+        ("wasm", "delivery")
+    );
+    assert_eq!(
+        ask.address(),
+        format!("30810:{}:a-1", buyer.nostr_pubkey_hex())
+    );
+    let refused = |json: String, now: u64| Ask::parse(&json, schemas, now).unwrap_err().code;
+    // a wasm ask without fuel, an unknown engine: the schema
+    let no_fuel = ask_event(
+        &buyer,
+        "a-2",
+        &[
+            ("engine", "wasm"),
+            ("mode", "delivery"),
+            ("expiration", "1767226200"),
+        ],
+        json!({"engine": "wasm", "mode": "delivery", "limits": {"wall_secs": 5},
+               "bid": {"amount": 1, "unit": "msat"}}),
+    );
+    assert_eq!(refused(no_fuel, NOW), "schema");
+    // tags that disagree with the content
+    let mismatch = ask_event(
+        &buyer,
+        "a-3",
+        &[
+            ("engine", "wasm"),
+            ("mode", "proof"),
+            ("expiration", "1767226200"),
+        ],
+        json!({"engine": "wasm", "mode": "delivery", "limits": {"fuel": 5},
+               "bid": {"amount": 1, "unit": "msat"}}),
+    );
+    assert_eq!(refused(mismatch, NOW), "mismatch");
+    assert_eq!(
+        refused(wasm_ask(&buyer, "a-4", 5), 1_767_226_200),
+        "expired"
+    );
+    // tampered content, not JSON, another kind
+    let tampered = wasm_ask(&buyer, "a-5", 5).replace("2000", "1");
+    assert_eq!(refused(tampered, NOW), "invalid_event");
+    assert_eq!(refused("{".into(), NOW), "invalid_event");
+    let note = buyer
+        .sign(UnsignedEvent {
+            created_at: NOW,
+            kind: 1,
+            tags: vec![],
+            content: "hi".into(),
+        })
+        .unwrap()
+        .to_json();
+    assert_eq!(refused(note, NOW), "invalid_event");
+}
+
+#[test]
+fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
+    let schemas = SchemaSet::embedded();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.sqlite");
+    let buyer = NodeKeys::generate().unwrap();
+    let ask = Ask::parse(&wasm_ask(&buyer, "job-a", 1000), schemas, NOW).unwrap();
+    let store = JobStore::open(&path, NOW).unwrap();
+    let (job, new) = store.submit(&ask, NOW).unwrap();
+    assert!(new);
+    assert_eq!(job.state, State::Accepted);
+    // the same ask again is the same job
+    let (again, new) = store.submit(&ask, NOW + 5).unwrap();
+    assert!(!new);
+    assert_eq!(again, job);
+    // another ask at the same address is a conflict, not a second job
+    let replacement = Ask::parse(&wasm_ask(&buyer, "job-a", 2000), schemas, NOW).unwrap();
+    assert_eq!(
+        store.submit(&replacement, NOW).unwrap_err().code,
+        "conflict"
+    );
+    // states
+    store
+        .transition(&job.id, State::Running, None, NOW + 1)
+        .unwrap();
+    assert_eq!(
+        store
+            .transition(&job.id, State::Accepted, None, NOW + 2)
+            .unwrap_err()
+            .code,
+        "bad_transition"
+    );
+    assert_eq!(
+        store
+            .transition("00", State::Running, None, NOW)
+            .unwrap_err()
+            .code,
+        "not_found"
+    );
+    // a restart while running: accepted again, saying so
+    drop(store);
+    let store = JobStore::open(&path, NOW + 10).unwrap();
+    let back = store.get(&job.id).unwrap().unwrap();
+    assert_eq!(back.state, State::Accepted);
+    assert_eq!(back.reason.as_deref(), Some("resumed after a restart"));
+    store
+        .transition(&job.id, State::Running, None, NOW + 11)
+        .unwrap();
+    let finished = Finished {
+        output_digest: "ab".repeat(32),
+        metered: json!({"fuel": 77, "wall_ms": 3}),
+        verdict: json!({"mode": "delivery", "preimage_hash": "00".repeat(32)}),
+        started_at: NOW + 11,
+        finished_at: NOW + 12,
+    };
+    let done = store
+        .finish(&job.id, None, &finished, "{}", NOW + 12)
+        .unwrap();
+    assert_eq!(done.state, State::Verified);
+    assert_eq!(done.metered.as_ref().unwrap()["fuel"], 77);
+    assert_eq!(
+        store
+            .transition(&job.id, State::Failed, Some("late"), NOW + 13)
+            .unwrap_err()
+            .code,
+        "bad_transition"
+    );
+    // expiry of unfinished jobs only
+    let other = Ask::parse(&wasm_ask(&buyer, "job-b", 1000), schemas, NOW).unwrap();
+    let (b, _) = store.submit(&other, NOW).unwrap();
+    assert!(store.expire_due(NOW + 1).unwrap().is_empty());
+    assert_eq!(store.expire_due(1_767_226_200).unwrap(), vec![b.id.clone()]);
+    assert_eq!(store.get(&b.id).unwrap().unwrap().state, State::Expired);
+    assert_eq!(store.get(&job.id).unwrap().unwrap().state, State::Verified);
+    assert_eq!(store.in_state(State::Expired).unwrap().len(), 1);
+    // a file that is not a job store is refused, and left as it was
+    let junk = dir.path().join("junk.sqlite");
+    std::fs::write(&junk, b"not sqlite at all, not at all").unwrap();
+    assert_eq!(JobStore::open(&junk, NOW).unwrap_err().code, "storage");
+    assert_eq!(
+        std::fs::read(&junk).unwrap(),
+        b"not sqlite at all, not at all"
+    );
+}
+
+#[test]
+fn receipts_verify_with_nostr_pass_the_schema_and_blind_the_job_for_the_pair_only() {
+    use nostr::JsonUtil as _;
+    let schemas = SchemaSet::embedded();
+    let dir = tempfile::tempdir().unwrap();
+    let (buyer, provider, stranger) = (
+        NodeKeys::generate().unwrap(),
+        NodeKeys::generate().unwrap(),
+        NodeKeys::generate().unwrap(),
+    );
+    let ask = Ask::parse(&wasm_ask(&buyer, "r-1", 1000), schemas, NOW).unwrap();
+    let store = JobStore::open(&dir.path().join("jobs.sqlite"), NOW).unwrap();
+    let (job, _) = store.submit(&ask, NOW).unwrap();
+    let done = Finished {
+        output_digest: "cd".repeat(32),
+        metered: json!({"fuel": 1234, "wall_ms": 5}),
+        verdict: json!({"mode": "delivery", "preimage_hash": "ef".repeat(32), "delivered": true}),
+        started_at: NOW + 1,
+        finished_at: NOW + 2,
+    };
+    let receipt = sign_receipt(&provider, &job, &done).unwrap();
+    assert!(schemas.validate_event(&receipt.to_value()).unwrap());
+    let theirs = nostr::Event::from_json(receipt.to_json()).unwrap();
+    theirs.verify().unwrap();
+    assert_eq!(theirs.pubkey.to_hex(), provider.nostr_pubkey_hex());
+    let blinded = receipt.tag_value("d").unwrap().to_string();
+    let content: Value = serde_json::from_str(&receipt.content).unwrap();
+    assert_eq!(content["job"], blinded.as_str());
+    assert_eq!(content["ask"], ask.event.id_hex());
+    // the buyer recomputes it from its side; a stranger, with either public key, cannot
+    let by_buyer = blinded_job_id(
+        &buyer.nostr().secret_key(),
+        &provider.nostr_pubkey_hex(),
+        &job.id,
+    )
+    .unwrap();
+    assert_eq!(by_buyer, blinded);
+    for peer in [buyer.nostr_pubkey_hex(), provider.nostr_pubkey_hex()] {
+        let guess = blinded_job_id(&stranger.nostr().secret_key(), &peer, &job.id).unwrap();
+        assert_ne!(guess, blinded);
+    }
+    assert_ne!(blinded, job.id, "the job id itself never appears");
+    assert!(!receipt.to_json().contains(&job.id));
+}
