@@ -57,6 +57,58 @@ pub enum Command {
     /// WASI jobs: run a module under the job limits.
     #[command(subcommand)]
     Wasi(WasiCommand),
+    /// Jobs on a node, as a buyer: submit, follow, fetch the result and the receipt.
+    #[command(subcommand)]
+    Job(JobCommand),
+}
+
+/// `meshnode job …`: each talks to a running node (`--node`).
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Submit a job file: signs an ask (kind 30810) with the buyer's key, encrypts the
+    /// compute/1.0 job to the node's key (NIP-44), posts both; prints the job id.
+    /// Submitting the same file again is the same job.
+    Submit {
+        /// The job file (JSON: engine, mode, module, input, args, limits, bid, expires_in).
+        file: PathBuf,
+        #[command(flatten)]
+        to: JobNode,
+    },
+    /// Print the job's state as JSON; exit 0 verified, 1 failed or expired, 3 pending.
+    Status {
+        /// The job id.
+        id: String,
+        #[command(flatten)]
+        to: JobNode,
+    },
+    /// Fetch and decrypt the result; write stdout, stderr and the output files to DIR.
+    Result {
+        /// The job id.
+        id: String,
+        /// Where to write the output.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        #[command(flatten)]
+        to: JobNode,
+    },
+    /// Print the job's receipt event (kind 30811).
+    Receipt {
+        /// The job id.
+        id: String,
+        #[command(flatten)]
+        to: JobNode,
+    },
+}
+
+/// Which node, and who is asking.
+#[derive(Debug, Args)]
+pub struct JobNode {
+    /// The node's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:7777")]
+    pub node: String,
+    /// The buyer's key directory (a node directory made by `meshnode init` will do).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub key_dir: PathBuf,
 }
 
 /// `meshnode wasi …`.

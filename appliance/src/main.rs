@@ -9,6 +9,7 @@ mod config;
 mod doctor;
 mod infer;
 mod inference_service;
+mod job_cli;
 mod manifest;
 mod market;
 mod node;
@@ -36,6 +37,8 @@ pub(crate) enum Outcome {
     Negative,
     /// Malformed input (exit 2), already reported in the command's own format.
     Malformed,
+    /// Not finished yet (exit 3), already reported.
+    Pending,
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Negative) => ExitCode::from(1),
         Ok(Outcome::Malformed) => ExitCode::from(2),
+        Ok(Outcome::Pending) => ExitCode::from(3),
         Err(e) => {
             eprintln!("meshnode: error: {}", format!("{e:#}").replace('\n', " "));
             ExitCode::from(2)
@@ -165,6 +169,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             device: a.device,
         }),
         Command::Wasi(cli::WasiCommand::Run(a)) => wasi_cli::run(&a),
+        Command::Job(c) => job_cli::run(c),
         Command::Model(cli::ModelCommand::MakeTiny { dir, seed }) => {
             let config = fleetmesh_inference::tiny::make_tiny(&dir, seed)?;
             let digest = fleetmesh_inference::model::model_digest(&dir)?;

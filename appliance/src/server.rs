@@ -90,6 +90,7 @@ pub fn router(
     info!(backend = %backend.describe(), reason = %why, "prover backend");
     let inference = crate::inference_service::InferenceService::load(inference)?;
     let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
+    let jobs = crate::market::service::JobService::start(&node.dir, relay.clone())?;
     let state = Arc::new(AppState {
         nip11: nip11_document(node, &descriptor.id_hex(), &relay).to_string(),
         pubkey: node.keys.nostr_pubkey_hex(),
@@ -127,6 +128,22 @@ pub fn router(
         .route(
             "/v1/chat/completions",
             axum::routing::post(crate::inference_service::chat_completions).with_state(inference),
+        )
+        .route(
+            "/v1/jobs",
+            axum::routing::post(crate::market::service::submit).with_state(jobs.clone()),
+        )
+        .route(
+            "/v1/jobs/{id}",
+            get(crate::market::service::status).with_state(jobs.clone()),
+        )
+        .route(
+            "/v1/jobs/{id}/result",
+            get(crate::market::service::result).with_state(jobs.clone()),
+        )
+        .route(
+            "/v1/jobs/{id}/receipt",
+            get(crate::market::service::receipt).with_state(jobs),
         )
         .fallback(not_found)
         .with_state(state))

@@ -12,7 +12,6 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::ask::Ask;
 use super::receipt::Finished;
@@ -77,7 +76,7 @@ impl State {
 /// One job as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRecord {
-    /// The job id (hex): SHA-256 of `"fleetmesh/job/v1"` and the ask's address.
+    /// The job id (hex), chosen by the buyer.
     pub id: String,
     /// The ask's address `30810:<buyer>:<d>`.
     pub address: String,
@@ -107,6 +106,10 @@ pub struct JobRecord {
     pub metered: Option<Value>,
     /// The signed receipt event (JSON), once finished.
     pub receipt: Option<String>,
+    /// The job message (compute/1.0, NIP-44 encrypted to this node).
+    pub payload: String,
+    /// The result message (compute/1.0, NIP-44 encrypted to the buyer), once finished.
+    pub result: Option<String>,
 }
 
 impl JobRecord {
@@ -120,6 +123,7 @@ impl JobRecord {
             "engine": self.engine,
             "mode": self.mode,
             "state": self.state.as_str(),
+            "final": self.state.is_final(),
             "reason": self.reason,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
@@ -128,14 +132,6 @@ impl JobRecord {
             "metered": self.metered,
         })
     }
-}
-
-/// The job id of the ask at `address`.
-pub fn job_id(address: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(b"fleetmesh/job/v1\0");
-    h.update(address.as_bytes());
-    hex::encode(h.finalize())
 }
 
 /// The SQLite job store.
@@ -149,7 +145,7 @@ fn storage(e: rusqlite::Error) -> Refusal {
 }
 
 const COLUMNS: &str = "id, address, ask_id, ask, buyer, engine, mode, state, reason, created_at, \
-                       updated_at, expires_at, output_digest, metered, receipt";
+                       updated_at, expires_at, output_digest, metered, receipt, payload, result";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
     let metered: Option<String> = r.get(13)?;
@@ -169,6 +165,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
         output_digest: r.get(12)?,
         metered: metered.and_then(|m| serde_json::from_str(&m).ok()),
         receipt: r.get(14)?,
+        payload: r.get(15)?,
+        result: r.get(16)?,
     })
 }
 
@@ -197,7 +195,9 @@ impl JobStore {
                  expires_at INTEGER NOT NULL,
                  output_digest TEXT,
                  metered TEXT,
-                 receipt TEXT
+                 receipt TEXT,
+                 payload TEXT NOT NULL,
+                 result TEXT
              );
              CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created_at);",
         )
@@ -219,33 +219,53 @@ impl JobStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records `ask` as a job, or returns the job it already is (`false`: not new).
+    /// Records job `job_id` for `ask` with its encrypted `payload`, or returns the job it
+    /// already is (`false`: not new).
     ///
     /// # Errors
-    /// `conflict` when another ask with the same address (a replacement with other
-    /// content) is already a job; `storage`.
-    pub fn submit(&self, ask: &Ask, now: u64) -> Result<(JobRecord, bool), Refusal> {
+    /// `conflict` when the ask's address already holds another job, or the job id belongs
+    /// to another ask; `storage`.
+    pub fn submit(
+        &self,
+        ask: &Ask,
+        job_id: &str,
+        payload: &str,
+        now: u64,
+    ) -> Result<(JobRecord, bool), Refusal> {
         let address = ask.address();
-        let id = job_id(&address);
         let conn = self.conn();
-        if let Some(existing) = Self::get_in(&conn, &id)? {
-            if existing.ask_id != ask.event.id_hex() {
+        let at_address = conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM jobs WHERE address = ?1"),
+                params![address],
+                row,
+            )
+            .optional()
+            .map_err(storage)?;
+        if let Some(existing) = at_address {
+            if existing.id != job_id {
                 return Err(refuse(
                     "conflict",
                     format!(
-                        "job {id} for {address} was submitted with ask {}; a replacement ask \
-                         needs a new d tag",
-                        existing.ask_id
+                        "the ask {address} already holds job {}; a new job needs a new ask (d tag)",
+                        existing.id
                     ),
                 ));
             }
             return Ok((existing, false));
         }
+        if Self::get_in(&conn, job_id)?.is_some() {
+            return Err(refuse(
+                "conflict",
+                format!("job {job_id} belongs to another ask"),
+            ));
+        }
         conn.execute(
             "INSERT INTO jobs (id, address, ask_id, ask, buyer, engine, mode, state, created_at, \
-             updated_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'accepted', ?8, ?8, ?9)",
+             updated_at, expires_at, payload) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'accepted', ?8, ?8, ?9, ?10)",
             params![
-                id,
+                job_id,
                 address,
                 ask.event.id_hex(),
                 ask.event.to_json(),
@@ -253,11 +273,12 @@ impl JobStore {
                 ask.engine,
                 ask.mode,
                 now as i64,
-                ask.expires_at as i64
+                ask.expires_at as i64,
+                payload
             ],
         )
         .map_err(storage)?;
-        let rec = Self::get_in(&conn, &id)?.expect("just inserted");
+        let rec = Self::get_in(&conn, job_id)?.expect("just inserted");
         Ok((rec, true))
     }
 
@@ -338,7 +359,7 @@ impl JobStore {
 
     /// Finishes running job `id`: `verified` when `failure` is None, else `failed` with
     /// that reason; with the output digest and metered usage of `done` and the signed
-    /// receipt.
+    /// receipt and the encrypted result message.
     ///
     /// # Errors
     /// As [`JobStore::transition`].
@@ -347,7 +368,7 @@ impl JobStore {
         id: &str,
         failure: Option<&str>,
         done: &Finished,
-        receipt: &str,
+        (receipt, result): (&str, &str),
         now: u64,
     ) -> Result<JobRecord, Refusal> {
         let to = if failure.is_none() {
@@ -358,8 +379,15 @@ impl JobStore {
         self.transition(id, to, failure, now)?;
         self.conn()
             .execute(
-                "UPDATE jobs SET output_digest = ?1, metered = ?2, receipt = ?3 WHERE id = ?4",
-                params![done.output_digest, done.metered.to_string(), receipt, id],
+                "UPDATE jobs SET output_digest = ?1, metered = ?2, receipt = ?3, result = ?4 \
+                 WHERE id = ?5",
+                params![
+                    done.output_digest,
+                    done.metered.to_string(),
+                    receipt,
+                    result,
+                    id
+                ],
             )
             .map_err(storage)?;
         Ok(self.get(id)?.expect("present"))

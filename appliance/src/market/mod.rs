@@ -4,15 +4,13 @@
 //! (kind 30811, [`receipt::sign_receipt`]) signed by the executor with the job id blinded
 //! over the buyer–provider pair.
 //!
-//! What runs a job (the WASI executor in `fleetmesh-wasi`, the prover, inference) and the
-//! HTTP/CLI surface are wired on top of these (issue 9, in progress).
-
-// wired into the daemon and CLI in the next step of issue 9; tested here meanwhile
-#![allow(dead_code)]
+//! [`service`] serves them on the node (`/v1/jobs`) and runs `wasm` jobs on
+//! `fleetmesh-wasi`; the prover, inference and compute-over-data engines are next (issue 9).
 
 pub mod ask;
 pub mod jobs;
 pub mod receipt;
+pub mod service;
 
 /// A machine-readable refusal: `code` for programs, `message` for people.
 #[derive(Debug, Clone, PartialEq, Eq)]

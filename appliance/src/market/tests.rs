@@ -106,17 +106,26 @@ fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
     let buyer = NodeKeys::generate().unwrap();
     let ask = Ask::parse(&wasm_ask(&buyer, "job-a", 1000), schemas, NOW).unwrap();
     let store = JobStore::open(&path, NOW).unwrap();
-    let (job, new) = store.submit(&ask, NOW).unwrap();
+    let id = "11".repeat(32);
+    let (job, new) = store.submit(&ask, &id, "sealed", NOW).unwrap();
     assert!(new);
     assert_eq!(job.state, State::Accepted);
-    // the same ask again is the same job
-    let (again, new) = store.submit(&ask, NOW + 5).unwrap();
+    assert_eq!(job.payload, "sealed");
+    // the same job again is that job, also from a re-signed ask at the same address
+    let (again, new) = store.submit(&ask, &id, "sealed", NOW + 5).unwrap();
     assert!(!new);
     assert_eq!(again, job);
-    // another ask at the same address is a conflict, not a second job
     let replacement = Ask::parse(&wasm_ask(&buyer, "job-a", 2000), schemas, NOW).unwrap();
+    assert_eq!(store.submit(&replacement, &id, "x", NOW).unwrap().0, job);
+    // another job for that ask, or that job id for another ask: conflicts
+    let other_id = "22".repeat(32);
     assert_eq!(
-        store.submit(&replacement, NOW).unwrap_err().code,
+        store.submit(&ask, &other_id, "x", NOW).unwrap_err().code,
+        "conflict"
+    );
+    let elsewhere = Ask::parse(&wasm_ask(&buyer, "job-z", 1000), schemas, NOW).unwrap();
+    assert_eq!(
+        store.submit(&elsewhere, &id, "x", NOW).unwrap_err().code,
         "conflict"
     );
     // states
@@ -154,8 +163,9 @@ fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
         finished_at: NOW + 12,
     };
     let done = store
-        .finish(&job.id, None, &finished, "{}", NOW + 12)
+        .finish(&job.id, None, &finished, ("{}", "result"), NOW + 12)
         .unwrap();
+    assert_eq!(done.result.as_deref(), Some("result"));
     assert_eq!(done.state, State::Verified);
     assert_eq!(done.metered.as_ref().unwrap()["fuel"], 77);
     assert_eq!(
@@ -167,7 +177,9 @@ fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
     );
     // expiry of unfinished jobs only
     let other = Ask::parse(&wasm_ask(&buyer, "job-b", 1000), schemas, NOW).unwrap();
-    let (b, _) = store.submit(&other, NOW).unwrap();
+    let (b, _) = store
+        .submit(&other, &"33".repeat(32), "sealed", NOW)
+        .unwrap();
     assert!(store.expire_due(NOW + 1).unwrap().is_empty());
     assert_eq!(store.expire_due(1_767_226_200).unwrap(), vec![b.id.clone()]);
     assert_eq!(store.get(&b.id).unwrap().unwrap().state, State::Expired);
@@ -195,7 +207,7 @@ fn receipts_verify_with_nostr_pass_the_schema_and_blind_the_job_for_the_pair_onl
     );
     let ask = Ask::parse(&wasm_ask(&buyer, "r-1", 1000), schemas, NOW).unwrap();
     let store = JobStore::open(&dir.path().join("jobs.sqlite"), NOW).unwrap();
-    let (job, _) = store.submit(&ask, NOW).unwrap();
+    let (job, _) = store.submit(&ask, &"44".repeat(32), "sealed", NOW).unwrap();
     let done = Finished {
         output_digest: "cd".repeat(32),
         metered: json!({"fuel": 1234, "wall_ms": 5}),

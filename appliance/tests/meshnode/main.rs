@@ -6,6 +6,7 @@ mod cli;
 mod daemon;
 mod inference;
 mod init;
+mod jobs;
 mod proof;
 mod schema;
 mod wasi;

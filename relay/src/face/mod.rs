@@ -109,6 +109,45 @@ impl Relay {
         Ok((relay, handle))
     }
 
+    /// Stores `event` — one this node made and signed (a receipt, a descriptor) — and
+    /// hands it to live subscriptions, as a client's EVENT would; the same admission
+    /// checks (signature, schema of fleetmesh kinds) apply. Resolves with the store's
+    /// outcome.
+    ///
+    /// # Errors
+    /// The refusal's message (NIP-01 style: `invalid: …`, `error: …`).
+    pub async fn publish(&self, event: Event) -> std::result::Result<InsertOutcome, String> {
+        self.limits
+            .admit(&event, self.schemas, now())
+            .map_err(|m| m.to_string())?;
+        let json: Arc<str> = event.to_json().into();
+        let event = Arc::new(event);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (live, metrics) = (self.live.clone(), self.metrics.clone());
+        let (ev, js) = (event.clone(), json.clone());
+        self.writer
+            .insert(
+                event,
+                json,
+                Box::new(move |outcome| {
+                    if let Ok(InsertOutcome::Stored) = outcome {
+                        metrics.events_stored.fetch_add(1, Relaxed);
+                        let _ = live.send(Arc::new(LiveEvent {
+                            event: ev,
+                            json: js,
+                        }));
+                    }
+                    let _ = tx.send(outcome);
+                }),
+            )
+            .map_err(|e| match e {
+                QueueError::Full => "rate-limited: the store is busy".to_string(),
+                QueueError::Stopped => "error: the relay is shutting down".to_string(),
+            })?;
+        rx.await
+            .map_err(|_| "error: the store writer stopped".to_string())?
+    }
+
     /// The limits in force.
     pub fn limits(&self) -> &Limits {
         &self.limits

@@ -1,0 +1,440 @@
+//! Jobs on the node: `POST /v1/jobs` (a signed ask and its compute/1.0 job message,
+//! NIP-44 encrypted to this node), `GET /v1/jobs/{id}` (the state),
+//! `GET /v1/jobs/{id}/result` (the compute/1.0 result, encrypted to the buyer) and
+//! `GET /v1/jobs/{id}/receipt` (the signed kind 30811 receipt, also published on the
+//! node's relay).
+//!
+//! Jobs run one at a time on a worker thread, off the async runtime. The `wasm` engine in
+//! `delivery` mode is what runs today: `params.module` (inline) is the WASI command,
+//! `input` (inline) its stdin and `/inputs/input`, `limits` at most the ask's; the output
+//! is a JSON document (exit code, stdout, stderr, the files the module wrote to
+//! `/outputs`, and the delivery preimage) whose SHA-256 is the receipt's output digest.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use fleetmesh_relay::face::Relay;
+use fleetmesh_relay::{NodeKeys, nip44};
+use fleetmesh_schemas::{SchemaKey, SchemaSet};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::ask::Ask;
+use super::jobs::{JobRecord, JobStore, State as JobState};
+use super::receipt::{Finished, sign_receipt};
+use super::{Refusal, refuse};
+use crate::server::api_error;
+
+/// The job store file, in the node directory.
+pub const JOBS_DB: &str = "jobs.sqlite";
+/// Where jobs' input and output directories live, in the node directory.
+pub const JOBS_DIR: &str = "jobs";
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::STANDARD
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The node's job service.
+pub struct JobService {
+    store: JobStore,
+    keys: NodeKeys,
+    schemas: &'static SchemaSet,
+    relay: Arc<Relay>,
+    wasi: fleetmesh_wasi::Runtime,
+    dir: PathBuf,
+    queue: Mutex<std::sync::mpsc::Sender<String>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl std::fmt::Debug for JobService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobService")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobService {
+    /// Opens the job store of the node in `node_dir`, starts the worker (which first takes
+    /// the jobs left accepted) and the expiry sweep. Call from inside the runtime.
+    ///
+    /// # Errors
+    /// The store or the keys cannot be opened, or the WASI engine cannot start.
+    pub fn start(node_dir: &std::path::Path, relay: Arc<Relay>) -> anyhow::Result<Arc<JobService>> {
+        let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let pending: Vec<String> = store
+            .in_state(JobState::Accepted)?
+            .into_iter()
+            .map(|j| j.id)
+            .collect();
+        let svc = Arc::new(JobService {
+            store,
+            keys: NodeKeys::load(&node_dir.join(crate::node::KEYS_DIR))?,
+            schemas: SchemaSet::embedded(),
+            relay,
+            wasi: fleetmesh_wasi::Runtime::new(&fleetmesh_wasi::RuntimeConfig::default())?,
+            dir: node_dir.join(JOBS_DIR),
+            queue: Mutex::new(tx.clone()),
+            runtime: tokio::runtime::Handle::current(),
+        });
+        for id in pending {
+            let _ = tx.send(id);
+        }
+        // the worker holds a weak handle: the service ends with the router
+        let weak = Arc::downgrade(&svc);
+        std::thread::Builder::new()
+            .name("fleetmesh-jobs".into())
+            .spawn(move || {
+                while let Ok(id) = rx.recv() {
+                    let Some(svc) = weak.upgrade() else { return };
+                    svc.execute(&id);
+                }
+            })?;
+        let weak = Arc::downgrade(&svc);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+            loop {
+                tick.tick().await;
+                let Some(svc) = weak.upgrade() else { return };
+                match svc.store.expire_due(unix_now()) {
+                    Ok(ids) if !ids.is_empty() => tracing::info!(?ids, "jobs expired"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(%e, "expiring jobs"),
+                }
+            }
+        });
+        Ok(svc)
+    }
+
+    /// Checks and records a submission: the ask, then the job message it carries.
+    fn submit(&self, body: &[u8]) -> Result<(JobRecord, bool), Refusal> {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| refuse("bad_request", format!("the body is not JSON: {e}")))?;
+        let now = unix_now();
+        let ask = Ask::parse(&v["ask"].to_string(), self.schemas, now)?;
+        let sealed = v["payload"]
+            .as_str()
+            .ok_or_else(|| refuse("bad_request", "payload must be a NIP-44 string"))?;
+        let job = self.open_job(&ask, sealed)?;
+        let id = job["job_id"].as_str().unwrap_or_default().to_string();
+        let (rec, new) = self.store.submit(&ask, &id, sealed, now)?;
+        if new {
+            let _ = self
+                .queue
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .send(rec.id.clone());
+        }
+        Ok((rec, new))
+    }
+
+    /// Decrypts and checks the compute/1.0 job message of `ask`.
+    fn open_job(&self, ask: &Ask, sealed: &str) -> Result<Value, Refusal> {
+        let key = nip44::conversation_key(&self.keys.nostr().secret_key(), &ask.buyer())
+            .map_err(|e| refuse("bad_request", e.to_string()))?;
+        let plain = nip44::decrypt(&key, sealed)
+            .map_err(|e| refuse("bad_request", format!("the payload does not open: {e}")))?;
+        let job: Value = serde_json::from_slice(&plain)
+            .map_err(|e| refuse("bad_request", format!("the payload is not JSON: {e}")))?;
+        self.schemas
+            .validate(&SchemaKey::Payload("compute/1.0".into()), &job)
+            .map_err(|e| refuse("schema", e.to_string()))?;
+        if job["type"] != "job" {
+            return Err(refuse("bad_request", "the payload is not a job message"));
+        }
+        for (field, want) in [
+            ("ask", ask.event.id_hex()),
+            ("engine", ask.engine.clone()),
+            ("mode", ask.mode.clone()),
+        ] {
+            if job[field].as_str() != Some(want.as_str()) {
+                return Err(refuse(
+                    "mismatch",
+                    format!("the job's {field} is {}, the ask's {want}", job[field]),
+                ));
+            }
+        }
+        if ask.engine != "wasm" {
+            return Err(refuse(
+                "unsupported-engine",
+                format!(
+                    "engine {} does not run on this node yet (wasm does)",
+                    ask.engine
+                ),
+            ));
+        }
+        if ask.mode != "delivery" {
+            return Err(refuse(
+                "unsupported-mode",
+                format!("wasm jobs are verified by delivery, not {}", ask.mode),
+            ));
+        }
+        for limit in ["fuel", "wall_secs", "memory_bytes", "output_bytes"] {
+            if let (Some(asked), Some(cap)) = (
+                job["limits"][limit].as_u64(),
+                ask.content["limits"][limit].as_u64(),
+            ) && asked > cap
+            {
+                return Err(refuse(
+                    "limit-exceeded",
+                    format!("the job's {limit} {asked} is above the ask's {cap}"),
+                ));
+            }
+        }
+        if job["limits"]["fuel"].as_u64().is_none() {
+            return Err(refuse("bad_request", "a wasm job needs limits.fuel"));
+        }
+        Ok(job)
+    }
+
+    /// Runs accepted job `id` to its end; every failure ends up on the job.
+    fn execute(&self, id: &str) {
+        let now = unix_now();
+        let Ok(Some(job)) = self.store.get(id) else {
+            return;
+        };
+        if job.state != JobState::Accepted
+            || self
+                .store
+                .transition(id, JobState::Running, None, now)
+                .is_err()
+        {
+            return;
+        }
+        if let Err(e) = self.run(&job) {
+            tracing::warn!(job = %id, %e, "job failed");
+            let _ = self
+                .store
+                .transition(id, JobState::Failed, Some(&e.to_string()), unix_now());
+        }
+    }
+
+    fn run(&self, job: &JobRecord) -> Result<(), Refusal> {
+        let started_at = unix_now();
+        let ask = Ask::parse(&job.ask, self.schemas, 0)?;
+        let msg = self.open_job(&ask, &job.payload)?;
+        let inline = |v: &Value, what: &str| -> Result<Vec<u8>, Refusal> {
+            match (&v["inline"], &v["blobs"]) {
+                (Value::String(s), _) => b64()
+                    .decode(s)
+                    .map_err(|e| refuse("bad_request", format!("{what}: bad base64: {e}"))),
+                (_, Value::Array(_)) => Err(refuse(
+                    "bad_request",
+                    format!("{what}: blob references need the node's blob store (not yet)"),
+                )),
+                _ => Err(refuse("bad_request", format!("{what}: no data"))),
+            }
+        };
+        let module = inline(&msg["params"]["module"], "params.module")?;
+        let input = inline(&msg["input"], "input")?;
+        let args: Vec<String> = msg["params"]["args"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let work = self.dir.join(&job.id);
+        let (inputs, outputs) = (work.join("inputs"), work.join("outputs"));
+        let io = |e: std::io::Error| refuse("internal", format!("{}: {e}", work.display()));
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&inputs).map_err(io)?;
+        std::fs::create_dir_all(&outputs).map_err(io)?;
+        std::fs::write(inputs.join("input"), &input).map_err(io)?;
+        let limits = &msg["limits"];
+        let defaults = fleetmesh_wasi::Limits::default();
+        let wasi_job = fleetmesh_wasi::Job {
+            args,
+            stdin: input,
+            inputs: Some(inputs),
+            outputs: Some(outputs.clone()),
+            limits: fleetmesh_wasi::Limits {
+                fuel: limits["fuel"].as_u64().unwrap_or(defaults.fuel),
+                memory: limits["memory_bytes"]
+                    .as_u64()
+                    .map_or(defaults.memory, |m| m as usize),
+                wall: limits["wall_secs"]
+                    .as_u64()
+                    .map_or(defaults.wall, std::time::Duration::from_secs),
+                output: limits["output_bytes"]
+                    .as_u64()
+                    .map_or(defaults.output, |m| m as usize),
+            },
+        };
+        let module = self
+            .wasi
+            .compile(&module)
+            .map_err(|e| refuse("bad_request", e.to_string()))?;
+        let out = self
+            .wasi
+            .run(&module, &wasi_job)
+            .map_err(|e| refuse("bad_request", e.to_string()))?;
+        // the output document
+        let mut files = serde_json::Map::new();
+        if let Ok(entries) = std::fs::read_dir(&outputs) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_file())
+                    && let Ok(bytes) = std::fs::read(e.path())
+                {
+                    files.insert(
+                        e.file_name().to_string_lossy().into_owned(),
+                        json!(b64().encode(bytes)),
+                    );
+                }
+            }
+        }
+        let mut preimage = [0u8; 32];
+        getrandom_fill(&mut preimage)?;
+        let exit_code = match out.status {
+            fleetmesh_wasi::Status::Exited(c) => Some(c),
+            _ => None,
+        };
+        let document = json!({
+            "status": out.status.code(),
+            "exit_code": exit_code,
+            "stdout": b64().encode(&out.stdout),
+            "stderr": b64().encode(&out.stderr),
+            "files": files,
+            "preimage": hex::encode(preimage),
+        })
+        .to_string();
+        let output_digest = hex::encode(Sha256::digest(document.as_bytes()));
+        let failure = match &out.status {
+            fleetmesh_wasi::Status::Exited(0) => None,
+            fleetmesh_wasi::Status::Exited(c) => Some(format!("the module exited with {c}")),
+            fleetmesh_wasi::Status::Trap(m) => Some(format!("trap: {m}")),
+            other => Some(other.code().to_string()),
+        };
+        let done = Finished {
+            output_digest: output_digest.clone(),
+            metered: json!({
+                "fuel": out.fuel_used,
+                "wall_ms": out.wall.as_millis() as u64,
+                "output_bytes": document.len(),
+            }),
+            verdict: json!({
+                "mode": "delivery",
+                "preimage_hash": hex::encode(Sha256::digest(preimage)),
+                "delivered": failure.is_none(),
+            }),
+            started_at,
+            finished_at: unix_now(),
+        };
+        let receipt = sign_receipt(&self.keys, job, &done)?;
+        let published = self.runtime.block_on(self.relay.publish(receipt.clone()));
+        if let Err(e) = published {
+            tracing::warn!(job = %job.id, %e, "publishing the receipt");
+        }
+        let result = json!({
+            "protocol": "compute/1.0",
+            "type": "result",
+            "job_id": job.id,
+            "output_digest": output_digest,
+            "metered": done.metered,
+            "verdict": done.verdict,
+            "output": {"inline": b64().encode(document.as_bytes()),
+                       "media_type": "application/vnd.fleetmesh.wasi-result+json"},
+            "receipt": receipt.id_hex(),
+        });
+        let key = nip44::conversation_key(&self.keys.nostr().secret_key(), &job.buyer)
+            .map_err(|e| refuse("internal", e.to_string()))?;
+        let sealed = nip44::encrypt(&key, result.to_string().as_bytes())
+            .map_err(|e| refuse("internal", e.to_string()))?;
+        self.store.finish(
+            &job.id,
+            failure.as_deref(),
+            &done,
+            (&receipt.to_json(), &sealed),
+            unix_now(),
+        )?;
+        Ok(())
+    }
+}
+
+fn getrandom_fill(buf: &mut [u8]) -> Result<(), Refusal> {
+    getrandom::fill(buf).map_err(|e| refuse("internal", format!("no randomness: {e}")))
+}
+
+fn refusal_response(r: &Refusal) -> Response {
+    let status = match r.code {
+        "not_found" => StatusCode::NOT_FOUND,
+        "conflict" | "bad_transition" => StatusCode::CONFLICT,
+        "storage" | "internal" => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    api_error(status, r.code, r.message.clone())
+}
+
+/// `POST /v1/jobs`.
+pub async fn submit(State(s): State<Arc<JobService>>, body: axum::body::Bytes) -> Response {
+    let svc = s.clone();
+    match tokio::task::spawn_blocking(move || svc.submit(&body)).await {
+        Ok(Ok((rec, new))) => (
+            StatusCode::ACCEPTED,
+            axum::Json(json!({"job": rec.id, "state": rec.state.as_str(), "new": new})),
+        )
+            .into_response(),
+        Ok(Err(r)) => refusal_response(&r),
+        Err(_) => api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the submission panicked",
+        ),
+    }
+}
+
+fn lookup(s: &JobService, id: &str) -> Result<JobRecord, Refusal> {
+    s.store
+        .get(id)?
+        .ok_or_else(|| refuse("not_found", format!("no job {id}")))
+}
+
+/// `GET /v1/jobs/{id}`.
+pub async fn status(State(s): State<Arc<JobService>>, UrlPath(id): UrlPath<String>) -> Response {
+    match lookup(&s, &id) {
+        Ok(j) => axum::Json(j.to_json()).into_response(),
+        Err(r) => refusal_response(&r),
+    }
+}
+
+/// `GET /v1/jobs/{id}/result`.
+pub async fn result(State(s): State<Arc<JobService>>, UrlPath(id): UrlPath<String>) -> Response {
+    match lookup(&s, &id) {
+        Ok(JobRecord {
+            result: Some(r), ..
+        }) => axum::Json(json!({"job": id, "payload": r})).into_response(),
+        Ok(j) => api_error(
+            StatusCode::CONFLICT,
+            "not_finished",
+            format!("job {id} is {}", j.state.as_str()),
+        ),
+        Err(r) => refusal_response(&r),
+    }
+}
+
+/// `GET /v1/jobs/{id}/receipt`.
+pub async fn receipt(State(s): State<Arc<JobService>>, UrlPath(id): UrlPath<String>) -> Response {
+    match lookup(&s, &id) {
+        Ok(JobRecord {
+            receipt: Some(r), ..
+        }) => ([(axum::http::header::CONTENT_TYPE, "application/json")], r).into_response(),
+        Ok(j) => api_error(
+            StatusCode::CONFLICT,
+            "not_finished",
+            format!("job {id} is {}", j.state.as_str()),
+        ),
+        Err(r) => refusal_response(&r),
+    }
+}

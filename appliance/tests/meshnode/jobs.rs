@@ -1,0 +1,217 @@
+//! The compute market through `meshnode run`: a buyer submits WASI jobs with `meshnode
+//! job`, follows them, fetches the decrypted result and the receipt — which verifies with
+//! the `nostr` crate, is on the node's relay, and carries a job id only the two parties
+//! can link — while runaway and malformed jobs fail cleanly and the node keeps serving,
+//! also across a restart.
+
+use super::*;
+use fleetmesh_relay::NodeKeys;
+
+/// Reads stdin, upper-cases ASCII letters, writes the result to stdout and to
+/// /outputs/out.txt (preopen fd 4).
+const UPPER: &str = r#"(module
+  (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "path_open"
+    (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "out.txt")
+  (func (export "_start") (local $n i32) (local $i i32) (local $c i32)
+    (i32.store (i32.const 100) (i32.const 1024))
+    (i32.store (i32.const 104) (i32.const 4096))
+    (drop (call $read (i32.const 0) (i32.const 100) (i32.const 1) (i32.const 200)))
+    (local.set $n (i32.load (i32.const 200)))
+    (loop $l (if (i32.lt_u (local.get $i) (local.get $n)) (then
+      (local.set $c (i32.load8_u (i32.add (i32.const 1024) (local.get $i))))
+      (if (i32.and (i32.ge_u (local.get $c) (i32.const 97)) (i32.le_u (local.get $c) (i32.const 122)))
+        (then (i32.store8 (i32.add (i32.const 1024) (local.get $i)) (i32.sub (local.get $c) (i32.const 32)))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $l))))
+    (i32.store (i32.const 104) (local.get $n))
+    (drop (call $write (i32.const 1) (i32.const 100) (i32.const 1) (i32.const 200)))
+    (drop (call $open (i32.const 4) (i32.const 0) (i32.const 16) (i32.const 7) (i32.const 9)
+      (i64.const 64) (i64.const 0) (i32.const 0) (i32.const 300)))
+    (drop (call $write (i32.load (i32.const 300)) (i32.const 100) (i32.const 1) (i32.const 200)))))"#;
+
+fn job(args: &[&str], node: &Daemon, buyer: &Path) -> (Output, Value) {
+    let mut all = vec!["job"];
+    all.extend_from_slice(args);
+    let url = node.url("");
+    all.extend(["--node", &url, "--key-dir", buyer.to_str().unwrap()]);
+    let o = run(&all);
+    let v = serde_json::from_str(stdout(&o).trim()).unwrap_or(Value::Null);
+    (o, v)
+}
+
+/// Polls `job status` until the job is final; its exit code and state.
+fn wait_final(id: &str, node: &Daemon, buyer: &Path) -> (Option<i32>, Value) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (o, v) = job(&["status", id], node, buyer);
+        if o.status.code() != Some(3) {
+            return (o.status.code(), v);
+        }
+        assert!(Instant::now() < deadline, "job {id} never finished: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
+    let (node_dir, d) = super::inference::serve(&[], "");
+    let buyer = tempfile::tempdir().unwrap();
+    assert!(init(buyer.path(), &[]).status.success());
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("upper.wat"), UPPER).unwrap();
+    std::fs::write(work.path().join("in.txt"), "hello, market").unwrap();
+    let file = work.path().join("upper.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({"engine": "wasm", "mode": "delivery", "module": "upper.wat",
+            "input": "in.txt", "limits": {"fuel": 10_000_000}, "name": "upper-1"})
+        .to_string(),
+    )
+    .unwrap();
+    let (o, sub) = job(&["submit", file.to_str().unwrap()], &d, buyer.path());
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    assert_eq!(sub["new"], true);
+    let id = sub["job"].as_str().unwrap().to_string();
+    let (code, st) = wait_final(&id, &d, buyer.path());
+    assert_eq!(code, Some(0), "{st}");
+    assert_eq!(st["state"], "verified");
+    assert!(st["metered"]["fuel"].as_u64().unwrap() > 0);
+    // the same file again is the same job
+    let (_, again) = job(&["submit", file.to_str().unwrap()], &d, buyer.path());
+    assert_eq!(
+        (again["job"].as_str(), again["new"].as_bool()),
+        (Some(id.as_str()), Some(false))
+    );
+    // the result, decrypted by the buyer
+    let out = tempfile::tempdir().unwrap();
+    let (o, res) = job(
+        &["result", &id, "--out", out.path().to_str().unwrap()],
+        &d,
+        buyer.path(),
+    );
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("stdout")).unwrap(),
+        "HELLO, MARKET"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("out.txt")).unwrap(),
+        "HELLO, MARKET"
+    );
+    assert_eq!(res["verdict"]["delivered"], true);
+    // the receipt: signed by the node, valid under the protocol, on its relay, blinded
+    let (o, receipt) = job(&["receipt", &id], &d, buyer.path());
+    assert!(o.status.success());
+    use nostr::JsonUtil as _;
+    let ev = nostr::Event::from_json(receipt.to_string()).unwrap();
+    ev.verify().unwrap();
+    assert_eq!(ev.kind.as_u16(), 30811);
+    assert!(SchemaSet::embedded().validate_event(&receipt).unwrap());
+    let content: Value = serde_json::from_str(&ev.content).unwrap();
+    assert_eq!(content["metered"]["fuel"], st["metered"]["fuel"]);
+    assert_eq!(content["output_digest"], res["output_digest"]);
+    let node_keys = NodeKeys::load(&node_dir.path().join("keys")).unwrap();
+    assert_eq!(ev.pubkey.to_hex(), node_keys.nostr_pubkey_hex());
+    let buyer_keys = NodeKeys::load(&buyer.path().join("keys")).unwrap();
+    let blinded = fleetmesh_relay::hkdf::blinded_tag(
+        &buyer_keys.nostr().secret_key(),
+        &node_keys.nostr_pubkey_hex(),
+        &hex::decode(&id).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(content["job"], hex::encode(blinded));
+    assert!(
+        !receipt.to_string().contains(&id),
+        "the job id itself stays private"
+    );
+    let stored = runtime().block_on(req_events(
+        &format!("ws://{}", d.addr),
+        serde_json::json!({"kinds": [30811]}),
+    ));
+    assert!(
+        stored.iter().any(|e| e["id"] == receipt["id"]),
+        "{stored:?}"
+    );
+
+    // a job that runs out of fuel fails cleanly, with a receipt saying so
+    std::fs::write(
+        work.path().join("spin.wat"),
+        "(module (func (export \"_start\") (loop $l (br $l))))",
+    )
+    .unwrap();
+    let spin = work.path().join("spin.json");
+    std::fs::write(
+        &spin,
+        serde_json::json!({"module": "spin.wat", "limits": {"fuel": 20_000}, "name": "spin-1"})
+            .to_string(),
+    )
+    .unwrap();
+    let (o, sub) = job(&["submit", spin.to_str().unwrap()], &d, buyer.path());
+    assert!(o.status.success(), "{}", stdout(&o));
+    let spin_id = sub["job"].as_str().unwrap().to_string();
+    let (code, st) = wait_final(&spin_id, &d, buyer.path());
+    assert_eq!(code, Some(1), "{st}");
+    assert_eq!(
+        (st["state"].as_str(), st["reason"].as_str()),
+        (Some("failed"), Some("out-of-fuel"))
+    );
+    assert_eq!(st["metered"]["fuel"], 20_000);
+    let (_, r) = job(&["receipt", &spin_id], &d, buyer.path());
+    let c: Value = serde_json::from_str(r["content"].as_str().unwrap()).unwrap();
+    assert_eq!(c["verdict"]["delivered"], false);
+
+    // malformed submissions are refused with a code; the node keeps serving
+    runtime().block_on(async {
+        let http = http_client();
+        let (status, r) = post_json(&http, &d.url("/v1/jobs"), serde_json::json!({"ask": 1})).await;
+        assert_eq!(status, 400, "{r}");
+        assert_eq!(r["error"]["code"], "invalid_event");
+        let (status, r) = post_json(&http, &d.url("/v1/jobs"), serde_json::json!("junk")).await;
+        assert_eq!(status, 400, "{r}");
+        let r = http
+            .get(d.url(&format!("/v1/jobs/{}", "00".repeat(32))))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 404);
+        let r = http.get(d.url("/healthz")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    });
+    // a module that is not WebAssembly: the job fails with the reason
+    std::fs::write(work.path().join("junk.wasm"), b"\0asm\x01\0\0\0junk").unwrap();
+    let junk = work.path().join("junk.json");
+    std::fs::write(
+        &junk,
+        serde_json::json!({"module": "junk.wasm", "limits": {"fuel": 1000}, "name": "junk-1"})
+            .to_string(),
+    )
+    .unwrap();
+    let (_, sub) = job(&["submit", junk.to_str().unwrap()], &d, buyer.path());
+    let (code, st) = wait_final(sub["job"].as_str().unwrap(), &d, buyer.path());
+    assert_eq!(code, Some(1), "{st}");
+    assert!(
+        st["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not a valid WebAssembly module"),
+        "{st}"
+    );
+
+    // after a restart the jobs are still there
+    assert!(d.stop("-TERM").success());
+    let mut cmd = meshnode();
+    cmd.args([
+        "run",
+        node_dir.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let d2 = Daemon::start(cmd);
+    let (code, st) = job(&["status", &id], &d2, buyer.path());
+    assert_eq!(code.status.code(), Some(0), "{st}");
+    assert_eq!(st["state"], "verified");
+}
