@@ -67,9 +67,11 @@ pub enum Command {
 pub enum JobCommand {
     /// Submit a job file: signs an ask (kind 30810) with the buyer's key, encrypts the
     /// compute/1.0 job to the node's key (NIP-44), posts both; prints the job id.
-    /// Submitting the same file again is the same job.
+    /// Submitting the same file again is the same job. A Bacalhau v1 spec (YAML or JSON)
+    /// with a wasm task is accepted too; other specs are refused (exit 2) with the reason.
     Submit {
-        /// The job file (JSON: engine, mode, module, input, args, limits, bid, expires_in).
+        /// The job file (JSON: engine, mode, module, input, args, limits, bid, expires_in) or
+        /// a Bacalhau job spec.
         file: PathBuf,
         #[command(flatten)]
         to: JobNode,

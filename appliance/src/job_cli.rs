@@ -11,7 +11,9 @@
 //!
 //! The ask's `d` tag is `name` (default: `job-` and 16 hex digits of the file's SHA-256);
 //! the job id is derived from the buyer's key and the file, so submitting one file twice
-//! is one job.
+//! is one job. A Bacalhau v1 job spec (YAML or JSON with `Tasks`) is read by
+//! [`crate::market::bacalhau`] into the same kind of wasm job, or refused (exit 2) before
+//! anything is sent.
 
 use std::path::Path;
 
@@ -109,28 +111,56 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
 
 fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let spec: Value =
-        serde_json::from_slice(&bytes).with_context(|| format!("{}: not JSON", file.display()))?;
     let base = file.parent().unwrap_or(Path::new("."));
-    let read = |key: &str| -> anyhow::Result<Option<Vec<u8>>> {
-        match spec[key].as_str() {
-            None => Ok(None),
-            Some(p) => std::fs::read(base.join(p))
-                .map(Some)
-                .with_context(|| format!("{key}: reading {p}")),
+    let text = String::from_utf8_lossy(&bytes);
+    let what = if crate::market::bacalhau::is_spec(&text) || bytes.is_empty() {
+        let download = |url: &str| -> Result<Vec<u8>, String> {
+            let r = client()
+                .map_err(|e| e.to_string())?
+                .get(url)
+                .send()
+                .map_err(|e| e.to_string())?;
+            if !r.status().is_success() {
+                return Err(format!("HTTP {}", r.status()));
+            }
+            r.bytes().map(|b| b.to_vec()).map_err(|e| e.to_string())
+        };
+        match crate::market::bacalhau::parse(&text, base, &download) {
+            Ok(spec) => JobParts::from_bacalhau(spec),
+            Err(r) => {
+                println!(
+                    "{}",
+                    json!({"error": {"code": r.code, "message": r.message}})
+                );
+                return Ok(Outcome::Malformed);
+            }
         }
+    } else {
+        JobParts::from_job_file(&bytes, base)?
     };
-    let engine = spec["engine"].as_str().unwrap_or("wasm");
-    let mode = spec["mode"].as_str().unwrap_or("delivery");
-    let module = read("module")?.context("the job file names no module")?;
-    let input = read("input")?.unwrap_or_default();
+    let spec = what.spec;
+    let (engine, mode) = (what.engine.as_str(), what.mode.as_str());
+    let (module, input) = (what.module, what.input);
     let keys = buyer_keys(to)?;
     let provider = node_key(to)?;
     let digest = Sha256::digest(&bytes);
-    let name = spec["name"].as_str().map_or_else(
-        || format!("job-{}", &hex::encode(digest)[..16]),
-        String::from,
-    );
+    // the ask's d tag: the name in the ask's alphabet, else from the file's digest
+    let name = spec["name"]
+        .as_str()
+        .map(|n| {
+            n.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "._:-".contains(c) {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .take(64)
+                .collect::<String>()
+        })
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| format!("job-{}", &hex::encode(digest)[..16]));
     let secret = keys.nostr().secret_key();
     let job_id = hex::encode(hkdf::expand(
         &hkdf::extract(b"fleetmesh/job-id/v1", &secret.to_secret_bytes()),
@@ -168,7 +198,8 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
         "mode": mode,
         "input": {"inline": b64().encode(&input)},
         "limits": limits,
-        "params": {"module": {"inline": b64().encode(&module)}, "args": spec["args"].clone()},
+        "params": {"module": {"inline": b64().encode(&module)}, "args": spec["args"].clone(),
+                   "files": what.files},
     });
     let key = nip44::conversation_key(&secret, &provider)?;
     let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
@@ -188,6 +219,65 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
         Outcome::Malformed
     })
 }
+
+/// What a job file or a Bacalhau spec asks for.
+struct JobParts {
+    /// The job file's fields (name, args, limits, bid, expires_in).
+    spec: Value,
+    engine: String,
+    mode: String,
+    module: Vec<u8>,
+    input: Vec<u8>,
+    /// More input files, name → base64.
+    files: serde_json::Map<String, Value>,
+}
+
+impl JobParts {
+    fn from_job_file(bytes: &[u8], base: &Path) -> anyhow::Result<JobParts> {
+        let spec: Value = serde_json::from_slice(bytes).context("the job file is not JSON")?;
+        let read = |key: &str| -> anyhow::Result<Option<Vec<u8>>> {
+            match spec[key].as_str() {
+                None => Ok(None),
+                Some(p) => std::fs::read(base.join(p))
+                    .map(Some)
+                    .with_context(|| format!("{key}: reading {p}")),
+            }
+        };
+        Ok(JobParts {
+            engine: spec["engine"].as_str().unwrap_or("wasm").into(),
+            mode: spec["mode"].as_str().unwrap_or("delivery").into(),
+            module: read("module")?.context("the job file names no module")?,
+            input: read("input")?.unwrap_or_default(),
+            files: serde_json::Map::new(),
+            spec,
+        })
+    }
+
+    fn from_bacalhau(s: crate::market::bacalhau::WasmSpec) -> JobParts {
+        let mut limits = json!({"fuel": DEFAULT_FUEL});
+        if let Some(m) = s.memory_bytes {
+            limits["memory_bytes"] = json!(m);
+        }
+        if let Some(t) = s.wall_secs {
+            limits["wall_secs"] = json!(t);
+        }
+        JobParts {
+            spec: json!({"name": s.name, "args": s.args, "limits": limits}),
+            engine: "wasm".into(),
+            mode: "delivery".into(),
+            module: s.module,
+            input: Vec::new(),
+            files: s
+                .files
+                .into_iter()
+                .map(|(n, b)| (n, json!(b64().encode(b))))
+                .collect(),
+        }
+    }
+}
+
+/// Fuel of a Bacalhau task (its spec has no such limit).
+const DEFAULT_FUEL: u64 = 1_000_000_000;
 
 fn result(id: &str, out: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
     let (code, v) = get(&node_url(to, &format!("/v1/jobs/{id}/result")))?;

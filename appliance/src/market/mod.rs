@@ -8,6 +8,7 @@
 //! `fleetmesh-wasi`; the prover, inference and compute-over-data engines are next (issue 9).
 
 pub mod ask;
+pub mod bacalhau;
 pub mod jobs;
 pub mod receipt;
 pub mod service;

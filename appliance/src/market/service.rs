@@ -6,7 +6,8 @@
 //!
 //! Jobs run one at a time on a worker thread, off the async runtime. The `wasm` engine in
 //! `delivery` mode is what runs today: `params.module` (inline) is the WASI command,
-//! `input` (inline) its stdin and `/inputs/input`, `limits` at most the ask's; the output
+//! `input` (inline) its stdin and `/inputs/input`, `params.files` (name → base64) more
+//! files under `/inputs`, `params.args` its arguments, `limits` at most the ask's; the output
 //! is a JSON document (exit code, stdout, stderr, the files the module wrote to
 //! `/outputs`, and the delivery preimage) whose SHA-256 is the receipt's output digest.
 
@@ -253,6 +254,19 @@ impl JobService {
         std::fs::create_dir_all(&inputs).map_err(io)?;
         std::fs::create_dir_all(&outputs).map_err(io)?;
         std::fs::write(inputs.join("input"), &input).map_err(io)?;
+        // more input files (a Bacalhau spec's input sources), by base name
+        if let Some(files) = msg["params"]["files"].as_object() {
+            for (name, data) in files {
+                let safe = std::path::Path::new(name)
+                    .file_name()
+                    .filter(|n| *n != "input")
+                    .ok_or_else(|| refuse("bad_request", format!("input file name {name:?}")))?;
+                let bytes = b64()
+                    .decode(data.as_str().unwrap_or_default())
+                    .map_err(|e| refuse("bad_request", format!("input file {name}: {e}")))?;
+                std::fs::write(inputs.join(safe), bytes).map_err(io)?;
+            }
+        }
         let limits = &msg["limits"];
         let defaults = fleetmesh_wasi::Limits::default();
         let wasi_job = fleetmesh_wasi::Job {

@@ -239,3 +239,100 @@ fn receipts_verify_with_nostr_pass_the_schema_and_blind_the_job_for_the_pair_onl
     assert_ne!(blinded, job.id, "the job id itself never appears");
     assert!(!receipt.to_json().contains(&job.id));
 }
+
+#[test]
+fn bacalhau_specs_are_accepted_or_refused_as_each_should_be() {
+    use super::bacalhau::{is_spec, parse};
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/bacalhau");
+    let no_download = |u: &str| -> Result<Vec<u8>, String> { Err(format!("no network: {u}")) };
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    // the wasm sample: its inline module, entry point _start
+    let spec = parse(&read("wasm.yaml"), &dir, &no_download).unwrap();
+    assert_eq!(spec.name.as_deref(), Some("Wasm Job"));
+    assert_eq!(&spec.module[..4], b"\0asm");
+    assert_eq!(spec.module.len(), 82_086);
+    assert!(spec.files.is_empty() && spec.args.is_empty());
+    // every other sample is refused, each for its own reason
+    for (file, says) in [
+        ("docker.yaml", "engine docker"),
+        ("docker-hello.yaml", "engine docker"),
+        ("docker-output.yaml", "engine docker"),
+        ("docker-output.json", "engine docker"),
+        ("docker-s3.yaml", "engine docker"),
+        ("noop.yaml", "engine noop"),
+        ("nameless.yaml", "engine noop"),
+        ("custom-task-type.yaml", "engine flibble"),
+        ("unsupported_engine_type.yml", "engine vroomvroom"),
+        ("19-basic-daemon-job-v2.yml", "Type daemon"),
+        ("19-basic-hello-world-v2.yml", "Count 2"),
+        ("empty.yaml", "empty"),
+    ] {
+        let e = parse(&read(file), &dir, &no_download).unwrap_err();
+        assert_eq!(e.code, "bacalhau", "{file}");
+        assert!(e.message.contains(says), "{file}: {}", e.message);
+    }
+    // the JSON and YAML forms of one job read alike; lower-case keys work
+    assert!(is_spec(&read("docker-output.json")) && is_spec(&read("docker-hello.yaml")));
+    assert!(!is_spec(r#"{"engine": "wasm", "module": "x.wat"}"#));
+    // the other source types and the limits, on a spec written here
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("data.txt"), "local bytes").unwrap();
+    let spec_text = r#"
+Type: batch
+Tasks:
+  - Name: main
+    Engine:
+      Type: wasm
+      Params: {EntryModule: main.wasm, Parameters: ["-v", 3]}
+    InputSources:
+      - {Target: /main.wasm, Source: {Type: inline, Params: {URL: "data:application/wasm;base64,AGFzbQEAAAA="}}}
+      - {Target: /inputs/data.txt, Source: {Type: local, Params: {SourcePath: data.txt}}}
+      - {Target: /inputs/remote.bin, Source: {Type: urlDownload, Params: {URL: "http://x/y"}}}
+      - {Target: /inputs/note.txt, Source: {Type: inline, Params: {URL: "plain text"}}}
+    Resources: {Memory: 32Mb, CPU: 500m}
+    Timeouts: {ExecutionTimeout: 7}
+    ResultPaths: [{Name: out, Path: /outputs}]
+"#;
+    let fetch = |u: &str| -> Result<Vec<u8>, String> { Ok(format!("from {u}").into_bytes()) };
+    let s = parse(spec_text, work.path(), &fetch).unwrap();
+    assert_eq!(s.module, b"\0asm\x01\0\0\0");
+    assert_eq!(s.args, ["-v", "3"]);
+    assert_eq!(
+        s.files,
+        vec![
+            ("data.txt".to_string(), b"local bytes".to_vec()),
+            ("remote.bin".to_string(), b"from http://x/y".to_vec()),
+            ("note.txt".to_string(), b"plain text".to_vec()),
+        ]
+    );
+    assert_eq!((s.memory_bytes, s.wall_secs), (Some(32_000_000), Some(7)));
+    for (change, says) in [
+        (
+            (
+                "Type: inline, Params: {URL: \"plain",
+                "Type: s3, Params: {URL: \"plain",
+            ),
+            "\"s3\"",
+        ),
+        (
+            ("Path: /outputs", "Path: /output_custom"),
+            "ResultPath /output_custom",
+        ),
+        (
+            ("EntryModule: main.wasm", "EntryModule: other.wasm"),
+            "EntryModule other.wasm",
+        ),
+        (("Type: batch", "Type: service"), "Type service"),
+        (("Timeouts:", "Env: {A: b}\n    Timeouts:"), "environment"),
+    ] {
+        let e = parse(&spec_text.replace(change.0, change.1), work.path(), &fetch).unwrap_err();
+        assert!(e.message.contains(says), "{says}: {}", e.message);
+    }
+    let e = parse(spec_text, work.path(), &no_download).unwrap_err();
+    assert!(
+        e.message.contains("downloading http://x/y"),
+        "{}",
+        e.message
+    );
+}

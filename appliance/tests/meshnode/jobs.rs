@@ -201,6 +201,43 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
         "{st}"
     );
 
+    // a Bacalhau spec from the shared vectors: its inline Rust WASI module runs here
+    let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/bacalhau");
+    let (o, sub) = job(
+        &["submit", vectors.join("wasm.yaml").to_str().unwrap()],
+        &d,
+        buyer.path(),
+    );
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    let bac = sub["job"].as_str().unwrap().to_string();
+    let (code, st) = wait_final(&bac, &d, buyer.path());
+    assert_eq!(code, Some(0), "{st}");
+    let bout = tempfile::tempdir().unwrap();
+    job(
+        &["result", &bac, "--out", bout.path().to_str().unwrap()],
+        &d,
+        buyer.path(),
+    );
+    assert_eq!(
+        std::fs::read_to_string(bout.path().join("stdout")).unwrap(),
+        "Hello, world!\n"
+    );
+    // and one it cannot run is refused before anything is sent
+    let (o, v) = job(
+        &["submit", vectors.join("docker.yaml").to_str().unwrap()],
+        &d,
+        buyer.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{v}");
+    assert_eq!(v["error"]["code"], "bacalhau");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("engine docker"),
+        "{v}"
+    );
+
     // after a restart the jobs are still there
     assert!(d.stop("-TERM").success());
     let mut cmd = meshnode();
