@@ -9,6 +9,9 @@
 //!  "expires_in": 600, "name": "upper-1"}
 //! ```
 //!
+//! Instead of `input`, `input_blobs` (`[{"sha256", "size"}]`) names blobs already on the
+//! node's Blossom store; the job reads them, concatenated, as its input.
+//!
 //! The ask's `d` tag is `name` (default: `job-` and 16 hex digits of the file's SHA-256);
 //! the job id is derived from the buyer's key and the file, so submitting one file twice
 //! is one job. A Bacalhau v1 job spec (YAML or JSON with `Tasks`) is read by
@@ -196,7 +199,11 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
         "ask": ask.id_hex(),
         "engine": engine,
         "mode": mode,
-        "input": {"inline": b64().encode(&input)},
+        "input": match spec["input_blobs"].as_array() {
+            // blobs already uploaded to the node (PUT /upload), by hash and size
+            Some(refs) if !refs.is_empty() => json!({"blobs": refs}),
+            _ => json!({"inline": b64().encode(&input)}),
+        },
         "limits": limits,
         "params": {"module": {"inline": b64().encode(&module)}, "args": spec["args"].clone(),
                    "files": what.files},

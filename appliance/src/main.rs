@@ -4,6 +4,7 @@
 //! input, usage or an error that stopped the command.
 
 mod attest;
+mod blossom;
 mod cli;
 mod config;
 mod doctor;

@@ -90,7 +90,8 @@ pub fn router(
     info!(backend = %backend.describe(), reason = %why, "prover backend");
     let inference = crate::inference_service::InferenceService::load(inference)?;
     let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
-    let jobs = crate::market::service::JobService::start(&node.dir, relay.clone())?;
+    let blobs = crate::blossom::Blossom::open(&node.dir)?;
+    let jobs = crate::market::service::JobService::start(&node.dir, relay.clone(), blobs.clone())?;
     let state = Arc::new(AppState {
         nip11: nip11_document(node, &descriptor.id_hex(), &relay).to_string(),
         pubkey: node.keys.nostr_pubkey_hex(),
@@ -144,6 +145,29 @@ pub fn router(
         .route(
             "/v1/jobs/{id}/receipt",
             get(crate::market::service::receipt).with_state(jobs),
+        )
+        .route(
+            "/upload",
+            axum::routing::put(crate::blossom::upload)
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    crate::blossom::MAX_BLOB,
+                ))
+                .with_state(blobs.clone()),
+        )
+        .route(
+            "/list/{pubkey}",
+            get(crate::blossom::list).with_state(blobs.clone()),
+        )
+        .route(
+            "/v1/blobs/served",
+            get(crate::blossom::served).with_state(blobs.clone()),
+        )
+        .route(
+            "/{blob}",
+            get(crate::blossom::get_blob)
+                .head(crate::blossom::get_blob)
+                .delete(crate::blossom::delete)
+                .with_state(blobs),
         )
         .fallback(not_found)
         .with_state(state))

@@ -5,8 +5,8 @@
 //! node's relay).
 //!
 //! Jobs run one at a time on a worker thread, off the async runtime. The `wasm` engine in
-//! `delivery` mode is what runs today: `params.module` (inline) is the WASI command,
-//! `input` (inline) its stdin and `/inputs/input`, `params.files` (name → base64) more
+//! `delivery` mode is what runs today: `params.module` is the WASI command, `input` its
+//! stdin (job data inline, or blob references into this node's Blossom store) and `/inputs/input`, `params.files` (name → base64) more
 //! files under `/inputs`, `params.args` its arguments, `limits` at most the ask's; the output
 //! is a JSON document (exit code, stdout, stderr, the files the module wrote to
 //! `/outputs`, and the delivery preimage) whose SHA-256 is the receipt's output digest.
@@ -53,6 +53,7 @@ pub struct JobService {
     relay: Arc<Relay>,
     wasi: fleetmesh_wasi::Runtime,
     dir: PathBuf,
+    blobs: Arc<crate::blossom::Blossom>,
     queue: Mutex<std::sync::mpsc::Sender<String>>,
     runtime: tokio::runtime::Handle,
 }
@@ -71,7 +72,11 @@ impl JobService {
     ///
     /// # Errors
     /// The store or the keys cannot be opened, or the WASI engine cannot start.
-    pub fn start(node_dir: &std::path::Path, relay: Arc<Relay>) -> anyhow::Result<Arc<JobService>> {
+    pub fn start(
+        node_dir: &std::path::Path,
+        relay: Arc<Relay>,
+        blobs: Arc<crate::blossom::Blossom>,
+    ) -> anyhow::Result<Arc<JobService>> {
         let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         let pending: Vec<String> = store
@@ -86,6 +91,7 @@ impl JobService {
             relay,
             wasi: fleetmesh_wasi::Runtime::new(&fleetmesh_wasi::RuntimeConfig::default())?,
             dir: node_dir.join(JOBS_DIR),
+            blobs,
             queue: Mutex::new(tx.clone()),
             runtime: tokio::runtime::Handle::current(),
         });
@@ -225,15 +231,36 @@ impl JobService {
         let started_at = unix_now();
         let ask = Ask::parse(&job.ask, self.schemas, 0)?;
         let msg = self.open_job(&ask, &job.payload)?;
+        // job data: inline bytes, or blobs of this node's Blossom store, in order
         let inline = |v: &Value, what: &str| -> Result<Vec<u8>, Refusal> {
             match (&v["inline"], &v["blobs"]) {
                 (Value::String(s), _) => b64()
                     .decode(s)
                     .map_err(|e| refuse("bad_request", format!("{what}: bad base64: {e}"))),
-                (_, Value::Array(_)) => Err(refuse(
-                    "bad_request",
-                    format!("{what}: blob references need the node's blob store (not yet)"),
-                )),
+                (_, Value::Array(refs)) => {
+                    let mut out = Vec::new();
+                    for r in refs {
+                        let hash = r["sha256"].as_str().unwrap_or_default();
+                        let bytes = self.blobs.get(hash).ok_or_else(|| {
+                            refuse(
+                                "bad_request",
+                                format!("{what}: blob {hash} is not on this node (PUT /upload it)"),
+                            )
+                        })?;
+                        if r["size"].as_u64() != Some(bytes.len() as u64) {
+                            return Err(refuse(
+                                "bad_request",
+                                format!(
+                                    "{what}: blob {hash} has {} bytes, not {}",
+                                    bytes.len(),
+                                    r["size"]
+                                ),
+                            ));
+                        }
+                        out.extend(bytes);
+                    }
+                    Ok(out)
+                }
                 _ => Err(refuse("bad_request", format!("{what}: no data"))),
             }
         };

@@ -164,6 +164,38 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
     let c: Value = serde_json::from_str(r["content"].as_str().unwrap()).unwrap();
     assert_eq!(c["verdict"]["delivered"], false);
 
+    // with fuel to spare, the wall clock stops it; memory past the limit ends it too
+    let slow = work.path().join("slow.json");
+    std::fs::write(
+        &slow,
+        serde_json::json!({"module": "spin.wat", "name": "slow-1",
+        "limits": {"fuel": 1_000_000_000_000u64, "wall_secs": 1}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        work.path().join("grow.wat"),
+        "(module (memory 1) (func (export \"_start\") (drop (memory.grow (i32.const 1000)))))",
+    )
+    .unwrap();
+    let grow = work.path().join("grow.json");
+    std::fs::write(
+        &grow,
+        serde_json::json!({"module": "grow.wat", "name": "grow-1",
+        "limits": {"fuel": 1_000_000, "memory_bytes": 1_048_576}})
+        .to_string(),
+    )
+    .unwrap();
+    for (f, reason) in [(&slow, "timeout"), (&grow, "out-of-memory")] {
+        let (_, sub) = job(&["submit", f.to_str().unwrap()], &d, buyer.path());
+        let (code, st) = wait_final(sub["job"].as_str().unwrap(), &d, buyer.path());
+        assert_eq!(
+            (code, st["reason"].as_str()),
+            (Some(1), Some(reason)),
+            "{st}"
+        );
+    }
+
     // malformed submissions are refused with a code; the node keeps serving
     runtime().block_on(async {
         let http = http_client();
@@ -200,6 +232,62 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
             .contains("not a valid WebAssembly module"),
         "{st}"
     );
+
+    // input from the node's Blossom store, by hash; a blob the node lacks fails the job
+    let blob = b"from a blob".to_vec();
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&blob));
+    let buyer_keys2 = NodeKeys::load(&buyer.path().join("keys")).unwrap();
+    runtime().block_on(async {
+        let r = http_client()
+            .put(d.url("/upload"))
+            .header(
+                "authorization",
+                super::blossom::auth(&buyer_keys2, "upload", &hash, 60),
+            )
+            .body(blob.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    });
+    for (name, hash, want) in [
+        ("blob-1", hash.as_str(), Some("FROM A BLOB")),
+        ("blob-2", &*"cd".repeat(32), None),
+    ] {
+        let f = work.path().join(format!("{name}.json"));
+        std::fs::write(
+            &f,
+            serde_json::json!({"module": "upper.wat", "name": name,
+            "input_blobs": [{"sha256": hash, "size": blob.len()}], "limits": {"fuel": 10_000_000}})
+            .to_string(),
+        )
+        .unwrap();
+        let (_, sub) = job(&["submit", f.to_str().unwrap()], &d, buyer.path());
+        let jid = sub["job"].as_str().unwrap().to_string();
+        let (code, st) = wait_final(&jid, &d, buyer.path());
+        match want {
+            Some(text) => {
+                assert_eq!(code, Some(0), "{st}");
+                let o = tempfile::tempdir().unwrap();
+                job(
+                    &["result", &jid, "--out", o.path().to_str().unwrap()],
+                    &d,
+                    buyer.path(),
+                );
+                assert_eq!(
+                    std::fs::read_to_string(o.path().join("out.txt")).unwrap(),
+                    text
+                );
+            }
+            None => {
+                assert_eq!(code, Some(1), "{st}");
+                assert!(
+                    st["reason"].as_str().unwrap().contains("not on this node"),
+                    "{st}"
+                );
+            }
+        }
+    }
 
     // a Bacalhau spec from the shared vectors: its inline Rust WASI module runs here
     let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/bacalhau");

@@ -2,6 +2,7 @@
 //! listener, and the `nostr` crate as an independent verifier. One test binary (each links
 //! a large debug build), a module per area.
 
+mod blossom;
 mod cli;
 mod daemon;
 mod inference;
