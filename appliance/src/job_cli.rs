@@ -9,6 +9,11 @@
 //!  "expires_in": 600, "name": "upper-1"}
 //! ```
 //!
+//! A proof job: `{"engine": "groth16-prove", "zkey": "circuit.zkey", "input":
+//! "input.json", "limits": {"proofs": 1}}` — the node must have that circuit installed
+//! (the ask names it by the zkey's SHA-256; `circuit` may give the digest instead); the
+//! result holds `proof.json`, `public.json` and `verification_key.json`.
+//!
 //! Instead of `input`, `input_blobs` (`[{"sha256", "size"}]`) names blobs already on the
 //! node's Blossom store; the job reads them, concatenated, as its input.
 //!
@@ -143,7 +148,7 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
     };
     let spec = what.spec;
     let (engine, mode) = (what.engine.as_str(), what.mode.as_str());
-    let (module, input) = (what.module, what.input);
+    let input = what.input;
     let keys = buyer_keys(to)?;
     let provider = node_key(to)?;
     let digest = Sha256::digest(&bytes);
@@ -190,7 +195,13 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
             vec!["expiration".into(), expires.to_string()],
             vec!["p".into(), provider.clone()],
         ],
-        content: json!({"engine": engine, "mode": mode, "limits": limits, "bid": bid}).to_string(),
+        content: {
+            let mut c = json!({"engine": engine, "mode": mode, "limits": limits, "bid": bid});
+            if let Some(circuit) = &what.circuit {
+                c["circuit"] = json!(circuit);
+            }
+            c.to_string()
+        },
     })?;
     let job = json!({
         "protocol": "compute/1.0",
@@ -205,8 +216,7 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
             _ => json!({"inline": b64().encode(&input)}),
         },
         "limits": limits,
-        "params": {"module": {"inline": b64().encode(&module)}, "args": spec["args"].clone(),
-                   "files": what.files},
+        "params": what.params,
     });
     let key = nip44::conversation_key(&secret, &provider)?;
     let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
@@ -233,10 +243,12 @@ struct JobParts {
     spec: Value,
     engine: String,
     mode: String,
-    module: Vec<u8>,
+    /// The job's input bytes (stdin of a wasm job).
     input: Vec<u8>,
-    /// More input files, name → base64.
-    files: serde_json::Map<String, Value>,
+    /// The compute/1.0 `params`: a wasm job's module, args and files; a proof job's input.
+    params: Value,
+    /// The SHA-256 of the circuit's zkey, for proof jobs.
+    circuit: Option<String>,
 }
 
 impl JobParts {
@@ -250,12 +262,32 @@ impl JobParts {
                     .with_context(|| format!("{key}: reading {p}")),
             }
         };
+        let engine = spec["engine"].as_str().unwrap_or("wasm").to_string();
+        let input = read("input")?.unwrap_or_default();
+        let (params, circuit, mode) = if engine == "groth16-prove" {
+            // the circuit by its zkey's digest (given, or computed from a local copy)
+            let circuit = match (spec["circuit"].as_str(), read("zkey")?) {
+                (Some(d), _) => d.to_string(),
+                (None, Some(z)) => hex::encode(Sha256::digest(&z)),
+                (None, None) => bail!("a groth16-prove job names its circuit (circuit or zkey)"),
+            };
+            let signals: Value = serde_json::from_slice(&input)
+                .context("a groth16-prove job's input is the circuit's input JSON")?;
+            (json!({"input": signals}), Some(circuit), "proof")
+        } else {
+            let module = read("module")?.context("the job file names no module")?;
+            (
+                json!({"module": {"inline": b64().encode(&module)}, "args": spec["args"].clone()}),
+                None,
+                "delivery",
+            )
+        };
         Ok(JobParts {
-            engine: spec["engine"].as_str().unwrap_or("wasm").into(),
-            mode: spec["mode"].as_str().unwrap_or("delivery").into(),
-            module: read("module")?.context("the job file names no module")?,
-            input: read("input")?.unwrap_or_default(),
-            files: serde_json::Map::new(),
+            mode: spec["mode"].as_str().unwrap_or(mode).into(),
+            engine,
+            input,
+            params,
+            circuit,
             spec,
         })
     }
@@ -268,17 +300,19 @@ impl JobParts {
         if let Some(t) = s.wall_secs {
             limits["wall_secs"] = json!(t);
         }
+        let files: serde_json::Map<String, Value> = s
+            .files
+            .into_iter()
+            .map(|(n, b)| (n, json!(b64().encode(b))))
+            .collect();
         JobParts {
-            spec: json!({"name": s.name, "args": s.args, "limits": limits}),
+            params: json!({"module": {"inline": b64().encode(&s.module)}, "args": s.args,
+                           "files": files}),
+            spec: json!({"name": s.name, "limits": limits}),
             engine: "wasm".into(),
             mode: "delivery".into(),
-            module: s.module,
             input: Vec::new(),
-            files: s
-                .files
-                .into_iter()
-                .map(|(n, b)| (n, json!(b64().encode(b))))
-                .collect(),
+            circuit: None,
         }
     }
 }

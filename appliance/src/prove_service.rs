@@ -36,6 +36,9 @@ use crate::server::api_error;
 /// Requests admitted at once (one proving, the rest waiting).
 const QUEUE: usize = 8;
 
+/// A file's modification time and length: when either changes, the file is read again.
+type Stamp = (SystemTime, u64);
+
 /// A loaded circuit.
 struct Circuit {
     stamp: (SystemTime, u64),
@@ -52,6 +55,8 @@ pub struct ProveService {
     admitted: Semaphore,
     prover: tokio::sync::Mutex<()>,
     circuits: Mutex<HashMap<String, Arc<Circuit>>>,
+    /// Each circuit's zkey digest, with the file's stamp it was computed for.
+    digests: Mutex<HashMap<String, (Stamp, String)>>,
 }
 
 /// Why a request failed, mapped to a status and a code.
@@ -102,6 +107,7 @@ impl ProveService {
             admitted: Semaphore::new(QUEUE),
             prover: tokio::sync::Mutex::new(()),
             circuits: Mutex::new(HashMap::new()),
+            digests: Mutex::new(HashMap::new()),
         })
     }
 
@@ -151,6 +157,64 @@ impl ProveService {
         });
         self.lock().insert(name.to_owned(), c.clone());
         Ok(c)
+    }
+
+    /// The installed circuit whose `circuit.zkey` has SHA-256 `digest` (hex), if any — how
+    /// an ask names a circuit.
+    pub(crate) fn circuit_by_digest(&self, digest: &str) -> Option<String> {
+        use sha2::Digest as _;
+        let entries = std::fs::read_dir(&self.dir).ok()?;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !valid_name(&name) {
+                continue;
+            }
+            let zkey = e.path().join("circuit.zkey");
+            let Ok(st) = stamp(&zkey) else { continue };
+            let known = self
+                .digests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&name)
+                .filter(|(s, _)| *s == st)
+                .map(|(_, d)| d.clone());
+            let d = match known {
+                Some(d) => d,
+                None => {
+                    let Ok(bytes) = std::fs::read(&zkey) else {
+                        continue;
+                    };
+                    let d = hex::encode(sha2::Sha256::digest(&bytes));
+                    self.digests
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name.clone(), (st, d.clone()));
+                    d
+                }
+            };
+            if d == digest {
+                return Some(name);
+            }
+        }
+        None
+    }
+
+    /// Proves `req` (as the HTTP body: circuit name and input or witness), blocking; the
+    /// answer, or the failure's code and message.
+    pub(crate) fn prove_blocking(&self, req: &Value) -> Result<Value, (&'static str, String)> {
+        self.run(req).map_err(|f| match f {
+            Failure::Malformed(m) => ("bad_request", m),
+            Failure::Unknown(m) => ("unknown_circuit", m),
+            Failure::Unsatisfied(m) => ("unsatisfied", m),
+            Failure::Busy => ("busy", "the prover is busy".into()),
+            Failure::Internal(m) => ("internal", m),
+        })
+    }
+
+    /// The snarkjs verification key of circuit `name`.
+    pub(crate) fn vk_json(&self, name: &str) -> Result<Value, String> {
+        let c = self.circuit(name).map_err(|f| format!("{f:?}"))?;
+        Ok(fleetmesh_prover::snarkjs::vk_to_json(&c.pk.vk))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Circuit>>> {

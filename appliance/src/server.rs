@@ -91,7 +91,13 @@ pub fn router(
     let inference = crate::inference_service::InferenceService::load(inference)?;
     let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
     let blobs = crate::blossom::Blossom::open(&node.dir)?;
-    let jobs = crate::market::service::JobService::start(&node.dir, relay.clone(), blobs.clone())?;
+    let prover = crate::prove_service::ProveService::new(node.dir.join(CIRCUITS_DIR), backend);
+    let jobs = crate::market::service::JobService::start(
+        &node.dir,
+        relay.clone(),
+        blobs.clone(),
+        prover.clone(),
+    )?;
     let state = Arc::new(AppState {
         nip11: nip11_document(node, &descriptor.id_hex(), &relay).to_string(),
         pubkey: node.keys.nostr_pubkey_hex(),
@@ -109,9 +115,7 @@ pub fn router(
         )
         .route(
             "/v1/proofs/prove",
-            axum::routing::post(crate::prove_service::handle).with_state(
-                crate::prove_service::ProveService::new(node.dir.join(CIRCUITS_DIR), backend),
-            ),
+            axum::routing::post(crate::prove_service::handle).with_state(prover),
         )
         .route(
             "/v1/models",

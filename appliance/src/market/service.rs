@@ -54,6 +54,7 @@ pub struct JobService {
     wasi: fleetmesh_wasi::Runtime,
     dir: PathBuf,
     blobs: Arc<crate::blossom::Blossom>,
+    prover: Arc<crate::prove_service::ProveService>,
     queue: Mutex<std::sync::mpsc::Sender<String>>,
     runtime: tokio::runtime::Handle,
 }
@@ -76,6 +77,7 @@ impl JobService {
         node_dir: &std::path::Path,
         relay: Arc<Relay>,
         blobs: Arc<crate::blossom::Blossom>,
+        prover: Arc<crate::prove_service::ProveService>,
     ) -> anyhow::Result<Arc<JobService>> {
         let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -92,6 +94,7 @@ impl JobService {
             wasi: fleetmesh_wasi::Runtime::new(&fleetmesh_wasi::RuntimeConfig::default())?,
             dir: node_dir.join(JOBS_DIR),
             blobs,
+            prover,
             queue: Mutex::new(tx.clone()),
             runtime: tokio::runtime::Handle::current(),
         });
@@ -172,19 +175,25 @@ impl JobService {
                 ));
             }
         }
-        if ask.engine != "wasm" {
-            return Err(refuse(
-                "unsupported-engine",
-                format!(
-                    "engine {} does not run on this node yet (wasm does)",
-                    ask.engine
-                ),
-            ));
-        }
-        if ask.mode != "delivery" {
+        let mode_of = match ask.engine.as_str() {
+            "wasm" => "delivery",
+            "groth16-prove" => "proof",
+            other => {
+                return Err(refuse(
+                    "unsupported-engine",
+                    format!(
+                        "engine {other} does not run on this node yet (wasm and groth16-prove do)"
+                    ),
+                ));
+            }
+        };
+        if ask.mode != mode_of {
             return Err(refuse(
                 "unsupported-mode",
-                format!("wasm jobs are verified by delivery, not {}", ask.mode),
+                format!(
+                    "{} jobs are verified by {mode_of}, not {}",
+                    ask.engine, ask.mode
+                ),
             ));
         }
         for limit in ["fuel", "wall_secs", "memory_bytes", "output_bytes"] {
@@ -199,7 +208,7 @@ impl JobService {
                 ));
             }
         }
-        if job["limits"]["fuel"].as_u64().is_none() {
+        if ask.engine == "wasm" && job["limits"]["fuel"].as_u64().is_none() {
             return Err(refuse("bad_request", "a wasm job needs limits.fuel"));
         }
         Ok(job)
@@ -231,6 +240,9 @@ impl JobService {
         let started_at = unix_now();
         let ask = Ask::parse(&job.ask, self.schemas, 0)?;
         let msg = self.open_job(&ask, &job.payload)?;
+        if ask.engine == "groth16-prove" {
+            return self.run_prove(job, &ask, &msg, started_at);
+        }
         // job data: inline bytes, or blobs of this node's Blossom store, in order
         let inline = |v: &Value, what: &str| -> Result<Vec<u8>, Refusal> {
             match (&v["inline"], &v["blobs"]) {
@@ -373,7 +385,19 @@ impl JobService {
             started_at,
             finished_at: unix_now(),
         };
-        let receipt = sign_receipt(&self.keys, job, &done)?;
+        self.conclude(job, &done, &document, failure.as_deref())
+    }
+
+    /// Signs, publishes and stores what a finished job produced: the receipt on the relay,
+    /// the result (with the output `document`) encrypted to the buyer.
+    fn conclude(
+        &self,
+        job: &JobRecord,
+        done: &Finished,
+        document: &str,
+        failure: Option<&str>,
+    ) -> Result<(), Refusal> {
+        let receipt = sign_receipt(&self.keys, job, done)?;
         let published = self.runtime.block_on(self.relay.publish(receipt.clone()));
         if let Err(e) = published {
             tracing::warn!(job = %job.id, %e, "publishing the receipt");
@@ -382,11 +406,11 @@ impl JobService {
             "protocol": "compute/1.0",
             "type": "result",
             "job_id": job.id,
-            "output_digest": output_digest,
+            "output_digest": done.output_digest,
             "metered": done.metered,
             "verdict": done.verdict,
             "output": {"inline": b64().encode(document.as_bytes()),
-                       "media_type": "application/vnd.fleetmesh.wasi-result+json"},
+                       "media_type": "application/vnd.fleetmesh.job-result+json"},
             "receipt": receipt.id_hex(),
         });
         let key = nip44::conversation_key(&self.keys.nostr().secret_key(), &job.buyer)
@@ -395,12 +419,74 @@ impl JobService {
             .map_err(|e| refuse("internal", e.to_string()))?;
         self.store.finish(
             &job.id,
-            failure.as_deref(),
-            &done,
+            failure,
+            done,
             (&receipt.to_json(), &sealed),
             unix_now(),
         )?;
         Ok(())
+    }
+
+    /// A `groth16-prove` job: the installed circuit whose zkey has the ask's digest, the
+    /// job's `params.input` (or `params.witness`), a proof checked before it is claimed.
+    fn run_prove(
+        &self,
+        job: &JobRecord,
+        ask: &Ask,
+        msg: &Value,
+        started_at: u64,
+    ) -> Result<(), Refusal> {
+        let digest = ask.content["circuit"].as_str().unwrap_or_default();
+        let name = self.prover.circuit_by_digest(digest).ok_or_else(|| {
+            refuse(
+                "bad_request",
+                format!("no circuit with zkey digest {digest} is installed on this node"),
+            )
+        })?;
+        let mut req = json!({"circuit": name});
+        for k in ["input", "witness"] {
+            if !msg["params"][k].is_null() {
+                req[k] = msg["params"][k].clone();
+            }
+        }
+        let t = std::time::Instant::now();
+        let proven = self
+            .prover
+            .prove_blocking(&req)
+            .map_err(|(code, m)| refuse("bad_request", format!("{code}: {m}")))?;
+        let vk = self
+            .prover
+            .vk_json(&name)
+            .map_err(|e| refuse("internal", e))?;
+        let text = |v: &Value| v.to_string();
+        let (proof, public, vkey) = (text(&proven["proof"]), text(&proven["public"]), text(&vk));
+        let sha = |s: &str| hex::encode(Sha256::digest(s.as_bytes()));
+        let document = json!({
+            "status": "proved",
+            "exit_code": 0,
+            "stdout": "",
+            "stderr": "",
+            "files": {
+                "proof.json": b64().encode(&proof),
+                "public.json": b64().encode(&public),
+                "verification_key.json": b64().encode(&vkey),
+            },
+        })
+        .to_string();
+        let done = Finished {
+            output_digest: sha(&document),
+            metered: json!({"proofs": 1, "wall_ms": t.elapsed().as_millis() as u64}),
+            verdict: json!({
+                "mode": "proof",
+                "valid": true,
+                "vkey_digest": sha(&vkey),
+                "public_inputs_digest": sha(&public),
+                "proof_digest": sha(&proof),
+            }),
+            started_at,
+            finished_at: unix_now(),
+        };
+        self.conclude(job, &done, &document, None)
     }
 }
 

@@ -340,3 +340,93 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
     assert_eq!(code.status.code(), Some(0), "{st}");
     assert_eq!(st["state"], "verified");
 }
+
+#[test]
+fn groth16_prove_jobs_return_a_proof_that_proof_verify_accepts() {
+    let (node_dir, d) = super::inference::serve(&[], "");
+    let buyer = tempfile::tempdir().unwrap();
+    assert!(init(buyer.path(), &[]).status.success());
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom");
+    // the operator installs the circuit; the buyer names it by its zkey's digest
+    let circuit = node_dir.path().join("circuits/tiny");
+    std::fs::create_dir_all(&circuit).unwrap();
+    std::fs::copy(fixtures.join("tiny.zkey"), circuit.join("circuit.zkey")).unwrap();
+    std::fs::copy(fixtures.join("tiny.wasm"), circuit.join("circuit.wasm")).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("prove.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({"engine": "groth16-prove", "zkey": fixtures.join("tiny.zkey"),
+            "input": fixtures.join("tiny_input.json"), "limits": {"proofs": 1}, "name": "prove-1"})
+        .to_string(),
+    )
+    .unwrap();
+    let (o, sub) = job(&["submit", file.to_str().unwrap()], &d, buyer.path());
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    let id = sub["job"].as_str().unwrap().to_string();
+    let (code, st) = wait_final(&id, &d, buyer.path());
+    assert_eq!(code, Some(0), "{st}");
+    assert_eq!(st["metered"]["proofs"], 1);
+    let out = tempfile::tempdir().unwrap();
+    let (o, res) = job(
+        &["result", &id, "--out", out.path().to_str().unwrap()],
+        &d,
+        buyer.path(),
+    );
+    assert!(o.status.success(), "{}", stdout(&o));
+    // an independent check: `meshnode proof verify` on what came back
+    let f = |n: &str| out.path().join(n).to_str().unwrap().to_string();
+    let v = run(&[
+        "proof",
+        "verify",
+        "--vk",
+        &f("verification_key.json"),
+        "--proof",
+        &f("proof.json"),
+        "--public",
+        &f("public.json"),
+    ]);
+    assert!(v.status.success(), "{}", stdout(&v));
+    // the receipt's verdict names that proof, public input and key by digest
+    let (_, receipt) = job(&["receipt", &id], &d, buyer.path());
+    let c: Value = serde_json::from_str(receipt["content"].as_str().unwrap()).unwrap();
+    let sha = |n: &str| {
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+            std::fs::read(out.path().join(n)).unwrap(),
+        ))
+    };
+    assert_eq!(c["verdict"]["mode"], "proof");
+    assert_eq!(c["verdict"]["valid"], true);
+    assert_eq!(c["verdict"]["proof_digest"], sha("proof.json"));
+    assert_eq!(c["verdict"]["public_inputs_digest"], sha("public.json"));
+    assert_eq!(c["verdict"]["vkey_digest"], sha("verification_key.json"));
+    assert_eq!(c["verdict"], res["verdict"]);
+    assert!(SchemaSet::embedded().validate_event(&receipt).unwrap());
+    // an input the circuit rejects, and a circuit the node lacks: failed, with the reason
+    std::fs::write(work.path().join("bad.json"), r#"{"a": "x"}"#).unwrap();
+    for (name, extra, says) in [
+        (
+            "prove-2",
+            serde_json::json!({"input": "bad.json"}),
+            "bad_request",
+        ),
+        (
+            "prove-3",
+            serde_json::json!({"circuit": "ab".repeat(32)}),
+            "no circuit",
+        ),
+    ] {
+        let mut spec = serde_json::json!({"engine": "groth16-prove", "zkey": fixtures.join("tiny.zkey"),
+            "input": fixtures.join("tiny_input.json"), "limits": {"proofs": 1}, "name": name});
+        for (k, v) in extra.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        let f = work.path().join(format!("{name}.json"));
+        std::fs::write(&f, spec.to_string()).unwrap();
+        let (o, sub) = job(&["submit", f.to_str().unwrap()], &d, buyer.path());
+        assert!(o.status.success(), "{}", stdout(&o));
+        let (code, st) = wait_final(sub["job"].as_str().unwrap(), &d, buyer.path());
+        assert_eq!(code, Some(1), "{st}");
+        assert!(st["reason"].as_str().unwrap().contains(says), "{st}");
+    }
+}
