@@ -14,6 +14,12 @@
 //! (the ask names it by the zkey's SHA-256; `circuit` may give the digest instead); the
 //! result holds `proof.json`, `public.json` and `verification_key.json`.
 //!
+//! An llm job: `{"engine": "llm", "model": "tiny", "prompt": "hello", "max_tokens": 8,
+//! "limits": {"tokens": 8}}` (or `messages`) runs under the 2-of-3 quorum
+//! (`quasi-deterministic`, `quorum` default `{"n": 3, "k": 2}`); with `"output_schema"` (a
+//! file or an inline schema) it is decoded under that schema (`schema-bounds`). The result
+//! holds the API's answer as `response.json`.
+//!
 //! Instead of `input`, `input_blobs` (`[{"sha256", "size"}]`) names blobs already on the
 //! node's Blossom store; the job reads them, concatenated, as its input.
 //!
@@ -200,6 +206,18 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
             if let Some(circuit) = &what.circuit {
                 c["circuit"] = json!(circuit);
             }
+            for k in ["model", "quorum"] {
+                if !spec[k].is_null() {
+                    c[k] = spec[k].clone();
+                }
+            }
+            if engine == "llm" && mode == "quasi-deterministic" && spec["quorum"].is_null() {
+                c["quorum"] = json!({"n": 3, "k": 2});
+            }
+            if let Some(schema) = &what.output_schema {
+                c["output_schema"] =
+                    json!(hex::encode(Sha256::digest(schema.to_string().as_bytes())));
+            }
             c.to_string()
         },
     })?;
@@ -218,6 +236,10 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
         "limits": limits,
         "params": what.params,
     });
+    let mut job = job;
+    if let Some(schema) = &what.output_schema {
+        job["output_schema"] = schema.clone();
+    }
     let key = nip44::conversation_key(&secret, &provider)?;
     let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
     let r = client()?
@@ -249,6 +271,8 @@ struct JobParts {
     params: Value,
     /// The SHA-256 of the circuit's zkey, for proof jobs.
     circuit: Option<String>,
+    /// The JSON Schema bounding an llm job's output (schema-bounds).
+    output_schema: Option<Value>,
 }
 
 impl JobParts {
@@ -264,6 +288,40 @@ impl JobParts {
         };
         let engine = spec["engine"].as_str().unwrap_or("wasm").to_string();
         let input = read("input")?.unwrap_or_default();
+        if engine == "llm" {
+            // an OpenAI completions (or chat) body; the model and mode go in the ask
+            let mut params = json!({"max_tokens": spec["max_tokens"].as_u64().unwrap_or(16)});
+            for k in ["prompt", "messages", "stop", "stop_token_ids", "logprobs"] {
+                if !spec[k].is_null() {
+                    params[k] = spec[k].clone();
+                }
+            }
+            let schema = match &spec["output_schema"] {
+                Value::String(p) => Some(
+                    serde_json::from_slice::<Value>(
+                        &std::fs::read(base.join(p))
+                            .with_context(|| format!("output_schema: reading {p}"))?,
+                    )
+                    .context("output_schema: not JSON")?,
+                ),
+                Value::Null => None,
+                inline => Some(inline.clone()),
+            };
+            let mode = if schema.is_some() {
+                "schema-bounds"
+            } else {
+                "quasi-deterministic"
+            };
+            return Ok(JobParts {
+                mode: spec["mode"].as_str().unwrap_or(mode).into(),
+                engine,
+                input: Vec::new(),
+                params,
+                circuit: None,
+                output_schema: schema,
+                spec,
+            });
+        }
         let (params, circuit, mode) = if engine == "groth16-prove" {
             // the circuit by its zkey's digest (given, or computed from a local copy)
             let circuit = match (spec["circuit"].as_str(), read("zkey")?) {
@@ -288,6 +346,7 @@ impl JobParts {
             input,
             params,
             circuit,
+            output_schema: None,
             spec,
         })
     }
@@ -313,6 +372,7 @@ impl JobParts {
             mode: "delivery".into(),
             input: Vec::new(),
             circuit: None,
+            output_schema: None,
         }
     }
 }
@@ -352,6 +412,11 @@ fn result(id: &str, out: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
         std::fs::write(out.join(safe), b64().decode(b64text)?)
             .with_context(|| format!("writing {}", out.join(safe).display()))
     };
+    if doc.get("choices").is_some() || doc.get("error").is_some() {
+        // an llm job: the API's answer
+        std::fs::write(out.join("response.json"), &doc_bytes)
+            .with_context(|| format!("writing {}", out.join("response.json").display()))?;
+    }
     write("stdout", doc["stdout"].as_str().unwrap_or_default())?;
     write("stderr", doc["stderr"].as_str().unwrap_or_default())?;
     if let Some(files) = doc["files"].as_object() {

@@ -97,6 +97,7 @@ pub fn router(
         relay.clone(),
         blobs.clone(),
         prover.clone(),
+        inference.clone(),
     )?;
     let state = Arc::new(AppState {
         nip11: nip11_document(node, &descriptor.id_hex(), &relay).to_string(),

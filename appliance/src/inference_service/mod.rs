@@ -312,6 +312,36 @@ pub async fn chat_completions(
     serve(s, &body, Api::Chat).await
 }
 
+/// A failed job request: its code, message and the verdict when there is one.
+pub(crate) type JobFailure = (&'static str, String, Option<Value>);
+
+/// Answers one request body as the API would (completions, or chat when it has
+/// `messages`), blocking, without streaming: the response JSON — for the market's `llm`
+/// jobs.
+pub(crate) fn answer_blocking(s: &InferenceService, body: &Value) -> Result<Value, JobFailure> {
+    let api = if body.get("messages").is_some() {
+        Api::Chat
+    } else {
+        Api::Completion
+    };
+    let fail = |f: Failure| {
+        let verdict = f.extra.as_ref().and_then(|e| e.get("verdict").cloned());
+        (f.code.unwrap_or("bad_request"), f.message, verdict)
+    };
+    let p = parse(s, body.to_string().as_bytes(), api).map_err(fail)?;
+    if p.stream {
+        return Err(("bad_request", "jobs do not stream".into(), None));
+    }
+    let gens = match p.verification {
+        Verification::None => generate_local(s, &p),
+        Verification::SchemaBounds => generate_bounded(s, &p),
+        Verification::QuasiDeterministic => generate_quorum(s, &p),
+        Verification::TeeAttestation => generate_attested(s, &p),
+    }
+    .map_err(fail)?;
+    Ok(render(&s.models[p.model], &p, &gens))
+}
+
 async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
     let p = match parse(&s, body, api) {
         Ok(p) => p,

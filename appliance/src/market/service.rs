@@ -55,6 +55,7 @@ pub struct JobService {
     dir: PathBuf,
     blobs: Arc<crate::blossom::Blossom>,
     prover: Arc<crate::prove_service::ProveService>,
+    inference: Arc<crate::inference_service::InferenceService>,
     queue: Mutex<std::sync::mpsc::Sender<String>>,
     runtime: tokio::runtime::Handle,
 }
@@ -78,6 +79,7 @@ impl JobService {
         relay: Arc<Relay>,
         blobs: Arc<crate::blossom::Blossom>,
         prover: Arc<crate::prove_service::ProveService>,
+        inference: Arc<crate::inference_service::InferenceService>,
     ) -> anyhow::Result<Arc<JobService>> {
         let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -95,6 +97,7 @@ impl JobService {
             dir: node_dir.join(JOBS_DIR),
             blobs,
             prover,
+            inference,
             queue: Mutex::new(tx.clone()),
             runtime: tokio::runtime::Handle::current(),
         });
@@ -175,26 +178,53 @@ impl JobService {
                 ));
             }
         }
-        let mode_of = match ask.engine.as_str() {
-            "wasm" => "delivery",
-            "groth16-prove" => "proof",
+        let modes: &[&str] = match ask.engine.as_str() {
+            "wasm" => &["delivery"],
+            "groth16-prove" => &["proof"],
+            "llm" => &["quasi-deterministic", "schema-bounds"],
             other => {
                 return Err(refuse(
                     "unsupported-engine",
                     format!(
-                        "engine {other} does not run on this node yet (wasm and groth16-prove do)"
+                        "engine {other} does not run on this node yet (wasm, groth16-prove and \
+                         llm do)"
                     ),
                 ));
             }
         };
-        if ask.mode != mode_of {
+        if !modes.contains(&ask.mode.as_str()) {
             return Err(refuse(
                 "unsupported-mode",
                 format!(
-                    "{} jobs are verified by {mode_of}, not {}",
-                    ask.engine, ask.mode
+                    "{} jobs are verified by {}, not {}",
+                    ask.engine,
+                    modes.join(" or "),
+                    ask.mode
                 ),
             ));
+        }
+        if ask.engine == "llm" {
+            let want = job["params"]["max_tokens"].as_u64().unwrap_or(16);
+            let cap = ask.content["limits"]["tokens"].as_u64().unwrap_or(0);
+            if want > cap {
+                return Err(refuse(
+                    "limit-exceeded",
+                    format!("max_tokens {want} is above the ask's tokens limit {cap}"),
+                ));
+            }
+            if ask.mode == "schema-bounds" {
+                let schema = &job["output_schema"];
+                let digest = hex::encode(Sha256::digest(schema.to_string().as_bytes()));
+                if schema.is_null()
+                    || ask.content["output_schema"].as_str() != Some(digest.as_str())
+                {
+                    return Err(refuse(
+                        "mismatch",
+                        "the job's output_schema does not hash (SHA-256 of its compact JSON) to \
+                         the ask's",
+                    ));
+                }
+            }
         }
         for limit in ["fuel", "wall_secs", "memory_bytes", "output_bytes"] {
             if let (Some(asked), Some(cap)) = (
@@ -240,8 +270,10 @@ impl JobService {
         let started_at = unix_now();
         let ask = Ask::parse(&job.ask, self.schemas, 0)?;
         let msg = self.open_job(&ask, &job.payload)?;
-        if ask.engine == "groth16-prove" {
-            return self.run_prove(job, &ask, &msg, started_at);
+        match ask.engine.as_str() {
+            "groth16-prove" => return self.run_prove(job, &ask, &msg, started_at),
+            "llm" => return self.run_llm(job, &ask, &msg, started_at),
+            _ => {}
         }
         // job data: inline bytes, or blobs of this node's Blossom store, in order
         let inline = |v: &Value, what: &str| -> Result<Vec<u8>, Refusal> {
@@ -425,6 +457,108 @@ impl JobService {
             unix_now(),
         )?;
         Ok(())
+    }
+
+    /// An `llm` job: `params` is an OpenAI completions (or chat, with `messages`) body for
+    /// the ask's model, answered through the node's inference API under the ask's mode —
+    /// the 2-of-3 quorum, or decoding constrained to the job's `output_schema`.
+    fn run_llm(
+        &self,
+        job: &JobRecord,
+        ask: &Ask,
+        msg: &Value,
+        started_at: u64,
+    ) -> Result<(), Refusal> {
+        let t = std::time::Instant::now();
+        let mut body = msg["params"].clone();
+        if !body.is_object() {
+            return Err(refuse(
+                "bad_request",
+                "an llm job's params are a completions request",
+            ));
+        }
+        body["model"] = ask.content["model"].clone();
+        body["verification"] = json!(ask.mode);
+        body["stream"] = json!(false);
+        if ask.mode == "schema-bounds" {
+            body["response_format"] = json!({"type": "json_schema",
+                "json_schema": {"name": "output", "schema": msg["output_schema"]}});
+        }
+        let inference = self.inference.clone();
+        let answer = crate::inference_service::answer_blocking(&inference, &body);
+        let me = self.keys.nostr_pubkey_hex();
+        // executors by key: this node's own; a remote executor (an OpenAI endpoint, no key)
+        // by SHA-256 of its name
+        let key_of = |name: &str| {
+            if name.starts_with("local:") {
+                me.clone()
+            } else {
+                hex::encode(Sha256::digest(
+                    format!("fleetmesh/executor/{name}").as_bytes(),
+                ))
+            }
+        };
+        let quorum_verdict = |v: &Value, agreed: Option<&str>| {
+            let digests: Vec<Value> = v["executors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| {
+                    Some(json!({"executor": key_of(e["executor"].as_str()?),
+                                "digest": e["transcript_digest"].as_str()?}))
+                })
+                .collect();
+            let mut out = json!({
+                "mode": "quasi-deterministic",
+                "quorum": ask.content["quorum"],
+                "outcome": if agreed.is_some() { "agree" } else { "inconclusive" },
+                "digests": digests,
+            });
+            if let Some(d) = agreed {
+                out["agreed_digest"] = json!(d);
+            }
+            out
+        };
+        let (document, verdict, metered, failure) = match answer {
+            Ok(r) => {
+                let fm = &r["fleetmesh"];
+                let verdict = if ask.mode == "schema-bounds" {
+                    json!({"mode": "schema-bounds",
+                           "valid": fm["verdict"]["valid"].as_bool().unwrap_or(false),
+                           "schema_digest": ask.content["output_schema"]})
+                } else {
+                    quorum_verdict(&fm["verdict"], fm["transcript_digest"].as_str())
+                };
+                let metered = json!({
+                    "prompt_tokens": r["usage"]["prompt_tokens"],
+                    "completion_tokens": r["usage"]["completion_tokens"],
+                    "wall_ms": t.elapsed().as_millis() as u64,
+                });
+                (r.to_string(), verdict, metered, None)
+            }
+            Err((code, message, Some(v))) if ask.mode == "quasi-deterministic" => {
+                let doc = json!({"error": {"code": code, "message": message}, "verdict": v});
+                let metered =
+                    json!({"completion_tokens": 0, "wall_ms": t.elapsed().as_millis() as u64});
+                (
+                    doc.to_string(),
+                    quorum_verdict(&v, None),
+                    metered,
+                    Some(format!("{code}: {message}")),
+                )
+            }
+            Err((code, message, _)) => {
+                return Err(refuse("bad_request", format!("{code}: {message}")));
+            }
+        };
+        let done = Finished {
+            output_digest: hex::encode(Sha256::digest(document.as_bytes())),
+            metered,
+            verdict,
+            started_at,
+            finished_at: unix_now(),
+        };
+        self.conclude(job, &done, &document, failure.as_deref())
     }
 
     /// A `groth16-prove` job: the installed circuit whose zkey has the ask's digest, the

@@ -331,7 +331,7 @@ pub(crate) fn fake_executor(ids: &[u32]) -> String {
     url
 }
 
-fn executor_toml(name: &str, d: &Daemon) -> String {
+pub(crate) fn executor_toml(name: &str, d: &Daemon) -> String {
     format!(
         "[[inference.executors]]\nname = \"{name}\"\nurl = \"http://{}\"\nserves = \"tiny\"\ntimeout_s = 60\n\n",
         d.addr

@@ -56,6 +56,23 @@ fn wait_final(id: &str, node: &Daemon, buyer: &Path) -> (Option<i32>, Value) {
     }
 }
 
+/// Writes `spec` as `<name>.json` in `work`, submits it and waits for the job to finish:
+/// the job id, the status command's exit code and the state.
+fn submit_and_wait(
+    spec: &Value,
+    work: &Path,
+    node: &Daemon,
+    buyer: &Path,
+) -> (String, Option<i32>, Value) {
+    let file = work.join(format!("{}.json", spec["name"].as_str().unwrap()));
+    std::fs::write(&file, spec.to_string()).unwrap();
+    let (o, sub) = job(&["submit", file.to_str().unwrap()], node, buyer);
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    let id = sub["job"].as_str().unwrap().to_string();
+    let (code, st) = wait_final(&id, node, buyer);
+    (id, code, st)
+}
+
 #[test]
 fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
     let (node_dir, d) = super::inference::serve(&[], "");
@@ -353,18 +370,9 @@ fn groth16_prove_jobs_return_a_proof_that_proof_verify_accepts() {
     std::fs::copy(fixtures.join("tiny.zkey"), circuit.join("circuit.zkey")).unwrap();
     std::fs::copy(fixtures.join("tiny.wasm"), circuit.join("circuit.wasm")).unwrap();
     let work = tempfile::tempdir().unwrap();
-    let file = work.path().join("prove.json");
-    std::fs::write(
-        &file,
-        serde_json::json!({"engine": "groth16-prove", "zkey": fixtures.join("tiny.zkey"),
-            "input": fixtures.join("tiny_input.json"), "limits": {"proofs": 1}, "name": "prove-1"})
-        .to_string(),
-    )
-    .unwrap();
-    let (o, sub) = job(&["submit", file.to_str().unwrap()], &d, buyer.path());
-    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
-    let id = sub["job"].as_str().unwrap().to_string();
-    let (code, st) = wait_final(&id, &d, buyer.path());
+    let prove = serde_json::json!({"engine": "groth16-prove", "zkey": fixtures.join("tiny.zkey"),
+        "input": fixtures.join("tiny_input.json"), "limits": {"proofs": 1}, "name": "prove-1"});
+    let (id, code, st) = submit_and_wait(&prove, work.path(), &d, buyer.path());
     assert_eq!(code, Some(0), "{st}");
     assert_eq!(st["metered"]["proofs"], 1);
     let out = tempfile::tempdir().unwrap();
@@ -421,12 +429,97 @@ fn groth16_prove_jobs_return_a_proof_that_proof_verify_accepts() {
         for (k, v) in extra.as_object().unwrap() {
             spec[k] = v.clone();
         }
-        let f = work.path().join(format!("{name}.json"));
-        std::fs::write(&f, spec.to_string()).unwrap();
-        let (o, sub) = job(&["submit", f.to_str().unwrap()], &d, buyer.path());
-        assert!(o.status.success(), "{}", stdout(&o));
-        let (code, st) = wait_final(sub["job"].as_str().unwrap(), &d, buyer.path());
+        let (_, code, st) = submit_and_wait(&spec, work.path(), &d, buyer.path());
         assert_eq!(code, Some(1), "{st}");
         assert!(st["reason"].as_str().unwrap().contains(says), "{st}");
     }
+}
+
+/// The API answer an llm job returned, fetched and decrypted with `job result`.
+fn llm_answer(id: &str, node: &Daemon, buyer: &Path) -> Value {
+    let out = tempfile::tempdir().unwrap();
+    let (o, _) = job(
+        &["result", id, "--out", out.path().to_str().unwrap()],
+        node,
+        buyer,
+    );
+    assert!(o.status.success(), "{}", stdout(&o));
+    serde_json::from_slice(&std::fs::read(out.path().join("response.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
+    let models = tempfile::tempdir().unwrap();
+    let tiny = models.path().join("a").join("tiny");
+    let other = models.path().join("b").join("tiny");
+    super::inference::make_tiny(&tiny, 7);
+    super::inference::make_tiny(&other, 8);
+    let (_h, honest) = super::inference::serve(&[&tiny], "");
+    let (_c, cheat) = super::inference::serve(&[&other], "");
+    let cfg = super::inference::executor_toml("cheat", &cheat)
+        + &super::inference::executor_toml("honest", &honest);
+    let (_n, d) = super::inference::serve(&[&tiny], &cfg);
+    let buyer = tempfile::tempdir().unwrap();
+    assert!(init(buyer.path(), &[]).status.success());
+    let work = tempfile::tempdir().unwrap();
+    let spec = serde_json::json!({"engine": "llm", "model": "tiny", "prompt": "hello",
+        "max_tokens": 8, "limits": {"tokens": 8}, "name": "llm-1"});
+    let (id, code, st) = submit_and_wait(&spec, work.path(), &d, buyer.path());
+    assert_eq!(code, Some(0), "{st}");
+    assert_eq!(st["metered"]["completion_tokens"], 8);
+    let answer = llm_answer(&id, &d, buyer.path());
+    // the accepted output is the honest node's greedy output
+    let solo = runtime().block_on(async {
+        post_json(
+            &http_client(),
+            &honest.url("/v1/completions"),
+            serde_json::json!({"model": "tiny",
+            "prompt": "hello", "max_tokens": 8, "temperature": 0}),
+        )
+        .await
+        .1
+    });
+    assert_eq!(answer["choices"][0]["text"], solo["choices"][0]["text"]);
+    let (_, receipt) = job(&["receipt", &id], &d, buyer.path());
+    assert!(
+        SchemaSet::embedded().validate_event(&receipt).unwrap(),
+        "{receipt}"
+    );
+    let c: Value = serde_json::from_str(receipt["content"].as_str().unwrap()).unwrap();
+    let v = &c["verdict"];
+    assert_eq!(
+        (v["mode"].as_str(), v["outcome"].as_str()),
+        (Some("quasi-deterministic"), Some("agree")),
+        "{v}"
+    );
+    assert_eq!(v["agreed_digest"], answer["fleetmesh"]["transcript_digest"]);
+    assert_eq!(v["quorum"], serde_json::json!({"n": 3, "k": 2}));
+    assert!(v["digests"].as_array().unwrap().len() >= 2, "{v}");
+    // schema-bounds: the answer fits the schema, the verdict says so
+    let schema = serde_json::json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"], "additionalProperties": false});
+    let spec = serde_json::json!({"engine": "llm", "model": "tiny", "prompt": "hello",
+        "max_tokens": 16, "limits": {"tokens": 16}, "output_schema": schema, "name": "llm-2"});
+    let (id, code, st) = submit_and_wait(&spec, work.path(), &d, buyer.path());
+    assert_eq!(code, Some(0), "{st}");
+    let answer = llm_answer(&id, &d, buyer.path());
+    let text = answer["choices"][0]["text"].as_str().unwrap();
+    let doc: Value = serde_json::from_str(text).unwrap();
+    assert!(jsonschema::is_valid(&schema, &doc), "{text}");
+    let (_, receipt) = job(&["receipt", &id], &d, buyer.path());
+    let c: Value = serde_json::from_str(receipt["content"].as_str().unwrap()).unwrap();
+    assert_eq!(c["verdict"]["mode"], "schema-bounds");
+    assert_eq!(c["verdict"]["valid"], true);
+    // more tokens than the ask allows: refused at submission
+    let file = work.path().join("llm-3.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({"engine": "llm", "model": "tiny", "prompt": "x",
+        "max_tokens": 64, "limits": {"tokens": 8}, "name": "llm-3"})
+        .to_string(),
+    )
+    .unwrap();
+    let (o, v) = job(&["submit", file.to_str().unwrap()], &d, buyer.path());
+    assert_eq!(o.status.code(), Some(2), "{v}");
+    assert_eq!(v["error"]["code"], "limit-exceeded");
 }
