@@ -14,6 +14,9 @@
 //! (the ask names it by the zkey's SHA-256; `circuit` may give the digest instead); the
 //! result holds `proof.json`, `public.json` and `verification_key.json`.
 //!
+//! A verify job: `{"engine": "groth16-verify", "vkey": "vk.json", "proof": "proof.json",
+//! "public": "public.json"}` (the ask names the key by the SHA-256 of its compact JSON).
+//!
 //! An llm job: `{"engine": "llm", "model": "tiny", "prompt": "hello", "max_tokens": 8,
 //! "limits": {"tokens": 8}}` (or `messages`) runs under the 2-of-3 quorum
 //! (`quasi-deterministic`, `quorum` default `{"n": 3, "k": 2}`); with `"output_schema"` (a
@@ -185,7 +188,16 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs();
     let expires = now + spec["expires_in"].as_u64().unwrap_or(600);
-    let limits = spec["limits"].clone();
+    // the ask's limits; without any, one for the engine's metered unit
+    let limits = if spec["limits"].as_object().is_some_and(|l| !l.is_empty()) {
+        spec["limits"].clone()
+    } else {
+        match engine {
+            "groth16-prove" | "groth16-verify" => json!({"proofs": 1}),
+            "llm" => json!({"tokens": what.params["max_tokens"].as_u64().unwrap_or(16)}),
+            _ => json!({"fuel": DEFAULT_FUEL}),
+        }
+    };
     let bid = if spec["bid"].is_null() {
         json!({"amount": 1, "unit": "msat"})
     } else {
@@ -322,6 +334,29 @@ impl JobParts {
                 spec,
             });
         }
+        if engine == "groth16-verify" {
+            let json_file = |key: &str| -> anyhow::Result<Value> {
+                let p = spec[key]
+                    .as_str()
+                    .with_context(|| format!("a verify job names its {key} file"))?;
+                serde_json::from_slice(
+                    &std::fs::read(base.join(p)).with_context(|| format!("{key}: reading {p}"))?,
+                )
+                .with_context(|| format!("{key}: not JSON"))
+            };
+            let vkey = json_file("vkey")?;
+            let circuit = hex::encode(Sha256::digest(vkey.to_string().as_bytes()));
+            let proofs = json!([{"proof": json_file("proof")?, "public": json_file("public")?}]);
+            return Ok(JobParts {
+                mode: "proof".into(),
+                engine,
+                input: Vec::new(),
+                params: json!({"vkey": vkey, "proofs": proofs}),
+                circuit: Some(circuit),
+                output_schema: None,
+                spec,
+            });
+        }
         let (params, circuit, mode) = if engine == "groth16-prove" {
             // the circuit by its zkey's digest (given, or computed from a local copy)
             let circuit = match (spec["circuit"].as_str(), read("zkey")?) {
@@ -368,7 +403,8 @@ impl JobParts {
             params: json!({"module": {"inline": b64().encode(&s.module)}, "args": s.args,
                            "files": files}),
             spec: json!({"name": s.name, "limits": limits}),
-            engine: "wasm".into(),
+            // compute-over-data: the data engine, run as a wasm task
+            engine: "data".into(),
             mode: "delivery".into(),
             input: Vec::new(),
             circuit: None,

@@ -45,6 +45,14 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// One job being run: its record, its ask, its opened job message, when it started.
+struct Run<'a> {
+    job: &'a JobRecord,
+    ask: &'a Ask,
+    msg: &'a Value,
+    started_at: u64,
+}
+
 /// The node's job service.
 pub struct JobService {
     store: JobStore,
@@ -179,15 +187,15 @@ impl JobService {
             }
         }
         let modes: &[&str] = match ask.engine.as_str() {
-            "wasm" => &["delivery"],
-            "groth16-prove" => &["proof"],
+            "wasm" | "data" => &["delivery"],
+            "groth16-prove" | "groth16-verify" => &["proof"],
             "llm" => &["quasi-deterministic", "schema-bounds"],
             other => {
                 return Err(refuse(
                     "unsupported-engine",
                     format!(
-                        "engine {other} does not run on this node yet (wasm, groth16-prove and \
-                         llm do)"
+                        "engine {other} does not run on this node (wasm, data, groth16-prove, \
+                         groth16-verify and llm do)"
                     ),
                 ));
             }
@@ -238,7 +246,9 @@ impl JobService {
                 ));
             }
         }
-        if ask.engine == "wasm" && job["limits"]["fuel"].as_u64().is_none() {
+        if (ask.engine == "wasm" || ask.engine == "data")
+            && job["limits"]["fuel"].as_u64().is_none()
+        {
             return Err(refuse("bad_request", "a wasm job needs limits.fuel"));
         }
         Ok(job)
@@ -270,9 +280,16 @@ impl JobService {
         let started_at = unix_now();
         let ask = Ask::parse(&job.ask, self.schemas, 0)?;
         let msg = self.open_job(&ask, &job.payload)?;
+        let run = Run {
+            job,
+            ask: &ask,
+            msg: &msg,
+            started_at,
+        };
         match ask.engine.as_str() {
-            "groth16-prove" => return self.run_prove(job, &ask, &msg, started_at),
-            "llm" => return self.run_llm(job, &ask, &msg, started_at),
+            "groth16-prove" => return self.run_prove(&run),
+            "groth16-verify" => return self.run_verify(&run),
+            "llm" => return self.run_llm(&run),
             _ => {}
         }
         // job data: inline bytes, or blobs of this node's Blossom store, in order
@@ -462,13 +479,8 @@ impl JobService {
     /// An `llm` job: `params` is an OpenAI completions (or chat, with `messages`) body for
     /// the ask's model, answered through the node's inference API under the ask's mode —
     /// the 2-of-3 quorum, or decoding constrained to the job's `output_schema`.
-    fn run_llm(
-        &self,
-        job: &JobRecord,
-        ask: &Ask,
-        msg: &Value,
-        started_at: u64,
-    ) -> Result<(), Refusal> {
+    fn run_llm(&self, r: &Run<'_>) -> Result<(), Refusal> {
+        let (job, ask, msg, started_at) = (r.job, r.ask, r.msg, r.started_at);
         let t = std::time::Instant::now();
         let mut body = msg["params"].clone();
         if !body.is_object() {
@@ -561,15 +573,71 @@ impl JobService {
         self.conclude(job, &done, &document, failure.as_deref())
     }
 
+    /// A `groth16-verify` job: `params.vkey` (snarkjs, its SHA-256 the ask's `circuit`)
+    /// and `params.proofs` (`[{"proof", "public"}]`), checked together; the job fails,
+    /// with a receipt saying `valid: false`, when any proof is invalid.
+    fn run_verify(&self, r: &Run<'_>) -> Result<(), Refusal> {
+        let (job, ask, msg, started_at) = (r.job, r.ask, r.msg, r.started_at);
+        use fleetmesh_prover::snarkjs::{check_public_count, parse_proof, parse_public, parse_vk};
+        let t = std::time::Instant::now();
+        let p = &msg["params"];
+        let vkey = p["vkey"].to_string();
+        let sha = |s: &str| hex::encode(Sha256::digest(s.as_bytes()));
+        if ask.content["circuit"].as_str() != Some(sha(&vkey).as_str()) {
+            return Err(refuse(
+                "mismatch",
+                "the job's vkey does not hash (SHA-256 of its compact JSON) to the ask's circuit",
+            ));
+        }
+        let vk = parse_vk(&p["vkey"]).map_err(|e| refuse("bad_request", format!("vkey: {e}")))?;
+        let pvk = fleetmesh_prover::PreparedVk::new(&vk);
+        let items = p["proofs"]
+            .as_array()
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| refuse("bad_request", "params.proofs must list {proof, public}"))?;
+        let mut results = Vec::with_capacity(items.len());
+        for (i, it) in items.iter().enumerate() {
+            let proof = parse_proof(&it["proof"])
+                .map_err(|e| refuse("bad_request", format!("proofs[{i}].proof: {e}")))?;
+            let public = parse_public(&it["public"])
+                .map_err(|e| refuse("bad_request", format!("proofs[{i}].public: {e}")))?;
+            check_public_count(&vk, &public)
+                .map_err(|e| refuse("bad_request", format!("proofs[{i}].public: {e}")))?;
+            let ok = fleetmesh_prover::verify(&pvk, &proof, &public)
+                .map_err(|e| refuse("internal", e.to_string()))?;
+            results.push(ok);
+        }
+        let valid = results.iter().all(|v| *v);
+        let document = json!({"status": "checked", "exit_code": 0, "stdout": "", "stderr": "",
+                              "files": {}, "valid": results})
+        .to_string();
+        let proofs: Vec<Value> = items.iter().map(|i| i["proof"].clone()).collect();
+        let publics: Vec<Value> = items.iter().map(|i| i["public"].clone()).collect();
+        let done = Finished {
+            output_digest: sha(&document),
+            metered: json!({"proofs": items.len(), "wall_ms": t.elapsed().as_millis() as u64}),
+            verdict: json!({
+                "mode": "proof",
+                "valid": valid,
+                "vkey_digest": sha(&vkey),
+                "public_inputs_digest": sha(&Value::from(publics).to_string()),
+                "proof_digest": sha(&Value::from(proofs).to_string()),
+                "batch_size": items.len(),
+            }),
+            started_at,
+            finished_at: unix_now(),
+        };
+        let failure = (!valid).then(|| {
+            let bad: Vec<usize> = (0..results.len()).filter(|i| !results[*i]).collect();
+            format!("invalid proofs: {bad:?}")
+        });
+        self.conclude(job, &done, &document, failure.as_deref())
+    }
+
     /// A `groth16-prove` job: the installed circuit whose zkey has the ask's digest, the
     /// job's `params.input` (or `params.witness`), a proof checked before it is claimed.
-    fn run_prove(
-        &self,
-        job: &JobRecord,
-        ask: &Ask,
-        msg: &Value,
-        started_at: u64,
-    ) -> Result<(), Refusal> {
+    fn run_prove(&self, r: &Run<'_>) -> Result<(), Refusal> {
+        let (job, ask, msg, started_at) = (r.job, r.ask, r.msg, r.started_at);
         let digest = ask.content["circuit"].as_str().unwrap_or_default();
         let name = self.prover.circuit_by_digest(digest).ok_or_else(|| {
             refuse(

@@ -56,6 +56,21 @@ fn wait_final(id: &str, node: &Daemon, buyer: &Path) -> (Option<i32>, Value) {
     }
 }
 
+/// `job receipt ID`: the receipt event, checked — a BIP-340 signature the `nostr` crate
+/// accepts, valid under the protocol's kind-30811 schema — and its parsed content.
+fn receipt_of(id: &str, node: &Daemon, buyer: &Path) -> (Value, Value) {
+    use nostr::JsonUtil as _;
+    let (o, r) = job(&["receipt", id], node, buyer);
+    assert!(o.status.success(), "{r}");
+    nostr::Event::from_json(r.to_string())
+        .unwrap()
+        .verify()
+        .unwrap();
+    assert!(SchemaSet::embedded().validate_event(&r).unwrap(), "{r}");
+    let content = serde_json::from_str(r["content"].as_str().unwrap()).unwrap();
+    (r, content)
+}
+
 /// Writes `spec` as `<name>.json` in `work`, submits it and waits for the job to finish:
 /// the job id, the status command's exit code and the state.
 fn submit_and_wait(
@@ -177,8 +192,7 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
         (Some("failed"), Some("out-of-fuel"))
     );
     assert_eq!(st["metered"]["fuel"], 20_000);
-    let (_, r) = job(&["receipt", &spin_id], &d, buyer.path());
-    let c: Value = serde_json::from_str(r["content"].as_str().unwrap()).unwrap();
+    let (_, c) = receipt_of(&spin_id, &d, buyer.path());
     assert_eq!(c["verdict"]["delivered"], false);
 
     // with fuel to spare, the wall clock stops it; memory past the limit ends it too
@@ -396,8 +410,7 @@ fn groth16_prove_jobs_return_a_proof_that_proof_verify_accepts() {
     ]);
     assert!(v.status.success(), "{}", stdout(&v));
     // the receipt's verdict names that proof, public input and key by digest
-    let (_, receipt) = job(&["receipt", &id], &d, buyer.path());
-    let c: Value = serde_json::from_str(receipt["content"].as_str().unwrap()).unwrap();
+    let (receipt, c) = receipt_of(&id, &d, buyer.path());
     let sha = |n: &str| {
         hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
             std::fs::read(out.path().join(n)).unwrap(),
@@ -410,6 +423,39 @@ fn groth16_prove_jobs_return_a_proof_that_proof_verify_accepts() {
     assert_eq!(c["verdict"]["vkey_digest"], sha("verification_key.json"));
     assert_eq!(c["verdict"], res["verdict"]);
     assert!(SchemaSet::embedded().validate_event(&receipt).unwrap());
+    // a verify job: the proof the prove job returned checks out; a wrong public input not
+    let f = |n: &str| out.path().join(n);
+    let verify = serde_json::json!({"engine": "groth16-verify", "vkey": f("verification_key.json"),
+        "proof": f("proof.json"), "public": f("public.json"), "name": "verify-1"});
+    let (vid, code, st) = submit_and_wait(&verify, work.path(), &d, buyer.path());
+    assert_eq!(code, Some(0), "{st}");
+    assert_eq!(st["metered"]["proofs"], 1);
+    let (_, c) = receipt_of(&vid, &d, buyer.path());
+    assert_eq!(
+        (c["engine"].as_str(), c["verdict"]["valid"].as_bool()),
+        (Some("groth16-verify"), Some(true))
+    );
+    let mut wrong: Value =
+        serde_json::from_slice(&std::fs::read(f("public.json")).unwrap()).unwrap();
+    wrong[0] = Value::from("12345");
+    std::fs::write(work.path().join("wrong_public.json"), wrong.to_string()).unwrap();
+    let mut bad = verify.clone();
+    bad["public"] = work
+        .path()
+        .join("wrong_public.json")
+        .to_str()
+        .unwrap()
+        .into();
+    bad["name"] = "verify-2".into();
+    let (vid, code, st) = submit_and_wait(&bad, work.path(), &d, buyer.path());
+    assert_eq!(
+        (code, st["reason"].as_str()),
+        (Some(1), Some("invalid proofs: [0]")),
+        "{st}"
+    );
+    let (_, c) = receipt_of(&vid, &d, buyer.path());
+    assert_eq!(c["verdict"]["valid"], false);
+
     // an input the circuit rejects, and a circuit the node lacks: failed, with the reason
     std::fs::write(work.path().join("bad.json"), r#"{"a": "x"}"#).unwrap();
     for (name, extra, says) in [
@@ -480,12 +526,7 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
         .1
     });
     assert_eq!(answer["choices"][0]["text"], solo["choices"][0]["text"]);
-    let (_, receipt) = job(&["receipt", &id], &d, buyer.path());
-    assert!(
-        SchemaSet::embedded().validate_event(&receipt).unwrap(),
-        "{receipt}"
-    );
-    let c: Value = serde_json::from_str(receipt["content"].as_str().unwrap()).unwrap();
+    let (_, c) = receipt_of(&id, &d, buyer.path());
     let v = &c["verdict"];
     assert_eq!(
         (v["mode"].as_str(), v["outcome"].as_str()),
@@ -506,8 +547,7 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
     let text = answer["choices"][0]["text"].as_str().unwrap();
     let doc: Value = serde_json::from_str(text).unwrap();
     assert!(jsonschema::is_valid(&schema, &doc), "{text}");
-    let (_, receipt) = job(&["receipt", &id], &d, buyer.path());
-    let c: Value = serde_json::from_str(receipt["content"].as_str().unwrap()).unwrap();
+    let (_, c) = receipt_of(&id, &d, buyer.path());
     assert_eq!(c["verdict"]["mode"], "schema-bounds");
     assert_eq!(c["verdict"]["valid"], true);
     // more tokens than the ask allows: refused at submission
