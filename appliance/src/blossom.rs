@@ -127,6 +127,33 @@ impl Blossom {
             .flatten()
     }
 
+    /// Stores `bytes` as a blob claimed by `owner` (the node's own outputs); its hash.
+    ///
+    /// # Errors
+    /// The file or the index cannot be written.
+    pub fn put(&self, bytes: &[u8], media: &str, owner: &str) -> std::io::Result<String> {
+        let hash = hex::encode(Sha256::digest(bytes));
+        let path = self.dir.join(&hash);
+        if !path.exists() {
+            let tmp = self.dir.join(format!("{hash}.part"));
+            std::fs::write(&tmp, bytes)?;
+            std::fs::rename(&tmp, &path)?;
+        }
+        let db = self.db();
+        db.execute(
+            "INSERT OR IGNORE INTO blobs (sha256, size, type, uploaded) VALUES (?1, ?2, ?3, ?4)",
+            params![hash, bytes.len() as i64, media, unix_now() as i64],
+        )
+        .and_then(|_| {
+            db.execute(
+                "INSERT OR IGNORE INTO owners (sha256, pubkey) VALUES (?1, ?2)",
+                params![hash, owner],
+            )
+        })
+        .map_err(std::io::Error::other)?;
+        Ok(hash)
+    }
+
     /// Bytes of blob `hash`, if stored.
     pub fn get(&self, hash: &str) -> Option<Vec<u8>> {
         std::fs::read(self.dir.join(hash)).ok()
@@ -278,30 +305,8 @@ pub async fn upload(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/octet-stream")
         .to_string();
-    // the bytes first (written under a temporary name, then renamed), then the index
-    let path = s.dir.join(&hash);
-    if !path.exists() {
-        let tmp = s.dir.join(format!("{hash}.part"));
-        if let Err(e) = std::fs::write(&tmp, &body).and_then(|()| std::fs::rename(&tmp, &path)) {
-            return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string());
-        }
-    }
-    {
-        let db = s.db();
-        let stored = db
-            .execute(
-                "INSERT OR IGNORE INTO blobs (sha256, size, type, uploaded) VALUES (?1, ?2, ?3, ?4)",
-                params![hash, body.len() as i64, media, unix_now() as i64],
-            )
-            .and_then(|_| {
-                db.execute(
-                    "INSERT OR IGNORE INTO owners (sha256, pubkey) VALUES (?1, ?2)",
-                    params![hash, owner],
-                )
-            });
-        if let Err(e) = stored {
-            return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string());
-        }
+    if let Err(e) = s.put(&body, &media, &owner) {
+        return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string());
     }
     match s.descriptor(&base_url(&headers), &hash) {
         Some(d) => axum::Json(d).into_response(),

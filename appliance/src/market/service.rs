@@ -466,6 +466,15 @@ impl JobService {
             .map_err(|e| refuse("internal", e.to_string()))?;
         let sealed = nip44::encrypt(&key, result.to_string().as_bytes())
             .map_err(|e| refuse("internal", e.to_string()))?;
+        // the sealed result is also a blob of the node's Blossom store: content-addressed,
+        // readable by anyone, openable by the buyer only
+        if let Err(e) = self.blobs.put(
+            sealed.as_bytes(),
+            "application/nip44",
+            &self.keys.nostr_pubkey_hex(),
+        ) {
+            tracing::warn!(job = %job.id, %e, "storing the result blob");
+        }
         self.store.finish(
             &job.id,
             failure,
@@ -743,7 +752,11 @@ pub async fn result(State(s): State<Arc<JobService>>, UrlPath(id): UrlPath<Strin
     match lookup(&s, &id) {
         Ok(JobRecord {
             result: Some(r), ..
-        }) => axum::Json(json!({"job": id, "payload": r})).into_response(),
+        }) => {
+            let blob =
+                json!({"sha256": hex::encode(Sha256::digest(r.as_bytes())), "size": r.len()});
+            axum::Json(json!({"job": id, "payload": r, "blob": blob})).into_response()
+        }
         Ok(j) => api_error(
             StatusCode::CONFLICT,
             "not_finished",

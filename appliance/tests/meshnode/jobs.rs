@@ -135,6 +135,29 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
         "HELLO, MARKET"
     );
     assert_eq!(res["verdict"]["delivered"], true);
+    // the sealed result is a content-addressed blob on the node's Blossom store too
+    runtime().block_on(async {
+        let http = http_client();
+        let r: Value = http
+            .get(d.url(&format!("/v1/jobs/{id}/result")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let hash = r["blob"]["sha256"].as_str().unwrap();
+        let blob = http
+            .get(d.url(&format!("/{hash}")))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(blob, r["payload"].as_str().unwrap());
+        assert_eq!(r["blob"]["size"], blob.len());
+    });
     // the receipt: signed by the node, valid under the protocol, on its relay, blinded
     let (o, receipt) = job(&["receipt", &id], &d, buyer.path());
     assert!(o.status.success());
