@@ -30,14 +30,6 @@ pub(crate) fn auth(keys: &NodeKeys, verb: &str, hash: &str, expires_in: i64) -> 
     )
 }
 
-async fn status(http: &reqwest::Client, url: String) -> u16 {
-    http.get(url).send().await.unwrap().status().as_u16()
-}
-
-async fn get_json(http: &reqwest::Client, url: String) -> Value {
-    http.get(url).send().await.unwrap().json().await.unwrap()
-}
-
 #[test]
 fn blobs_are_stored_by_hash_served_counted_and_deleted_by_their_uploader() {
     let (_node, d) = super::inference::serve(&[], "");

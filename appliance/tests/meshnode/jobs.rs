@@ -138,14 +138,7 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
     // the sealed result is a content-addressed blob on the node's Blossom store too
     runtime().block_on(async {
         let http = http_client();
-        let r: Value = http
-            .get(d.url(&format!("/v1/jobs/{id}/result")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let r = get_json(&http, d.url(&format!("/v1/jobs/{id}/result"))).await;
         let hash = r["blob"]["sha256"].as_str().unwrap();
         let blob = http
             .get(d.url(&format!("/{hash}")))

@@ -184,6 +184,16 @@ async fn req_events(url: &str, filter: Value) -> Vec<Value> {
     }
 }
 
+/// GETs `url`: the status code.
+async fn status(http: &reqwest::Client, url: String) -> u16 {
+    http.get(url).send().await.unwrap().status().as_u16()
+}
+
+/// GETs `url`: the JSON body.
+async fn get_json(http: &reqwest::Client, url: String) -> Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 /// POSTs `body` as JSON text; the status and the JSON answer.
 async fn post_json(http: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {
     let r = http.post(url).body(body.to_string()).send().await.unwrap();
