@@ -224,6 +224,7 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
                 }
             }
             if engine == "llm" && mode == "quasi-deterministic" && spec["quorum"].is_null() {
+                // the protocol's default quorum
                 c["quorum"] = json!({"n": 3, "k": 2});
             }
             if let Some(schema) = &what.output_schema {

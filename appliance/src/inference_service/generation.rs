@@ -145,14 +145,10 @@ pub(super) fn generate_attested(
 ) -> Result<Vec<Generated>, Failure> {
     use fleetmesh_inference::tee;
     // no generation is spent on a host that cannot attest it
-    if !std::path::Path::new(tee::TSM_REPORT_DIR).is_dir() {
+    if let Err(e) = tee::tsm_available() {
         return Err(Failure {
             status: StatusCode::NOT_IMPLEMENTED,
-            message: format!(
-                "this host cannot produce TEE evidence: {} does not exist (no SEV-SNP guest \
-                 with configfs-tsm)",
-                tee::TSM_REPORT_DIR
-            ),
+            message: e.to_string(),
             param: Some("verification"),
             code: Some("tee_unavailable"),
             extra: None,

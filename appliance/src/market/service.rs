@@ -189,7 +189,7 @@ impl JobService {
         let modes: &[&str] = match ask.engine.as_str() {
             "wasm" | "data" => &["delivery"],
             "groth16-prove" | "groth16-verify" => &["proof"],
-            "llm" => &["quasi-deterministic", "schema-bounds"],
+            "llm" => &["quasi-deterministic", "schema-bounds", "tee-attestation"],
             other => {
                 return Err(refuse(
                     "unsupported-engine",
@@ -490,6 +490,9 @@ impl JobService {
     /// the 2-of-3 quorum, or decoding constrained to the job's `output_schema`.
     fn run_llm(&self, r: &Run<'_>) -> Result<(), Refusal> {
         let (job, ask, msg, started_at) = (r.job, r.ask, r.msg, r.started_at);
+        if ask.mode == "tee-attestation" {
+            return self.run_llm_attested(r);
+        }
         let t = std::time::Instant::now();
         let mut body = msg["params"].clone();
         if !body.is_object() {
@@ -580,6 +583,65 @@ impl JobService {
             finished_at: unix_now(),
         };
         self.conclude(job, &done, &document, failure.as_deref())
+    }
+
+    /// An `llm` job in `tee-attestation` mode: generated here, then this host's SEV-SNP
+    /// report over the protocol's nonce — SHA-256(blinded job id ‖ output digest) in the
+    /// first half of REPORT_DATA — is stored as a blob named by the verdict's
+    /// `report_digest`. A host without configfs-tsm fails the job before generating.
+    fn run_llm_attested(&self, r: &Run<'_>) -> Result<(), Refusal> {
+        use fleetmesh_inference::tee;
+        let (job, ask, msg) = (r.job, r.ask, r.msg);
+        tee::tsm_available().map_err(|e| refuse("tee_unavailable", e.to_string()))?;
+        let t = std::time::Instant::now();
+        let mut body = msg["params"].clone();
+        body["model"] = ask.content["model"].clone();
+        body["verification"] = json!("none");
+        body["stream"] = json!(false);
+        body["temperature"] = json!(0);
+        let answer = crate::inference_service::answer_blocking(&self.inference, &body)
+            .map_err(|(code, m, _)| refuse("bad_request", format!("{code}: {m}")))?;
+        let document = answer.to_string();
+        let output_digest = Sha256::digest(document.as_bytes());
+        let blinded =
+            super::receipt::blinded_job_id(&self.keys.nostr().secret_key(), &job.buyer, &job.id)?;
+        let mut h = Sha256::new();
+        h.update(hex::decode(&blinded).unwrap_or_default());
+        h.update(output_digest);
+        let nonce: [u8; 32] = h.finalize().into();
+        let mut report_data = [0u8; 64];
+        report_data[..32].copy_from_slice(&nonce);
+        let got =
+            tee::collect_report(&report_data).map_err(|e| refuse("tee_failed", e.to_string()))?;
+        let parsed = tee::snp::Report::parse(&got.report)
+            .map_err(|e| refuse("tee_failed", e.to_string()))?;
+        let report_digest = self
+            .blobs
+            .put(
+                &got.report,
+                "application/octet-stream",
+                &self.keys.nostr_pubkey_hex(),
+            )
+            .map_err(|e| refuse("internal", e.to_string()))?;
+        let done = Finished {
+            output_digest: hex::encode(output_digest),
+            metered: json!({
+                "prompt_tokens": answer["usage"]["prompt_tokens"],
+                "completion_tokens": answer["usage"]["completion_tokens"],
+                "wall_ms": t.elapsed().as_millis() as u64,
+            }),
+            verdict: json!({
+                "mode": "tee-attestation",
+                "bound": true,
+                "platform": "amd-sev-snp",
+                "report_digest": report_digest,
+                "measurement": hex::encode(parsed.measurement),
+                "nonce": hex::encode(nonce),
+            }),
+            started_at: r.started_at,
+            finished_at: unix_now(),
+        };
+        self.conclude(job, &done, &document, None)
     }
 
     /// A `groth16-verify` job: `params.vkey` (snarkjs, its SHA-256 the ask's `circuit`)

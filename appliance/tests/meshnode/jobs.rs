@@ -566,6 +566,25 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
     let (_, c) = receipt_of(&id, &d, buyer.path());
     assert_eq!(c["verdict"]["mode"], "schema-bounds");
     assert_eq!(c["verdict"]["valid"], true);
+    // tee-attestation: bound to this host's SEV-SNP report, or failed saying why not
+    let spec = serde_json::json!({"engine": "llm", "model": "tiny", "prompt": "hello",
+        "max_tokens": 8, "limits": {"tokens": 8}, "mode": "tee-attestation", "name": "llm-tee"});
+    let (id, code, st) = submit_and_wait(&spec, work.path(), &d, buyer.path());
+    if std::path::Path::new("/sys/kernel/config/tsm/report").is_dir() {
+        assert_eq!(code, Some(0), "{st}");
+        let (_, c) = receipt_of(&id, &d, buyer.path());
+        assert_eq!(c["verdict"]["bound"], true);
+    } else {
+        assert_eq!(code, Some(1), "{st}");
+        assert!(
+            st["reason"]
+                .as_str()
+                .unwrap()
+                .contains("cannot produce TEE evidence"),
+            "{st}"
+        );
+    }
+
     // more tokens than the ask allows: refused at submission
     let file = work.path().join("llm-3.json");
     std::fs::write(

@@ -99,6 +99,26 @@ pub fn collect_report(report_data: &[u8; 64]) -> crate::Result<Collected> {
     collect_report_in(std::path::Path::new(TSM_REPORT_DIR), report_data)
 }
 
+/// Whether this host can produce SEV-SNP evidence (configfs-tsm is there): check before
+/// spending work that must be attested.
+///
+/// # Errors
+/// [`crate::Error::Request`] saying why not.
+pub fn tsm_available() -> crate::Result<()> {
+    tsm_available_in(std::path::Path::new(TSM_REPORT_DIR))
+}
+
+fn tsm_available_in(dir: &std::path::Path) -> crate::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(crate::Error::Request(format!(
+        "this host cannot produce TEE evidence: {} does not exist (no SEV-SNP guest with \
+         configfs-tsm)",
+        dir.display()
+    )))
+}
+
 /// PEM text of a DER certificate.
 pub fn to_pem(der: &[u8]) -> String {
     use base64::Engine as _;
@@ -120,13 +140,7 @@ pub fn collect_report_in(
     dir: &std::path::Path,
     report_data: &[u8; 64],
 ) -> crate::Result<Collected> {
-    if !dir.is_dir() {
-        return Err(crate::Error::Request(format!(
-            "this host cannot produce TEE evidence: {} does not exist (no SEV-SNP guest with \
-             configfs-tsm)",
-            dir.display()
-        )));
-    }
+    tsm_available_in(dir)?;
     // one report at a time, each in its own entry
     static TURN: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
     let mut n = TURN
