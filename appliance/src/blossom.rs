@@ -12,7 +12,8 @@
 //!   removes the signer's claim, and the blob once nobody claims it.
 //! - `GET /list/<pubkey>`: the descriptors of the blobs a key uploaded.
 //!
-//! Errors carry BUD-01's `X-Reason` header and a JSON body with a code.
+//! Errors carry BUD-01's `X-Reason` header and a JSON body with a code; every response
+//! allows any origin, and `OPTIONS` answers the CORS preflight.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -229,6 +230,26 @@ fn base_url(headers: &HeaderMap) -> String {
         .and_then(|h| h.to_str().ok())
         .unwrap_or("localhost");
     format!("http://{host}")
+}
+
+/// BUD-01: every response carries `Access-Control-Allow-Origin: *` (browser clients).
+pub async fn cors(mut r: Response) -> Response {
+    r.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    r
+}
+
+/// BUD-01: the preflight answer for the blob routes.
+pub async fn preflight() -> Response {
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    crate::server::cors(r.headers_mut(), "GET, HEAD, PUT, DELETE, OPTIONS");
+    r.headers_mut().insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
+    );
+    r
 }
 
 /// `GET /<sha256>` and `HEAD /<sha256>`.

@@ -154,14 +154,18 @@ pub fn router(
         .route(
             "/upload",
             axum::routing::put(crate::blossom::upload)
+                .options(crate::blossom::preflight)
                 .layer(axum::extract::DefaultBodyLimit::max(
                     crate::blossom::MAX_BLOB,
                 ))
+                .layer(axum::middleware::map_response(crate::blossom::cors))
                 .with_state(blobs.clone()),
         )
         .route(
             "/list/{pubkey}",
-            get(crate::blossom::list).with_state(blobs.clone()),
+            get(crate::blossom::list)
+                .layer(axum::middleware::map_response(crate::blossom::cors))
+                .with_state(blobs.clone()),
         )
         .route(
             "/v1/blobs/served",
@@ -172,24 +176,28 @@ pub fn router(
             get(crate::blossom::get_blob)
                 .head(crate::blossom::get_blob)
                 .delete(crate::blossom::delete)
+                .options(crate::blossom::preflight)
+                .layer(axum::middleware::map_response(crate::blossom::cors))
                 .with_state(blobs),
         )
         .fallback(not_found)
         .with_state(state))
 }
 
-fn cors(headers: &mut HeaderMap) {
+/// CORS headers allowing any origin and any header (Authorization named, as browsers
+/// do not count it under `*`), for `methods`.
+pub(crate) fn cors(headers: &mut HeaderMap, methods: &'static str) {
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
     );
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static("*"),
+        HeaderValue::from_static("Authorization, *"),
     );
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("GET, OPTIONS"),
+        HeaderValue::from_static(methods),
     );
 }
 
@@ -213,7 +221,7 @@ async fn root(
             state.nip11.clone(),
         )
             .into_response();
-        cors(response.headers_mut());
+        cors(response.headers_mut(), "GET, OPTIONS");
         response
     } else {
         format!(
@@ -226,7 +234,7 @@ async fn root(
 
 async fn preflight() -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
-    cors(response.headers_mut());
+    cors(response.headers_mut(), "GET, OPTIONS");
     response
 }
 

@@ -84,6 +84,21 @@ fn blobs_are_stored_by_hash_served_counted_and_deleted_by_their_uploader() {
             assert_eq!(r.headers()["content-type"], "text/plain");
             assert_eq!(r.bytes().await.unwrap().to_vec(), body);
         }
+        // CORS (BUD-01): any origin, and the preflight
+        let r = http.get(d.url(&format!("/{hash}"))).send().await.unwrap();
+        assert_eq!(r.headers()["access-control-allow-origin"], "*");
+        let r = http
+            .request(reqwest::Method::OPTIONS, d.url("/upload"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 204);
+        assert!(
+            r.headers()["access-control-allow-methods"]
+                .to_str()
+                .unwrap()
+                .contains("PUT")
+        );
         let r = http.head(d.url(&format!("/{hash}"))).send().await.unwrap();
         assert_eq!(
             r.headers()["content-length"],
@@ -97,7 +112,8 @@ fn blobs_are_stored_by_hash_served_counted_and_deleted_by_their_uploader() {
         assert_eq!(r.status().as_u16(), 404);
         // bytes served, per peer
         let served = get_json(&http, d.url("/v1/blobs/served")).await;
-        assert_eq!(served["bytes_served"]["127.0.0.1"], 2 * body.len());
+        // three full reads above (HEAD sends no body)
+        assert_eq!(served["bytes_served"]["127.0.0.1"], 3 * body.len());
         // listing
         let listed = get_json(&http, d.url(&format!("/list/{}", alice.nostr_pubkey_hex()))).await;
         assert_eq!(listed[0]["sha256"], hash.as_str());
