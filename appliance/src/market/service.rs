@@ -119,7 +119,19 @@ impl JobService {
             .spawn(move || {
                 while let Ok(id) = rx.recv() {
                     let Some(svc) = weak.upgrade() else { return };
-                    svc.execute(&id);
+                    // a panic in an engine fails its job, not the worker
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        svc.execute(&id);
+                    }));
+                    if ran.is_err() {
+                        tracing::error!(job = %id, "the job's engine panicked");
+                        let _ = svc.store.transition(
+                            &id,
+                            JobState::Failed,
+                            Some("internal: the engine panicked"),
+                            unix_now(),
+                        );
+                    }
                 }
             })?;
         let weak = Arc::downgrade(&svc);
