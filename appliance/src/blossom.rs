@@ -27,6 +27,8 @@ use base64::Engine as _;
 use fleetmesh_relay::Event;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
+
+use crate::node::unix_now;
 use sha2::{Digest, Sha256};
 
 /// The blob directory and its index, in the node directory.
@@ -48,12 +50,6 @@ impl std::fmt::Debug for Blossom {
             .field("dir", &self.dir)
             .finish_non_exhaustive()
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 fn fail(status: StatusCode, code: &str, reason: impl Into<String>) -> Response {

@@ -184,9 +184,7 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
         &digest,
         32,
     )?);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs();
+    let now = crate::node::unix_now();
     let expires = now + spec["expires_in"].as_u64().unwrap_or(600);
     // the ask's limits; without any, one for the engine's metered unit
     let limits = if spec["limits"].as_object().is_some_and(|l| !l.is_empty()) {

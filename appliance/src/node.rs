@@ -51,7 +51,8 @@ pub fn default_home() -> anyhow::Result<PathBuf> {
         .context("no platform data directory; set MESHNODE_HOME")
 }
 
-fn now() -> u64 {
+/// Now, in Unix seconds (0 before 1970).
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -139,7 +140,7 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
     std::fs::write(dir.join(config::FILE), config.to_toml())
         .with_context(|| format!("writing {}", config::FILE))?;
 
-    let descriptor = descriptor(&keys, &config, now())?;
+    let descriptor = descriptor(&keys, &config, unix_now())?;
     let mut store = Store::create(&dir.join(DB_FILE))?;
     store.set_meta(META_PUBKEY, &keys.nostr_pubkey_hex())?;
     store.insert_event(&descriptor)?;
@@ -242,7 +243,7 @@ impl Node {
         // (a replaceable event with an older created_at would be refused).
         let created_at = stored
             .as_ref()
-            .map_or(now(), |e| now().max(e.created_at + 1));
+            .map_or(unix_now(), |e| unix_now().max(e.created_at + 1));
         let event = descriptor(&self.keys, &self.config, created_at)?;
         let outcome = self.store.insert_event(&event)?;
         if outcome != fleetmesh_relay::store::InsertOutcome::Stored {

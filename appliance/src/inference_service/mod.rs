@@ -47,11 +47,12 @@ mod render;
 mod request;
 mod stream;
 
+use crate::node::unix_now;
 use generation::{
     cut, generate_attested, generate_bounded, generate_local, generate_quorum, schema_verdict,
     stopped,
 };
-use render::{render, unix_now};
+use render::render;
 use request::{Api, Params, parse, rand_seed};
 use stream::stream;
 

@@ -2,12 +2,6 @@
 
 use super::*;
 
-pub(super) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// A token's text as the response shows it.
 fn token_text(m: &Served, p: &Params, id: u32) -> String {
     if p.as_token_ids {

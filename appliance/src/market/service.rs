@@ -22,6 +22,8 @@ use fleetmesh_relay::face::Relay;
 use fleetmesh_relay::{NodeKeys, nip44};
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
+
+use crate::node::unix_now;
 use sha2::{Digest, Sha256};
 
 use super::ask::Ask;
@@ -37,12 +39,6 @@ pub const JOBS_DIR: &str = "jobs";
 
 fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// One job being run: its record, its ask, its opened job message, when it started.
