@@ -1,290 +1,28 @@
-//! Jobs on the node: `POST /v1/jobs` (a signed ask and its compute/1.0 job message,
-//! NIP-44 encrypted to this node), `GET /v1/jobs/{id}` (the state),
-//! `GET /v1/jobs/{id}/result` (the compute/1.0 result, encrypted to the buyer) and
-//! `GET /v1/jobs/{id}/receipt` (the signed kind 30811 receipt, also published on the
-//! node's relay).
+//! The engines a job runs on: `wasm` and `data` (WASI under `fleetmesh-wasi`),
+//! `groth16-prove` and `groth16-verify` (the node's prover and verifier), `llm` (the
+//! node's inference API under the ask's mode). Each ends in [`JobService::conclude`].
 //!
-//! Jobs run one at a time on a worker thread, off the async runtime. The `wasm` engine in
-//! `delivery` mode is what runs today: `params.module` is the WASI command, `input` its
-//! stdin (job data inline, or blob references into this node's Blossom store) and `/inputs/input`, `params.files` (name → base64) more
-//! files under `/inputs`, `params.args` its arguments, `limits` at most the ask's; the output
-//! is a JSON document (exit code, stdout, stderr, the files the module wrote to
-//! `/outputs`, and the delivery preimage) whose SHA-256 is the receipt's output digest.
+//! A `wasm` (or `data`) job: `params.module` is the WASI command, `input` its stdin and
+//! `/inputs/input` (job data inline, or blob references into this node's Blossom store),
+//! `params.files` (name → base64) more files under `/inputs`, `params.args` its
+//! arguments, `limits` at most the ask's; the output is a JSON document (status, exit
+//! code, stdout, stderr, the files the module wrote to `/outputs`, the delivery preimage)
+//! whose SHA-256 is the receipt's output digest.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-
-use axum::extract::{Path as UrlPath, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use fleetmesh_relay::face::Relay;
-use fleetmesh_relay::{NodeKeys, nip44};
-use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
-
-use crate::node::unix_now;
 use sha2::{Digest, Sha256};
 
-use super::ask::Ask;
-use super::jobs::{JobRecord, JobStore, State as JobState};
-use super::receipt::{Finished, sign_receipt};
-use super::{Refusal, refuse};
-use crate::server::api_error;
-
-/// The job store file, in the node directory.
-pub const JOBS_DB: &str = "jobs.sqlite";
-/// Where jobs' input and output directories live, in the node directory.
-pub const JOBS_DIR: &str = "jobs";
-
-fn b64() -> base64::engine::GeneralPurpose {
-    base64::engine::general_purpose::STANDARD
-}
-
-/// One job being run: its record, its ask, its opened job message, when it started.
-struct Run<'a> {
-    job: &'a JobRecord,
-    ask: &'a Ask,
-    msg: &'a Value,
-    started_at: u64,
-}
-
-/// The node's job service.
-pub struct JobService {
-    store: JobStore,
-    keys: NodeKeys,
-    schemas: &'static SchemaSet,
-    relay: Arc<Relay>,
-    wasi: fleetmesh_wasi::Runtime,
-    dir: PathBuf,
-    blobs: Arc<crate::blossom::Blossom>,
-    prover: Arc<crate::prove_service::ProveService>,
-    inference: Arc<crate::inference_service::InferenceService>,
-    queue: Mutex<std::sync::mpsc::Sender<String>>,
-    runtime: tokio::runtime::Handle,
-}
-
-impl std::fmt::Debug for JobService {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JobService")
-            .field("dir", &self.dir)
-            .finish_non_exhaustive()
-    }
-}
+use super::{JobService, Run, b64};
+use crate::market::ask::Ask;
+use crate::market::jobs::JobRecord;
+use crate::market::receipt::Finished;
+use crate::market::{Refusal, refuse};
+use crate::node::unix_now;
 
 impl JobService {
-    /// Opens the job store of the node in `node_dir`, starts the worker (which first takes
-    /// the jobs left accepted) and the expiry sweep. Call from inside the runtime.
-    ///
-    /// # Errors
-    /// The store or the keys cannot be opened, or the WASI engine cannot start.
-    pub fn start(
-        node_dir: &std::path::Path,
-        relay: Arc<Relay>,
-        blobs: Arc<crate::blossom::Blossom>,
-        prover: Arc<crate::prove_service::ProveService>,
-        inference: Arc<crate::inference_service::InferenceService>,
-    ) -> anyhow::Result<Arc<JobService>> {
-        let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let pending: Vec<String> = store
-            .in_state(JobState::Accepted)?
-            .into_iter()
-            .map(|j| j.id)
-            .collect();
-        let svc = Arc::new(JobService {
-            store,
-            keys: NodeKeys::load(&node_dir.join(crate::node::KEYS_DIR))?,
-            schemas: SchemaSet::embedded(),
-            relay,
-            wasi: fleetmesh_wasi::Runtime::new(&fleetmesh_wasi::RuntimeConfig::default())?,
-            dir: node_dir.join(JOBS_DIR),
-            blobs,
-            prover,
-            inference,
-            queue: Mutex::new(tx.clone()),
-            runtime: tokio::runtime::Handle::current(),
-        });
-        for id in pending {
-            let _ = tx.send(id);
-        }
-        // the worker holds a weak handle: the service ends with the router
-        let weak = Arc::downgrade(&svc);
-        std::thread::Builder::new()
-            .name("fleetmesh-jobs".into())
-            .spawn(move || {
-                while let Ok(id) = rx.recv() {
-                    let Some(svc) = weak.upgrade() else { return };
-                    // a panic in an engine fails its job, not the worker
-                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        svc.execute(&id);
-                    }));
-                    if ran.is_err() {
-                        tracing::error!(job = %id, "the job's engine panicked");
-                        let _ = svc.store.transition(
-                            &id,
-                            JobState::Failed,
-                            Some("internal: the engine panicked"),
-                            unix_now(),
-                        );
-                    }
-                }
-            })?;
-        let weak = Arc::downgrade(&svc);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
-            loop {
-                tick.tick().await;
-                let Some(svc) = weak.upgrade() else { return };
-                match svc.store.expire_due(unix_now()) {
-                    Ok(ids) if !ids.is_empty() => tracing::info!(?ids, "jobs expired"),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(%e, "expiring jobs"),
-                }
-            }
-        });
-        Ok(svc)
-    }
-
-    /// Checks and records a submission: the ask, then the job message it carries.
-    fn submit(&self, body: &[u8]) -> Result<(JobRecord, bool), Refusal> {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| refuse("bad_request", format!("the body is not JSON: {e}")))?;
-        let now = unix_now();
-        let ask = Ask::parse(&v["ask"].to_string(), self.schemas, now)?;
-        let sealed = v["payload"]
-            .as_str()
-            .ok_or_else(|| refuse("bad_request", "payload must be a NIP-44 string"))?;
-        let job = self.open_job(&ask, sealed)?;
-        let id = job["job_id"].as_str().unwrap_or_default().to_string();
-        let (rec, new) = self.store.submit(&ask, &id, sealed, now)?;
-        if new {
-            let _ = self
-                .queue
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .send(rec.id.clone());
-        }
-        Ok((rec, new))
-    }
-
-    /// Decrypts and checks the compute/1.0 job message of `ask`.
-    fn open_job(&self, ask: &Ask, sealed: &str) -> Result<Value, Refusal> {
-        let key = nip44::conversation_key(&self.keys.nostr().secret_key(), &ask.buyer())
-            .map_err(|e| refuse("bad_request", e.to_string()))?;
-        let plain = nip44::decrypt(&key, sealed)
-            .map_err(|e| refuse("bad_request", format!("the payload does not open: {e}")))?;
-        let job: Value = serde_json::from_slice(&plain)
-            .map_err(|e| refuse("bad_request", format!("the payload is not JSON: {e}")))?;
-        self.schemas
-            .validate(&SchemaKey::Payload("compute/1.0".into()), &job)
-            .map_err(|e| refuse("schema", e.to_string()))?;
-        if job["type"] != "job" {
-            return Err(refuse("bad_request", "the payload is not a job message"));
-        }
-        for (field, want) in [
-            ("ask", ask.event.id_hex()),
-            ("engine", ask.engine.clone()),
-            ("mode", ask.mode.clone()),
-        ] {
-            if job[field].as_str() != Some(want.as_str()) {
-                return Err(refuse(
-                    "mismatch",
-                    format!("the job's {field} is {}, the ask's {want}", job[field]),
-                ));
-            }
-        }
-        let modes: &[&str] = match ask.engine.as_str() {
-            "wasm" | "data" => &["delivery"],
-            "groth16-prove" | "groth16-verify" => &["proof"],
-            "llm" => &["quasi-deterministic", "schema-bounds", "tee-attestation"],
-            other => {
-                return Err(refuse(
-                    "unsupported-engine",
-                    format!(
-                        "engine {other} does not run on this node (wasm, data, groth16-prove, \
-                         groth16-verify and llm do)"
-                    ),
-                ));
-            }
-        };
-        if !modes.contains(&ask.mode.as_str()) {
-            return Err(refuse(
-                "unsupported-mode",
-                format!(
-                    "{} jobs are verified by {}, not {}",
-                    ask.engine,
-                    modes.join(" or "),
-                    ask.mode
-                ),
-            ));
-        }
-        if ask.engine == "llm" {
-            let want = job["params"]["max_tokens"].as_u64().unwrap_or(16);
-            let cap = ask.content["limits"]["tokens"].as_u64().unwrap_or(0);
-            if want > cap {
-                return Err(refuse(
-                    "limit-exceeded",
-                    format!("max_tokens {want} is above the ask's tokens limit {cap}"),
-                ));
-            }
-            if ask.mode == "schema-bounds" {
-                let schema = &job["output_schema"];
-                let digest = hex::encode(Sha256::digest(schema.to_string().as_bytes()));
-                if schema.is_null()
-                    || ask.content["output_schema"].as_str() != Some(digest.as_str())
-                {
-                    return Err(refuse(
-                        "mismatch",
-                        "the job's output_schema does not hash (SHA-256 of its compact JSON) to \
-                         the ask's",
-                    ));
-                }
-            }
-        }
-        for limit in ["fuel", "wall_secs", "memory_bytes", "output_bytes"] {
-            if let (Some(asked), Some(cap)) = (
-                job["limits"][limit].as_u64(),
-                ask.content["limits"][limit].as_u64(),
-            ) && asked > cap
-            {
-                return Err(refuse(
-                    "limit-exceeded",
-                    format!("the job's {limit} {asked} is above the ask's {cap}"),
-                ));
-            }
-        }
-        if (ask.engine == "wasm" || ask.engine == "data")
-            && job["limits"]["fuel"].as_u64().is_none()
-        {
-            return Err(refuse("bad_request", "a wasm job needs limits.fuel"));
-        }
-        Ok(job)
-    }
-
-    /// Runs accepted job `id` to its end; every failure ends up on the job.
-    fn execute(&self, id: &str) {
-        let now = unix_now();
-        let Ok(Some(job)) = self.store.get(id) else {
-            return;
-        };
-        if job.state != JobState::Accepted
-            || self
-                .store
-                .transition(id, JobState::Running, None, now)
-                .is_err()
-        {
-            return;
-        }
-        if let Err(e) = self.run(&job) {
-            tracing::warn!(job = %id, %e, "job failed");
-            let _ = self
-                .store
-                .transition(id, JobState::Failed, Some(&e.to_string()), unix_now());
-        }
-    }
-
-    fn run(&self, job: &JobRecord) -> Result<(), Refusal> {
+    /// Runs `job` on its ask's engine.
+    pub(super) fn run(&self, job: &JobRecord) -> Result<(), Refusal> {
         let started_at = unix_now();
         let ask = Ask::parse(&job.ask, self.schemas, 0)?;
         let msg = self.open_job(&ask, &job.payload)?;
@@ -445,54 +183,6 @@ impl JobService {
         self.conclude(job, &done, &document, failure.as_deref())
     }
 
-    /// Signs, publishes and stores what a finished job produced: the receipt on the relay,
-    /// the result (with the output `document`) encrypted to the buyer.
-    fn conclude(
-        &self,
-        job: &JobRecord,
-        done: &Finished,
-        document: &str,
-        failure: Option<&str>,
-    ) -> Result<(), Refusal> {
-        let receipt = sign_receipt(&self.keys, job, done)?;
-        let published = self.runtime.block_on(self.relay.publish(receipt.clone()));
-        if let Err(e) = published {
-            tracing::warn!(job = %job.id, %e, "publishing the receipt");
-        }
-        let result = json!({
-            "protocol": "compute/1.0",
-            "type": "result",
-            "job_id": job.id,
-            "output_digest": done.output_digest,
-            "metered": done.metered,
-            "verdict": done.verdict,
-            "output": {"inline": b64().encode(document.as_bytes()),
-                       "media_type": "application/vnd.fleetmesh.job-result+json"},
-            "receipt": receipt.id_hex(),
-        });
-        let key = nip44::conversation_key(&self.keys.nostr().secret_key(), &job.buyer)
-            .map_err(|e| refuse("internal", e.to_string()))?;
-        let sealed = nip44::encrypt(&key, result.to_string().as_bytes())
-            .map_err(|e| refuse("internal", e.to_string()))?;
-        // the sealed result is also a blob of the node's Blossom store: content-addressed,
-        // readable by anyone, openable by the buyer only
-        if let Err(e) = self.blobs.put(
-            sealed.as_bytes(),
-            "application/nip44",
-            &self.keys.nostr_pubkey_hex(),
-        ) {
-            tracing::warn!(job = %job.id, %e, "storing the result blob");
-        }
-        self.store.finish(
-            &job.id,
-            failure,
-            done,
-            (&receipt.to_json(), &sealed),
-            unix_now(),
-        )?;
-        Ok(())
-    }
-
     /// An `llm` job: `params` is an OpenAI completions (or chat, with `messages`) body for
     /// the ask's model, answered through the node's inference API under the ask's mode —
     /// the 2-of-3 quorum, or decoding constrained to the job's `output_schema`.
@@ -611,8 +301,11 @@ impl JobService {
             .map_err(|(code, m, _)| refuse("bad_request", format!("{code}: {m}")))?;
         let document = answer.to_string();
         let output_digest = Sha256::digest(document.as_bytes());
-        let blinded =
-            super::receipt::blinded_job_id(&self.keys.nostr().secret_key(), &job.buyer, &job.id)?;
+        let blinded = crate::market::receipt::blinded_job_id(
+            &self.keys.nostr().secret_key(),
+            &job.buyer,
+            &job.id,
+        )?;
         let mut h = Sha256::new();
         h.update(hex::decode(&blinded).unwrap_or_default());
         h.update(output_digest);
@@ -773,80 +466,4 @@ impl JobService {
 
 fn getrandom_fill(buf: &mut [u8]) -> Result<(), Refusal> {
     getrandom::fill(buf).map_err(|e| refuse("internal", format!("no randomness: {e}")))
-}
-
-fn refusal_response(r: &Refusal) -> Response {
-    let status = match r.code {
-        "not_found" => StatusCode::NOT_FOUND,
-        "conflict" | "bad_transition" => StatusCode::CONFLICT,
-        "storage" | "internal" => StatusCode::INTERNAL_SERVER_ERROR,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    api_error(status, r.code, r.message.clone())
-}
-
-/// `POST /v1/jobs`.
-pub async fn submit(State(s): State<Arc<JobService>>, body: axum::body::Bytes) -> Response {
-    let svc = s.clone();
-    match tokio::task::spawn_blocking(move || svc.submit(&body)).await {
-        Ok(Ok((rec, new))) => (
-            StatusCode::ACCEPTED,
-            axum::Json(json!({"job": rec.id, "state": rec.state.as_str(), "new": new})),
-        )
-            .into_response(),
-        Ok(Err(r)) => refusal_response(&r),
-        Err(_) => api_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "the submission panicked",
-        ),
-    }
-}
-
-fn lookup(s: &JobService, id: &str) -> Result<JobRecord, Refusal> {
-    s.store
-        .get(id)?
-        .ok_or_else(|| refuse("not_found", format!("no job {id}")))
-}
-
-/// `GET /v1/jobs/{id}`.
-pub async fn status(State(s): State<Arc<JobService>>, UrlPath(id): UrlPath<String>) -> Response {
-    match lookup(&s, &id) {
-        Ok(j) => axum::Json(j.to_json()).into_response(),
-        Err(r) => refusal_response(&r),
-    }
-}
-
-/// `GET /v1/jobs/{id}/result`.
-pub async fn result(State(s): State<Arc<JobService>>, UrlPath(id): UrlPath<String>) -> Response {
-    match lookup(&s, &id) {
-        Ok(JobRecord {
-            result: Some(r), ..
-        }) => {
-            let blob =
-                json!({"sha256": hex::encode(Sha256::digest(r.as_bytes())), "size": r.len()});
-            axum::Json(json!({"job": id, "payload": r, "blob": blob})).into_response()
-        }
-        Ok(j) => api_error(
-            StatusCode::CONFLICT,
-            "not_finished",
-            format!("job {id} is {}", j.state.as_str()),
-        ),
-        Err(r) => refusal_response(&r),
-    }
-}
-
-/// `GET /v1/jobs/{id}/receipt`.
-pub async fn receipt(State(s): State<Arc<JobService>>, UrlPath(id): UrlPath<String>) -> Response {
-    match lookup(&s, &id) {
-        Ok(JobRecord {
-            receipt: Some(r), ..
-        }) => ([(axum::http::header::CONTENT_TYPE, "application/json")], r).into_response(),
-        Ok(j) => api_error(
-            StatusCode::CONFLICT,
-            "not_finished",
-            format!("job {id} is {}", j.state.as_str()),
-        ),
-        Err(r) => refusal_response(&r),
-    }
 }

@@ -1,0 +1,328 @@
+//! Jobs on the node: the service behind `/v1/jobs` ([`http`]). A submission is a signed
+//! ask and its compute/1.0 job message, NIP-44 encrypted to this node; it is checked
+//! ([`JobService::open_job`]), stored, and run by one worker thread off the async runtime
+//! on the ask's engine ([`engines`]). Every run ends in [`JobService::conclude`]: the
+//! receipt (kind 30811) signed and published on the node's relay, the compute/1.0 result
+//! encrypted to the buyer, stored with the job and as a blob of the node's Blossom store.
+
+mod engines;
+mod http;
+
+pub use http::{receipt, result, status, submit};
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use fleetmesh_relay::face::Relay;
+use fleetmesh_relay::{NodeKeys, nip44};
+use fleetmesh_schemas::{SchemaKey, SchemaSet};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::ask::Ask;
+use super::jobs::{JobRecord, JobStore, State as JobState};
+use super::receipt::{Finished, sign_receipt};
+use super::{Refusal, refuse};
+use crate::node::unix_now;
+
+/// The job store file, in the node directory.
+pub const JOBS_DB: &str = "jobs.sqlite";
+/// Where jobs' input and output directories live, in the node directory.
+pub const JOBS_DIR: &str = "jobs";
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::STANDARD
+}
+
+/// One job being run: its record, its ask, its opened job message, when it started.
+struct Run<'a> {
+    job: &'a JobRecord,
+    ask: &'a Ask,
+    msg: &'a Value,
+    started_at: u64,
+}
+
+/// The node's job service.
+pub struct JobService {
+    store: JobStore,
+    keys: NodeKeys,
+    schemas: &'static SchemaSet,
+    relay: Arc<Relay>,
+    wasi: fleetmesh_wasi::Runtime,
+    dir: PathBuf,
+    blobs: Arc<crate::blossom::Blossom>,
+    prover: Arc<crate::prove_service::ProveService>,
+    inference: Arc<crate::inference_service::InferenceService>,
+    queue: Mutex<std::sync::mpsc::Sender<String>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl std::fmt::Debug for JobService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobService")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobService {
+    /// Opens the job store of the node in `node_dir`, starts the worker (which first takes
+    /// the jobs left accepted) and the expiry sweep. Call from inside the runtime.
+    ///
+    /// # Errors
+    /// The store or the keys cannot be opened, or the WASI engine cannot start.
+    pub fn start(
+        node_dir: &std::path::Path,
+        relay: Arc<Relay>,
+        blobs: Arc<crate::blossom::Blossom>,
+        prover: Arc<crate::prove_service::ProveService>,
+        inference: Arc<crate::inference_service::InferenceService>,
+    ) -> anyhow::Result<Arc<JobService>> {
+        let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let pending: Vec<String> = store
+            .in_state(JobState::Accepted)?
+            .into_iter()
+            .map(|j| j.id)
+            .collect();
+        let svc = Arc::new(JobService {
+            store,
+            keys: NodeKeys::load(&node_dir.join(crate::node::KEYS_DIR))?,
+            schemas: SchemaSet::embedded(),
+            relay,
+            wasi: fleetmesh_wasi::Runtime::new(&fleetmesh_wasi::RuntimeConfig::default())?,
+            dir: node_dir.join(JOBS_DIR),
+            blobs,
+            prover,
+            inference,
+            queue: Mutex::new(tx.clone()),
+            runtime: tokio::runtime::Handle::current(),
+        });
+        for id in pending {
+            let _ = tx.send(id);
+        }
+        // the worker holds a weak handle: the service ends with the router
+        let weak = Arc::downgrade(&svc);
+        std::thread::Builder::new()
+            .name("fleetmesh-jobs".into())
+            .spawn(move || {
+                while let Ok(id) = rx.recv() {
+                    let Some(svc) = weak.upgrade() else { return };
+                    // a panic in an engine fails its job, not the worker
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        svc.execute(&id);
+                    }));
+                    if ran.is_err() {
+                        tracing::error!(job = %id, "the job's engine panicked");
+                        let _ = svc.store.transition(
+                            &id,
+                            JobState::Failed,
+                            Some("internal: the engine panicked"),
+                            unix_now(),
+                        );
+                    }
+                }
+            })?;
+        let weak = Arc::downgrade(&svc);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+            loop {
+                tick.tick().await;
+                let Some(svc) = weak.upgrade() else { return };
+                match svc.store.expire_due(unix_now()) {
+                    Ok(ids) if !ids.is_empty() => tracing::info!(?ids, "jobs expired"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(%e, "expiring jobs"),
+                }
+            }
+        });
+        Ok(svc)
+    }
+
+    /// Checks and records a submission: the ask, then the job message it carries.
+    fn submit(&self, body: &[u8]) -> Result<(JobRecord, bool), Refusal> {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| refuse("bad_request", format!("the body is not JSON: {e}")))?;
+        let now = unix_now();
+        let ask = Ask::parse(&v["ask"].to_string(), self.schemas, now)?;
+        let sealed = v["payload"]
+            .as_str()
+            .ok_or_else(|| refuse("bad_request", "payload must be a NIP-44 string"))?;
+        let job = self.open_job(&ask, sealed)?;
+        let id = job["job_id"].as_str().unwrap_or_default().to_string();
+        let (rec, new) = self.store.submit(&ask, &id, sealed, now)?;
+        if new {
+            let _ = self
+                .queue
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .send(rec.id.clone());
+        }
+        Ok((rec, new))
+    }
+
+    /// Decrypts and checks the compute/1.0 job message of `ask`.
+    fn open_job(&self, ask: &Ask, sealed: &str) -> Result<Value, Refusal> {
+        let key = nip44::conversation_key(&self.keys.nostr().secret_key(), &ask.buyer())
+            .map_err(|e| refuse("bad_request", e.to_string()))?;
+        let plain = nip44::decrypt(&key, sealed)
+            .map_err(|e| refuse("bad_request", format!("the payload does not open: {e}")))?;
+        let job: Value = serde_json::from_slice(&plain)
+            .map_err(|e| refuse("bad_request", format!("the payload is not JSON: {e}")))?;
+        self.schemas
+            .validate(&SchemaKey::Payload("compute/1.0".into()), &job)
+            .map_err(|e| refuse("schema", e.to_string()))?;
+        if job["type"] != "job" {
+            return Err(refuse("bad_request", "the payload is not a job message"));
+        }
+        for (field, want) in [
+            ("ask", ask.event.id_hex()),
+            ("engine", ask.engine.clone()),
+            ("mode", ask.mode.clone()),
+        ] {
+            if job[field].as_str() != Some(want.as_str()) {
+                return Err(refuse(
+                    "mismatch",
+                    format!("the job's {field} is {}, the ask's {want}", job[field]),
+                ));
+            }
+        }
+        let modes: &[&str] = match ask.engine.as_str() {
+            "wasm" | "data" => &["delivery"],
+            "groth16-prove" | "groth16-verify" => &["proof"],
+            "llm" => &["quasi-deterministic", "schema-bounds", "tee-attestation"],
+            other => {
+                return Err(refuse(
+                    "unsupported-engine",
+                    format!(
+                        "engine {other} does not run on this node (wasm, data, groth16-prove, \
+                         groth16-verify and llm do)"
+                    ),
+                ));
+            }
+        };
+        if !modes.contains(&ask.mode.as_str()) {
+            return Err(refuse(
+                "unsupported-mode",
+                format!(
+                    "{} jobs are verified by {}, not {}",
+                    ask.engine,
+                    modes.join(" or "),
+                    ask.mode
+                ),
+            ));
+        }
+        if ask.engine == "llm" {
+            let want = job["params"]["max_tokens"].as_u64().unwrap_or(16);
+            let cap = ask.content["limits"]["tokens"].as_u64().unwrap_or(0);
+            if want > cap {
+                return Err(refuse(
+                    "limit-exceeded",
+                    format!("max_tokens {want} is above the ask's tokens limit {cap}"),
+                ));
+            }
+            if ask.mode == "schema-bounds" {
+                let schema = &job["output_schema"];
+                let digest = hex::encode(Sha256::digest(schema.to_string().as_bytes()));
+                if schema.is_null()
+                    || ask.content["output_schema"].as_str() != Some(digest.as_str())
+                {
+                    return Err(refuse(
+                        "mismatch",
+                        "the job's output_schema does not hash (SHA-256 of its compact JSON) to \
+                         the ask's",
+                    ));
+                }
+            }
+        }
+        for limit in ["fuel", "wall_secs", "memory_bytes", "output_bytes"] {
+            if let (Some(asked), Some(cap)) = (
+                job["limits"][limit].as_u64(),
+                ask.content["limits"][limit].as_u64(),
+            ) && asked > cap
+            {
+                return Err(refuse(
+                    "limit-exceeded",
+                    format!("the job's {limit} {asked} is above the ask's {cap}"),
+                ));
+            }
+        }
+        if (ask.engine == "wasm" || ask.engine == "data")
+            && job["limits"]["fuel"].as_u64().is_none()
+        {
+            return Err(refuse("bad_request", "a wasm job needs limits.fuel"));
+        }
+        Ok(job)
+    }
+
+    /// Runs accepted job `id` to its end; every failure ends up on the job.
+    fn execute(&self, id: &str) {
+        let now = unix_now();
+        let Ok(Some(job)) = self.store.get(id) else {
+            return;
+        };
+        if job.state != JobState::Accepted
+            || self
+                .store
+                .transition(id, JobState::Running, None, now)
+                .is_err()
+        {
+            return;
+        }
+        if let Err(e) = self.run(&job) {
+            tracing::warn!(job = %id, %e, "job failed");
+            let _ = self
+                .store
+                .transition(id, JobState::Failed, Some(&e.to_string()), unix_now());
+        }
+    }
+
+    /// Signs, publishes and stores what a finished job produced: the receipt on the relay,
+    /// the result (with the output `document`) encrypted to the buyer.
+    fn conclude(
+        &self,
+        job: &JobRecord,
+        done: &Finished,
+        document: &str,
+        failure: Option<&str>,
+    ) -> Result<(), Refusal> {
+        let receipt = sign_receipt(&self.keys, job, done)?;
+        let published = self.runtime.block_on(self.relay.publish(receipt.clone()));
+        if let Err(e) = published {
+            tracing::warn!(job = %job.id, %e, "publishing the receipt");
+        }
+        let result = json!({
+            "protocol": "compute/1.0",
+            "type": "result",
+            "job_id": job.id,
+            "output_digest": done.output_digest,
+            "metered": done.metered,
+            "verdict": done.verdict,
+            "output": {"inline": b64().encode(document.as_bytes()),
+                       "media_type": "application/vnd.fleetmesh.job-result+json"},
+            "receipt": receipt.id_hex(),
+        });
+        let key = nip44::conversation_key(&self.keys.nostr().secret_key(), &job.buyer)
+            .map_err(|e| refuse("internal", e.to_string()))?;
+        let sealed = nip44::encrypt(&key, result.to_string().as_bytes())
+            .map_err(|e| refuse("internal", e.to_string()))?;
+        // the sealed result is also a blob of the node's Blossom store: content-addressed,
+        // readable by anyone, openable by the buyer only
+        if let Err(e) = self.blobs.put(
+            sealed.as_bytes(),
+            "application/nip44",
+            &self.keys.nostr_pubkey_hex(),
+        ) {
+            tracing::warn!(job = %job.id, %e, "storing the result blob");
+        }
+        self.store.finish(
+            &job.id,
+            failure,
+            done,
+            (&receipt.to_json(), &sealed),
+            unix_now(),
+        )?;
+        Ok(())
+    }
+}
