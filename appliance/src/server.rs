@@ -155,8 +155,10 @@ pub fn router(
             "/upload",
             axum::routing::put(crate::blossom::upload)
                 .options(crate::blossom::preflight)
+                // one byte over the limit still reaches the handler, which refuses it with
+                // BUD-01's X-Reason; more is cut off by axum
                 .layer(axum::extract::DefaultBodyLimit::max(
-                    crate::blossom::MAX_BLOB,
+                    crate::blossom::MAX_BLOB + 1,
                 ))
                 .layer(axum::middleware::map_response(crate::blossom::cors))
                 .with_state(blobs.clone()),

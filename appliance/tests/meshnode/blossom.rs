@@ -30,6 +30,11 @@ pub(crate) fn auth(keys: &NodeKeys, verb: &str, hash: &str, expires_in: i64) -> 
     )
 }
 
+/// The node's largest blob (`appliance/src/blossom.rs` MAX_BLOB): 64 MiB.
+fn fleetmesh_max_blob() -> usize {
+    64 << 20
+}
+
 #[test]
 fn blobs_are_stored_by_hash_served_counted_and_deleted_by_their_uploader() {
     let (_node, d) = super::inference::serve(&[], "");
@@ -57,6 +62,8 @@ fn blobs_are_stored_by_hash_served_counted_and_deleted_by_their_uploader() {
             ),
             (Some(auth(&alice, "upload", &hash, -10)), "expired"),
             (Some(auth(&alice, "delete", &hash, 60)), "not for upload"),
+            (Some("Nostr %%%".to_string()), "not base64"),
+            (Some("Bearer x".to_string()), "scheme must be Nostr"),
         ] {
             let r = put(a, body.clone()).await.unwrap();
             assert_eq!(r.status().as_u16(), 401);
@@ -129,6 +136,18 @@ fn blobs_are_stored_by_hash_served_counted_and_deleted_by_their_uploader() {
         assert_eq!(status(&http, d.url(&format!("/{hash}"))).await, 200);
         assert_eq!(del(&bob).await.unwrap().status().as_u16(), 200);
         assert_eq!(status(&http, d.url(&format!("/{hash}"))).await, 404);
+        // a blob over the size limit is refused before it is read
+        let big = vec![0u8; fleetmesh_max_blob() + 1];
+        let r = put(Some(auth(&alice, "upload", &"00".repeat(32), 60)), big)
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 413);
+        assert!(
+            r.headers()["x-reason"]
+                .to_str()
+                .unwrap()
+                .contains("at most")
+        );
         // the rest of the node is unaffected
         assert_eq!(status(&http, d.url("/healthz")).await, 200);
     });

@@ -257,9 +257,78 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
             .await
             .unwrap();
         assert_eq!(r.status().as_u16(), 404);
+        for path in ["result", "receipt"] {
+            let url = d.url(&format!("/v1/jobs/{}/{path}", "00".repeat(32)));
+            assert_eq!(super::status(&http, url).await, 404);
+        }
+        // a well-formed ask whose job message is sealed to another key, or names another ask
+        let keys = NodeKeys::load(&buyer.path().join("keys")).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let ask = keys
+            .sign(fleetmesh_relay::UnsignedEvent {
+                created_at: now,
+                kind: 30810,
+                tags: vec![
+                    vec!["d".into(), "sealed-wrong".into()],
+                    vec!["engine".into(), "wasm".into()],
+                    vec!["mode".into(), "delivery".into()],
+                    vec!["expiration".into(), (now + 600).to_string()],
+                ],
+                content: serde_json::json!({"engine": "wasm", "mode": "delivery",
+                    "limits": {"fuel": 1000}, "bid": {"amount": 1, "unit": "msat"}})
+                .to_string(),
+            })
+            .unwrap();
+        let node_pub = NodeKeys::load(&node_dir.path().join("keys"))
+            .unwrap()
+            .nostr_pubkey_hex();
+        let message = |ask_id: &str| {
+            serde_json::json!({"protocol": "compute/1.0", "type": "job", "job_id": "55".repeat(32),
+                "ask": ask_id, "engine": "wasm", "mode": "delivery", "input": {"inline": ""},
+                "limits": {"fuel": 1000}, "params": {"module": {"inline": ""}}})
+            .to_string()
+        };
+        let seal = |to: &str, text: String| {
+            let key =
+                fleetmesh_relay::nip44::conversation_key(&keys.nostr().secret_key(), to).unwrap();
+            fleetmesh_relay::nip44::encrypt(&key, text.as_bytes()).unwrap()
+        };
+        let stranger = NodeKeys::generate().unwrap().nostr_pubkey_hex();
+        for (payload, code, says) in [
+            (
+                seal(&stranger, message(&ask.id_hex())),
+                "bad_request",
+                "does not open",
+            ),
+            (
+                seal(&node_pub, message(&"66".repeat(32))),
+                "mismatch",
+                "the job's ask",
+            ),
+            (
+                seal(&node_pub, "{not json".into()),
+                "bad_request",
+                "not JSON",
+            ),
+        ] {
+            let body = serde_json::json!({"ask": ask.to_value(), "payload": payload});
+            let (status, r) = post_json(&http, &d.url("/v1/jobs"), body).await;
+            assert_eq!(status, 400, "{r}");
+            assert_eq!(r["error"]["code"], code, "{r}");
+            assert!(
+                r["error"]["message"].as_str().unwrap().contains(says),
+                "{r}"
+            );
+        }
         let r = http.get(d.url("/healthz")).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 200);
     });
+    // an unknown job: status exits 2
+    let (o, _) = job(&["status", &"00".repeat(32)], &d, buyer.path());
+    assert_eq!(o.status.code(), Some(2));
     // a module that is not WebAssembly: the job fails with the reason
     std::fs::write(work.path().join("junk.wasm"), b"\0asm\x01\0\0\0junk").unwrap();
     let junk = work.path().join("junk.json");

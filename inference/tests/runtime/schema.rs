@@ -456,3 +456,31 @@ fn masks_over_a_multi_byte_vocabulary_equal_token_by_token_checks_and_always_clo
         }
     }
 }
+
+#[test]
+fn a_vocabulary_without_a_needed_byte_ends_the_generation_stuck_not_wrong() {
+    // every byte but `}`: an object can be opened, never closed
+    let tokens: Vec<Option<Vec<u8>>> = (0u8..=255).map(|b| (b != b'}').then(|| vec![b])).collect();
+    let vocab = Arc::new(TokenVocab::new(&tokens));
+    let g = Arc::new(
+        Grammar::compile(&json!({"type": "object", "additionalProperties": false})).unwrap(),
+    );
+    let mut c = Constraint::new(g, vocab, Vec::new());
+    c.start(2).unwrap();
+    let mut logits = vec![0f32; 256];
+    assert!(c.mask(&mut logits));
+    // only `{` is allowed (with one token left, `}` would have to follow)
+    let allowed: Vec<usize> = (0..256)
+        .filter(|i| logits[*i] > f32::NEG_INFINITY)
+        .collect();
+    assert_eq!(allowed, [usize::from(b'{')]);
+    c.advance(u32::from(b'{'));
+    let mut logits = vec![0f32; 256];
+    assert!(!c.mask(&mut logits), "no token can follow");
+    assert!(c.finished() && c.stuck());
+    // and a budget that cannot hold the shortest document is refused up front
+    let g = Arc::new(Grammar::compile(&json!({"type": "string", "minLength": 4})).unwrap());
+    let mut c = Constraint::new(g, Arc::new(TokenVocab::new(&tokens)), Vec::new());
+    let e = c.start(5).unwrap_err().to_string();
+    assert!(e.contains("shortest document takes 6 tokens"), "{e}");
+}
