@@ -73,6 +73,11 @@ pub enum JobCommand {
         /// The job file (JSON: engine, mode, module, input, args, limits, bid, expires_in) or
         /// a Bacalhau job spec.
         file: PathBuf,
+        /// Make this the ask's address (`d` tag) instead of one derived from the file: a
+        /// second submission with the same key is the same job, and one with the same key
+        /// but another file is refused as a conflict.
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
         #[command(flatten)]
         to: JobNode,
     },
@@ -108,9 +113,11 @@ pub struct JobNode {
     /// The node's base URL.
     #[arg(long, default_value = "http://127.0.0.1:7777")]
     pub node: String,
-    /// The buyer's key directory (a node directory made by `meshnode init` will do).
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub key_dir: PathBuf,
+    /// The buyer's key directory (a node directory made by `meshnode init` will do)
+    /// [default: the buyer identity in `buyer/` under $MESHNODE_HOME or the platform data
+    /// directory, e.g. ~/.local/share/fleetmesh/buyer, created on first use].
+    #[arg(long, value_name = "DIR")]
+    pub key_dir: Option<PathBuf>,
 }
 
 /// `meshnode wasi …`.
@@ -377,6 +384,11 @@ pub struct UpArgs {
     /// Listen on this address instead of the configured one.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+    /// Also serve the tiny model (id `tiny`, generated into DIR/models/tiny) and a demo
+    /// circuit (`demo`, in DIR/circuits/demo), and put a job to submit in DIR/demo, so every
+    /// API answers with no download. Kept files are not overwritten.
+    #[arg(long)]
+    pub demo: bool,
 }
 
 /// `meshnode sync`.

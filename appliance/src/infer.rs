@@ -68,7 +68,8 @@ pub struct InferArgs {
 /// Runs one generation and prints it; exit 1 when the quorum accepts no output.
 pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
     let (model, tokenizer, digest) = load(&args.model, &args.device)?;
-    let prompt = tokenizer.encode(&args.prompt)?;
+    // as transformers' tokenizer(prompt) and vLLM: with the special tokens (a Llama's BOS)
+    let prompt = tokenizer.encode_with(&args.prompt, true)?;
     let model_name = args
         .model
         .file_name()

@@ -26,11 +26,15 @@
 //! Instead of `input`, `input_blobs` (`[{"sha256", "size"}]`) names blobs already on the
 //! node's Blossom store; the job reads them, concatenated, as its input.
 //!
-//! The ask's `d` tag is `name` (default: `job-` and 16 hex digits of the file's SHA-256);
-//! the job id is derived from the buyer's key and the file, so submitting one file twice
-//! is one job. A Bacalhau v1 job spec (YAML or JSON with `Tasks`) is read by
-//! [`crate::market::bacalhau`] into the same kind of wasm job, or refused (exit 2) before
-//! anything is sent.
+//! The ask's `d` tag is `name` (default: `job-` and 16 hex digits of the file's SHA-256),
+//! or `--idempotency-key`; the job id is derived from the buyer's key, the file and the
+//! `d` tag, so submitting one file twice is one job. A Bacalhau v1 job spec (YAML or JSON with
+//! `Tasks`) is read by [`crate::market::bacalhau`] into the same kind of wasm job, or
+//! refused (exit 2) before anything is sent; its `d` tag is its `Name` and the file's
+//! digest, so an edited spec under the same name is a new job.
+//!
+//! The buyer is `--key-dir`, else the buyer identity under the node home
+//! (`$MESHNODE_HOME/buyer`), made on first use.
 
 use std::path::Path;
 
@@ -67,15 +71,34 @@ fn get(url: &str) -> anyhow::Result<(u16, Value)> {
     Ok((status, body))
 }
 
-/// The buyer's keys: `--key-dir` itself, or its `keys/` (a node directory).
+/// The buyer's keys: `--key-dir` itself or its `keys/` (a node directory); without
+/// `--key-dir`, the buyer identity under the node home, created on first use. Says on
+/// stderr which key it is.
 fn buyer_keys(to: &JobNode) -> anyhow::Result<NodeKeys> {
-    let nested = to.key_dir.join(crate::node::KEYS_DIR);
-    let dir = if nested.is_dir() {
-        nested
-    } else {
-        to.key_dir.clone()
+    let (dir, keys) = match &to.key_dir {
+        Some(given) => {
+            let nested = given.join(crate::node::KEYS_DIR);
+            let dir = if nested.is_dir() {
+                nested
+            } else {
+                given.clone()
+            };
+            let keys = NodeKeys::load(&dir)
+                .with_context(|| format!("the buyer's keys in {}", dir.display()))?;
+            (dir, keys)
+        }
+        None => {
+            let dir = crate::node::default_home()?.join(crate::node::BUYER_DIR);
+            let keys = crate::node::buyer_identity(&dir)?;
+            (dir, keys)
+        }
     };
-    NodeKeys::load(&dir).with_context(|| format!("the buyer's keys in {}", dir.display()))
+    eprintln!(
+        "meshnode: buyer {} (keys in {})",
+        keys.nostr_pubkey_hex(),
+        dir.display()
+    );
+    Ok(keys)
 }
 
 /// The node's (the executor's) public key, from its NIP-11 document.
@@ -100,7 +123,11 @@ fn node_url(to: &JobNode, path: &str) -> String {
 /// Runs a `meshnode job` command.
 pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
     match c {
-        JobCommand::Submit { file, to } => submit(&file, &to),
+        JobCommand::Submit {
+            file,
+            idempotency_key,
+            to,
+        } => submit(&file, idempotency_key.as_deref(), &to),
         JobCommand::Status { id, to } => {
             let (code, v) = get(&node_url(&to, &format!("/v1/jobs/{id}")))?;
             println!("{v}");
@@ -126,7 +153,7 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
     }
 }
 
-fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
+fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::Result<Outcome> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let base = file.parent().unwrap_or(Path::new("."));
     let text = String::from_utf8_lossy(&bytes);
@@ -155,33 +182,18 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
     } else {
         JobParts::from_job_file(&bytes, base)?
     };
+    let digest = Sha256::digest(&bytes);
+    let name = ask_address(idempotency_key, &what, &digest)?;
     let spec = what.spec;
     let (engine, mode) = (what.engine.as_str(), what.mode.as_str());
     let input = what.input;
     let keys = buyer_keys(to)?;
     let provider = node_key(to)?;
-    let digest = Sha256::digest(&bytes);
-    // the ask's d tag: the name in the ask's alphabet, else from the file's digest
-    let name = spec["name"]
-        .as_str()
-        .map(|n| {
-            n.chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || "._:-".contains(c) {
-                        c
-                    } else {
-                        '-'
-                    }
-                })
-                .take(64)
-                .collect::<String>()
-        })
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| format!("job-{}", &hex::encode(digest)[..16]));
     let secret = keys.nostr().secret_key();
+    // one job per (buyer, file, address): the same submission again is the same job
     let job_id = hex::encode(hkdf::expand(
         &hkdf::extract(b"fleetmesh/job-id/v1", &secret.to_secret_bytes()),
-        &digest,
+        &[digest.as_slice(), name.as_bytes()].concat(),
         32,
     )?);
     let now = crate::node::unix_now();
@@ -270,6 +282,46 @@ fn submit(file: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
     })
 }
 
+/// The ask's `d` tag (its address, so one job per address and buyer): `--idempotency-key`
+/// when given; for a Bacalhau spec its name and the file's digest, so re-running a spec
+/// file is the same job and an edited one a new job (Bacalhau's names are labels, not
+/// identities); for a job file its `name` (default: `job-` and the file's digest).
+fn ask_address(
+    idempotency_key: Option<&str>,
+    what: &JobParts,
+    digest: &[u8],
+) -> anyhow::Result<String> {
+    let alphabet = |n: &str| -> String {
+        n.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._:-".contains(c) {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect()
+    };
+    let short = &hex::encode(digest)[..16];
+    if let Some(key) = idempotency_key {
+        if key.is_empty() || key.len() > 64 || alphabet(key) != key {
+            bail!(
+                "--idempotency-key must be 1 to 64 characters of A-Z a-z 0-9 . _ : -, not {key:?}"
+            );
+        }
+        return Ok(key.to_owned());
+    }
+    let name: String = alphabet(what.spec["name"].as_str().unwrap_or_default())
+        .chars()
+        .take(if what.bacalhau { 40 } else { 64 })
+        .collect();
+    Ok(match (name.is_empty(), what.bacalhau) {
+        (true, _) => format!("job-{short}"),
+        (false, true) => format!("{name}-{short}"),
+        (false, false) => name,
+    })
+}
+
 /// What a job file or a Bacalhau spec asks for.
 struct JobParts {
     /// The job file's fields (name, args, limits, bid, expires_in).
@@ -284,6 +336,8 @@ struct JobParts {
     circuit: Option<String>,
     /// The JSON Schema bounding an llm job's output (schema-bounds).
     output_schema: Option<Value>,
+    /// Read from a Bacalhau spec.
+    bacalhau: bool,
 }
 
 impl JobParts {
@@ -330,6 +384,7 @@ impl JobParts {
                 params,
                 circuit: None,
                 output_schema: schema,
+                bacalhau: false,
                 spec,
             });
         }
@@ -353,6 +408,7 @@ impl JobParts {
                 params: json!({"vkey": vkey, "proofs": proofs}),
                 circuit: Some(circuit),
                 output_schema: None,
+                bacalhau: false,
                 spec,
             });
         }
@@ -381,6 +437,7 @@ impl JobParts {
             params,
             circuit,
             output_schema: None,
+            bacalhau: false,
             spec,
         })
     }
@@ -408,6 +465,7 @@ impl JobParts {
             input: Vec::new(),
             circuit: None,
             output_schema: None,
+            bacalhau: true,
         }
     }
 }

@@ -7,6 +7,7 @@ mod attest;
 mod blossom;
 mod cli;
 mod config;
+mod demo;
 mod doctor;
 mod infer;
 mod inference_service;
@@ -43,6 +44,7 @@ pub(crate) enum Outcome {
 }
 
 fn main() -> ExitCode {
+    quiet_vulkan_probe();
     let cli = Cli::parse();
     // libp2p-style dependencies bring aws-lc-rs beside ring into rustls: choose one
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -67,6 +69,36 @@ fn main() -> ExitCode {
     }
 }
 
+/// Mesa's Vulkan device-select layer asks Wayland which GPU drives the display while wgpu
+/// probes, and libwayland prints "error: XDG_RUNTIME_DIR is invalid or not set" on a box
+/// without a desktop session (a server, a container), which reads like a failure. With
+/// no usable XDG_RUNTIME_DIR, point it at a private empty one (`$TMPDIR/meshnode-run-UID`,
+/// 0700): the look-up then fails quietly and the probe finds the same adapters.
+#[allow(unsafe_code)]
+fn quiet_vulkan_probe() {
+    let usable = std::env::var_os("XDG_RUNTIME_DIR")
+        .is_some_and(|d| Path::new(&d).is_absolute() && Path::new(&d).is_dir());
+    if usable {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+        let Ok(uid) = std::fs::metadata("/proc/self").map(|m| m.uid()) else {
+            return;
+        };
+        let dir = std::env::temp_dir().join(format!("meshnode-run-{uid}"));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        // only a directory of ours that nobody else can use
+        let private = std::fs::symlink_metadata(&dir)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.permissions().mode() & 0o077 == 0);
+        if private {
+            // SAFETY: the first thing main does, before any other thread exists.
+            unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
+        }
+    }
+}
+
 fn dispatch(command: Command) -> anyhow::Result<Outcome> {
     match command {
         Command::Init(args) => {
@@ -79,7 +111,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             println!("listen:     127.0.0.1:{}", settings.face_port);
             Ok(Outcome::Ok)
         }
-        Command::Run(args) => run(&args.dir, args.listen, &args.model),
+        Command::Run(args) => run(&args.dir, args.listen, &args.model, |_| {}),
         Command::Up(args) => {
             let dir = match args.dir {
                 Some(d) => d,
@@ -93,7 +125,15 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                     created.pubkey
                 );
             }
-            run(&dir, args.listen, &[])
+            let models = if args.demo {
+                vec![demo::prepare(&dir)?]
+            } else {
+                Vec::new()
+            };
+            let hints = dir.clone();
+            run(&dir, args.listen, &models, move |addr| {
+                eprint!("{}", demo::next_steps(addr, &hints, args.demo));
+            })
         }
         Command::Doctor(args) => {
             let dir = match args.dir {
@@ -192,6 +232,7 @@ fn run(
     dir: &Path,
     listen: Option<std::net::SocketAddr>,
     extra_models: &[std::path::PathBuf],
+    listening: impl FnOnce(std::net::SocketAddr),
 ) -> anyhow::Result<Outcome> {
     let node = node::Node::open(dir)?;
     let listen = listen.unwrap_or(node.config.face.listen);
@@ -203,7 +244,7 @@ fn run(
         .thread_name("meshnode")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(server::run(node, listen, &inference))?;
+    runtime.block_on(server::run(node, listen, &inference, listening))?;
     Ok(Outcome::Ok)
 }
 

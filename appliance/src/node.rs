@@ -9,6 +9,8 @@
 //!     x25519.sec       X25519 secret, hex, mode 0600
 //!   fleetmesh.db       SQLite store (WAL), holds the descriptor event
 //!   descriptor.json    the signed node descriptor (kind 11801), for publishing
+//!   buyer/             mode 0700: the buyer identity `meshnode job` uses by default
+//!                      (nostr.sec, ed25519.sec, x25519.sec, 0600), made on first use
 //! ```
 //!
 //! `init` builds everything in a hidden sibling directory and renames it into place, so an
@@ -32,6 +34,8 @@ pub const KEYS_DIR: &str = "keys";
 pub const DB_FILE: &str = "fleetmesh.db";
 /// Descriptor file inside a node directory.
 pub const DESCRIPTOR_FILE: &str = "descriptor.json";
+/// The buyer identity's directory inside the node home (it may come before the node).
+pub const BUYER_DIR: &str = "buyer";
 /// Metadata key under which the store records the node's pubkey.
 const META_PUBKEY: &str = "node_pubkey";
 
@@ -78,14 +82,19 @@ pub fn init(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
             config::FILE
         );
     }
+    // A buyer identity made by `meshnode job` before the node is carried into it.
+    let mut buyer = false;
     if dir.exists() {
-        let mut entries =
-            std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
-        if entries.next().is_some() {
-            bail!(
-                "{} is not empty; refusing to create a node over its contents",
-                dir.display()
-            );
+        for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+            let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+            if entry.file_name() == BUYER_DIR && entry.path().is_dir() {
+                buyer = true;
+            } else {
+                bail!(
+                    "{} is not empty; refusing to create a node over its contents",
+                    dir.display()
+                );
+            }
         }
     }
     let parent = match dir.parent() {
@@ -99,9 +108,18 @@ pub fn init(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         .to_string_lossy();
     let staging = parent.join(format!(".{name}.init-{}", std::process::id()));
     let result = build(&staging, settings).and_then(|created| {
+        let carried = (dir.join(BUYER_DIR), staging.join(BUYER_DIR));
+        if buyer {
+            std::fs::rename(&carried.0, &carried.1)
+                .with_context(|| format!("moving {}", carried.0.display()))?;
+        }
         // rename(2) replaces an empty directory atomically and fails on a non-empty one.
-        std::fs::rename(&staging, dir)
-            .with_context(|| format!("moving the new node into {}", dir.display()))?;
+        if let Err(e) = std::fs::rename(&staging, dir) {
+            if buyer {
+                let _ = std::fs::rename(&carried.1, &carried.0);
+            }
+            return Err(e).with_context(|| format!("moving the new node into {}", dir.display()));
+        }
         Ok(created)
     });
     if result.is_err() {
@@ -110,8 +128,10 @@ pub fn init(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
     result
 }
 
-fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
+/// Creates `dir` with mode 0700 (its missing parents too, when `parents`).
+fn create_private(dir: &Path, parents: bool) -> anyhow::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(parents);
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -119,7 +139,11 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
     }
     builder
         .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))?;
+        .with_context(|| format!("creating {}", dir.display()))
+}
+
+fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
+    create_private(dir, false)?;
 
     let keys = NodeKeys::generate()?;
     keys.save(&dir.join(KEYS_DIR))?;
@@ -154,6 +178,23 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         did: keys.did(),
         descriptor,
     })
+}
+
+/// The buyer identity in `dir`, made there (0700 directories, 0600 key files) when `dir`
+/// holds none yet; says so on stderr when it does.
+pub fn buyer_identity(dir: &Path) -> anyhow::Result<NodeKeys> {
+    if !dir.join("nostr.sec").exists() {
+        create_private(dir, true)?;
+        let keys = NodeKeys::generate()?;
+        keys.save(dir)
+            .with_context(|| format!("writing the buyer's keys into {}", dir.display()))?;
+        eprintln!(
+            "meshnode: made a buyer identity {} in {}",
+            keys.nostr_pubkey_hex(),
+            dir.display()
+        );
+    }
+    NodeKeys::load(dir).with_context(|| format!("the buyer's keys in {}", dir.display()))
 }
 
 /// Builds, signs and schema-checks the node's descriptor, dated `created_at`.

@@ -85,8 +85,25 @@ pub fn router(
 ) -> anyhow::Result<Router> {
     let descriptor = node.current_descriptor()?;
     let choice = node.config.compute.backend;
-    let (backend, why) = fleetmesh_kernels::ops::select(choice, fleetmesh_kernels::probe::probe)
-        .with_context(|| format!("[compute] backend = \"{choice}\""))?;
+    let (backend, why) = fleetmesh_kernels::ops::select(choice, || {
+        let found = fleetmesh_kernels::probe::probe();
+        let adapters = match &found.wgpu {
+            Ok(list) if list.is_empty() => "none".to_owned(),
+            Ok(list) => list
+                .iter()
+                .map(|a| format!("{} ({}, {})", a.name, a.backend, a.device_type))
+                .collect::<Vec<_>>()
+                .join("; "),
+            Err(e) => e.to_string(),
+        };
+        let cuda = match &found.cuda {
+            fleetmesh_kernels::probe::CudaStatus::Available { devices, .. } => devices.join("; "),
+            fleetmesh_kernels::probe::CudaStatus::Unavailable { reason } => reason.clone(),
+        };
+        info!(cpu_threads = found.cpu_threads, wgpu = %adapters, cuda = %cuda, "hardware probe");
+        found
+    })
+    .with_context(|| format!("[compute] backend = \"{choice}\""))?;
     info!(backend = %backend.describe(), reason = %why, "prover backend");
     let inference = crate::inference_service::InferenceService::load(inference)?;
     let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
@@ -285,6 +302,7 @@ pub async fn run(
     mut node: Node,
     listen: SocketAddr,
     inference: &crate::config::InferenceSection,
+    listening: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
     let (relay, writer) = Relay::start(
         &node.dir.join(crate::node::DB_FILE),
@@ -311,6 +329,7 @@ pub async fn run(
         "meshnode listening on http://{local} (node {})",
         node.keys.nostr_pubkey_hex()
     );
+    listening(local);
     let listener = listener.tap_io(|tcp| {
         if let Err(err) = tcp.set_nodelay(true) {
             warn!(%err, "could not set TCP_NODELAY");

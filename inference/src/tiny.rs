@@ -125,6 +125,54 @@ pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
     Ok(())
 }
 
+/// The tiny model with a Llama-style tokenizer: ids 0–255 the bytes, 256 `<s>` and 257
+/// `</s>` (special added tokens), and a `TemplateProcessing` post-processor that puts `<s>`
+/// before every text, as Llama 2's and Mistral's tokenizer.json do — for checking that text
+/// prompts are encoded as transformers and vLLM encode them (with the BOS) and chat
+/// templates are not given a second one. `tokenizer_class` is the generic
+/// `PreTrainedTokenizerFast`, so the post-processor is the rule.
+///
+/// # Errors
+/// As [`make_tiny`].
+pub fn make_tiny_with_bos(dir: &Path, seed: u64) -> Result<LlamaConfig> {
+    let c = LlamaConfig {
+        vocab_size: 258,
+        bos_token_id: Some(256),
+        eos_token_id: vec![257],
+        ..tiny_config()
+    };
+    make_model(dir, &c, seed)?;
+    let mut tok: serde_json::Value =
+        serde_json::from_str(&crate::tokenizer::byte_level_tokenizer_json()).expect("JSON");
+    let added = |id: u32, content: &str| {
+        serde_json::json!({"id": id, "content": content, "single_word": false, "lstrip": false,
+                           "rstrip": false, "normalized": false, "special": true})
+    };
+    tok["added_tokens"] = serde_json::json!([added(256, "<s>"), added(257, "</s>")]);
+    tok["post_processor"] = serde_json::json!({
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                 {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "<s>", "type_id": 1}},
+                 {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<s>": {"id": "<s>", "ids": [256], "tokens": ["<s>"]}}
+    });
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, tok.to_string()).map_err(|source| Error::Io { path, source })?;
+    let tok_config = serde_json::json!({
+        "chat_template": "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "add_bos_token": true,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    });
+    let path = dir.join("tokenizer_config.json");
+    std::fs::write(&path, tok_config.to_string()).map_err(|source| Error::Io { path, source })?;
+    Ok(c)
+}
+
 /// Writes `tensors` (Hugging Face names) as a llama GGUF file in F32: llama.cpp's tensor
 /// names, its query/key row order, its `llama.*` metadata.
 ///

@@ -5,9 +5,14 @@ use std::path::Path;
 
 use crate::{Error, Result};
 
-/// A loaded `tokenizer.json`.
+/// A loaded `tokenizer.json`, with the special-token rule of the `tokenizer_config.json`
+/// beside it.
 pub struct TextTokenizer {
     inner: tokenizers::Tokenizer,
+    /// transformers' Llama and Gemma tokenizers rebuild the post-processor from
+    /// `add_bos_token` / `add_eos_token` (defaults true / false) rather than using the one
+    /// in tokenizer.json: the ids to put around a text prompt, when that is this one.
+    llama_specials: Option<(Option<u32>, Option<u32>)>,
 }
 
 impl std::fmt::Debug for TextTokenizer {
@@ -32,18 +37,52 @@ impl TextTokenizer {
             path: path.into(),
             reason: e.to_string(),
         })?;
-        Ok(TextTokenizer { inner })
+        let config = path.with_file_name("tokenizer_config.json");
+        let llama_specials = match std::fs::read(&config) {
+            Ok(b) => {
+                let v: serde_json::Value =
+                    serde_json::from_slice(&b).map_err(|e| Error::Model {
+                        path: config.clone(),
+                        reason: e.to_string(),
+                    })?;
+                llama_specials(&inner, &v)
+            }
+            Err(_) => None,
+        };
+        Ok(TextTokenizer {
+            inner,
+            llama_specials,
+        })
     }
 
-    /// The ids of `text` (no special tokens added).
+    /// The ids of `text` with no special tokens added: for text that already carries them,
+    /// such as a rendered chat template.
     ///
     /// # Errors
     /// [`Error::Request`] when the tokenizer cannot encode it.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        self.inner
-            .encode(text, false)
+        self.encode_with(text, false)
+    }
+
+    /// The ids of a text prompt as transformers' `tokenizer(text)` and vLLM give them:
+    /// with `add_special_tokens`, the special tokens of tokenizer.json's post-processor
+    /// (a Llama's `<s>`), or of `add_bos_token` / `add_eos_token` for the Llama and Gemma
+    /// tokenizer classes, which transformers rebuilds the post-processor from.
+    ///
+    /// # Errors
+    /// [`Error::Request`] when the tokenizer cannot encode it.
+    pub fn encode_with(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let plain = add_special_tokens && self.llama_specials.is_some();
+        let mut ids = self
+            .inner
+            .encode(text, add_special_tokens && !plain)
             .map(|e| e.get_ids().to_vec())
-            .map_err(|e| Error::Request(format!("tokenizing the prompt: {e}")))
+            .map_err(|e| Error::Request(format!("tokenizing the prompt: {e}")))?;
+        if plain && let Some((bos, eos)) = self.llama_specials {
+            ids.splice(0..0, bos);
+            ids.extend(eos);
+        }
+        Ok(ids)
     }
 
     /// Every id's bytes, for constrained decoding ([`crate::schema::TokenVocab`]): byte-level
@@ -95,6 +134,36 @@ impl TextTokenizer {
             .decode(ids, false)
             .map_err(|e| Error::Request(format!("detokenizing: {e}")))
     }
+}
+
+/// The Llama/Gemma special-token rule of a `tokenizer_config.json` (bos, eos to add), when
+/// its `tokenizer_class` is one of those.
+fn llama_specials(
+    tokenizer: &tokenizers::Tokenizer,
+    config: &serde_json::Value,
+) -> Option<(Option<u32>, Option<u32>)> {
+    let class = config["tokenizer_class"].as_str()?;
+    let rebuilt = ["LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer"]
+        .iter()
+        .any(|c| class.strip_suffix("Fast").unwrap_or(class) == *c);
+    if !rebuilt {
+        return None;
+    }
+    let id = |key: &str, add_key: &str, default: bool| -> Option<u32> {
+        let text = match &config[key] {
+            serde_json::Value::String(s) => s.as_str(),
+            v => v["content"].as_str()?,
+        };
+        config[add_key]
+            .as_bool()
+            .unwrap_or(default)
+            .then(|| tokenizer.token_to_id(text))
+            .flatten()
+    };
+    Some((
+        id("bos_token", "add_bos_token", true),
+        id("eos_token", "add_eos_token", false),
+    ))
 }
 
 /// GPT-2's reversible map from bytes to printable characters (what byte-level BPE

@@ -1,4 +1,4 @@
-//! SEV-SNP attestation on the shared vectors (../shared/vectors/tee/): both reports verify
+//! SEV-SNP attestation on the vendored vectors (tests/vectors/tee/): both reports verify
 //! with their VCEK and AMD's chain; every bit flip in the signed bytes, a swapped
 //! certificate, an expired chain and each policy check reject them.
 
@@ -9,7 +9,7 @@ use fleetmesh_inference::tee::snp::{Product, Report, SnpPolicy, Tcb, verify};
 use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339};
 
 fn vectors() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/tee/sev-snp")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/tee/sev-snp")
 }
 
 fn read(rel: &str) -> Vec<u8> {

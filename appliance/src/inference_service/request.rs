@@ -62,7 +62,7 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
     }
     let schema = response_format(&v["response_format"])?;
     let prompts = match api {
-        Api::Completion => completion_prompts(served, &v["prompt"], vocab)?,
+        Api::Completion => completion_prompts(served, &v["prompt"], vocab, add_special(&v, true)?)?,
         Api::Chat => {
             let template = served.template.as_ref().ok_or_else(|| {
                 bad(
@@ -86,10 +86,11 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
             {
                 stop.push(template.eos_token().to_owned());
             }
+            // the template writes its own BOS (vLLM: add_special_tokens defaults to false)
             vec![
                 served
                     .tokenizer
-                    .encode(&text)
+                    .encode_with(&text, add_special(&v, false)?)
                     .map_err(|e| bad(e.to_string(), "messages"))?,
             ]
         }
@@ -323,7 +324,25 @@ const MAX_PROMPTS: usize = 64;
 
 /// The prompts of a completions request: a string, an array of token ids, or an array of
 /// either (one choice each).
-fn completion_prompts(served: &Served, p: &Value, vocab: usize) -> Result<Vec<Vec<u32>>, Failure> {
+/// vLLM's `add_special_tokens`: whether text prompts get the tokenizer's special tokens
+/// (a Llama's BOS); `default` when absent.
+fn add_special(v: &Value, default: bool) -> Result<bool, Failure> {
+    match &v["add_special_tokens"] {
+        Value::Null => Ok(default),
+        Value::Bool(b) => Ok(*b),
+        _ => Err(bad(
+            "add_special_tokens must be a boolean",
+            "add_special_tokens",
+        )),
+    }
+}
+
+fn completion_prompts(
+    served: &Served,
+    p: &Value,
+    vocab: usize,
+    add_special_tokens: bool,
+) -> Result<Vec<Vec<u32>>, Failure> {
     let ids = |items: &[Value]| -> Result<Vec<u32>, Failure> {
         items
             .iter()
@@ -339,7 +358,7 @@ fn completion_prompts(served: &Served, p: &Value, vocab: usize) -> Result<Vec<Ve
     let text = |t: &str| {
         served
             .tokenizer
-            .encode(t)
+            .encode_with(t, add_special_tokens)
             .map_err(|e| bad(e.to_string(), "prompt"))
     };
     let shape = || {

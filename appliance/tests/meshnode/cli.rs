@@ -17,7 +17,7 @@ fn schema_digest_is_stable_and_follows_the_files() {
     assert_eq!(hex, SchemaSet::embedded().digest().to_hex());
 
     // The same digest from the source files on disk; a changed copy gives another.
-    let src = shared().join("schemas/json");
+    let src = repo().join("schemas/json");
     let o = run(&["schema", "digest", "--dir", src.to_str().unwrap()]);
     assert_eq!(stdout(&o).trim(), hex);
     let tmp = tempfile::tempdir().unwrap();
@@ -51,7 +51,7 @@ fn schema_digest_is_stable_and_follows_the_files() {
 fn schema_validate_gives_verdicts_and_paths() {
     let tmp = tempfile::tempdir().unwrap();
     let examples: Value = serde_json::from_str(
-        &std::fs::read_to_string(shared().join("schemas/examples/events/kind-30810.json")).unwrap(),
+        &std::fs::read_to_string(repo().join("schemas/examples/events/kind-30810.json")).unwrap(),
     )
     .unwrap();
     let good = tmp.path().join("good.json");
@@ -92,7 +92,7 @@ fn schema_validate_gives_verdicts_and_paths() {
 
     // Payloads by protocol id.
     let payload: Value = serde_json::from_str(
-        &std::fs::read_to_string(shared().join("schemas/examples/payloads/compute-1.0.json"))
+        &std::fs::read_to_string(repo().join("schemas/examples/payloads/compute-1.0.json"))
             .unwrap(),
     )
     .unwrap();
@@ -279,7 +279,7 @@ fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
 
 #[test]
 fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
-    let snp = shared().join("../shared/vectors/tee/sev-snp");
+    let snp = repo().join("inference/tests/vectors/tee/sev-snp");
     let p = |rel: &str| snp.join(rel).to_str().unwrap().to_owned();
     let verify_at = |now: &str, extra: &[&str]| {
         let (report, vcek, chain) = (
@@ -338,7 +338,7 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
 
     // NVIDIA: the evidence, its chain and nonce verify; the bundled RIMs do not match this
     // GPU, and the mismatching indices are named
-    let nv = shared().join("../shared/vectors/tee/nvidia/nvtrust");
+    let nv = repo().join("inference/tests/vectors/tee/nvidia/nvtrust");
     let n = |rel: &str| nv.join(rel).to_str().unwrap().to_owned();
     let (report, chain) = (n("hopperAttestationReport.txt"), n("hopperCertChain.txt"));
     let nonce = "931d8dd0add203ac3d8b4fbde75e115278eefcdceac5b87671a748f32364dfcb";

@@ -140,6 +140,72 @@ fn the_daemon_serves_completions_for_its_models() {
 }
 
 #[test]
+fn text_prompts_carry_the_tokenizers_bos_as_transformers_and_vllm_encode_them() {
+    let models = tempfile::tempdir().unwrap();
+    let bos = models.path().join("bos");
+    fleetmesh_inference::tiny::make_tiny_with_bos(&bos, 3).unwrap();
+    // the reference: the tokenizers crate with add_special_tokens = true
+    let reference = tokenizers::Tokenizer::from_file(bos.join("tokenizer.json")).unwrap();
+    let want = |t: &str, special: bool| -> Value {
+        serde_json::json!(reference.encode(t, special).unwrap().get_ids())
+    };
+    let o = run(&[
+        "infer",
+        "--model",
+        bos.to_str().unwrap(),
+        "--prompt",
+        "the",
+        "--max-tokens",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cli: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(cli["prompt_token_ids"], want("the", true));
+    assert_eq!(cli["prompt_token_ids"][0], 256, "{cli}");
+    let (_node, d) = serve(&[&bos], "");
+    runtime().block_on(async {
+        let http = http_client();
+        let url = d.url("/v1/completions");
+        let ask = |extra: Value| {
+            let mut body = serde_json::json!({"model": "bos", "prompt": "the", "max_tokens": 2,
+                                              "temperature": 0, "return_token_ids": true});
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            post_json(&http, &url, body)
+        };
+        let (status, r) = ask(serde_json::json!({})).await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["choices"][0]["prompt_token_ids"], want("the", true));
+        assert_eq!(r["choices"][0]["token_ids"], cli["token_ids"]);
+        // vLLM's switch to leave them out
+        let (status, r) = ask(serde_json::json!({"add_special_tokens": false})).await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["choices"][0]["prompt_token_ids"], want("the", false));
+        let (status, r) = ask(serde_json::json!({"add_special_tokens": "yes"})).await;
+        assert_eq!(
+            (status, r["error"]["param"].as_str()),
+            (400, Some("add_special_tokens")),
+            "{r}"
+        );
+        // chat: the template writes the one BOS
+        let (status, r) = post_json(
+            &http,
+            &d.url("/v1/chat/completions"),
+            serde_json::json!({
+                "model": "bos", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1,
+                "return_token_ids": true
+            }),
+        )
+        .await;
+        assert_eq!(status, 200, "{r}");
+        let ids = r["choices"][0]["prompt_token_ids"].as_array().unwrap();
+        assert_eq!(ids.iter().filter(|i| **i == 256).count(), 1, "{r}");
+        assert_eq!(ids[0], 256, "{r}");
+    });
+}
+
+#[test]
 fn a_model_that_does_not_load_stops_the_daemon_with_the_reason() {
     let node = tempfile::tempdir().unwrap();
     assert!(init(node.path(), &[]).status.success());

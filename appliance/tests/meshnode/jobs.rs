@@ -7,31 +7,9 @@
 use super::*;
 use fleetmesh_relay::NodeKeys;
 
-/// Reads stdin, upper-cases ASCII letters, writes the result to stdout and to
-/// /outputs/out.txt (preopen fd 4).
-const UPPER: &str = r#"(module
-  (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
-  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
-  (import "wasi_snapshot_preview1" "path_open"
-    (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
-  (memory (export "memory") 1)
-  (data (i32.const 16) "out.txt")
-  (func (export "_start") (local $n i32) (local $i i32) (local $c i32)
-    (i32.store (i32.const 100) (i32.const 1024))
-    (i32.store (i32.const 104) (i32.const 4096))
-    (drop (call $read (i32.const 0) (i32.const 100) (i32.const 1) (i32.const 200)))
-    (local.set $n (i32.load (i32.const 200)))
-    (loop $l (if (i32.lt_u (local.get $i) (local.get $n)) (then
-      (local.set $c (i32.load8_u (i32.add (i32.const 1024) (local.get $i))))
-      (if (i32.and (i32.ge_u (local.get $c) (i32.const 97)) (i32.le_u (local.get $c) (i32.const 122)))
-        (then (i32.store8 (i32.add (i32.const 1024) (local.get $i)) (i32.sub (local.get $c) (i32.const 32)))))
-      (local.set $i (i32.add (local.get $i) (i32.const 1)))
-      (br $l))))
-    (i32.store (i32.const 104) (local.get $n))
-    (drop (call $write (i32.const 1) (i32.const 100) (i32.const 1) (i32.const 200)))
-    (drop (call $open (i32.const 4) (i32.const 0) (i32.const 16) (i32.const 7) (i32.const 9)
-      (i64.const 64) (i64.const 0) (i32.const 0) (i32.const 300)))
-    (drop (call $write (i32.load (i32.const 300)) (i32.const 100) (i32.const 1) (i32.const 200)))))"#;
+/// The demo job module (`meshnode up --demo` ships it): upper-cases stdin into stdout and
+/// `/outputs/out.txt`.
+const UPPER: &str = include_str!("../../demo/upper.wat");
 
 fn job(args: &[&str], node: &Daemon, buyer: &Path) -> (Output, Value) {
     let mut all = vec!["job"];
@@ -405,8 +383,8 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
         }
     }
 
-    // a Bacalhau spec from the shared vectors: its inline Rust WASI module runs here
-    let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/bacalhau");
+    // a Bacalhau spec from the vendored vectors: its inline Rust WASI module runs here
+    let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/bacalhau");
     let (o, sub) = job(
         &["submit", vectors.join("wasm.yaml").to_str().unwrap()],
         &d,
@@ -426,6 +404,41 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
         std::fs::read_to_string(bout.path().join("stdout")).unwrap(),
         "Hello, world!\n"
     );
+    // Bacalhau users re-run spec files: the same file is the same job, an edited file with
+    // the same Name a new one (not a conflict); an explicit idempotency key pins the job
+    let submit = |file: &Path, extra: &[&str]| {
+        let mut args = vec!["submit", file.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        job(&args, &d, buyer.path())
+    };
+    let (_, again) = submit(&vectors.join("wasm.yaml"), &[]);
+    assert_eq!(
+        (again["job"].as_str(), again["new"].as_bool()),
+        (Some(bac.as_str()), Some(false))
+    );
+    let edited = work.path().join("wasm-edited.yaml");
+    let mut spec = std::fs::read_to_string(vectors.join("wasm.yaml")).unwrap();
+    spec.push_str("\n# run it once more\n");
+    std::fs::write(&edited, &spec).unwrap();
+    let (o, second) = submit(&edited, &[]);
+    assert!(o.status.success(), "{second} {}", stderr(&o));
+    assert_eq!(second["new"], true, "{second}");
+    assert_ne!(second["job"].as_str(), Some(bac.as_str()));
+    assert_eq!(
+        wait_final(second["job"].as_str().unwrap(), &d, buyer.path()).0,
+        Some(0)
+    );
+    let (o, keyed) = submit(
+        &vectors.join("wasm.yaml"),
+        &["--idempotency-key", "nightly-1"],
+    );
+    assert!(o.status.success(), "{keyed} {}", stderr(&o));
+    assert_eq!(keyed["new"], true, "{keyed}");
+    let (o, clash) = submit(&edited, &["--idempotency-key", "nightly-1"]);
+    assert_eq!(o.status.code(), Some(2), "{clash}");
+    assert_eq!(clash["error"]["code"], "conflict", "{clash}");
+    let (o, _) = submit(&edited, &["--idempotency-key", "not a key"]);
+    assert_usage_error(&o, "--idempotency-key");
     // and one it cannot run is refused before anything is sent
     let (o, v) = job(
         &["submit", vectors.join("docker.yaml").to_str().unwrap()],
@@ -666,4 +679,120 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
     let (o, v) = job(&["submit", file.to_str().unwrap()], &d, buyer.path());
     assert_eq!(o.status.code(), Some(2), "{v}");
     assert_eq!(v["error"]["code"], "limit-exceeded");
+}
+
+#[test]
+fn up_demo_answers_every_api_and_jobs_default_to_a_buyer_identity_under_the_home() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().join("fleetmesh");
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("demo");
+    let with_home = |args: &[&str]| {
+        let mut c = meshnode();
+        c.env("MESHNODE_HOME", &home).args(args);
+        c
+    };
+    // the first job command makes the buyer identity, before there is any node
+    let o = with_home(&[
+        "job",
+        "submit",
+        demo.join("job.json").to_str().unwrap(),
+        "--node",
+        "http://127.0.0.1:9",
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let buyer_dir = home.join("buyer");
+    assert!(
+        stderr(&o).contains("made a buyer identity"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(mode(&buyer_dir), 0o700);
+    assert_eq!(mode(&buyer_dir.join("nostr.sec")), 0o600);
+    let buyer = NodeKeys::load(&buyer_dir).unwrap().nostr_pubkey_hex();
+
+    // `up --demo` makes the node around it, on a box with no desktop session
+    let mut cmd = with_home(&["up", "--demo", "--listen", "127.0.0.1:0"]);
+    cmd.env_remove("XDG_RUNTIME_DIR")
+        .env("MESHNODE_LOG", "info");
+    let mut d = Daemon::start(cmd);
+    let mut err = d.child.stderr.take().unwrap();
+    let err_lines = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut err, &mut s).unwrap();
+        s
+    });
+    assert!(home.join("meshnode.toml").exists() && buyer_dir.join("nostr.sec").exists());
+    runtime().block_on(async {
+        let http = http_client();
+        let (status, r) = post_json(&http, &d.url("/v1/completions"),
+            serde_json::json!({"model": "tiny", "prompt": "hello", "max_tokens": 4})).await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["usage"]["completion_tokens"], 4, "{r}");
+        let input = serde_json::json!({"a": "3", "b": "11", "w": "5"});
+        let (status, r) = post_json(&http, &d.url("/v1/proofs/prove"),
+            serde_json::json!({"circuit": "demo", "input": input})).await;
+        assert_eq!(status, 200, "{r}");
+        // out = a·w² + b·(a < b) = 3·25 + 11
+        assert_eq!(r["public"], serde_json::json!(["86", "3", "11"]), "{r}");
+        let vk = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom/tiny_vk.json"),
+        )
+        .unwrap();
+        let (status, v) = post_json(&http, &d.url("/v1/proofs/verify"), serde_json::json!({
+            "vk": serde_json::from_str::<Value>(&vk).unwrap(), "proof": r["proof"], "public": r["public"]
+        })).await;
+        assert_eq!((status, &v["valid"]), (200, &serde_json::json!(true)), "{v}");
+    });
+    // the demo job, as the hint says, with the buyer identity made above
+    let url = d.url("");
+    let job_file = home.join("demo/job.json");
+    let o = with_home(&["job", "submit", job_file.to_str().unwrap(), "--node", &url])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains(&buyer), "which key: {}", stderr(&o));
+    let sub: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let id = sub["job"].as_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let o = with_home(&["job", "status", id, "--node", &url])
+            .output()
+            .unwrap();
+        if o.status.code() != Some(3) {
+            assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the demo job did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = tempfile::tempdir().unwrap();
+    let o = with_home(&[
+        "job",
+        "result",
+        id,
+        "--out",
+        out.path().to_str().unwrap(),
+        "--node",
+        &url,
+    ])
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("stdout")).unwrap(),
+        std::fs::read_to_string(demo.join("input.txt"))
+            .unwrap()
+            .to_uppercase()
+    );
+    assert!(d.stop("-TERM").success());
+    let err = err_lines.join().unwrap();
+    assert!(err.contains("next, from another shell"), "{err}");
+    assert!(
+        err.contains("job submit") && err.contains("/v1/proofs/prove"),
+        "{err}"
+    );
+    assert!(err.contains("hardware probe"), "the probe is logged: {err}");
+    assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
 }

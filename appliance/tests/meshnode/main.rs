@@ -58,7 +58,8 @@ fn assert_usage_error(o: &Output, mentions: &str) {
     );
 }
 
-fn shared() -> PathBuf {
+/// The repository root (every fixture a test reads lives inside it).
+fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 

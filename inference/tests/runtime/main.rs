@@ -11,6 +11,7 @@ use fleetmesh_inference::{Error, KvCache, Llama, LlamaConfig};
 mod batch;
 mod quorum;
 mod schema;
+mod special_tokens;
 
 /// Greedy decoding (temperature 0) of `n` tokens: the ids and their logprobs.
 fn greedy(model: &Llama, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<f64>) {
