@@ -118,6 +118,14 @@ pub struct JobNode {
     /// directory, e.g. ~/.local/share/fleetmesh/buyer, created on first use].
     #[arg(long, value_name = "DIR")]
     pub key_dir: Option<PathBuf>,
+    /// The node's API token (its `[api] token`), when it has one.
+    #[arg(
+        long,
+        env = "MESHNODE_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
 }
 
 /// `meshnode wasi …`.

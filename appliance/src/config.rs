@@ -30,6 +30,23 @@ pub struct Config {
     pub compute: ComputeSection,
     /// The models served on the OpenAI-compatible API.
     pub inference: InferenceSection,
+    /// Who may call the HTTP APIs.
+    pub api: ApiSection,
+}
+
+/// `[api]`: who may call the compute, proof and job APIs (see the README's "Exposure").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSection {
+    /// Origins (`https://app.example`) whose web pages may call the APIs from a browser;
+    /// `"*"` for any. Default: none (browsers may call them only from the node's own
+    /// origin).
+    pub allowed_origins: Vec<String>,
+    /// A bearer token every state-changing API request must carry
+    /// (`Authorization: Bearer TOKEN`). Default: none; required when `[face] listen` is
+    /// not a loopback address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 /// `[inference]`.
@@ -201,13 +218,29 @@ pub struct NodeSection {
     pub endpoints: Vec<Endpoint>,
 }
 
-/// `[face]`.
+/// `[face]`: the one listener. None of it is reloadable: restart to change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FaceSection {
-    /// Address of the one listener (NIP-11, health, and later the relay WebSocket, HTTP
-    /// APIs and metrics). Default: 127.0.0.1:7777. Not reloadable: restart to change.
+    /// Address of the one listener (the relay WebSocket, NIP-11, the HTTP APIs, health
+    /// and metrics). Default: 127.0.0.1:7777.
     pub listen: SocketAddr,
+    /// Seconds a connection may take to send a complete request head; also how long an
+    /// idle keep-alive connection is kept. 1 to 300. Default 10.
+    pub header_timeout_secs: u64,
+    /// Most connections open at once (WebSockets included); more are closed on accept.
+    /// Keep it under the process's file limit (`ulimit -n`). 1 to 1 000 000. Default 512.
+    pub max_connections: usize,
+    /// Most connections open at once from one IP address. 1 to `max_connections`.
+    /// Default 64.
+    pub max_connections_per_ip: usize,
+    /// Seconds requests in flight may take to finish once a stop is asked for; then the
+    /// rest are closed (queued events are committed either way). 0 to 3600. Default 10.
+    pub shutdown_secs: u64,
+    /// Origins whose web pages may open the relay's WebSocket (browser Nostr clients);
+    /// `"*"` for any. Clients that send no `Origin` (not browsers) are always served.
+    /// Default `["*"]`.
+    pub websocket_origins: Vec<String>,
 }
 
 /// The default listener address.
@@ -217,6 +250,11 @@ impl Default for FaceSection {
     fn default() -> Self {
         FaceSection {
             listen: DEFAULT_LISTEN.parse().expect("valid default address"),
+            header_timeout_secs: 10,
+            max_connections: 512,
+            max_connections_per_ip: 64,
+            shutdown_secs: 10,
+            websocket_origins: vec!["*".into()],
         }
     }
 }
@@ -251,12 +289,78 @@ const HEADER: &str = "\
 ";
 
 impl Config {
-    /// Reads and parses `DIR/meshnode.toml`.
+    /// Reads, parses and checks `DIR/meshnode.toml`.
     pub fn load(dir: &Path) -> anyhow::Result<Config> {
         let path = dir.join(FILE);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+        let config: Config =
+            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        config
+            .check()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        Ok(config)
+    }
+
+    /// Checks every numeric setting against the bound it really has, so a bad value stops
+    /// the node at start-up, naming the key, rather than failing later.
+    ///
+    /// # Errors
+    /// `[section] key = value: why` for the first setting out of range.
+    pub fn check(&self) -> Result<(), String> {
+        fn range(key: &str, v: u64, lo: u64, hi: u64) -> Result<(), String> {
+            if v < lo || v > hi {
+                return Err(format!("{key} = {v}: must be between {lo} and {hi}"));
+            }
+            Ok(())
+        }
+        self.relay.check().map_err(|e| format!("[relay] {e}"))?;
+        let f = &self.face;
+        range("[face] header_timeout_secs", f.header_timeout_secs, 1, 300)?;
+        range(
+            "[face] max_connections",
+            f.max_connections as u64,
+            1,
+            1_000_000,
+        )?;
+        range(
+            "[face] max_connections_per_ip",
+            f.max_connections_per_ip as u64,
+            1,
+            f.max_connections as u64,
+        )?;
+        range("[face] shutdown_secs", f.shutdown_secs, 0, 3600)?;
+        if let Some(t) = &self.api.token
+            && (t.len() < 16 || t.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Err("[api] token: must be at least 16 characters, without spaces".to_string());
+        }
+        let i = &self.inference;
+        range("[inference] max_batch", i.max_batch as u64, 1, 256)?;
+        for (key, v) in [
+            (
+                "[inference.quorum] near_tie_epsilon",
+                i.quorum.near_tie_epsilon,
+            ),
+            (
+                "[inference.quorum] logprob_tolerance",
+                i.quorum.logprob_tolerance,
+            ),
+        ] {
+            if !v.is_finite() || !(0.0..=100.0).contains(&v) {
+                return Err(format!("{key} = {v}: must be a number between 0 and 100"));
+            }
+        }
+        for e in &i.executors {
+            range("[[inference.executors]] timeout_s", e.timeout_s, 1, 86_400)?;
+            range(
+                "[[inference.executors]] connect_timeout_s",
+                e.connect_timeout_s,
+                1,
+                600,
+            )?;
+        }
+        Ok(())
     }
 
     /// The file's text, with a header comment.

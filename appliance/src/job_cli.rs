@@ -265,8 +265,11 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
     }
     let key = nip44::conversation_key(&secret, &provider)?;
     let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
-    let r = client()?
-        .post(node_url(to, "/v1/jobs"))
+    let mut post = client()?.post(node_url(to, "/v1/jobs"));
+    if let Some(t) = &to.token {
+        post = post.bearer_auth(t);
+    }
+    let r = post
         .json(&json!({"ask": ask.to_value(), "payload": payload}))
         .send()
         .with_context(|| format!("submitting to {}", to.node))?;

@@ -3,6 +3,7 @@
 //! See `meshnode --help` and the README. Exit codes: 0 ok, 1 a negative verdict, 2 bad
 //! input, usage or an error that stopped the command.
 
+mod api_guard;
 mod attest;
 mod blossom;
 mod cli;
@@ -12,6 +13,7 @@ mod doctor;
 mod infer;
 mod inference_service;
 mod job_cli;
+mod listener;
 mod manifest;
 mod market;
 mod node;
@@ -244,7 +246,10 @@ fn run(
         .thread_name("meshnode")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(server::run(node, listen, &inference, listening))?;
+    let served = runtime.block_on(server::run(node, listen, &inference, listening));
+    // work still running on blocking threads (a proof, a generation) is not waited for
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    served?;
     Ok(Outcome::Ok)
 }
 

@@ -158,6 +158,7 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         },
         face: config::FaceSection {
             listen: std::net::SocketAddr::from(([127, 0, 0, 1], settings.face_port)),
+            ..Default::default()
         },
         ..Config::default()
     };
@@ -178,6 +179,30 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         did: keys.did(),
         descriptor,
     })
+}
+
+/// Refuses a directory whose mode has any of the `forbidden` bits (as key files readable
+/// by others are refused): a node directory others can write to, or a key directory others
+/// can enter, is not this node's alone.
+fn check_private(dir: &Path, forbidden: u32, what: &str) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .permissions()
+            .mode()
+            & 0o777;
+        if mode & forbidden != 0 {
+            bail!(
+                "{}: mode {mode:04o} is {what}; run chmod 700 on it",
+                dir.display()
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (dir, forbidden, what);
+    Ok(())
 }
 
 /// The buyer identity in `dir`, made there (0700 directories, 0600 key files) when `dir`
@@ -242,6 +267,8 @@ impl Node {
                 dir.display()
             );
         }
+        check_private(dir, 0o022, "writable by group or others")?;
+        check_private(&dir.join(KEYS_DIR), 0o077, "open to group or others")?;
         let config = Config::load(dir)?;
         let keys = NodeKeys::load(&dir.join(KEYS_DIR))?;
         let store = Store::open(&dir.join(DB_FILE))?;

@@ -14,11 +14,10 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt as _;
 use fleetmesh_relay::face::{Relay, RelayConfig};
 use fleetmesh_schemas::SchemaSet;
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::node::Node;
 
@@ -32,6 +31,8 @@ struct AppState {
     pubkey: String,
     started: Instant,
     relay: Arc<Relay>,
+    /// `[face] websocket_origins`.
+    websocket_origins: Vec<String>,
 }
 
 /// NIPs this build serves; 77 is added when negentropy is enabled.
@@ -121,11 +122,15 @@ pub fn router(
         pubkey: node.keys.nostr_pubkey_hex(),
         started: Instant::now(),
         relay,
+        websocket_origins: node.config.face.websocket_origins.clone(),
     });
-    Ok(Router::new()
-        .route("/", get(root).options(preflight))
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
+    let policy = Arc::new(crate::api_guard::Policy::new(
+        &node.config.api.allowed_origins,
+        node.config.api.token.as_deref(),
+    ));
+    let guard = axum::middleware::from_fn_with_state(policy, crate::api_guard::guard);
+    // the compute, proof and job APIs, behind the guard (checked before bodies are read)
+    let api = Router::new()
         .route(
             "/v1/proofs/verify",
             axum::routing::post(crate::verify_service::handle)
@@ -168,6 +173,12 @@ pub fn router(
             "/v1/jobs/{id}/receipt",
             get(crate::market::service::receipt).with_state(jobs),
         )
+        .route_layer(guard);
+    Ok(Router::new()
+        .route("/", get(root).options(preflight))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .merge(api)
         .route(
             "/upload",
             axum::routing::put(crate::blossom::upload)
@@ -227,6 +238,13 @@ async fn root(
     headers: HeaderMap,
 ) -> Response {
     if let Ok(ws) = ws {
+        if !crate::api_guard::websocket_origin_ok(&state.websocket_origins, &headers) {
+            return api_error(
+                StatusCode::FORBIDDEN,
+                "cross_site",
+                "this origin is not in [face] websocket_origins",
+            );
+        }
         return state.relay.clone().upgrade(ws, peer);
     }
     let wants_nip11 = headers
@@ -304,6 +322,13 @@ pub async fn run(
     inference: &crate::config::InferenceSection,
     listening: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
+    if !listen.ip().is_loopback() && node.config.api.token.is_none() {
+        anyhow::bail!(
+            "listening on {listen}, which is not a loopback address, needs [api] token in {}: \
+             without it anyone who reaches the port could run compute and proofs here",
+            crate::config::FILE
+        );
+    }
     let (relay, writer) = Relay::start(
         &node.dir.join(crate::node::DB_FILE),
         RelayConfig {
@@ -312,6 +337,7 @@ pub async fn run(
         },
     )?;
     relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
+    relay.spawn_rejection_summary(std::time::Duration::from_secs(60));
     let app = router(&mut node, relay.clone(), inference)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -330,28 +356,29 @@ pub async fn run(
         node.keys.nostr_pubkey_hex()
     );
     listening(local);
-    let listener = listener.tap_io(|tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            warn!(%err, "could not set TCP_NODELAY");
-        }
-    });
     let closer = relay.clone();
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    let face = &node.config.face;
+    let opts = crate::listener::Options {
+        header_timeout: std::time::Duration::from_secs(face.header_timeout_secs),
+        max_connections: face.max_connections,
+        max_per_ip: face.max_connections_per_ip,
+        shutdown: std::time::Duration::from_secs(face.shutdown_secs),
+    };
+    crate::listener::serve(listener, app, opts, async move {
         signals.await;
+        info!("stopping");
+        // WebSockets are told to close (1001); HTTP requests in flight may finish
         closer.close_all();
     })
+    .await;
+    // The writer commits what is queued, then ends, whatever connection is still open.
+    tokio::task::spawn_blocking(move || {
+        relay.stop_writer();
+        writer.join()
+    })
     .await
-    .context("serving")?;
-    // The last handles go; the writer commits what is queued, then ends.
-    drop(relay);
-    tokio::task::spawn_blocking(move || writer.join())
-        .await
-        .context("waiting for the store writer")?
-        .map_err(|_| anyhow::anyhow!("the store writer panicked"))?;
+    .context("waiting for the store writer")?
+    .map_err(|_| anyhow::anyhow!("the store writer panicked"))?;
     info!("stopped");
     Ok(())
 }

@@ -60,6 +60,9 @@ pub enum Error {
         #[source]
         source: rusqlite::Error,
     },
+    /// A query's blocking thread panicked or was cancelled.
+    #[error("store query: {0}")]
+    StoreTask(String),
     /// The database exists but was written by a newer fleetmesh.
     #[error("store {path}: schema version {found} is newer than this build supports ({supported})")]
     StoreVersion {

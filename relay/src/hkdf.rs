@@ -1,4 +1,4 @@
-//! HKDF-SHA256 (RFC 5869) and the blinded tags built on it.
+//! HKDF-SHA256 (RFC 5869, the `hkdf` crate) and the blinded tags built on it.
 //!
 //! [`extract`] and [`expand`] are the two halves of RFC 5869 (checked against its
 //! Appendix A vectors); NIP-44 v2 uses them for its conversation and message keys.
@@ -11,7 +11,7 @@ use sha2::Sha256;
 
 use crate::{Error, Result};
 
-type HmacSha256 = Hmac<Sha256>;
+pub(crate) type HmacSha256 = Hmac<Sha256>;
 
 /// HMAC-SHA256 of the parts of `data`, concatenated, under `key`.
 pub(crate) fn hmac(key: &[u8], data: &[&[u8]]) -> [u8; 32] {
@@ -23,10 +23,10 @@ pub(crate) fn hmac(key: &[u8], data: &[&[u8]]) -> [u8; 32] {
 }
 
 /// HKDF-Extract: the pseudorandom key of `ikm` under `salt` (an empty salt is 32 zero
-/// bytes, as RFC 5869 says).
+/// bytes, as RFC 5869 says; HMAC pads both to the same block).
 pub fn extract(salt: &[u8], ikm: &[u8]) -> [u8; 32] {
-    let zeros = [0u8; 32];
-    hmac(if salt.is_empty() { &zeros } else { salt }, &[ikm])
+    let (prk, _) = hkdf::Hkdf::<Sha256>::extract(Some(salt), ikm);
+    prk.into()
 }
 
 /// HKDF-Expand: `len` bytes of output keying material from `prk` and `info`.
@@ -34,19 +34,10 @@ pub fn extract(salt: &[u8], ikm: &[u8]) -> [u8; 32] {
 /// # Errors
 /// [`Error::Crypto`] when `len` is over 255 × 32 bytes (RFC 5869's limit).
 pub fn expand(prk: &[u8; 32], info: &[u8], len: usize) -> Result<Vec<u8>> {
-    if len > 255 * 32 {
-        return Err(Error::Crypto(format!(
-            "HKDF-Expand: {len} bytes asked, at most 8160"
-        )));
-    }
-    let mut out = Vec::with_capacity(len);
-    let mut block: Vec<u8> = Vec::new();
-    let mut counter = 1u8;
-    while out.len() < len {
-        block = hmac(prk, &[&block, info, &[counter]]).to_vec();
-        out.extend_from_slice(&block[..(len - out.len()).min(32)]);
-        counter = counter.wrapping_add(1);
-    }
+    let too_long = || Error::Crypto(format!("HKDF-Expand: {len} bytes asked, at most 8160"));
+    let hk = hkdf::Hkdf::<Sha256>::from_prk(prk).map_err(|_| too_long())?;
+    let mut out = vec![0u8; len];
+    hk.expand(info, &mut out).map_err(|_| too_long())?;
     Ok(out)
 }
 

@@ -51,6 +51,21 @@ pub struct Limits {
     /// Largest negentropy message the relay writes, in bytes before hex encoding.
     /// Default 50 000 (100 000 hex characters, under the default message limit).
     pub neg_frame_size: u64,
+    /// Output queued for one connection, in bytes, before it counts as too slow and is
+    /// closed; a REQ's stored events are sent only while less than half is queued, so a
+    /// query's answer never sits in memory whole. At least 2 × `max_message_length`.
+    /// Default 4 194 304 (4 MiB).
+    pub max_queued_bytes: usize,
+    /// Output queued for all connections together, in bytes; the connection whose output
+    /// would go past it is closed, not the others. At least `max_queued_bytes`. Default
+    /// 268 435 456 (256 MiB).
+    pub max_queued_bytes_total: usize,
+    /// Seconds of silence from a client before the relay pings it; no frame at all for
+    /// twice this closes the connection. 1 to 3600. Default 30.
+    pub ping_interval_secs: u64,
+    /// Seconds a connection with no subscription and no negentropy session may send
+    /// nothing before it is closed. 1 to 86 400. Default 60.
+    pub idle_timeout_secs: u64,
 }
 
 impl Default for Limits {
@@ -73,11 +88,90 @@ impl Default for Limits {
             max_neg_sessions: 8,
             max_neg_items: 1_000_000,
             neg_frame_size: 50_000,
+            max_queued_bytes: 4 << 20,
+            max_queued_bytes_total: 256 << 20,
+            ping_interval_secs: 30,
+            idle_timeout_secs: 60,
         }
     }
 }
 
 impl Limits {
+    /// Checks every setting against the bound it really has, so a bad value stops the
+    /// node at start-up instead of failing later on a connection.
+    ///
+    /// # Errors
+    /// `key = value: why` for the first setting out of its range.
+    pub fn check(&self) -> Result<(), String> {
+        let range = |key: &str, v: u64, lo: u64, hi: u64| -> Result<(), String> {
+            if v < lo || v > hi {
+                return Err(format!("{key} = {v}: must be between {lo} and {hi}"));
+            }
+            Ok(())
+        };
+        let u = |v: usize| v as u64;
+        range(
+            "max_message_length",
+            u(self.max_message_length),
+            1024,
+            64 << 20,
+        )?;
+        range("max_subscriptions", u(self.max_subscriptions), 1, 4096)?;
+        range("max_filters", u(self.max_filters), 1, 256)?;
+        range("max_limit", self.max_limit, 1, 100_000)?;
+        range("max_subid_length", u(self.max_subid_length), 1, 1024)?;
+        range("max_event_tags", u(self.max_event_tags), 1, 1_000_000)?;
+        range(
+            "max_content_length",
+            u(self.max_content_length),
+            1,
+            u(self.max_message_length),
+        )?;
+        range("max_filter_values", u(self.max_filter_values), 1, 100_000)?;
+        range(
+            "created_at_upper_limit",
+            self.created_at_upper_limit,
+            0,
+            1 << 31,
+        )?;
+        for (key, v, lo) in [
+            ("events_per_second", self.events_per_second, 0.0),
+            ("event_burst", self.event_burst, 1.0),
+            ("reqs_per_second", self.reqs_per_second, 0.0),
+            ("req_burst", self.req_burst, 1.0),
+        ] {
+            if !v.is_finite() || v < lo || v > 1e9 {
+                return Err(format!(
+                    "{key} = {v}: must be a number between {lo} and 1e9"
+                ));
+            }
+        }
+        range("max_neg_sessions", u(self.max_neg_sessions), 1, 256)?;
+        range("max_neg_items", u(self.max_neg_items), 1, 100_000_000)?;
+        // negentropy frames are at least 4 KiB; hex doubles them into one message
+        range(
+            "neg_frame_size",
+            self.neg_frame_size,
+            4096,
+            (u(self.max_message_length) / 2).max(4096),
+        )?;
+        range(
+            "max_queued_bytes",
+            u(self.max_queued_bytes),
+            2 * u(self.max_message_length),
+            1 << 32,
+        )?;
+        range(
+            "max_queued_bytes_total",
+            u(self.max_queued_bytes_total),
+            u(self.max_queued_bytes),
+            1 << 40,
+        )?;
+        range("ping_interval_secs", self.ping_interval_secs, 1, 3600)?;
+        range("idle_timeout_secs", self.idle_timeout_secs, 1, 86_400)?;
+        Ok(())
+    }
+
     /// Whether an event may be taken in: within the size limits, not too far in the future,
     /// not expired (NIP-40), a correct id and BIP-340 signature, and, for a kind fleetmesh
     /// defines, valid against its schema. The relay face applies it to every EVENT and

@@ -68,6 +68,20 @@ impl Metrics {
         self.rejected[i].load(Relaxed)
     }
 
+    /// The rejections since the counts in `last` (which it updates), as
+    /// `rate-limited=12 invalid=3`; `None` when there were none.
+    pub fn rejections_since(&self, last: &mut [u64; 5]) -> Option<String> {
+        let mut parts = Vec::new();
+        for (i, (_, name)) in REASONS.iter().enumerate() {
+            let now = self.rejected[i].load(Relaxed);
+            if now > last[i] {
+                parts.push(format!("{name}={}", now - last[i]));
+            }
+            last[i] = now;
+        }
+        (!parts.is_empty()).then(|| parts.join(" "))
+    }
+
     /// The Prometheus text exposition, with the store's figures read by the caller.
     pub fn render(&self, store_events: u64, store_bytes: u64) -> String {
         let mut out = String::with_capacity(2048);

@@ -18,7 +18,9 @@ use chacha20::ChaCha20;
 use chacha20::cipher::{KeyIvInit, StreamCipher};
 use secp256k1::{PublicKey, SecretKey};
 
-use crate::hkdf::{expand, extract, hmac};
+use hmac::Mac as _;
+
+use crate::hkdf::{HmacSha256, expand, extract, hmac};
 use crate::{Error, Result};
 
 fn err(reason: impl Into<String>) -> Error {
@@ -179,9 +181,11 @@ pub fn decrypt(conversation_key: &[u8; 32], payload: &str) -> Result<Vec<u8>> {
     let nonce: [u8; 32] = raw[1..33].try_into().expect("32");
     let (body, mac) = raw[33..].split_at(raw.len() - 33 - 32);
     let (key, iv, mac_key) = message_keys(conversation_key, &nonce);
-    let want = hmac(&mac_key, &[&nonce, body]);
-    // constant time
-    if want.iter().zip(mac).fold(0u8, |acc, (a, b)| acc | (a ^ b)) != 0 {
+    // compared in constant time (the hmac crate's verify, through `subtle`)
+    let mut check = HmacSha256::new_from_slice(&mac_key).expect("HMAC takes keys of any length");
+    check.update(&nonce);
+    check.update(body);
+    if check.verify_slice(mac).is_err() {
         return Err(err("invalid MAC"));
     }
     let mut padded = body.to_vec();

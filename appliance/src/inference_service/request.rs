@@ -46,6 +46,7 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
             code: Some("model_not_found"),
             extra: None,
         })?;
+    unsupported(&v)?;
     let served = &s.models[model];
     let vocab = served.batcher.model().config().vocab_size;
     let mut stop = match &v["stop"] {
@@ -324,6 +325,37 @@ const MAX_PROMPTS: usize = 64;
 
 /// The prompts of a completions request: a string, an array of token ids, or an array of
 /// either (one choice each).
+/// OpenAI parameters this server does not implement, refused by name rather than
+/// silently ignored (a client asking for `n: 4` must not get one choice and think it has
+/// four). Neutral values (`n: 1`, penalties 0, an empty `logit_bias`) are accepted.
+fn unsupported(v: &Value) -> Result<(), Failure> {
+    let neutral = |key: &'static str, ok: &dyn Fn(&Value) -> bool| -> Result<(), Failure> {
+        match &v[key] {
+            Value::Null => Ok(()),
+            x if ok(x) => Ok(()),
+            x => Err(bad(
+                format!("{key} = {x} is not supported by this server"),
+                key,
+            )),
+        }
+    };
+    let is = |want: f64| move |x: &Value| x.as_f64() == Some(want);
+    neutral("n", &is(1.0))?;
+    neutral("best_of", &is(1.0))?;
+    neutral("presence_penalty", &is(0.0))?;
+    neutral("frequency_penalty", &is(0.0))?;
+    neutral("repetition_penalty", &is(1.0))?;
+    neutral("logit_bias", &|x| {
+        x.as_object().is_some_and(|o| o.is_empty())
+    })?;
+    for key in ["tools", "functions"] {
+        neutral(key, &|x| x.as_array().is_some_and(|a| a.is_empty()))?;
+    }
+    neutral("tool_choice", &|x| x == "none")?;
+    neutral("function_call", &|x| x == "none")?;
+    Ok(())
+}
+
 /// vLLM's `add_special_tokens`: whether text prompts get the tokenizer's special tokens
 /// (a Llama's BOS); `default` when absent.
 fn add_special(v: &Value, default: bool) -> Result<bool, Failure> {

@@ -702,7 +702,7 @@ fn the_daemon_proves_installed_circuits_over_http() {
         assert_eq!((status, v["error"]["code"].as_str()), (400, Some("malformed")), "{v}");
         let (status, _) = post(serde_json::json!({"circuit": "tiny", "input": {}, "witness": []})).await;
         assert_eq!(status, 400);
-        let r = http.post(&url).body("{").send().await.unwrap();
+        let r = http.post(&url).header("content-type", "application/json").body("{").send().await.unwrap();
         assert_eq!(r.status().as_u16(), 400);
         // the daemon is still healthy
         let r = http.get(daemon.url("/healthz")).send().await.unwrap();

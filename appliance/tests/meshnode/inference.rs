@@ -90,7 +90,7 @@ fn the_daemon_serves_completions_for_its_models() {
             }
             let (_, whole) = post_json(&http, &url, req.clone()).await;
             req["stream"] = true.into();
-            let r = http.post(&url).body(req.to_string()).send().await.unwrap();
+            let r = http.post(&url).header("content-type", "application/json").body(req.to_string()).send().await.unwrap();
             assert_eq!(r.status().as_u16(), 200);
             assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
             let ev = events(r.text().await.unwrap());
@@ -125,17 +125,28 @@ fn the_daemon_serves_completions_for_its_models() {
             (serde_json::json!({"model": "tiny", "prompt": [[1], [256]]}), "prompt"),
             (serde_json::json!({"model": "tiny", "prompt": vec!["x"; 65]}), "prompt"),
             (serde_json::json!({"model": "tiny", "prompt": ["x", "y"], "stream": true}), "prompt"),
+            // OpenAI parameters not implemented are refused by name, not ignored
+            (serde_json::json!({"model": "tiny", "prompt": "x", "n": 2}), "n"),
+            (serde_json::json!({"model": "tiny", "prompt": "x", "best_of": 3}), "best_of"),
+            (serde_json::json!({"model": "tiny", "prompt": "x", "logit_bias": {"65": 5}}), "logit_bias"),
+            (serde_json::json!({"model": "tiny", "prompt": "x", "presence_penalty": 0.5}), "presence_penalty"),
+            (serde_json::json!({"model": "tiny", "prompt": "x", "frequency_penalty": -1}), "frequency_penalty"),
+            (serde_json::json!({"model": "tiny", "prompt": "x", "repetition_penalty": 1.2}), "repetition_penalty"),
+            (serde_json::json!({"model": "tiny", "prompt": "x", "tools": [{"type": "function"}]}), "tools"),
+            (serde_json::json!({"model": "tiny", "prompt": "x", "tool_choice": "auto"}), "tool_choice"),
         ] {
             let (status, e) = post_json(&http, &url, body.clone()).await;
             assert_eq!(status, 400, "{body} → {e}");
             assert_eq!(e["error"]["param"], param, "{body} → {e}");
             assert!(!e["error"]["message"].as_str().unwrap().is_empty());
         }
-        let r = http.post(&url).body("{not json").send().await.unwrap();
+        let r = http.post(&url).header("content-type", "application/json").body("{not json").send().await.unwrap();
         assert_eq!(r.status().as_u16(), 400);
-        // the daemon is still serving
-        let (status, _) = post_json(&http, &url, serde_json::json!({"model": "tiny", "prompt": "x", "max_tokens": 1})).await;
-        assert_eq!(status, 200);
+        // the daemon is still serving, and neutral values of those parameters are fine
+        let (status, r) = post_json(&http, &url, serde_json::json!({"model": "tiny", "prompt": "x", "max_tokens": 1,
+            "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0, "logit_bias": {}, "tools": []})).await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["choices"].as_array().unwrap().len(), 1);
     });
 }
 
@@ -589,7 +600,7 @@ fn chat_completions_use_the_models_template_and_stream_the_same_answer() {
         assert_eq!(content[0]["top_logprobs"].as_array().unwrap().len(), 2);
         assert!(content[0]["bytes"].is_array());
         // streamed: a role delta, then content deltas that add up to the same message
-        let resp = http.post(&chat_url).body(serde_json::json!({
+        let resp = http.post(&chat_url).header("content-type", "application/json").body(serde_json::json!({
             "model": "tiny", "messages": messages, "max_tokens": 10, "temperature": 0,
             "stream": true}).to_string()).send().await.unwrap();
         let body = resp.text().await.unwrap();

@@ -5,6 +5,7 @@
 mod blossom;
 mod cli;
 mod daemon;
+mod hostile;
 mod inference;
 mod init;
 mod jobs;
@@ -197,7 +198,13 @@ async fn get_json(http: &reqwest::Client, url: String) -> Value {
 
 /// POSTs `body` as JSON text; the status and the JSON answer.
 async fn post_json(http: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {
-    let r = http.post(url).body(body.to_string()).send().await.unwrap();
+    let r = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
     (r.status().as_u16(), r.json::<Value>().await.unwrap())
 }
 

@@ -86,7 +86,7 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
         assert_eq!(r["fleetmesh"]["verdict"]["valid"], true);
         let mut streamed = body.clone();
         streamed["stream"] = json!(true);
-        let text = http.post(&chat).body(streamed.to_string()).send().await.unwrap().text().await.unwrap();
+        let text = http.post(&chat).header("content-type", "application/json").body(streamed.to_string()).send().await.unwrap().text().await.unwrap();
         let chunks: Vec<Value> = text
             .lines()
             .filter_map(|l| l.strip_prefix("data: "))

@@ -126,7 +126,7 @@ impl Node {
         let mut n = 0;
         for j in self.unwritten(written) {
             if self.props[j].required {
-                cost = cost.saturating_add(self.member(nodes, j) + 1);
+                cost = cost.saturating_add(self.member(nodes, j).saturating_add(1));
                 n += 1;
             }
         }
@@ -378,7 +378,9 @@ impl Compiler<'_> {
                 None => Ok(None),
                 Some(v) => v
                     .as_u64()
-                    .map(|v| Some(v as usize))
+                    // past NEVER a count means "cannot be met": clamped there, so the
+                    // byte arithmetic below never overflows
+                    .map(|v| Some(usize::try_from(v).unwrap_or(NEVER).min(NEVER)))
                     .ok_or_else(|| schema_err(at, format!("`{key}` must be a whole number ≥ 0"))),
             }
         };
@@ -586,7 +588,7 @@ fn shortest(nodes: &[Node], i: usize) -> usize {
         best = best.min(items.saturating_add(2).min(NEVER));
     }
     if n.kinds & STRING != 0 {
-        best = best.min(2 + n.min_len);
+        best = best.min(n.min_len.saturating_add(2));
     }
     if n.kinds & (NUMBER | INTEGER) != 0 {
         best = best.min(1);

@@ -347,6 +347,60 @@ fn unsupported_and_unsatisfiable_schemas_are_refused_up_front() {
 }
 
 #[test]
+fn extreme_values_of_every_numeric_keyword_compile_or_are_refused_never_panic() {
+    let extremes = [
+        0u64,
+        1,
+        2,
+        u64::from(u32::MAX),
+        1 << 53,
+        (usize::MAX / 4) as u64,
+        u64::MAX - 2,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
+    let vocab = TokenVocab::new(&bpe_like_vocab());
+    for key in ["minLength", "maxLength", "minItems", "maxItems"] {
+        for &v in &extremes {
+            for (ty, doc) in [
+                (json!("string"), "\"ab\""),
+                (json!("array"), "[1,2]"),
+                (json!(["string", "array"]), "[]"),
+            ] {
+                let mut schema = json!({"type": ty, "items": {"type": "integer"}});
+                schema[key] = json!(v);
+                let nested = json!({"type": "object", "properties": {"a": schema.clone(),
+                    "b": {"type": "array", "items": schema.clone(), "minItems": v}},
+                    "required": ["a", "b"]});
+                for s in [&schema, &nested] {
+                    let Ok(g) = Grammar::compile(s) else {
+                        continue; // refused with a reason: fine, it did not panic
+                    };
+                    let g = Arc::new(g);
+                    // every check on it is total: validation, a matcher, a mask
+                    let valid = g.validate(doc).valid;
+                    let mut m = Matcher::new(g.clone());
+                    let fed = m.feed_all(doc.as_bytes()) && m.complete();
+                    if s == &schema {
+                        assert_eq!(valid, fed, "{s}: {doc}");
+                    }
+                    let mut allowed = vec![false; vocab.len()];
+                    vocab.allowed(
+                        &Matcher::new(g.clone()),
+                        g.min_bytes().saturating_add(8),
+                        &mut allowed,
+                    );
+                    let _ = Matcher::new(g).remaining();
+                }
+            }
+        }
+    }
+    // a minimum no document can meet is refused up front
+    let e = Grammar::compile(&json!({"type": "string", "minLength": u64::MAX})).unwrap_err();
+    assert!(e.to_string().contains("no finite document"), "{e}");
+}
+
+#[test]
 fn a_budget_below_the_shortest_document_is_refused_before_generating() {
     let (_dir, model, tok) = tiny();
     let vocab = Arc::new(TokenVocab::new(&tok.token_bytes()));

@@ -1,15 +1,20 @@
 //! The relay face: NIP-01 over a WebSocket.
 //!
 //! One task per connection reads client messages, and one writes the connection's
-//! outbound queue. An EVENT is parsed, checked against the limits, verified (id, then
-//! signature), schema-checked when fleetmesh defines its kind, then either fanned out
-//! (ephemeral) or handed to the store's [`Writer`]; its `OK` is sent by the writer thread
-//! after the commit, so `OK true` means stored. A REQ queries the store on a blocking
-//! thread and sends the results newest first, then `EOSE`, then live events; live events
-//! that arrive during the query are held back and sent after `EOSE`. NIP-77's NEG-OPEN
-//! loads a filter's `(created_at, id)` items on a blocking thread and keeps a negentropy
-//! session per subscription id until NEG-CLOSE. Every rejection carries a NIP-01 prefix; a
-//! malformed message gets a NOTICE and the connection stays.
+//! outbound queue, which is bounded in bytes ([`outbox`]). An EVENT is parsed, checked
+//! against the limits, verified (id, then signature), schema-checked when fleetmesh
+//! defines its kind, then either fanned out (ephemeral) or handed to the store's
+//! [`Writer`]; its `OK` is sent by the writer thread after the commit, so `OK true` means
+//! stored. A REQ reads the matching events' keys (never their bodies) from the bounded
+//! reader pool, then streams the bodies in pages as the client drains its queue, newest
+//! first, then `EOSE`, then live events; live events that arrive meanwhile are held back
+//! and sent after `EOSE`. A connection runs one query at a time; a CLOSE, a REQ replacing
+//! the subscription or the end of the connection cancels its query. NIP-77's NEG-OPEN
+//! loads a filter's `(created_at, id)` items from the pool and keeps a negentropy session
+//! per subscription id until NEG-CLOSE. Every rejection carries a NIP-01 prefix; a
+//! malformed message gets a NOTICE and the connection stays. A connection with nothing
+//! open that sends nothing for `idle_timeout_secs`, or that answers no ping, is closed;
+//! oversized frames close with 1009, invalid UTF-8 with 1007.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -17,19 +22,24 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use fleetmesh_schemas::SchemaSet;
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::Result;
 
 mod negentropy;
+mod outbox;
 use self::negentropy::{NegOpened, NegSession};
+use self::outbox::{Outbox, OutputBudget, Refused};
 use crate::event::Event;
 use crate::filter::{Filter, FilterLimits};
 use crate::limits::{Limits, TokenBucket};
@@ -37,7 +47,7 @@ use crate::message;
 use crate::metrics::{Metrics, Rejection};
 use crate::store::readers::Readers;
 use crate::store::writer::{QueueError, Writer};
-use crate::store::{Durability, InsertOutcome, StoredEvent, now};
+use crate::store::{Durability, InsertOutcome, now};
 
 /// How the relay is set up.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +76,8 @@ pub struct Relay {
     schemas: &'static SchemaSet,
     metrics: Arc<Metrics>,
     shutdown: watch::Sender<bool>,
+    /// Output queued on all connections together, in bytes.
+    output: Arc<OutputBudget>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -79,10 +91,12 @@ impl std::fmt::Debug for Relay {
 /// Capacity of the live fan-out; a connection that falls this far behind loses events
 /// (and is told so).
 const LIVE_CAPACITY: usize = 8192;
-/// Outbound messages queued per connection before it counts as too slow and is closed.
-const OUTBOUND_CAPACITY: usize = 4096;
 /// Most messages written between two flushes.
 const FLUSH_EVERY: usize = 256;
+/// Stored events read per page while a REQ's answer streams out.
+const PAGE: usize = 32;
+/// Read-only store connections: the most queries running at once, all clients together.
+const READERS: usize = 8;
 
 impl Relay {
     /// Starts the writer thread and the reader pool over the store at `db`.
@@ -94,7 +108,7 @@ impl Relay {
     /// If the store cannot be opened.
     pub fn start(db: &Path, config: RelayConfig) -> Result<(Arc<Relay>, JoinHandle<()>)> {
         let (writer, handle) = Writer::start(db, config.durability, 65_536, 1024)?;
-        let readers = Arc::new(Readers::new(db, 8)?);
+        let readers = Arc::new(Readers::new(db, READERS)?);
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let (shutdown, _) = watch::channel(false);
         let relay = Arc::new(Relay {
@@ -105,6 +119,7 @@ impl Relay {
             schemas: SchemaSet::embedded(),
             metrics: Arc::new(Metrics::default()),
             shutdown,
+            output: Arc::new(OutputBudget::default()),
         });
         Ok((relay, handle))
     }
@@ -158,23 +173,43 @@ impl Relay {
         &self.metrics
     }
 
+    /// Bytes queued for output on all connections together (bounded by
+    /// `max_queued_bytes_total`).
+    pub fn queued_output_bytes(&self) -> usize {
+        self.output.used()
+    }
+
     /// `/metrics` text: the counters plus the store's event count and size.
     ///
     /// # Errors
     /// If the store cannot be read.
     pub async fn render_metrics(&self) -> Result<String> {
-        let readers = self.readers.clone();
-        let (events, bytes) = tokio::task::spawn_blocking(move || {
-            readers.with(|s| Ok((s.event_count()?, s.size_bytes()?)))
-        })
-        .await
-        .expect("the metrics query does not panic")?;
-        Ok(self.metrics.render(events, bytes))
+        let (events, bytes) = self
+            .readers
+            .run(|s| Ok((s.event_count()?, s.size_bytes()?)))
+            .await?;
+        let mut text = self.metrics.render(events, bytes);
+        let _ = std::fmt::Write::write_fmt(
+            &mut text,
+            format_args!(
+                "# HELP relay_output_queued_bytes Bytes queued for output on all relay connections.\n\
+                 # TYPE relay_output_queued_bytes gauge\nrelay_output_queued_bytes {}\n",
+                self.queued_output_bytes()
+            ),
+        );
+        Ok(text)
     }
 
     /// Asks every connection to close (sent a WebSocket close frame) — for shutdown.
     pub fn close_all(&self) {
         let _ = self.shutdown.send(true);
+    }
+
+    /// Has the store's writer commit every event queued so far and end, even if
+    /// connections still hold the relay; joining the handle [`Relay::start`] returned then
+    /// returns. Blocking: call it off the async runtime.
+    pub fn stop_writer(&self) {
+        self.writer.stop();
     }
 
     /// Deletes expired events every `every`, until the relay is shut down.
@@ -197,6 +232,28 @@ impl Relay {
                         }
                     }),
                 );
+            }
+        });
+    }
+
+    /// Logs, every `every` while any came in, one INFO line counting the events turned
+    /// away by reason (each refusal itself is logged at DEBUG), until the relay is shut
+    /// down.
+    pub fn spawn_rejection_summary(self: &Arc<Self>, every: std::time::Duration) {
+        let relay = Arc::downgrade(self);
+        let mut stop = self.shutdown.subscribe();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            let mut last = Default::default();
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop.changed() => return,
+                }
+                let Some(relay) = relay.upgrade() else { return };
+                if let Some(counts) = relay.metrics.rejections_since(&mut last) {
+                    info!(rejected = %counts, seconds = every.as_secs(), "events turned away");
+                }
             }
         });
     }
@@ -256,43 +313,41 @@ impl Relay {
     pub async fn serve(self: Arc<Self>, socket: WebSocket, peer: SocketAddr) {
         self.metrics.connections_total.fetch_add(1, Relaxed);
         self.metrics.connections_open.fetch_add(1, Relaxed);
-        info!(%peer, "relay connection opened");
+        debug!(%peer, "relay connection opened");
         let (mut sink, mut stream) = socket.split();
-        // Room for the largest answer one REQ may produce, so a client that reads at a
-        // normal pace is never taken for a slow one.
-        let capacity = OUTBOUND_CAPACITY.max(
-            self.limits
-                .max_filters
-                .saturating_mul(self.limits.max_limit as usize)
-                .saturating_add(1024),
+        let (out, mut drain) = outbox::outbox(
+            self.limits.max_queued_bytes,
+            self.output.clone(),
+            self.limits.max_queued_bytes_total,
         );
-        let (out_tx, mut out_rx) = mpsc::channel::<Message>(capacity);
         let send_task = tokio::spawn(async move {
             // Write whatever is queued, then flush once: a REQ's results or a batch of OKs
             // go out in a few syscalls instead of one per message.
-            'outer: while let Some(first) = out_rx.recv().await {
+            'outer: while let Some(first) = drain.rx.recv().await {
                 let mut next = Some(first);
-                let mut written = 0;
-                while let Some(msg) = next.take() {
-                    let closing = matches!(msg, Message::Close(_));
-                    if sink.feed(msg).await.is_err() || closing {
+                let (mut written, mut bytes) = (0, 0);
+                while let Some(q) = next.take() {
+                    let closing = matches!(q.msg, Message::Close(_));
+                    bytes += q.bytes;
+                    if sink.feed(q.msg).await.is_err() || closing {
                         let _ = sink.flush().await;
                         break 'outer;
                     }
                     written += 1;
                     if written < FLUSH_EVERY {
-                        next = out_rx.try_recv().ok();
+                        next = drain.rx.try_recv().ok();
                     }
                 }
                 if sink.flush().await.is_err() {
                     break;
                 }
+                drain.written(bytes);
             }
             let _ = sink.close().await;
         });
         let mut conn = Connection {
             relay: self.clone(),
-            out: out_tx,
+            out,
             subs: HashMap::new(),
             generation: 0,
             events: TokenBucket::new(self.limits.events_per_second, self.limits.event_burst),
@@ -300,64 +355,95 @@ impl Relay {
             peer,
             live: None,
             negs: HashMap::new(),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+            tasks: Vec::new(),
         };
         let mut stop = self.shutdown.subscribe();
         let (query_tx, mut query_rx) = mpsc::channel::<Done>(64);
-        let reason: &str = loop {
+        let ping_every = Duration::from_secs(self.limits.ping_interval_secs.max(1));
+        let idle_after = Duration::from_secs(self.limits.idle_timeout_secs.max(1));
+        let mut ping = tokio::time::interval_at(Instant::now() + ping_every, ping_every);
+        let (mut heard, mut spoke) = (Instant::now(), Instant::now());
+        let (reason, code): (&str, Option<u16>) = loop {
             if conn.subs.is_empty() {
                 conn.live = None;
             }
             tokio::select! {
-                msg = stream.next() => match msg {
-                    Some(Ok(Message::Text(text))) => {
-                        if !conn.handle_text(text.as_str(), &query_tx) {
-                            break "too slow";
+                msg = stream.next() => {
+                    heard = Instant::now();
+                    match msg {
+                        Some(Ok(Message::Text(text))) => {
+                            spoke = heard;
+                            if !conn.handle_text(text.as_str(), &query_tx) {
+                                break ("too slow", None);
+                            }
+                        }
+                        Some(Ok(Message::Binary(_))) => {
+                            spoke = heard;
+                            if !conn.notice("invalid: binary messages are not supported; send text") {
+                                break ("too slow", None);
+                            }
+                        }
+                        Some(Ok(Message::Close(_))) | None => break ("closed by peer", None),
+                        Some(Ok(_)) => {} // ping/pong: pings are answered by the library
+                        Some(Err(e)) => {
+                            debug!(%peer, error = %e, "websocket error");
+                            break ws_error(e);
                         }
                     }
-                    Some(Ok(Message::Binary(_))) => {
-                        if !conn.notice("invalid: binary messages are not supported; send text") {
-                            break "too slow";
-                        }
+                },
+                _ = ping.tick() => {
+                    let now = Instant::now();
+                    if now.duration_since(heard) >= ping_every * 2 {
+                        break ("no answer to ping", Some(1001));
                     }
-                    Some(Ok(Message::Close(_))) | None => break "closed by peer",
-                    Some(Ok(_)) => {} // ping/pong are answered by the library
-                    Some(Err(e)) => {
-                        debug!(%peer, error = %e, "websocket error");
-                        break "protocol error";
+                    let nothing_open = conn.subs.is_empty() && conn.negs.is_empty();
+                    if nothing_open && now.duration_since(spoke) >= idle_after {
+                        break ("idle", Some(1000));
+                    }
+                    if now.duration_since(heard) >= ping_every
+                        && conn.out.try_send(Message::Ping(Vec::new().into())).is_err()
+                    {
+                        break ("too slow", None);
                     }
                 },
                 ev = next_live(&mut conn.live) => match ev {
                     Ok(ev) => {
                         if !conn.on_live(&ev) {
-                            break "too slow";
+                            break ("too slow", None);
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         warn!(%peer, dropped = n, "live subscriber fell behind");
                         if !conn.notice(&format!("error: this connection fell behind; {n} live events were not delivered")) {
-                            break "too slow";
+                            break ("too slow", None);
                         }
                     }
-                    Err(broadcast::error::RecvError::Closed) => break "relay stopped",
+                    Err(broadcast::error::RecvError::Closed) => break ("relay stopped", None),
                 },
                 Some(done) = query_rx.recv() => {
                     let ok = match done {
                         Done::Query(done) => conn.on_query_done(done),
                         Done::NegOpened(opened) => conn.on_neg_opened(opened),
+                        Done::Refused(why) => {
+                            conn.refused(why);
+                            false
+                        }
                     };
                     if !ok {
-                        break "too slow";
+                        break ("too slow", None);
                     }
                 }
-                _ = stop.changed() => {
-                    let _ = conn.out.try_send(Message::Close(Some(CloseFrame {
-                        code: 1001,
-                        reason: "relay shutting down".into(),
-                    })));
-                    break "relay shutting down";
-                }
+                _ = stop.changed() => break ("relay shutting down", Some(1001)),
             }
         };
+        if let Some(code) = code {
+            // past any budget: the queue may be full, and this is the last message
+            let _ = conn.out.tx_close(code, reason);
+        }
+        for task in &conn.tasks {
+            task.abort();
+        }
         let open_subs = conn.subs.len() as u64;
         self.metrics
             .subscriptions_open
@@ -365,7 +451,18 @@ impl Relay {
         drop(conn);
         let _ = send_task.await;
         self.metrics.connections_open.fetch_sub(1, Relaxed);
-        info!(%peer, reason, "relay connection closed");
+        debug!(%peer, reason, "relay connection closed");
+    }
+}
+
+/// Why a read error ends a connection, and the close code it deserves (RFC 6455 §7.4.1).
+fn ws_error(e: axum::Error) -> (&'static str, Option<u16>) {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    let inner = e.into_inner();
+    match inner.downcast_ref::<WsError>() {
+        Some(WsError::Capacity(_)) => ("frame too large", Some(1009)),
+        Some(WsError::Utf8(_)) => ("invalid UTF-8", Some(1007)),
+        _ => ("protocol error", Some(1002)),
     }
 }
 
@@ -385,23 +482,36 @@ struct Sub {
     generation: u64,
     /// Live events held back until the stored ones and EOSE are sent.
     pending: Option<Vec<Arc<LiveEvent>>>,
+    /// Its query, while the stored events are still streaming out.
+    query: Option<AbortHandle>,
 }
 
-/// Blocking work finished for a connection.
+impl Drop for Sub {
+    fn drop(&mut self) {
+        if let Some(q) = self.query.take() {
+            q.abort();
+        }
+    }
+}
+
+/// Background work finished for a connection.
 enum Done {
     Query(QueryDone),
     NegOpened(NegOpened),
+    /// A query's output was refused by the outbox: the connection must close.
+    Refused(Refused),
 }
 
 struct QueryDone {
     subid: String,
     generation: u64,
-    result: Result<Vec<StoredEvent>>,
+    /// The ids of the stored events sent, or why the query failed.
+    result: Result<HashSet<[u8; 32]>>,
 }
 
 struct Connection {
     relay: Arc<Relay>,
-    out: mpsc::Sender<Message>,
+    out: Outbox,
     subs: HashMap<String, Sub>,
     generation: u64,
     events: TokenBucket,
@@ -413,6 +523,10 @@ struct Connection {
     live: Option<broadcast::Receiver<Arc<LiveEvent>>>,
     /// NIP-77 sessions by subscription id.
     negs: HashMap<String, NegSession>,
+    /// Held by the running query: one at a time per connection.
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// Background tasks of this connection, cancelled when it ends.
+    tasks: Vec<AbortHandle>,
 }
 
 fn text(s: String) -> Message {
@@ -420,13 +534,32 @@ fn text(s: String) -> Message {
 }
 
 /// Sends on a connection's queue from any thread; false if the client is too slow or gone.
-fn push(out: &mpsc::Sender<Message>, msg: String) -> bool {
+fn push(out: &Outbox, msg: String) -> bool {
     out.try_send(text(msg)).is_ok()
 }
 
 impl Connection {
     fn send(&self, msg: String) -> bool {
-        push(&self.out, msg)
+        match self.out.try_send(text(msg)) {
+            Ok(()) => true,
+            Err(why) => {
+                self.refused(why);
+                false
+            }
+        }
+    }
+
+    /// Counts and logs why the connection's output was refused (it is then closed).
+    fn refused(&self, why: Refused) {
+        match why {
+            Refused::Slow => debug!(peer = %self.peer, "reads too slowly; closing"),
+            Refused::NodeFull => warn!(
+                peer = %self.peer,
+                budget = self.relay.limits.max_queued_bytes_total,
+                "the relay's output budget is spent; closing this connection"
+            ),
+            Refused::Closed => {}
+        }
     }
 
     fn notice(&self, msg: &str) -> bool {
@@ -436,7 +569,8 @@ impl Connection {
 
     fn reject(&self, id: &str, why: Rejection, msg: &str) -> bool {
         self.relay.metrics.reject(why);
-        info!(peer = %self.peer, id, reason = msg, "event rejected");
+        // one line per refusal only at debug: a flood of them is summarised instead
+        debug!(peer = %self.peer, id, reason = msg, "event rejected");
         self.send(message::ok(id, false, msg))
     }
 
@@ -563,13 +697,8 @@ impl Connection {
                 };
                 if let Some(why) = why {
                     metrics.reject(why);
-                    // Duplicates are routine (clients publish to many relays); the rest
-                    // are worth an operator's eye.
-                    if why == Rejection::Duplicate {
-                        debug!(id = %done_id, reason = %msg, "event not stored");
-                    } else {
-                        info!(id = %done_id, reason = %msg, "event rejected");
-                    }
+                    // one line per refusal only at debug; the periodic summary counts them
+                    debug!(id = %done_id, reason = %msg, "event not stored");
                 }
                 push(&out, message::ok(&done_id, accepted, &msg));
             }),
@@ -651,31 +780,31 @@ impl Connection {
         relay.metrics.reqs.fetch_add(1, Relaxed);
         self.generation += 1;
         let generation = self.generation;
-        let replaced = self.subs.insert(
+        if self.live.is_none() {
+            self.live = Some(relay.live.subscribe());
+        }
+        let task = tokio::spawn(stream_query(
+            relay.clone(),
+            self.out.clone(),
+            self.turn.clone(),
             subid.clone(),
+            filters.clone(),
+            generation,
+            queries.clone(),
+        ));
+        // the replaced subscription (if any) is dropped here, cancelling its query
+        let replaced = self.subs.insert(
+            subid,
             Sub {
-                filters: filters.clone(),
+                filters,
                 generation,
                 pending: Some(Vec::new()),
+                query: Some(task.abort_handle()),
             },
         );
         if replaced.is_none() {
             relay.metrics.subscriptions_open.fetch_add(1, Relaxed);
         }
-        if self.live.is_none() {
-            self.live = Some(relay.live.subscribe());
-        }
-        let readers = relay.readers.clone();
-        let cap = limits.max_limit;
-        let queries = queries.clone();
-        tokio::task::spawn_blocking(move || {
-            let result = readers.with(|s| s.query(&filters, cap, now()));
-            let _ = queries.blocking_send(Done::Query(QueryDone {
-                subid,
-                generation,
-                result,
-            }));
-        });
         true
     }
 
@@ -698,8 +827,9 @@ impl Connection {
         if sub.generation != done.generation {
             return true; // replaced by a newer REQ with the same id
         }
-        let events = match done.result {
-            Ok(events) => events,
+        sub.query = None;
+        let sent = match done.result {
+            Ok(sent) => sent,
             Err(e) => {
                 warn!(peer = %self.peer, error = %e, "query failed");
                 self.subs.remove(&done.subid);
@@ -708,20 +838,11 @@ impl Connection {
             }
         };
         let pending = sub.pending.take().unwrap_or_default();
-        let mut sent: HashSet<[u8; 32]> = HashSet::with_capacity(events.len());
-        for ev in &events {
-            sent.insert(ev.id);
-            if !push(&self.out, message::event(&done.subid, &ev.raw)) {
-                return false;
-            }
-        }
-        if !push(&self.out, message::eose(&done.subid)) {
+        if !self.send(message::eose(&done.subid)) {
             return false;
         }
         for ev in pending {
-            if !sent.contains(&ev.event.id)
-                && !push(&self.out, message::event(&done.subid, &ev.json))
-            {
+            if !sent.contains(&ev.event.id) && !self.send(message::event(&done.subid, &ev.json)) {
                 return false;
             }
         }
@@ -736,7 +857,8 @@ impl Connection {
             match &mut sub.pending {
                 Some(held) => held.push(ev.clone()),
                 None => {
-                    if !push(&self.out, message::event(subid, &ev.json)) {
+                    if let Err(why) = self.out.try_send(text(message::event(subid, &ev.json))) {
+                        self.refused(why);
                         return false;
                     }
                 }
@@ -744,4 +866,65 @@ impl Connection {
         }
         true
     }
+}
+
+/// A REQ's stored events, streamed: waits for the connection's turn (one query at a time),
+/// reads the matching keys from the reader pool, then the bodies a page at a time, each
+/// page only once the client has drained its queue below half (so memory is bounded by the
+/// budgets, never by the answer's size). Reports the ids sent, or a refusal, to the
+/// connection. Cancelled by aborting its task.
+async fn stream_query(
+    relay: Arc<Relay>,
+    out: Outbox,
+    turn: Arc<tokio::sync::Mutex<()>>,
+    subid: String,
+    filters: Arc<Vec<Filter>>,
+    generation: u64,
+    done: mpsc::Sender<Done>,
+) {
+    let _turn = turn.lock_owned().await;
+    let cap = relay.limits.max_limit;
+    let keys = relay
+        .readers
+        .run(move |s| s.query_keys(&filters, cap, now()))
+        .await;
+    let result = match keys {
+        Ok(keys) => {
+            let mut sent = HashSet::with_capacity(keys.len());
+            for page in keys.chunks(PAGE) {
+                let rids: Vec<i64> = page.iter().map(|k| k.rid).collect();
+                let raws = match relay.readers.run(move |s| s.raw_by_rids(&rids)).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = done
+                            .send(Done::Query(QueryDone {
+                                subid,
+                                generation,
+                                result: Err(e),
+                            }))
+                            .await;
+                        return;
+                    }
+                };
+                for (key, raw) in page.iter().zip(raws) {
+                    // gone since its key was read (deleted, replaced, expired): skipped
+                    let Some(raw) = raw else { continue };
+                    if let Err(why) = out.send_bulk(text(message::event(&subid, &raw))).await {
+                        let _ = done.send(Done::Refused(why)).await;
+                        return;
+                    }
+                    sent.insert(key.id);
+                }
+            }
+            Ok(sent)
+        }
+        Err(e) => Err(e),
+    };
+    let _ = done
+        .send(Done::Query(QueryDone {
+            subid,
+            generation,
+            result,
+        }))
+        .await;
 }

@@ -9,8 +9,7 @@ use tokio::sync::mpsc;
 use super::{Connection, Done};
 use crate::filter::{Filter, FilterLimits};
 use crate::message;
-use crate::store::now;
-use crate::store::readers::Readers;
+use crate::store::{Store, now};
 
 /// A NEG-OPEN whose items were loaded and whose first message was answered.
 pub(super) struct NegOpened {
@@ -28,14 +27,14 @@ pub(super) struct NegSession {
 
 /// Loads a filter's items and answers a NEG-OPEN's first message (blocking).
 fn open_negentropy(
-    readers: &Readers,
+    store: &Store,
     filter: &Filter,
     max: usize,
     frame: u64,
     initial: &[u8],
 ) -> Result<(Negentropy<'static, NegentropyStorageVector>, Vec<u8>), String> {
-    let items = readers
-        .with(|s| s.negentropy_items(std::slice::from_ref(filter), max, now()))
+    let items = store
+        .negentropy_items(std::slice::from_ref(filter), max, now())
         .map_err(|e| format!("error: {e}"))?
         .ok_or_else(|| format!("blocked: the filter matches more than {max} events; narrow it"))?;
     let mut storage = NegentropyStorageVector::with_capacity(items.len());
@@ -151,14 +150,20 @@ impl Connection {
                 let readers = relay.readers.clone();
                 let (max, frame) = (limits.max_neg_items, limits.neg_frame_size);
                 let queries = queries.clone();
-                tokio::task::spawn_blocking(move || {
-                    let result = open_negentropy(&readers, &filter, max, frame, &initial);
-                    let _ = queries.blocking_send(Done::NegOpened(NegOpened {
-                        subid,
-                        generation,
-                        result,
-                    }));
+                let task = tokio::spawn(async move {
+                    let result = readers
+                        .run(move |s| Ok(open_negentropy(s, &filter, max, frame, &initial)))
+                        .await
+                        .unwrap_or_else(|e| Err(format!("error: {e}")));
+                    let _ = queries
+                        .send(Done::NegOpened(NegOpened {
+                            subid,
+                            generation,
+                            result,
+                        }))
+                        .await;
                 });
+                self.tasks.push(task.abort_handle());
                 true
             }
         }

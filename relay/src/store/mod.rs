@@ -101,6 +101,17 @@ pub struct StoredEvent {
     pub raw: String,
 }
 
+/// Where a stored event is, without its body: what [`Store::query_keys`] lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventKey {
+    /// The row id, for [`Store::raw_by_rids`].
+    pub rid: i64,
+    /// `created_at`.
+    pub created_at: u64,
+    /// The id.
+    pub id: [u8; 32],
+}
+
 /// A NIP-77 item: `(created_at, id)`.
 pub type NegItem = (u64, [u8; 32]);
 
@@ -287,11 +298,35 @@ impl Store {
     }
 
     /// Events matching any of `filters`, newest first (ties: lowest id first), each filter
-    /// limited to `min(limit, cap)` results, without duplicates, never expired ones.
+    /// limited to `min(limit, cap)` results, without duplicates, never expired ones: the
+    /// keys of [`Store::query_keys`] with the bodies of [`Store::raw_by_rids`]. The relay
+    /// face reads the two halves apart, so a large answer is never held in memory whole.
     ///
     /// # Errors
     /// [`Error::Store`] if SQLite fails.
     pub fn query(&self, filters: &[Filter], cap: u64, now: u64) -> Result<Vec<StoredEvent>> {
+        let keys = self.query_keys(filters, cap, now)?;
+        let rids: Vec<i64> = keys.iter().map(|k| k.rid).collect();
+        let raws = self.raw_by_rids(&rids)?;
+        Ok(keys
+            .into_iter()
+            .zip(raws)
+            .filter_map(|(k, raw)| {
+                raw.map(|raw| StoredEvent {
+                    created_at: k.created_at,
+                    id: k.id,
+                    raw,
+                })
+            })
+            .collect())
+    }
+
+    /// The keys of the events [`Store::query`] returns, in its order, without reading a
+    /// single event body: at most `filters.len() × cap` small items.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn query_keys(&self, filters: &[Filter], cap: u64, now: u64) -> Result<Vec<EventKey>> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for f in filters {
@@ -300,17 +335,13 @@ impl Store {
                 continue;
             }
             let (chosen, params) = filter_sql(f, Some(limit), now);
-            let sql = format!(
-                "SELECT created_at, id, raw FROM events WHERE rid IN (SELECT rid FROM ({chosen})) \
-                 ORDER BY created_at DESC, id ASC"
-            );
-            let mut stmt = self.conn.prepare_cached(&sql).map_err(self.sql())?;
+            let mut stmt = self.conn.prepare_cached(&chosen).map_err(self.sql())?;
             let rows = stmt
                 .query_map(rusqlite::params_from_iter(params.iter()), |r| {
-                    Ok(StoredEvent {
-                        created_at: r.get::<_, i64>(0)? as u64,
-                        id: r.get(1)?,
-                        raw: r.get(2)?,
+                    Ok(EventKey {
+                        rid: r.get(0)?,
+                        created_at: r.get::<_, i64>(1)? as u64,
+                        id: r.get(2)?,
                     })
                 })
                 .map_err(self.sql())?;
@@ -321,10 +352,27 @@ impl Store {
                 }
             }
         }
-        if filters.len() > 1 {
-            out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
-        }
+        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
         Ok(out)
+    }
+
+    /// The JSON of the events stored under these row ids, in the same order: `None` for one
+    /// deleted or replaced since its key was read.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    pub fn raw_by_rids(&self, rids: &[i64]) -> Result<Vec<Option<String>>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT raw FROM events WHERE rid = ?1")
+            .map_err(self.sql())?;
+        rids.iter()
+            .map(|rid| {
+                stmt.query_row([rid], |r| r.get(0))
+                    .optional()
+                    .map_err(self.sql())
+            })
+            .collect()
     }
 
     /// The `(created_at, id)` of every stored event matching any of `filters` (NIP-77's

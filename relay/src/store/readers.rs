@@ -1,9 +1,13 @@
-//! Read-only connections for queries, kept in a small pool. WAL lets readers run beside
-//! the writer without blocking it; each query runs on a blocking thread with a connection
-//! taken from the pool.
+//! Read-only connections for queries, in a bounded pool. WAL lets readers run beside the
+//! writer without blocking it. [`Readers::run`] is the way in from async code: it waits
+//! for one of the pool's connections (so a burst of clients queues instead of opening
+//! connections and blocking threads without bound), then runs the query on a blocking
+//! thread.
 
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Semaphore;
 
 use super::Store;
 use crate::Result;
@@ -11,21 +15,20 @@ use crate::Result;
 /// A pool of read-only store connections.
 #[derive(Debug)]
 pub struct Readers {
-    path: PathBuf,
     idle: Mutex<Vec<Store>>,
-    keep: usize,
+    /// One permit per connection: held while a connection is out.
+    permits: Arc<Semaphore>,
 }
 
 impl Readers {
-    /// A pool over the store at `path` that keeps up to `keep` idle connections, all
-    /// opened now (opening one costs a schema parse, better paid at start-up than by the
-    /// first burst of queries).
+    /// A pool of `size` connections over the store at `path`, all opened now (opening one
+    /// costs a schema parse, better paid at start-up than by the first burst of queries).
     ///
     /// # Errors
     /// If a connection cannot be opened (so a bad path fails at start-up).
-    pub fn new(path: &Path, keep: usize) -> Result<Readers> {
-        let keep = keep.max(1);
-        let idle = (0..keep)
+    pub fn new(path: &Path, size: usize) -> Result<Readers> {
+        let size = size.max(1);
+        let idle = (0..size)
             .map(|_| {
                 let s = Store::open_read_only(path)?;
                 s.schema_version()?;
@@ -33,27 +36,43 @@ impl Readers {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Readers {
-            path: path.to_path_buf(),
             idle: Mutex::new(idle),
-            keep,
+            permits: Arc::new(Semaphore::new(size)),
         })
     }
 
-    /// Runs `f` with a connection (blocking: call it from a blocking thread).
+    /// Waits for a connection, then runs `f` with it on a blocking thread.
     ///
     /// # Errors
-    /// Opening a connection, or whatever `f` returns.
-    pub fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-        let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let store = match taken {
-            Some(s) => s,
-            None => Store::open_read_only(&self.path)?,
-        };
-        let out = f(&store);
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < self.keep {
-            idle.push(store);
-        }
-        out
+    /// Whatever `f` returns; [`crate::Error::StoreTask`] if the blocking thread panicked.
+    pub async fn run<T, F>(self: &Arc<Self>, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T> + Send + 'static,
+    {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the pool's semaphore is never closed");
+        let pool = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let store = pool
+                .idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop()
+                .expect("a permit guarantees an idle connection");
+            let out = f(&store);
+            pool.idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(store);
+            drop(permit);
+            out
+        })
+        .await
+        .map_err(|e| crate::Error::StoreTask(e.to_string()))?
     }
 }

@@ -31,6 +31,8 @@ enum Job {
         now: u64,
         done: Box<dyn FnOnce(Result<usize, String>) + Send>,
     },
+    /// Commit what came before, then end.
+    Stop,
 }
 
 /// A handle to the writer thread; clone it freely. The thread ends when every handle is
@@ -100,6 +102,13 @@ impl Writer {
             })
     }
 
+    /// Asks the thread to commit everything queued so far and end, even while handles
+    /// remain (shutdown with connections still open). Blocks while the queue is full; what
+    /// is queued after it is never run.
+    pub fn stop(&self) {
+        let _ = self.tx.send(Job::Stop);
+    }
+
     /// Queues a purge of expired events.
     ///
     /// # Errors
@@ -134,6 +143,11 @@ fn run(mut store: Store, rx: Receiver<Job>, max_batch: usize) {
                         debug!(purged = n, "expired events purged");
                     }
                     done(r);
+                }
+                Job::Stop => {
+                    commit(&mut store, &mut batch);
+                    debug!("store writer stopped");
+                    return;
                 }
             }
             if batch.len() < max_batch {

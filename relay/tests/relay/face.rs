@@ -55,11 +55,13 @@ pub(crate) async fn start(limits: Limits) -> TestRelay {
     }
 }
 
+/// A client WebSocket.
+pub(crate) type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 /// A raw NIP-01 client.
 pub(crate) struct Raw {
-    ws: tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
+    pub(crate) ws: Ws,
 }
 
 impl Raw {
@@ -94,7 +96,7 @@ impl Raw {
     }
 
     /// Nothing arrives within `ms`.
-    async fn silent_for(&mut self, ms: u64) -> bool {
+    pub(crate) async fn silent_for(&mut self, ms: u64) -> bool {
         tokio::time::timeout(Duration::from_millis(ms), self.ws.next())
             .await
             .is_err()

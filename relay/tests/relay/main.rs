@@ -4,6 +4,7 @@
 
 mod crypto;
 mod face;
+mod hostile;
 mod nostr_core;
 mod store;
 mod sync;

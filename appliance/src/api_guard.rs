@@ -1,0 +1,190 @@
+//! What a request to the node's HTTP APIs must show before its body is read: the guard in
+//! front of the compute, proof and job routes.
+//!
+//! - **No cross-site driving.** A browser page on another site can send a `POST` with
+//!   `Content-Type: text/plain` and no preflight. State-changing requests are refused
+//!   (403) when `Sec-Fetch-Site` says `cross-site`, or when they carry an `Origin` that is
+//!   neither this node's own nor in `[api] allowed_origins`. Allowed origins get CORS
+//!   headers and their preflights are answered; other preflights get 403.
+//! - **JSON only.** Their bodies must be `Content-Type: application/json` (415 otherwise),
+//!   which a browser cannot send cross-site without a preflight.
+//! - **A bearer token** (`[api] token`), when set, on every state-changing request:
+//!   `Authorization: Bearer TOKEN`, else 401 with `WWW-Authenticate`. A node listening on
+//!   a non-loopback address must have one (checked at start-up).
+//!
+//! Checked in the middleware, so a refused request's body is never read.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
+use sha2::{Digest as _, Sha256};
+
+use crate::server::api_error;
+
+/// The policy, from `[api]`.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Origins (`scheme://host[:port]`) whose pages may call the APIs; `*` for any.
+    pub allowed_origins: Vec<String>,
+    /// SHA-256 of the bearer token, when one is set.
+    pub token: Option<[u8; 32]>,
+}
+
+impl Policy {
+    /// The policy of `[api]`.
+    pub fn new(allowed_origins: &[String], token: Option<&str>) -> Policy {
+        Policy {
+            allowed_origins: allowed_origins
+                .iter()
+                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+                .collect(),
+            token: token.map(|t| Sha256::digest(t.as_bytes()).into()),
+        }
+    }
+
+    fn allows(&self, origin: &str) -> bool {
+        let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+        self.allowed_origins
+            .iter()
+            .any(|o| o == "*" || *o == origin)
+    }
+
+    fn token_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(want) = &self.token else { return true };
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            });
+        // digests compared: equal time for every wrong token of any length
+        given.is_some_and(|t| {
+            let got: [u8; 32] = Sha256::digest(t.trim().as_bytes()).into();
+            got.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        })
+    }
+}
+
+/// Whether `origin` names this node itself (the `Host` the request was sent to).
+fn same_origin(origin: &str, headers: &HeaderMap) -> bool {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let authority = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    matches!((authority, host), (Some(a), Some(h)) if a.eq_ignore_ascii_case(h))
+}
+
+/// The origin a browser sent, if any (`null` counts as a foreign one).
+fn origin(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::ORIGIN)
+        .map(|o| o.to_str().unwrap_or("null"))
+}
+
+/// Whether a browser request came from a page this node does not trust.
+fn cross_site(policy: &Policy, headers: &HeaderMap) -> bool {
+    let fetch_site = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    match origin(headers) {
+        Some(o) if policy.allows(o) => false,
+        Some(o) => !same_origin(o, headers),
+        None => fetch_site.eq_ignore_ascii_case("cross-site"),
+    }
+}
+
+fn cors(policy: &Policy, headers: &HeaderMap, response: &mut Response) {
+    if let Some(o) = origin(headers).filter(|o| policy.allows(o))
+        && let Ok(v) = HeaderValue::from_str(o)
+    {
+        let h = response.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        h.insert(header::VARY, HeaderValue::from_static("Origin"));
+    }
+}
+
+/// The middleware: see the module docs.
+pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) -> Response {
+    let headers = req.headers().clone();
+    if req.method() == Method::OPTIONS {
+        if !origin(&headers).is_some_and(|o| policy.allows(o)) {
+            return api_error(
+                StatusCode::FORBIDDEN,
+                "cross_site",
+                "this origin is not in [api] allowed_origins",
+            );
+        }
+        let mut r = StatusCode::NO_CONTENT.into_response();
+        let h = r.headers_mut();
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, POST, OPTIONS"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("Authorization, Content-Type"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        );
+        cors(&policy, &headers, &mut r);
+        return r;
+    }
+    let changes_state = !matches!(*req.method(), Method::GET | Method::HEAD);
+    if changes_state {
+        if cross_site(&policy, &headers) {
+            return api_error(
+                StatusCode::FORBIDDEN,
+                "cross_site",
+                "a cross-site request; add the page's origin to [api] allowed_origins to allow it",
+            );
+        }
+        if !policy.token_ok(&headers) {
+            let mut r = api_error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this node needs `Authorization: Bearer <[api] token>`",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"fleetmesh\""),
+            );
+            return r;
+        }
+        let json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
+        if !json {
+            return api_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the body must be sent as Content-Type: application/json",
+            );
+        }
+    }
+    let mut response = next.run(req).await;
+    cors(&policy, &headers, &mut response);
+    response
+}
+
+/// Whether a WebSocket upgrade may go ahead: no `Origin` (not a browser), or one in
+/// `allowed` (`*` for any).
+pub fn websocket_origin_ok(allowed: &[String], headers: &HeaderMap) -> bool {
+    match origin(headers) {
+        None => true,
+        Some(o) => {
+            let o = o.trim_end_matches('/').to_ascii_lowercase();
+            allowed
+                .iter()
+                .any(|a| a == "*" || a.trim_end_matches('/').eq_ignore_ascii_case(&o))
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The node against a stranger on the internet: silent and slow sockets, too many
+//! connections, a stop with clients hanging on, browser pages on other sites, missing
+//! tokens, settings that used to panic later, and directories others can write to.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+
+use super::*;
+
+/// A fresh node with `edits` to its config.
+fn node_with(edits: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("n");
+    assert!(init(&node, &[]).status.success());
+    edit_config(&node, edits);
+    dir
+}
+
+fn node_dir(d: &tempfile::TempDir) -> PathBuf {
+    d.path().join("n")
+}
+
+/// Whether the server closes `s` within `secs` (reads EOF or a reset).
+fn closed_within(s: &mut TcpStream, secs: u64) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(secs))).unwrap();
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue, // a response (e.g. 408) before the close
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                return false;
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+#[test]
+fn silent_and_half_sent_requests_are_closed_and_connection_caps_hold() {
+    let dir = node_with(&[
+        ("header_timeout_secs = 10", "header_timeout_secs = 1"),
+        ("max_connections_per_ip = 64", "max_connections_per_ip = 4"),
+    ]);
+    let d = run_node(&node_dir(&dir));
+    let addr = d.addr.clone();
+    // a socket that sends nothing, and one that never finishes its request head
+    let mut silent = TcpStream::connect(&addr).unwrap();
+    let mut half = TcpStream::connect(&addr).unwrap();
+    half.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    assert!(closed_within(&mut silent, 5), "a silent socket is closed");
+    assert!(closed_within(&mut half, 5), "a half-sent head is closed");
+    // four from one address are served; a fifth is closed at once
+    let mut held: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut fifth = TcpStream::connect(&addr).unwrap();
+    let t = Instant::now();
+    assert!(closed_within(&mut fifth, 5));
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "closed on accept, not by the timeout"
+    );
+    // once they go, others get in
+    for s in &mut held {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    drop(held);
+    std::thread::sleep(Duration::from_millis(200));
+    runtime().block_on(async {
+        assert_eq!(status(&http_client(), d.url("/healthz")).await, 200);
+    });
+}
+
+#[test]
+fn stop_has_a_deadline_with_clients_hanging_on_and_commits_queued_events() {
+    let dir = node_with(&[("shutdown_secs = 10", "shutdown_secs = 1")]);
+    let node = node_dir(&dir);
+    let d = run_node(&node);
+    // an idle keep-alive HTTP connection and an idle WebSocket that never reads
+    let mut keep = TcpStream::connect(&d.addr).unwrap();
+    keep.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let keys = fleetmesh_relay::NodeKeys::generate().unwrap();
+    let ev = keys
+        .sign(fleetmesh_relay::UnsignedEvent {
+            created_at: 1_700_000_000,
+            kind: 1,
+            tags: vec![],
+            content: "kept".into(),
+        })
+        .unwrap();
+    let ws_url = format!("ws://{}/", d.addr);
+    let rt = runtime();
+    let _ws = rt.block_on(async {
+        let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+        ws.send(WsMessage::Text(
+            format!("[\"EVENT\",{}]", ev.to_json()).into(),
+        ))
+        .await
+        .unwrap();
+        let ok = next_json(&mut ws).await;
+        assert_eq!(ok[2], true, "{ok}");
+        ws
+    });
+    let t = Instant::now();
+    assert!(d.stop("-TERM").success());
+    assert!(
+        t.elapsed() < Duration::from_secs(8),
+        "stopped in {:?}",
+        t.elapsed()
+    );
+    // the event is there after a restart
+    let d2 = run_node(&node);
+    let got = rt.block_on(req_events(
+        &format!("ws://{}/", d2.addr),
+        serde_json::json!({"ids": [ev.id_hex()]}),
+    ));
+    assert_eq!(got.len(), 1);
+}
+
+#[test]
+fn settings_out_of_range_and_open_directories_stop_the_node_naming_them() {
+    for (from, to, says) in [
+        (
+            "max_limit = 500",
+            "max_limit = 9223372036854775807",
+            "[relay] max_limit",
+        ),
+        (
+            "max_queued_bytes = 4194304",
+            "max_queued_bytes = 10",
+            "[relay] max_queued_bytes",
+        ),
+        (
+            "events_per_second = 500.0",
+            "events_per_second = nan",
+            "[relay] events_per_second",
+        ),
+        (
+            "max_connections = 512",
+            "max_connections = 0",
+            "[face] max_connections",
+        ),
+        (
+            "header_timeout_secs = 10",
+            "header_timeout_secs = 0",
+            "[face] header_timeout_secs",
+        ),
+        ("max_batch = 8", "max_batch = 0", "[inference] max_batch"),
+    ] {
+        let dir = node_with(&[(from, to)]);
+        let o = run(&[
+            "run",
+            node_dir(&dir).to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        assert_usage_error(&o, says);
+    }
+    // a node directory others may write to, a key directory others may enter
+    for (sub, m) in [("", 0o777), ("", 0o720), ("keys", 0o755)] {
+        let dir = node_with(&[]);
+        let p = node_dir(&dir).join(sub);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m)).unwrap();
+        let o = run(&[
+            "run",
+            node_dir(&dir).to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        assert_usage_error(&o, &format!("mode {m:04o}"));
+    }
+    // a public address needs a token
+    let dir = node_with(&[]);
+    let o = run(&[
+        "run",
+        node_dir(&dir).to_str().unwrap(),
+        "--listen",
+        "0.0.0.0:0",
+    ]);
+    assert_usage_error(&o, "[api] token");
+}
+
+/// POSTs `body` to `url` with `headers`; the status and the answer's headers and body.
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut r = http.post(url).body(body.to_owned());
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let r = r.send().await.unwrap();
+    let (s, h) = (r.status().as_u16(), r.headers().clone());
+    (s, h, r.text().await.unwrap())
+}
+
+#[test]
+fn web_pages_on_other_sites_cannot_drive_the_apis_and_tokens_are_checked_first() {
+    let dir = node_with(&[
+        (
+            "allowed_origins = []",
+            "allowed_origins = [\"https://app.example\"]\ntoken = \"t0ken-of-the-operator\"",
+        ),
+        (
+            "websocket_origins = [\"*\"]",
+            "websocket_origins = [\"https://nostr.example\"]",
+        ),
+    ]);
+    let d = run_node(&node_dir(&dir));
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom");
+    let read = |f: &str| std::fs::read_to_string(fixtures.join(f)).unwrap();
+    let body = format!(
+        "{{\"vk\": {}, \"proof\": {}, \"public\": {}}}",
+        read("tiny_vk.json"),
+        read("tiny_proof.json"),
+        read("tiny_public.json")
+    );
+    let auth = ("authorization", "Bearer t0ken-of-the-operator");
+    let json = ("content-type", "application/json");
+    runtime().block_on(async {
+        let http = http_client();
+        let url = d.url("/v1/proofs/verify");
+        for (headers, want, code) in [
+            // the attack as found: another site, a "simple" content type, no preflight
+            (
+                vec![
+                    ("origin", "http://evil.example"),
+                    ("content-type", "text/plain"),
+                    auth,
+                ],
+                403,
+                "cross_site",
+            ),
+            (
+                vec![("sec-fetch-site", "cross-site"), json, auth],
+                403,
+                "cross_site",
+            ),
+            (vec![("origin", "null"), json, auth], 403, "cross_site"),
+            // not JSON
+            (
+                vec![("content-type", "text/plain"), auth],
+                415,
+                "unsupported_media_type",
+            ),
+            (vec![auth], 415, "unsupported_media_type"),
+            // no token, a wrong one
+            (vec![json], 401, "unauthorized"),
+            (
+                vec![json, ("authorization", "Bearer nope")],
+                401,
+                "unauthorized",
+            ),
+        ] {
+            let (status, h, text) = post(&http, &url, &headers, &body).await;
+            assert_eq!(status, want, "{headers:?}: {text}");
+            assert!(text.contains(code), "{headers:?}: {text}");
+            if want == 401 {
+                assert!(h.get("www-authenticate").is_some());
+            }
+        }
+        // the node's own origin, an allowed one (with CORS headers), and a plain client
+        for extra in [vec![], vec![("origin", "https://app.example")]] {
+            let own = format!("http://{}", d.addr);
+            let mut headers = vec![json, auth];
+            headers.extend(extra.iter().copied());
+            if extra.is_empty() {
+                headers.push(("origin", own.as_str()));
+            }
+            let (status, h, text) = post(&http, &url, &headers, &body).await;
+            assert_eq!(status, 200, "{headers:?}: {text}");
+            assert!(text.contains("\"valid\":true"), "{text}");
+            if !extra.is_empty() {
+                assert_eq!(h["access-control-allow-origin"], "https://app.example");
+            }
+        }
+        // preflights: answered for the allowed origin only
+        let pre = |origin: &'static str| {
+            http.request(reqwest::Method::OPTIONS, d.url("/v1/completions"))
+                .header("origin", origin)
+                .header("access-control-request-method", "POST")
+                .send()
+        };
+        let ok = pre("https://app.example").await.unwrap();
+        assert_eq!(ok.status().as_u16(), 204);
+        assert_eq!(
+            ok.headers()["access-control-allow-origin"],
+            "https://app.example"
+        );
+        assert_eq!(
+            pre("http://evil.example").await.unwrap().status().as_u16(),
+            403
+        );
+        // every state-changing API is behind the same guard
+        for path in [
+            "/v1/completions",
+            "/v1/chat/completions",
+            "/v1/proofs/prove",
+            "/v1/jobs",
+        ] {
+            let (status, _, text) = post(
+                &http,
+                &d.url(path),
+                &[
+                    ("origin", "http://evil.example"),
+                    ("content-type", "text/plain"),
+                ],
+                "{}",
+            )
+            .await;
+            assert_eq!(status, 403, "{path}: {text}");
+        }
+    });
+    // the relay's WebSocket: browsers from the listed origins, and clients without Origin
+    runtime().block_on(async {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let ws = format!("ws://{}/", d.addr);
+        let with = |origin: &str| {
+            let mut r = ws.as_str().into_client_request().unwrap();
+            r.headers_mut().insert("origin", origin.parse().unwrap());
+            r
+        };
+        assert!(
+            tokio_tungstenite::connect_async(with("https://nostr.example"))
+                .await
+                .is_ok()
+        );
+        assert!(tokio_tungstenite::connect_async(ws.as_str()).await.is_ok());
+        let refused = tokio_tungstenite::connect_async(with("http://evil.example")).await;
+        match refused {
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+                assert_eq!(r.status().as_u16(), 403)
+            }
+            other => panic!("expected 403, got {:?}", other.map(|_| ())),
+        }
+    });
+}
