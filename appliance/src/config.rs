@@ -32,6 +32,41 @@ pub struct Config {
     pub inference: InferenceSection,
     /// Who may call the HTTP APIs.
     pub api: ApiSection,
+    /// How the node runs market jobs.
+    pub jobs: JobsSection,
+}
+
+/// `[jobs]`: how many market jobs run at once and the most any may use. A job's limits
+/// are cut to these (never refused for asking more); NIP-11 advertises them under
+/// `fleetmesh.jobs`, so buyers know.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsSection {
+    /// Jobs run at once, each on its own thread. 1 to 64. Default 2.
+    pub workers: usize,
+    /// Most fuel (WebAssembly instructions, roughly) of a wasm or data job. 1 to 10^15.
+    /// Default 10 000 000 000.
+    pub max_fuel: u64,
+    /// Most seconds any job may run; past it a watchdog fails the job. 1 to 86 400.
+    /// Default 300.
+    pub max_wall_secs: u64,
+    /// Most linear memory of a wasm or data job, in bytes. 1 MiB to 4 GiB. Default 1 GiB.
+    pub max_memory_bytes: u64,
+    /// Most output (stdout, stderr, files) of a wasm or data job, in bytes. 1 KiB to
+    /// 1 GiB. Default 64 MiB.
+    pub max_output_bytes: u64,
+}
+
+impl Default for JobsSection {
+    fn default() -> Self {
+        JobsSection {
+            workers: 2,
+            max_fuel: 10_000_000_000,
+            max_wall_secs: 300,
+            max_memory_bytes: 1 << 30,
+            max_output_bytes: 64 << 20,
+        }
+    }
 }
 
 /// `[api]`: who may call the compute, proof and job APIs (see the README's "Exposure").
@@ -63,6 +98,9 @@ pub struct InferenceSection {
     /// Most generations of one model decoded together (continuous batching). Default 8.
     /// Larger raises throughput under load and each request's latency with it.
     pub max_batch: usize,
+    /// Most requests per model admitted at once, generating or waiting; more get 503 with
+    /// `Retry-After`. 1 to 100 000. Default 64.
+    pub max_queue: usize,
     /// The verification mode of a request that names none: `none` (default) or
     /// `quasi-deterministic` (needs two remote executors for the model).
     pub verification: Verification,
@@ -79,6 +117,7 @@ impl Default for InferenceSection {
             models: Vec::new(),
             device: "auto".into(),
             max_batch: 8,
+            max_queue: 64,
             verification: Verification::None,
             quorum: QuorumSection::default(),
             executors: Vec::new(),
@@ -335,8 +374,25 @@ impl Config {
         {
             return Err("[api] token: must be at least 16 characters, without spaces".to_string());
         }
+        let j = &self.jobs;
+        range("[jobs] workers", j.workers as u64, 1, 64)?;
+        range("[jobs] max_fuel", j.max_fuel, 1, 1_000_000_000_000_000)?;
+        range("[jobs] max_wall_secs", j.max_wall_secs, 1, 86_400)?;
+        range(
+            "[jobs] max_memory_bytes",
+            j.max_memory_bytes,
+            1 << 20,
+            4 << 30,
+        )?;
+        range(
+            "[jobs] max_output_bytes",
+            j.max_output_bytes,
+            1 << 10,
+            1 << 30,
+        )?;
         let i = &self.inference;
         range("[inference] max_batch", i.max_batch as u64, 1, 256)?;
+        range("[inference] max_queue", i.max_queue as u64, 1, 100_000)?;
         for (key, v) in [
             (
                 "[inference.quorum] near_tie_epsilon",

@@ -13,7 +13,9 @@
 //! 422 `unsatisfied` (the input fails the circuit's constraints or asserts), 503 `busy`.
 //!
 //! Proving uses every core, so requests run one at a time from a bounded queue; a full
-//! queue answers 503 at once instead of letting callers pile up.
+//! queue answers 503 with `Retry-After` at once instead of letting callers pile up. A
+//! request whose client leaves while it waits for its turn is dropped unproved, and no
+//! thread waits for a turn.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -82,7 +84,14 @@ impl IntoResponse for Failure {
             ),
             Failure::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", m),
         };
-        api_error(status, code, message)
+        let mut r = api_error(status, code, message);
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("2"),
+            );
+        }
+        r
     }
 }
 

@@ -71,6 +71,8 @@ pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_
             "class": node.config.node.class,
             "protocol_digest": SchemaSet::embedded().digest().to_hex(),
             "descriptor": descriptor_id,
+            // what a job may use here at most (its limits are cut to these)
+            "jobs": node.config.jobs,
         },
     })
 }
@@ -116,6 +118,7 @@ pub fn router(
         blobs.clone(),
         prover.clone(),
         inference.clone(),
+        &node.config.jobs,
     )?;
     let state = Arc::new(AppState {
         nip11: nip11_document(node, &descriptor.id_hex(), &relay).to_string(),

@@ -53,10 +53,14 @@ impl std::fmt::Debug for Job {
 /// Where a submitted job's transcript arrives.
 pub type Ticket = mpsc::Receiver<Result<Transcript>>;
 
+/// Called once, on the worker thread, with a job's transcript or error: how an async
+/// caller gets its answer without a thread waiting on a [`Ticket`].
+pub type Reply = Box<dyn FnOnce(Result<Transcript>) + Send>;
+
 struct Admitted {
     job: Job,
     decoding: Decoding,
-    reply: mpsc::Sender<Result<Transcript>>,
+    reply: Reply,
 }
 
 struct Active {
@@ -116,14 +120,29 @@ impl Batcher {
     /// # Errors
     /// [`Error::Request`] at once for a prompt the model cannot run, bad sampling
     /// parameters, or a schema whose shortest document does not fit `max_tokens`.
-    pub fn submit(&self, mut job: Job) -> Result<Ticket> {
+    pub fn submit(&self, job: Job) -> Result<Ticket> {
+        let (tx, ticket) = mpsc::channel();
+        self.submit_with(
+            job,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        )?;
+        Ok(ticket)
+    }
+
+    /// Queues `job`; `reply` is called with its transcript (or error) on the worker thread
+    /// when it ends. Nothing waits meanwhile.
+    ///
+    /// # Errors
+    /// As [`Batcher::submit`]; `reply` is then not called.
+    pub fn submit_with(&self, mut job: Job, reply: Reply) -> Result<()> {
         self.model.check_tokens(&job.prompt, 0)?;
         let mut decoding = Decoding::new(&job.sampling, job.top_logprobs)?;
         if let Some(c) = job.constraint.take() {
             let budget = job.max_tokens.min(self.model.room(job.prompt.len()));
             decoding.constrain(c, budget)?;
         }
-        let (reply, ticket) = mpsc::channel();
         self.tx
             .as_ref()
             .expect("the sender lives until drop")
@@ -132,8 +151,7 @@ impl Batcher {
                 decoding,
                 reply,
             })
-            .map_err(|_| Error::Request("the model's batching worker has stopped".into()))?;
-        Ok(ticket)
+            .map_err(|_| Error::Request("the model's batching worker has stopped".into()))
     }
 
     /// Submits `job` and waits for its transcript.
@@ -203,7 +221,7 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
             Err(e) => {
                 let reason = e.to_string();
                 for a in active.drain(..) {
-                    let _ = a.admitted.reply.send(Err(Error::Request(reason.clone())));
+                    (a.admitted.reply)(Err(Error::Request(reason.clone())));
                 }
                 continue;
             }
@@ -222,10 +240,9 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
                     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ids))) {
                         Ok(stop) => stop,
                         Err(_) => {
-                            let _ = a
-                                .admitted
-                                .reply
-                                .send(Err(Error::Request("the step callback panicked".into())));
+                            (a.admitted.reply)(Err(Error::Request(
+                                "the step callback panicked".into(),
+                            )));
                             continue;
                         }
                     }
@@ -260,5 +277,5 @@ fn admit(a: Admitted, digest: [u8; 32], active: &mut Vec<Active>) {
 
 fn finish(a: Admitted, digest: [u8; 32]) {
     let t = a.decoding.into_transcript(digest, &a.job.prompt);
-    let _ = a.reply.send(Ok(t));
+    (a.reply)(Ok(t));
 }

@@ -41,7 +41,12 @@ pub(super) fn stopped(ids: &[u32], text: &str, stop: &[String], stop_ids: &[u32]
 pub(super) fn stop_test(m: &Served, p: &Params) -> impl FnMut(&[u32]) -> bool + Send + 'static {
     let tokenizer = m.tokenizer.clone();
     let (stop, stop_ids) = (p.stop.clone(), p.stop_ids.clone());
+    let (cancel, tokens) = (p.cancel.clone(), m.tokens.clone());
     move |ids: &[u32]| {
+        tokens.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return true; // the client went away
+        }
         let text = if stop.is_empty() {
             String::new()
         } else {
@@ -51,50 +56,89 @@ pub(super) fn stop_test(m: &Served, p: &Params) -> impl FnMut(&[u32]) -> bool + 
     }
 }
 
+/// The batcher job of one prompt of `p`.
+fn local_job(m: &Served, p: &Params, prompt: &[u32]) -> Job {
+    Job {
+        prompt: prompt.to_vec(),
+        max_tokens: p.max_tokens,
+        sampling: p.sampling.clone(),
+        top_logprobs: p.logprobs.unwrap_or(0),
+        on_step: Some(Box::new(stop_test(m, p))),
+        constraint: constraint(m, p),
+    }
+}
+
+/// A local transcript, cut at its stop and checked against the schema, ready to render.
+fn generated(m: &Served, p: &Params, t: fleetmesh_inference::Transcript) -> Generated {
+    let (ids, text, mut finish) = cut(m, p, &t.output_ids());
+    let verdict = p.schema.as_ref().map(|g| {
+        let (valid, v) = schema_verdict(g, &text);
+        // the document's end ended the generation
+        if valid {
+            finish = "stop";
+        }
+        v
+    });
+    Generated {
+        transcript_digest: t.digest(),
+        steps: t.steps[..ids.len()].to_vec(),
+        prompt: t.prompt,
+        ids,
+        text,
+        finish,
+        verdict,
+        build: (m.engine.clone(), "f32".into()),
+    }
+}
+
 /// Every prompt of `p` on the local runtime, submitted together so the batcher decodes them
-/// side by side.
+/// side by side (blocking: for the paths that also wait on remote executors).
 pub(super) fn generate_local(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {
     let m = &s.models[p.model];
     let tickets = p
         .prompts
         .iter()
-        .map(|prompt| {
-            m.batcher.submit(Job {
-                prompt: prompt.clone(),
-                max_tokens: p.max_tokens,
-                sampling: p.sampling.clone(),
-                top_logprobs: p.logprobs.unwrap_or(0),
-                on_step: Some(Box::new(stop_test(m, p))),
-                constraint: constraint(m, p),
-            })
-        })
+        .map(|prompt| m.batcher.submit(local_job(m, p, prompt)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad(e.to_string(), "prompt"))?;
     tickets
         .iter()
         .map(|ticket| {
             let t = wait(ticket).map_err(|e| bad(e.to_string(), "prompt"))?;
-            let (ids, text, mut finish) = cut(m, p, &t.output_ids());
-            let verdict = p.schema.as_ref().map(|g| {
-                let (valid, v) = schema_verdict(g, &text);
-                // the document's end ended the generation
-                if valid {
-                    finish = "stop";
-                }
-                v
-            });
-            Ok(Generated {
-                transcript_digest: t.digest(),
-                steps: t.steps[..ids.len()].to_vec(),
-                prompt: t.prompt,
-                ids,
-                text,
-                finish,
-                verdict,
-                build: (m.engine.clone(), "f32".into()),
-            })
+            Ok(generated(m, p, t))
         })
         .collect()
+}
+
+/// [`generate_local`] without a thread waiting: the batcher answers each prompt through a
+/// channel the request awaits.
+pub(super) async fn generate_local_async(
+    s: &InferenceService,
+    p: &Params,
+) -> Result<Vec<Generated>, Failure> {
+    let m = &s.models[p.model];
+    let mut answers = Vec::with_capacity(p.prompts.len());
+    for prompt in &p.prompts {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        m.batcher
+            .submit_with(
+                local_job(m, p, prompt),
+                Box::new(move |r| {
+                    let _ = tx.send(r);
+                }),
+            )
+            .map_err(|e| bad(e.to_string(), "prompt"))?;
+        answers.push(rx);
+    }
+    let mut gens = Vec::with_capacity(answers.len());
+    for rx in answers {
+        let t = rx
+            .await
+            .map_err(|_| internal("the model's batching worker stopped"))?
+            .map_err(|e| bad(e.to_string(), "prompt"))?;
+        gens.push(generated(m, p, t));
+    }
+    Ok(gens)
 }
 
 /// A request's schema constraint for model `m` (ended by its stop ids where the document
@@ -121,7 +165,11 @@ pub(super) fn generate_bounded(
     s: &InferenceService,
     p: &Params,
 ) -> Result<Vec<Generated>, Failure> {
-    let gens = generate_local(s, p)?;
+    schema_bounded(generate_local(s, p)?)
+}
+
+/// `schema-bounds`' rule on local generations: every output valid, else 502.
+pub(super) fn schema_bounded(gens: Vec<Generated>) -> Result<Vec<Generated>, Failure> {
     if let Some(bad) = gens
         .iter()
         .find(|g| g.verdict.as_ref().is_some_and(|v| v["valid"] != true))

@@ -22,7 +22,9 @@
 //! `"verification": "schema-bounds"` an invalid output is 502 `schema_invalid`.
 //!
 //! Generations go to the model's [`Batcher`]: concurrent requests are decoded together,
-//! up to `[inference] max_batch`.
+//! up to `[inference] max_batch`; at most `[inference] max_queue` requests per model are
+//! admitted (generating or waiting), more get 503 with `Retry-After`. A request whose
+//! client disconnects stops generating at its next step, streamed or not.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -49,8 +51,8 @@ mod stream;
 
 use crate::node::unix_now;
 use generation::{
-    cut, generate_attested, generate_bounded, generate_local, generate_quorum, schema_verdict,
-    stopped,
+    cut, generate_attested, generate_bounded, generate_local, generate_local_async,
+    generate_quorum, schema_verdict, stopped,
 };
 use render::render;
 use request::{Api, Params, parse, rand_seed};
@@ -70,6 +72,12 @@ struct Served {
     remotes: Vec<RemoteExecutor>,
     /// The vocabulary's bytes, built on the first request with a schema.
     vocab: OnceLock<Arc<TokenVocab>>,
+    /// Requests admitted for this model (generating or waiting): `[inference] max_queue`.
+    queue: Arc<tokio::sync::Semaphore>,
+    /// `max_queue`, to tell how many are in flight.
+    queue_size: usize,
+    /// Tokens generated for this model's requests on the local runtime, ever.
+    tokens: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Served {
@@ -121,6 +129,9 @@ impl InferenceService {
                 eos,
                 remotes: Vec::new(),
                 vocab: OnceLock::new(),
+                queue: Arc::new(tokio::sync::Semaphore::new(cfg.max_queue)),
+                queue_size: cfg.max_queue,
+                tokens: Arc::default(),
             });
         }
         for e in &cfg.executors {
@@ -256,6 +267,9 @@ pub async fn models(State(s): State<Arc<InferenceService>>) -> Response {
                     "executors": std::iter::once(m.local.name())
                         .chain(m.remotes.iter().map(|r| r.name()))
                         .collect::<Vec<_>>(),
+                    "requests_in_flight": m.queue_size - m.queue.available_permits(),
+                    "max_queue": m.queue_size,
+                    "tokens_generated": m.tokens.load(std::sync::atomic::Ordering::Relaxed),
                 },
             })
         })
@@ -343,24 +357,68 @@ pub(crate) fn answer_blocking(s: &InferenceService, body: &Value) -> Result<Valu
     Ok(render(&s.models[p.model], &p, &gens))
 }
 
+/// Sets a request's cancel flag when dropped: when the handler's future is dropped because
+/// the client went away, its generations stop at their next step.
+struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// 503 with `Retry-After`: the model's queue (`[inference] max_queue`) is full.
+fn overloaded(model: &str) -> Response {
+    let mut r = Failure {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message: format!("model {model} has as many requests as its queue holds; retry shortly"),
+        param: None,
+        code: Some("overloaded"),
+        extra: None,
+    }
+    .into_response();
+    r.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    r
+}
+
 async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
     let p = match parse(&s, body, api) {
         Ok(p) => p,
         Err(f) => return f.into_response(),
     };
+    let m = &s.models[p.model];
+    let Ok(place) = m.queue.clone().try_acquire_owned() else {
+        return overloaded(&m.id);
+    };
     if p.stream {
-        return stream(s, p);
+        return stream(s, p, place);
     }
-    let svc = s.clone();
-    let params = p.clone();
-    let result = tokio::task::spawn_blocking(move || match params.verification {
-        Verification::None => generate_local(&svc, &params),
-        Verification::SchemaBounds => generate_bounded(&svc, &params),
-        Verification::QuasiDeterministic => generate_quorum(&svc, &params),
-        Verification::TeeAttestation => generate_attested(&svc, &params),
-    })
-    .await
-    .unwrap_or_else(|_| Err(internal("the generation panicked")));
+    let _cancel = CancelOnDrop(p.cancel.clone());
+    let result = match p.verification {
+        // the local paths await the batcher; nothing blocks a thread meanwhile
+        Verification::None => generate_local_async(&s, &p).await,
+        Verification::SchemaBounds => generate_local_async(&s, &p)
+            .await
+            .and_then(generation::schema_bounded),
+        // these also wait on remote executors or the TEE, on a blocking thread each (as
+        // many as the queue admits)
+        Verification::QuasiDeterministic | Verification::TeeAttestation => {
+            let (svc, params) = (s.clone(), p.clone());
+            tokio::task::spawn_blocking(move || {
+                if params.verification == Verification::QuasiDeterministic {
+                    generate_quorum(&svc, &params)
+                } else {
+                    generate_attested(&svc, &params)
+                }
+            })
+            .await
+            .unwrap_or_else(|_| Err(internal("the generation panicked")))
+        }
+    };
+    drop(place);
     match result {
         Ok(g) => Json(render(&s.models[p.model], &p, &g)).into_response(),
         Err(f) => f.into_response(),

@@ -27,6 +27,8 @@ pub(super) struct Params {
     pub(super) verification: Verification,
     /// `response_format`'s schema, compiled.
     pub(super) schema: Option<Arc<Grammar>>,
+    /// Set when the client has gone: its generations stop at their next step.
+    pub(super) cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure> {
@@ -281,6 +283,7 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
         stream,
         verification,
         schema,
+        cancel: Arc::default(),
     })
 }
 

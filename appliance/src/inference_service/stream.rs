@@ -17,7 +17,11 @@ struct Sent {
 /// ends in an incomplete UTF-8 character or could still be the start of a stop string, so
 /// no chunk carries text the final answer does not. A client that goes away ends its
 /// generation.
-pub(super) fn stream(s: Arc<InferenceService>, p: Params) -> Response {
+pub(super) fn stream(
+    s: Arc<InferenceService>,
+    p: Params,
+    place: tokio::sync::OwnedSemaphorePermit,
+) -> Response {
     use axum::response::sse::{Event, Sse};
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
     let m = &s.models[p.model];
@@ -63,7 +67,9 @@ pub(super) fn stream(s: Arc<InferenceService>, p: Params) -> Response {
         let (tokenizer, sent, tx, chunk) =
             (m.tokenizer.clone(), sent.clone(), tx.clone(), chunk.clone());
         let (stops, stop_ids) = (p.stop.clone(), p.stop_ids.clone());
+        let tokens = m.tokens.clone();
         move |ids: &[u32]| {
+            tokens.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // one decode per step serves the stop test and the delta
             let text = tokenizer.decode(ids).unwrap_or_default();
             if stopped(ids, &text, &stops, &stop_ids) {
@@ -87,24 +93,30 @@ pub(super) fn stream(s: Arc<InferenceService>, p: Params) -> Response {
             false
         }
     };
-    let ticket = s.models[p.model].batcher.submit(Job {
-        prompt: p.prompts[0].clone(),
-        max_tokens: p.max_tokens,
-        sampling: p.sampling.clone(),
-        top_logprobs: 0,
-        on_step: Some(Box::new(on_step)),
-        constraint: generation::constraint(&s.models[p.model], &p),
-    });
+    let (done, answer) = tokio::sync::oneshot::channel();
+    let submitted = s.models[p.model].batcher.submit_with(
+        Job {
+            prompt: p.prompts[0].clone(),
+            max_tokens: p.max_tokens,
+            sampling: p.sampling.clone(),
+            top_logprobs: 0,
+            on_step: Some(Box::new(on_step)),
+            constraint: generation::constraint(&s.models[p.model], &p),
+        },
+        Box::new(move |r| {
+            let _ = done.send(r);
+        }),
+    );
     let svc = s.clone();
     tokio::spawn(async move {
-        let result = match ticket {
-            Ok(t) => tokio::task::spawn_blocking(move || wait(&t))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(fleetmesh_inference::Error::Request(
-                        "the generation panicked".into(),
-                    ))
-                }),
+        // the queue place is held until the generation ends
+        let _place = place;
+        let result = match submitted {
+            Ok(()) => answer.await.unwrap_or_else(|_| {
+                Err(fleetmesh_inference::Error::Request(
+                    "the model's batching worker stopped".into(),
+                ))
+            }),
             Err(e) => Err(e),
         };
         let st = std::mem::take(&mut *sent.lock().expect("stream state"));

@@ -796,3 +796,67 @@ fn up_demo_answers_every_api_and_jobs_default_to_a_buyer_identity_under_the_home
     assert!(err.contains("hardware probe"), "the probe is logged: {err}");
     assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
 }
+
+#[test]
+fn a_job_asking_for_everything_gets_the_nodes_maxima_and_the_next_job_still_runs() {
+    let node = tempfile::tempdir().unwrap();
+    assert!(init(node.path(), &[]).status.success());
+    edit_config(
+        node.path(),
+        &[
+            ("workers = 2", "workers = 1"),
+            ("max_wall_secs = 300", "max_wall_secs = 2"),
+        ],
+    );
+    let d = run_node(node.path());
+    let buyer = tempfile::tempdir().unwrap();
+    assert!(init(buyer.path(), &[]).status.success());
+    // the node says what a job may use
+    runtime().block_on(async {
+        let http = http_client();
+        let doc: Value = http
+            .get(d.url("/"))
+            .header("accept", "application/nostr+json")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(doc["fleetmesh"]["jobs"]["max_wall_secs"], 2, "{doc}");
+        assert_eq!(doc["fleetmesh"]["jobs"]["workers"], 1, "{doc}");
+    });
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("spin.wat"),
+        "(module (func (export \"_start\") (loop $l (br $l))))",
+    )
+    .unwrap();
+    std::fs::write(work.path().join("upper.wat"), UPPER).unwrap();
+    std::fs::write(work.path().join("in.txt"), "after").unwrap();
+    // fuel u64::MAX and a year of wall time, on the only worker
+    let greedy = serde_json::json!({"module": "spin.wat", "name": "greedy",
+        "limits": {"fuel": u64::MAX, "wall_secs": 31_536_000u64}});
+    let after = serde_json::json!({"module": "upper.wat", "input": "in.txt", "name": "after",
+        "limits": {"fuel": 10_000_000}});
+    let mut ids = Vec::new();
+    for (name, spec) in [("greedy", &greedy), ("after", &after)] {
+        let f = work.path().join(format!("{name}.json"));
+        std::fs::write(&f, spec.to_string()).unwrap();
+        let (o, sub) = job(&["submit", f.to_str().unwrap()], &d, buyer.path());
+        assert!(o.status.success(), "{sub} {}", stderr(&o));
+        ids.push(sub["job"].as_str().unwrap().to_string());
+    }
+    let (code, st) = wait_final(&ids[0], &d, buyer.path());
+    assert_eq!(
+        (code, st["reason"].as_str()),
+        (Some(1), Some("timeout")),
+        "{st}"
+    );
+    assert!(
+        st["metered"]["wall_ms"].as_u64().unwrap() < 10_000,
+        "cut to the node's 2 s: {st}"
+    );
+    let (code, st) = wait_final(&ids[1], &d, buyer.path());
+    assert_eq!(code, Some(0), "{st}");
+}

@@ -108,17 +108,26 @@ impl JobService {
             stdin: input,
             inputs: Some(inputs),
             outputs: Some(outputs.clone()),
+            // what the job asks, else the runtime's default, cut to the node's maxima
             limits: fleetmesh_wasi::Limits {
-                fuel: limits["fuel"].as_u64().unwrap_or(defaults.fuel),
+                fuel: limits["fuel"]
+                    .as_u64()
+                    .unwrap_or(defaults.fuel)
+                    .min(self.limits.max_fuel),
                 memory: limits["memory_bytes"]
                     .as_u64()
-                    .map_or(defaults.memory, |m| m as usize),
-                wall: limits["wall_secs"]
-                    .as_u64()
-                    .map_or(defaults.wall, std::time::Duration::from_secs),
+                    .unwrap_or(defaults.memory as u64)
+                    .min(self.limits.max_memory_bytes) as usize,
+                wall: std::time::Duration::from_secs(
+                    limits["wall_secs"]
+                        .as_u64()
+                        .unwrap_or(defaults.wall.as_secs())
+                        .min(self.limits.max_wall_secs),
+                ),
                 output: limits["output_bytes"]
                     .as_u64()
-                    .map_or(defaults.output, |m| m as usize),
+                    .unwrap_or(defaults.output as u64)
+                    .min(self.limits.max_output_bytes) as usize,
             },
         };
         let module = self

@@ -1,7 +1,8 @@
 //! Jobs on the node: the service behind `/v1/jobs` ([`http`]). A submission is a signed
 //! ask and its compute/1.0 job message, NIP-44 encrypted to this node; it is checked
-//! ([`JobService::open_job`]), stored, and run by one worker thread off the async runtime
-//! on the ask's engine ([`engines`]). Every run ends in [`JobService::conclude`]: the
+//! ([`JobService::open_job`]), stored, and run by a pool of `[jobs] workers` threads off
+//! the async runtime on the ask's engine ([`engines`]), its limits cut to the node's
+//! `[jobs]` maxima; a watchdog fails a job still running past its wall limit. Every run ends in [`JobService::conclude`]: the
 //! receipt (kind 30811) signed and published on the node's relay, the compute/1.0 result
 //! encrypted to the buyer, stored with the job and as a blob of the node's Blossom store.
 
@@ -56,6 +57,8 @@ pub struct JobService {
     inference: Arc<crate::inference_service::InferenceService>,
     queue: Mutex<std::sync::mpsc::Sender<String>>,
     runtime: tokio::runtime::Handle,
+    /// `[jobs]`: workers and the most any job may use.
+    limits: crate::config::JobsSection,
 }
 
 impl std::fmt::Debug for JobService {
@@ -78,6 +81,7 @@ impl JobService {
         blobs: Arc<crate::blossom::Blossom>,
         prover: Arc<crate::prove_service::ProveService>,
         inference: Arc<crate::inference_service::InferenceService>,
+        limits: &crate::config::JobsSection,
     ) -> anyhow::Result<Arc<JobService>> {
         let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -98,35 +102,23 @@ impl JobService {
             inference,
             queue: Mutex::new(tx.clone()),
             runtime: tokio::runtime::Handle::current(),
+            limits: limits.clone(),
         });
         for id in pending {
             let _ = tx.send(id);
         }
-        // the worker holds a weak handle: the service ends with the router
-        let weak = Arc::downgrade(&svc);
-        std::thread::Builder::new()
-            .name("fleetmesh-jobs".into())
-            .spawn(move || {
-                while let Ok(id) = rx.recv() {
-                    let Some(svc) = weak.upgrade() else { return };
-                    // a panic in an engine fails its job, not the worker
-                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        svc.execute(&id);
-                    }));
-                    if ran.is_err() {
-                        tracing::error!(job = %id, "the job's engine panicked");
-                        let _ = svc.store.transition(
-                            &id,
-                            JobState::Failed,
-                            Some("internal: the engine panicked"),
-                            unix_now(),
-                        );
-                    }
-                }
-            })?;
+        // the workers hold weak handles: the service ends with the router
+        let rx = Arc::new(Mutex::new(rx));
+        for n in 0..limits.workers {
+            let weak = Arc::downgrade(&svc);
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("fleetmesh-jobs-{n}"))
+                .spawn(move || worker(&weak, &rx))?;
+        }
         let weak = Arc::downgrade(&svc);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
                 tick.tick().await;
                 let Some(svc) = weak.upgrade() else { return };
@@ -135,11 +127,73 @@ impl JobService {
                     Ok(_) => {}
                     Err(e) => tracing::warn!(%e, "expiring jobs"),
                 }
+                svc.watchdog(unix_now());
             }
         });
         Ok(svc)
     }
 
+    /// The wall limit of a job: its ask's `wall_secs`, cut to `[jobs] max_wall_secs`.
+    fn wall_secs(&self, ask: &Value) -> u64 {
+        ask["limits"]["wall_secs"]
+            .as_u64()
+            .unwrap_or(self.limits.max_wall_secs)
+            .min(self.limits.max_wall_secs)
+    }
+
+    /// Fails every running job past its wall limit (and a grace second per 10): an engine
+    /// that does not watch the clock itself (a proof, a generation) cannot keep a buyer
+    /// waiting beyond what was agreed. The engine's late result is then discarded.
+    fn watchdog(&self, now: u64) {
+        let Ok(running) = self.store.in_state(JobState::Running) else {
+            return;
+        };
+        for job in running {
+            let ask: Value = serde_json::from_str(&job.ask).unwrap_or_default();
+            let content: Value =
+                serde_json::from_str(ask["content"].as_str().unwrap_or("{}")).unwrap_or_default();
+            let wall = self.wall_secs(&content);
+            if now > job.updated_at + wall + 1 + wall / 10 {
+                tracing::warn!(job = %job.id, wall, "job past its wall limit; failed");
+                let _ = self.store.transition(
+                    &job.id,
+                    JobState::Failed,
+                    Some(&format!(
+                        "limit: the job ran past its wall limit of {wall} s"
+                    )),
+                    now,
+                );
+            }
+        }
+    }
+}
+
+/// One worker thread: runs queued jobs until the service ends.
+fn worker(weak: &std::sync::Weak<JobService>, rx: &Mutex<std::sync::mpsc::Receiver<String>>) {
+    loop {
+        let next = rx
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .recv();
+        let Ok(id) = next else { return };
+        let Some(svc) = weak.upgrade() else { return };
+        // a panic in an engine fails its job, not the worker
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            svc.execute(&id);
+        }));
+        if ran.is_err() {
+            tracing::error!(job = %id, "the job's engine panicked");
+            let _ = svc.store.transition(
+                &id,
+                JobState::Failed,
+                Some("internal: the engine panicked"),
+                unix_now(),
+            );
+        }
+    }
+}
+
+impl JobService {
     /// Checks and records a submission: the ask, then the job message it carries.
     fn submit(&self, body: &[u8]) -> Result<(JobRecord, bool), Refusal> {
         let v: Value = serde_json::from_slice(body)
