@@ -1,14 +1,19 @@
 //! `meshnode attest verify`: an AMD SEV-SNP report or NVIDIA GPU evidence checked against
-//! its certificates and the caller's policy, printed as one JSON line (exit 0 valid, 1
-//! invalid, 2 malformed).
+//! its certificates, the caller's policy and, when given, revocation data (AMD CRLs for
+//! the SNP chain, NVIDIA OCSP responses for the GPU chain), printed as one JSON line (exit
+//! 0 valid, 1 invalid — a revoked certificate included —, 2 malformed). The verdict says
+//! `"revocation": "unchecked"` without revocation data, `"checked"` with it, and lists
+//! what each CRL or response covered in `"revocation_checked"`.
 
 use std::path::Path;
 
 use fleetmesh_inference::Error;
 use fleetmesh_inference::tee;
+use fleetmesh_inference::tee::crl::Crl;
 use fleetmesh_inference::tee::nvidia::{self, Evidence};
+use fleetmesh_inference::tee::ocsp::OcspResponse;
 use fleetmesh_inference::tee::snp::{Report, SnpPolicy, Tcb, Verified, verify as verify_snp};
-use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339};
+use fleetmesh_inference::tee::x509::{Certificate, RevocationChecked, parse_rfc3339};
 use serde_json::{Value, json};
 
 use crate::Outcome;
@@ -16,6 +21,39 @@ use crate::cli::AttestVerifyArgs;
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|e| Error::EvidenceMalformed(format!("{}: {e}", path.display())))
+}
+
+/// Each file of `paths` read with `parse`; a parse error names the file.
+fn read_each<T>(
+    paths: &[std::path::PathBuf],
+    parse: fn(&[u8]) -> Result<T, Error>,
+) -> Result<Vec<T>, Error> {
+    paths
+        .iter()
+        .map(|p| {
+            let bytes = read(p)?;
+            parse(&bytes).map_err(|e| match e {
+                Error::EvidenceMalformed(m) => {
+                    Error::EvidenceMalformed(format!("{}: {m}", p.display()))
+                }
+                other => other,
+            })
+        })
+        .collect()
+}
+
+/// Adds the revocation verdict: `"unchecked"`, or `"checked"` and what was checked.
+fn with_revocation(mut v: Value, checked: &[RevocationChecked]) -> Value {
+    if checked.is_empty() {
+        v["revocation"] = json!("unchecked");
+    } else {
+        v["revocation"] = json!("checked");
+        v["revocation_checked"] = checked
+            .iter()
+            .map(|c| json!({"via": c.via, "signer": c.signer, "certificates": c.certificates}))
+            .collect();
+    }
+    v
 }
 
 fn hex_bytes<const N: usize>(s: &str, what: &str) -> Result<[u8; N], Error> {
@@ -67,6 +105,7 @@ fn check_snp(a: &AttestVerifyArgs, snp: &Path) -> Result<Value, Error> {
         .ok_or_else(|| Error::EvidenceMalformed("--snp needs --vcek".into()))?;
     let vcek = Certificate::from_der_or_pem(&read(vcek_path)?)?;
     let (chain, now) = chain_and_now(a)?;
+    let crls = read_each(&a.crl, Crl::from_der_or_pem)?;
     let policy = SnpPolicy {
         report_data: a
             .report_data
@@ -82,7 +121,9 @@ fn check_snp(a: &AttestVerifyArgs, snp: &Path) -> Result<Value, Error> {
         allow_debug: a.allow_debug,
         vmpl: a.vmpl,
     };
-    Ok(snp_json(&verify_snp(&report, &vcek, &chain, now, &policy)?))
+    let verified = verify_snp(&report, &vcek, &chain, now, &policy)?;
+    let checked = tee::snp::check_revocation(&vcek, &chain, &crls, now)?;
+    Ok(with_revocation(snp_json(&verified), &checked))
 }
 
 fn snp_json(v: &Verified) -> Value {
@@ -106,12 +147,14 @@ fn snp_json(v: &Verified) -> Value {
 fn check_nvidia(a: &AttestVerifyArgs, path: &Path) -> Result<Value, Error> {
     let e = Evidence::parse(&read(path)?)?;
     let (chain, now) = chain_and_now(a)?;
+    let responses = read_each(&a.ocsp, OcspResponse::from_der)?;
     let nonce = a
         .nonce
         .as_deref()
         .map(|h| hex_bytes::<32>(h, "--nonce"))
         .transpose()?;
     nvidia::verify(&e, &chain, now, nonce.as_ref())?;
+    let checked = nvidia::check_revocation(&chain, &responses, now)?;
     let mut rims = Vec::new();
     let mut differ = Vec::new();
     for p in &a.rim {
@@ -153,7 +196,7 @@ fn check_nvidia(a: &AttestVerifyArgs, path: &Path) -> Result<Value, Error> {
             differ.join("; ")
         )));
     }
-    Ok(json!({
+    let v = json!({
         "valid": true,
         "evidence": "nvidia-spdm",
         "device": chain[0].common_name,
@@ -163,7 +206,8 @@ fn check_nvidia(a: &AttestVerifyArgs, path: &Path) -> Result<Value, Error> {
         "measurements": if rims.is_empty() { "unchecked" } else { "match" },
         "blocks": e.blocks.len(),
         "rims": rims,
-    }))
+    });
+    Ok(with_revocation(v, &checked))
 }
 
 /// Runs `meshnode attest verify`.

@@ -171,11 +171,15 @@ pub struct WasiRunArgs {
 #[derive(Debug, Subcommand)]
 pub enum AttestCommand {
     /// Verify an AMD SEV-SNP attestation report (`--snp`: its signature by the VCEK or
-    /// VLEK, the chain to AMD's root, the VCEK's TCB and chip ID, the policy given) or an
-    /// NVIDIA Hopper GPU's SPDM measurements (`--nvidia`: the signature, the device chain to
-    /// NVIDIA's root, the nonce, and each `--rim`'s golden measurements). Prints one JSON
-    /// line; exit 0 valid, 1 invalid (with the reason), 2 malformed input.
-    Verify(AttestVerifyArgs),
+    /// VLEK, the chain to AMD's root, the VCEK's TCB and chip ID, the policy given, and
+    /// each `--crl`) or an NVIDIA Hopper GPU's SPDM measurements (`--nvidia`: the
+    /// signature, the device chain to NVIDIA's root, the nonce, each `--rim`'s golden
+    /// measurements and each `--ocsp` response). Chains are validated as certification
+    /// paths (CA flags, key usage, path lengths, critical extensions). Prints one JSON line
+    /// with `"revocation": "checked"` (and what was checked) or `"unchecked"`; exit 0
+    /// valid, 1 invalid (with the reason, a revoked certificate included), 2 malformed
+    /// input.
+    Verify(Box<AttestVerifyArgs>),
     /// Print the values that bind evidence to a job: the SEV-SNP REPORT_DATA (SHA-512) and
     /// the NVIDIA SPDM nonce (SHA-256) over the model digest, prompt ids, output ids and
     /// job id.
@@ -241,11 +245,25 @@ pub struct AttestVerifyArgs {
     pub chain: PathBuf,
     /// A reference integrity manifest to compare the GPU's measurements with (repeatable:
     /// driver and VBIOS); with `--nvidia`.
-    #[arg(long, value_name = "RIM", requires = "nvidia")]
+    // (`requires` is not enforced for these list options: each conflicts with the other
+    // evidence instead, one of the two being required)
+    #[arg(long, value_name = "RIM", conflicts_with = "snp")]
     pub rim: Vec<PathBuf>,
     /// The SPDM nonce must equal these 32 bytes (hex): the job binding; with `--nvidia`.
     #[arg(long, value_name = "HEX", requires = "nvidia")]
     pub nonce: Option<String>,
+    /// An AMD CRL (DER or PEM, as AMD's KDS serves it at
+    /// `https://kdsintf.amd.com/vcek/v1/{Milan|Genoa|Turin}/crl`): it must be signed by
+    /// the chain's ARK or ASK, be current at `--now`, and list none of the certificates
+    /// its signer issued (repeatable); with `--snp`.
+    #[arg(long, value_name = "FILE", conflicts_with = "nvidia")]
+    pub crl: Vec<PathBuf>,
+    /// An OCSP response (DER) about the GPU's chain, as NVIDIA's OCSP service answers: it
+    /// must be signed by the issuer of a certificate it covers (or that issuer's delegated
+    /// responder), be current at `--now`, and say each certificate of the chain it covers
+    /// is good (repeatable); with `--nvidia`.
+    #[arg(long, value_name = "FILE", conflicts_with = "snp")]
+    pub ocsp: Vec<PathBuf>,
     /// REPORT_DATA must equal these 64 bytes (hex): the job binding.
     #[arg(long, value_name = "HEX")]
     pub report_data: Option<String>,

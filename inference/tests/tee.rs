@@ -535,3 +535,10 @@ fn gpu_evidence_comes_from_the_driver_or_the_reason_it_cannot() {
         }
     }
 }
+
+// Certification paths, CRLs and OCSP with trust anchors made in the test (tee/pki.rs), and
+// the RIMs' XML parsing and canonicalization (tee/rim_xml.rs).
+#[path = "tee/pki.rs"]
+mod pki;
+#[path = "tee/rim_xml.rs"]
+mod rim_xml;

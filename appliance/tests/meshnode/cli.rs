@@ -452,3 +452,113 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
     let o = run(&["attest", "collect", "--out", gpu_out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn attest_verify_checks_revocation_with_crl_and_ocsp_and_says_when_unchecked() {
+    let tee = repo().join("inference/tests/vectors/tee");
+    let p = |rel: &str| tee.join(rel).to_str().unwrap().to_owned();
+    let (report, vcek, chain) = (
+        p("sev-snp/virtee-sev/report_milan.hex"),
+        p("sev-snp/virtee-sev/vcek_milan.der"),
+        p("sev-snp/virtee-sev/cert_chain_milan"),
+    );
+    let snp = |extra: &[&str]| {
+        let mut args = vec![
+            "attest",
+            "verify",
+            "--snp",
+            &report,
+            "--vcek",
+            &vcek,
+            "--chain",
+            &chain,
+            "--now",
+            "2026-06-01T00:00:00Z",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let reason = |o: &std::process::Output| -> String {
+        let v: Value = serde_json::from_str(&stdout(o)).unwrap();
+        v["reason"].as_str().unwrap_or_default().to_owned()
+    };
+    // without revocation data the verdict says so
+    let o = snp(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["revocation"], "unchecked");
+    assert!(v.get("revocation_checked").is_none(), "{v}");
+    // a CRL naming ARK-Milan as its issuer but signed by another key (made by
+    // tests/vectors/tee/pki/gen.py): exit 1, the forgery named
+    let o = snp(&["--crl", &p("pki/forged_ark_milan_crl.der")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        reason(&o).contains("the CRL's signature does not verify with \"ARK-Milan\"'s key"),
+        "{}",
+        stdout(&o)
+    );
+    // a CRL of another PKI (PEM) is about no certificate of AMD's chain
+    let o = snp(&["--crl", &p("pki/crl_intermediate_clean.pem")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        reason(&o).contains("is not a certificate of this chain"),
+        "{}",
+        stdout(&o)
+    );
+    // a file that is no CRL: exit 2, the file named
+    let o = snp(&["--crl", &report]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("report_milan.hex"), "{}", stderr(&o));
+
+    // NVIDIA: the same for OCSP responses
+    let (evidence, gpu_chain) = (
+        p("nvidia/nvtrust/hopperAttestationReport.txt"),
+        p("nvidia/nvtrust/hopperCertChain.txt"),
+    );
+    let nv = |extra: &[&str]| {
+        let mut args = vec![
+            "attest",
+            "verify",
+            "--nvidia",
+            &evidence,
+            "--chain",
+            &gpu_chain,
+            "--now",
+            "2026-06-01T00:00:00Z",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = nv(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["revocation"], "unchecked");
+    // a "good" answer about the device certificate, signed by a key that is not its
+    // issuer's
+    let o = nv(&["--ocsp", &p("pki/forged_hopper_ocsp.der")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        reason(&o).contains(
+            "the OCSP response's signature does not verify with \"GH100 A01 GSP BROM\"'s key"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    let o = nv(&["--ocsp", &p("pki/ocsp_good.der")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        reason(&o).contains("covers no certificate of this chain"),
+        "{}",
+        stdout(&o)
+    );
+    let o = nv(&["--ocsp", &p("pki/chain.pem")]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("chain.pem"), "{}", stderr(&o));
+    // --crl belongs to --snp, --ocsp to --nvidia
+    let o = nv(&["--crl", &p("pki/crl_intermediate_clean.pem")]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = snp(&["--ocsp", &p("pki/ocsp_good.der")]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = snp(&["--rim", &p("nvidia/nvtrust/Driver_RIM_test_no_gpu.swidtag")]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -2,17 +2,25 @@
 //!
 //! [`snp`] verifies AMD SEV-SNP attestation reports against the VCEK/VLEK certificate
 //! chain up to AMD's root; [`nvidia`] verifies a Hopper GPU's SPDM measurements, its device
-//! chain and compares the measurements with a RIM; [`x509`] and [`der`] are the certificate reading it needs
-//! (signatures by `ring`). Evidence that does not parse is
-//! [`crate::Error::EvidenceMalformed`]; evidence that parses and fails a check is
-//! [`crate::Error::EvidenceInvalid`], with the first failed check. [`snp_report_data`] and
+//! chain and compares the measurements with a RIM; [`x509`] (certificates and path
+//! validation) and [`der`] (a strict DER reader) are the certificate reading they need
+//! (signatures by `ring`), [`crl`] and [`ocsp`] the revocation checks (an AMD CRL for the
+//! SEV-SNP chain, NVIDIA OCSP responses for the GPU chain), [`xmldsig`] the RIMs' XML
+//! signatures (`roxmltree` underneath, Canonical XML 1.1 on top). Evidence that does not
+//! parse is [`crate::Error::EvidenceMalformed`]; evidence that parses and fails a check is
+//! [`crate::Error::EvidenceInvalid`], with the first failed check. The parsers of untrusted
+//! bytes return errors and never panic: [`x509::Certificate::from_der`],
+//! [`crl::Crl::from_der`], [`ocsp::OcspResponse::from_der`], [`xmldsig::parse_bytes`] and
+//! [`nvidia::verify_rim_bytes`] are their entry points (for fuzzing). [`snp_report_data`] and
 //! [`nvidia_nonce`] bind evidence to a job; [`collect_report`] asks the host for an SEV-SNP
 //! report (and its certificate table), [`gpu::collect_gpu_evidence`] the NVIDIA driver for
 //! a GPU's.
 
+pub mod crl;
 pub mod der;
 pub mod gpu;
 pub mod nvidia;
+pub mod ocsp;
 pub mod snp;
 pub mod x509;
 pub mod xmldsig;

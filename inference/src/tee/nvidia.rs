@@ -161,8 +161,10 @@ impl Evidence {
     }
 }
 
-/// Checks a GPU's certificate chain (leaf first): it ends at the NVIDIA Device Identity CA,
-/// each certificate is issued by the next and valid at `now`.
+/// Checks a GPU's certificate chain (leaf first): it ends at the NVIDIA Device Identity CA
+/// and is a valid certification path at `now` ([`super::x509::verify_path`]: each
+/// certificate issued by the next, issuers are CAs allowed to sign certificates, path
+/// lengths and critical extensions respected, all valid at `now`).
 ///
 /// # Errors
 /// [`crate::Error::EvidenceInvalid`] with the first failed check.
@@ -175,8 +177,7 @@ pub fn check_chain(chain: &[Certificate], now: i64) -> Result<()> {
     check_chain_to(chain, DEVICE_ROOT, "the NVIDIA Device Identity CA", now)
 }
 
-/// `chain` (leaf first) ends at the certificate in `root_pem`, each issued by the next,
-/// all valid at `now`.
+/// `chain` (leaf first) ends at the certificate in `root_pem` and is a valid path at `now`.
 fn check_chain_to(chain: &[Certificate], root_pem: &str, root_name: &str, now: i64) -> Result<()> {
     let root = Certificate::from_pem_bundle(root_pem)?.remove(0);
     let last = chain
@@ -188,14 +189,37 @@ fn check_chain_to(chain: &[Certificate], root_pem: &str, root_name: &str, now: i
             last.common_name
         )));
     }
-    last.check_issued_by(last)?;
-    for pair in chain.windows(2) {
-        pair[0].check_issued_by(&pair[1])?;
+    super::x509::verify_path(chain, &root, now)
+}
+
+/// Checks the GPU's chain (as [`check_chain`] accepted it) against OCSP responses at
+/// `now`: each must be signed by the issuer of a certificate it covers (or that issuer's
+/// delegated responder), be current, and say every certificate of the chain it covers is
+/// good.
+///
+/// # Errors
+/// [`crate::Error::EvidenceInvalid`] for a revoked or unknown certificate (named, with its
+/// serial number) or a response that does not verify, is not current or covers nothing
+/// of the chain.
+pub fn check_revocation(
+    chain: &[Certificate],
+    responses: &[super::ocsp::OcspResponse],
+    now: i64,
+) -> Result<Vec<super::x509::RevocationChecked>> {
+    responses.iter().map(|r| r.check(chain, now)).collect()
+}
+
+/// A certificate whose key signs evidence or a RIM: digitalSignature, when it has a
+/// keyUsage.
+fn signing_usage(c: &Certificate) -> Result<()> {
+    if c.has_key_usage(super::x509::key_usage::DIGITAL_SIGNATURE) {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "{:?} signs, but its keyUsage lacks digitalSignature",
+            c.common_name
+        )))
     }
-    for c in chain {
-        c.check_time(now)?;
-    }
-    Ok(())
 }
 
 /// Checks the response's signature with the device (leaf) certificate's key.
@@ -203,6 +227,7 @@ fn check_chain_to(chain: &[Certificate], root_pem: &str, root_name: &str, now: i
 /// # Errors
 /// [`crate::Error::EvidenceInvalid`] when it does not verify.
 pub fn check_signature(e: &Evidence, leaf: &Certificate) -> Result<()> {
+    signing_usage(leaf)?;
     let signed = e.bytes.len() - SIGNATURE_LEN;
     use ring::signature::{ECDSA_P384_SHA384_FIXED, UnparsedPublicKey};
     UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, &leaf.public_key)
@@ -255,33 +280,26 @@ impl Rim {
     /// [`crate::Error::EvidenceMalformed`] when it has no measurement entries or one is
     /// unreadable.
     pub fn parse(xml: &str) -> Result<Rim> {
-        Rim::from_element(&super::xmldsig::parse(xml)?)
+        Rim::from_document(&super::xmldsig::parse(xml)?)
     }
 
     /// The entries of a parsed RIM document; the `Signature` subtree (not covered by the
     /// signature's digest) is never read.
-    fn from_element(root: &super::xmldsig::Element) -> Result<Rim> {
-        use super::xmldsig::{Element, Node};
-        let local = |n: &str| n.rsplit(':').next().unwrap_or(n).to_owned();
+    fn from_document(doc: &super::xmldsig::Document) -> Result<Rim> {
+        use super::xmldsig::{DSIG_NS, Element};
         fn walk<'a>(e: &'a Element, out: &mut Vec<&'a Element>) {
-            if e.local_name() == "Signature" {
+            if e.is(DSIG_NS, "Signature") {
                 return;
             }
             out.push(e);
-            for c in &e.children {
-                if let Node::Element(x) = c {
-                    walk(x, out);
-                }
+            for x in e.elements() {
+                walk(x, out);
             }
         }
+        let root = &doc.root;
         let mut all = Vec::new();
         walk(root, &mut all);
-        let get = |e: &Element, k: &str| {
-            e.attrs
-                .iter()
-                .find(|(n, _)| local(n) == k && !n.starts_with("xmlns"))
-                .map(|(_, v)| v.clone())
-        };
+        let get = |e: &Element, k: &str| e.attr_local(k).map(str::to_owned);
         let name = if root.local_name() == "SoftwareIdentity" {
             format!(
                 "{} {}",
@@ -303,8 +321,8 @@ impl Rim {
                 let hashes = e
                     .attrs
                     .iter()
-                    .filter(|(n, _)| local(n).starts_with("Hash"))
-                    .map(|(_, v)| hex::decode(v.trim()))
+                    .filter(|a| a.local.starts_with("Hash"))
+                    .map(|a| hex::decode(a.value.trim()))
                     .collect::<std::result::Result<Vec<_>, _>>()
                     .map_err(|_| {
                         malformed(format!("RIM: measurement {index}: a hash is not hex"))
@@ -336,8 +354,20 @@ impl Rim {
 /// [`crate::Error::EvidenceInvalid`] with the first failed check;
 /// [`crate::Error::EvidenceMalformed`] for XML or a signature this reader does not take.
 pub fn verify_rim(xml: &str, now: i64) -> Result<Rim> {
-    let root = super::xmldsig::parse(xml)?;
-    let signed = super::xmldsig::enveloped(&root)?;
+    verify_rim_document(&super::xmldsig::parse(xml)?, now)
+}
+
+/// [`verify_rim`] of bytes that must be UTF-8 (the entry point for untrusted bytes; never
+/// panics).
+///
+/// # Errors
+/// As [`verify_rim`].
+pub fn verify_rim_bytes(xml: &[u8], now: i64) -> Result<Rim> {
+    verify_rim_document(&super::xmldsig::parse_bytes(xml)?, now)
+}
+
+fn verify_rim_document(root: &super::xmldsig::Document, now: i64) -> Result<Rim> {
+    let signed = super::xmldsig::enveloped(root)?;
     let certs = signed
         .certificates
         .iter()
@@ -348,6 +378,7 @@ pub fn verify_rim(xml: &str, now: i64) -> Result<Rim> {
         .ok_or_else(|| malformed("RIM: no signing certificate in KeyInfo"))?;
     // the golden values are read from the tree the digest covered, never from the text again
     check_chain_to(&certs, RIM_ROOT, "the NVIDIA RIM root", now)?;
+    signing_usage(signer)?;
     use ring::signature::{ECDSA_P384_SHA384_FIXED, UnparsedPublicKey};
     UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, &signer.public_key)
         .verify(&signed.signed_info, &signed.signature)
@@ -357,7 +388,7 @@ pub fn verify_rim(xml: &str, now: i64) -> Result<Rim> {
                 signer.common_name
             ))
         })?;
-    Rim::from_element(&root)
+    Rim::from_document(root)
 }
 
 /// The RIM indices whose measurement in `e` (block index + 1) is missing or matches none

@@ -1,9 +1,12 @@
 //! AMD SEV-SNP attestation reports: parsing (report versions 2 and 3, 1184 bytes), the
 //! ECDSA P-384/SHA-384 signature over bytes 0x000–0x29F with the VCEK (or VLEK), the VCEK →
 //! ASK → ARK chain (RSA-PSS SHA-384) ending at one of AMD's roots shipped with this crate
-//! (Milan, Turin), the VCEK's TCB and hardware-ID extensions against the report, and the
-//! buyer's policy: REPORT_DATA, MEASUREMENT, minimum TCB, debug, VMPL. Times are checked at
-//! the caller's "now". Offsets are from AMD's SEV-SNP ABI specification (report table).
+//! (Milan, Turin) and validated as a certification path ([`super::x509::verify_path`]:
+//! CA flags, key usage, path length, critical extensions), the VCEK's TCB and hardware-ID
+//! extensions against the report, and the buyer's policy: REPORT_DATA, MEASUREMENT,
+//! minimum TCB, debug, VMPL. Times are checked at the caller's "now". Offsets are from
+//! AMD's SEV-SNP ABI specification (report table). Revocation is checked apart, with an
+//! AMD CRL: [`check_revocation`].
 
 use super::x509::Certificate;
 use super::{invalid, malformed};
@@ -251,12 +254,7 @@ pub fn verify(
             ark.common_name
         )));
     }
-    ark.check_issued_by(ark)?;
-    ask.check_issued_by(ark)?;
-    vcek.check_issued_by(ask)?;
-    for c in [ark, ask, vcek] {
-        c.check_time(now)?;
-    }
+    super::x509::verify_path(&[vcek.clone(), ask.clone(), ark.clone()], ark, now)?;
     let key = match report.signing_key {
         0 => "VCEK",
         1 => "VLEK",
@@ -346,6 +344,27 @@ pub fn verify(
         tcb,
         key,
     })
+}
+
+/// Checks the VCEK's chain (`vcek`, then `chain`: ASK, ARK — as [`verify`] took them,
+/// after it accepted them) against AMD CRLs at `now`: each CRL must be signed by the ARK
+/// or the ASK and list none of the certificates its signer issued (the ARK's CRL covers
+/// the ASK; a CRL by the ASK would cover the VCEK).
+///
+/// # Errors
+/// [`crate::Error::EvidenceInvalid`] for a revoked certificate (named, with its serial
+/// number) or a CRL that does not verify, is not current, or has an unknown critical
+/// extension.
+pub fn check_revocation(
+    vcek: &Certificate,
+    chain: &[Certificate],
+    crls: &[super::crl::Crl],
+    now: i64,
+) -> Result<Vec<super::x509::RevocationChecked>> {
+    let full: Vec<Certificate> = std::iter::once(vcek.clone())
+        .chain(chain.iter().cloned())
+        .collect();
+    crls.iter().map(|crl| crl.check(&full, now)).collect()
 }
 
 /// GUIDs of the certificate table (SEV-SNP GHCB specification), as stored: RFC 4122 byte

@@ -1,0 +1,865 @@
+//! Certification path validation and revocation against trust anchors made here: chains
+//! and CRLs from `rcgen` (ECDSA P-384) with a root generated in the test, OCSP responses
+//! assembled here in DER and signed with the test keys, and the fixtures of
+//! `tests/vectors/tee/pki/` (made by Python's `cryptography` with `gen.py`: an independent
+//! encoder). Every bad chain, CRL and response is refused with an error naming the reason;
+//! the good ones are accepted.
+
+use fleetmesh_inference::Error;
+use fleetmesh_inference::tee::crl::Crl;
+use fleetmesh_inference::tee::ocsp::{HashAlg, OcspResponse};
+use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339, verify_path};
+use fleetmesh_inference::tee::{nvidia, snp};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateRevocationListParams, CrlDistributionPoint,
+    CrlIssuingDistributionPoint, CustomExtension, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+    KeyIdMethod, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P384_SHA384, RevokedCertParams, SerialNumber,
+    SigningKey as _, date_time_ymd,
+};
+
+fn now() -> i64 {
+    parse_rfc3339("2026-06-01T00:00:00Z").unwrap()
+}
+
+/// A certificate made here: its parameters, key, and our parse of it.
+struct Made {
+    params: CertificateParams,
+    key: KeyPair,
+    cert: Certificate,
+}
+
+fn params(cn: &str, serial: u8, ca: IsCa) -> CertificateParams {
+    let mut p = CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    p.not_before = date_time_ymd(2025, 1, 1);
+    p.not_after = date_time_ymd(2030, 1, 1);
+    p.serial_number = Some(SerialNumber::from_slice(&[0x10, serial]));
+    p.key_usages = if matches!(ca, IsCa::Ca(_)) {
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign]
+    } else {
+        vec![KeyUsagePurpose::DigitalSignature]
+    };
+    p.is_ca = ca;
+    p
+}
+
+fn ca(cn: &str, serial: u8) -> CertificateParams {
+    params(cn, serial, IsCa::Ca(BasicConstraints::Unconstrained))
+}
+
+fn der_of(params: &CertificateParams, key: &KeyPair, by: Option<&Made>) -> Vec<u8> {
+    match by {
+        None => params.self_signed(key),
+        Some(i) => params.signed_by(key, &Issuer::from_params(&i.params, &i.key)),
+    }
+    .unwrap()
+    .der()
+    .to_vec()
+}
+
+fn make(params: CertificateParams, by: Option<&Made>) -> Made {
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
+    let der = der_of(&params, &key, by);
+    let cert = Certificate::from_der(&der).unwrap();
+    Made { params, key, cert }
+}
+
+fn chain(made: &[&Made]) -> Vec<Certificate> {
+    made.iter().map(|m| m.cert.clone()).collect()
+}
+
+fn invalid<T: std::fmt::Debug>(r: fleetmesh_inference::Result<T>, says: &str) {
+    match r {
+        Err(Error::EvidenceInvalid(m)) => assert!(m.contains(says), "{m:?} lacks {says:?}"),
+        other => panic!("expected invalid ({says}), got {other:?}"),
+    }
+}
+
+fn malformed<T: std::fmt::Debug>(r: fleetmesh_inference::Result<T>, says: &str) {
+    match r {
+        Err(Error::EvidenceMalformed(m)) => assert!(m.contains(says), "{m:?} lacks {says:?}"),
+        other => panic!("expected malformed ({says}), got {other:?}"),
+    }
+}
+
+/// root → intermediate (pathLen 0) → leaf.
+fn good() -> (Made, Made, Made) {
+    let root = make(ca("test root", 1), None);
+    let inter = make(
+        params(
+            "test intermediate",
+            2,
+            IsCa::Ca(BasicConstraints::Constrained(0)),
+        ),
+        Some(&root),
+    );
+    let leaf = make(params("test leaf", 3, IsCa::NoCa), Some(&inter));
+    (root, inter, leaf)
+}
+
+#[test]
+fn a_good_chain_is_accepted_and_each_broken_rule_is_named() {
+    let (root, inter, leaf) = good();
+    let anchor = &root.cert;
+    verify_path(&chain(&[&leaf, &inter, &root]), anchor, now()).unwrap();
+    assert_eq!(leaf.cert.serial(), &[0x10, 3]);
+    // the root alone, and a chain ending elsewhere
+    verify_path(&chain(&[&root]), anchor, now()).unwrap();
+    let other = make(ca("test root", 1), None);
+    invalid(
+        verify_path(&chain(&[&leaf, &inter, &root]), &other.cert, now()),
+        "not the trust anchor",
+    );
+
+    // a non-CA intermediate: basicConstraints without cA, or no basicConstraints at all
+    for not_ca in [IsCa::ExplicitNoCa, IsCa::NoCa] {
+        let mut p = params("not a CA", 4, not_ca);
+        p.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        let inter = make(p, Some(&root));
+        let leaf = make(params("test leaf", 3, IsCa::NoCa), Some(&inter));
+        invalid(
+            verify_path(&chain(&[&leaf, &inter, &root]), anchor, now()),
+            "\"not a CA\" issues certificates but is not a CA (basicConstraints",
+        );
+    }
+    // a CA whose keyUsage does not allow certificate signing
+    let mut p = ca("no keyCertSign", 5);
+    p.key_usages = vec![KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    let inter = make(p, Some(&root));
+    let leaf = make(params("test leaf", 3, IsCa::NoCa), Some(&inter));
+    invalid(
+        verify_path(&chain(&[&leaf, &inter, &root]), anchor, now()),
+        "keyUsage lacks keyCertSign",
+    );
+
+    // a path longer than a pathLenConstraint allows: root → A (pathLen 0) → B → leaf
+    let a = make(
+        params("A", 6, IsCa::Ca(BasicConstraints::Constrained(0))),
+        Some(&root),
+    );
+    let b = make(ca("B", 7), Some(&a));
+    let leaf = make(params("test leaf", 3, IsCa::NoCa), Some(&b));
+    invalid(
+        verify_path(&chain(&[&leaf, &b, &a, &root]), anchor, now()),
+        "\"A\" allows 0 intermediate CA certificate(s) below it (pathLenConstraint); the chain has 1",
+    );
+    // pathLen 1 allows exactly that
+    let a1 = make(
+        params("A", 6, IsCa::Ca(BasicConstraints::Constrained(1))),
+        Some(&root),
+    );
+    let b1 = make(ca("B", 7), Some(&a1));
+    let leaf1 = make(params("test leaf", 3, IsCa::NoCa), Some(&b1));
+    verify_path(&chain(&[&leaf1, &b1, &a1, &root]), anchor, now()).unwrap();
+
+    // an unknown critical extension (on the leaf, then on the intermediate); the same
+    // extension not marked critical is fine
+    let inter = inter_ok(&root);
+    let unknown = [1, 3, 6, 1, 4, 1, 55_555, 1];
+    for critical in [true, false] {
+        let mut ext = CustomExtension::from_oid_content(&unknown, vec![0x05, 0x00]);
+        ext.set_criticality(critical);
+        let mut p = params("test leaf", 3, IsCa::NoCa);
+        p.custom_extensions = vec![ext.clone()];
+        let odd_leaf = make(p, Some(&inter));
+        let on_leaf = verify_path(&chain(&[&odd_leaf, &inter, &root]), anchor, now());
+        let mut p = ca("test intermediate", 2);
+        p.custom_extensions = vec![ext];
+        let odd_inter = make(p, Some(&root));
+        let under = make(params("test leaf", 3, IsCa::NoCa), Some(&odd_inter));
+        let on_inter = verify_path(&chain(&[&under, &odd_inter, &root]), anchor, now());
+        if critical {
+            invalid(
+                on_leaf,
+                "\"test leaf\" has an unknown critical extension 1.3.6.1.4.1.55555.1",
+            );
+            invalid(
+                on_inter,
+                "\"test intermediate\" has an unknown critical extension 1.3.6.1.4.1.55555.1",
+            );
+        } else {
+            on_leaf.unwrap();
+            on_inter.unwrap();
+        }
+    }
+
+    // a duplicate extension: the same private one twice, or a second basicConstraints
+    let mut p = params("test leaf", 3, IsCa::NoCa);
+    let twice = CustomExtension::from_oid_content(&unknown, vec![0x05, 0x00]);
+    p.custom_extensions = vec![twice.clone(), twice];
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
+    malformed(
+        Certificate::from_der(&der_of(&p, &key, Some(&inter))),
+        "extension 1.3.6.1.4.1.55555.1 appears twice (duplicate extension)",
+    );
+    let mut p = ca("test intermediate", 2);
+    p.custom_extensions = vec![CustomExtension::from_oid_content(
+        &[2, 5, 29, 19],
+        vec![0x30, 0x03, 0x01, 0x01, 0xff],
+    )];
+    malformed(
+        Certificate::from_der(&der_of(&p, &key, Some(&root))),
+        "extension 2.5.29.19 appears twice",
+    );
+
+    // time is still checked, after the structure
+    invalid(
+        verify_path(
+            &chain(&[&leaf1, &b1, &a1, &root]),
+            anchor,
+            parse_rfc3339("2031-01-01T00:00:00Z").unwrap(),
+        ),
+        "has expired",
+    );
+}
+
+fn inter_ok(root: &Made) -> Made {
+    make(
+        params(
+            "test intermediate",
+            2,
+            IsCa::Ca(BasicConstraints::Constrained(0)),
+        ),
+        Some(root),
+    )
+}
+
+/// The DER of `der` with the long-form length at `at` (`0x81 n` or `0x82 hi lo`) written
+/// with one more, leading zero, byte: the same value, not minimal.
+fn widen_length(der: &[u8], at: usize) -> Vec<u8> {
+    let width = match der[at] {
+        0x81 => 1,
+        0x82 => 2,
+        other => panic!("a long-form length at {at}, not {other:#04x}"),
+    };
+    [&der[..at], &[0x80 | (width + 1), 0x00], &der[at + 1..]].concat()
+}
+
+/// Adds `by` to the two-byte length of the certificate (`30 82 hi lo` at the start).
+fn grow_outer(der: &mut [u8], by: u16) {
+    assert_eq!(der[1], 0x82);
+    let len = u16::from_be_bytes([der[2], der[3]]) + by;
+    der[2..4].copy_from_slice(&len.to_be_bytes());
+}
+
+#[test]
+fn non_der_encodings_of_a_good_certificate_are_refused() {
+    let (root, inter, leaf) = good();
+    let der = leaf.cert.der().to_vec();
+    Certificate::from_der(&der).unwrap();
+    // the certificate's own length, then the TBSCertificate's, in a non-minimal form
+    malformed(
+        Certificate::from_der(&widen_length(&der, 1)),
+        "non-minimal length",
+    );
+    let mut inner = widen_length(&der, 5);
+    // (the certificate's length grows by the byte added inside it)
+    grow_outer(&mut inner, 1);
+    malformed(Certificate::from_der(&inner), "non-minimal length");
+    // an indefinite length with end-of-contents
+    let indefinite = [&[0x30, 0x80][..], &der[4..], &[0, 0]].concat();
+    malformed(Certificate::from_der(&indefinite), "indefinite length");
+    // trailing bytes, a truncation
+    malformed(
+        Certificate::from_der(&[&der[..], &[0]].concat()),
+        "bytes after",
+    );
+    malformed(
+        Certificate::from_der(&der[..der.len() - 1]),
+        "longer than its container",
+    );
+    // the version INTEGER 2 written as 00 02 (not minimal): a0 03 02 01 02 → a0 04 02 02 00 02
+    let v = der
+        .windows(5)
+        .position(|w| w == [0xa0, 0x03, 0x02, 0x01, 0x02])
+        .unwrap();
+    let mut padded = [
+        &der[..v],
+        &[0xa0, 0x04, 0x02, 0x02, 0x00, 0x02],
+        &der[v + 5..],
+    ]
+    .concat();
+    grow_outer(&mut padded, 1);
+    // the TBSCertificate's length, one or two bytes after `30 8n` at offset 4
+    match padded[5] {
+        0x81 => padded[6] += 1,
+        _ => {
+            let len = u16::from_be_bytes([padded[6], padded[7]]) + 1;
+            padded[6..8].copy_from_slice(&len.to_be_bytes());
+        }
+    }
+    malformed(Certificate::from_der(&padded), "non-minimal INTEGER");
+    // every truncation and every single-byte change is refused without a panic, and none
+    // parses to a certificate that still chains
+    for cut in 0..der.len() {
+        assert!(Certificate::from_der(&der[..cut]).is_err());
+    }
+    for i in 0..der.len() {
+        let mut b = der.clone();
+        b[i] ^= 0x01;
+        if let Ok(c) = Certificate::from_der(&b) {
+            assert!(
+                verify_path(
+                    &[c, inter.cert.clone(), root.cert.clone()],
+                    &root.cert,
+                    now()
+                )
+                .is_err(),
+                "byte {i} changed and still valid"
+            );
+        }
+    }
+}
+
+fn crl_params(revoked: &[&Made]) -> CertificateRevocationListParams {
+    CertificateRevocationListParams {
+        this_update: date_time_ymd(2026, 5, 1),
+        next_update: date_time_ymd(2026, 8, 1),
+        crl_number: SerialNumber::from_slice(&[1]),
+        issuing_distribution_point: None,
+        revoked_certs: revoked
+            .iter()
+            .map(|m| RevokedCertParams {
+                serial_number: SerialNumber::from_slice(m.cert.serial()),
+                revocation_time: date_time_ymd(2026, 4, 1),
+                reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                invalidity_date: None,
+            })
+            .collect(),
+        key_identifier_method: KeyIdMethod::Sha256,
+    }
+}
+
+fn crl_by(p: &CertificateRevocationListParams, by: &Made) -> Crl {
+    let der = p
+        .signed_by(&Issuer::from_params(&by.params, &by.key))
+        .unwrap()
+        .der()
+        .to_vec();
+    Crl::from_der(&der).unwrap()
+}
+
+#[test]
+fn a_crl_from_the_chain_revokes_or_clears_the_certificates_its_signer_issued() {
+    let (root, inter, leaf) = good();
+    let full = chain(&[&leaf, &inter, &root]);
+    // the root's CRL covers the intermediate: listed → refused, naming it
+    let revoking = crl_by(&crl_params(&[&inter]), &root);
+    invalid(
+        revoking.check(&full, now()),
+        "\"test intermediate\" (serial 1002) is revoked: the CRL of \"test root\" lists it since \
+         2026-04-01T00:00:00Z",
+    );
+    // a CRL listing another serial clears it
+    let other = make(params("someone else", 9, IsCa::NoCa), Some(&root));
+    let clean = crl_by(&crl_params(&[&other]), &root);
+    let checked = clean.check(&full, now()).unwrap();
+    assert_eq!(checked.via, "crl");
+    assert_eq!(checked.signer, "test root");
+    assert_eq!(checked.certificates, ["test intermediate"]);
+    // the intermediate's CRL covers the leaf
+    invalid(
+        crl_by(&crl_params(&[&leaf]), &inter).check(&full, now()),
+        "\"test leaf\" (serial 1003) is revoked",
+    );
+    assert_eq!(
+        crl_by(&crl_params(&[]), &inter)
+            .check(&full, now())
+            .unwrap()
+            .certificates,
+        ["test leaf"]
+    );
+    // PEM reads as the DER does
+    let pem = format!(
+        "-----BEGIN X509 CRL-----\n{}\n-----END X509 CRL-----\n",
+        base64_of(revoking.der())
+    );
+    assert_eq!(
+        Crl::from_der_or_pem(pem.as_bytes()).unwrap().der(),
+        revoking.der()
+    );
+    // a CRL from a CA with the root's name but another key
+    let impostor = make(ca("test root", 1), None);
+    invalid(
+        crl_by(&crl_params(&[]), &impostor).check(&full, now()),
+        "the CRL's signature does not verify with \"test root\"'s key",
+    );
+    // from a CA outside the chain
+    let stranger = make(ca("stranger", 8), None);
+    invalid(
+        crl_by(&crl_params(&[]), &stranger).check(&full, now()),
+        "the CRL's issuer \"stranger\" is not a certificate of this chain",
+    );
+    // out of date, not yet valid
+    invalid(
+        clean.check(&full, parse_rfc3339("2026-09-01T00:00:00Z").unwrap()),
+        "out of date (nextUpdate 2026-08-01T00:00:00Z)",
+    );
+    invalid(
+        clean.check(&full, parse_rfc3339("2026-04-01T00:00:00Z").unwrap()),
+        "not valid yet (thisUpdate 2026-05-01T00:00:00Z)",
+    );
+    // an issuing distribution point (critical, scoping the CRL) is not understood: refused
+    let mut scoped = crl_params(&[]);
+    scoped.issuing_distribution_point = Some(CrlIssuingDistributionPoint {
+        distribution_point: CrlDistributionPoint {
+            uris: vec!["http://example.invalid/crl".into()],
+        },
+        scope: None,
+    });
+    invalid(
+        crl_by(&scoped, &root).check(&full, now()),
+        "unknown critical extension 2.5.29.28",
+    );
+    // signed by a CA certificate whose keyUsage does not allow CRL signing (rcgen is told
+    // otherwise, so that it signs)
+    let mut p = ca("no cRLSign", 10);
+    p.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    let no_crl_sign = make(p, Some(&root));
+    let signer = Made {
+        params: ca("no cRLSign", 10),
+        key: no_crl_sign.key,
+        cert: no_crl_sign.cert.clone(),
+    };
+    let under = make(params("test leaf", 3, IsCa::NoCa), Some(&signer));
+    invalid(
+        crl_by(&crl_params(&[]), &signer).check(&chain(&[&under, &signer, &root]), now()),
+        "whose keyUsage lacks cRLSign",
+    );
+    // not DER: the CRL's own length in a longer form than needed
+    let der = revoking.der();
+    let longer = match der[1] {
+        n if n < 0x80 => [&[0x30, 0x81, n][..], &der[2..]].concat(),
+        _ => widen_length(der, 1),
+    };
+    malformed(Crl::from_der(&longer), "non-minimal length");
+    for cut in 0..der.len() {
+        assert!(Crl::from_der(&der[..cut]).is_err());
+    }
+}
+
+fn base64_of(b: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+// ---- OCSP responses assembled here ----
+
+fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    match body.len() {
+        n if n < 0x80 => out.push(n as u8),
+        n if n < 0x100 => out.extend([0x81, n as u8]),
+        n => out.extend([0x82, (n >> 8) as u8, n as u8]),
+    }
+    out.extend_from_slice(body);
+    out
+}
+
+fn seq(parts: &[&[u8]]) -> Vec<u8> {
+    tlv(0x30, &parts.concat())
+}
+
+fn gtime(s: &str) -> Vec<u8> {
+    tlv(0x18, s.as_bytes())
+}
+
+const SHA384_ALG: &[u8] = &[
+    0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x02, 0x05, 0x00,
+];
+const ECDSA_SHA384: &[u8] = &[
+    0x30, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03,
+];
+
+fn sha(alg: &'static ring::digest::Algorithm, data: &[u8]) -> Vec<u8> {
+    ring::digest::digest(alg, data).as_ref().to_vec()
+}
+
+enum Status {
+    Good,
+    Revoked(&'static str),
+    Unknown,
+}
+
+/// A SingleResponse for `cert` issued by `issuer` (CertID with SHA-384).
+fn single(cert: &Certificate, issuer: &Certificate, status: Status, next: Option<&str>) -> Vec<u8> {
+    let h = &ring::digest::SHA384;
+    let id = seq(&[
+        SHA384_ALG,
+        &tlv(0x04, &sha(h, issuer.subject_der())),
+        &tlv(0x04, &sha(h, &issuer.public_key)),
+        &tlv(0x02, cert.serial()),
+    ]);
+    let status = match status {
+        Status::Good => vec![0x80, 0x00],
+        Status::Revoked(at) => tlv(0xa1, &[gtime(at), tlv(0xa0, &[0x0a, 0x01, 0x01])].concat()),
+        Status::Unknown => vec![0x82, 0x00],
+    };
+    let next = next.map(|n| tlv(0xa0, &gtime(n))).unwrap_or_default();
+    seq(&[&id, &status, &gtime("20260501000000Z"), &next])
+}
+
+enum Responder<'a> {
+    ByName(&'a Certificate),
+    ByKey(&'a Certificate),
+}
+
+/// An OCSPResponse (successful, basic) over `singles`, signed with `key`.
+fn response(
+    responder: Responder<'_>,
+    key: &KeyPair,
+    singles: &[Vec<u8>],
+    certs: &[&Certificate],
+) -> Vec<u8> {
+    let rid = match responder {
+        Responder::ByName(c) => tlv(0xa1, c.subject_der()),
+        Responder::ByKey(c) => tlv(
+            0xa2,
+            &tlv(
+                0x04,
+                &sha(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &c.public_key),
+            ),
+        ),
+    };
+    let tbs = seq(&[&rid, &gtime("20260501000000Z"), &seq(&[&singles.concat()])]);
+    let sig = key.sign(&tbs).unwrap();
+    let mut basic = vec![
+        tbs,
+        ECDSA_SHA384.to_vec(),
+        tlv(0x03, &[&[0u8][..], &sig].concat()),
+    ];
+    if !certs.is_empty() {
+        let list: Vec<u8> = certs.iter().flat_map(|c| c.der().to_vec()).collect();
+        basic.push(tlv(0xa0, &seq(&[&list])));
+    }
+    let basic = seq(&basic.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    let oid_basic = [
+        0x06, 0x09, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x30, 0x01, 0x01,
+    ];
+    seq(&[
+        &[0x0a, 0x01, 0x00],
+        &tlv(0xa0, &seq(&[&oid_basic, &tlv(0x04, &basic)])),
+    ])
+}
+
+#[test]
+fn ocsp_responses_made_here_are_verified_and_a_revoked_certificate_is_refused() {
+    let (root, inter, leaf) = good();
+    let full = chain(&[&leaf, &inter, &root]);
+    let next = Some("20260701000000Z");
+    let check = |der: &[u8]| OcspResponse::from_der(der).and_then(|r| r.check(&full, now()));
+
+    // good, signed by the issuer, named by key hash or by name
+    let good_single = single(&leaf.cert, &inter.cert, Status::Good, next);
+    for who in [
+        Responder::ByKey(&inter.cert),
+        Responder::ByName(&inter.cert),
+    ] {
+        let c = check(&response(
+            who,
+            &inter.key,
+            std::slice::from_ref(&good_single),
+            &[],
+        ))
+        .unwrap();
+        assert_eq!((c.via, c.signer.as_str()), ("ocsp", "test intermediate"));
+        assert_eq!(c.certificates, ["test leaf"]);
+    }
+    // one response for two certificates of the chain, each signed by its issuer: here the
+    // root answers for the intermediate and the intermediate's key signs, so it is refused
+    let both = [
+        good_single.clone(),
+        single(&inter.cert, &root.cert, Status::Good, next),
+    ];
+    invalid(
+        check(&response(
+            Responder::ByKey(&inter.cert),
+            &inter.key,
+            &both,
+            &[],
+        )),
+        "signed by neither \"test root\" nor a responder it delegated to",
+    );
+    // revoked, unknown
+    let revoked = single(
+        &leaf.cert,
+        &inter.cert,
+        Status::Revoked("20260420000000Z"),
+        next,
+    );
+    invalid(
+        check(&response(
+            Responder::ByKey(&inter.cert),
+            &inter.key,
+            &[revoked],
+            &[],
+        )),
+        "\"test leaf\" (serial 1003) is revoked: the OCSP responder says so since \
+         2026-04-20T00:00:00Z (reason 1)",
+    );
+    let unknown = single(&leaf.cert, &inter.cert, Status::Unknown, next);
+    invalid(
+        check(&response(
+            Responder::ByKey(&inter.cert),
+            &inter.key,
+            &[unknown],
+            &[],
+        )),
+        "does not know \"test leaf\" (status unknown)",
+    );
+    // time: thisUpdate 2026-05-01, nextUpdate 2026-07-01
+    let ok = OcspResponse::from_der(&response(
+        Responder::ByKey(&inter.cert),
+        &inter.key,
+        std::slice::from_ref(&good_single),
+        &[],
+    ))
+    .unwrap();
+    invalid(
+        ok.check(&full, parse_rfc3339("2026-07-02T00:00:00Z").unwrap()),
+        "out of date (nextUpdate 2026-07-01T00:00:00Z)",
+    );
+    invalid(
+        ok.check(&full, parse_rfc3339("2026-04-30T00:00:00Z").unwrap()),
+        "not valid yet (thisUpdate 2026-05-01T00:00:00Z)",
+    );
+    // a response about another certificate
+    let other = make(params("someone else", 9, IsCa::NoCa), Some(&inter));
+    invalid(
+        check(&response(
+            Responder::ByKey(&inter.cert),
+            &inter.key,
+            &[single(&other.cert, &inter.cert, Status::Good, next)],
+            &[],
+        )),
+        "covers no certificate of this chain",
+    );
+    // a delegated responder: issued by the intermediate with id-kp-OCSPSigning
+    let mut p = params("test responder", 11, IsCa::NoCa);
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::OcspSigning];
+    let responder = make(p, Some(&inter));
+    let c = check(&response(
+        Responder::ByKey(&responder.cert),
+        &responder.key,
+        std::slice::from_ref(&good_single),
+        &[&responder.cert],
+    ))
+    .unwrap();
+    assert_eq!(c.signer, "test responder (delegated by test intermediate)");
+    // without the extended key usage, issued by another CA, or not included
+    let plain = make(params("test responder", 11, IsCa::NoCa), Some(&inter));
+    invalid(
+        check(&response(
+            Responder::ByKey(&plain.cert),
+            &plain.key,
+            std::slice::from_ref(&good_single),
+            &[&plain.cert],
+        )),
+        "is not authorized by \"test intermediate\" (no id-kp-OCSPSigning)",
+    );
+    let mut p = params("test responder", 11, IsCa::NoCa);
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::OcspSigning];
+    let by_root = make(p, Some(&root));
+    invalid(
+        check(&response(
+            Responder::ByKey(&by_root.cert),
+            &by_root.key,
+            std::slice::from_ref(&good_single),
+            &[&by_root.cert],
+        )),
+        "is not issued by \"test intermediate\"",
+    );
+    invalid(
+        check(&response(
+            Responder::ByKey(&responder.cert),
+            &responder.key,
+            std::slice::from_ref(&good_single),
+            &[],
+        )),
+        "signed by neither",
+    );
+    // a changed byte inside the signed data: the signature no longer verifies
+    let mut der = response(
+        Responder::ByKey(&inter.cert),
+        &inter.key,
+        std::slice::from_ref(&good_single),
+        &[],
+    );
+    let at = der
+        .windows(15)
+        .position(|w| w == b"20260501000000Z")
+        .unwrap();
+    der[at + 3] = b'7'; // producedAt 2027-… instead of 2026-…
+    invalid(
+        check(&der),
+        "signature does not verify with \"test intermediate\"'s key",
+    );
+    // the responder's other answers, and malformed responses
+    invalid(
+        check(&[0x30, 0x03, 0x0a, 0x01, 0x03]),
+        "answered tryLater (3)",
+    );
+    malformed(
+        OcspResponse::from_der(&[0x30, 0x03, 0x0a, 0x01, 0x00]),
+        "without responseBytes",
+    );
+    let der = response(
+        Responder::ByKey(&inter.cert),
+        &inter.key,
+        &[good_single],
+        &[],
+    );
+    for cut in 0..der.len() {
+        assert!(OcspResponse::from_der(&der[..cut]).is_err());
+    }
+}
+
+// ---- fixtures from Python's `cryptography` (tests/vectors/tee/pki/gen.py) ----
+
+fn fixture(name: &str) -> Vec<u8> {
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/vectors/tee/pki")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn vector(rel: &str) -> Vec<u8> {
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/vectors/tee")
+        .join(rel);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn crls_and_ocsp_responses_from_another_encoder_verify_and_forgeries_do_not() {
+    let full =
+        Certificate::from_pem_bundle(std::str::from_utf8(&fixture("chain.pem")).unwrap()).unwrap();
+    assert_eq!(full.len(), 3);
+    verify_path(&full, &full[2], now()).unwrap();
+    // the root's CRL revokes the intermediate (serial 0x2002)
+    let crl = Crl::from_der_or_pem(&fixture("crl_root_revokes_intermediate.der")).unwrap();
+    invalid(
+        crl.check(&full, now()),
+        "\"fleetmesh test intermediate\" (serial 2002) is revoked",
+    );
+    let clean = Crl::from_der_or_pem(&fixture("crl_intermediate_clean.pem")).unwrap();
+    assert_eq!(
+        clean.check(&full, now()).unwrap().certificates,
+        ["fleetmesh test leaf"]
+    );
+    // OCSP: good from the issuer, revoked from the issuer, good from a delegated responder
+    let ocsp = |f: &str| OcspResponse::from_der(&fixture(f)).unwrap();
+    let r = ocsp("ocsp_good.der");
+    assert_eq!(r.responses.len(), 1);
+    // (a SHA-1 CertID, as most responders send; those made above use SHA-384)
+    assert_eq!(r.responses[0].hash, HashAlg::Sha1);
+    assert_eq!(r.responses[0].serial, [0x30, 0x03]);
+    assert_eq!(
+        ocsp("ocsp_good.der").check(&full, now()).unwrap().signer,
+        "fleetmesh test intermediate"
+    );
+    invalid(
+        ocsp("ocsp_revoked.der").check(&full, now()),
+        "\"fleetmesh test leaf\" (serial 3003) is revoked",
+    );
+    assert_eq!(
+        ocsp("ocsp_delegated_good.der")
+            .check(&full, now())
+            .unwrap()
+            .signer,
+        "fleetmesh test OCSP responder (delegated by fleetmesh test intermediate)"
+    );
+
+    // forgeries about the real chains, through the wrappers the CLI uses
+    let milan = Certificate::from_pem_bundle(
+        std::str::from_utf8(&vector("sev-snp/virtee-sev/cert_chain_milan")).unwrap(),
+    )
+    .unwrap();
+    let vcek = Certificate::from_der(&vector("sev-snp/virtee-sev/vcek_milan.der")).unwrap();
+    let forged = Crl::from_der(&fixture("forged_ark_milan_crl.der")).unwrap();
+    invalid(
+        snp::check_revocation(&vcek, &milan, &[forged], now()),
+        "the CRL's signature does not verify with \"ARK-Milan\"'s key",
+    );
+    // a CRL of the test PKI names no certificate of AMD's chain
+    invalid(
+        snp::check_revocation(&vcek, &milan, &[clean], now()),
+        "is not a certificate of this chain",
+    );
+    assert!(
+        snp::check_revocation(&vcek, &milan, &[], now())
+            .unwrap()
+            .is_empty()
+    );
+    let hopper = Certificate::from_pem_bundle(
+        std::str::from_utf8(&vector("nvidia/nvtrust/hopperCertChain.txt")).unwrap(),
+    )
+    .unwrap();
+    let forged = OcspResponse::from_der(&fixture("forged_hopper_ocsp.der")).unwrap();
+    invalid(
+        nvidia::check_revocation(&hopper, &[forged], now()),
+        "the OCSP response's signature does not verify with \"GH100 A01 GSP BROM\"'s key",
+    );
+    invalid(
+        nvidia::check_revocation(&hopper, &[ocsp("ocsp_good.der")], now()),
+        "covers no certificate of this chain",
+    );
+}
+
+#[test]
+fn the_parsers_of_untrusted_bytes_return_errors_on_mutated_input_and_never_panic() {
+    use fleetmesh_inference::tee::{nvidia, xmldsig};
+    use rand::{Rng as _, SeedableRng as _};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(16_17);
+    let der_inputs = [
+        fixture("crl_root_revokes_intermediate.der"),
+        fixture("ocsp_delegated_good.der"),
+        fixture("forged_hopper_ocsp.der"),
+        vector("sev-snp/virtee-sev/vcek_milan.der"),
+        vector("sev-snp/go-sev-guest/vcek.testcer"),
+    ];
+    let xml = vector("nvidia/nvtrust/1010_0200_882_96005E0001_test_no_gpu.swidtag");
+    let mutate = |rng: &mut rand::rngs::StdRng, input: &[u8]| {
+        let mut b = input.to_vec();
+        for _ in 0..rng.gen_range(1..4) {
+            let at = rng.gen_range(0..b.len());
+            match rng.gen_range(0..4) {
+                0 => b[at] ^= 1 << rng.gen_range(0..8),
+                1 => b[at] = rng.r#gen(),
+                2 => {
+                    b.remove(at);
+                }
+                _ => b.insert(at, rng.r#gen()),
+            }
+        }
+        b
+    };
+    let mut refused = 0;
+    for _ in 0..400 {
+        for input in &der_inputs {
+            let b = mutate(&mut rng, input);
+            let results = [
+                Certificate::from_der(&b).is_err(),
+                Crl::from_der(&b).is_err(),
+                OcspResponse::from_der(&b).is_err(),
+            ];
+            refused += results.iter().filter(|r| **r).count();
+        }
+        let b = mutate(&mut rng, &xml);
+        if xmldsig::parse_bytes(&b).is_err() {
+            refused += 1;
+        }
+        // a mutated RIM authenticates only if its tree is unchanged (white space inside a
+        // tag, say): then its canonical form is the original's
+        let then = parse_rfc3339("2024-01-01T00:00:00Z").unwrap();
+        if nvidia::verify_rim_bytes(&b, then).is_ok() {
+            let c14n = |x: &[u8]| {
+                xmldsig::canonicalize_document(&xmldsig::parse_bytes(x).unwrap(), &|_| false)
+            };
+            assert_eq!(c14n(&b), c14n(&xml));
+        }
+    }
+    // each DER input is of one kind, so most parses of it as the others fail
+    assert!(refused > 400 * 5 * 2, "{refused}");
+}
