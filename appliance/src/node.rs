@@ -272,6 +272,8 @@ impl Node {
         let config = Config::load(dir)?;
         let keys = NodeKeys::load(&dir.join(KEYS_DIR))?;
         let store = Store::open(&dir.join(DB_FILE))?;
+        // a damaged store is found here, not by the queries that would fail later
+        store.check()?;
         match store.meta(META_PUBKEY)? {
             Some(pk) if pk == keys.nostr_pubkey_hex() => {}
             Some(pk) => bail!(

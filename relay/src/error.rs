@@ -60,6 +60,14 @@ pub enum Error {
         #[source]
         source: rusqlite::Error,
     },
+    /// A database file is empty, foreign or damaged; it is left as it is.
+    #[error("store {path}: {reason}")]
+    StoreDamaged {
+        /// The database file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A query's blocking thread panicked or was cancelled.
     #[error("store query: {0}")]
     StoreTask(String),

@@ -47,6 +47,10 @@ pub struct Metrics {
     pub reqs: AtomicU64,
     /// NOTICEs sent for malformed or oversized messages.
     pub notices: AtomicU64,
+    /// Store operations that failed (commits, queries): a damaged or full disk.
+    store_errors: AtomicU64,
+    /// The last store failure's message.
+    last_store_error: std::sync::Mutex<Option<String>>,
 }
 
 impl Metrics {
@@ -57,6 +61,25 @@ impl Metrics {
             .position(|(r, _)| *r == why)
             .expect("every reason listed");
         self.rejected[i].fetch_add(1, Relaxed);
+    }
+
+    /// Counts a failed store operation and keeps its message for `/healthz`.
+    pub fn store_error(&self, message: &str) {
+        self.store_errors.fetch_add(1, Relaxed);
+        *self
+            .last_store_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message.to_owned());
+    }
+
+    /// Failed store operations so far, and the last one's message.
+    pub fn store_errors(&self) -> (u64, Option<String>) {
+        let last = self
+            .last_store_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        (self.store_errors.load(Relaxed), last)
     }
 
     /// Rejections so far for `why`.
@@ -132,6 +155,12 @@ impl Metrics {
             "counter",
             "REQ messages served.",
             self.reqs.load(Relaxed),
+        );
+        metric(
+            "fleetmesh_relay_store_errors_total",
+            "counter",
+            "Store operations (commits, queries) that failed.",
+            self.store_errors.load(Relaxed),
         );
         metric(
             "fleetmesh_relay_notices_total",

@@ -10,6 +10,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
+use fleetmesh_relay::store::sqlite;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
@@ -170,38 +171,42 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
     })
 }
 
+/// The job store's schema, one step per version (`PRAGMA user_version`). Version 1 is the
+/// first layout; its `IF NOT EXISTS` adopts files made before versions were counted.
+const MIGRATIONS: &[&str] = &["CREATE TABLE IF NOT EXISTS jobs (
+         id TEXT PRIMARY KEY,
+         address TEXT NOT NULL UNIQUE,
+         ask_id TEXT NOT NULL,
+         ask TEXT NOT NULL,
+         buyer TEXT NOT NULL,
+         engine TEXT NOT NULL,
+         mode TEXT NOT NULL,
+         state TEXT NOT NULL,
+         reason TEXT,
+         created_at INTEGER NOT NULL,
+         updated_at INTEGER NOT NULL,
+         expires_at INTEGER NOT NULL,
+         output_digest TEXT,
+         metered TEXT,
+         receipt TEXT,
+         payload TEXT NOT NULL,
+         result TEXT
+     );
+     CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created_at);"];
+
 impl JobStore {
     /// Opens (or creates) the store at `path`; jobs left `running` are `accepted` again.
+    /// An existing file that is empty, not a database, damaged (`quick_check`) or from a
+    /// newer build is refused and left as it is.
     ///
     /// # Errors
     /// `storage` when the file cannot be opened or is not a job store.
     pub fn open(path: &Path, now: u64) -> Result<JobStore, Refusal> {
-        let conn = Connection::open(path).map_err(storage)?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = NORMAL;
-             CREATE TABLE IF NOT EXISTS jobs (
-                 id TEXT PRIMARY KEY,
-                 address TEXT NOT NULL UNIQUE,
-                 ask_id TEXT NOT NULL,
-                 ask TEXT NOT NULL,
-                 buyer TEXT NOT NULL,
-                 engine TEXT NOT NULL,
-                 mode TEXT NOT NULL,
-                 state TEXT NOT NULL,
-                 reason TEXT,
-                 created_at INTEGER NOT NULL,
-                 updated_at INTEGER NOT NULL,
-                 expires_at INTEGER NOT NULL,
-                 output_digest TEXT,
-                 metered TEXT,
-                 receipt TEXT,
-                 payload TEXT NOT NULL,
-                 result TEXT
-             );
-             CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created_at);",
-        )
-        .map_err(storage)?;
+        let store_err = |e: fleetmesh_relay::Error| refuse("storage", e.to_string());
+        let mut conn = sqlite::open(path, sqlite::Mode::CreateIfAbsent, true).map_err(store_err)?;
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
+            .map_err(storage)?;
+        sqlite::migrate(&mut conn, path, MIGRATIONS).map_err(store_err)?;
         conn.execute(
             "UPDATE jobs SET state = 'accepted', reason = 'resumed after a restart', \
              updated_at = ?1 WHERE state = 'running'",

@@ -192,8 +192,9 @@ impl Relay {
         let _ = std::fmt::Write::write_fmt(
             &mut text,
             format_args!(
-                "# HELP relay_output_queued_bytes Bytes queued for output on all relay connections.\n\
-                 # TYPE relay_output_queued_bytes gauge\nrelay_output_queued_bytes {}\n",
+                "# HELP fleetmesh_relay_output_queued_bytes Bytes queued for output on all relay \
+                 connections.\n# TYPE fleetmesh_relay_output_queued_bytes gauge\n\
+                 fleetmesh_relay_output_queued_bytes {}\n",
                 self.queued_output_bytes()
             ),
         );
@@ -689,11 +690,14 @@ impl Connection {
                         "blocked: this event was deleted by its author".into(),
                         Some(Rejection::Blocked),
                     ),
-                    Err(e) => (
-                        false,
-                        format!("error: could not store the event: {e}"),
-                        Some(Rejection::Error),
-                    ),
+                    Err(e) => {
+                        metrics.store_error(&e);
+                        (
+                            false,
+                            format!("error: could not store the event: {e}"),
+                            Some(Rejection::Error),
+                        )
+                    }
                 };
                 if let Some(why) = why {
                     metrics.reject(why);
@@ -832,6 +836,7 @@ impl Connection {
             Ok(sent) => sent,
             Err(e) => {
                 warn!(peer = %self.peer, error = %e, "query failed");
+                self.relay.metrics.store_error(&e.to_string());
                 self.subs.remove(&done.subid);
                 self.relay.metrics.subscriptions_open.fetch_sub(1, Relaxed);
                 return self.send(message::closed(&done.subid, "error: the query failed"));

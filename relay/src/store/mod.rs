@@ -12,9 +12,12 @@
 //!   are purged. Ephemeral events (20000–29999) never reach the store.
 //!
 //! The schema is versioned with `PRAGMA user_version` and migrated forward on open; a file
-//! from a newer build is refused untouched.
+//! from a newer build is refused untouched, and so is an existing file that is empty or not
+//! a database ([`sqlite`]): it is never recreated. [`Store::check`] runs SQLite's
+//! `quick_check` (the node does at start-up).
 
 pub mod readers;
+pub mod sqlite;
 pub mod writer;
 
 use std::collections::HashSet;
@@ -26,8 +29,8 @@ use crate::event::Event;
 use crate::filter::Filter;
 use crate::{Error, Result};
 
-/// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The newest schema version this build writes (one per step of `MIGRATIONS`).
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 const MIGRATIONS: &[&str] = &[
     // v1. `rid` keeps secondary indexes small (8 bytes instead of a 32-byte id); `raw` is
@@ -135,27 +138,17 @@ impl Store {
     /// # Errors
     /// [`Error::Io`] if the file exists, [`Error::Store`] if SQLite fails.
     pub fn create(path: &Path) -> Result<Store> {
-        if path.exists() {
-            return Err(Error::Io {
-                op: "creating store",
-                path: path.to_path_buf(),
-                source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-            });
-        }
-        Store::open_with(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
-            Durability::Process,
-        )
+        Store::open_with(path, sqlite::Mode::New, Durability::Process)
     }
 
     /// Opens an existing database read-write and migrates it to [`SCHEMA_VERSION`].
     ///
     /// # Errors
-    /// [`Error::Store`] if it is missing or not a database, [`Error::StoreVersion`] if a
-    /// newer build wrote it.
+    /// [`Error::Io`] if it is missing, [`Error::StoreDamaged`] if it is empty or not a
+    /// database (it is left as it is), [`Error::StoreVersion`] if a newer build wrote it,
+    /// [`Error::Store`] if SQLite fails.
     pub fn open(path: &Path) -> Result<Store> {
-        Store::open_with(path, OpenFlags::SQLITE_OPEN_READ_WRITE, Durability::Process)
+        Store::open_with(path, sqlite::Mode::Existing, Durability::Process)
     }
 
     /// Opens with a chosen durability (for the writer).
@@ -163,7 +156,15 @@ impl Store {
     /// # Errors
     /// As [`Store::open`].
     pub fn open_durable(path: &Path, durability: Durability) -> Result<Store> {
-        Store::open_with(path, OpenFlags::SQLITE_OPEN_READ_WRITE, durability)
+        Store::open_with(path, sqlite::Mode::Existing, durability)
+    }
+
+    /// Runs SQLite's `quick_check` over the whole file (seconds for millions of events).
+    ///
+    /// # Errors
+    /// [`Error::StoreDamaged`] with SQLite's findings.
+    pub fn check(&self) -> Result<()> {
+        sqlite::quick_check(&self.conn, &self.path)
     }
 
     /// Opens a read-only connection (for queries). The file must be at
@@ -189,9 +190,8 @@ impl Store {
         })
     }
 
-    fn open_with(path: &Path, flags: OpenFlags, durability: Durability) -> Result<Store> {
-        let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(sql_err(path))?;
+    fn open_with(path: &Path, mode: sqlite::Mode, durability: Durability) -> Result<Store> {
+        let conn = sqlite::open(path, mode, false)?;
         let synchronous = match durability {
             Durability::Process => "NORMAL",
             Durability::Power => "FULL",
@@ -216,25 +216,7 @@ impl Store {
     }
 
     fn migrate(&mut self) -> Result<()> {
-        let found = self.schema_version()?;
-        if found > SCHEMA_VERSION {
-            return Err(Error::StoreVersion {
-                path: self.path.clone(),
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        if found == SCHEMA_VERSION {
-            return Ok(());
-        }
-        let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(sql_err(&path))?;
-        for (v, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-            tx.execute_batch(step)
-                .and_then(|()| tx.pragma_update(None, "user_version", v as i64 + 1))
-                .map_err(sql_err(&path))?;
-        }
-        tx.commit().map_err(sql_err(&path))
+        sqlite::migrate(&mut self.conn, &self.path, MIGRATIONS)
     }
 
     /// The database file.
