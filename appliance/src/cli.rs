@@ -422,7 +422,8 @@ pub struct UpArgs {
 pub struct SyncArgs {
     /// The node directory whose store is synced (the daemon may be running).
     pub dir: PathBuf,
-    /// The peer relay: ws://HOST:PORT or wss://… (any NIP-77 relay).
+    /// The peer relay: ws://HOST:PORT or wss://HOST[:PORT] (any NIP-77 relay; TLS checked
+    /// against the web's roots and --ca).
     #[arg(long, value_name = "URL")]
     pub peer: String,
     /// The NIP-01 filter of the events to reconcile, as JSON.
@@ -434,6 +435,10 @@ pub struct SyncArgs {
     /// Reconcile only: say what would move, move nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// For a wss:// peer: also trust the CA certificate(s) in this PEM file (a private CA,
+    /// a self-signed relay), beside the web's public roots.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
 }
 
 /// `meshnode doctor`.

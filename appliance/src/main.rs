@@ -260,12 +260,17 @@ fn sync(args: cli::SyncArgs) -> anyhow::Result<Outcome> {
     if !(args.peer.starts_with("ws://") || args.peer.starts_with("wss://")) {
         anyhow::bail!("--peer must be a ws:// or wss:// URL, not {:?}", args.peer);
     }
+    let ca_pem = match &args.ca {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
+        None => None,
+    };
     let node = node::Node::open(&args.dir)?;
     let mut store = node.store;
     let opts = SyncOptions {
         filter,
         direction: args.direction,
         dry_run: args.dry_run,
+        ca_pem,
         ..SyncOptions::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -60,6 +60,9 @@ pub struct SyncOptions {
     pub timeout: Duration,
     /// Reconcile only: report what would move, move nothing. Default false.
     pub dry_run: bool,
+    /// Trust anchors (PEM certificates) for a `wss://` peer, beside the web's public roots
+    /// (Mozilla's list): a private CA, or a relay's self-signed certificate. Default none.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 impl Default for SyncOptions {
@@ -72,6 +75,7 @@ impl Default for SyncOptions {
             batch: 250,
             timeout: Duration::from_secs(30),
             dry_run: false,
+            ca_pem: None,
         }
     }
 }
@@ -105,6 +109,41 @@ pub struct SyncReport {
     pub push_refused: usize,
     /// Bytes of EVENT/REQ traffic both ways.
     pub transfer_bytes: usize,
+}
+
+/// TLS for a `wss://` peer: rustls on ring (the one provider this project uses), the web's
+/// roots plus the certificates of `ca_pem`.
+fn tls_config(peer: &str, ca_pem: Option<&[u8]>) -> Result<std::sync::Arc<rustls::ClientConfig>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let bad = |reason: String| Error::Sync {
+        peer: peer.to_owned(),
+        reason,
+    };
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    if let Some(pem) = ca_pem {
+        let mut added = 0;
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|e| bad(format!("--ca: {e}")))?;
+            roots
+                .add(cert)
+                .map_err(|e| bad(format!("--ca: not a usable CA certificate: {e}")))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(bad("--ca: no PEM certificate in it".into()));
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| bad(format!("TLS: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(std::sync::Arc::new(config))
 }
 
 struct Peer {
@@ -192,7 +231,15 @@ pub async fn sync(
     storage.seal().map_err(neg_err)?;
     let mut neg = Negentropy::owned(storage, opts.frame_size).map_err(neg_err)?;
 
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(peer, None, true)
+    let tls = if peer.starts_with("wss://") {
+        Some(tokio_tungstenite::Connector::Rustls(tls_config(
+            peer,
+            opts.ca_pem.as_deref(),
+        )?))
+    } else {
+        None
+    };
+    let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(peer, None, true, tls)
         .await
         .map_err(|e| Error::Sync {
             peer: peer.to_owned(),

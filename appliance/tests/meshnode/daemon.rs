@@ -470,6 +470,16 @@ fn sync_between_two_running_nodes_converges_both_stores() {
         ]),
         "connect",
     );
+    // wss:// goes over TLS (the library's test runs a whole sync through a TLS relay
+    // with a test CA): a plain peer fails the handshake; a --ca without a certificate is
+    // refused before connecting
+    let tls_to_plain = ub.replacen("ws://", "wss://", 1);
+    let o = run(&["sync", a.to_str().unwrap(), "--peer", &tls_to_plain]);
+    assert_usage_error(&o, "connect");
+    let junk = tmp.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    let o = run(&["sync", a.to_str().unwrap(), "--peer", &tls_to_plain, "--ca", junk.to_str().unwrap()]);
+    assert_usage_error(&o, "--ca");
     assert!(da.stop("-TERM").success());
     assert!(db.stop("-TERM").success());
 }
