@@ -34,6 +34,30 @@ pub struct Config {
     pub api: ApiSection,
     /// How the node runs market jobs.
     pub jobs: JobsSection,
+    /// The Blossom blob store.
+    pub blobs: BlobsSection,
+}
+
+/// `[blobs]`: the Blossom blob store (`PUT /upload`, `GET /<sha256>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BlobsSection {
+    /// Seconds an upload may go without sending a body byte; then it is cut off and its
+    /// partial file removed. 1 to 3600. Default 30. Lower frees stalled uploads' disk space
+    /// and connections sooner, and cuts off clients on slow links sooner too.
+    pub body_timeout_secs: u64,
+    /// Most peers `GET /v1/blobs/served` keeps a byte count for; past it the peer with the
+    /// fewest bytes is dropped to make room. 1 to 1 000 000. Default 1024.
+    pub served_peers: usize,
+}
+
+impl Default for BlobsSection {
+    fn default() -> Self {
+        BlobsSection {
+            body_timeout_secs: 30,
+            served_peers: 1024,
+        }
+    }
 }
 
 /// `[jobs]`: how many market jobs run at once and the most any may use. A job's limits
@@ -389,6 +413,18 @@ impl Config {
             j.max_output_bytes,
             1 << 10,
             1 << 30,
+        )?;
+        range(
+            "[blobs] body_timeout_secs",
+            self.blobs.body_timeout_secs,
+            1,
+            3600,
+        )?;
+        range(
+            "[blobs] served_peers",
+            self.blobs.served_peers as u64,
+            1,
+            1_000_000,
         )?;
         let i = &self.inference;
         range("[inference] max_batch", i.max_batch as u64, 1, 256)?;

@@ -110,7 +110,11 @@ pub fn router(
     info!(backend = %backend.describe(), reason = %why, "prover backend");
     let inference = crate::inference_service::InferenceService::load(inference)?;
     let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
-    let blobs = crate::blossom::Blossom::open(&node.dir)?;
+    let blobs = crate::blossom::Blossom::open(
+        &node.dir,
+        &node.config.blobs,
+        node.config.api.token.as_deref(),
+    )?;
     let prover = crate::prove_service::ProveService::new(node.dir.join(CIRCUITS_DIR), backend);
     let jobs = crate::market::service::JobService::start(
         &node.dir,
@@ -184,13 +188,11 @@ pub fn router(
         .merge(api)
         .route(
             "/upload",
+            // the handler checks the authorization before it reads the body, then streams
+            // it to disk under its own size limit and timeout
             axum::routing::put(crate::blossom::upload)
+                .head(crate::blossom::upload_check)
                 .options(crate::blossom::preflight)
-                // one byte over the limit still reaches the handler, which refuses it with
-                // BUD-01's X-Reason; more is cut off by axum
-                .layer(axum::extract::DefaultBodyLimit::max(
-                    crate::blossom::MAX_BLOB + 1,
-                ))
                 .layer(axum::middleware::map_response(crate::blossom::cors))
                 .with_state(blobs.clone()),
         )
@@ -202,6 +204,7 @@ pub fn router(
         )
         .route(
             "/v1/blobs/served",
+            // the operator's: the [api] token, or a loopback client when none is set
             get(crate::blossom::served).with_state(blobs.clone()),
         )
         .route(
@@ -278,13 +281,22 @@ async fn preflight() -> Response {
     response
 }
 
+/// `GET /healthz`: 200 `ok`, or 503 `degraded` once a store operation has failed since
+/// start-up (a damaged or full disk needs the operator; a restart re-checks the files).
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
-    axum::Json(json!({
-        "status": "ok",
+    let (errors, last) = state.relay.metrics().store_errors();
+    let body = json!({
+        "status": if errors == 0 { "ok" } else { "degraded" },
         "pubkey": state.pubkey,
         "uptime_secs": state.started.elapsed().as_secs(),
-    }))
-    .into_response()
+        "store": {"errors": errors, "last_error": last},
+    });
+    let status = if errors == 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {

@@ -478,7 +478,14 @@ fn sync_between_two_running_nodes_converges_both_stores() {
     assert_usage_error(&o, "connect");
     let junk = tmp.path().join("junk.pem");
     std::fs::write(&junk, "not a certificate").unwrap();
-    let o = run(&["sync", a.to_str().unwrap(), "--peer", &tls_to_plain, "--ca", junk.to_str().unwrap()]);
+    let o = run(&[
+        "sync",
+        a.to_str().unwrap(),
+        "--peer",
+        &tls_to_plain,
+        "--ca",
+        junk.to_str().unwrap(),
+    ]);
     assert_usage_error(&o, "--ca");
     assert!(da.stop("-TERM").success());
     assert!(db.stop("-TERM").success());

@@ -441,3 +441,200 @@ fn generations_stop_when_their_clients_leave_and_the_queue_is_bounded() {
         assert_eq!(status, 200, "{r}");
     });
 }
+
+/// `n` signed kind-1 events published to the node at `addr` (each acknowledged).
+fn publish_many(addr: &str, n: u64) -> Vec<String> {
+    let keys = fleetmesh_relay::NodeKeys::generate().unwrap();
+    runtime().block_on(async {
+        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/"))
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let ev = keys
+                .sign(fleetmesh_relay::UnsignedEvent {
+                    created_at: 1_700_000_000 + i,
+                    kind: 1,
+                    tags: vec![vec!["t".into(), format!("tag{i}")]],
+                    content: format!("event {i} {}", "x".repeat(200)),
+                })
+                .unwrap();
+            ws.send(WsMessage::Text(
+                format!("[\"EVENT\",{}]", ev.to_json()).into(),
+            ))
+            .await
+            .unwrap();
+            let ok = next_json(&mut ws).await;
+            ids.push(ok[3].as_str().unwrap_or_default().to_owned());
+            assert_eq!(ok[0], "OK");
+        }
+        ids
+    })
+}
+
+#[test]
+fn damaged_stores_are_refused_never_recreated_and_store_errors_turn_health_red() {
+    // an empty event store: refused, left as it is
+    let dir = node_with(&[]);
+    let db = node_dir(&dir).join("fleetmesh.db");
+    std::fs::write(&db, b"").unwrap();
+    let o = run(&[
+        "run",
+        node_dir(&dir).to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_usage_error(&o, "fleetmesh.db");
+    assert!(stderr(&o).contains("empty"), "{}", stderr(&o));
+    assert_eq!(std::fs::metadata(&db).unwrap().len(), 0, "not recreated");
+    // not a database at all
+    std::fs::write(&db, vec![7u8; 4096]).unwrap();
+    let o = run(&[
+        "run",
+        node_dir(&dir).to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_usage_error(&o, "not a SQLite database");
+
+    // 64 KiB of random bytes in the middle of a store that holds events
+    let dir = node_with(&[]);
+    let node = node_dir(&dir);
+    let d = run_node(&node);
+    publish_many(&d.addr, 600);
+    assert!(d.stop("-TERM").success());
+    let db = node.join("fleetmesh.db");
+    let mut bytes = std::fs::read(&db).unwrap();
+    assert!(bytes.len() > 200 << 10, "{} bytes", bytes.len());
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for b in &mut bytes[64 << 10..128 << 10] {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    std::fs::write(&db, &bytes).unwrap();
+    let o = run(&["run", node.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    assert_usage_error(&o, "fleetmesh.db");
+    assert_eq!(std::fs::read(&db).unwrap(), bytes, "left as it was");
+
+    // the job store too
+    let dir = node_with(&[]);
+    let jobs = node_dir(&dir).join("jobs.sqlite");
+    std::fs::write(&jobs, b"").unwrap();
+    let o = run(&[
+        "run",
+        node_dir(&dir).to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_usage_error(&o, "jobs.sqlite");
+
+    // a store that fails while the node runs: the event is refused with `error:` and
+    // /healthz says 503 with the reason
+    let dir = node_with(&[]);
+    let d = run_node(&node_dir(&dir));
+    runtime().block_on(async {
+        assert_eq!(status(&http_client(), d.url("/healthz")).await, 200);
+    });
+    let conn = rusqlite::Connection::open(node_dir(&dir).join("fleetmesh.db")).unwrap();
+    conn.execute_batch("DROP TABLE tags").unwrap();
+    drop(conn);
+    let said = publish_many(&d.addr, 1);
+    assert!(said[0].starts_with("error:"), "{said:?}");
+    runtime().block_on(async {
+        let http = http_client();
+        let r = http.get(d.url("/healthz")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 503);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["status"], "degraded", "{v}");
+        assert!(
+            v["store"]["last_error"].as_str().unwrap().contains("tags"),
+            "{v}"
+        );
+        let metrics = http
+            .get(d.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("fleetmesh_relay_store_errors_total 1"),
+            "{metrics}"
+        );
+    });
+}
+
+#[test]
+fn silent_sockets_past_the_file_limit_do_not_lock_other_clients_out() {
+    let dir = node_with(&[("header_timeout_secs = 10", "header_timeout_secs = 1")]);
+    // the node with 64 file descriptors: the silent sockets below exhaust them
+    let node = node_dir(&dir);
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        &format!(
+            "ulimit -n 64 && exec {} run {} --listen 127.0.0.1:0",
+            env!("CARGO_BIN_EXE_meshnode"),
+            node.display()
+        ),
+    ])
+    .env_remove("MESHNODE_HOME")
+    .env("MESHNODE_LOG", "warn");
+    let d = Daemon::start(cmd);
+    let silent: Vec<TcpStream> = (0..120)
+        .filter_map(|_| TcpStream::connect(&d.addr).ok())
+        .collect();
+    assert!(silent.len() > 64, "{} connected", silent.len());
+    // they are closed by the head timeout as they are accepted; then anyone gets in
+    std::thread::sleep(Duration::from_secs(4));
+    let mut fresh = TcpStream::connect(&d.addr).unwrap();
+    fresh
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    fresh
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    fresh.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(silent);
+}
+
+#[test]
+fn a_flood_of_refused_events_is_summarised_not_logged_line_by_line() {
+    let dir = node_with(&[
+        ("events_per_second = 500.0", "events_per_second = 1.0"),
+        ("event_burst = 1000.0", "event_burst = 1.0"),
+    ]);
+    let mut cmd = meshnode();
+    cmd.args([
+        "run",
+        node_dir(&dir).to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .env("MESHNODE_LOG", "info");
+    let mut d = Daemon::start(cmd);
+    let mut err = d.child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let said = publish_many(&d.addr, 200);
+    let limited = said
+        .iter()
+        .filter(|m| m.starts_with("rate-limited:"))
+        .count();
+    assert!(limited > 150, "{limited} of 200 were rate-limited");
+    assert!(d.stop("-TERM").success());
+    let log = log.join().unwrap();
+    let lines = log.lines().filter(|l| l.contains("rate-limited")).count();
+    assert!(
+        lines <= 1,
+        "{lines} log lines for {limited} refusals:\n{log}"
+    );
+}

@@ -390,12 +390,17 @@ async fn tls_front(plain: &str) -> (String, String, tokio::task::JoinHandle<()>)
     let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let upstream = plain.trim_start_matches("ws://").trim_end_matches('/').to_owned();
+    let upstream = plain
+        .trim_start_matches("ws://")
+        .trim_end_matches('/')
+        .to_owned();
     let task = tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let (acceptor, upstream) = (acceptor.clone(), upstream.clone());
             tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
                 let Ok(mut relay) = tokio::net::TcpStream::connect(&upstream).await else {
                     return;
                 };
@@ -447,7 +452,10 @@ async fn wss_peers_are_reached_over_tls_with_a_given_ca_and_refused_without_it()
         ca_pem: Some(b"not a certificate".to_vec()),
         ..SyncOptions::default()
     };
-    let e = sync(&mut local, &url, &junk, |_| {}).await.unwrap_err().to_string();
+    let e = sync(&mut local, &url, &junk, |_| {})
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("--ca"), "{e}");
     front.abort();
 }

@@ -1,6 +1,7 @@
 //! `fleetmesh-bench`: side-by-side benchmarks against baselines, as ratios.
 //!
 //! ```text
+//! cargo run --release -p fleetmesh-bench -- attacks [--meshnode PATH]   (bench/attacks.sh)
 //! cargo run --release -p fleetmesh-bench -- events [N]
 //! cargo run --release -p fleetmesh-bench -- relay [--events N] [--conns K] [--reqs M]
 //! cargo run --release -p fleetmesh-bench -- sync [--items N]... [--diffs D]... [--relay-max N]
@@ -9,6 +10,7 @@
 //!     committed circuit, other K build it with circom via gen.sh)
 //! ```
 
+mod attacks;
 mod events;
 mod groth16;
 mod llm;
@@ -18,7 +20,7 @@ mod wasi;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
+        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
     );
     std::process::exit(2);
 }
@@ -26,6 +28,7 @@ fn usage() -> ! {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        Some("attacks") => attacks::run(&args[1..]),
         Some("events") => {
             let n = args
                 .get(1)

@@ -1,0 +1,460 @@
+//! A Blossom blob store on the node's listener (BUD-01, BUD-02, BUD-06): content-addressed
+//! blobs (SHA-256) for job inputs and outputs.
+//!
+//! - `GET /<sha256>[.ext]` and `HEAD /<sha256>[.ext]`: the blob (anyone may read), streamed
+//!   from disk with its media type, `Accept-Ranges: bytes` and single `Range`s (`bytes=a-b`,
+//!   `bytes=a-`, `bytes=-n`: 206 with `Content-Range`; 416 when none of it exists). Every
+//!   blob is served with `X-Content-Type-Options: nosniff` and `Content-Security-Policy:
+//!   default-src 'none'; sandbox`, and as `Content-Disposition: attachment` unless its type
+//!   is on a short list of passive ones (see [`media::passive`]), so an uploaded page or SVG never
+//!   runs as the node's origin.
+//! - `PUT /upload`: stores the body; needs `Authorization: Nostr <base64 event>`, a kind
+//!   24242 event with `["t", "upload"]`, an `expiration` in the future, a `created_at` not
+//!   in the future and an `["x", <sha256>]` tag for the declared hash: BUD-06's `X-SHA-256`
+//!   header when sent, else any of the event's `x` tags. The authorization and
+//!   `Content-Length` are checked before a byte of the body is read; the body then goes to
+//!   a temporary file in the blob directory while it is hashed (never whole in memory). An
+//!   upload is cut off, its file removed, when it passes [`MAX_BLOB`] (413), sends nothing
+//!   for `[blobs] body_timeout_secs` (408), or hashes to something not declared (400 against
+//!   `X-SHA-256`, 401 against the event's `x` tags); else the file is renamed into place
+//!   and the blob descriptor `{url, sha256, size, type, uploaded}` is the answer.
+//! - `HEAD /upload` (BUD-06): whether an upload of `X-SHA-256`, `X-Content-Length` and
+//!   `X-Content-Type` with this Authorization would be accepted; 200, or the status the
+//!   upload would get (400, 401, 411, 413).
+//! - `DELETE /<sha256>`: the same authorization with `["t", "delete"]` and the blob's `x`;
+//!   removes the signer's claim, and the blob once nobody claims it.
+//! - `GET /list/<pubkey>`: the descriptors of the blobs a key uploaded.
+//! - `GET /v1/blobs/served`: bytes served per peer (the authorizing key when a read carries
+//!   one, else the remote address), for the operator only: with `[api] token` set it needs
+//!   `Authorization: Bearer TOKEN` (401 without), else only loopback clients are answered
+//!   (403). At most `[blobs] served_peers` peers are kept; a new peer at the cap takes the
+//!   place of the one with the fewest bytes (the heavy readers stay in view, a stream of
+//!   throwaway keys only replaces itself).
+//!
+//! Errors carry BUD-01's `X-Reason` header and a JSON body with a code; every response
+//! allows any origin, and `OPTIONS` answers the CORS preflight.
+//!
+//! The index (`blobs/index.sqlite`) is versioned with `PRAGMA user_version` and migrated
+//! forward on open, like the relay store; it is checked with `PRAGMA quick_check`, and a
+//! file from a newer build, an empty file or one that is not SQLite is refused, untouched,
+//! with its path in the error.
+
+use std::collections::HashMap;
+use std::io::SeekFrom;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Path as UrlPath, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use fleetmesh_relay::Event;
+use futures_util::StreamExt as _;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
+
+use crate::config::BlobsSection;
+use crate::node::unix_now;
+
+mod http;
+mod media;
+#[cfg(test)]
+mod tests;
+
+pub use http::{cors, delete, get_blob, list, preflight, served, upload, upload_check};
+use media::{Span, blob_headers, clean_media, digits, span};
+
+/// The blob directory and its index, in the node directory.
+pub const BLOBS_DIR: &str = "blobs";
+
+/// The index's file name, in [`BLOBS_DIR`].
+pub const INDEX_FILE: &str = "index.sqlite";
+
+/// Largest blob accepted, bytes.
+pub const MAX_BLOB: usize = 64 << 20;
+
+/// Index migrations: step `i` takes `user_version` `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // v1. `IF NOT EXISTS`: builds before versioning created these same tables and left
+    // `user_version` at 0; they are adopted as they are.
+    "CREATE TABLE IF NOT EXISTS blobs (
+         sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, type TEXT NOT NULL,
+         uploaded INTEGER NOT NULL);
+     CREATE TABLE IF NOT EXISTS owners (
+         sha256 TEXT NOT NULL, pubkey TEXT NOT NULL, PRIMARY KEY (sha256, pubkey));",
+];
+
+/// Bytes read from disk per chunk of a served blob.
+const CHUNK: usize = 64 << 10;
+
+/// The store.
+pub struct Blossom {
+    dir: PathBuf,
+    db: Mutex<Connection>,
+    served: Mutex<Served>,
+    /// `[blobs] body_timeout_secs`.
+    body_timeout: Duration,
+    /// SHA-256 of `[api] token`, when one is set.
+    operator_token: Option<[u8; 32]>,
+}
+
+impl std::fmt::Debug for Blossom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Blossom")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Bytes served per peer, for at most `cap` peers.
+#[derive(Debug)]
+struct Served {
+    bytes: HashMap<String, u64>,
+    cap: usize,
+    /// Peers dropped to keep under `cap`.
+    evicted: u64,
+}
+
+impl Served {
+    fn new(cap: usize) -> Served {
+        Served {
+            bytes: HashMap::new(),
+            cap: cap.max(1),
+            evicted: 0,
+        }
+    }
+
+    /// Counts `n` more bytes for `peer`; a new peer at the cap replaces the one with the
+    /// fewest bytes (ties: the smallest name).
+    fn add(&mut self, peer: &str, n: u64) {
+        if let Some(v) = self.bytes.get_mut(peer) {
+            *v = v.saturating_add(n);
+            return;
+        }
+        if self.bytes.len() >= self.cap {
+            let least = self
+                .bytes
+                .iter()
+                .min_by(|a, b| a.1.cmp(b.1).then_with(|| a.0.cmp(b.0)))
+                .map(|(k, _)| k.clone());
+            if let Some(k) = least {
+                self.bytes.remove(&k);
+                self.evicted += 1;
+            }
+        }
+        self.bytes.insert(peer.to_string(), n);
+    }
+}
+
+fn fail(status: StatusCode, code: &str, reason: impl Into<String>) -> Response {
+    let reason = reason.into();
+    let mut r = (
+        status,
+        axum::Json(json!({"error": {"code": code, "message": reason}})),
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&reason.replace(['\r', '\n'], " ")) {
+        r.headers_mut().insert("x-reason", v);
+    }
+    r
+}
+
+/// Whether `h` is a blob name: 64 lowercase hex digits.
+fn is_hash(h: &str) -> bool {
+    h.len() == 64
+        && h.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+/// `<sha256>` or `<sha256>.<ext>` → the hash.
+fn hash_of(name: &str) -> Option<String> {
+    let h = name.split('.').next()?;
+    is_hash(h).then(|| h.to_string())
+}
+
+/// A temporary upload file, removed when dropped unless it was moved into place.
+struct Partial {
+    path: PathBuf,
+    placed: bool,
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A fresh temporary file name in `dir` (`.upload-<random>.part`).
+fn partial_path(dir: &Path) -> std::io::Result<PathBuf> {
+    let mut r = [0u8; 12];
+    getrandom::fill(&mut r).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(dir.join(format!(".upload-{}.part", hex::encode(r))))
+}
+
+/// Opens the blob index at `path` as every store of the node is opened
+/// ([`fleetmesh_relay::store::sqlite`]): an existing file that is empty, not SQLite or
+/// damaged is refused before SQLite changes it, one from a newer build too; then it is
+/// migrated to the newest version of `MIGRATIONS`.
+fn open_index(path: &Path) -> anyhow::Result<Connection> {
+    use fleetmesh_relay::store::sqlite;
+    let context = || format!("the blob index {}", path.display());
+    let mut db = sqlite::open(path, sqlite::Mode::CreateIfAbsent, true).with_context(context)?;
+    sqlite::migrate(&mut db, path, MIGRATIONS).with_context(context)?;
+    db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;")
+        .with_context(context)?;
+    Ok(db)
+}
+
+/// A refusal: the status, a code and the reason (answered by [`fail`]).
+#[derive(Debug)]
+struct Refusal {
+    status: StatusCode,
+    code: &'static str,
+    reason: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, code: &'static str, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            code,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let mut r = fail(self.status, self.code, self.reason);
+        if self.status == StatusCode::UNAUTHORIZED && self.code == "operator_only" {
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"fleetmesh\""),
+            );
+        }
+        r
+    }
+}
+
+impl Blossom {
+    /// Opens (or creates) the store under `node_dir`, with `[blobs]` and the operator's
+    /// `[api] token`. Temporary files an earlier run left behind are removed.
+    ///
+    /// # Errors
+    /// The directory cannot be created, or the index cannot be opened: an existing index
+    /// that is empty, not SQLite, damaged or from a newer build is refused, untouched.
+    pub fn open(
+        node_dir: &Path,
+        config: &BlobsSection,
+        operator_token: Option<&str>,
+    ) -> anyhow::Result<Arc<Blossom>> {
+        let dir = node_dir.join(BLOBS_DIR);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let db = open_index(&dir.join(INDEX_FILE))?;
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().ends_with(".part") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(Arc::new(Blossom {
+            dir,
+            db: Mutex::new(db),
+            served: Mutex::new(Served::new(config.served_peers)),
+            body_timeout: Duration::from_secs(config.body_timeout_secs),
+            operator_token: operator_token.map(|t| Sha256::digest(t.as_bytes()).into()),
+        }))
+    }
+
+    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.db
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn descriptor(&self, base: &str, hash: &str) -> Option<Value> {
+        self.db()
+            .query_row(
+                "SELECT size, type, uploaded FROM blobs WHERE sha256 = ?1",
+                params![hash],
+                |r| {
+                    Ok(json!({
+                        "url": format!("{base}/{hash}"),
+                        "sha256": hash,
+                        "size": r.get::<_, i64>(0)?,
+                        "type": r.get::<_, String>(1)?,
+                        "uploaded": r.get::<_, i64>(2)?,
+                    }))
+                },
+            )
+            .optional()
+            .ok()
+            .flatten()
+    }
+
+    /// Records blob `hash` (already in place on disk) as claimed by `owner`.
+    fn index(
+        db: &Connection,
+        hash: &str,
+        size: u64,
+        media: &str,
+        owner: &str,
+    ) -> rusqlite::Result<()> {
+        db.execute(
+            "INSERT OR IGNORE INTO blobs (sha256, size, type, uploaded) VALUES (?1, ?2, ?3, ?4)",
+            params![hash, size as i64, media, unix_now() as i64],
+        )?;
+        db.execute(
+            "INSERT OR IGNORE INTO owners (sha256, pubkey) VALUES (?1, ?2)",
+            params![hash, owner],
+        )?;
+        Ok(())
+    }
+
+    /// Stores `bytes` as a blob claimed by `owner` (the node's own outputs); its hash.
+    ///
+    /// # Errors
+    /// The file or the index cannot be written.
+    pub fn put(&self, bytes: &[u8], media: &str, owner: &str) -> std::io::Result<String> {
+        let hash = hex::encode(Sha256::digest(bytes));
+        let path = self.dir.join(&hash);
+        let db = self.db();
+        if !path.exists() {
+            let mut tmp = Partial {
+                path: partial_path(&self.dir)?,
+                placed: false,
+            };
+            std::fs::write(&tmp.path, bytes)?;
+            std::fs::rename(&tmp.path, &path)?;
+            tmp.placed = true;
+        }
+        Self::index(&db, &hash, bytes.len() as u64, media, owner).map_err(std::io::Error::other)?;
+        Ok(hash)
+    }
+
+    /// Bytes of blob `hash`, if stored (`hash`: 64 lowercase hex digits, else `None`).
+    pub fn get(&self, hash: &str) -> Option<Vec<u8>> {
+        if !is_hash(hash) {
+            return None;
+        }
+        std::fs::read(self.dir.join(hash)).ok()
+    }
+
+    fn count(&self, peer: &str, n: u64) {
+        self.served
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .add(peer, n);
+    }
+
+    /// Whether a request to the operator-only endpoints comes from the operator: with
+    /// `[api] token` set, it carries `Authorization: Bearer TOKEN`; without one, it comes
+    /// from a loopback address. The refusal to answer otherwise.
+    fn operator(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<(), Refusal> {
+        let Some(want) = &self.operator_token else {
+            if peer.ip().to_canonical().is_loopback() {
+                return Ok(());
+            }
+            return Err(Refusal::new(
+                StatusCode::FORBIDDEN,
+                "operator_only",
+                "only loopback clients may read this when no [api] token is set",
+            ));
+        };
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            });
+        // digests compared: equal time for every wrong token of any length
+        let ok = given.is_some_and(|t| {
+            let got: [u8; 32] = Sha256::digest(t.trim().as_bytes()).into();
+            got.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        });
+        if ok {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            StatusCode::UNAUTHORIZED,
+            "operator_only",
+            "this needs `Authorization: Bearer <[api] token>`",
+        ))
+    }
+
+    /// Streams `body` into a temporary file while hashing it: the file, the hash and the
+    /// size, or the answer refusing it (the file is removed when the [`Partial`] drops).
+    async fn receive(&self, body: Body) -> Result<(Partial, String, u64), Refusal> {
+        let storage = |e: std::io::Error| {
+            Refusal::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "storage",
+                format!("writing the upload: {e}"),
+            )
+        };
+        let partial = Partial {
+            path: partial_path(&self.dir).map_err(storage)?,
+            placed: false,
+        };
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&partial.path)
+            .await
+            .map_err(storage)?;
+        let mut hasher = Sha256::new();
+        let mut size = 0u64;
+        let mut stream = body.into_data_stream();
+        loop {
+            let chunk = match tokio::time::timeout(self.body_timeout, stream.next()).await {
+                Err(_) => {
+                    return Err(Refusal::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "body_timeout",
+                        format!(
+                            "no body bytes for {} s ([blobs] body_timeout_secs)",
+                            self.body_timeout.as_secs()
+                        ),
+                    ));
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    return Err(Refusal::new(
+                        StatusCode::BAD_REQUEST,
+                        "bad_body",
+                        format!("reading the body: {e}"),
+                    ));
+                }
+                Ok(Some(Ok(chunk))) => chunk,
+            };
+            size += chunk.len() as u64;
+            if size > MAX_BLOB as u64 {
+                return Err(too_large());
+            }
+            hasher.update(&chunk);
+            file.write_all(&chunk).await.map_err(storage)?;
+        }
+        file.flush().await.map_err(storage)?;
+        file.sync_all().await.map_err(storage)?;
+        drop(file);
+        Ok((partial, hex::encode(hasher.finalize()), size))
+    }
+}
+
+fn too_large() -> Refusal {
+    Refusal::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+        format!("blobs are at most {MAX_BLOB} bytes"),
+    )
+}
