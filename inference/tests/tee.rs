@@ -540,5 +540,7 @@ fn gpu_evidence_comes_from_the_driver_or_the_reason_it_cannot() {
 // the RIMs' XML parsing and canonicalization (tee/rim_xml.rs).
 #[path = "tee/pki.rs"]
 mod pki;
+#[path = "tee/revocation.rs"]
+mod revocation;
 #[path = "tee/rim_xml.rs"]
 mod rim_xml;

@@ -5,6 +5,7 @@
 mod blossom;
 mod cli;
 mod daemon;
+mod first_run;
 mod hostile;
 mod inference;
 mod init;
