@@ -61,6 +61,10 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Ve
     })
 }
 
+/// Most rotary-table entries (positions × half the head width): 2²⁷, far above real
+/// models (a 128k context with 128-wide heads takes 2²³).
+const MAX_ROPE_ENTRIES: usize = 1 << 27;
+
 fn default_rope_theta() -> f64 {
     10_000.0
 }
@@ -115,6 +119,18 @@ impl LlamaConfig {
             return Err(format!(
                 "hidden_size {} is not num_attention_heads {} × an even head width",
                 self.hidden_size, self.num_attention_heads
+            ));
+        }
+        // the rotary tables (cos and sin, f32) are built up front for every position
+        let rope = self
+            .max_position_embeddings
+            .checked_mul(self.head_dim() / 2);
+        if rope.is_none_or(|n| n > MAX_ROPE_ENTRIES) {
+            return Err(format!(
+                "max_position_embeddings {} × head width {} / 2 exceeds the {MAX_ROPE_ENTRIES} \
+                 rotary entries (512 MiB a table) this runtime builds",
+                self.max_position_embeddings,
+                self.head_dim()
             ));
         }
         let kv = self.kv_heads();

@@ -89,6 +89,26 @@ impl Llama {
         Llama::from_tensors(config, tensors, &path, |name| name.to_owned(), |t, _| Ok(t))
     }
 
+    /// [`Llama::load_dir`]'s weights from the bytes of a `model.safetensors` (the same
+    /// parser, without the file), in the shape `config` gives; `path` names them in errors.
+    ///
+    /// # Errors
+    /// [`Error::Model`] for an inconsistent config, a header that does not parse, or a
+    /// tensor that is missing or has the wrong shape.
+    pub fn from_safetensors_bytes(config: LlamaConfig, data: &[u8], path: &Path) -> Result<Llama> {
+        config.check().map_err(|reason| Error::Model {
+            path: path.into(),
+            reason,
+        })?;
+        let tensors = candle_core::safetensors::load_buffer(data, &Device::Cpu).map_err(|e| {
+            Error::Model {
+                path: path.into(),
+                reason: e.to_string(),
+            }
+        })?;
+        Llama::from_tensors(config, tensors, path, |name| name.to_owned(), |t, _| Ok(t))
+    }
+
     /// Loads a GGUF file (llama architecture; F32, F16 or quantized tensors, dequantized to
     /// F32), its shape from the `llama.*` metadata. llama.cpp's converter stores the query
     /// and key projections with each head's rows interleaved for its RoPE; they are put
@@ -97,11 +117,28 @@ impl Llama {
     /// # Errors
     /// [`Error::Io`] or [`Error::Model`] naming the metadata key or tensor at fault.
     pub fn load_gguf(path: &Path) -> Result<Llama> {
+        let mut file = std::fs::File::open(path).map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })?;
+        Llama::read_gguf(&mut file, path)
+    }
+
+    /// [`Llama::load_gguf`] from a reader over the file's bytes (a file, or a
+    /// `std::io::Cursor` over bytes in memory); `path` names it in errors.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when reading fails, [`Error::Model`] naming the metadata key or
+    /// tensor at fault.
+    pub fn read_gguf<R: std::io::Read + std::io::Seek>(
+        reader: &mut R,
+        path: &Path,
+    ) -> Result<Llama> {
         let model_err = |reason: String| Error::Model {
             path: path.into(),
             reason,
         };
-        let (mut file, content) = open_gguf(path)?;
+        let content = read_gguf_header(reader, path)?;
         let meta = |key: &str| {
             content
                 .metadata
@@ -131,7 +168,11 @@ impl Llama {
             .tensor_infos
             .get("token_embd.weight")
             .ok_or_else(|| model_err("no tensor token_embd.weight".into()))?;
-        let vocab_size = embd.shape.dims()[0];
+        let vocab_size = *embd
+            .shape
+            .dims()
+            .first()
+            .ok_or_else(|| model_err("token_embd.weight has no dimensions".into()))?;
         let heads = int("llama.attention.head_count")?;
         let config = LlamaConfig {
             hidden_size: int("llama.embedding_length")?,
@@ -152,9 +193,24 @@ impl Llama {
         };
         config.check().map_err(model_err)?;
         let mut tensors = std::collections::HashMap::new();
-        for name in content.tensor_infos.keys() {
+        for (name, info) in &content.tensor_infos {
+            // candle multiplies the dimensions (and then by up to 8 bytes an element)
+            // unchecked, so a crafted shape overflows there; and it views an empty
+            // tensor's data through a misaligned pointer (undefined behaviour). Weights
+            // are never empty.
+            let elements = info
+                .shape
+                .dims()
+                .iter()
+                .try_fold(1usize, |n, d| n.checked_mul(*d));
+            if elements.is_none_or(|n| n == 0 || n > usize::MAX / 8) {
+                return Err(model_err(format!(
+                    "{name}: shape {:?} has no elements, or more than any file holds",
+                    info.shape.dims()
+                )));
+            }
             let t = content
-                .tensor(&mut file, name, &Device::Cpu)
+                .tensor(reader, name, &Device::Cpu)
                 .and_then(|q| q.dequantize(&Device::Cpu))
                 .map_err(|e| model_err(format!("{name}: {e}")))?;
             tensors.insert(name.clone(), t);
@@ -181,6 +237,7 @@ impl Llama {
         fix: impl Fn(Tensor, &str) -> Result<Tensor>,
     ) -> Result<Llama> {
         let device = Device::Cpu;
+        let n_tensors = tensors.len();
         let (h, kv, hd) = (config.hidden_size, config.kv_heads(), config.head_dim());
         let mut take = |hf: String, shape: &[usize]| -> Result<Tensor> {
             let name = rename(&hf);
@@ -197,7 +254,8 @@ impl Llama {
             fix(t.to_dtype(DType::F32).op("load")?, &name)
         };
         let embed = take("model.embed_tokens.weight".into(), &[config.vocab_size, h])?;
-        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        // the count comes from the file: reserve no more layers than it has tensors for
+        let mut layers = Vec::with_capacity(config.num_hidden_layers.min(n_tensors));
         for i in 0..config.num_hidden_layers {
             let p = format!("model.layers.{i}");
             let i_ = config.intermediate_size;
@@ -486,12 +544,23 @@ pub fn open_gguf(
         path: path.into(),
         source,
     })?;
-    let content =
-        candle_core::quantized::gguf_file::Content::read(&mut file).map_err(|e| Error::Model {
-            path: path.into(),
-            reason: e.to_string(),
-        })?;
+    let content = read_gguf_header(&mut file, path)?;
     Ok((file, content))
+}
+
+/// Reads a GGUF header (metadata and tensor index) from `reader`, left where the header
+/// ends; `path` names the file in errors.
+///
+/// # Errors
+/// [`Error::Model`] when the header does not parse.
+pub fn read_gguf_header<R: std::io::Read + std::io::Seek>(
+    reader: &mut R,
+    path: &Path,
+) -> Result<candle_core::quantized::gguf_file::Content> {
+    candle_core::quantized::gguf_file::Content::read(reader).map_err(|e| Error::Model {
+        path: path.into(),
+        reason: e.to_string(),
+    })
 }
 
 /// The GGUF (llama.cpp) name of a Hugging Face Llama tensor.

@@ -33,21 +33,52 @@ impl TextTokenizer {
             path: path.into(),
             source,
         })?;
-        let inner = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| Error::Model {
-            path: path.into(),
-            reason: e.to_string(),
-        })?;
-        let config = path.with_file_name("tokenizer_config.json");
-        let llama_specials = match std::fs::read(&config) {
-            Ok(b) => {
-                let v: serde_json::Value =
-                    serde_json::from_slice(&b).map_err(|e| Error::Model {
-                        path: config.clone(),
-                        reason: e.to_string(),
-                    })?;
+        let config_path = path.with_file_name("tokenizer_config.json");
+        let config = std::fs::read(&config_path).ok();
+        TextTokenizer::parse(&bytes, path, config.as_deref(), &config_path)
+    }
+
+    /// A tokenizer from the bytes of a `tokenizer.json` and, when there is one, of the
+    /// `tokenizer_config.json` beside it: what [`TextTokenizer::load`] reads, without files.
+    ///
+    /// # Errors
+    /// [`Error::Model`] when either is not what it should be.
+    pub fn from_bytes(
+        tokenizer_json: &[u8],
+        tokenizer_config: Option<&[u8]>,
+    ) -> Result<TextTokenizer> {
+        TextTokenizer::parse(
+            tokenizer_json,
+            Path::new("tokenizer.json"),
+            tokenizer_config,
+            Path::new("tokenizer_config.json"),
+        )
+    }
+
+    fn parse(
+        bytes: &[u8],
+        path: &Path,
+        config: Option<&[u8]>,
+        config_path: &Path,
+    ) -> Result<TextTokenizer> {
+        // tokenizers 0.23 panics on some malformed files (an `expect` while reading a
+        // `decoder` or a `Precompiled` normalizer) instead of returning its error
+        let inner = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(bytes))
+            .map_err(|_| "the tokenizers crate panicked reading it".to_owned())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map_err(|reason| Error::Model {
+                path: path.into(),
+                reason,
+            })?;
+        let llama_specials = match config {
+            Some(b) => {
+                let v: serde_json::Value = serde_json::from_slice(b).map_err(|e| Error::Model {
+                    path: config_path.into(),
+                    reason: e.to_string(),
+                })?;
                 llama_specials(&inner, &v)
             }
-            Err(_) => None,
+            None => None,
         };
         Ok(TextTokenizer {
             inner,

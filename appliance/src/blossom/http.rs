@@ -1,15 +1,12 @@
 //! The Blossom routes (BUD-01, BUD-02, BUD-06): authorization from the headers before any
 //! body, uploads streamed to disk, blobs streamed from it, the operator's served table.
 
+use super::auth::Authorized;
 use super::*;
-/// A checked authorization: the signer and the blobs it lists.
-pub(super) struct Authorized {
-    pubkey: String,
-    x: Vec<String>,
-}
 
-/// Checks a `Nostr <base64 event>` authorization for `verb` (and blob `hash`, when given);
-/// the signer and the hashes it lists, or why not (answered as 401).
+/// Checks the request's `Authorization: Nostr …` for `verb` (and blob `hash`, when given)
+/// now ([`super::auth::check_authorization`]); the signer and the hashes it lists, or why
+/// not (answered as 401).
 pub(super) fn authorize(
     headers: &HeaderMap,
     verb: &str,
@@ -19,45 +16,7 @@ pub(super) fn authorize(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| "an Authorization: Nostr header is required".to_string())?;
-    let b64 = value
-        .strip_prefix("Nostr ")
-        .ok_or_else(|| "the Authorization scheme must be Nostr".to_string())?;
-    let json = base64::engine::general_purpose::STANDARD
-        .decode(b64.trim())
-        .map_err(|e| format!("the authorization is not base64: {e}"))?;
-    let ev = Event::from_json(&String::from_utf8_lossy(&json))
-        .map_err(|e| format!("the authorization is not an event: {e}"))?;
-    ev.verify()
-        .map_err(|e| format!("the authorization does not verify: {e}"))?;
-    let now = unix_now();
-    if ev.kind != 24242 {
-        return Err(format!("authorization kind {} (24242 expected)", ev.kind));
-    }
-    if ev.created_at > now + 60 {
-        return Err("the authorization is created in the future".into());
-    }
-    match ev.expiration() {
-        Some(t) if t > now => {}
-        _ => return Err("the authorization has expired (or no expiration)".into()),
-    }
-    if ev.tag_value("t") != Some(verb) {
-        return Err(format!("the authorization is not for {verb}"));
-    }
-    let x: Vec<String> = ev
-        .tags
-        .iter()
-        .filter(|t| t.first().map(String::as_str) == Some("x"))
-        .filter_map(|t| t.get(1).cloned())
-        .collect();
-    if let Some(h) = hash
-        && !x.iter().any(|l| l == h)
-    {
-        return Err(format!("the authorization does not list blob {h}"));
-    }
-    Ok(Authorized {
-        pubkey: hex::encode(ev.pubkey),
-        x,
-    })
+    super::auth::check_authorization(value, verb, hash, unix_now())
 }
 
 /// BUD-06's `X-SHA-256`: `None` when absent; a 400 when malformed.

@@ -51,8 +51,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Path as UrlPath, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
-use fleetmesh_relay::Event;
 use futures_util::StreamExt as _;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
@@ -62,6 +60,7 @@ use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
 use crate::config::BlobsSection;
 use crate::node::unix_now;
 
+mod auth;
 mod http;
 mod media;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use fleetmesh_inference::tiny::make_tiny;
 use fleetmesh_inference::{Error, KvCache, Llama, LlamaConfig};
 
 mod batch;
+mod hostile_files;
 mod quorum;
 mod schema;
 mod special_tokens;

@@ -1,0 +1,83 @@
+//! The appliance's readers of outside text. The appliance is a binary crate, so its pure
+//! parsing modules are compiled here from their source files (`#[path]`); this module
+//! stands in for their parent (`crate::market`), providing the two items they use from
+//! it, with the same definitions.
+
+/// A machine-readable refusal (as `appliance/src/market/mod.rs` defines it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// What kind of refusal.
+    pub code: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+pub(crate) fn refuse(code: &'static str, message: impl Into<String>) -> Refusal {
+    Refusal {
+        code,
+        message: message.into(),
+    }
+}
+
+#[path = "../../../appliance/src/market/bacalhau.rs"]
+pub mod bacalhau;
+
+#[path = "../../../appliance/src/blossom/auth.rs"]
+pub mod blossom_auth;
+
+/// A Blossom `Authorization` header value, checked for an upload and a delete (with and
+/// without a blob hash) at the fixed [`crate::NOW`].
+pub fn blossom_authorization(data: &[u8]) {
+    let Ok(value) = std::str::from_utf8(data) else {
+        return;
+    };
+    let hash = "b1674191a88ec5cdd733e4240a81803105dc412d6c6708d53ab94fc248f4f553";
+    for (verb, h) in [
+        ("upload", None),
+        ("upload", Some(hash)),
+        ("delete", Some(hash)),
+    ] {
+        let _ = blossom_auth::check_authorization(value, verb, h, crate::NOW);
+    }
+}
+
+/// A Bacalhau job spec (YAML or JSON), as `meshnode job submit` reads it: `local` sources
+/// resolve under an empty directory and `urlDownload` sources "download" a few bytes, so
+/// nothing outside is read.
+pub fn bacalhau_spec(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = bacalhau::is_spec(text);
+    let download = |url: &str| -> Result<Vec<u8>, String> {
+        if url.len().is_multiple_of(2) {
+            Ok(url.as_bytes().to_vec())
+        } else {
+            Err("offline".into())
+        }
+    };
+    // `local` sources are read on the submitting machine: under a directory that does not
+    // exist nothing relative resolves, and specs naming an absolute SourcePath (which
+    // could be /dev/zero or /dev/stdin) are left out.
+    if let Ok(doc) = serde_yaml::from_str::<serde_json::Value>(text)
+        && names_absolute_source(&doc)
+    {
+        return;
+    }
+    let base = std::path::Path::new("/nonexistent/fleetmesh-fuzz");
+    let _ = bacalhau::parse(text, base, &download);
+}
+
+fn names_absolute_source(v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => m.iter().any(|(k, v)| {
+            (k.eq_ignore_ascii_case("sourcepath")
+                && v.as_str()
+                    .is_some_and(|p| std::path::Path::new(p).is_absolute()))
+                || names_absolute_source(v)
+        }),
+        Value::Array(a) => a.iter().any(names_absolute_source),
+        _ => false,
+    }
+}

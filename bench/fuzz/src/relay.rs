@@ -1,0 +1,251 @@
+//! The relay's parsers of client bytes: events, filters, the client messages that carry
+//! them (as the relay face dispatches them), NIP-77 negentropy messages, NIP-44 payloads.
+
+use std::sync::OnceLock;
+
+use fleetmesh_relay::event::canonical;
+use fleetmesh_relay::filter::{Filter, FilterLimits};
+use fleetmesh_relay::limits::Limits;
+use fleetmesh_relay::{Event, UnsignedEvent, nip44};
+use fleetmesh_schemas::SchemaSet;
+use negentropy::{Id, Negentropy, NegentropyStorageVector};
+use serde_json::Value;
+
+use crate::NOW;
+
+/// The key the harnesses sign with: fixed, so a run replays.
+fn keypair() -> &'static secp256k1::Keypair {
+    static KEY: OnceLock<secp256k1::Keypair> = OnceLock::new();
+    KEY.get_or_init(|| {
+        secp256k1::Keypair::from_secret_bytes([7u8; 32]).expect("a valid secret key")
+    })
+}
+
+/// A signed event for filters to match against.
+fn sample_event() -> &'static Event {
+    static EVENT: OnceLock<Event> = OnceLock::new();
+    EVENT.get_or_init(|| {
+        UnsignedEvent {
+            created_at: NOW,
+            kind: 1,
+            tags: vec![
+                vec!["e".into(), "ab".repeat(32)],
+                vec!["t".into(), "fleetmesh".into()],
+                vec!["d".into()],
+            ],
+            content: "hello".into(),
+        }
+        .sign_with_aux(keypair(), &[0; 32])
+    })
+}
+
+/// What the relay does with an event it parsed: its served form must parse back to the
+/// same event, then the admission checks run; the same fields signed by our key go through
+/// the admission checks again, so the schema checks of fleetmesh kinds see fuzzed content.
+fn check_event(ev: &Event) {
+    let json = ev.to_json();
+    let back = Event::from_json(&json).expect("an event's JSON parses back");
+    assert_eq!(&back, ev, "the JSON round trip changed the event");
+    assert_eq!(
+        &Event::from_value(&ev.to_value()).expect("an event's JSON value parses back"),
+        ev
+    );
+    let limits = Limits::default();
+    let _ = limits.admit(ev, SchemaSet::embedded(), NOW);
+    let _ = (ev.replacement_key(), ev.expiration(), ev.is_ephemeral());
+    let signed = UnsignedEvent {
+        created_at: ev.created_at,
+        kind: ev.kind,
+        tags: ev.tags.clone(),
+        content: ev.content.clone(),
+    }
+    .sign_with_aux(keypair(), &[0; 32]);
+    assert_eq!(
+        signed.id,
+        canonical::event_id(
+            &signed.pubkey,
+            signed.created_at,
+            signed.kind,
+            &signed.tags,
+            &signed.content
+        )
+    );
+    signed.verify().expect("an event we signed verifies");
+    let _ = limits.admit(&signed, SchemaSet::embedded(), NOW);
+}
+
+/// An event's JSON text (`Event::from_json`, what `meshnode sync` and Blossom read).
+pub fn event(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(ev) = Event::from_json(text) {
+        check_event(&ev);
+    }
+    if let Ok(v) = serde_json::from_str::<Value>(text)
+        && let Ok(ev) = Event::from_value(&v)
+    {
+        check_event(&ev);
+    }
+}
+
+fn check_filter(f: &Filter) {
+    let _ = (f.matches(sample_event()), f.matches_nothing());
+}
+
+/// One NIP-01 filter object (`Filter::from_value`).
+pub fn filter(data: &[u8]) {
+    let Ok(v) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    if let Ok(f) = Filter::from_value(&v, FilterLimits::default()) {
+        check_filter(&f);
+    }
+}
+
+/// The items the harness's negentropy sessions reconcile against: six fixed
+/// `(created_at, id)`s.
+pub fn storage() -> NegentropyStorageVector {
+    let mut s = NegentropyStorageVector::with_capacity(6);
+    for i in 0..6u8 {
+        s.insert(
+            NOW - u64::from(i) * 1000,
+            Id::from_byte_array([i.wrapping_mul(37); 32]),
+        )
+        .expect("distinct items");
+    }
+    s.seal().expect("sealing a new storage");
+    s
+}
+
+/// A NEG-OPEN's or NEG-MSG's message as the relay (the responder) reconciles it.
+fn neg_respond(msg: &[u8]) {
+    let mut neg = Negentropy::owned(storage(), 60_000).expect("a sealed storage");
+    if let Ok(reply) = neg.reconcile(msg) {
+        // the session goes on: the same message again must not break it either
+        let _ = neg.reconcile(&reply);
+        let _ = neg.reconcile(msg);
+    }
+}
+
+/// A client message as the relay face dispatches it (`["EVENT", …]`, `["REQ", …]`,
+/// `["CLOSE", …]`, `["NEG-OPEN", …]`, `["NEG-MSG", …]`, `["NEG-CLOSE", …]`): the JSON,
+/// then the parsers each type hands its parts to.
+pub fn client_message(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(value) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    let Some(arr) = value.as_array() else {
+        return;
+    };
+    match arr.first().and_then(Value::as_str) {
+        Some("EVENT") => {
+            if let [_, raw] = arr.as_slice()
+                && let Ok(ev) = Event::from_value(raw)
+            {
+                check_event(&ev);
+            }
+        }
+        Some("REQ") => {
+            for f in arr.iter().skip(2) {
+                if let Ok(f) = Filter::from_value(f, FilterLimits::default()) {
+                    check_filter(&f);
+                }
+            }
+        }
+        Some("NEG-OPEN") => {
+            if let Some(f) = arr.get(2)
+                && let Ok(f) = Filter::from_value(f, FilterLimits::default())
+            {
+                check_filter(&f);
+            }
+            if let Some(Ok(msg)) = arr.get(3).and_then(Value::as_str).map(hex::decode) {
+                neg_respond(&msg);
+            }
+        }
+        Some("NEG-MSG") => {
+            if let Some(Ok(msg)) = arr.get(2).and_then(Value::as_str).map(hex::decode) {
+                neg_respond(&msg);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A negentropy message's bytes (after the hex): the first byte picks the side — even,
+/// the relay answering a client (NEG-OPEN/NEG-MSG); odd, `meshnode sync` reading a peer
+/// relay's NEG-MSG after its own initial message.
+pub fn negentropy(data: &[u8]) {
+    let Some((&side, msg)) = data.split_first() else {
+        return;
+    };
+    if side & 1 == 0 {
+        neg_respond(msg);
+        return;
+    }
+    let mut neg = Negentropy::owned(storage(), 60_000).expect("a sealed storage");
+    neg.initiate().expect("the first message");
+    let (mut have, mut need) = (Vec::new(), Vec::new());
+    if let Ok(Some(next)) = neg.reconcile_with_ids(msg, &mut have, &mut need) {
+        let _ = neg.reconcile_with_ids(&next, &mut have, &mut need);
+    }
+}
+
+/// The conversation key the NIP-44 harness decrypts with.
+const KEY: [u8; 32] = [0x2a; 32];
+
+/// A NIP-44 v2 payload. The first byte picks what the rest is: even, the payload text
+/// itself (every check up to the MAC); odd, the *padded plaintext*, sealed here with a
+/// valid MAC so that decryption reaches the padding checks (what a peer holding the key
+/// controls). Whatever decrypts must encrypt back to the same payload.
+pub fn nip44(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    if mode & 1 == 0 {
+        if let Ok(text) = std::str::from_utf8(rest)
+            && let Ok(plain) = nip44::decrypt(&KEY, text)
+        {
+            check_plaintext(&plain);
+        }
+        return;
+    }
+    use base64::Engine as _;
+    use chacha20::cipher::{KeyIvInit, StreamCipher};
+    use hmac::Mac as _;
+    let nonce = [mode; 32];
+    let (key, iv, mac_key) = nip44::message_keys(&KEY, &nonce);
+    let mut body = rest.to_vec();
+    chacha20::ChaCha20::new(&key.into(), &iv.into()).apply_keystream(&mut body);
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&mac_key).expect("any key length");
+    mac.update(&nonce);
+    mac.update(&body);
+    let mut raw = vec![2];
+    raw.extend_from_slice(&nonce);
+    raw.extend_from_slice(&body);
+    raw.extend_from_slice(&mac.finalize().into_bytes());
+    let payload = base64::engine::general_purpose::STANDARD.encode(raw);
+    if let Ok(plain) = nip44::decrypt(&KEY, &payload) {
+        // NIP-44 reads the length prefix and refuses a wrong total size, but does not
+        // look at the padding bytes (the MAC covers them): the plaintext is the prefix's
+        // length of bytes after it
+        let short = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
+        let (n, at) = if short > 0 {
+            (short, 2)
+        } else {
+            let long = u32::from_be_bytes([rest[2], rest[3], rest[4], rest[5]]) as usize;
+            (long, 6)
+        };
+        assert_eq!(plain.as_slice(), &rest[at..at + n]);
+        assert_eq!(rest.len(), at + nip44::padded_len(n));
+        check_plaintext(&plain);
+    }
+}
+
+fn check_plaintext(plain: &[u8]) {
+    let sealed = nip44::encrypt_with_nonce(&KEY, plain, &[1; 32]).expect("encrypting");
+    assert_eq!(nip44::decrypt(&KEY, &sealed).expect("decrypting"), plain);
+}
