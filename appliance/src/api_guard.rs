@@ -53,20 +53,26 @@ impl Policy {
     }
 
     fn token_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(want) = &self.token else { return true };
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            });
-        // digests compared: equal time for every wrong token of any length
-        given.is_some_and(|t| {
-            let got: [u8; 32] = Sha256::digest(t.trim().as_bytes()).into();
-            got.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-        })
+        self.token
+            .as_ref()
+            .is_none_or(|want| bearer_matches(headers, want))
     }
+}
+
+/// Whether the request's `Authorization: Bearer` token hashes (SHA-256) to `want`. The
+/// digests are compared, in equal time for every wrong token of any length.
+pub(crate) fn bearer_matches(headers: &HeaderMap, want: &[u8; 32]) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        });
+    given.is_some_and(|t| {
+        let got: [u8; 32] = Sha256::digest(t.trim().as_bytes()).into();
+        got.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    })
 }
 
 /// Whether `origin` names this node itself (the `Host` the request was sent to).

@@ -369,19 +369,7 @@ impl Blossom {
                 "only loopback clients may read this when no [api] token is set",
             ));
         };
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            });
-        // digests compared: equal time for every wrong token of any length
-        let ok = given.is_some_and(|t| {
-            let got: [u8; 32] = Sha256::digest(t.trim().as_bytes()).into();
-            got.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-        });
-        if ok {
+        if crate::api_guard::bearer_matches(headers, want) {
             return Ok(());
         }
         Err(Refusal::new(

@@ -20,6 +20,16 @@ fn node_dir(d: &tempfile::TempDir) -> PathBuf {
     d.path().join("n")
 }
 
+/// `meshnode run` on the node of `d`, to its end (for start-ups that must fail).
+fn run_dir(d: &tempfile::TempDir) -> Output {
+    run(&[
+        "run",
+        node_dir(d).to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+}
+
 /// Whether the server closes `s` within `secs` (reads EOF or a reset).
 fn closed_within(s: &mut TcpStream, secs: u64) -> bool {
     s.set_read_timeout(Some(Duration::from_secs(secs))).unwrap();
@@ -478,23 +488,13 @@ fn damaged_stores_are_refused_never_recreated_and_store_errors_turn_health_red()
     let dir = node_with(&[]);
     let db = node_dir(&dir).join("fleetmesh.db");
     std::fs::write(&db, b"").unwrap();
-    let o = run(&[
-        "run",
-        node_dir(&dir).to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let o = run_dir(&dir);
     assert_usage_error(&o, "fleetmesh.db");
     assert!(stderr(&o).contains("empty"), "{}", stderr(&o));
     assert_eq!(std::fs::metadata(&db).unwrap().len(), 0, "not recreated");
     // not a database at all
     std::fs::write(&db, vec![7u8; 4096]).unwrap();
-    let o = run(&[
-        "run",
-        node_dir(&dir).to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let o = run_dir(&dir);
     assert_usage_error(&o, "not a SQLite database");
 
     // 64 KiB of random bytes in the middle of a store that holds events
@@ -522,12 +522,7 @@ fn damaged_stores_are_refused_never_recreated_and_store_errors_turn_health_red()
     let dir = node_with(&[]);
     let jobs = node_dir(&dir).join("jobs.sqlite");
     std::fs::write(&jobs, b"").unwrap();
-    let o = run(&[
-        "run",
-        node_dir(&dir).to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let o = run_dir(&dir);
     assert_usage_error(&o, "jobs.sqlite");
 
     // a store that fails while the node runs: the event is refused with `error:` and
