@@ -368,3 +368,55 @@ fn prove_on_wgpu_verifies_and_an_absent_cuda_is_refused_with_the_reason() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("cuda:9"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_full_proving_queue_answers_503_with_retry_after_and_the_admitted_proofs_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let node = tmp.path().join("n");
+    assert!(init(&node, &[]).status.success());
+    // a circuit of 2^14 constraints, slow enough that requests pile up behind one proof
+    let circuit = node.join("circuits/chain");
+    std::fs::create_dir_all(&circuit).unwrap();
+    let o = run(&[
+        "proof",
+        "setup",
+        "--r1cs",
+        s(&circom("chain.r1cs")),
+        "--zkey",
+        s(&circuit.join("circuit.zkey")),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::copy(circom("chain.wasm"), circuit.join("circuit.wasm")).unwrap();
+    let input: Value =
+        serde_json::from_slice(&std::fs::read(circom("chain_input.json")).unwrap()).unwrap();
+    let d = run_node(&node);
+    let (ok, busy) = runtime().block_on(async {
+        let http = http_client();
+        let body = serde_json::json!({"circuit": "chain", "input": input}).to_string();
+        let sends = (0..14).map(|_| {
+            http.post(d.url("/v1/proofs/prove"))
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+        });
+        let answers = futures_util::future::join_all(sends).await;
+        let (mut ok, mut busy) = (0, 0);
+        for r in answers {
+            let r = r.unwrap();
+            match r.status().as_u16() {
+                200 => ok += 1,
+                503 => {
+                    assert_eq!(r.headers()["retry-after"], "2");
+                    let v: Value = r.json().await.unwrap();
+                    assert_eq!(v["error"]["code"], "busy", "{v}");
+                    busy += 1;
+                }
+                other => panic!("status {other}: {}", r.text().await.unwrap()),
+            }
+        }
+        (ok, busy)
+    });
+    // at most 8 admitted (one proving, the rest waiting), every admitted one proved
+    assert!((1..=8).contains(&ok), "{ok} proved");
+    assert_eq!(ok + busy, 14);
+}
