@@ -224,6 +224,38 @@ impl JobStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Fails every running job that has run past its wall limit, `wall(ask event)` seconds,
+    /// and a grace of a second plus a tenth: the ids failed, each with its limit.
+    ///
+    /// # Errors
+    /// `storage`.
+    pub fn fail_overdue(
+        &self,
+        now: u64,
+        wall: impl Fn(&Value) -> u64,
+    ) -> Result<Vec<(String, u64)>, Refusal> {
+        let mut failed = Vec::new();
+        for job in self.in_state(State::Running)? {
+            let ask: Value = serde_json::from_str(&job.ask).unwrap_or_default();
+            let limit = wall(&ask);
+            let deadline = job
+                .updated_at
+                .saturating_add(limit)
+                .saturating_add(1 + limit / 10);
+            if now > deadline {
+                let why = format!("limit: the job ran past its wall limit of {limit} s");
+                // a job that finished meanwhile is left as it is
+                if self
+                    .transition(&job.id, State::Failed, Some(&why), now)
+                    .is_ok()
+                {
+                    failed.push((job.id, limit));
+                }
+            }
+        }
+        Ok(failed)
+    }
+
     /// Records job `job_id` for `ask` with its encrypted `payload`, or returns the job it
     /// already is (`false`: not new).
     ///

@@ -335,3 +335,45 @@ Tasks:
         e.message
     );
 }
+
+#[test]
+fn the_watchdog_fails_running_jobs_past_their_wall_limit_and_no_others() {
+    let schemas = SchemaSet::embedded();
+    let dir = tempfile::tempdir().unwrap();
+    let store = JobStore::open(&dir.path().join("jobs.sqlite"), NOW).unwrap();
+    let buyer = NodeKeys::generate().unwrap();
+    let mut ids = Vec::new();
+    for (d, fill) in [("slow", "aa"), ("quick", "bb"), ("waiting", "cc")] {
+        let ask = Ask::parse(&wasm_ask(&buyer, d, 1000), schemas, NOW).unwrap();
+        let (job, _) = store.submit(&ask, &fill.repeat(32), "sealed", NOW).unwrap();
+        ids.push(job.id);
+    }
+    // two start running at NOW; the third stays accepted
+    for id in &ids[..2] {
+        store.transition(id, State::Running, None, NOW).unwrap();
+    }
+    // a wall limit of 10 s for "slow", 100 s for "quick" (read from the ask's d tag here)
+    let wall = |ask: &Value| -> u64 {
+        let slow = ask["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t[0] == "d" && t[1] == "slow");
+        if slow { 10 } else { 100 }
+    };
+    // within the limit and its grace (10 + 1 + 1): nothing
+    assert!(store.fail_overdue(NOW + 12, wall).unwrap().is_empty());
+    let failed = store.fail_overdue(NOW + 13, wall).unwrap();
+    assert_eq!(failed, vec![(ids[0].clone(), 10)]);
+    let slow = store.get(&ids[0]).unwrap().unwrap();
+    assert_eq!(slow.state, State::Failed);
+    assert!(slow.reason.unwrap().contains("wall limit of 10 s"));
+    assert_eq!(store.get(&ids[1]).unwrap().unwrap().state, State::Running);
+    assert_eq!(store.get(&ids[2]).unwrap().unwrap().state, State::Accepted);
+    // again later: only the quick one, once it too is past its limit
+    assert_eq!(
+        store.fail_overdue(NOW + 200, wall).unwrap(),
+        vec![(ids[1].clone(), 100)]
+    );
+    assert_eq!(store.get(&ids[2]).unwrap().unwrap().state, State::Accepted);
+}

@@ -145,25 +145,13 @@ impl JobService {
     /// that does not watch the clock itself (a proof, a generation) cannot keep a buyer
     /// waiting beyond what was agreed. The engine's late result is then discarded.
     fn watchdog(&self, now: u64) {
-        let Ok(running) = self.store.in_state(JobState::Running) else {
-            return;
-        };
-        for job in running {
-            let ask: Value = serde_json::from_str(&job.ask).unwrap_or_default();
+        let failed = self.store.fail_overdue(now, |ask| {
             let content: Value =
                 serde_json::from_str(ask["content"].as_str().unwrap_or("{}")).unwrap_or_default();
-            let wall = self.wall_secs(&content);
-            if now > job.updated_at + wall + 1 + wall / 10 {
-                tracing::warn!(job = %job.id, wall, "job past its wall limit; failed");
-                let _ = self.store.transition(
-                    &job.id,
-                    JobState::Failed,
-                    Some(&format!(
-                        "limit: the job ran past its wall limit of {wall} s"
-                    )),
-                    now,
-                );
-            }
+            self.wall_secs(&content)
+        });
+        for (id, wall) in failed.unwrap_or_default() {
+            tracing::warn!(job = %id, wall, "job past its wall limit; failed");
         }
     }
 }
