@@ -61,7 +61,7 @@ pub struct Limits {
     /// 268 435 456 (256 MiB).
     pub max_queued_bytes_total: usize,
     /// Seconds of silence from a client before the relay pings it; no frame at all for
-    /// twice this closes the connection. 1 to 3600. Default 30.
+    /// three times this closes the connection. 1 to 3600. Default 30.
     pub ping_interval_secs: u64,
     /// Seconds a connection with no subscription and no negentropy session may send
     /// nothing before it is closed. 1 to 86 400. Default 60.

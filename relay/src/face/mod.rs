@@ -397,7 +397,9 @@ impl Relay {
                 },
                 _ = ping.tick() => {
                     let now = Instant::now();
-                    if now.duration_since(heard) >= ping_every * 2 {
+                    // a ping goes out after one interval of silence; its answer has at
+                    // least one more (a loaded client or link is not taken for a dead one)
+                    if now.duration_since(heard) >= ping_every * 3 {
                         break ("no answer to ping", Some(1001));
                     }
                     let nothing_open = conn.subs.is_empty() && conn.negs.is_empty();
