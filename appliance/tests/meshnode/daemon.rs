@@ -498,17 +498,7 @@ fn nip11_lists_77_only_when_negentropy_is_enabled() {
     assert!(init(&dir, &[]).status.success());
     edit_config(&dir, &[("negentropy = true", "negentropy = false")]);
     let daemon = run_node(&dir);
-    let doc: Value = runtime().block_on(async {
-        http_client()
-            .get(daemon.url("/"))
-            .header("Accept", "application/nostr+json")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    });
+    let doc = runtime().block_on(nip11(&daemon));
     assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40]));
     assert!(daemon.stop("-TERM").success());
 }

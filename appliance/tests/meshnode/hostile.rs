@@ -20,14 +20,21 @@ fn node_dir(d: &tempfile::TempDir) -> PathBuf {
     d.path().join("n")
 }
 
-/// `meshnode run` on the node of `d`, to its end (for start-ups that must fail).
-fn run_dir(d: &tempfile::TempDir) -> Output {
-    run(&[
+/// `meshnode run` on the node of `d`, on an ephemeral port, not started yet.
+fn run_cmd(d: &tempfile::TempDir) -> Command {
+    let mut cmd = meshnode();
+    cmd.args([
         "run",
         node_dir(d).to_str().unwrap(),
         "--listen",
         "127.0.0.1:0",
-    ])
+    ]);
+    cmd
+}
+
+/// `meshnode run` on the node of `d`, to its end (for start-ups that must fail).
+fn run_dir(d: &tempfile::TempDir) -> Output {
+    run_cmd(d).output().expect("meshnode runs")
 }
 
 /// Whether the server closes `s` within `secs` (reads EOF or a reset).
@@ -165,12 +172,7 @@ fn settings_out_of_range_and_open_directories_stop_the_node_naming_them() {
         ("max_batch = 8", "max_batch = 0", "[inference] max_batch"),
     ] {
         let dir = node_with(&[(from, to)]);
-        let o = run(&[
-            "run",
-            node_dir(&dir).to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ]);
+        let o = run_dir(&dir);
         assert_usage_error(&o, says);
     }
     // a node directory others may write to, a key directory others may enter
@@ -178,12 +180,7 @@ fn settings_out_of_range_and_open_directories_stop_the_node_naming_them() {
         let dir = node_with(&[]);
         let p = node_dir(&dir).join(sub);
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m)).unwrap();
-        let o = run(&[
-            "run",
-            node_dir(&dir).to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ]);
+        let o = run_dir(&dir);
         assert_usage_error(&o, &format!("mode {m:04o}"));
     }
     // a public address needs a token
@@ -380,15 +377,8 @@ fn generations_stop_when_their_clients_leave_and_the_queue_is_bounded() {
     let slow = models.path().join("slow");
     slow_model(&slow);
     let dir = node_with(&[("max_queue = 64", "max_queue = 8")]);
-    let mut cmd = meshnode();
-    cmd.args([
-        "run",
-        node_dir(&dir).to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--model",
-        slow.to_str().unwrap(),
-    ]);
+    let mut cmd = run_cmd(&dir);
+    cmd.args(["--model", slow.to_str().unwrap()]);
     let d = Daemon::start(cmd);
     let long =
         serde_json::json!({"model": "slow", "prompt": "x", "max_tokens": 4000, "ignore_eos": true});
@@ -604,14 +594,8 @@ fn a_flood_of_refused_events_is_summarised_not_logged_line_by_line() {
         ("events_per_second = 500.0", "events_per_second = 1.0"),
         ("event_burst = 1000.0", "event_burst = 1.0"),
     ]);
-    let mut cmd = meshnode();
-    cmd.args([
-        "run",
-        node_dir(&dir).to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ])
-    .env("MESHNODE_LOG", "info");
+    let mut cmd = run_cmd(&dir);
+    cmd.env("MESHNODE_LOG", "info");
     let mut d = Daemon::start(cmd);
     let mut err = d.child.stderr.take().unwrap();
     let log = std::thread::spawn(move || {

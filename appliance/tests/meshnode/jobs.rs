@@ -696,20 +696,9 @@ fn a_job_asking_for_everything_gets_the_nodes_maxima_and_the_next_job_still_runs
     let buyer = tempfile::tempdir().unwrap();
     assert!(init(buyer.path(), &[]).status.success());
     // the node says what a job may use
-    runtime().block_on(async {
-        let http = http_client();
-        let doc: Value = http
-            .get(d.url("/"))
-            .header("accept", "application/nostr+json")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(doc["fleetmesh"]["jobs"]["max_wall_secs"], 2, "{doc}");
-        assert_eq!(doc["fleetmesh"]["jobs"]["workers"], 1, "{doc}");
-    });
+    let doc = runtime().block_on(nip11(&d));
+    assert_eq!(doc["fleetmesh"]["jobs"]["max_wall_secs"], 2, "{doc}");
+    assert_eq!(doc["fleetmesh"]["jobs"]["workers"], 1, "{doc}");
     let work = tempfile::tempdir().unwrap();
     std::fs::write(
         work.path().join("spin.wat"),

@@ -192,6 +192,19 @@ async fn status(http: &reqwest::Client, url: String) -> u16 {
     http.get(url).send().await.unwrap().status().as_u16()
 }
 
+/// The NIP-11 document of the node `d`.
+async fn nip11(d: &Daemon) -> Value {
+    http_client()
+        .get(d.url("/"))
+        .header("accept", "application/nostr+json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// GETs `url`: the JSON body.
 async fn get_json(http: &reqwest::Client, url: String) -> Value {
     http.get(url).send().await.unwrap().json().await.unwrap()
