@@ -9,7 +9,8 @@ use fleetmesh_inference::tee::snp::{Product, Report, SnpPolicy, Tcb, verify};
 use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339};
 
 fn vectors() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/tee/sev-snp")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("tests/vectors/tee/sev-snp")
 }
 
 fn read(rel: &str) -> Vec<u8> {

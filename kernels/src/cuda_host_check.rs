@@ -23,7 +23,9 @@ type Expect = Box<dyn Fn(&str)>;
 /// Compiles `host_check.cpp`; `None` (after a message) when there is no compiler and this
 /// is not CI.
 fn compile() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cuda");
+    let dir =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("cuda");
     let out = std::env::temp_dir().join(format!("fleetmesh-host-check-{}", std::process::id()));
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let status = Command::new(&cxx)
@@ -55,7 +57,9 @@ fn compile() -> Option<PathBuf> {
 /// a kernel fails here, on machines without CUDA, rather than at run time on a GPU.
 #[test]
 fn the_cuda_kernels_pass_a_host_compiler_front_end() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cuda");
+    let dir =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("cuda");
     let prelude =
         std::env::temp_dir().join(format!("fleetmesh-kernels-{}.cpp", std::process::id()));
     std::fs::write(

@@ -243,7 +243,10 @@ fn receipts_verify_with_nostr_pass_the_schema_and_blind_the_job_for_the_pair_onl
 #[test]
 fn bacalhau_specs_are_accepted_or_refused_as_each_should_be() {
     use super::bacalhau::{is_spec, parse};
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/bacalhau");
+    let dir = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("tests/vectors/bacalhau");
     let no_download = |u: &str| -> Result<Vec<u8>, String> { Err(format!("no network: {u}")) };
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
     // the wasm sample: its inline module, entry point _start

@@ -655,7 +655,8 @@ fn the_daemon_proves_installed_circuits_over_http() {
     assert!(init(&dir, &[]).status.success());
     edit_config(&dir, &[("backend = \"auto\"", "backend = \"cpu\"")]);
     let fixtures =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom");
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../prover/tests/fixtures/circom");
     let circuit = dir.join("circuits/tiny");
     std::fs::create_dir_all(&circuit).unwrap();
     std::fs::copy(fixtures.join("tiny.zkey"), circuit.join("circuit.zkey")).unwrap();

@@ -9,7 +9,10 @@ use fleetmesh_relay::NodeKeys;
 fn up_demo_answers_every_api_and_jobs_default_to_a_buyer_identity_under_the_home() {
     let home = tempfile::tempdir().unwrap();
     let home = home.path().join("fleetmesh");
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("demo");
+    let demo = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("demo");
     let with_home = |args: &[&str]| {
         let mut c = meshnode();
         c.env("MESHNODE_HOME", &home).args(args);
@@ -61,7 +64,7 @@ fn up_demo_answers_every_api_and_jobs_default_to_a_buyer_identity_under_the_home
         // out = a·w² + b·(a < b) = 3·25 + 11
         assert_eq!(r["public"], serde_json::json!(["86", "3", "11"]), "{r}");
         let vk = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom/tiny_vk.json"),
+            std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom/tiny_vk.json"),
         )
         .unwrap();
         let (status, v) = post_json(&http, &d.url("/v1/proofs/verify"), serde_json::json!({

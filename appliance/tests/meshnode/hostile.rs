@@ -223,7 +223,10 @@ fn web_pages_on_other_sites_cannot_drive_the_apis_and_tokens_are_checked_first()
         ),
     ]);
     let d = run_node(&node_dir(&dir));
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom");
+    let fixtures = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../prover/tests/fixtures/circom");
     let read = |f: &str| std::fs::read_to_string(fixtures.join(f)).unwrap();
     let body = format!(
         "{{\"vk\": {}, \"proof\": {}, \"public\": {}}}",

@@ -384,7 +384,10 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
     }
 
     // a Bacalhau spec from the vendored vectors: its inline Rust WASI module runs here
-    let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/bacalhau");
+    let vectors = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("tests/vectors/bacalhau");
     let (o, sub) = job(
         &["submit", vectors.join("wasm.yaml").to_str().unwrap()],
         &d,
@@ -475,7 +478,10 @@ fn groth16_prove_jobs_return_a_proof_that_proof_verify_accepts() {
     let (node_dir, d) = super::inference::serve(&[], "");
     let buyer = tempfile::tempdir().unwrap();
     assert!(init(buyer.path(), &[]).status.success());
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../prover/tests/fixtures/circom");
+    let fixtures = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../prover/tests/fixtures/circom");
     // the operator installs the circuit; the buyer names it by its zkey's digest
     let circuit = node_dir.path().join("circuits/tiny");
     std::fs::create_dir_all(&circuit).unwrap();

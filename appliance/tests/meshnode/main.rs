@@ -62,7 +62,8 @@ fn assert_usage_error(o: &Output, mentions: &str) {
 
 /// The repository root (every fixture a test reads lives inside it).
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("..")
 }
 
 fn init(dir: &Path, extra: &[&str]) -> Output {

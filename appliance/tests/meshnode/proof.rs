@@ -189,7 +189,7 @@ fn batch_verify_names_bad_items_by_directory_and_by_manifest() {
 
 /// The prover's circom/snarkjs fixtures.
 fn circom(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .join("../prover/tests/fixtures/circom")
         .join(name)
 }

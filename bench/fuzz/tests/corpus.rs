@@ -5,14 +5,16 @@
 //! directory for the `replay` test below.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use fleetmesh_fuzz::{Harness, Rng, TARGETS, mutate};
 
 fn corpus_dir(target: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("corpus")
-        .join(target)
+    std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("corpus")
+    .join(target)
 }
 
 fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
@@ -62,10 +64,15 @@ fn every_target_has_a_seed_corpus() {
             "bench/fuzz/corpus/{name}/ holds no seed"
         );
     }
-    let dirs: Vec<String> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let dirs: Vec<String> = std::fs::read_dir(
+        std::path::PathBuf::from(
+            std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+        )
+        .join("corpus"),
+    )
+    .unwrap()
+    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    .collect();
     for d in dirs {
         assert!(
             fleetmesh_fuzz::harness(&d).is_some(),

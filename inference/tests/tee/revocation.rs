@@ -284,16 +284,20 @@ fn ocsp_responses_made_here_are_verified_and_a_revoked_certificate_is_refused() 
 // ---- fixtures from Python's `cryptography` (tests/vectors/tee/pki/gen.py) ----
 
 fn fixture(name: &str) -> Vec<u8> {
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/vectors/tee/pki")
-        .join(name);
+    let p = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("tests/vectors/tee/pki")
+    .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn vector(rel: &str) -> Vec<u8> {
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/vectors/tee")
-        .join(rel);
+    let p = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("tests/vectors/tee")
+    .join(rel);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

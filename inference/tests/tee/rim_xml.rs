@@ -145,9 +145,11 @@ fn duplicate_attributes_dtds_deep_nesting_and_bad_bytes_are_refused() {
 }
 
 fn rim(f: &str) -> String {
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/vectors/tee/nvidia/nvtrust")
-        .join(f);
+    let p = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("tests/vectors/tee/nvidia/nvtrust")
+    .join(f);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

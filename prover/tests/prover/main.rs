@@ -11,7 +11,8 @@ mod verify;
 
 /// The circom/snarkjs fixture folder.
 pub fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/circom")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/circom")
 }
 
 /// A fixture's bytes.

@@ -8,7 +8,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 fn vectors() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors")
+    std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("tests/vectors")
 }
 
 fn json(name: &str) -> Value {

@@ -11,7 +11,8 @@ use nostr::JsonUtil as _;
 use serde_json::Value;
 
 fn vectors() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("tests/vectors")
 }
 
 fn hex32(s: &str) -> [u8; 32] {
