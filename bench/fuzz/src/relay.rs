@@ -135,17 +135,37 @@ pub fn client_message(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    // The one-pass EVENT parser the face tries first must never accept what the general
+    // path refuses, nor read an event differently.
+    let fast = Event::from_event_message(text);
     let Ok(value) = serde_json::from_str::<Value>(text) else {
+        assert!(
+            fast.is_none(),
+            "the fast path took a message that is not JSON"
+        );
         return;
     };
     let Some(arr) = value.as_array() else {
+        assert!(
+            fast.is_none(),
+            "the fast path took a message that is not an array"
+        );
         return;
     };
     match arr.first().and_then(Value::as_str) {
         Some("EVENT") => {
-            if let [_, raw] = arr.as_slice()
-                && let Ok(ev) = Event::from_value(raw)
-            {
+            let general = match arr.as_slice() {
+                [_, raw] => Event::from_value(raw).ok(),
+                _ => None,
+            };
+            if let Some(fast) = &fast {
+                assert_eq!(
+                    Some(fast),
+                    general.as_ref(),
+                    "the two EVENT parsers disagree"
+                );
+            }
+            if let Some(ev) = general {
                 check_event(&ev);
             }
         }
@@ -171,7 +191,10 @@ pub fn client_message(data: &[u8]) {
                 neg_respond(&msg);
             }
         }
-        _ => {}
+        _ => assert!(
+            fast.is_none(),
+            "the fast path took a message that is not an EVENT"
+        ),
     }
 }
 

@@ -182,6 +182,18 @@ impl Event {
         Event::from_wire(wire)
     }
 
+    /// Parses a whole `["EVENT", {...}]` client message in one pass, borrowing the hex
+    /// fields from `text` instead of building a JSON tree first (the relay's hot path).
+    /// Checks the shape only: **does not verify**. `None` for anything else, a malformed
+    /// event included: the caller then takes the general path, which names what is wrong.
+    pub fn from_event_message(text: &str) -> Option<Event> {
+        let (tag, wire): (&str, Wire<'_>) = serde_json::from_str(text).ok()?;
+        if tag != "EVENT" {
+            return None;
+        }
+        Event::from_wire(wire).ok()
+    }
+
     /// Like [`Event::from_json`], from an already parsed JSON value.
     ///
     /// # Errors

@@ -111,6 +111,20 @@ impl Connection {
                 limits.max_message_length
             ));
         }
+        // The common case first: a well-formed EVENT, parsed in one pass.
+        if text.trim_start().starts_with("[\"EVENT\"")
+            && let Some(event) = Event::from_event_message(text)
+        {
+            self.relay.metrics.events_received.fetch_add(1, Relaxed);
+            if !self.events.take() {
+                return self.reject(
+                    &event.id_hex(),
+                    Rejection::RateLimited,
+                    "rate-limited: slow down, too many events",
+                );
+            }
+            return self.on_parsed_event(event);
+        }
         let value: Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => return self.notice(&format!("invalid: message is not JSON: {e}")),
@@ -135,7 +149,6 @@ impl Connection {
 
     pub(super) fn on_event(&mut self, arr: &[Value]) -> bool {
         let relay = self.relay.clone();
-        let limits = &relay.limits;
         relay.metrics.events_received.fetch_add(1, Relaxed);
         let raw = match arr {
             [_, ev] => ev,
@@ -168,6 +181,14 @@ impl Connection {
                 return self.reject(&claimed_id, Rejection::Invalid, &msg);
             }
         };
+        self.on_parsed_event(event)
+    }
+
+    /// An event of the right shape: admitted (signature, limits, schema), then stored, or
+    /// fanned out when ephemeral.
+    fn on_parsed_event(&mut self, event: Event) -> bool {
+        let relay = self.relay.clone();
+        let limits = &relay.limits;
         let id = event.id_hex();
         if let Err(msg) = limits.admit(&event, relay.schemas, now()) {
             return self.reject(&id, Rejection::Invalid, &msg);

@@ -97,6 +97,10 @@ const LIVE_CAPACITY: usize = 8192;
 const FLUSH_EVERY: usize = 256;
 /// Stored events read per page while a REQ's answer streams out.
 const PAGE: usize = 32;
+
+/// Most events per store transaction. A commit writes each B-tree page it changed once, so
+/// when the writer falls behind, larger groups cost less per event (and it catches up).
+const WRITE_BATCH: usize = 4096;
 /// Read-only store connections: the most queries running at once, all clients together.
 const READERS: usize = 8;
 
@@ -109,7 +113,7 @@ impl Relay {
     /// # Errors
     /// If the store cannot be opened.
     pub fn start(db: &Path, config: RelayConfig) -> Result<(Arc<Relay>, JoinHandle<()>)> {
-        let (writer, handle) = Writer::start(db, config.durability, 65_536, 1024)?;
+        let (writer, handle) = Writer::start(db, config.durability, 65_536, WRITE_BATCH)?;
         let readers = Arc::new(Readers::new(db, READERS)?);
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let (shutdown, _) = watch::channel(false);

@@ -151,11 +151,24 @@ pub fn migrate(conn: &mut Connection, path: &Path, migrations: &[&str]) -> Resul
     if found == newest {
         return Ok(());
     }
+    // An existing file's migration can rewrite whole tables: say so before, and after.
+    let started = std::time::Instant::now();
+    if found > 0 {
+        tracing::info!(path = %path.display(), from = found, to = newest, "migrating the database");
+    }
     let tx = conn.transaction().map_err(sql)?;
     for (v, step) in migrations.iter().enumerate().skip(found as usize) {
         tx.execute_batch(step)
             .and_then(|()| tx.pragma_update(None, "user_version", v as i64 + 1))
             .map_err(sql)?;
     }
-    tx.commit().map_err(sql)
+    tx.commit().map_err(sql)?;
+    if found > 0 {
+        tracing::info!(
+            path = %path.display(),
+            secs = started.elapsed().as_secs_f64(),
+            "database migrated"
+        );
+    }
+    Ok(())
 }

@@ -326,3 +326,125 @@ fn repeated_tags_do_not_eat_into_the_limit() {
         vec![b.id, a.id, c.id]
     );
 }
+
+/// Rows of the tag index, read with SQLite directly.
+fn tag_rows(path: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM tags", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn the_tag_index_follows_replacement_deletion_and_expiry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s.db");
+    let mut s = Store::create(&path).unwrap();
+    let k = NodeKeys::generate().unwrap();
+    let v1 = ev(
+        &k,
+        30000,
+        100,
+        &[&["d", "x"], &["t", "a"], &["t", "a"]],
+        "v1",
+    );
+    let v2 = ev(&k, 30000, 200, &[&["d", "x"], &["t", "b"]], "v2");
+    let note = ev(&k, 1, 100, &[&["t", "a"], &["p", &"ab".repeat(32)]], "note");
+    let brief = ev(&k, 1, 100, &[&["t", "a"], &["expiration", "1000"]], "brief");
+    for e in [&v1, &v2, &note, &brief] {
+        assert_eq!(s.insert_event(e).unwrap(), InsertOutcome::Stored);
+    }
+    // v2 replaced v1 (d, t=b); note (t, p); brief (t); a repeated tag is one entry
+    assert_eq!(tag_rows(&path), 5);
+    assert_eq!(ids(&s, json!({"#t": ["b"]})), vec![v2.id]);
+    assert!(ids(&s, json!({"#d": ["x"], "#t": ["a"]})).is_empty());
+    let del = ev(&k, 5, 300, &[&["e", &note.id_hex()]], "");
+    s.insert_event(&del).unwrap();
+    // the note's two entries went with it; the deletion's own `e` tag came in
+    assert_eq!(tag_rows(&path), 4);
+    assert_eq!(s.purge_expired(2000).unwrap(), 1);
+    assert_eq!(tag_rows(&path), 3, "the expired event's entry went with it");
+    assert!(ids(&s, json!({"#t": ["a"]})).is_empty());
+    // deletion records are read again by a new connection: the note stays out
+    drop(s);
+    let mut s = Store::open(&path).unwrap();
+    assert_eq!(s.insert_event(&note).unwrap(), InsertOutcome::Deleted);
+    assert_eq!(s.insert_event(&del).unwrap(), InsertOutcome::Duplicate);
+}
+
+#[test]
+fn a_version_1_store_is_migrated_with_its_events_and_tags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("v1.db");
+    let k = NodeKeys::generate().unwrap();
+    let tagged = ev(&k, 1, 100, &[&["t", "old"], &["t", "old"]], "stored by v1");
+    let meta = ev(&k, 0, 100, &[], "{}");
+    {
+        // the schema of version 1, as earlier builds wrote it
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE events (rid INTEGER PRIMARY KEY, id BLOB NOT NULL UNIQUE,
+                pubkey BLOB NOT NULL, created_at INTEGER NOT NULL, kind INTEGER NOT NULL,
+                dtag TEXT, expires_at INTEGER, raw TEXT NOT NULL);
+             CREATE INDEX events_created ON events (created_at, id);
+             CREATE INDEX events_kind ON events (kind, created_at);
+             CREATE INDEX events_author ON events (pubkey, created_at);
+             CREATE INDEX events_author_kind ON events (pubkey, kind, created_at);
+             CREATE INDEX events_replace ON events (pubkey, kind, dtag) WHERE dtag IS NOT NULL;
+             CREATE INDEX events_expiry ON events (expires_at) WHERE expires_at IS NOT NULL;
+             CREATE TABLE tags (rid INTEGER NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,
+                created_at INTEGER NOT NULL);
+             CREATE INDEX tags_value ON tags (name, value, created_at);
+             CREATE INDEX tags_rid ON tags (rid);
+             CREATE TABLE deletions (target TEXT NOT NULL, pubkey BLOB NOT NULL,
+                deleted_at INTEGER NOT NULL, PRIMARY KEY (target, pubkey)) WITHOUT ROWID;
+             CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+        for (rid, e, dtag) in [(1, &tagged, None), (2, &meta, Some(""))] {
+            c.execute(
+                "INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7)",
+                rusqlite::params![
+                    rid,
+                    &e.id[..],
+                    &e.pubkey[..],
+                    e.created_at as i64,
+                    e.kind,
+                    dtag,
+                    e.to_json()
+                ],
+            )
+            .unwrap();
+        }
+        for _ in 0..2 {
+            c.execute("INSERT INTO tags VALUES (1, 't', 'old', 100)", [])
+                .unwrap();
+        }
+    }
+    let mut s = Store::open(&path).unwrap();
+    assert_eq!(
+        s.schema_version().unwrap(),
+        fleetmesh_relay::store::SCHEMA_VERSION
+    );
+    assert_eq!(tag_rows(&path), 1, "the repeated tag became one entry");
+    assert_eq!(ids(&s, json!({"#t": ["old"]})), vec![tagged.id]);
+    let author = hex::encode(k.nostr_pubkey());
+    assert_eq!(ids(&s, json!({"authors": [author]})).len(), 2);
+    assert_eq!(
+        ids(&s, json!({"authors": [author], "kinds": [0]})),
+        vec![meta.id]
+    );
+    // and the migrated store keeps working: a newer version replaces, a deletion deletes
+    let meta2 = ev(&k, 0, 200, &[], "{\"name\":\"x\"}");
+    assert_eq!(s.insert_event(&meta2).unwrap(), InsertOutcome::Stored);
+    let del = ev(&k, 5, 300, &[&["e", &tagged.id_hex()]], "");
+    s.insert_event(&del).unwrap();
+    assert!(ids(&s, json!({"#t": ["old"]})).is_empty());
+    assert_eq!(tag_rows(&path), 1, "only the deletion's own `e` tag");
+    assert_eq!(
+        ids(&s, json!({"authors": [author]})),
+        vec![del.id, meta2.id]
+    );
+}

@@ -3,7 +3,10 @@
 //! ```text
 //! cargo run --release -p fleetmesh-bench -- attacks [--meshnode PATH]   (bench/attacks.sh)
 //! cargo run --release -p fleetmesh-bench -- events [N]
-//! cargo run --release -p fleetmesh-bench -- relay [--events N] [--conns K] [--reqs M]
+//! cargo run --release -p fleetmesh-bench -- relay [--prefill N,..] [--events N] [--conns K]
+//!     [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]
+//!     (bench/relay.sh installs the LocalRelay 0.45.1 baseline)
+//! cargo run --release -p fleetmesh-bench -- store [--events N] [--window W] [--dir DIR]
 //! cargo run --release -p fleetmesh-bench -- sync [--items N]... [--diffs D]... [--relay-max N]
 //! cargo run --release -p fleetmesh-bench -- groth16-verify [N]
 //! cargo run --release -p fleetmesh-bench -- groth16-prove [K] [ROUNDS]   (2^K domain; 14 uses the
@@ -15,12 +18,14 @@ mod events;
 mod groth16;
 mod llm;
 mod relay;
+mod relay_client;
+mod store;
 mod sync;
 mod wasi;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench relay [--events N] [--conns K] [--reqs M]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
+        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench relay [--prefill N,..] [--events N] [--conns K] [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]\n       fleetmesh-bench store [--events N] [--window W] [--dir DIR]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
     );
     std::process::exit(2);
 }
@@ -36,7 +41,8 @@ fn main() {
             events::run(n.max(1));
         }
         Some("relay") => relay::run(&args[1..]),
-        Some("relay-client") => relay::client(&args[1..]),
+        Some("relay-client") => relay_client::client(&args[1..]),
+        Some("store") => store::run(&args[1..]),
         Some("sync") => sync::run(&args[1..]),
         Some("groth16-verify") => {
             let n = args

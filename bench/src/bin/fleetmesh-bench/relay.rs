@@ -1,58 +1,115 @@
-//! `relay`: our relay face against rust-nostr's `nostr-relay-builder` `LocalRelay`, in the
-//! same run, driven by the same load.
+//! `relay`: our relay face against rust-nostr's `LocalRelay`, in the same run, driven by the
+//! same load, as the stores grow.
 //!
-//! The load generator runs in a child process (`relay-client`) so that its CPU time can be
-//! reported apart from the relay's, and it signs every event before the clock starts, so
-//! the relay and not the client is what is measured. Phases:
+//! ```text
+//! fleetmesh-bench relay [--prefill N,N,..] [--events N] [--conns K] [--window W]
+//!                       [--reqs M] [--rounds R] [--python PATH] [--baselines B,B,..]
+//! ```
 //!
-//! 1. ingest: N events over K connections, at most 128 in flight per connection; events/s
-//!    from the first send to the last `OK`, and the `OK` latency per event;
-//! 2. queries: M REQs spread over the K connections (by author, and by kind and tag, each
-//!    with results), REQ → EOSE latency.
+//! Every relay runs at once, each on its own store: ours (`meshnode`'s relay with its
+//! defaults: SQLite WAL on disk, `OK` only after the commit) and the baselines, each with
+//! its rate limits raised so that none throttles the load. Baselines (`--baselines`):
 //!
-//! Our relay runs with its defaults (SQLite in WAL mode, `OK` after commit) except for the
-//! per-connection rate limits, raised for both relays so that neither throttles the load.
+//! - `0.45`: rust-nostr 0.45.1's `LocalRelay` on its default in-memory store, which keeps
+//!   only the newest 75 000 events (older ones are evicted: it never holds more), from the
+//!   PyPI `nostr-sdk` bindings (the Rust relay under a thin Python start-up script,
+//!   `bench/relay_baseline.py`) run by the interpreter `--python` names (default:
+//!   `$FLEETMESH_BENCH_PYTHON`, else the venv `bench/relay.sh` makes);
+//! - `0.44`: `nostr-relay-builder` 0.44.1's `LocalRelay` in this process (in-memory, the
+//!   same 75 000 cap), the baseline of earlier runs, kept for history.
+//!
+//! For each prefill stage (ascending), each relay is first filled to that many events
+//! through the normal path (`relay-client fill`; its rate is printed too), then R timed
+//! rounds alternate between the relays: EVENTS new events over K connections with at most
+//! W in flight on each (events/s from the first send to the last `OK`, and each `OK`'s
+//! latency), then M REQs by author, by kind and tag, and by time range. Each stage prints
+//! the median round of each relay and ours against each baseline. At the end: our store's
+//! size per event and the time to list every event's NIP-77 item.
 
-use std::collections::HashMap;
+use std::io::BufRead as _;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fleetmesh_relay::filter::{Filter, FilterLimits};
 use fleetmesh_relay::limits::Limits;
-use fleetmesh_relay::{NodeKeys, Relay, RelayConfig, Store, UnsignedEvent};
-use futures_util::{SinkExt as _, StreamExt as _};
-use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
+use fleetmesh_relay::{Relay, RelayConfig, Store};
+use serde_json::Value;
 
 struct Opts {
+    prefill: Vec<usize>,
     events: usize,
     conns: usize,
+    window: usize,
     reqs: usize,
+    rounds: usize,
+    python: PathBuf,
+    baselines: Vec<String>,
+}
+
+fn default_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("FLEETMESH_BENCH_PYTHON") {
+        return p.into();
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    home.join(".cache/fleetmesh/bench-venv/bin/python")
 }
 
 fn parse(args: &[String]) -> Opts {
     let mut o = Opts {
-        events: 20_000,
-        conns: 8,
-        reqs: 400,
+        prefill: vec![0, 100_000, 1_000_000],
+        events: 40_000,
+        conns: 16,
+        window: 64,
+        reqs: 480,
+        rounds: 2,
+        python: default_python(),
+        baselines: vec!["0.45".into(), "0.44".into()],
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let v = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-            eprintln!("relay: {a} needs a number");
+        let Some(v) = it.next() else {
+            eprintln!("relay: {a} needs a value");
             std::process::exit(2)
-        });
+        };
+        let num = |s: &str| -> usize {
+            s.replace('_', "").parse().unwrap_or_else(|_| {
+                eprintln!("relay: {a} needs a number, not {s}");
+                std::process::exit(2)
+            })
+        };
         match a.as_str() {
-            "--events" => o.events = v,
-            "--conns" => o.conns = v,
-            "--reqs" => o.reqs = v,
+            "--prefill" => o.prefill = v.split(',').map(num).collect(),
+            "--events" => o.events = num(v),
+            "--conns" => o.conns = num(v).max(1),
+            "--window" => o.window = num(v).max(1),
+            "--reqs" => o.reqs = num(v),
+            "--rounds" => o.rounds = num(v).max(1),
+            "--python" => o.python = v.into(),
+            "--baselines" => {
+                o.baselines = v
+                    .split(',')
+                    .filter(|b| !b.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                if let Some(b) = o
+                    .baselines
+                    .iter()
+                    .find(|b| !["0.45", "0.44"].contains(&b.as_str()))
+                {
+                    eprintln!("relay: unknown baseline {b} (0.45, 0.44)");
+                    std::process::exit(2)
+                }
+            }
             _ => {
                 eprintln!("relay: unknown option {a}");
                 std::process::exit(2)
             }
         }
     }
-    o.conns = o.conns.max(1);
+    o.prefill.sort_unstable();
     o
 }
 
@@ -68,44 +125,26 @@ fn children_cpu() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-/// Runs the client process against `url`; returns its report and its CPU time.
-fn drive(url: &str, o: &Opts) -> (Value, Duration) {
+/// Runs the load generator with `args`; its JSON report and its CPU time, or `None` when it
+/// failed (its own message is on stderr).
+fn client(args: &[String]) -> Option<(Value, Duration)> {
     let before = children_cpu();
-    let out = std::process::Command::new(std::env::current_exe().expect("own path"))
-        .args([
-            "relay-client",
-            url,
-            &o.events.to_string(),
-            &o.conns.to_string(),
-            &o.reqs.to_string(),
-        ])
-        .stderr(std::process::Stdio::inherit())
+    let out = Command::new(std::env::current_exe().expect("own path"))
+        .arg("relay-client")
+        .args(args)
+        .stderr(Stdio::inherit())
         .output()
         .expect("the client runs");
-    assert!(out.status.success(), "the load generator failed");
+    if !out.status.success() {
+        return None;
+    }
     let report: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
-    (report, children_cpu() - before)
-}
-
-async fn start_ours(dir: &std::path::Path) -> (Arc<Relay>, String, tokio::task::JoinHandle<()>) {
-    let db = dir.join("bench.db");
-    drop(Store::create(&db).expect("a fresh store"));
-    let limits = Limits {
-        events_per_second: 1e9,
-        event_burst: 1e9,
-        reqs_per_second: 1e9,
-        req_burst: 1e9,
-        ..Limits::default()
-    };
-    serve(&db, limits).await
+    Some((report, children_cpu() - before))
 }
 
 /// Our relay on the store at `db` with `limits`, listening on 127.0.0.1:0: the relay, its
 /// `ws://` URL and the server task.
-pub async fn serve(
-    db: &std::path::Path,
-    limits: Limits,
-) -> (Arc<Relay>, String, tokio::task::JoinHandle<()>) {
+pub async fn serve(db: &Path, limits: Limits) -> (Arc<Relay>, String, tokio::task::JoinHandle<()>) {
     let (relay, _writer) = Relay::start(
         db,
         RelayConfig {
@@ -121,264 +160,299 @@ pub async fn serve(
     (relay, format!("ws://{addr}/"), server)
 }
 
-/// Parent: runs both relays in turn and prints the comparison.
+/// One relay under test.
+struct Target {
+    name: String,
+    url: String,
+    stored: usize,
+    /// Of which filled (old) events.
+    filled: usize,
+    /// Why it is left out of the rest of the run.
+    failed: Option<&'static str>,
+    /// Kept alive while the relay runs.
+    _guard: Guard,
+}
+
+#[allow(dead_code)] // each variant only holds what must live as long as its relay
+enum Guard {
+    Ours(Arc<Relay>, tokio::task::JoinHandle<()>),
+    Python(Child),
+    InProcess(Box<nostr_relay_builder::prelude::LocalRelay>),
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        match self {
+            Guard::Ours(relay, server) => {
+                relay.close_all();
+                server.abort();
+            }
+            Guard::Python(child) => {
+                drop(child.stdin.take()); // the script stops when its stdin closes
+                let _ = child.wait();
+            }
+            Guard::InProcess(local) => local.shutdown(),
+        }
+    }
+}
+
+fn start_python(python: &Path) -> Target {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("relay_baseline.py");
+    let mut child = Command::new(python)
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| {
+            eprintln!(
+                "relay: cannot run {} ({e}); bench/relay.sh makes a venv with nostr-sdk 0.45.1, \
+                 or pass --python PATH or --baselines 0.44",
+                python.display()
+            );
+            std::process::exit(1)
+        });
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("the baseline prints its URL");
+    assert!(line.starts_with("ws://"), "baseline said {line:?}");
+    Target {
+        name: "LocalRelay 0.45.1".into(),
+        url: line.trim().to_owned(),
+        stored: 0,
+        filled: 0,
+        failed: None,
+        _guard: Guard::Python(child),
+    }
+}
+
+fn raised_limits() -> Limits {
+    Limits {
+        events_per_second: 1e9,
+        event_burst: 1e9,
+        reqs_per_second: 1e9,
+        req_burst: 1e9,
+        ..Limits::default()
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+/// Parent: runs every relay and prints the comparison.
 pub fn run(args: &[String]) {
     let o = parse(args);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    println!(
-        "relay: {} events over {} connections, then {} REQs; load generator in a child process",
-        o.events, o.conns, o.reqs
-    );
-
     let dir = tempfile::tempdir().expect("temp dir");
-    let (relay, url, server) = rt.block_on(start_ours(dir.path()));
-    let (ours, ours_cpu) = drive(&url, &o);
+    let db = dir.path().join("bench.db");
+    drop(Store::create(&db).expect("a fresh store"));
+    let (relay, url, server) = rt.block_on(serve(&db, raised_limits()));
+    let mut targets = vec![Target {
+        name: "fleetmesh".into(),
+        url,
+        stored: 0,
+        filled: 0,
+        failed: None,
+        _guard: Guard::Ours(relay, server),
+    }];
+    for b in &o.baselines {
+        targets.push(match b.as_str() {
+            "0.44" => rt.block_on(async {
+                use nostr_relay_builder::prelude::*;
+                let builder = RelayBuilder::default()
+                    .addr(std::net::IpAddr::from([127, 0, 0, 1]))
+                    .rate_limit(RateLimit {
+                        max_reqs: 100_000,
+                        notes_per_minute: u32::MAX,
+                    });
+                let local = LocalRelay::new(builder);
+                local.run().await.expect("LocalRelay starts");
+                Target {
+                    name: "LocalRelay 0.44.1".into(),
+                    url: local.url().await.to_string(),
+                    stored: 0,
+                    filled: 0,
+                    failed: None,
+                    _guard: Guard::InProcess(Box::new(local)),
+                }
+            }),
+            _ => start_python(&o.python),
+        });
+    }
+    println!(
+        "relay: prefill {:?}; rounds of {} events over {} connections ({} in flight each), \
+         then {} REQs; {} rounds per relay per stage, alternating; load generator in a child \
+         process",
+        o.prefill, o.events, o.conns, o.window, o.reqs, o.rounds
+    );
+    for &stage in &o.prefill {
+        println!("\n== {stage} events stored before the rounds ==");
+        for t in &mut targets {
+            if t.stored < stage && t.failed.is_none() {
+                let count = stage - t.stored;
+                let args = [
+                    "fill".into(),
+                    t.url.clone(),
+                    count.to_string(),
+                    o.conns.to_string(),
+                ];
+                match client(&args) {
+                    Some((r, _)) => println!(
+                        "fill {:<20} {count:>9} events at {:>8.0} events/s ({} accepted)",
+                        t.name,
+                        r["events_per_sec"].as_f64().unwrap_or(f64::NAN),
+                        r["accepted"]
+                    ),
+                    None => t.failed = Some("the fill failed"),
+                }
+                t.stored = stage;
+                t.filled += count;
+            }
+        }
+        let mut reports: Vec<Vec<(Value, Duration)>> = vec![Vec::new(); targets.len()];
+        for _ in 0..o.rounds {
+            for (t, rep) in targets.iter_mut().zip(&mut reports) {
+                if t.failed.is_some() {
+                    continue;
+                }
+                let args = [
+                    "round".into(),
+                    t.url.clone(),
+                    o.events.to_string(),
+                    o.conns.to_string(),
+                    o.window.to_string(),
+                    o.reqs.to_string(),
+                    t.filled.to_string(),
+                ];
+                match client(&args) {
+                    Some(r) => rep.push(r),
+                    None => t.failed = Some("a round failed"),
+                }
+                t.stored += o.events;
+            }
+        }
+        for t in &targets {
+            if let Some(why) = t.failed {
+                println!("{}: left out ({why}; its messages are above)", t.name);
+            }
+        }
+        print_stage(&o, &targets, &reports);
+    }
+    let Guard::Ours(relay, _) = &targets[0]._guard else {
+        unreachable!("ours is first")
+    };
     relay.close_all();
-    server.abort();
-    drop(relay);
+    drop(targets);
+    let store = Store::open_read_only(&db).expect("our store");
+    let (n, size) = (
+        store.event_count().expect("count"),
+        store.size_bytes().expect("size"),
+    );
+    println!(
+        "\nours: {n} events in {:.1} MB ({:.0} bytes per event)",
+        size as f64 / 1e6,
+        size as f64 / n.max(1) as f64
+    );
+    let all =
+        Filter::from_value(&serde_json::json!({}), FilterLimits { max_values: 1 }).expect("filter");
+    let t = Instant::now();
+    let items = store
+        .negentropy_items(&[all], usize::MAX, fleetmesh_relay::store::now())
+        .expect("items")
+        .expect("no bound");
+    println!(
+        "ours: NIP-77 items of all {} events in {:.3} s",
+        items.len(),
+        t.elapsed().as_secs_f64()
+    );
+}
 
-    let (theirs, theirs_cpu) = rt.block_on(async {
-        use nostr_relay_builder::prelude::*;
-        let builder = RelayBuilder::default()
-            .addr(std::net::IpAddr::from([127, 0, 0, 1]))
-            .rate_limit(RateLimit {
-                max_reqs: 100_000,
-                notes_per_minute: u32::MAX,
-            });
-        let local = LocalRelay::new(builder);
-        local.run().await.expect("LocalRelay starts");
-        let url = local.url().await.to_string();
-        let r = tokio::task::spawn_blocking({
-            let o = Opts { ..o };
-            move || drive(&url, &o)
-        })
-        .await
-        .expect("client");
-        local.shutdown();
-        r
-    });
+/// A printed row: its name, how it is read off a report, and whether higher is better.
+type Row<'a> = (&'static str, Box<dyn Fn(&Value) -> f64 + 'a>, bool);
 
-    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    let row = |name: &str, key: &str, higher_is_better: bool| {
-        let (a, b) = (f(&ours, key), f(&theirs, key));
-        let ratio = if higher_is_better { a / b } else { b / a };
-        println!("{name:<22} {a:>12.2} {b:>14.2}   x{ratio:.2}");
+fn print_stage(o: &Opts, targets: &[Target], reports: &[Vec<(Value, Duration)>]) {
+    let med = |i: usize, f: &dyn Fn(&Value) -> f64| {
+        median(reports[i].iter().map(|(r, _)| f(r)).collect())
     };
-    println!(
-        "{:<22} {:>12} {:>14}   advantage",
-        "", "fleetmesh", "LocalRelay"
-    );
-    row("ingest events/s", "events_per_sec", true);
-    row("OK p50 ms", "ok_p50_ms", false);
-    row("OK p99 ms", "ok_p99_ms", false);
-    row("REQ->EOSE p50 ms", "eose_p50_ms", false);
-    row("REQ->EOSE p99 ms", "eose_p99_ms", false);
-    println!(
-        "{:<22} {:>12} {:>14}",
-        "events accepted", ours["accepted"], theirs["accepted"]
-    );
-    println!(
-        "{:<22} {:>12} {:>14}",
-        "events per REQ",
-        f(&ours, "req_events") / o.reqs as f64,
-        f(&theirs, "req_events") / o.reqs as f64
-    );
-    println!(
-        "{:<22} {:>12.2} {:>14.2}",
-        "client CPU s",
-        ours_cpu.as_secs_f64(),
-        theirs_cpu.as_secs_f64()
-    );
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+    let key = |k: &'static str| move |r: &Value| r[k].as_f64().unwrap_or(f64::NAN);
+    let pair = |k: &'static str, j: usize| move |r: &Value| r[k][j].as_f64().unwrap_or(f64::NAN);
+    let rows: Vec<Row<'_>> = vec![
+        ("ingest events/s", Box::new(key("events_per_sec")), true),
+        ("OK p50 ms", Box::new(key("ok_p50_ms")), false),
+        ("OK p99 ms", Box::new(key("ok_p99_ms")), false),
+        ("REQ->EOSE p50 ms", Box::new(key("eose_p50_ms")), false),
+        ("REQ->EOSE p99 ms", Box::new(key("eose_p99_ms")), false),
+        (
+            "  author p50 ms",
+            Box::new(pair("eose_author_ms", 0)),
+            false,
+        ),
+        (
+            "  author p99 ms",
+            Box::new(pair("eose_author_ms", 1)),
+            false,
+        ),
+        ("  kind+tag p50 ms", Box::new(pair("eose_tag_ms", 0)), false),
+        ("  kind+tag p99 ms", Box::new(pair("eose_tag_ms", 1)), false),
+        (
+            "  time range p50 ms",
+            Box::new(pair("eose_range_ms", 0)),
+            false,
+        ),
+        (
+            "  time range p99 ms",
+            Box::new(pair("eose_range_ms", 1)),
+            false,
+        ),
+        (
+            "events per REQ",
+            Box::new(move |r: &Value| key("req_events")(r) / o.reqs.max(1) as f64),
+            true,
+        ),
+        ("empty REQs", Box::new(key("empty_reqs")), false),
+        ("accepted", Box::new(key("accepted")), true),
+    ];
+    print!("{:<22}", "");
+    for t in targets {
+        print!(" {:>26}", t.name);
     }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1000.0
-}
-
-/// `["OK","<id>",true...` → (id, accepted), without a JSON parse. Relays write these
-/// compactly (both measured here do); anything else is skipped.
-fn parse_ok(t: &str) -> Option<(&str, bool)> {
-    let rest = t.strip_prefix("[\"OK\",\"")?;
-    let (id, rest) = rest.split_at_checked(64)?;
-    let rest = rest.strip_prefix("\",")?;
-    Some((id, rest.starts_with("true")))
-}
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-const WINDOW: usize = 128;
-
-/// Child: the load generator. Prints one JSON report on stdout.
-pub fn client(args: &[String]) {
-    let [url, n, k, m] = args else {
-        eprintln!("relay-client URL EVENTS CONNS REQS");
-        std::process::exit(2)
-    };
-    let (n, k, m): (usize, usize, usize) =
-        (n.parse().unwrap(), k.parse().unwrap(), m.parse().unwrap());
-    // Everything signed before the clock starts.
-    let keys: Vec<NodeKeys> = (0..k).map(|_| NodeKeys::generate().unwrap()).collect();
-    let base = fleetmesh_relay::store::now() - n as u64;
-    let mut per_conn: Vec<Vec<(String, String)>> = vec![Vec::new(); k];
-    for i in 0..n {
-        let e = keys[i % k]
-            .sign(UnsignedEvent {
-                created_at: base + i as u64,
-                kind: 1,
-                tags: vec![vec!["t".into(), format!("bench{}", i % 10)]],
-                content: format!("benchmark event {i}: a sentence of ordinary length to carry."),
-            })
-            .unwrap();
-        per_conn[i % k].push((e.id_hex(), format!("[\"EVENT\",{}]", e.to_json())));
+    for t in &targets[1..] {
+        print!(" {:>16}", format!("vs {}", short(&t.name)));
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let report = rt.block_on(async move {
-        let mut sockets = Vec::new();
-        for _ in 0..k {
-            // TCP_NODELAY on the client too: with Nagle and delayed ACKs a request/response
-            // exchange waits ~40 ms, whichever relay is on the other end.
-            let (ws, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), None, true)
-                .await
-                .expect("connect");
-            sockets.push(ws);
+    println!();
+    for (name, f, higher_is_better) in rows {
+        print!("{name:<22}");
+        let vals: Vec<f64> = (0..targets.len()).map(|i| med(i, &*f)).collect();
+        for v in &vals {
+            print!(" {v:>26.2}");
         }
-        // Phase 1: ingest.
-        let start = Instant::now();
-        let tasks: Vec<_> = sockets
-            .into_iter()
-            .zip(per_conn)
-            .map(|(ws, events)| tokio::spawn(ingest(ws, events)))
-            .collect();
-        let mut latencies = Vec::with_capacity(n);
-        let mut accepted = 0usize;
-        let mut sockets = Vec::new();
-        for t in tasks {
-            let (ws, lat, ok) = t.await.unwrap();
-            latencies.extend(lat);
-            accepted += ok;
-            sockets.push(ws);
-        }
-        let ingest = start.elapsed();
-        latencies.sort();
-        // Phase 2: queries, one at a time per connection.
-        let authors: Vec<String> = keys.iter().map(NodeKeys::nostr_pubkey_hex).collect();
-        let tasks: Vec<_> = sockets
-            .into_iter()
-            .enumerate()
-            .map(|(c, ws)| {
-                let filters: Vec<Value> = (0..m)
-                    .filter(|i| i % k == c)
-                    .map(|i| {
-                        if i % 2 == 0 {
-                            json!({"authors": [authors[i % k]], "limit": 100})
-                        } else {
-                            json!({"kinds": [1], "#t": [format!("bench{}", i % 10)], "limit": 100})
-                        }
-                    })
-                    .collect();
-                tokio::spawn(queries(ws, filters))
-            })
-            .collect();
-        let mut eose = Vec::with_capacity(m);
-        let mut req_events = 0usize;
-        for t in tasks {
-            let (lat, got) = t.await.unwrap();
-            eose.extend(lat);
-            req_events += got;
-        }
-        eose.sort();
-        json!({
-            "events": n,
-            "accepted": accepted,
-            "ingest_secs": ingest.as_secs_f64(),
-            "events_per_sec": n as f64 / ingest.as_secs_f64(),
-            "ok_p50_ms": percentile(&latencies, 0.50),
-            "ok_p99_ms": percentile(&latencies, 0.99),
-            "reqs": m,
-            "req_events": req_events,
-            "eose_p50_ms": percentile(&eose, 0.50),
-            "eose_p99_ms": percentile(&eose, 0.99),
-        })
-    });
-    println!("{report}");
-}
-
-async fn ingest(ws: Ws, events: Vec<(String, String)>) -> (Ws, Vec<Duration>, usize) {
-    let (mut tx, mut rx) = ws.split();
-    let index: HashMap<String, usize> = events
-        .iter()
-        .enumerate()
-        .map(|(i, (id, _))| (id.clone(), i))
-        .collect();
-    let mut sent_at: Vec<Option<Instant>> = vec![None; events.len()];
-    let mut latencies = Vec::with_capacity(events.len());
-    let (mut next, mut done, mut accepted) = (0usize, 0usize, 0usize);
-    while done < events.len() {
-        while next < events.len() && next - done < WINDOW {
-            sent_at[next] = Some(Instant::now());
-            tx.send(Message::Text(events[next].1.clone().into()))
-                .await
-                .expect("send");
-            next += 1;
-        }
-        let Some(Ok(Message::Text(t))) = rx.next().await else {
-            panic!("connection lost during ingest");
-        };
-        // The generator reads only what it needs: `["OK","<64 hex>",true|false,...`.
-        let Some((id, accepted_flag)) = parse_ok(t.as_str()) else {
-            continue;
-        };
-        if let Some(&i) = index.get(id)
-            && let Some(at) = sent_at[i].take()
-        {
-            latencies.push(at.elapsed());
-            done += 1;
-            if accepted_flag {
-                accepted += 1;
+        if name.ends_with("ms") || name.starts_with("ingest") {
+            for v in &vals[1..] {
+                let ratio = if higher_is_better {
+                    vals[0] / v
+                } else {
+                    v / vals[0]
+                };
+                print!(" {:>16}", format!("x{ratio:.2}"));
             }
         }
+        println!();
     }
-    (tx.reunite(rx).expect("same socket"), latencies, accepted)
+    print!("{:<22}", "client CPU s");
+    for rep in reports {
+        let cpu = median(rep.iter().map(|(_, c)| c.as_secs_f64()).collect());
+        print!(" {cpu:>26.2}");
+    }
+    println!();
 }
 
-async fn queries(mut ws: Ws, filters: Vec<Value>) -> (Vec<Duration>, usize) {
-    let mut latencies = Vec::with_capacity(filters.len());
-    let mut total = 0;
-    for (i, f) in filters.into_iter().enumerate() {
-        let sub = format!("q{i}");
-        let start = Instant::now();
-        ws.send(Message::Text(json!(["REQ", sub, f]).to_string().into()))
-            .await
-            .expect("send");
-        let mut got = 0;
-        // Matched by prefix, not parsed: the generator must not be the bottleneck.
-        let event_prefix = format!("[\"EVENT\",\"{sub}\",");
-        let eose = format!("[\"EOSE\",\"{sub}\"]");
-        loop {
-            let Some(Ok(Message::Text(t))) = ws.next().await else {
-                panic!("connection lost during queries");
-            };
-            let t = t.as_str();
-            if t.starts_with(&event_prefix) {
-                got += 1;
-            } else if t == eose {
-                break;
-            }
-        }
-        latencies.push(start.elapsed());
-        assert!(got > 0, "every benchmark REQ has results");
-        total += got;
-        ws.send(Message::Text(json!(["CLOSE", sub]).to_string().into()))
-            .await
-            .expect("send");
-    }
-    (latencies, total)
+fn short(name: &str) -> &str {
+    name.strip_prefix("LocalRelay ").unwrap_or(name)
 }
