@@ -16,7 +16,10 @@
 //!   `bench/relay_baseline.py`) run by the interpreter `--python` names (default:
 //!   `$FLEETMESH_BENCH_PYTHON`, else the venv `bench/relay.sh` makes);
 //! - `0.44`: `nostr-relay-builder` 0.44.1's `LocalRelay` in this process (in-memory, the
-//!   same 75 000 cap), the baseline of earlier runs, kept for history.
+//!   same 75 000 cap), the baseline of earlier runs, kept for history;
+//! - `lmdb`: the same 0.44.1 `LocalRelay` on rust-nostr's LMDB store (`nostr-lmdb` 0.44, the
+//!   persistent store it recommends: every event kept, like ours), with the bench's
+//!   `lmdb-baseline` feature (`bench/relay.sh` turns it on).
 //!
 //! For each prefill stage (ascending), each relay is first filled to that many events
 //! through the normal path (`relay-client fill`; its rate is printed too), then R timed
@@ -97,9 +100,9 @@ fn parse(args: &[String]) -> Opts {
                 if let Some(b) = o
                     .baselines
                     .iter()
-                    .find(|b| !["0.45", "0.44"].contains(&b.as_str()))
+                    .find(|b| !["0.45", "0.44", "lmdb"].contains(&b.as_str()))
                 {
-                    eprintln!("relay: unknown baseline {b} (0.45, 0.44)");
+                    eprintln!("relay: unknown baseline {b} (0.45, 0.44, lmdb)");
                     std::process::exit(2)
                 }
             }
@@ -227,6 +230,49 @@ fn start_python(python: &Path) -> Target {
     }
 }
 
+/// `nostr-relay-builder` 0.44.1's `LocalRelay` in this process, from `builder` (which
+/// picks its store), with the rate limit raised.
+async fn local_044(name: &str, builder: nostr_relay_builder::prelude::RelayBuilder) -> Target {
+    use nostr_relay_builder::prelude::*;
+    let builder = builder
+        .addr(std::net::IpAddr::from([127, 0, 0, 1]))
+        .rate_limit(RateLimit {
+            max_reqs: 100_000,
+            notes_per_minute: u32::MAX,
+        });
+    let local = LocalRelay::new(builder);
+    local.run().await.expect("LocalRelay starts");
+    Target {
+        name: name.into(),
+        url: local.url().await.to_string(),
+        stored: 0,
+        filled: 0,
+        failed: None,
+        _guard: Guard::InProcess(Box::new(local)),
+    }
+}
+
+/// LocalRelay 0.44.1 on rust-nostr's LMDB store (`nostr-lmdb`) in `dir`.
+#[cfg(feature = "lmdb-baseline")]
+async fn start_lmdb(dir: &Path) -> Target {
+    let db = nostr_lmdb::NostrLMDB::open(dir).expect("an LMDB store");
+    local_044(
+        "LocalRelay 0.44.1 LMDB",
+        nostr_relay_builder::prelude::RelayBuilder::default().database(db),
+    )
+    .await
+}
+
+/// Built without the `lmdb-baseline` feature: says how to get it.
+#[cfg(not(feature = "lmdb-baseline"))]
+async fn start_lmdb(_dir: &Path) -> Target {
+    eprintln!(
+        "relay: the lmdb baseline needs the bench's `lmdb-baseline` feature (bench/relay.sh \
+         builds with it)"
+    );
+    std::process::exit(2)
+}
+
 fn raised_limits() -> Limits {
     Limits {
         events_per_second: 1e9,
@@ -264,25 +310,11 @@ pub fn run(args: &[String]) {
     }];
     for b in &o.baselines {
         targets.push(match b.as_str() {
-            "0.44" => rt.block_on(async {
-                use nostr_relay_builder::prelude::*;
-                let builder = RelayBuilder::default()
-                    .addr(std::net::IpAddr::from([127, 0, 0, 1]))
-                    .rate_limit(RateLimit {
-                        max_reqs: 100_000,
-                        notes_per_minute: u32::MAX,
-                    });
-                let local = LocalRelay::new(builder);
-                local.run().await.expect("LocalRelay starts");
-                Target {
-                    name: "LocalRelay 0.44.1".into(),
-                    url: local.url().await.to_string(),
-                    stored: 0,
-                    filled: 0,
-                    failed: None,
-                    _guard: Guard::InProcess(Box::new(local)),
-                }
-            }),
+            "0.44" => rt.block_on(local_044(
+                "LocalRelay 0.44.1",
+                nostr_relay_builder::prelude::RelayBuilder::default(),
+            )),
+            "lmdb" => rt.block_on(start_lmdb(&dir.path().join("lmdb"))),
             _ => start_python(&o.python),
         });
     }
