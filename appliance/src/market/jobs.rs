@@ -365,9 +365,18 @@ impl JobStore {
         reason: Option<&str>,
         now: u64,
     ) -> Result<JobRecord, Refusal> {
-        let conn = self.conn();
+        Self::transition_in(&self.conn(), id, to, reason, now)
+    }
+
+    fn transition_in(
+        conn: &Connection,
+        id: &str,
+        to: State,
+        reason: Option<&str>,
+        now: u64,
+    ) -> Result<JobRecord, Refusal> {
         let job =
-            Self::get_in(&conn, id)?.ok_or_else(|| refuse("not_found", format!("no job {id}")))?;
+            Self::get_in(conn, id)?.ok_or_else(|| refuse("not_found", format!("no job {id}")))?;
         if !job.state.may_become(to) {
             return Err(refuse(
                 "bad_transition",
@@ -391,7 +400,7 @@ impl JobStore {
                 format!("job {id} changed meanwhile"),
             ));
         }
-        Ok(Self::get_in(&conn, id)?.expect("present"))
+        Ok(Self::get_in(conn, id)?.expect("present"))
     }
 
     /// Finishes running job `id`: `verified` when `failure` is None, else `failed` with
@@ -413,21 +422,25 @@ impl JobStore {
         } else {
             State::Failed
         };
-        self.transition(id, to, failure, now)?;
-        self.conn()
-            .execute(
-                "UPDATE jobs SET output_digest = ?1, metered = ?2, receipt = ?3, result = ?4 \
-                 WHERE id = ?5",
-                params![
-                    done.output_digest,
-                    done.metered.to_string(),
-                    receipt,
-                    result,
-                    id
-                ],
-            )
-            .map_err(storage)?;
-        Ok(self.get(id)?.expect("present"))
+        // One transaction under one lock: nobody sees the final state without its receipt
+        // and metered usage, not even after a crash between the two writes.
+        let conn = self.conn();
+        let tx = conn.unchecked_transaction().map_err(storage)?;
+        Self::transition_in(&tx, id, to, failure, now)?;
+        tx.execute(
+            "UPDATE jobs SET output_digest = ?1, metered = ?2, receipt = ?3, result = ?4 \
+             WHERE id = ?5",
+            params![
+                done.output_digest,
+                done.metered.to_string(),
+                receipt,
+                result,
+                id
+            ],
+        )
+        .map_err(storage)?;
+        tx.commit().map_err(storage)?;
+        Ok(Self::get_in(&conn, id)?.expect("present"))
     }
 
     /// Expires every unfinished job whose ask expired by `now`; returns their ids.

@@ -380,3 +380,60 @@ fn the_watchdog_fails_running_jobs_past_their_wall_limit_and_no_others() {
     );
     assert_eq!(store.get(&ids[2]).unwrap().unwrap().state, State::Accepted);
 }
+
+#[test]
+fn a_job_is_finished_with_its_receipt_in_one_write_or_not_at_all() {
+    let schemas = SchemaSet::embedded();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.sqlite");
+    let store = JobStore::open(&path, NOW).unwrap();
+    let buyer = NodeKeys::generate().unwrap();
+    let ask = Ask::parse(&wasm_ask(&buyer, "atomic", 1000), schemas, NOW).unwrap();
+    let (job, _) = store.submit(&ask, &"dd".repeat(32), "sealed", NOW).unwrap();
+    store
+        .transition(&job.id, State::Running, None, NOW)
+        .unwrap();
+    let finished = Finished {
+        output_digest: "ab".repeat(32),
+        metered: json!({"fuel": 20_000, "wall_ms": 3}),
+        verdict: json!({"mode": "delivery"}),
+        started_at: NOW,
+        finished_at: NOW + 1,
+    };
+    // the receipt's write fails (a full disk, say): the job must not be left final without it
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other
+        .execute_batch(
+            "CREATE TRIGGER no_receipt BEFORE UPDATE OF receipt ON jobs
+             BEGIN SELECT RAISE(ABORT, 'disk full'); END;",
+        )
+        .unwrap();
+    assert!(
+        store
+            .finish(
+                &job.id,
+                Some("out-of-fuel"),
+                &finished,
+                ("{}", "r"),
+                NOW + 1
+            )
+            .is_err()
+    );
+    let still = store.get(&job.id).unwrap().unwrap();
+    assert_eq!(
+        (still.state, still.metered.is_none()),
+        (State::Running, true)
+    );
+    other.execute_batch("DROP TRIGGER no_receipt").unwrap();
+    let done = store
+        .finish(
+            &job.id,
+            Some("out-of-fuel"),
+            &finished,
+            ("{}", "r"),
+            NOW + 2,
+        )
+        .unwrap();
+    assert_eq!(done.state, State::Failed);
+    assert_eq!(done.metered.unwrap()["fuel"], 20_000);
+}

@@ -9,7 +9,8 @@
 //!   10000–19999) and addressable (30000–39999, keyed by kind, pubkey and `d`) versions
 //!   replace older ones, ties broken by the lowest id; NIP-09 deletions remove their
 //!   targets and keep them from coming back; NIP-40 expired events are never returned and
-//!   are purged. Ephemeral events (20000–29999) never reach the store.
+//!   are purged. Ephemeral events (20000–29999) never reach the store. That write path is
+//!   `insert` (private), shaped so that a regular event costs one B-tree insert per index.
 //!
 //! The schema is versioned with `PRAGMA user_version` and migrated forward on open; a file
 //! from a newer build is refused untouched, and so is an existing file that is empty or not
