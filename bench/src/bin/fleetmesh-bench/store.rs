@@ -2,9 +2,9 @@
 //! end, without the sockets and signature checks in the way, so a profile of it shows the
 //! store's own costs.
 //!
-//! Inserts N kind-1 events (random ids, 1 000 authors, a `t` and a `p` tag, ~250 bytes of
-//! JSON, one second apart) in transactions of B (default 1 024, the relay writer's most), and prints
-//! the rate of each window of W events; then the file's size against the events' JSON
+//! Inserts N kind-1 events (random ids, 1 000 authors, a `t` and a `p` tag, ~480 bytes of
+//! JSON, one second apart) in transactions of B (default 4 096, the most the relay's writer
+//! commits at once), and prints the rate of each window of W events; then the file's size against the events' JSON
 //! bytes, REQ-shaped queries (author, kind, tag, time range; 100 results) and the NIP-77
 //! item list of every event. The events are not signed: the store takes events already
 //! verified and checks nothing of the kind.
@@ -23,7 +23,7 @@ use rand::{Rng as _, RngCore as _, SeedableRng as _};
 use serde_json::json;
 
 const AUTHORS: usize = 1_000;
-const BATCH: usize = 1_024;
+const BATCH: usize = 4_096;
 
 /// A named kind of REQ filter, the `q`th of its kind.
 type Shape<'a> = (&'static str, Box<dyn Fn(usize) -> serde_json::Value + 'a>);
