@@ -15,7 +15,7 @@ use super::{InsertOutcome, sql_time};
 use crate::event::Event;
 
 /// The authors with NIP-09 deletion records: the only ones whose new events need the
-/// deletion table looked up. Loaded when the writer opens the store; grows as kind-5 events
+/// deletion table looked up. Loaded by a connection's first insert; grows as kind-5 events
 /// are stored (a superset after a rolled-back transaction, which only costs lookups).
 #[derive(Debug, Default)]
 pub(super) struct Deleters(HashSet<[u8; 32]>);
