@@ -448,3 +448,25 @@ fn a_version_1_store_is_migrated_with_its_events_and_tags() {
         vec![del.id, meta2.id]
     );
 }
+
+#[test]
+fn a_damaged_stored_event_fails_its_replacement_with_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s.db");
+    let mut s = Store::create(&path).unwrap();
+    let k = NodeKeys::generate().unwrap();
+    let v1 = ev(&k, 0, 100, &[&["t", "x"]], "v1");
+    s.insert_event(&v1).unwrap();
+    // the stored JSON the tag index is found again from is no longer JSON
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE events SET raw = 'not json'", [])
+        .unwrap();
+    let v2 = ev(&k, 0, 200, &[], "v2");
+    assert!(s.insert_event(&v2).is_err(), "the replacement fails");
+    // nothing of it was applied, and the store goes on taking other events
+    assert_eq!(s.event_count().unwrap(), 1);
+    assert_eq!(tag_rows(&path), 1);
+    let other = ev(&k, 1, 300, &[], "other");
+    assert_eq!(s.insert_event(&other).unwrap(), InsertOutcome::Stored);
+}
