@@ -2,7 +2,8 @@
 //! NIP-09 deletion records, and node metadata.
 //!
 //! - [`Store`] is one connection with the synchronous API: the [`writer`] thread owns the
-//!   one write connection, [`readers`] hold read-only connections for queries, and
+//!   one write connection (a checkpointer thread beside it copies the WAL back into the
+//!   file, [`Checkpoints`]), [`readers`] hold read-only connections for queries, and
 //!   `meshnode init` uses it directly.
 //! - Events arrive here **already verified** (id, signature, schema): the store does not
 //!   check them again. It does apply NIP-01's storage semantics: replaceable (0, 3,
@@ -17,10 +18,13 @@
 //! a database ([`sqlite`]): it is never recreated. [`Store::check`] runs SQLite's
 //! `quick_check` (the node does at start-up).
 
+mod checkpointer;
 mod insert;
 pub mod readers;
 pub mod sqlite;
 pub mod writer;
+
+pub use checkpointer::Checkpoints;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -229,6 +233,7 @@ impl Store {
         // once, not once per commit or two (with a million events stored, the store alone
         // ingests ~2.5x faster; bench/RESULTS.md). The WAL file stays at most that size on
         // disk between checkpoints; power-loss durability (`synchronous = FULL`) is as before.
+        // The writer thread moves these checkpoints out of its commits ([`Checkpoints`]).
         conn.execute_batch(&format!(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = {synchronous};

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 
 use tracing::{debug, error};
 
+use super::checkpointer::{self, Checkpoints};
 use super::{Durability, InsertOutcome, Store};
 use crate::event::Event;
 use crate::{Error, Result};
@@ -60,7 +61,9 @@ pub enum QueueError {
 impl Writer {
     /// Opens the store at `path` for writing and starts the thread.
     ///
-    /// `queue` bounds the requests waiting; `max_batch` the events per transaction.
+    /// `queue` bounds the requests waiting; `max_batch` the events per transaction. The WAL
+    /// is copied back by a [`checkpointer`] thread beside it, with the default
+    /// [`Checkpoints`]; joining the returned handle waits for both threads.
     ///
     /// # Errors
     /// Any error opening the store.
@@ -70,11 +73,32 @@ impl Writer {
         queue: usize,
         max_batch: usize,
     ) -> Result<(Writer, JoinHandle<()>)> {
-        let store = Store::open_durable(path, durability)?;
+        Writer::start_with(path, durability, queue, max_batch, Checkpoints::default())
+    }
+
+    /// [`Writer::start`] with the checkpoints' thresholds chosen.
+    ///
+    /// # Errors
+    /// Any error opening the store.
+    pub fn start_with(
+        path: &Path,
+        durability: Durability,
+        queue: usize,
+        max_batch: usize,
+        checkpoints: Checkpoints,
+    ) -> Result<(Writer, JoinHandle<()>)> {
+        let mut store = Store::open_durable(path, durability)?;
+        let checkpointer = checkpointer::start(&mut store, durability, checkpoints)?;
         let (tx, rx) = sync_channel(queue.max(1));
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || run(store, rx, max_batch.max(1)))
+            .spawn(move || {
+                run(store, rx, max_batch.max(1));
+                // The store (and with it the hook that wakes the checkpointer) is gone.
+                if checkpointer.join().is_err() {
+                    error!("the store checkpointer panicked");
+                }
+            })
             .map_err(|source| Error::Io {
                 op: "starting the writer thread for",
                 path: path.to_path_buf(),

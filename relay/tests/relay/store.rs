@@ -470,3 +470,88 @@ fn a_damaged_stored_event_fails_its_replacement_with_an_error_not_a_panic() {
     let other = ev(&k, 1, 300, &[], "other");
     assert_eq!(s.insert_event(&other).unwrap(), InsertOutcome::Stored);
 }
+
+/// Writes `n` events of about 1 KiB through `writer`, each in its own commit, and waits
+/// until every one is committed.
+fn write_through(writer: &fleetmesh_relay::store::writer::Writer, keys: &NodeKeys, n: u64) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let body = "x".repeat(1000);
+    for i in 0..n {
+        let e = ev(keys, 1, 1_000 + i, &[], &body);
+        let json: std::sync::Arc<str> = e.to_json().into();
+        let tx = tx.clone();
+        writer
+            .insert(
+                std::sync::Arc::new(e),
+                json,
+                Box::new(move |r| tx.send(r).unwrap()),
+            )
+            .unwrap();
+        assert_eq!(rx.recv().unwrap(), Ok(InsertOutcome::Stored));
+    }
+}
+
+/// Starts a writer over a new store with the given checkpoint thresholds, writes 400
+/// events of ~1 KiB (~100 WAL pages' worth and more), and returns the database file's size
+/// before and after, read while the writer is still open, and the events read back.
+fn file_growth_with(checkpoints: fleetmesh_relay::store::Checkpoints) -> (u64, u64, usize) {
+    use fleetmesh_relay::store::writer::Writer;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s.db");
+    drop(Store::create(&path).unwrap());
+    let before = std::fs::metadata(&path).unwrap().len();
+    let (writer, handle) =
+        Writer::start_with(&path, Default::default(), 64, 16, checkpoints).unwrap();
+    let keys = NodeKeys::generate().unwrap();
+    write_through(&writer, &keys, 400);
+    // The checkpointer runs beside the writer: give it until a deadline to show up in the
+    // file (a guard against a hang, not a speed target).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut after = std::fs::metadata(&path).unwrap().len();
+    while checkpoints.background_pages < u32::MAX
+        && after == before
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        after = std::fs::metadata(&path).unwrap().len();
+    }
+    let read = Store::open_read_only(&path).unwrap();
+    let f = Filter::from_value(&json!({"kinds": [1]}), FilterLimits::default()).unwrap();
+    let stored = read.query(&[f], 1_000, 1_000_000).unwrap().len();
+    writer.stop();
+    drop(writer);
+    handle.join().unwrap();
+    (before, after, stored)
+}
+
+#[test]
+fn the_wal_is_copied_back_beside_the_writer_or_in_line_past_the_hard_limit() {
+    use fleetmesh_relay::store::Checkpoints;
+    // Neither threshold reached: nothing is copied while the writer is open, so the file
+    // keeps its size (this is what makes the two checks below mean something).
+    let never = Checkpoints {
+        background_pages: u32::MAX,
+        inline_pages: u32::MAX,
+    };
+    let (before, after, stored) = file_growth_with(never);
+    assert_eq!((after, stored), (before, 400));
+    // Past the background threshold the checkpointer thread copies pages into the file.
+    let background = Checkpoints {
+        background_pages: 32,
+        inline_pages: u32::MAX,
+    };
+    let (before, after, stored) = file_growth_with(background);
+    assert!(
+        after > before,
+        "the checkpointer never ran: {before} -> {after}"
+    );
+    assert_eq!(stored, 400);
+    // Past the hard limit the writer copies them itself, after its commit.
+    let inline = Checkpoints {
+        background_pages: u32::MAX,
+        inline_pages: 32,
+    };
+    let (before, after, stored) = file_growth_with(inline);
+    assert!(after > before, "no in-line checkpoint: {before} -> {after}");
+    assert_eq!(stored, 400);
+}
