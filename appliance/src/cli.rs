@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use fleetmesh_kernels::BackendChoice;
-use fleetmesh_relay::{Endpoint, NodeClass};
+use fleetmesh_proto::{Endpoint, NodeClass};
 
 /// meshnode — the fleetmesh node appliance: verifiable compute on a federation of Nostr
 /// relays.

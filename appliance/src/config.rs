@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use fleetmesh_kernels::BackendChoice;
-use fleetmesh_relay::{Endpoint, NodeClass};
+use fleetmesh_proto::{Endpoint, Mode, NodeClass};
 use serde::{Deserialize, Serialize};
 
 /// File name of the configuration inside a node directory.
@@ -149,9 +149,10 @@ impl Default for InferenceSection {
     }
 }
 
-/// A verification mode of the inference API.
+/// A verification mode of the inference API: none, or one of the protocol's [`Mode`]s that
+/// an answer can carry (its spellings are the protocol's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+#[serde(try_from = "String", into = "String")]
 pub enum Verification {
     /// The local runtime's output as it is.
     #[default]
@@ -164,19 +165,49 @@ pub enum Verification {
     SchemaBounds,
 }
 
+impl Verification {
+    /// The protocol's mode, for all but `None`.
+    pub fn mode(self) -> Option<Mode> {
+        match self {
+            Verification::None => None,
+            Verification::QuasiDeterministic => Some(Mode::QuasiDeterministic),
+            Verification::TeeAttestation => Some(Mode::TeeAttestation),
+            Verification::SchemaBounds => Some(Mode::SchemaBounds),
+        }
+    }
+
+    /// As written in configuration and requests.
+    pub fn as_str(self) -> &'static str {
+        self.mode().map_or("none", Mode::as_str)
+    }
+}
+
 impl std::str::FromStr for Verification {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "none" => Ok(Verification::None),
-            "quasi-deterministic" => Ok(Verification::QuasiDeterministic),
-            "tee-attestation" => Ok(Verification::TeeAttestation),
-            "schema-bounds" => Ok(Verification::SchemaBounds),
-            other => Err(format!(
+        match (s, s.parse::<Mode>()) {
+            ("none", _) => Ok(Verification::None),
+            (_, Ok(Mode::QuasiDeterministic)) => Ok(Verification::QuasiDeterministic),
+            (_, Ok(Mode::TeeAttestation)) => Ok(Verification::TeeAttestation),
+            (_, Ok(Mode::SchemaBounds)) => Ok(Verification::SchemaBounds),
+            (other, _) => Err(format!(
                 "verification {other:?} is not one of none, quasi-deterministic, \
                  tee-attestation, schema-bounds"
             )),
         }
+    }
+}
+
+impl TryFrom<String> for Verification {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Verification> for String {
+    fn from(v: Verification) -> String {
+        v.as_str().to_owned()
     }
 }
 
@@ -461,5 +492,35 @@ impl Config {
             "{HEADER}\n{}",
             toml::to_string_pretty(self).expect("config serializes")
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{InferenceSection, Verification};
+
+    #[test]
+    fn verification_is_none_or_a_protocol_mode_an_answer_can_carry() {
+        for v in [
+            Verification::None,
+            Verification::QuasiDeterministic,
+            Verification::TeeAttestation,
+            Verification::SchemaBounds,
+        ] {
+            assert_eq!(v.as_str().parse(), Ok(v));
+            let section: InferenceSection =
+                toml::from_str(&format!("verification = {:?}", v.as_str())).unwrap();
+            assert_eq!(section.verification, v);
+            assert_eq!(
+                v.mode().map(|m| m.as_str()),
+                (v != Verification::None).then(|| v.as_str())
+            );
+        }
+        // Modes of the protocol that no inference answer carries, and misspellings.
+        for bad in ["proof", "delivery", "Quasi-Deterministic", ""] {
+            assert!(bad.parse::<Verification>().is_err(), "{bad}");
+        }
+        let e = toml::from_str::<InferenceSection>("verification = \"proof\"").unwrap_err();
+        assert!(e.to_string().contains("is not one of none"), "{e}");
     }
 }

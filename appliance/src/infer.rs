@@ -144,7 +144,7 @@ pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
                 .collect();
             let v = grammar.validate(&tokenizer.decode(&ids)?);
             out["verdict"] = serde_json::json!({
-                "mode": "schema-bounds",
+                "mode": fleetmesh_proto::Mode::SchemaBounds,
                 "valid": v.valid,
                 "errors": v.errors,
                 "constrained": by,

@@ -40,7 +40,8 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
-use fleetmesh_relay::{NodeKeys, UnsignedEvent, hkdf, nip44};
+use fleetmesh_proto::{Engine, Mode, NodeKeys, UnsignedEvent, hkdf, nip44};
+use fleetmesh_schemas::constants::kind;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -185,7 +186,7 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
     let digest = Sha256::digest(&bytes);
     let name = ask_address(idempotency_key, &what, &digest)?;
     let spec = what.spec;
-    let (engine, mode) = (what.engine.as_str(), what.mode.as_str());
+    let (engine, mode) = (what.engine, what.mode);
     let input = what.input;
     let keys = buyer_keys(to)?;
     let provider = node_key(to)?;
@@ -203,9 +204,9 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
         spec["limits"].clone()
     } else {
         match engine {
-            "groth16-prove" | "groth16-verify" => json!({"proofs": 1}),
-            "llm" => json!({"tokens": what.params["max_tokens"].as_u64().unwrap_or(16)}),
-            _ => json!({"fuel": DEFAULT_FUEL}),
+            Engine::Groth16Prove | Engine::Groth16Verify => json!({"proofs": 1}),
+            Engine::Llm => json!({"tokens": what.params["max_tokens"].as_u64().unwrap_or(16)}),
+            Engine::Wasm | Engine::Data => json!({"fuel": DEFAULT_FUEL}),
         }
     };
     let bid = if spec["bid"].is_null() {
@@ -215,11 +216,11 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
     };
     let ask = keys.sign(UnsignedEvent {
         created_at: now,
-        kind: crate::market::ask::KIND_ASK,
+        kind: kind::COMPUTE_ASK,
         tags: vec![
             vec!["d".into(), name],
-            vec!["engine".into(), engine.into()],
-            vec!["mode".into(), mode.into()],
+            vec!["engine".into(), engine.to_string()],
+            vec!["mode".into(), mode.to_string()],
             vec!["expiration".into(), expires.to_string()],
             vec!["p".into(), provider.clone()],
         ],
@@ -233,7 +234,8 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
                     c[k] = spec[k].clone();
                 }
             }
-            if engine == "llm" && mode == "quasi-deterministic" && spec["quorum"].is_null() {
+            if engine == Engine::Llm && mode == Mode::QuasiDeterministic && spec["quorum"].is_null()
+            {
                 // the protocol's default quorum
                 c["quorum"] = json!({"n": 3, "k": 2});
             }
@@ -329,8 +331,8 @@ fn ask_address(
 struct JobParts {
     /// The job file's fields (name, args, limits, bid, expires_in).
     spec: Value,
-    engine: String,
-    mode: String,
+    engine: Engine,
+    mode: Mode,
     /// The job's input bytes (stdin of a wasm job).
     input: Vec<u8>,
     /// The compute/1.0 `params`: a wasm job's module, args and files; a proof job's input.
@@ -354,9 +356,20 @@ impl JobParts {
                     .with_context(|| format!("{key}: reading {p}")),
             }
         };
-        let engine = spec["engine"].as_str().unwrap_or("wasm").to_string();
+        let engine: Engine = spec["engine"]
+            .as_str()
+            .unwrap_or("wasm")
+            .parse()
+            .context("the job file's engine")?;
+        // the job file's mode, or the engine's usual one
+        let mode_or = |usual: Mode| -> anyhow::Result<Mode> {
+            match spec["mode"].as_str() {
+                Some(m) => m.parse().context("the job file's mode"),
+                None => Ok(usual),
+            }
+        };
         let input = read("input")?.unwrap_or_default();
-        if engine == "llm" {
+        if engine == Engine::Llm {
             // an OpenAI completions (or chat) body; the model and mode go in the ask
             let mut params = json!({"max_tokens": spec["max_tokens"].as_u64().unwrap_or(16)});
             for k in ["prompt", "messages", "stop", "stop_token_ids", "logprobs"] {
@@ -375,13 +388,13 @@ impl JobParts {
                 Value::Null => None,
                 inline => Some(inline.clone()),
             };
-            let mode = if schema.is_some() {
-                "schema-bounds"
+            let mode = mode_or(if schema.is_some() {
+                Mode::SchemaBounds
             } else {
-                "quasi-deterministic"
-            };
+                Mode::QuasiDeterministic
+            })?;
             return Ok(JobParts {
-                mode: spec["mode"].as_str().unwrap_or(mode).into(),
+                mode,
                 engine,
                 input: Vec::new(),
                 params,
@@ -391,7 +404,7 @@ impl JobParts {
                 spec,
             });
         }
-        if engine == "groth16-verify" {
+        if engine == Engine::Groth16Verify {
             let json_file = |key: &str| -> anyhow::Result<Value> {
                 let p = spec[key]
                     .as_str()
@@ -405,7 +418,7 @@ impl JobParts {
             let circuit = hex::encode(Sha256::digest(vkey.to_string().as_bytes()));
             let proofs = json!([{"proof": json_file("proof")?, "public": json_file("public")?}]);
             return Ok(JobParts {
-                mode: "proof".into(),
+                mode: Mode::Proof,
                 engine,
                 input: Vec::new(),
                 params: json!({"vkey": vkey, "proofs": proofs}),
@@ -415,7 +428,7 @@ impl JobParts {
                 spec,
             });
         }
-        let (params, circuit, mode) = if engine == "groth16-prove" {
+        let (params, circuit, mode) = if engine == Engine::Groth16Prove {
             // the circuit by its zkey's digest (given, or computed from a local copy)
             let circuit = match (spec["circuit"].as_str(), read("zkey")?) {
                 (Some(d), _) => d.to_string(),
@@ -424,17 +437,17 @@ impl JobParts {
             };
             let signals: Value = serde_json::from_slice(&input)
                 .context("a groth16-prove job's input is the circuit's input JSON")?;
-            (json!({"input": signals}), Some(circuit), "proof")
+            (json!({"input": signals}), Some(circuit), Mode::Proof)
         } else {
             let module = read("module")?.context("the job file names no module")?;
             (
                 json!({"module": {"inline": b64().encode(&module)}, "args": spec["args"].clone()}),
                 None,
-                "delivery",
+                Mode::Delivery,
             )
         };
         Ok(JobParts {
-            mode: spec["mode"].as_str().unwrap_or(mode).into(),
+            mode: mode_or(mode)?,
             engine,
             input,
             params,
@@ -463,8 +476,8 @@ impl JobParts {
                            "files": files}),
             spec: json!({"name": s.name, "limits": limits}),
             // compute-over-data: the data engine, run as a wasm task
-            engine: "data".into(),
-            mode: "delivery".into(),
+            engine: Engine::Data,
+            mode: Mode::Delivery,
             input: Vec::new(),
             circuit: None,
             output_schema: None,

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use fleetmesh_relay::{Endpoint, NodeClass};
+use fleetmesh_proto::{Endpoint, NodeClass};
 use fleetmesh_schemas::constants::{API_VERSION, manifest};
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde::Deserialize;

@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
-use fleetmesh_relay::identity::{DescriptorInfo, Software};
-use fleetmesh_relay::{Event, NodeKeys, Store};
+use fleetmesh_proto::identity::{DescriptorInfo, Software};
+use fleetmesh_proto::{Event, NodeKeys};
+use fleetmesh_relay::Store;
 use fleetmesh_schemas::constants::kind;
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 
@@ -170,7 +171,7 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
     store.set_meta(META_PUBKEY, &keys.nostr_pubkey_hex())?;
     store.insert_event(&descriptor)?;
     drop(store);
-    fleetmesh_relay::identity::write_private(
+    fleetmesh_proto::identity::write_private(
         &dir.join(DESCRIPTOR_FILE),
         format!("{}\n", descriptor.to_json()).as_bytes(),
     )?;
@@ -298,7 +299,7 @@ impl Node {
             .store
             .latest_event(&self.keys.nostr_pubkey(), kind::NODE_DESCRIPTOR)?;
         let fresh_enough = stored.as_ref().is_some_and(|e| {
-            fleetmesh_relay::identity::verify_descriptor(e).is_ok_and(|c| {
+            fleetmesh_proto::identity::verify_descriptor(e).is_ok_and(|c| {
                 c.protocol_digest == SchemaSet::embedded().digest().to_hex()
                     && c.class == self.config.node.class
                     && c.operator == self.config.node.operator
@@ -322,7 +323,7 @@ impl Node {
         let path = self.dir.join(DESCRIPTOR_FILE);
         let tmp = self.dir.join(format!("{DESCRIPTOR_FILE}.tmp"));
         let _ = std::fs::remove_file(&tmp);
-        fleetmesh_relay::identity::write_private(
+        fleetmesh_proto::identity::write_private(
             &tmp,
             format!("{}\n", event.to_json()).as_bytes(),
         )?;

@@ -2,44 +2,14 @@
 
 use std::path::PathBuf;
 
-/// Everything that can go wrong in the relay crate.
+/// Everything that can go wrong in the relay crate: its store, its face, its sync.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An event is malformed or fails verification; `field` names the culprit.
-    #[error("invalid event: {field}: {reason}")]
-    InvalidEvent {
-        /// The failing field (`id`, `sig`, `pubkey`, `tags`, `content`, or `event`).
-        field: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// Encryption or key derivation refused its input (NIP-44 payloads, HKDF lengths, a
-    /// public key off the curve); the reason names the first failed check.
-    #[error("crypto: {0}")]
-    Crypto(String),
-    /// A node descriptor does not hold together (keys, DID, proofs).
-    #[error("invalid node descriptor: {0}")]
-    InvalidDescriptor(String),
-    /// A peer speaks another version of the protocol: its descriptor's protocol digest is
-    /// not ours, so the two nodes must not peer directly.
-    #[error("protocol mismatch: peer {peer} has protocol digest {theirs}, ours is {ours}")]
-    ProtocolMismatch {
-        /// The peer's pubkey, hex.
-        peer: String,
-        /// Our digest, hex.
-        ours: String,
-        /// Theirs, hex.
-        theirs: String,
-    },
-    /// A key file is missing, malformed, or readable by others.
-    #[error("key file {path}: {reason}")]
-    KeyFile {
-        /// The file.
-        path: PathBuf,
-        /// Why it was refused.
-        reason: String,
-    },
+    /// An event, filter, key or descriptor does not hold together (see
+    /// [`fleetmesh_proto::Error`]).
+    #[error(transparent)]
+    Proto(#[from] fleetmesh_proto::Error),
     /// A file system operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -89,9 +59,6 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// The operating system's random source failed.
-    #[error("random source: {0}")]
-    Random(String),
 }
 
 /// Shorthand for this crate's results.

@@ -4,8 +4,8 @@
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
-use crate::event::Event;
+use fleetmesh_proto::Error;
+use fleetmesh_proto::event::Event;
 
 /// Limits of the relay face. Every field has a default; the `[relay]` section of
 /// `meshnode.toml` overrides them. None is reloadable: restart to change.

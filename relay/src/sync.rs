@@ -14,10 +14,10 @@ use negentropy::{Id, Negentropy, NegentropyStorageVector};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::event::Event;
-use crate::filter::{Filter, FilterLimits};
 use crate::store::{InsertOutcome, Store, now};
 use crate::{Error, Result};
+use fleetmesh_proto::event::Event;
+use fleetmesh_proto::filter::{Filter, FilterLimits};
 
 /// Which way events flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

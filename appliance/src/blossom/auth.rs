@@ -3,7 +3,7 @@
 //! the appliance), so the fuzz harnesses compile this file as it is.
 
 use base64::Engine as _;
-use fleetmesh_relay::Event;
+use fleetmesh_proto::Event;
 
 /// Who authorized, and the blob hashes the event lists (`x` tags).
 #[derive(Debug, Clone, PartialEq, Eq)]

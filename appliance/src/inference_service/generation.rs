@@ -2,6 +2,7 @@
 //! and where an answer ends (stop strings, stop ids).
 
 use super::*;
+use fleetmesh_proto::Mode;
 
 /// Where the first of `stops` begins in `text`.
 pub(super) fn find_stop(text: &str, stops: &[String]) -> Option<usize> {
@@ -155,7 +156,7 @@ pub(super) fn schema_verdict(g: &Grammar, text: &str) -> (bool, Value) {
     let v = g.validate(text);
     (
         v.valid,
-        json!({"mode": "schema-bounds", "valid": v.valid, "errors": v.errors, "constrained": true}),
+        json!({"mode": Mode::SchemaBounds, "valid": v.valid, "errors": v.errors, "constrained": true}),
     )
 }
 
@@ -221,7 +222,7 @@ pub(super) fn generate_attested(
             extra: None,
         })?;
         let mut verdict = json!({
-            "mode": "tee-attestation",
+            "mode": Mode::TeeAttestation,
             "evidence": "sev-snp",
             "job_id": job,
             "report_data": hex::encode(data),

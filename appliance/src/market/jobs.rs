@@ -14,9 +14,10 @@ use fleetmesh_relay::store::sqlite;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
-use super::ask::Ask;
 use super::receipt::Finished;
 use super::{Refusal, refuse};
+use fleetmesh_proto::ask::Ask;
+use fleetmesh_proto::{Engine, Mode};
 
 /// Where a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,10 +88,10 @@ pub struct JobRecord {
     pub ask: String,
     /// The buyer's public key.
     pub buyer: String,
-    /// Engine and verification mode.
-    pub engine: String,
+    /// The engine that runs it.
+    pub engine: Engine,
     /// The verification mode.
-    pub mode: String,
+    pub mode: Mode,
     /// Where it stands.
     pub state: State,
     /// Why it is where it is (failures, expiry, a resume).
@@ -148,6 +149,17 @@ fn storage(e: rusqlite::Error) -> Refusal {
 const COLUMNS: &str = "id, address, ask_id, ask, buyer, engine, mode, state, reason, created_at, \
                        updated_at, expires_at, output_digest, metered, receipt, payload, result";
 
+/// A protocol word stored as text; one this build does not know is a conversion error
+/// naming the column, not a panic.
+fn word<T>(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<T>
+where
+    T: std::str::FromStr<Err = fleetmesh_proto::Error>,
+{
+    r.get::<_, String>(i)?.parse().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
     let metered: Option<String> = r.get(13)?;
     Ok(JobRecord {
@@ -156,8 +168,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
         ask_id: r.get(2)?,
         ask: r.get(3)?,
         buyer: r.get(4)?,
-        engine: r.get(5)?,
-        mode: r.get(6)?,
+        engine: word(r, 5)?,
+        mode: word(r, 6)?,
         state: State::parse(&r.get::<_, String>(7)?),
         reason: r.get(8)?,
         created_at: r.get::<_, i64>(9)? as u64,
@@ -307,8 +319,8 @@ impl JobStore {
                 ask.event.id_hex(),
                 ask.event.to_json(),
                 ask.buyer(),
-                ask.engine,
-                ask.mode,
+                ask.engine.as_str(),
+                ask.mode.as_str(),
                 now as i64,
                 ask.expires_at as i64,
                 payload

@@ -1,13 +1,12 @@
-//! The compute market's core: asks (kind 30810) checked into [`ask::Ask`], the job store
-//! ([`jobs::JobStore`], SQLite in the node directory: accepted → running → verified |
-//! failed | expired, idempotent submission, resumable across restarts), and receipts
-//! (kind 30811, [`receipt::sign_receipt`]) signed by the executor with the job id blinded
-//! over the buyer–provider pair.
+//! The compute market's core: the job store ([`jobs::JobStore`], SQLite in the node
+//! directory: accepted → running → verified | failed | expired, idempotent submission,
+//! resumable across restarts) and the executor's receipts ([`receipt::sign_receipt`]). The
+//! nouns themselves — asks (kind 30810), receipts (kind 30811), modes and engines — are
+//! `fleetmesh_proto`'s; a [`Refusal`] is what this node answers when one does not hold.
 //!
 //! [`service`] serves them on the node (`/v1/jobs`) and runs `wasm` jobs on
 //! `fleetmesh-wasi`; the prover, inference and compute-over-data engines are next (issue 9).
 
-pub mod ask;
 pub mod bacalhau;
 pub mod jobs;
 pub mod receipt;
@@ -30,6 +29,22 @@ impl std::fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+/// A protocol noun that does not hold, as the market's refusal codes: `invalid_event`
+/// (not an event, a bad id or signature, another kind, a bad key), `schema`, `mismatch`
+/// (a tag against the content), `expired`.
+impl From<fleetmesh_proto::Error> for Refusal {
+    fn from(e: fleetmesh_proto::Error) -> Refusal {
+        use fleetmesh_proto::Error as E;
+        let code = match &e {
+            E::Schema(_) => "schema",
+            E::Mismatch { .. } => "mismatch",
+            E::Expired { .. } => "expired",
+            _ => "invalid_event",
+        };
+        refuse(code, e.to_string())
+    }
+}
 
 pub(crate) fn refuse(code: &'static str, message: impl Into<String>) -> Refusal {
     Refusal {

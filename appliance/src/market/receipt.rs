@@ -1,35 +1,12 @@
-//! Receipts: the kind 30811 event an executor signs when a job finishes — the blinded job
-//! id, the ask, the engine, the output digest, metered usage and the verifier's verdict.
-//!
-//! The job id is blinded with HKDF-SHA256 over the ECDH secret of the buyer and the
-//! executor ([`fleetmesh_relay::hkdf::blinded_tag`]): the two of them can recompute it and
-//! link the receipt to the job; anyone else sees 32 unlinkable bytes.
+//! The executor's side of receipts: a finished job signed into a kind 30811 event
+//! (`fleetmesh_proto::receipt`), with the job id blinded over the buyer–executor pair.
 
-use fleetmesh_relay::hkdf::blinded_tag;
-use fleetmesh_relay::{Event, NodeKeys, UnsignedEvent};
-use serde_json::{Value, json};
+use fleetmesh_proto::receipt::{ReceiptBody, blinded_job_id};
+use fleetmesh_proto::{Event, NodeKeys};
+use serde_json::Value;
 
+use super::Refusal;
 use super::jobs::JobRecord;
-use super::{Refusal, refuse};
-
-/// The kind of a receipt.
-pub const KIND_RECEIPT: u16 = 30811;
-
-/// The blinded id of job `job_id` (hex) between `secret`'s owner and `peer` (hex x-only
-/// key): what either party computes to find the receipt.
-///
-/// # Errors
-/// `invalid_event` for a malformed id or key.
-pub fn blinded_job_id(
-    secret: &secp256k1::SecretKey,
-    peer: &str,
-    job_id: &str,
-) -> Result<String, Refusal> {
-    let id = hex::decode(job_id).map_err(|e| refuse("invalid_event", format!("job id: {e}")))?;
-    blinded_tag(secret, peer, &id)
-        .map(hex::encode)
-        .map_err(|e| refuse("invalid_event", e.to_string()))
-}
 
 /// What a finished job reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,27 +28,16 @@ pub struct Finished {
 /// # Errors
 /// `invalid_event` when the buyer's key or the job id does not parse.
 pub fn sign_receipt(keys: &NodeKeys, job: &JobRecord, done: &Finished) -> Result<Event, Refusal> {
-    let blinded = blinded_job_id(&keys.nostr().secret_key(), &job.buyer, &job.id)?;
-    let content = json!({
-        "job": blinded,
-        "ask": job.ask_id,
-        "engine": job.engine,
-        "output_digest": done.output_digest,
-        "metered": done.metered,
-        "verdict": done.verdict,
-        "started_at": done.started_at,
-        "finished_at": done.finished_at,
-    });
-    keys.sign(UnsignedEvent {
-        created_at: done.finished_at,
-        kind: KIND_RECEIPT,
-        tags: vec![
-            vec!["d".into(), blinded],
-            vec!["e".into(), job.ask_id.clone()],
-            vec!["mode".into(), job.mode.clone()],
-            vec!["engine".into(), job.engine.clone()],
-        ],
-        content: content.to_string(),
-    })
-    .map_err(|e| refuse("invalid_event", e.to_string()))
+    let body = ReceiptBody {
+        job: blinded_job_id(&keys.nostr().secret_key(), &job.buyer, &job.id)?,
+        ask: job.ask_id.clone(),
+        engine: job.engine,
+        mode: job.mode,
+        output_digest: done.output_digest.clone(),
+        metered: done.metered.clone(),
+        verdict: done.verdict.clone(),
+        started_at: done.started_at,
+        finished_at: done.finished_at,
+    };
+    Ok(body.sign(keys)?)
 }

@@ -1,13 +1,15 @@
 //! Asks, the job store and receipts, on a real SQLite file, the protocol's schemas, and the
 //! `nostr` crate as an independent verifier of what we sign.
 
-use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+use fleetmesh_proto::ask::Ask;
+use fleetmesh_proto::receipt::blinded_job_id;
+use fleetmesh_proto::{NodeKeys, UnsignedEvent};
 use fleetmesh_schemas::SchemaSet;
 use serde_json::{Value, json};
 
-use super::ask::Ask;
+use super::Refusal;
 use super::jobs::{JobStore, State};
-use super::receipt::{Finished, blinded_job_id, sign_receipt};
+use super::receipt::{Finished, sign_receipt};
 
 const NOW: u64 = 1_767_225_700;
 
@@ -40,9 +42,8 @@ fn wasm_ask(keys: &NodeKeys, d: &str, fuel: u64) -> String {
 
 #[test]
 fn asks_are_checked_signature_schema_tags_and_expiry() {
-    let schemas = SchemaSet::embedded();
     let buyer = NodeKeys::generate().unwrap();
-    let ask = Ask::parse(&wasm_ask(&buyer, "a-1", 50_000), schemas, NOW).unwrap();
+    let ask = Ask::parse(&wasm_ask(&buyer, "a-1", 50_000), NOW).unwrap();
     assert_eq!(
         (ask.engine.as_str(), ask.mode.as_str()),
         ("wasm", "delivery")
@@ -51,7 +52,7 @@ fn asks_are_checked_signature_schema_tags_and_expiry() {
         ask.address(),
         format!("30810:{}:a-1", buyer.nostr_pubkey_hex())
     );
-    let refused = |json: String, now: u64| Ask::parse(&json, schemas, now).unwrap_err().code;
+    let refused = |json: String, now: u64| Refusal::from(Ask::parse(&json, now).unwrap_err()).code;
     // a wasm ask without fuel, an unknown engine: the schema
     let no_fuel = ask_event(
         &buyer,
@@ -100,11 +101,10 @@ fn asks_are_checked_signature_schema_tags_and_expiry() {
 
 #[test]
 fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
-    let schemas = SchemaSet::embedded();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jobs.sqlite");
     let buyer = NodeKeys::generate().unwrap();
-    let ask = Ask::parse(&wasm_ask(&buyer, "job-a", 1000), schemas, NOW).unwrap();
+    let ask = Ask::parse(&wasm_ask(&buyer, "job-a", 1000), NOW).unwrap();
     let store = JobStore::open(&path, NOW).unwrap();
     let id = "11".repeat(32);
     let (job, new) = store.submit(&ask, &id, "sealed", NOW).unwrap();
@@ -115,7 +115,7 @@ fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
     let (again, new) = store.submit(&ask, &id, "sealed", NOW + 5).unwrap();
     assert!(!new);
     assert_eq!(again, job);
-    let replacement = Ask::parse(&wasm_ask(&buyer, "job-a", 2000), schemas, NOW).unwrap();
+    let replacement = Ask::parse(&wasm_ask(&buyer, "job-a", 2000), NOW).unwrap();
     assert_eq!(store.submit(&replacement, &id, "x", NOW).unwrap().0, job);
     // another job for that ask, or that job id for another ask: conflicts
     let other_id = "22".repeat(32);
@@ -123,7 +123,7 @@ fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
         store.submit(&ask, &other_id, "x", NOW).unwrap_err().code,
         "conflict"
     );
-    let elsewhere = Ask::parse(&wasm_ask(&buyer, "job-z", 1000), schemas, NOW).unwrap();
+    let elsewhere = Ask::parse(&wasm_ask(&buyer, "job-z", 1000), NOW).unwrap();
     assert_eq!(
         store.submit(&elsewhere, &id, "x", NOW).unwrap_err().code,
         "conflict"
@@ -176,7 +176,7 @@ fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
         "bad_transition"
     );
     // expiry of unfinished jobs only
-    let other = Ask::parse(&wasm_ask(&buyer, "job-b", 1000), schemas, NOW).unwrap();
+    let other = Ask::parse(&wasm_ask(&buyer, "job-b", 1000), NOW).unwrap();
     let (b, _) = store
         .submit(&other, &"33".repeat(32), "sealed", NOW)
         .unwrap();
@@ -205,7 +205,7 @@ fn receipts_verify_with_nostr_pass_the_schema_and_blind_the_job_for_the_pair_onl
         NodeKeys::generate().unwrap(),
         NodeKeys::generate().unwrap(),
     );
-    let ask = Ask::parse(&wasm_ask(&buyer, "r-1", 1000), schemas, NOW).unwrap();
+    let ask = Ask::parse(&wasm_ask(&buyer, "r-1", 1000), NOW).unwrap();
     let store = JobStore::open(&dir.path().join("jobs.sqlite"), NOW).unwrap();
     let (job, _) = store.submit(&ask, &"44".repeat(32), "sealed", NOW).unwrap();
     let done = Finished {
@@ -217,6 +217,12 @@ fn receipts_verify_with_nostr_pass_the_schema_and_blind_the_job_for_the_pair_onl
     };
     let receipt = sign_receipt(&provider, &job, &done).unwrap();
     assert!(schemas.validate_event(&receipt.to_value()).unwrap());
+    // and it reads back as the protocol's receipt, tags agreeing with the content
+    let read = fleetmesh_proto::receipt::Receipt::try_from(&receipt).unwrap();
+    assert_eq!(
+        (read.ask.as_str(), read.mode),
+        (ask.event.id_hex().as_str(), ask.mode)
+    );
     let theirs = nostr::Event::from_json(receipt.to_json()).unwrap();
     theirs.verify().unwrap();
     assert_eq!(theirs.pubkey.to_hex(), provider.nostr_pubkey_hex());
@@ -341,13 +347,12 @@ Tasks:
 
 #[test]
 fn the_watchdog_fails_running_jobs_past_their_wall_limit_and_no_others() {
-    let schemas = SchemaSet::embedded();
     let dir = tempfile::tempdir().unwrap();
     let store = JobStore::open(&dir.path().join("jobs.sqlite"), NOW).unwrap();
     let buyer = NodeKeys::generate().unwrap();
     let mut ids = Vec::new();
     for (d, fill) in [("slow", "aa"), ("quick", "bb"), ("waiting", "cc")] {
-        let ask = Ask::parse(&wasm_ask(&buyer, d, 1000), schemas, NOW).unwrap();
+        let ask = Ask::parse(&wasm_ask(&buyer, d, 1000), NOW).unwrap();
         let (job, _) = store.submit(&ask, &fill.repeat(32), "sealed", NOW).unwrap();
         ids.push(job.id);
     }
@@ -383,12 +388,11 @@ fn the_watchdog_fails_running_jobs_past_their_wall_limit_and_no_others() {
 
 #[test]
 fn a_job_is_finished_with_its_receipt_in_one_write_or_not_at_all() {
-    let schemas = SchemaSet::embedded();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jobs.sqlite");
     let store = JobStore::open(&path, NOW).unwrap();
     let buyer = NodeKeys::generate().unwrap();
-    let ask = Ask::parse(&wasm_ask(&buyer, "atomic", 1000), schemas, NOW).unwrap();
+    let ask = Ask::parse(&wasm_ask(&buyer, "atomic", 1000), NOW).unwrap();
     let (job, _) = store.submit(&ask, &"dd".repeat(32), "sealed", NOW).unwrap();
     store
         .transition(&job.id, State::Running, None, NOW)

@@ -9,7 +9,7 @@ use std::net::TcpStream;
 
 use super::*;
 use base64::Engine as _;
-use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+use fleetmesh_proto::{NodeKeys, UnsignedEvent};
 use sha2::Digest as _;
 
 /// A BUD-02 authorization header for `verb` on blob `hash`, signed by `keys`.

@@ -215,7 +215,7 @@ fn doctor_reports_the_box_and_the_digest() {
 
 #[test]
 fn every_acknowledged_event_survives_kill_dash_nine() {
-    use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+    use fleetmesh_proto::{NodeKeys, UnsignedEvent};
     use std::collections::HashSet;
     use std::sync::{Arc, Mutex};
 
@@ -336,7 +336,7 @@ fn every_acknowledged_event_survives_kill_dash_nine() {
 }
 
 /// Publishes `events` on `url` and waits for every OK true.
-async fn publish_all(url: &str, events: &[fleetmesh_relay::Event]) {
+async fn publish_all(url: &str, events: &[fleetmesh_proto::Event]) {
     let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     for e in events {
         ws.send(WsMessage::Text(
@@ -366,7 +366,7 @@ async fn note_ids(url: &str) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn sync_between_two_running_nodes_converges_both_stores() {
-    use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+    use fleetmesh_proto::{NodeKeys, UnsignedEvent};
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     assert!(init(&a, &[]).status.success());
@@ -607,7 +607,8 @@ fn the_daemon_verifies_proofs_over_http_in_batches() {
 
 #[test]
 fn a_reissued_descriptor_replaces_the_stored_one_even_after_the_clock_went_back() {
-    use fleetmesh_relay::{Event, NodeKeys, Store, UnsignedEvent};
+    use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent};
+    use fleetmesh_relay::Store;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("n");
     assert!(init(&dir, &[]).status.success());

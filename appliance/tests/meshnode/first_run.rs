@@ -3,7 +3,7 @@
 //! `meshnode job` works with a buyer identity it makes under the node home.
 
 use super::*;
-use fleetmesh_relay::NodeKeys;
+use fleetmesh_proto::NodeKeys;
 
 #[test]
 fn up_demo_answers_every_api_and_jobs_default_to_a_buyer_identity_under_the_home() {

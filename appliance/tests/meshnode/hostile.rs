@@ -103,9 +103,9 @@ fn stop_has_a_deadline_with_clients_hanging_on_and_commits_queued_events() {
     let mut keep = TcpStream::connect(&d.addr).unwrap();
     keep.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
-    let keys = fleetmesh_relay::NodeKeys::generate().unwrap();
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
     let ev = keys
-        .sign(fleetmesh_relay::UnsignedEvent {
+        .sign(fleetmesh_proto::UnsignedEvent {
             created_at: 1_700_000_000,
             kind: 1,
             tags: vec![],
@@ -447,7 +447,7 @@ fn generations_stop_when_their_clients_leave_and_the_queue_is_bounded() {
 
 /// `n` signed kind-1 events published to the node at `addr` (each acknowledged).
 fn publish_many(addr: &str, n: u64) -> Vec<String> {
-    let keys = fleetmesh_relay::NodeKeys::generate().unwrap();
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
     runtime().block_on(async {
         let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/"))
             .await
@@ -455,7 +455,7 @@ fn publish_many(addr: &str, n: u64) -> Vec<String> {
         let mut ids = Vec::new();
         for i in 0..n {
             let ev = keys
-                .sign(fleetmesh_relay::UnsignedEvent {
+                .sign(fleetmesh_proto::UnsignedEvent {
                     created_at: 1_700_000_000 + i,
                     kind: 1,
                     tags: vec![vec!["t".into(), format!("tag{i}")]],

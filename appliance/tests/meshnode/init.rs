@@ -72,8 +72,8 @@ fn init_creates_a_private_node_with_a_descriptor_others_can_verify() {
         content["protocol_digest"],
         SchemaSet::embedded().digest().to_hex()
     );
-    let ours = fleetmesh_relay::Event::from_json(&json).unwrap();
-    fleetmesh_relay::identity::verify_descriptor(&ours).expect("ed25519 proof and keys hold");
+    let ours = fleetmesh_proto::Event::from_json(&json).unwrap();
+    fleetmesh_proto::identity::verify_descriptor(&ours).expect("ed25519 proof and keys hold");
 
     // The store holds the same descriptor (doctor reads it from there).
     let o = run(&["doctor", dir.to_str().unwrap(), "--json"]);

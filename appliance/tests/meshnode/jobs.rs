@@ -5,7 +5,7 @@
 //! also across a restart.
 
 use super::*;
-use fleetmesh_relay::NodeKeys;
+use fleetmesh_proto::NodeKeys;
 
 /// The demo job module (`meshnode up --demo` ships it): upper-cases stdin into stdout and
 /// `/outputs/out.txt`.
@@ -143,7 +143,7 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
     let node_keys = NodeKeys::load(&node_dir.path().join("keys")).unwrap();
     assert_eq!(ev.pubkey.to_hex(), node_keys.nostr_pubkey_hex());
     let buyer_keys = NodeKeys::load(&buyer.path().join("keys")).unwrap();
-    let blinded = fleetmesh_relay::hkdf::blinded_tag(
+    let blinded = fleetmesh_proto::hkdf::blinded_tag(
         &buyer_keys.nostr().secret_key(),
         &node_keys.nostr_pubkey_hex(),
         &hex::decode(&id).unwrap(),
@@ -246,7 +246,7 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
             .unwrap()
             .as_secs();
         let ask = keys
-            .sign(fleetmesh_relay::UnsignedEvent {
+            .sign(fleetmesh_proto::UnsignedEvent {
                 created_at: now,
                 kind: 30810,
                 tags: vec![
@@ -271,8 +271,8 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
         };
         let seal = |to: &str, text: String| {
             let key =
-                fleetmesh_relay::nip44::conversation_key(&keys.nostr().secret_key(), to).unwrap();
-            fleetmesh_relay::nip44::encrypt(&key, text.as_bytes()).unwrap()
+                fleetmesh_proto::nip44::conversation_key(&keys.nostr().secret_key(), to).unwrap();
+            fleetmesh_proto::nip44::encrypt(&key, text.as_bytes()).unwrap()
         };
         let stranger = NodeKeys::generate().unwrap().nostr_pubkey_hex();
         for (payload, code, says) in [

@@ -3,10 +3,12 @@
 
 use std::sync::OnceLock;
 
-use fleetmesh_relay::event::canonical;
-use fleetmesh_relay::filter::{Filter, FilterLimits};
+use fleetmesh_proto::ask::Ask;
+use fleetmesh_proto::event::canonical;
+use fleetmesh_proto::filter::{Filter, FilterLimits};
+use fleetmesh_proto::receipt::Receipt;
+use fleetmesh_proto::{Event, UnsignedEvent, nip44};
 use fleetmesh_relay::limits::Limits;
-use fleetmesh_relay::{Event, UnsignedEvent, nip44};
 use fleetmesh_schemas::SchemaSet;
 use negentropy::{Id, Negentropy, NegentropyStorageVector};
 use serde_json::Value;
@@ -41,7 +43,8 @@ fn sample_event() -> &'static Event {
 
 /// What the relay does with an event it parsed: its served form must parse back to the
 /// same event, then the admission checks run; the same fields signed by our key go through
-/// the admission checks again, so the schema checks of fleetmesh kinds see fuzzed content.
+/// the admission checks again, so the schema checks of fleetmesh kinds see fuzzed content,
+/// and so do the typed nouns (an ask, a receipt) read from it.
 fn check_event(ev: &Event) {
     let json = ev.to_json();
     let back = Event::from_json(&json).expect("an event's JSON parses back");
@@ -72,6 +75,14 @@ fn check_event(ev: &Event) {
     );
     signed.verify().expect("an event we signed verifies");
     let _ = limits.admit(&signed, SchemaSet::embedded(), NOW);
+    if let Ok(ask) = Ask::from_event(signed.clone(), NOW) {
+        assert_eq!(ask.event, signed);
+        assert_eq!(signed.tag_value("mode"), Some(ask.mode.as_str()));
+    }
+    if let Ok(receipt) = Receipt::from_event(signed.clone()) {
+        assert_eq!(signed.tag_value("d"), Some(receipt.job.as_str()));
+        assert_eq!(signed.tag_value("mode"), Some(receipt.mode.as_str()));
+    }
 }
 
 /// An event's JSON text (`Event::from_json`, what `meshnode sync` and Blossom read).

@@ -183,11 +183,11 @@ fn write_generated_seeds() {
 #[ignore = "regenerates committed seeds"]
 fn write_blossom_seeds() {
     use base64::Engine as _;
-    let keys = fleetmesh_relay::NodeKeys::generate().unwrap();
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
     let hash = "b1674191a88ec5cdd733e4240a81803105dc412d6c6708d53ab94fc248f4f553";
     let header = |verb: &str, expires: u64| {
         let ev = keys
-            .sign(fleetmesh_relay::UnsignedEvent {
+            .sign(fleetmesh_proto::UnsignedEvent {
                 created_at: fleetmesh_fuzz::NOW - 10,
                 kind: 24242,
                 tags: vec![

@@ -42,14 +42,14 @@ mod outbox;
 use self::connection::{Connection, Done};
 use self::negentropy::{NegOpened, NegSession};
 use self::outbox::{Outbox, OutputBudget, Refused};
-use crate::event::Event;
-use crate::filter::{Filter, FilterLimits};
 use crate::limits::{Limits, TokenBucket};
 use crate::message;
 use crate::metrics::{Metrics, Rejection};
 use crate::store::readers::Readers;
 use crate::store::writer::{QueueError, Writer};
 use crate::store::{Durability, InsertOutcome, now};
+use fleetmesh_proto::event::Event;
+use fleetmesh_proto::filter::{Filter, FilterLimits};
 
 /// How the relay is set up.
 #[derive(Debug, Clone, Default)]

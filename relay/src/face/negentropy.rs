@@ -7,9 +7,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::{Connection, Done};
-use crate::filter::{Filter, FilterLimits};
 use crate::message;
 use crate::store::{Store, now};
+use fleetmesh_proto::filter::{Filter, FilterLimits};
 
 /// A NEG-OPEN whose items were loaded and whose first message was answered.
 pub(super) struct NegOpened {

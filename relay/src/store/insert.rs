@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{InsertOutcome, sql_time};
-use crate::event::Event;
+use fleetmesh_proto::event::Event;
 
 /// The authors with NIP-09 deletion records: the only ones whose new events need the
 /// deletion table looked up. Loaded by a connection's first insert; grows as kind-5 events

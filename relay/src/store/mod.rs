@@ -31,9 +31,9 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use crate::event::Event;
-use crate::filter::Filter;
 use crate::{Error, Result};
+use fleetmesh_proto::event::Event;
+use fleetmesh_proto::filter::Filter;
 
 /// The newest schema version this build writes (one per step of `MIGRATIONS`).
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -475,7 +475,7 @@ impl Store {
             )
             .optional()
             .map_err(self.sql())?;
-        raw.map(|r| Event::from_json(&r)).transpose()
+        Ok(raw.map(|r| Event::from_json(&r)).transpose()?)
     }
 
     /// Number of stored events.

@@ -16,8 +16,8 @@ use tracing::{debug, error};
 
 use super::checkpointer::{self, Checkpoints};
 use super::{Durability, InsertOutcome, Store};
-use crate::event::Event;
 use crate::{Error, Result};
+use fleetmesh_proto::event::Event;
 
 /// Called with each event's outcome once its transaction has committed (or failed).
 pub type InsertDone = Box<dyn FnOnce(Result<InsertOutcome, String>) + Send>;

@@ -2,7 +2,7 @@
 //! extended-prefix rows, RFC 5869's SHA-256 cases), the `nostr` crate as an independent
 //! NIP-44 implementation, and pair-blinded tags.
 
-use fleetmesh_relay::{Error, hkdf, nip44};
+use fleetmesh_proto::{Error, hkdf, nip44};
 use secp256k1::SecretKey;
 use serde_json::Value;
 use sha2::{Digest, Sha256};

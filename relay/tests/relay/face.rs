@@ -5,9 +5,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent};
 use fleetmesh_relay::limits::Limits;
 use fleetmesh_relay::metrics::Rejection;
-use fleetmesh_relay::{Event, NodeKeys, Relay, RelayConfig, Store, UnsignedEvent};
+use fleetmesh_relay::{Relay, RelayConfig, Store};
 use futures_util::{SinkExt as _, StreamExt as _};
 use nostr_sdk::prelude as sdk;
 use serde_json::{Value, json};

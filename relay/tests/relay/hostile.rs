@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use fleetmesh_relay::NodeKeys;
+use fleetmesh_proto::NodeKeys;
 use fleetmesh_relay::limits::Limits;
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};

@@ -1,15 +1,16 @@
 //! The relay crate's integration tests, in one binary (each test binary links a large
-//! debug build): events and identity, the store's NIP-01 semantics, and the WebSocket face
+//! debug build): events and identity, the protocol's typed nouns, the store's NIP-01 semantics, and the WebSocket face
 //! driven by independent clients.
 
 mod crypto;
 mod face;
 mod hostile;
 mod nostr_core;
+mod nouns;
 mod store;
 mod sync;
 
-use fleetmesh_relay::{Event, NodeKeys, UnsignedEvent};
+use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent};
 
 /// An event signed by `keys`.
 fn signed(keys: &NodeKeys, kind: u16, created_at: u64, tags: &[&[&str]], content: &str) -> Event {

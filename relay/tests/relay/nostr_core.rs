@@ -3,10 +3,11 @@
 
 use std::path::PathBuf;
 
-use fleetmesh_relay::event::{canonical, sign_schnorr, verify_schnorr};
-use fleetmesh_relay::identity::{DescriptorInfo, Software, verify_descriptor};
+use fleetmesh_proto::event::{canonical, sign_schnorr, verify_schnorr};
+use fleetmesh_proto::identity::{DescriptorInfo, Software, verify_descriptor};
+use fleetmesh_proto::{Endpoint, Error, Event, NodeClass, NodeKeys, UnsignedEvent};
+use fleetmesh_relay::Store;
 use fleetmesh_relay::store::InsertOutcome;
-use fleetmesh_relay::{Endpoint, Error, Event, NodeClass, NodeKeys, Store, UnsignedEvent};
 use nostr::JsonUtil as _;
 use serde_json::Value;
 
@@ -218,9 +219,9 @@ fn descriptor_binds_all_three_keys_and_validates() {
 
     // Peering is allowed only on equal protocol digests.
     let ours = fleetmesh_schemas::ProtocolDigest([0x22; 32]);
-    fleetmesh_relay::identity::check_peer(&event, &ours).unwrap();
+    fleetmesh_proto::identity::check_peer(&event, &ours).unwrap();
     let other = fleetmesh_schemas::ProtocolDigest([0x23; 32]);
-    match fleetmesh_relay::identity::check_peer(&event, &other) {
+    match fleetmesh_proto::identity::check_peer(&event, &other) {
         Err(Error::ProtocolMismatch { theirs, .. }) => assert_eq!(theirs, "22".repeat(32)),
         r => panic!("{r:?}"),
     }
@@ -262,7 +263,7 @@ fn descriptor_binds_all_three_keys_and_validates() {
         })
         .unwrap();
     assert!(matches!(
-        fleetmesh_relay::identity::check_peer(&tagged, &ours),
+        fleetmesh_proto::identity::check_peer(&tagged, &ours),
         Err(Error::ProtocolMismatch { .. })
     ));
     // A secp256k1 key entry that is not the signer's.
@@ -284,7 +285,7 @@ fn key_files_are_private_and_round_trip() {
         std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
         0o700
     );
-    for name in fleetmesh_relay::identity::KEY_FILES {
+    for name in fleetmesh_proto::identity::KEY_FILES {
         let mode = std::fs::metadata(dir.join(name))
             .unwrap()
             .permissions()

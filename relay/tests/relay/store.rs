@@ -1,8 +1,8 @@
 //! The store's NIP-01 semantics, on a real SQLite file: replaceable and addressable
 //! versions, NIP-09 deletion, NIP-40 expiration, and every filter field.
 
-use fleetmesh_relay::NodeKeys;
-use fleetmesh_relay::filter::{Filter, FilterLimits};
+use fleetmesh_proto::NodeKeys;
+use fleetmesh_proto::filter::{Filter, FilterLimits};
 use fleetmesh_relay::store::{InsertOutcome, Store};
 use serde_json::json;
 

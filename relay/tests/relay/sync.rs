@@ -3,10 +3,10 @@
 
 use std::collections::HashSet;
 
+use fleetmesh_proto::{Event, NodeKeys};
 use fleetmesh_relay::limits::Limits;
 use fleetmesh_relay::store::Store;
 use fleetmesh_relay::sync::{Direction, SyncOptions, sync};
-use fleetmesh_relay::{Event, NodeKeys};
 use nostr_sdk::prelude as sdk;
 use serde_json::json;
 
@@ -312,7 +312,7 @@ async fn shard_descriptors_sync_by_the_same_path() {
     let ex = &example["valid"][0];
     let keys = NodeKeys::generate().unwrap();
     let shard = keys
-        .sign(fleetmesh_relay::UnsignedEvent {
+        .sign(fleetmesh_proto::UnsignedEvent {
             created_at: 1_700_000_000,
             kind: 30803,
             tags: serde_json::from_value(ex["tags"].clone()).unwrap(),

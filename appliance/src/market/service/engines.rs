@@ -10,11 +10,12 @@
 //! whose SHA-256 is the receipt's output digest.
 
 use base64::Engine as _;
+use fleetmesh_proto::ask::Ask;
+use fleetmesh_proto::{Engine, Mode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{JobService, Run, b64};
-use crate::market::ask::Ask;
 use crate::market::jobs::JobRecord;
 use crate::market::receipt::Finished;
 use crate::market::{Refusal, refuse};
@@ -24,7 +25,7 @@ impl JobService {
     /// Runs `job` on its ask's engine.
     pub(super) fn run(&self, job: &JobRecord) -> Result<(), Refusal> {
         let started_at = unix_now();
-        let ask = Ask::parse(&job.ask, self.schemas, 0)?;
+        let ask = Ask::parse(&job.ask, 0)?;
         let msg = self.open_job(&ask, &job.payload)?;
         let run = Run {
             job,
@@ -32,11 +33,11 @@ impl JobService {
             msg: &msg,
             started_at,
         };
-        match ask.engine.as_str() {
-            "groth16-prove" => return self.run_prove(&run),
-            "groth16-verify" => return self.run_verify(&run),
-            "llm" => return self.run_llm(&run),
-            _ => {}
+        match ask.engine {
+            Engine::Groth16Prove => return self.run_prove(&run),
+            Engine::Groth16Verify => return self.run_verify(&run),
+            Engine::Llm => return self.run_llm(&run),
+            Engine::Wasm | Engine::Data => {}
         }
         // job data: inline bytes, or blobs of this node's Blossom store, in order
         let inline = |v: &Value, what: &str| -> Result<Vec<u8>, Refusal> {
@@ -182,7 +183,7 @@ impl JobService {
                 "output_bytes": document.len(),
             }),
             verdict: json!({
-                "mode": "delivery",
+                "mode": Mode::Delivery,
                 "preimage_hash": hex::encode(Sha256::digest(preimage)),
                 "delivered": failure.is_none(),
             }),
@@ -197,7 +198,7 @@ impl JobService {
     /// the 2-of-3 quorum, or decoding constrained to the job's `output_schema`.
     fn run_llm(&self, r: &Run<'_>) -> Result<(), Refusal> {
         let (job, ask, msg, started_at) = (r.job, r.ask, r.msg, r.started_at);
-        if ask.mode == "tee-attestation" {
+        if ask.mode == Mode::TeeAttestation {
             return self.run_llm_attested(r);
         }
         let t = std::time::Instant::now();
@@ -211,7 +212,7 @@ impl JobService {
         body["model"] = ask.content["model"].clone();
         body["verification"] = json!(ask.mode);
         body["stream"] = json!(false);
-        if ask.mode == "schema-bounds" {
+        if ask.mode == Mode::SchemaBounds {
             body["response_format"] = json!({"type": "json_schema",
                 "json_schema": {"name": "output", "schema": msg["output_schema"]}});
         }
@@ -240,7 +241,7 @@ impl JobService {
                 })
                 .collect();
             let mut out = json!({
-                "mode": "quasi-deterministic",
+                "mode": Mode::QuasiDeterministic,
                 "quorum": ask.content["quorum"],
                 "outcome": if agreed.is_some() { "agree" } else { "inconclusive" },
                 "digests": digests,
@@ -253,8 +254,8 @@ impl JobService {
         let (document, verdict, metered, failure) = match answer {
             Ok(r) => {
                 let fm = &r["fleetmesh"];
-                let verdict = if ask.mode == "schema-bounds" {
-                    json!({"mode": "schema-bounds",
+                let verdict = if ask.mode == Mode::SchemaBounds {
+                    json!({"mode": Mode::SchemaBounds,
                            "valid": fm["verdict"]["valid"].as_bool().unwrap_or(false),
                            "schema_digest": ask.content["output_schema"]})
                 } else {
@@ -267,7 +268,7 @@ impl JobService {
                 });
                 (r.to_string(), verdict, metered, None)
             }
-            Err((code, message, Some(v))) if ask.mode == "quasi-deterministic" => {
+            Err((code, message, Some(v))) if ask.mode == Mode::QuasiDeterministic => {
                 let doc = json!({"error": {"code": code, "message": message}, "verdict": v});
                 let metered =
                     json!({"completion_tokens": 0, "wall_ms": t.elapsed().as_millis() as u64});
@@ -310,7 +311,7 @@ impl JobService {
             .map_err(|(code, m, _)| refuse("bad_request", format!("{code}: {m}")))?;
         let document = answer.to_string();
         let output_digest = Sha256::digest(document.as_bytes());
-        let blinded = crate::market::receipt::blinded_job_id(
+        let blinded = fleetmesh_proto::receipt::blinded_job_id(
             &self.keys.nostr().secret_key(),
             &job.buyer,
             &job.id,
@@ -341,7 +342,7 @@ impl JobService {
                 "wall_ms": t.elapsed().as_millis() as u64,
             }),
             verdict: json!({
-                "mode": "tee-attestation",
+                "mode": Mode::TeeAttestation,
                 "bound": true,
                 "platform": "amd-sev-snp",
                 "report_digest": report_digest,
@@ -398,7 +399,7 @@ impl JobService {
             output_digest: sha(&document),
             metered: json!({"proofs": items.len(), "wall_ms": t.elapsed().as_millis() as u64}),
             verdict: json!({
-                "mode": "proof",
+                "mode": Mode::Proof,
                 "valid": valid,
                 "vkey_digest": sha(&vkey),
                 "public_inputs_digest": sha(&Value::from(publics).to_string()),
@@ -460,7 +461,7 @@ impl JobService {
             output_digest: sha(&document),
             metered: json!({"proofs": 1, "wall_ms": t.elapsed().as_millis() as u64}),
             verdict: json!({
-                "mode": "proof",
+                "mode": Mode::Proof,
                 "valid": true,
                 "vkey_digest": sha(&vkey),
                 "public_inputs_digest": sha(&public),

@@ -15,13 +15,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
+use fleetmesh_proto::ask::Ask;
+use fleetmesh_proto::{Engine, Mode, NodeKeys, nip44};
 use fleetmesh_relay::face::Relay;
-use fleetmesh_relay::{NodeKeys, nip44};
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::ask::Ask;
 use super::jobs::{JobRecord, JobStore, State as JobState};
 use super::receipt::{Finished, sign_receipt};
 use super::{Refusal, refuse};
@@ -181,13 +181,26 @@ fn worker(weak: &std::sync::Weak<JobService>, rx: &Mutex<std::sync::mpsc::Receiv
     }
 }
 
+/// The verification modes this node runs jobs of an engine under.
+fn offered_modes(engine: Engine) -> &'static [Mode] {
+    match engine {
+        Engine::Wasm | Engine::Data => &[Mode::Delivery],
+        Engine::Groth16Prove | Engine::Groth16Verify => &[Mode::Proof],
+        Engine::Llm => &[
+            Mode::QuasiDeterministic,
+            Mode::SchemaBounds,
+            Mode::TeeAttestation,
+        ],
+    }
+}
+
 impl JobService {
     /// Checks and records a submission: the ask, then the job message it carries.
     fn submit(&self, body: &[u8]) -> Result<(JobRecord, bool), Refusal> {
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| refuse("bad_request", format!("the body is not JSON: {e}")))?;
         let now = unix_now();
-        let ask = Ask::parse(&v["ask"].to_string(), self.schemas, now)?;
+        let ask = Ask::parse(&v["ask"].to_string(), now)?;
         let sealed = v["payload"]
             .as_str()
             .ok_or_else(|| refuse("bad_request", "payload must be a NIP-44 string"))?;
@@ -220,8 +233,8 @@ impl JobService {
         }
         for (field, want) in [
             ("ask", ask.event.id_hex()),
-            ("engine", ask.engine.clone()),
-            ("mode", ask.mode.clone()),
+            ("engine", ask.engine.to_string()),
+            ("mode", ask.mode.to_string()),
         ] {
             if job[field].as_str() != Some(want.as_str()) {
                 return Err(refuse(
@@ -230,21 +243,11 @@ impl JobService {
                 ));
             }
         }
-        let modes: &[&str] = match ask.engine.as_str() {
-            "wasm" | "data" => &["delivery"],
-            "groth16-prove" | "groth16-verify" => &["proof"],
-            "llm" => &["quasi-deterministic", "schema-bounds", "tee-attestation"],
-            other => {
-                return Err(refuse(
-                    "unsupported-engine",
-                    format!(
-                        "engine {other} does not run on this node (wasm, data, groth16-prove, \
-                         groth16-verify and llm do)"
-                    ),
-                ));
-            }
-        };
-        if !modes.contains(&ask.mode.as_str()) {
+        if !offered_modes(ask.engine).contains(&ask.mode) {
+            let modes: Vec<&str> = offered_modes(ask.engine)
+                .iter()
+                .map(|m| m.as_str())
+                .collect();
             return Err(refuse(
                 "unsupported-mode",
                 format!(
@@ -255,7 +258,7 @@ impl JobService {
                 ),
             ));
         }
-        if ask.engine == "llm" {
+        if ask.engine == Engine::Llm {
             let want = job["params"]["max_tokens"].as_u64().unwrap_or(16);
             let cap = ask.content["limits"]["tokens"].as_u64().unwrap_or(0);
             if want > cap {
@@ -264,7 +267,7 @@ impl JobService {
                     format!("max_tokens {want} is above the ask's tokens limit {cap}"),
                 ));
             }
-            if ask.mode == "schema-bounds" {
+            if ask.mode == Mode::SchemaBounds {
                 let schema = &job["output_schema"];
                 let digest = hex::encode(Sha256::digest(schema.to_string().as_bytes()));
                 if schema.is_null()
@@ -290,7 +293,7 @@ impl JobService {
                 ));
             }
         }
-        if (ask.engine == "wasm" || ask.engine == "data")
+        if matches!(ask.engine, Engine::Wasm | Engine::Data)
             && job["limits"]["fuel"].as_u64().is_none()
         {
             return Err(refuse("bad_request", "a wasm job needs limits.fuel"));

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+use fleetmesh_proto::{NodeKeys, UnsignedEvent};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;

@@ -3,7 +3,7 @@
 //! kinds against their schemas.
 
 use fleetmesh_bench::{compare, report};
-use fleetmesh_relay::{Event, NodeKeys, UnsignedEvent};
+use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent};
 use fleetmesh_schemas::SchemaSet;
 use nostr::JsonUtil as _;
 

@@ -36,7 +36,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fleetmesh_relay::filter::{Filter, FilterLimits};
+use fleetmesh_proto::filter::{Filter, FilterLimits};
 use fleetmesh_relay::limits::Limits;
 use fleetmesh_relay::{Relay, RelayConfig, Store};
 use serde_json::Value;

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use fleetmesh_relay::{NodeKeys, UnsignedEvent};
+use fleetmesh_proto::{NodeKeys, UnsignedEvent};
 use futures_util::{SinkExt as _, StreamExt as _};
 use rayon::prelude::*;
 use serde_json::{Value, json};

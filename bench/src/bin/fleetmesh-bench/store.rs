@@ -15,9 +15,10 @@
 
 use std::time::{Duration, Instant};
 
-use fleetmesh_relay::filter::{Filter, FilterLimits};
+use fleetmesh_proto::Event;
+use fleetmesh_proto::filter::{Filter, FilterLimits};
+use fleetmesh_relay::Store;
 use fleetmesh_relay::store::now;
-use fleetmesh_relay::{Event, Store};
 use rand::rngs::StdRng;
 use rand::{Rng as _, RngCore as _, SeedableRng as _};
 use serde_json::json;

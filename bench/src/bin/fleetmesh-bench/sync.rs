@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use fleetmesh_relay::Event;
+use fleetmesh_proto::Event;
 use fleetmesh_relay::limits::Limits;
 use fleetmesh_relay::store::{NegItem, Store};
 use fleetmesh_relay::sync::{SyncOptions, sync};

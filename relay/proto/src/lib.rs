@@ -1,0 +1,43 @@
+//! # fleetmesh-proto
+//!
+//! The protocol's nouns, below every crate that speaks it (the relay, and the transports,
+//! ledger and market that come after it). No I/O beyond the node's own key files, no async,
+//! no storage:
+//!
+//! - [`event`]: NIP-01 events — canonical serialization, ids, BIP-340 signatures
+//!   (libsecp256k1 through the `secp256k1` crate), parsing that says what it checks;
+//! - [`filter`]: NIP-01 filters, parsed with bounds and matched against events;
+//! - [`nip44`]: NIP-44 v2 payload encryption between two keys; [`hkdf`]: RFC 5869 and the
+//!   pair-blinded tags receipts use;
+//! - [`identity`]: the node's three key pairs, their 0600 files, `did:nostr`, and the
+//!   self-signed multi-key node descriptor (kind 11801);
+//! - the compute market's nouns: [`ask::Ask`] (kind 30810), [`receipt::Receipt`] (kind
+//!   30811) and the [`Mode`] and [`Engine`] words they carry. Each parses from an event
+//!   (`TryFrom<&Event>`: signature, the kind's JSON Schema, tags agreeing with the content)
+//!   into typed fields, with an [`Error`] that names what failed, and builds its signed
+//!   event.
+//!
+//! Kind numbers live in `fleetmesh_schemas::constants::kind`, nowhere else.
+
+pub mod ask;
+pub mod error;
+pub mod event;
+pub mod filter;
+pub mod hkdf;
+pub mod identity;
+pub mod mode;
+pub mod nip44;
+mod noun;
+pub mod receipt;
+
+pub use error::{Error, Result};
+pub use event::{Event, UnsignedEvent};
+pub use identity::{DescriptorInfo, Endpoint, NodeClass, NodeKeys};
+pub use mode::{Engine, Mode};
+
+/// Unix seconds by the system clock (0 before 1970).
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
