@@ -6,6 +6,10 @@ use std::sync::OnceLock;
 use fleetmesh_proto::ask::Ask;
 use fleetmesh_proto::event::canonical;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
+use fleetmesh_proto::ledger::{Budget, Report};
+use fleetmesh_proto::nodes::{Heartbeat, Revocation, Shard};
+use fleetmesh_proto::noun::Noun;
+use fleetmesh_proto::projection::{Assertion, RelayMonitor};
 use fleetmesh_proto::receipt::Receipt;
 use fleetmesh_proto::{Event, UnsignedEvent, nip44};
 use fleetmesh_relay::limits::Limits;
@@ -82,6 +86,36 @@ fn check_event(ev: &Event) {
     if let Ok(receipt) = Receipt::from_event(signed.clone()) {
         assert_eq!(signed.tag_value("d"), Some(receipt.job.as_str()));
         assert_eq!(signed.tag_value("mode"), Some(receipt.mode.as_str()));
+    }
+    nouns_sign_back(&signed);
+}
+
+/// Whatever noun an event reads as signs back into an event that reads the same.
+fn nouns_sign_back(ev: &Event) {
+    fn hold<N: Noun + PartialEq + std::fmt::Debug>(ev: &Event) {
+        if let Ok(n) = N::from_event(ev) {
+            let again = n.unsigned(ev.created_at).sign_with_aux(keypair(), &[0; 32]);
+            assert_eq!(N::from_event(&again).expect("a noun signed back reads"), n);
+        }
+    }
+    hold::<Budget>(ev);
+    hold::<Report>(ev);
+    hold::<Revocation>(ev);
+    hold::<Heartbeat>(ev);
+    hold::<Shard>(ev);
+    if let Ok(a) = Assertion::from_event(ev) {
+        let again = a.unsigned(ev.created_at).sign_with_aux(keypair(), &[0; 32]);
+        assert_eq!(
+            Assertion::from_event(&again).expect("an assertion signed back reads"),
+            a
+        );
+    }
+    if let Ok(m) = RelayMonitor::from_event(ev) {
+        let again = m.unsigned(ev.created_at).sign_with_aux(keypair(), &[0; 32]);
+        assert_eq!(
+            RelayMonitor::from_event(&again).expect("a monitor event signed back reads"),
+            m
+        );
     }
 }
 

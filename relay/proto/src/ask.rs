@@ -5,8 +5,8 @@ use fleetmesh_schemas::constants::kind;
 use serde_json::Value;
 
 use crate::event::Event;
-use crate::mode::{Engine, Mode};
 use crate::noun::{agreeing_tag, checked_content};
+use crate::words::{Engine, Mode};
 use crate::{Error, Result};
 
 /// A checked ask.

@@ -11,11 +11,15 @@
 //!   pair-blinded tags receipts use;
 //! - [`identity`]: the node's three key pairs, their 0600 files, `did:nostr`, and the
 //!   self-signed multi-key node descriptor (kind 11801);
-//! - the compute market's nouns: [`ask::Ask`] (kind 30810), [`receipt::Receipt`] (kind
-//!   30811) and the [`Mode`] and [`Engine`] words they carry. Each parses from an event
-//!   (`TryFrom<&Event>`: signature, the kind's JSON Schema, tags agreeing with the content)
-//!   into typed fields, with an [`Error`] that names what failed, and builds its signed
-//!   event.
+//! - a typed noun for every fleetmesh kind: [`ask::Ask`] (30810) and [`receipt::Receipt`]
+//!   (30811) of the market; [`ledger::Budget`] (30801) and [`ledger::Report`] (30802);
+//!   [`nodes::Revocation`] (11802), [`nodes::Heartbeat`] (21801) and [`nodes::Shard`]
+//!   (30803); the projections [`projection::Assertion`] (NIP-85, 30385) and
+//!   [`projection::RelayMonitor`] (NIP-66, 30166); the descriptor (11801) is [`identity`]'s.
+//!   Each parses from an event (`TryFrom<&Event>`: signature, the kind's JSON Schema, tags
+//!   agreeing with the content) into typed fields, with an [`Error`] that names what failed,
+//!   and builds its signed event ([`noun::Noun`] for the kinds whose content is an object);
+//! - [`words`]: the closed vocabularies ([`Mode`], [`Engine`], [`Rung`], [`Unit`], …).
 //!
 //! Kind numbers live in `fleetmesh_schemas::constants::kind`, nowhere else.
 
@@ -25,15 +29,18 @@ pub mod event;
 pub mod filter;
 pub mod hkdf;
 pub mod identity;
-pub mod mode;
+pub mod ledger;
 pub mod nip44;
-mod noun;
+pub mod nodes;
+pub mod noun;
+pub mod projection;
 pub mod receipt;
+pub mod words;
 
 pub use error::{Error, Result};
 pub use event::{Event, UnsignedEvent};
 pub use identity::{DescriptorInfo, Endpoint, NodeClass, NodeKeys};
-pub use mode::{Engine, Mode};
+pub use words::{Engine, KeyType, Mode, RevocationReason, Rung, Unit};
 
 /// Unix seconds by the system clock (0 before 1970).
 pub(crate) fn unix_now() -> u64 {

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::event::{Event, UnsignedEvent};
 use crate::identity::NodeKeys;
-use crate::mode::{Engine, Mode};
-use crate::noun::{agreeing_tag, checked_content};
+use crate::noun::{agreeing_tag, checked_content, same};
+use crate::words::{Engine, Mode};
 use crate::{Error, Result};
 
 /// The blinded id of job `job_id` (hex) between `secret`'s owner and `peer` (hex x-only
@@ -110,20 +110,15 @@ impl Receipt {
     /// naming the tag.
     pub fn from_event(event: Event) -> Result<Receipt> {
         let content = checked_content(&event, kind::JOB_RECEIPT, "a receipt")?;
-        let same = |tag: &'static str, value: &Value| -> Result<String> {
-            let t = event.tag_value(tag).unwrap_or_default();
-            if value.as_str() != Some(t) {
-                return Err(Error::Mismatch {
-                    field: tag,
-                    tag: t.to_owned(),
-                    content: value.to_string(),
-                });
-            }
-            Ok(t.to_owned())
-        };
-        let job = same("d", &content["job"])?;
-        let ask = same("e", &content["ask"])?;
-        let mode: Mode = same("mode", &content["verdict"]["mode"])?.parse()?;
+        let (job, ask) = (
+            event.tag_value("d").unwrap_or_default().to_owned(),
+            event.tag_value("e").unwrap_or_default().to_owned(),
+        );
+        same("d", &job, &content["job"])?;
+        same("e", &ask, &content["ask"])?;
+        let mode = event.tag_value("mode").unwrap_or_default();
+        same("mode", mode, &content["verdict"]["mode"])?;
+        let mode: Mode = mode.parse()?;
         let engine: Engine = if event.tag_value("engine").is_some() {
             agreeing_tag(&event, &content, "engine")?
         } else {

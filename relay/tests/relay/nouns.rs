@@ -215,3 +215,106 @@ fn a_signed_receipt_reads_back_and_a_tag_that_lies_is_named() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Every valid example of `kind` (re-signed) reads, and signs back into an event that
+/// reads the same; every invalid one is refused by the kind's schema (or, for the example
+/// of another kind, as one).
+fn examples_hold<T: PartialEq + std::fmt::Debug>(
+    kind: u16,
+    read: impl Fn(&Event) -> Result<T, Error>,
+    sign: impl Fn(&T, &NodeKeys, u64) -> Result<Event, Error>,
+) {
+    let ex = examples(kind);
+    let keys = NodeKeys::generate().unwrap();
+    let valid = ex["valid"].as_array().unwrap();
+    assert!(!valid.is_empty());
+    for v in valid {
+        let event = resigned(&keys, v);
+        let noun = read(&event).unwrap_or_else(|e| panic!("kind {kind}: {v}: {e}"));
+        let again = sign(&noun, &keys, event.created_at).unwrap();
+        assert_eq!(again.kind, kind);
+        assert_eq!(read(&again).unwrap(), noun, "kind {kind}: signed back");
+    }
+    for bad in ex["invalid"].as_array().unwrap() {
+        let why = bad["why"].as_str().unwrap();
+        match read(&resigned(&keys, &bad["instance"])) {
+            Err(Error::Schema(_)) => {}
+            Err(Error::WrongKind { expected, .. }) if expected == kind => {}
+            other => panic!("kind {kind}: {why}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn every_fleetmesh_kind_reads_from_its_examples_and_signs_back() {
+    use fleetmesh_proto::ledger::{Budget, Report};
+    use fleetmesh_proto::nodes::{Heartbeat, Revocation, Shard};
+    use fleetmesh_proto::noun::Noun;
+    use fleetmesh_proto::projection::{Assertion, RelayMonitor};
+    examples_hold(30801, Budget::from_event, Budget::sign);
+    examples_hold(30802, Report::from_event, Report::sign);
+    examples_hold(11802, Revocation::from_event, Revocation::sign);
+    examples_hold(21801, Heartbeat::from_event, Heartbeat::sign);
+    examples_hold(30803, Shard::from_event, Shard::sign);
+    examples_hold(30385, Assertion::from_event, Assertion::sign);
+    examples_hold(30166, RelayMonitor::from_event, RelayMonitor::sign);
+    // Each refuses the others' kinds, naming both.
+    let keys = NodeKeys::generate().unwrap();
+    let budget = resigned(&keys, &examples(30801)["valid"][0]);
+    match Report::try_from(&budget) {
+        Err(Error::WrongKind {
+            expected, found, ..
+        }) => assert_eq!((expected, found), (30802, 30801)),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        Assertion::try_from(&budget),
+        Err(Error::WrongKind { .. })
+    ));
+}
+
+/// `v` with its tag `i` replaced by `tag`, signed by `keys`.
+fn with_tag(keys: &NodeKeys, v: &Value, i: usize, tag: Value) -> Event {
+    let mut v = v.clone();
+    match v["tags"].as_array_mut().unwrap() {
+        tags if i < tags.len() => tags[i] = tag,
+        tags => tags.push(tag),
+    }
+    resigned(keys, &v)
+}
+
+fn mismatch_on<T: std::fmt::Debug>(r: Result<T, Error>) -> &'static str {
+    match r {
+        Err(Error::Mismatch { field, .. }) => field,
+        other => panic!("not a mismatch: {other:?}"),
+    }
+}
+
+#[test]
+fn tags_that_disagree_with_the_content_are_named() {
+    use fleetmesh_proto::ledger::{Budget, Report};
+    use fleetmesh_proto::nodes::{Heartbeat, Revocation, Shard};
+    let keys = NodeKeys::generate().unwrap();
+    let other = json!("00".repeat(32));
+    let budget = &examples(30801)["valid"][0];
+    let e = with_tag(&keys, budget, 0, json!(["d", other]));
+    assert_eq!(mismatch_on(Budget::try_from(&e)), "d");
+    let e = with_tag(&keys, budget, 1, json!(["p", other]));
+    assert_eq!(mismatch_on(Budget::try_from(&e)), "p");
+    let report = &examples(30802)["valid"][0];
+    let e = with_tag(&keys, report, 99, json!(["rung", "S3"]));
+    assert_eq!(mismatch_on(Report::try_from(&e)), "rung");
+    let revocation = &examples(11802)["valid"][0];
+    let e = with_tag(&keys, revocation, 0, json!(["revoked", "ed25519", other]));
+    assert_eq!(mismatch_on(Revocation::try_from(&e)), "revoked");
+    let e = with_tag(&keys, revocation, 99, json!(["p", other]));
+    assert_eq!(mismatch_on(Revocation::try_from(&e)), "p");
+    let heartbeat = &examples(21801)["valid"][0];
+    let e = with_tag(&keys, heartbeat, 0, json!(["protocol", other]));
+    assert_eq!(mismatch_on(Heartbeat::try_from(&e)), "protocol");
+    let shard = &examples(30803)["valid"][0];
+    let e = with_tag(&keys, shard, 1, json!(["x", other]));
+    assert_eq!(mismatch_on(Shard::try_from(&e)), "x");
+    let e = with_tag(&keys, shard, 99, json!(["p", other]));
+    assert_eq!(mismatch_on(Shard::try_from(&e)), "p");
+}

@@ -1,7 +1,8 @@
-//! The two words every compute ask and receipt carries: the verification [`Mode`] a buyer
-//! requires and the [`Engine`] that runs the job. Their spellings are the protocol's
-//! (`common.json`'s `verificationMode` and `engine`); everywhere else in the code they are
-//! these enums, never strings compared.
+//! The protocol's closed vocabularies as enums: the verification [`Mode`] a buyer requires
+//! and the [`Engine`] that runs a job (every ask and receipt carries both), the remedy
+//! [`Rung`], accounting [`Unit`]s, [`KeyType`]s and [`RevocationReason`]s. Their spellings
+//! are `common.json`'s (and the kinds' schemas'); everywhere else in the code they are these
+//! enums, never strings compared.
 
 use std::fmt;
 use std::str::FromStr;
@@ -85,5 +86,63 @@ words! {
         Llm = "llm",
         /// Compute over data (a Bacalhau-style job spec).
         Data = "data",
+    }
+}
+
+words! {
+    /// The remedy-ladder rung applied to a peer.
+    Rung, "rung" {
+        /// Normal.
+        S0 = "S0",
+        /// Warned.
+        S1 = "S1",
+        /// Throttled: the AIMD window cut.
+        S2 = "S2",
+        /// Credit suspended: prepay only.
+        S3 = "S3",
+        /// Disconnected.
+        S4 = "S4",
+    }
+}
+
+words! {
+    /// An accounting unit.
+    Unit, "unit" {
+        /// Millisatoshi.
+        Msat = "msat",
+        /// Satoshi.
+        Sat = "sat",
+        /// WASM fuel.
+        Fuel = "fuel",
+        /// LLM tokens.
+        Tokens = "tokens",
+        /// Micro-US-dollars.
+        UsdMicro = "usd-micro",
+    }
+}
+
+words! {
+    /// A key algorithm of a node's identity.
+    KeyType, "key type" {
+        /// The Nostr identity key (BIP-340).
+        Secp256k1 = "secp256k1-bip340",
+        /// Signing for DIDComm and the transports.
+        Ed25519 = "ed25519",
+        /// Key agreement.
+        X25519 = "x25519",
+    }
+}
+
+words! {
+    /// Why a key was revoked.
+    RevocationReason, "revocation reason" {
+        /// A newer key replaces it.
+        Superseded = "superseded",
+        /// It leaked.
+        Compromised = "compromised",
+        /// No longer used.
+        Retired = "retired",
+        /// Not said.
+        Unspecified = "unspecified",
     }
 }
