@@ -64,7 +64,7 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
                 "did": node.keys.did(),
                 "class": node.config.node.class,
                 "descriptor": descriptor.map(|e| e.id_hex()),
-                "events": node.store.event_count()?,
+                "events": fleetmesh_relay::store::EventStore::event_count(&node.store)?,
             })
         }
         Some(dir) => json!({"dir": dir.display().to_string(), "error": "no node here"}),

@@ -23,6 +23,7 @@ use anyhow::{Context as _, bail};
 use fleetmesh_proto::identity::{DescriptorInfo, Software};
 use fleetmesh_proto::{Event, NodeKeys};
 use fleetmesh_relay::Store;
+use fleetmesh_relay::store::EventStore as _;
 use fleetmesh_schemas::constants::kind;
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 

@@ -14,7 +14,7 @@ use negentropy::{Id, Negentropy, NegentropyStorageVector};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::store::{InsertOutcome, Store, now};
+use crate::store::{EventStore, InsertOutcome, now};
 use crate::{Error, Result};
 use fleetmesh_proto::event::Event;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
@@ -188,14 +188,14 @@ impl Peer {
     }
 }
 
-/// Syncs `store` with the relay at `peer` (`ws://` or `wss://`); `progress` is called with
+/// Syncs `store` (any [`EventStore`]) with the relay at `peer` (`ws://` or `wss://`); `progress` is called with
 /// a line of text as the work advances.
 ///
 /// # Errors
 /// [`Error::Sync`] when the peer cannot be reached, answers NEG-ERR (for example a relay
 /// without NIP-77) or breaks the protocol; [`Error::Store`] when the store fails.
-pub async fn sync(
-    store: &mut Store,
+pub async fn sync<S: EventStore + ?Sized>(
+    store: &mut S,
     peer: &str,
     opts: &SyncOptions,
     mut progress: impl FnMut(&str),
@@ -327,8 +327,8 @@ pub async fn sync(
     Ok(report)
 }
 
-async fn pull(
-    store: &mut Store,
+async fn pull<S: EventStore + ?Sized>(
+    store: &mut S,
     p: &mut Peer,
     need: &[Id],
     opts: &SyncOptions,
@@ -390,8 +390,8 @@ async fn pull(
     Ok(())
 }
 
-async fn push(
-    store: &mut Store,
+async fn push<S: EventStore + ?Sized>(
+    store: &mut S,
     p: &mut Peer,
     have: &[Id],
     opts: &SyncOptions,

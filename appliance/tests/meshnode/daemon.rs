@@ -609,6 +609,7 @@ fn the_daemon_verifies_proofs_over_http_in_batches() {
 fn a_reissued_descriptor_replaces_the_stored_one_even_after_the_clock_went_back() {
     use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent};
     use fleetmesh_relay::Store;
+    use fleetmesh_relay::store::EventStore as _;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("n");
     assert!(init(&dir, &[]).status.success());

@@ -45,6 +45,7 @@ use self::outbox::{Outbox, OutputBudget, Refused};
 use crate::limits::{Limits, TokenBucket};
 use crate::message;
 use crate::metrics::{Metrics, Rejection};
+use crate::store::EventStore;
 use crate::store::readers::Readers;
 use crate::store::writer::{QueueError, Writer};
 use crate::store::{Durability, InsertOutcome, now};

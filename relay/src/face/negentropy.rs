@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::{Connection, Done};
 use crate::message;
-use crate::store::{Store, now};
+use crate::store::{EventStore, Store, now};
 use fleetmesh_proto::filter::{Filter, FilterLimits};
 
 /// A NEG-OPEN whose items were loaded and whose first message was answered.

@@ -18,13 +18,17 @@
 //! a database ([`sqlite`]): it is never recreated. [`Store::check`] runs SQLite's
 //! `quick_check` (the node does at start-up).
 
+mod api;
 mod checkpointer;
 mod insert;
+pub mod memory;
 pub mod readers;
 pub mod sqlite;
 pub mod writer;
 
+pub use api::EventStore;
 pub use checkpointer::Checkpoints;
+pub use memory::MemoryStore;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -133,10 +137,10 @@ pub struct StoredEvent {
     pub raw: String,
 }
 
-/// Where a stored event is, without its body: what [`Store::query_keys`] lists.
+/// Where a stored event is, without its body: what [`EventStore::query_keys`] lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventKey {
-    /// The row id, for [`Store::raw_by_rids`].
+    /// The row id, for [`EventStore::raw_by_rids`].
     pub rid: i64,
     /// `created_at`.
     pub created_at: u64,
@@ -275,190 +279,6 @@ impl Store {
             .map_err(self.sql())
     }
 
-    /// Stores one verified event in its own transaction (see [`Store::insert_batch`]).
-    ///
-    /// # Errors
-    /// [`Error::Store`] if SQLite fails.
-    pub fn insert_event(&mut self, event: &Event) -> Result<InsertOutcome> {
-        let json = event.to_json();
-        let mut out = self.insert_batch(&[(event, json.as_str())])?;
-        Ok(out.remove(0))
-    }
-
-    /// Stores verified events in one transaction (one commit for the group) and says what
-    /// became of each. `json` is each event's JSON as it will be served.
-    ///
-    /// # Errors
-    /// [`Error::Store`] if SQLite fails; then nothing of the batch is stored.
-    pub fn insert_batch(&mut self, events: &[(&Event, &str)]) -> Result<Vec<InsertOutcome>> {
-        let path = self.path.clone();
-        if self.deleters.is_none() {
-            self.deleters = Some(insert::Deleters::load(&self.conn).map_err(sql_err(&path))?);
-        }
-        let deleters = self.deleters.as_mut().expect("loaded above");
-        let tx = self.conn.transaction().map_err(sql_err(&path))?;
-        let mut outcomes = Vec::with_capacity(events.len());
-        for (event, json) in events {
-            outcomes.push(insert::insert_in(&tx, deleters, event, json).map_err(sql_err(&path))?);
-        }
-        tx.commit().map_err(sql_err(&path))?;
-        Ok(outcomes)
-    }
-
-    /// Deletes events whose NIP-40 expiration is at or before `now`; returns how many.
-    ///
-    /// # Errors
-    /// [`Error::Store`] if SQLite fails.
-    pub fn purge_expired(&mut self, now: u64) -> Result<usize> {
-        let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(sql_err(&path))?;
-        let n = insert::purge_expired(&tx, now).map_err(sql_err(&path))?;
-        tx.commit().map_err(sql_err(&path))?;
-        Ok(n)
-    }
-
-    /// Events matching any of `filters`, newest first (ties: lowest id first), each filter
-    /// limited to `min(limit, cap)` results, without duplicates, never expired ones: the
-    /// keys of [`Store::query_keys`] with the bodies of [`Store::raw_by_rids`]. The relay
-    /// face reads the two halves apart, so a large answer is never held in memory whole.
-    ///
-    /// # Errors
-    /// [`Error::Store`] if SQLite fails.
-    pub fn query(&self, filters: &[Filter], cap: u64, now: u64) -> Result<Vec<StoredEvent>> {
-        let keys = self.query_keys(filters, cap, now)?;
-        let rids: Vec<i64> = keys.iter().map(|k| k.rid).collect();
-        let raws = self.raw_by_rids(&rids)?;
-        Ok(keys
-            .into_iter()
-            .zip(raws)
-            .filter_map(|(k, raw)| {
-                raw.map(|raw| StoredEvent {
-                    created_at: k.created_at,
-                    id: k.id,
-                    raw,
-                })
-            })
-            .collect())
-    }
-
-    /// The keys of the events [`Store::query`] returns, in its order, without reading a
-    /// single event body: at most `filters.len() × cap` small items.
-    ///
-    /// # Errors
-    /// [`Error::Store`] if SQLite fails.
-    pub fn query_keys(&self, filters: &[Filter], cap: u64, now: u64) -> Result<Vec<EventKey>> {
-        let mut seen = HashSet::new();
-        let mut out = Vec::new();
-        for f in filters {
-            let limit = f.limit.unwrap_or(cap).min(cap);
-            if limit == 0 || f.matches_nothing() {
-                continue;
-            }
-            let (chosen, params) = filter_sql(f, Some(limit), now);
-            let mut stmt = self.conn.prepare_cached(&chosen).map_err(self.sql())?;
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(params.iter()), |r| {
-                    Ok(EventKey {
-                        rid: r.get(0)?,
-                        created_at: r.get::<_, i64>(1)? as u64,
-                        id: r.get(2)?,
-                    })
-                })
-                .map_err(self.sql())?;
-            for row in rows {
-                let row = row.map_err(self.sql())?;
-                if seen.insert(row.id) {
-                    out.push(row);
-                }
-            }
-        }
-        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
-        Ok(out)
-    }
-
-    /// The JSON of the events stored under these row ids, in the same order: `None` for one
-    /// deleted or replaced since its key was read.
-    ///
-    /// # Errors
-    /// [`Error::Store`] if SQLite fails.
-    pub fn raw_by_rids(&self, rids: &[i64]) -> Result<Vec<Option<String>>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT raw FROM events WHERE rid = ?1")
-            .map_err(self.sql())?;
-        rids.iter()
-            .map(|rid| {
-                stmt.query_row([rid], |r| r.get(0))
-                    .optional()
-                    .map_err(self.sql())
-            })
-            .collect()
-    }
-
-    /// The `(created_at, id)` of every stored event matching any of `filters` (NIP-77's
-    /// items), without reading event bodies; unsorted, without duplicates. Stops with
-    /// `Ok(None)` past `max` items.
-    ///
-    /// # Errors
-    /// [`Error::Store`] if SQLite fails.
-    pub fn negentropy_items(
-        &self,
-        filters: &[Filter],
-        max: usize,
-        now: u64,
-    ) -> Result<Option<Vec<NegItem>>> {
-        let mut seen = HashSet::new();
-        let mut out = Vec::new();
-        for f in filters {
-            if f.matches_nothing() || f.limit == Some(0) {
-                continue;
-            }
-            // A filter's own limit keeps its meaning (the newest N); otherwise no order.
-            let (chosen, params) = filter_sql(f, f.limit, now);
-            let sql = format!("SELECT created_at, id FROM ({chosen})");
-            let mut stmt = self.conn.prepare_cached(&sql).map_err(self.sql())?;
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(params.iter()), |r| {
-                    Ok((r.get::<_, i64>(0)? as u64, r.get::<_, [u8; 32]>(1)?))
-                })
-                .map_err(self.sql())?;
-            // Duplicates arise only across filters.
-            let dedup = filters.len() > 1;
-            for row in rows {
-                let row = row.map_err(self.sql())?;
-                if !dedup || seen.insert(row.1) {
-                    out.push(row);
-                    if out.len() > max {
-                        return Ok(None);
-                    }
-                }
-            }
-        }
-        Ok(Some(out))
-    }
-
-    /// The JSON of the stored events with these ids (those that exist).
-    ///
-    /// # Errors
-    /// [`Error::Store`] if SQLite fails.
-    pub fn events_by_id(&self, ids: &[[u8; 32]]) -> Result<Vec<String>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT raw FROM events WHERE id = ?1")
-            .map_err(self.sql())?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(raw) = stmt
-                .query_row([&id[..]], |r| r.get::<_, String>(0))
-                .optional()
-                .map_err(self.sql())?
-            {
-                out.push(raw);
-            }
-        }
-        Ok(out)
-    }
-
     /// The newest stored event of `kind` by `pubkey`, if any.
     ///
     /// # Errors
@@ -476,17 +296,6 @@ impl Store {
             .optional()
             .map_err(self.sql())?;
         Ok(raw.map(|r| Event::from_json(&r)).transpose()?)
-    }
-
-    /// Number of stored events.
-    ///
-    /// # Errors
-    /// [`Error::Store`] if SQLite fails.
-    pub fn event_count(&self) -> Result<u64> {
-        self.conn
-            .query_row("SELECT count(*) FROM events", [], |r| r.get::<_, i64>(0))
-            .map(|n| n as u64)
-            .map_err(self.sql())
     }
 
     /// Size of the database in bytes (pages in use times page size; the WAL not counted).
@@ -527,6 +336,169 @@ impl Store {
                 [key, value],
             )
             .map(|_| ())
+            .map_err(self.sql())
+    }
+}
+
+impl EventStore for Store {
+    /// Stores verified events in one transaction (one commit for the group) and says what
+    /// became of each. `json` is each event's JSON as it will be served.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails; then nothing of the batch is stored.
+    fn insert_batch(&mut self, events: &[(&Event, &str)]) -> Result<Vec<InsertOutcome>> {
+        let path = self.path.clone();
+        if self.deleters.is_none() {
+            self.deleters = Some(insert::Deleters::load(&self.conn).map_err(sql_err(&path))?);
+        }
+        let deleters = self.deleters.as_mut().expect("loaded above");
+        let tx = self.conn.transaction().map_err(sql_err(&path))?;
+        let mut outcomes = Vec::with_capacity(events.len());
+        for (event, json) in events {
+            outcomes.push(insert::insert_in(&tx, deleters, event, json).map_err(sql_err(&path))?);
+        }
+        tx.commit().map_err(sql_err(&path))?;
+        Ok(outcomes)
+    }
+
+    /// Deletes events whose NIP-40 expiration is at or before `now`; returns how many.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    fn purge_expired(&mut self, now: u64) -> Result<usize> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(sql_err(&path))?;
+        let n = insert::purge_expired(&tx, now).map_err(sql_err(&path))?;
+        tx.commit().map_err(sql_err(&path))?;
+        Ok(n)
+    }
+
+    /// The keys of the events [`EventStore::query`] returns, in its order, without reading a
+    /// single event body: at most `filters.len() × cap` small items.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    fn query_keys(&self, filters: &[Filter], cap: u64, now: u64) -> Result<Vec<EventKey>> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for f in filters {
+            let limit = f.limit.unwrap_or(cap).min(cap);
+            if limit == 0 || f.matches_nothing() {
+                continue;
+            }
+            let (chosen, params) = filter_sql(f, Some(limit), now);
+            let mut stmt = self.conn.prepare_cached(&chosen).map_err(self.sql())?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(params.iter()), |r| {
+                    Ok(EventKey {
+                        rid: r.get(0)?,
+                        created_at: r.get::<_, i64>(1)? as u64,
+                        id: r.get(2)?,
+                    })
+                })
+                .map_err(self.sql())?;
+            for row in rows {
+                let row = row.map_err(self.sql())?;
+                if seen.insert(row.id) {
+                    out.push(row);
+                }
+            }
+        }
+        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// The JSON of the events stored under these row ids, in the same order: `None` for one
+    /// deleted or replaced since its key was read.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    fn raw_by_rids(&self, rids: &[i64]) -> Result<Vec<Option<String>>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT raw FROM events WHERE rid = ?1")
+            .map_err(self.sql())?;
+        rids.iter()
+            .map(|rid| {
+                stmt.query_row([rid], |r| r.get(0))
+                    .optional()
+                    .map_err(self.sql())
+            })
+            .collect()
+    }
+
+    /// The `(created_at, id)` of every stored event matching any of `filters` (NIP-77's
+    /// items), without reading event bodies; unsorted, without duplicates. Stops with
+    /// `Ok(None)` past `max` items.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    fn negentropy_items(
+        &self,
+        filters: &[Filter],
+        max: usize,
+        now: u64,
+    ) -> Result<Option<Vec<NegItem>>> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for f in filters {
+            if f.matches_nothing() || f.limit == Some(0) {
+                continue;
+            }
+            // A filter's own limit keeps its meaning (the newest N); otherwise no order.
+            let (chosen, params) = filter_sql(f, f.limit, now);
+            let sql = format!("SELECT created_at, id FROM ({chosen})");
+            let mut stmt = self.conn.prepare_cached(&sql).map_err(self.sql())?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(params.iter()), |r| {
+                    Ok((r.get::<_, i64>(0)? as u64, r.get::<_, [u8; 32]>(1)?))
+                })
+                .map_err(self.sql())?;
+            // Duplicates arise only across filters.
+            let dedup = filters.len() > 1;
+            for row in rows {
+                let row = row.map_err(self.sql())?;
+                if !dedup || seen.insert(row.1) {
+                    out.push(row);
+                    if out.len() > max {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// The JSON of the stored events with these ids (those that exist).
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    fn events_by_id(&self, ids: &[[u8; 32]]) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT raw FROM events WHERE id = ?1")
+            .map_err(self.sql())?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(raw) = stmt
+                .query_row([&id[..]], |r| r.get::<_, String>(0))
+                .optional()
+                .map_err(self.sql())?
+            {
+                out.push(raw);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of stored events.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    fn event_count(&self) -> Result<u64> {
+        self.conn
+            .query_row("SELECT count(*) FROM events", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
             .map_err(self.sql())
     }
 }

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use tracing::{debug, error};
 
 use super::checkpointer::{self, Checkpoints};
-use super::{Durability, InsertOutcome, Store};
+use super::{Durability, EventStore, InsertOutcome, Store};
 use crate::{Error, Result};
 use fleetmesh_proto::event::Event;
 

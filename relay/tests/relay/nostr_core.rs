@@ -7,6 +7,7 @@ use fleetmesh_proto::event::{canonical, sign_schnorr, verify_schnorr};
 use fleetmesh_proto::identity::{DescriptorInfo, Software, verify_descriptor};
 use fleetmesh_proto::{Endpoint, Error, Event, NodeClass, NodeKeys, UnsignedEvent};
 use fleetmesh_relay::Store;
+use fleetmesh_relay::store::EventStore as _;
 use fleetmesh_relay::store::InsertOutcome;
 use nostr::JsonUtil as _;
 use serde_json::Value;

@@ -1,9 +1,11 @@
-//! The store's NIP-01 semantics, on a real SQLite file: replaceable and addressable
-//! versions, NIP-09 deletion, NIP-40 expiration, and every filter field.
+//! The store's NIP-01 semantics — replaceable and addressable versions, NIP-09 deletion,
+//! NIP-40 expiration, every filter field — run against each `EventStore`: a real SQLite
+//! file and the in-memory store; then what only the SQLite store has (its tag index,
+//! migrations, damaged files, the writer's checkpoints).
 
 use fleetmesh_proto::NodeKeys;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
-use fleetmesh_relay::store::{InsertOutcome, Store};
+use fleetmesh_relay::store::{EventStore, InsertOutcome, MemoryStore, Store};
 use serde_json::json;
 
 fn store() -> (tempfile::TempDir, Store) {
@@ -14,7 +16,14 @@ fn store() -> (tempfile::TempDir, Store) {
 
 use super::signed as ev;
 
-fn ids(s: &Store, filter: serde_json::Value) -> Vec<[u8; 32]> {
+/// Runs `body` on a new SQLite store and on a new in-memory store.
+fn each_store(body: impl Fn(&mut dyn EventStore)) {
+    let (_t, mut sqlite) = store();
+    body(&mut sqlite);
+    body(&mut MemoryStore::new());
+}
+
+fn ids(s: &dyn EventStore, filter: serde_json::Value) -> Vec<[u8; 32]> {
     let f = Filter::from_value(&filter, FilterLimits::default()).unwrap();
     s.query(&[f], 500, 1_000_000)
         .unwrap()
@@ -25,226 +34,231 @@ fn ids(s: &Store, filter: serde_json::Value) -> Vec<[u8; 32]> {
 
 #[test]
 fn replaceable_keeps_the_newest_and_ties_go_to_the_lowest_id() {
-    let (_t, mut s) = store();
-    let k = NodeKeys::generate().unwrap();
-    let v1 = ev(&k, 0, 100, &[], "v1");
-    let v2 = ev(&k, 0, 200, &[], "v2");
-    assert_eq!(s.insert_event(&v1).unwrap(), InsertOutcome::Stored);
-    assert_eq!(s.insert_event(&v2).unwrap(), InsertOutcome::Stored);
-    assert_eq!(
-        s.insert_event(&v1).unwrap(),
-        InsertOutcome::Superseded,
-        "older than the stored one"
-    );
-    assert_eq!(ids(&s, json!({"kinds": [0]})), vec![v2.id]);
-    // 10000–19999 behave the same; kind 3 too.
-    for kind in [3, 10002, 19999] {
-        let a = ev(&k, kind, 100, &[], "a");
-        let b = ev(&k, kind, 101, &[], "b");
-        s.insert_event(&a).unwrap();
-        s.insert_event(&b).unwrap();
-        assert_eq!(ids(&s, json!({"kinds": [kind]})), vec![b.id], "kind {kind}");
-    }
-    // Same created_at: the lowest id stays, whatever the order of arrival.
-    let x = ev(&k, 10001, 500, &[], "x");
-    let y = ev(&k, 10001, 500, &[], "y");
-    let (low, high) = if x.id < y.id { (x, y) } else { (y, x) };
-    s.insert_event(&high).unwrap();
-    assert_eq!(s.insert_event(&low).unwrap(), InsertOutcome::Stored);
-    assert_eq!(s.insert_event(&high).unwrap(), InsertOutcome::Superseded);
-    assert_eq!(ids(&s, json!({"kinds": [10001]})), vec![low.id]);
-    // Another author's version is separate.
-    let other = NodeKeys::generate().unwrap();
-    let o = ev(&other, 0, 50, &[], "other");
-    assert_eq!(s.insert_event(&o).unwrap(), InsertOutcome::Stored);
-    assert_eq!(ids(&s, json!({"kinds": [0]})).len(), 2);
+    each_store(|s| {
+        let k = NodeKeys::generate().unwrap();
+        let v1 = ev(&k, 0, 100, &[], "v1");
+        let v2 = ev(&k, 0, 200, &[], "v2");
+        assert_eq!(s.insert_event(&v1).unwrap(), InsertOutcome::Stored);
+        assert_eq!(s.insert_event(&v2).unwrap(), InsertOutcome::Stored);
+        assert_eq!(
+            s.insert_event(&v1).unwrap(),
+            InsertOutcome::Superseded,
+            "older than the stored one"
+        );
+        assert_eq!(ids(s, json!({"kinds": [0]})), vec![v2.id]);
+        // 10000–19999 behave the same; kind 3 too.
+        for kind in [3, 10002, 19999] {
+            let a = ev(&k, kind, 100, &[], "a");
+            let b = ev(&k, kind, 101, &[], "b");
+            s.insert_event(&a).unwrap();
+            s.insert_event(&b).unwrap();
+            assert_eq!(ids(s, json!({"kinds": [kind]})), vec![b.id], "kind {kind}");
+        }
+        // Same created_at: the lowest id stays, whatever the order of arrival.
+        let x = ev(&k, 10001, 500, &[], "x");
+        let y = ev(&k, 10001, 500, &[], "y");
+        let (low, high) = if x.id < y.id { (x, y) } else { (y, x) };
+        s.insert_event(&high).unwrap();
+        assert_eq!(s.insert_event(&low).unwrap(), InsertOutcome::Stored);
+        assert_eq!(s.insert_event(&high).unwrap(), InsertOutcome::Superseded);
+        assert_eq!(ids(s, json!({"kinds": [10001]})), vec![low.id]);
+        // Another author's version is separate.
+        let other = NodeKeys::generate().unwrap();
+        let o = ev(&other, 0, 50, &[], "other");
+        assert_eq!(s.insert_event(&o).unwrap(), InsertOutcome::Stored);
+        assert_eq!(ids(s, json!({"kinds": [0]})).len(), 2);
+    });
 }
 
 #[test]
 fn addressable_is_keyed_by_kind_pubkey_and_d() {
-    let (_t, mut s) = store();
-    let k = NodeKeys::generate().unwrap();
-    let a1 = ev(&k, 30810, 100, &[&["d", "a"]], "a1");
-    let a2 = ev(&k, 30810, 200, &[&["d", "a"]], "a2");
-    let b1 = ev(&k, 30810, 150, &[&["d", "b"]], "b1");
-    let none = ev(&k, 30810, 120, &[], "no d tag: the empty d");
-    let empty = ev(&k, 30810, 130, &[&["d", ""]], "explicit empty d");
-    for e in [&a1, &b1, &a2, &none] {
-        assert_eq!(s.insert_event(e).unwrap(), InsertOutcome::Stored);
-    }
-    assert_eq!(
-        s.insert_event(&empty).unwrap(),
-        InsertOutcome::Stored,
-        "replaces the d-less one"
-    );
-    assert_eq!(
-        ids(&s, json!({"kinds": [30810]})),
-        vec![a2.id, b1.id, empty.id]
-    );
-    assert_eq!(ids(&s, json!({"#d": ["a"]})), vec![a2.id]);
+    each_store(|s| {
+        let k = NodeKeys::generate().unwrap();
+        let a1 = ev(&k, 30810, 100, &[&["d", "a"]], "a1");
+        let a2 = ev(&k, 30810, 200, &[&["d", "a"]], "a2");
+        let b1 = ev(&k, 30810, 150, &[&["d", "b"]], "b1");
+        let none = ev(&k, 30810, 120, &[], "no d tag: the empty d");
+        let empty = ev(&k, 30810, 130, &[&["d", ""]], "explicit empty d");
+        for e in [&a1, &b1, &a2, &none] {
+            assert_eq!(s.insert_event(e).unwrap(), InsertOutcome::Stored);
+        }
+        assert_eq!(
+            s.insert_event(&empty).unwrap(),
+            InsertOutcome::Stored,
+            "replaces the d-less one"
+        );
+        assert_eq!(
+            ids(s, json!({"kinds": [30810]})),
+            vec![a2.id, b1.id, empty.id]
+        );
+        assert_eq!(ids(s, json!({"#d": ["a"]})), vec![a2.id]);
+    });
 }
 
 #[test]
 fn deletion_removes_the_authors_events_and_keeps_them_out() {
-    let (_t, mut s) = store();
-    let k = NodeKeys::generate().unwrap();
-    let note = ev(&k, 1, 100, &[], "oops");
-    let keep = ev(&k, 1, 101, &[], "keep");
-    let addr_v1 = ev(&k, 30000, 100, &[&["d", "x"]], "v1");
-    for e in [&note, &keep, &addr_v1] {
-        s.insert_event(e).unwrap();
-    }
-    // Someone else cannot delete it.
-    let mallory = NodeKeys::generate().unwrap();
-    let forged = ev(&mallory, 5, 110, &[&["e", &note.id_hex()]], "");
-    s.insert_event(&forged).unwrap();
-    assert_eq!(ids(&s, json!({"ids": [note.id_hex()]})), vec![note.id]);
-    // The author can, by id and by address.
-    let address = format!("30000:{}:x", hex::encode(k.nostr_pubkey()));
-    let del = ev(&k, 5, 120, &[&["e", &note.id_hex()], &["a", &address]], "");
-    assert_eq!(s.insert_event(&del).unwrap(), InsertOutcome::Stored);
-    assert!(ids(&s, json!({"ids": [note.id_hex()]})).is_empty());
-    assert!(ids(&s, json!({"kinds": [30000]})).is_empty());
-    assert_eq!(ids(&s, json!({"ids": [keep.id_hex()]})), vec![keep.id]);
-    // Deleted events do not come back.
-    assert_eq!(s.insert_event(&note).unwrap(), InsertOutcome::Deleted);
-    assert_eq!(s.insert_event(&addr_v1).unwrap(), InsertOutcome::Deleted);
-    // A version of the address newer than the deletion is fine.
-    let addr_v2 = ev(&k, 30000, 130, &[&["d", "x"]], "v2");
-    assert_eq!(s.insert_event(&addr_v2).unwrap(), InsertOutcome::Stored);
-    // The deletion itself is stored and queryable; deleting it has no effect.
-    assert_eq!(
-        ids(
-            &s,
-            json!({"kinds": [5], "authors": [hex::encode(k.nostr_pubkey())]})
-        ),
-        vec![del.id]
-    );
-    let undo = ev(&k, 5, 140, &[&["e", &del.id_hex()]], "");
-    s.insert_event(&undo).unwrap();
-    assert!(ids(&s, json!({"ids": [del.id_hex()]})).contains(&del.id));
+    each_store(|s| {
+        let k = NodeKeys::generate().unwrap();
+        let note = ev(&k, 1, 100, &[], "oops");
+        let keep = ev(&k, 1, 101, &[], "keep");
+        let addr_v1 = ev(&k, 30000, 100, &[&["d", "x"]], "v1");
+        for e in [&note, &keep, &addr_v1] {
+            s.insert_event(e).unwrap();
+        }
+        // Someone else cannot delete it.
+        let mallory = NodeKeys::generate().unwrap();
+        let forged = ev(&mallory, 5, 110, &[&["e", &note.id_hex()]], "");
+        s.insert_event(&forged).unwrap();
+        assert_eq!(ids(s, json!({"ids": [note.id_hex()]})), vec![note.id]);
+        // The author can, by id and by address.
+        let address = format!("30000:{}:x", hex::encode(k.nostr_pubkey()));
+        let del = ev(&k, 5, 120, &[&["e", &note.id_hex()], &["a", &address]], "");
+        assert_eq!(s.insert_event(&del).unwrap(), InsertOutcome::Stored);
+        assert!(ids(s, json!({"ids": [note.id_hex()]})).is_empty());
+        assert!(ids(s, json!({"kinds": [30000]})).is_empty());
+        assert_eq!(ids(s, json!({"ids": [keep.id_hex()]})), vec![keep.id]);
+        // Deleted events do not come back.
+        assert_eq!(s.insert_event(&note).unwrap(), InsertOutcome::Deleted);
+        assert_eq!(s.insert_event(&addr_v1).unwrap(), InsertOutcome::Deleted);
+        // A version of the address newer than the deletion is fine.
+        let addr_v2 = ev(&k, 30000, 130, &[&["d", "x"]], "v2");
+        assert_eq!(s.insert_event(&addr_v2).unwrap(), InsertOutcome::Stored);
+        // The deletion itself is stored and queryable; deleting it has no effect.
+        assert_eq!(
+            ids(
+                s,
+                json!({"kinds": [5], "authors": [hex::encode(k.nostr_pubkey())]})
+            ),
+            vec![del.id]
+        );
+        let undo = ev(&k, 5, 140, &[&["e", &del.id_hex()]], "");
+        s.insert_event(&undo).unwrap();
+        assert!(ids(s, json!({"ids": [del.id_hex()]})).contains(&del.id));
+    });
 }
 
 #[test]
 fn expired_events_are_never_returned_and_are_purged() {
-    let (_t, mut s) = store();
-    let k = NodeKeys::generate().unwrap();
-    let soon = ev(&k, 1, 100, &[&["expiration", "1000"]], "soon");
-    let later = ev(&k, 1, 100, &[&["expiration", "5000"]], "later");
-    s.insert_event(&soon).unwrap();
-    s.insert_event(&later).unwrap();
-    let f = Filter::from_value(&json!({"kinds": [1]}), FilterLimits::default()).unwrap();
-    assert_eq!(
-        s.query(std::slice::from_ref(&f), 500, 999).unwrap().len(),
-        2
-    );
-    let at_2000: Vec<_> = s
-        .query(std::slice::from_ref(&f), 500, 2000)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect();
-    assert_eq!(at_2000, vec![later.id]);
-    assert_eq!(s.purge_expired(2000).unwrap(), 1);
-    assert_eq!(s.event_count().unwrap(), 1);
+    each_store(|s| {
+        let k = NodeKeys::generate().unwrap();
+        let soon = ev(&k, 1, 100, &[&["expiration", "1000"]], "soon");
+        let later = ev(&k, 1, 100, &[&["expiration", "5000"]], "later");
+        s.insert_event(&soon).unwrap();
+        s.insert_event(&later).unwrap();
+        let f = Filter::from_value(&json!({"kinds": [1]}), FilterLimits::default()).unwrap();
+        assert_eq!(
+            s.query(std::slice::from_ref(&f), 500, 999).unwrap().len(),
+            2
+        );
+        let at_2000: Vec<_> = s
+            .query(std::slice::from_ref(&f), 500, 2000)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(at_2000, vec![later.id]);
+        assert_eq!(s.purge_expired(2000).unwrap(), 1);
+        assert_eq!(s.event_count().unwrap(), 1);
+    });
 }
 
 #[test]
 fn every_filter_field_and_their_combinations() {
-    let (_t, mut s) = store();
-    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
-    let pa = hex::encode(a.nostr_pubkey());
-    let pb = hex::encode(b.nostr_pubkey());
-    let e1 = ev(&a, 1, 100, &[&["t", "rust"], &["p", &pb]], "1");
-    let e2 = ev(&a, 7, 200, &[&["t", "nostr"]], "2");
-    let e3 = ev(&b, 1, 300, &[&["t", "rust"], &["e", &e1.id_hex()]], "3");
-    let e4 = ev(
-        &b,
-        1,
-        400,
-        &[&["T", "upper"], &["title", "not single-letter"]],
-        "4",
-    );
-    for e in [&e1, &e2, &e3, &e4] {
-        s.insert_event(e).unwrap();
-    }
-    // Newest first.
-    assert_eq!(ids(&s, json!({})), vec![e4.id, e3.id, e2.id, e1.id]);
-    assert_eq!(
-        ids(&s, json!({"ids": [e2.id_hex(), e3.id_hex()]})),
-        vec![e3.id, e2.id]
-    );
-    assert_eq!(ids(&s, json!({"authors": [pa]})), vec![e2.id, e1.id]);
-    assert_eq!(ids(&s, json!({"kinds": [7]})), vec![e2.id]);
-    assert_eq!(ids(&s, json!({"#t": ["rust"]})), vec![e3.id, e1.id]);
-    assert_eq!(
-        ids(&s, json!({"#t": ["rust", "nostr"]})),
-        vec![e3.id, e2.id, e1.id]
-    );
-    assert_eq!(ids(&s, json!({"#p": [pb]})), vec![e1.id]);
-    assert_eq!(ids(&s, json!({"#e": [e1.id_hex()]})), vec![e3.id]);
-    assert_eq!(
-        ids(&s, json!({"#T": ["upper"]})),
-        vec![e4.id],
-        "tag names are case-sensitive"
-    );
-    assert!(ids(&s, json!({"#t": ["upper"]})).is_empty());
-    assert_eq!(ids(&s, json!({"since": 200})), vec![e4.id, e3.id, e2.id]);
-    assert_eq!(ids(&s, json!({"until": 200})), vec![e2.id, e1.id]);
-    assert_eq!(
-        ids(&s, json!({"since": 200, "until": 300})),
-        vec![e3.id, e2.id]
-    );
-    assert_eq!(ids(&s, json!({"limit": 2})), vec![e4.id, e3.id]);
-    assert_eq!(
-        ids(&s, json!({"authors": [pb], "kinds": [1], "#t": ["rust"]})),
-        vec![e3.id]
-    );
-    assert_eq!(
-        ids(&s, json!({"#t": ["rust"], "#p": [pb]})),
-        vec![e1.id],
-        "tag keys AND"
-    );
-    // Explicitly empty lists and impossible ranges match nothing.
-    assert!(ids(&s, json!({"ids": []})).is_empty());
-    assert!(ids(&s, json!({"kinds": []})).is_empty());
-    assert!(ids(&s, json!({"since": 300, "until": 200})).is_empty());
-    assert!(ids(&s, json!({"limit": 0})).is_empty());
-    // Several filters: the union, newest first, no duplicates, each with its own limit.
-    let fs: Vec<Filter> = [
-        json!({"kinds": [7]}),
-        json!({"authors": [pb], "limit": 1}),
-        json!({"#t": ["rust"]}),
-    ]
-    .iter()
-    .map(|f| Filter::from_value(f, FilterLimits::default()).unwrap())
-    .collect();
-    let got: Vec<_> = s
-        .query(&fs, 500, 1_000_000)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
+    each_store(|s| {
+        let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+        let pa = hex::encode(a.nostr_pubkey());
+        let pb = hex::encode(b.nostr_pubkey());
+        let e1 = ev(&a, 1, 100, &[&["t", "rust"], &["p", &pb]], "1");
+        let e2 = ev(&a, 7, 200, &[&["t", "nostr"]], "2");
+        let e3 = ev(&b, 1, 300, &[&["t", "rust"], &["e", &e1.id_hex()]], "3");
+        let e4 = ev(
+            &b,
+            1,
+            400,
+            &[&["T", "upper"], &["title", "not single-letter"]],
+            "4",
+        );
+        for e in [&e1, &e2, &e3, &e4] {
+            s.insert_event(e).unwrap();
+        }
+        // Newest first.
+        assert_eq!(ids(s, json!({})), vec![e4.id, e3.id, e2.id, e1.id]);
+        assert_eq!(
+            ids(s, json!({"ids": [e2.id_hex(), e3.id_hex()]})),
+            vec![e3.id, e2.id]
+        );
+        assert_eq!(ids(s, json!({"authors": [pa]})), vec![e2.id, e1.id]);
+        assert_eq!(ids(s, json!({"kinds": [7]})), vec![e2.id]);
+        assert_eq!(ids(s, json!({"#t": ["rust"]})), vec![e3.id, e1.id]);
+        assert_eq!(
+            ids(s, json!({"#t": ["rust", "nostr"]})),
+            vec![e3.id, e2.id, e1.id]
+        );
+        assert_eq!(ids(s, json!({"#p": [pb]})), vec![e1.id]);
+        assert_eq!(ids(s, json!({"#e": [e1.id_hex()]})), vec![e3.id]);
+        assert_eq!(
+            ids(s, json!({"#T": ["upper"]})),
+            vec![e4.id],
+            "tag names are case-sensitive"
+        );
+        assert!(ids(s, json!({"#t": ["upper"]})).is_empty());
+        assert_eq!(ids(s, json!({"since": 200})), vec![e4.id, e3.id, e2.id]);
+        assert_eq!(ids(s, json!({"until": 200})), vec![e2.id, e1.id]);
+        assert_eq!(
+            ids(s, json!({"since": 200, "until": 300})),
+            vec![e3.id, e2.id]
+        );
+        assert_eq!(ids(s, json!({"limit": 2})), vec![e4.id, e3.id]);
+        assert_eq!(
+            ids(s, json!({"authors": [pb], "kinds": [1], "#t": ["rust"]})),
+            vec![e3.id]
+        );
+        assert_eq!(
+            ids(s, json!({"#t": ["rust"], "#p": [pb]})),
+            vec![e1.id],
+            "tag keys AND"
+        );
+        // Explicitly empty lists and impossible ranges match nothing.
+        assert!(ids(s, json!({"ids": []})).is_empty());
+        assert!(ids(s, json!({"kinds": []})).is_empty());
+        assert!(ids(s, json!({"since": 300, "until": 200})).is_empty());
+        assert!(ids(s, json!({"limit": 0})).is_empty());
+        // Several filters: the union, newest first, no duplicates, each with its own limit.
+        let fs: Vec<Filter> = [
+            json!({"kinds": [7]}),
+            json!({"authors": [pb], "limit": 1}),
+            json!({"#t": ["rust"]}),
+        ]
+        .iter()
+        .map(|f| Filter::from_value(f, FilterLimits::default()).unwrap())
         .collect();
-    assert_eq!(got, vec![e4.id, e3.id, e2.id, e1.id]);
-    // The cap bounds any limit.
-    let f = Filter::from_value(&json!({"limit": 100}), FilterLimits::default()).unwrap();
-    assert_eq!(s.query(&[f], 3, 1_000_000).unwrap().len(), 3);
-    // Filters match live events the way the store does.
-    for (filter, expect) in [
-        (
-            json!({"#t": ["rust"], "authors": [pb]}),
-            [false, false, true, false],
-        ),
-        (
-            json!({"kinds": [1], "until": 300}),
-            [true, false, true, false],
-        ),
-        (json!({"#T": ["upper"]}), [false, false, false, true]),
-    ] {
-        let f = Filter::from_value(&filter, FilterLimits::default()).unwrap();
-        let got: Vec<bool> = [&e1, &e2, &e3, &e4].iter().map(|e| f.matches(e)).collect();
-        assert_eq!(got, expect, "{filter}");
-    }
+        let got: Vec<_> = s
+            .query(&fs, 500, 1_000_000)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(got, vec![e4.id, e3.id, e2.id, e1.id]);
+        // The cap bounds any limit.
+        let f = Filter::from_value(&json!({"limit": 100}), FilterLimits::default()).unwrap();
+        assert_eq!(s.query(&[f], 3, 1_000_000).unwrap().len(), 3);
+        // Filters match live events the way the store does.
+        for (filter, expect) in [
+            (
+                json!({"#t": ["rust"], "authors": [pb]}),
+                [false, false, true, false],
+            ),
+            (
+                json!({"kinds": [1], "until": 300}),
+                [true, false, true, false],
+            ),
+            (json!({"#T": ["upper"]}), [false, false, false, true]),
+        ] {
+            let f = Filter::from_value(&filter, FilterLimits::default()).unwrap();
+            let got: Vec<bool> = [&e1, &e2, &e3, &e4].iter().map(|e| f.matches(e)).collect();
+            assert_eq!(got, expect, "{filter}");
+        }
+    });
 }
 
 #[test]
@@ -271,60 +285,63 @@ fn malformed_filters_are_refused_with_the_field_named() {
 
 #[test]
 fn times_beyond_i64_saturate_instead_of_wrapping() {
-    let (_t, mut s) = store();
-    let k = NodeKeys::generate().unwrap();
-    // An expiration past i64::MAX must not wrap negative (which would hide the event as
-    // already expired); a peer can send anything.
-    let far = ev(&k, 1, 100, &[&["expiration", &u64::MAX.to_string()]], "far");
-    assert_eq!(s.insert_event(&far).unwrap(), InsertOutcome::Stored);
-    assert_eq!(ids(&s, json!({"kinds": [1]})), vec![far.id]);
-    assert_eq!(s.purge_expired(1_000_000).unwrap(), 0);
-    assert_eq!(ids(&s, json!({"since": u64::MAX})), Vec::<[u8; 32]>::new());
+    each_store(|s| {
+        let k = NodeKeys::generate().unwrap();
+        // An expiration past i64::MAX must not wrap negative (which would hide the event as
+        // already expired); a peer can send anything.
+        let far = ev(&k, 1, 100, &[&["expiration", &u64::MAX.to_string()]], "far");
+        assert_eq!(s.insert_event(&far).unwrap(), InsertOutcome::Stored);
+        assert_eq!(ids(s, json!({"kinds": [1]})), vec![far.id]);
+        assert_eq!(s.purge_expired(1_000_000).unwrap(), 0);
+        assert_eq!(ids(s, json!({"since": u64::MAX})), Vec::<[u8; 32]>::new());
+    });
 }
 
 #[test]
 fn deletions_by_address_cover_replaceable_kinds_and_any_hex_case() {
-    let (_t, mut s) = store();
-    let k = NodeKeys::generate().unwrap();
-    let pk = hex::encode(k.nostr_pubkey());
-    let v1 = ev(&k, 0, 100, &[], "v1");
-    s.insert_event(&v1).unwrap();
-    let del = ev(&k, 5, 150, &[&["a", &format!("0:{pk}:")]], "");
-    s.insert_event(&del).unwrap();
-    assert!(ids(&s, json!({"kinds": [0]})).is_empty());
-    assert_eq!(
-        s.insert_event(&v1).unwrap(),
-        InsertOutcome::Deleted,
-        "the old version stays out"
-    );
-    let v2 = ev(&k, 0, 200, &[], "v2");
-    assert_eq!(
-        s.insert_event(&v2).unwrap(),
-        InsertOutcome::Stored,
-        "a newer one is fine"
-    );
-    // A deletion naming an id in upper case, before the event arrives.
-    let later = ev(&k, 1, 300, &[], "deleted before it arrived");
-    let del = ev(&k, 5, 310, &[&["e", &later.id_hex().to_uppercase()]], "");
-    s.insert_event(&del).unwrap();
-    assert_eq!(s.insert_event(&later).unwrap(), InsertOutcome::Deleted);
+    each_store(|s| {
+        let k = NodeKeys::generate().unwrap();
+        let pk = hex::encode(k.nostr_pubkey());
+        let v1 = ev(&k, 0, 100, &[], "v1");
+        s.insert_event(&v1).unwrap();
+        let del = ev(&k, 5, 150, &[&["a", &format!("0:{pk}:")]], "");
+        s.insert_event(&del).unwrap();
+        assert!(ids(s, json!({"kinds": [0]})).is_empty());
+        assert_eq!(
+            s.insert_event(&v1).unwrap(),
+            InsertOutcome::Deleted,
+            "the old version stays out"
+        );
+        let v2 = ev(&k, 0, 200, &[], "v2");
+        assert_eq!(
+            s.insert_event(&v2).unwrap(),
+            InsertOutcome::Stored,
+            "a newer one is fine"
+        );
+        // A deletion naming an id in upper case, before the event arrives.
+        let later = ev(&k, 1, 300, &[], "deleted before it arrived");
+        let del = ev(&k, 5, 310, &[&["e", &later.id_hex().to_uppercase()]], "");
+        s.insert_event(&del).unwrap();
+        assert_eq!(s.insert_event(&later).unwrap(), InsertOutcome::Deleted);
+    });
 }
 
 #[test]
 fn repeated_tags_do_not_eat_into_the_limit() {
-    let (_t, mut s) = store();
-    let k = NodeKeys::generate().unwrap();
-    let a = ev(&k, 1, 100, &[&["t", "x"], &["t", "x"]], "a");
-    let b = ev(&k, 1, 200, &[&["t", "x"], &["t", "x"], &["t", "x"]], "b");
-    let c = ev(&k, 1, 50, &[&["t", "x"]], "c");
-    for e in [&a, &b, &c] {
-        s.insert_event(e).unwrap();
-    }
-    assert_eq!(ids(&s, json!({"#t": ["x"], "limit": 2})), vec![b.id, a.id]);
-    assert_eq!(
-        ids(&s, json!({"#t": ["x", "y"], "limit": 3})),
-        vec![b.id, a.id, c.id]
-    );
+    each_store(|s| {
+        let k = NodeKeys::generate().unwrap();
+        let a = ev(&k, 1, 100, &[&["t", "x"], &["t", "x"]], "a");
+        let b = ev(&k, 1, 200, &[&["t", "x"], &["t", "x"], &["t", "x"]], "b");
+        let c = ev(&k, 1, 50, &[&["t", "x"]], "c");
+        for e in [&a, &b, &c] {
+            s.insert_event(e).unwrap();
+        }
+        assert_eq!(ids(s, json!({"#t": ["x"], "limit": 2})), vec![b.id, a.id]);
+        assert_eq!(
+            ids(s, json!({"#t": ["x", "y"], "limit": 3})),
+            vec![b.id, a.id, c.id]
+        );
+    });
 }
 
 /// Rows of the tag index, read with SQLite directly.

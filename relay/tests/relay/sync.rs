@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use fleetmesh_proto::{Event, NodeKeys};
 use fleetmesh_relay::limits::Limits;
 use fleetmesh_relay::store::Store;
+use fleetmesh_relay::store::{EventStore, MemoryStore};
 use fleetmesh_relay::sync::{Direction, SyncOptions, sync};
 use nostr_sdk::prelude as sdk;
 use serde_json::json;
@@ -29,7 +30,7 @@ fn events(n: usize, base: u64, tag: &str) -> Vec<Event> {
         .collect()
 }
 
-fn fill(store: &mut Store, events: &[Event]) {
+fn fill(store: &mut dyn EventStore, events: &[Event]) {
     let json: Vec<String> = events.iter().map(Event::to_json).collect();
     let refs: Vec<(&Event, &str)> = events
         .iter()
@@ -39,7 +40,7 @@ fn fill(store: &mut Store, events: &[Event]) {
     store.insert_batch(&refs).unwrap();
 }
 
-fn ids_of(store: &Store) -> HashSet<[u8; 32]> {
+fn ids_of(store: &dyn EventStore) -> HashSet<[u8; 32]> {
     store
         .negentropy_items(&[Default::default()], usize::MAX - 1, u64::MAX - 1)
         .unwrap()
@@ -56,7 +57,7 @@ fn local_store() -> (tempfile::TempDir, Store) {
 }
 
 async fn run_sync(
-    store: &mut Store,
+    store: &mut dyn EventStore,
     url: &str,
     opts: SyncOptions,
 ) -> fleetmesh_relay::sync::SyncReport {
@@ -65,8 +66,14 @@ async fn run_sync(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_client_and_relay_converge_to_the_union_both_ways() {
+    // The local side on disk, and in memory: sync takes any EventStore.
+    let (_d, mut on_disk) = local_store();
+    converge(&mut on_disk).await;
+    converge(&mut MemoryStore::new()).await;
+}
+
+async fn converge(local: &mut dyn EventStore) {
     let r = start(Limits::default()).await;
-    let (_d, mut local) = local_store();
     let common = events(20, 1_700_000_000, "common");
     let only_remote = events(50, 1_700_001_000, "remote");
     let only_local = events(30, 1_700_002_000, "local");
@@ -75,10 +82,10 @@ async fn our_client_and_relay_converge_to_the_union_both_ways() {
         fill(&mut remote, &common);
         fill(&mut remote, &only_remote);
     }
-    fill(&mut local, &common);
-    fill(&mut local, &only_local);
+    fill(local, &common);
+    fill(local, &only_local);
 
-    let report = run_sync(&mut local, &r.url, SyncOptions::default()).await;
+    let report = run_sync(local, &r.url, SyncOptions::default()).await;
     assert_eq!((report.need, report.have), (50, 30), "{report:?}");
     assert_eq!((report.fetched, report.pushed), (50, 30), "{report:?}");
     assert_eq!((report.fetch_failed, report.push_refused), (0, 0));
@@ -88,11 +95,11 @@ async fn our_client_and_relay_converge_to_the_union_both_ways() {
         .chain(&only_local)
         .map(|e| e.id)
         .collect();
-    assert_eq!(ids_of(&local), union);
+    assert_eq!(ids_of(local), union);
     assert_eq!(ids_of(&Store::open(&r.db).unwrap()), union);
 
     // Again: nothing left to move, in a single round.
-    let again = run_sync(&mut local, &r.url, SyncOptions::default()).await;
+    let again = run_sync(local, &r.url, SyncOptions::default()).await;
     assert_eq!(
         (again.need, again.have, again.fetched, again.pushed),
         (0, 0, 0, 0),

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use fleetmesh_proto::filter::{Filter, FilterLimits};
 use fleetmesh_relay::limits::Limits;
+use fleetmesh_relay::store::EventStore as _;
 use fleetmesh_relay::{Relay, RelayConfig, Store};
 use serde_json::Value;
 

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use fleetmesh_proto::Event;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
 use fleetmesh_relay::Store;
+use fleetmesh_relay::store::EventStore as _;
 use fleetmesh_relay::store::now;
 use rand::rngs::StdRng;
 use rand::{Rng as _, RngCore as _, SeedableRng as _};

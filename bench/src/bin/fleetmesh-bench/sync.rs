@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use fleetmesh_proto::Event;
 use fleetmesh_relay::limits::Limits;
+use fleetmesh_relay::store::EventStore as _;
 use fleetmesh_relay::store::{NegItem, Store};
 use fleetmesh_relay::sync::{SyncOptions, sync};
 use negentropy::{Id, Negentropy, NegentropyStorageVector};
