@@ -7,13 +7,13 @@
 
 use std::path::Path;
 
-use fleetmesh_inference::Error;
-use fleetmesh_inference::tee;
-use fleetmesh_inference::tee::crl::Crl;
-use fleetmesh_inference::tee::nvidia::{self, Evidence};
-use fleetmesh_inference::tee::ocsp::OcspResponse;
-use fleetmesh_inference::tee::snp::{Report, SnpPolicy, Tcb, Verified, verify as verify_snp};
-use fleetmesh_inference::tee::x509::{Certificate, RevocationChecked, parse_rfc3339};
+use fleetmesh_attest as tee;
+use fleetmesh_attest::Error;
+use fleetmesh_attest::crl::Crl;
+use fleetmesh_attest::nvidia::{self, Evidence};
+use fleetmesh_attest::ocsp::OcspResponse;
+use fleetmesh_attest::snp::{Report, SnpPolicy, Tcb, Verified, verify as verify_snp};
+use fleetmesh_attest::x509::{Certificate, RevocationChecked, parse_rfc3339};
 use serde_json::{Value, json};
 
 use crate::Outcome;

@@ -107,7 +107,7 @@ put("prover_r1cs", "tiny.r1cs", read(fx + "tiny.r1cs"))
 put("prover_wtns", "tiny.wtns", read(fx + "tiny.wtns"))
 
 # ---- tee ----
-tee = "inference/tests/vectors/tee/"
+tee = "inference/attest/tests/vectors/tee/"
 put("tee_snp", "attestation.bin", read(tee + "sev-snp/go-sev-guest/attestation.bin"))
 put("tee_snp", "report_milan.hex", read(tee + "sev-snp/virtee-sev/report_milan.hex"))
 guids = {

@@ -45,13 +45,6 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// Attestation evidence (a report, a certificate) that does not parse.
-    #[error("malformed evidence: {0}")]
-    EvidenceMalformed(String),
-    /// Attestation evidence that parses and fails a check (signature, chain, binding,
-    /// policy); the reason names the first check that failed.
-    #[error("invalid evidence: {0}")]
-    EvidenceInvalid(String),
     /// A tensor operation failed inside candle.
     #[error("{op}: {source}")]
     Candle {

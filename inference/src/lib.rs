@@ -30,7 +30,6 @@ pub mod quorum;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod schema;
-pub mod tee;
 pub mod tiny;
 pub mod tokenizer;
 

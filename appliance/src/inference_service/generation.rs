@@ -192,7 +192,7 @@ pub(super) fn generate_attested(
     s: &InferenceService,
     p: &Params,
 ) -> Result<Vec<Generated>, Failure> {
-    use fleetmesh_inference::tee;
+    use fleetmesh_attest as tee;
     // no generation is spent on a host that cannot attest it
     if let Err(e) = tee::tsm_available() {
         return Err(Failure {
@@ -263,13 +263,13 @@ pub(super) fn generate_attested(
 /// the binding (debug policy is the buyer's call).
 fn self_check(
     report: &[u8],
-    certs: &fleetmesh_inference::tee::snp::CertTable,
+    certs: &fleetmesh_attest::snp::CertTable,
     data: &[u8; 64],
-) -> fleetmesh_inference::Result<()> {
-    use fleetmesh_inference::tee::snp;
+) -> fleetmesh_attest::Result<()> {
+    use fleetmesh_attest::snp;
     let report = snp::Report::parse(report)?;
     let Some((key, chain)) = certs.chain()? else {
-        return Err(fleetmesh_inference::Error::EvidenceInvalid(
+        return Err(fleetmesh_attest::Error::EvidenceInvalid(
             "the host's certificate table lacks the VCEK, ASK or ARK".into(),
         ));
     };

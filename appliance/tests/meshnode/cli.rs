@@ -279,7 +279,7 @@ fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
 
 #[test]
 fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
-    let snp = repo().join("inference/tests/vectors/tee/sev-snp");
+    let snp = repo().join("inference/attest/tests/vectors/tee/sev-snp");
     let p = |rel: &str| snp.join(rel).to_str().unwrap().to_owned();
     let verify_at = |now: &str, extra: &[&str]| {
         let (report, vcek, chain) = (
@@ -338,7 +338,7 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
 
     // NVIDIA: the evidence, its chain and nonce verify; the bundled RIMs do not match this
     // GPU, and the mismatching indices are named
-    let nv = repo().join("inference/tests/vectors/tee/nvidia/nvtrust");
+    let nv = repo().join("inference/attest/tests/vectors/tee/nvidia/nvtrust");
     let n = |rel: &str| nv.join(rel).to_str().unwrap().to_owned();
     let (report, chain) = (n("hopperAttestationReport.txt"), n("hopperCertChain.txt"));
     let nonce = "931d8dd0add203ac3d8b4fbde75e115278eefcdceac5b87671a748f32364dfcb";
@@ -455,7 +455,7 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
 
 #[test]
 fn attest_verify_checks_revocation_with_crl_and_ocsp_and_says_when_unchecked() {
-    let tee = repo().join("inference/tests/vectors/tee");
+    let tee = repo().join("inference/attest/tests/vectors/tee");
     let p = |rel: &str| tee.join(rel).to_str().unwrap().to_owned();
     let (report, vcek, chain) = (
         p("sev-snp/virtee-sev/report_milan.hex"),

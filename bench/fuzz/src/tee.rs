@@ -3,12 +3,12 @@
 
 use std::sync::OnceLock;
 
-use fleetmesh_inference::tee::der::{self, Tlv, tag};
-use fleetmesh_inference::tee::x509::{self, Certificate, key_usage};
-use fleetmesh_inference::tee::{crl::Crl, nvidia, ocsp::OcspResponse, snp, xmldsig};
+use fleetmesh_attest::der::{self, Tlv, tag};
+use fleetmesh_attest::x509::{self, Certificate, key_usage};
+use fleetmesh_attest::{crl::Crl, nvidia, ocsp::OcspResponse, snp, xmldsig};
 
 /// The checks' clock ([`crate::NOW`], 2026-06-01T00:00:00Z): when the test PKI's CRLs and
-/// OCSP responses are current (`inference/tests/vectors/tee/pki/README.md`).
+/// OCSP responses are current (`inference/attest/tests/vectors/tee/pki/README.md`).
 pub const NOW: i64 = crate::NOW as i64;
 
 /// The test PKI (leaf, intermediate, root), for the revocation checks to run against.
@@ -16,7 +16,7 @@ fn pki_chain() -> &'static [Certificate] {
     static CHAIN: OnceLock<Vec<Certificate>> = OnceLock::new();
     CHAIN.get_or_init(|| {
         Certificate::from_pem_bundle(include_str!(
-            "../../../inference/tests/vectors/tee/pki/chain.pem"
+            "../../../inference/attest/tests/vectors/tee/pki/chain.pem"
         ))
         .expect("the test PKI parses")
     })
@@ -27,7 +27,7 @@ fn hopper_chain() -> &'static [Certificate] {
     static CHAIN: OnceLock<Vec<Certificate>> = OnceLock::new();
     CHAIN.get_or_init(|| {
         Certificate::from_pem_bundle(include_str!(
-            "../../../inference/tests/vectors/tee/nvidia/nvtrust/hopperCertChain.txt"
+            "../../../inference/attest/tests/vectors/tee/nvidia/nvtrust/hopperCertChain.txt"
         ))
         .expect("the sample Hopper chain parses")
     })

@@ -298,7 +298,7 @@ impl JobService {
     /// first half of REPORT_DATA — is stored as a blob named by the verdict's
     /// `report_digest`. A host without configfs-tsm fails the job before generating.
     fn run_llm_attested(&self, r: &Run<'_>) -> Result<(), Refusal> {
-        use fleetmesh_inference::tee;
+        use fleetmesh_attest as tee;
         let (job, ask, msg) = (r.job, r.ask, r.msg);
         tee::tsm_available().map_err(|e| refuse("tee_unavailable", e.to_string()))?;
         let t = std::time::Instant::now();

@@ -5,9 +5,9 @@
 //! encoder). Every bad chain, CRL and response is refused with an error naming the reason;
 //! the good ones are accepted.
 
-use fleetmesh_inference::Error;
-use fleetmesh_inference::tee::crl::Crl;
-use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339, verify_path};
+use fleetmesh_attest::Error;
+use fleetmesh_attest::crl::Crl;
+use fleetmesh_attest::x509::{Certificate, parse_rfc3339, verify_path};
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateRevocationListParams, CrlDistributionPoint,
     CrlIssuingDistributionPoint, CustomExtension, DnType, IsCa, Issuer, KeyIdMethod, KeyPair,
@@ -66,14 +66,14 @@ pub(crate) fn chain(made: &[&Made]) -> Vec<Certificate> {
     made.iter().map(|m| m.cert.clone()).collect()
 }
 
-pub(crate) fn invalid<T: std::fmt::Debug>(r: fleetmesh_inference::Result<T>, says: &str) {
+pub(crate) fn invalid<T: std::fmt::Debug>(r: fleetmesh_attest::Result<T>, says: &str) {
     match r {
         Err(Error::EvidenceInvalid(m)) => assert!(m.contains(says), "{m:?} lacks {says:?}"),
         other => panic!("expected invalid ({says}), got {other:?}"),
     }
 }
 
-pub(crate) fn malformed<T: std::fmt::Debug>(r: fleetmesh_inference::Result<T>, says: &str) {
+pub(crate) fn malformed<T: std::fmt::Debug>(r: fleetmesh_attest::Result<T>, says: &str) {
     match r {
         Err(Error::EvidenceMalformed(m)) => assert!(m.contains(says), "{m:?} lacks {says:?}"),
         other => panic!("expected malformed ({says}), got {other:?}"),

@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use fleetmesh_inference::Error;
-use fleetmesh_inference::tee::snp::{Product, Report, SnpPolicy, Tcb, verify};
-use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339};
+use fleetmesh_attest::Error;
+use fleetmesh_attest::snp::{Product, Report, SnpPolicy, Tcb, verify};
+use fleetmesh_attest::x509::{Certificate, parse_rfc3339};
 
 fn vectors() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
@@ -58,7 +58,7 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-fn is_invalid(r: &fleetmesh_inference::Result<impl std::fmt::Debug>, says: &str) {
+fn is_invalid(r: &fleetmesh_attest::Result<impl std::fmt::Debug>, says: &str) {
     match r {
         Err(Error::EvidenceInvalid(m)) => assert!(m.contains(says), "{m:?} lacks {says:?}"),
         other => panic!("expected invalid ({says}), got {other:?}"),
@@ -230,7 +230,7 @@ fn swapped_certificates_expired_chains_and_policy_are_refused_with_the_reason() 
 
 // ---- NVIDIA Hopper ----
 
-use fleetmesh_inference::tee::nvidia::{self, Evidence, Rim};
+use fleetmesh_attest::nvidia::{self, Evidence, Rim};
 
 fn nv(rel: &str) -> Vec<u8> {
     let p = vectors().join("../nvidia/nvtrust").join(rel);
@@ -346,9 +346,7 @@ fn nvidia_evidence_with_a_flipped_bit_a_wrong_nonce_or_a_bad_chain_is_refused() 
 
 #[test]
 fn the_job_binding_commits_to_model_prompt_output_and_job_and_no_evidence_is_invented() {
-    use fleetmesh_inference::tee::{
-        binding_message, collect_report_in, nvidia_nonce, snp_report_data,
-    };
+    use fleetmesh_attest::{binding_message, collect_report_in, nvidia_nonce, snp_report_data};
     use sha2::Digest as _;
     let (d, p, o, j) = (
         [7u8; 32],
@@ -457,7 +455,7 @@ fn the_bundled_rims_are_signed_by_nvidia_and_a_changed_rim_is_not() {
 
 #[test]
 fn the_hosts_certificate_table_round_trips_and_verifies_its_report() {
-    use fleetmesh_inference::tee::{snp::CertTable, to_pem};
+    use fleetmesh_attest::{snp::CertTable, to_pem};
     let c = &cases()[0];
     let table = CertTable {
         vcek: Some(c.vcek.der().to_vec()),
@@ -503,7 +501,7 @@ fn the_hosts_certificate_table_round_trips_and_verifies_its_report() {
 
 #[test]
 fn gpu_evidence_comes_from_the_driver_or_the_reason_it_cannot() {
-    use fleetmesh_inference::tee::gpu::collect_gpu_evidence;
+    use fleetmesh_attest::gpu::collect_gpu_evidence;
     let nonce = [0x5a; 32];
     match collect_gpu_evidence(0, &nonce) {
         // a GPU in confidential-computing mode: its evidence verifies over our nonce
@@ -519,7 +517,7 @@ fn gpu_evidence_comes_from_the_driver_or_the_reason_it_cannot() {
         }
         // anywhere else: a request error naming what is missing, never evidence
         Err(e) => {
-            assert!(matches!(e, Error::Request(_)), "{e}");
+            assert!(matches!(e, Error::Unavailable(_)), "{e}");
             let s = e.to_string();
             assert!(s.contains("cannot produce NVIDIA GPU evidence"), "{s}");
             assert!(
@@ -539,9 +537,9 @@ fn gpu_evidence_comes_from_the_driver_or_the_reason_it_cannot() {
 
 // Certification paths, CRLs and OCSP with trust anchors made in the test (tee/pki.rs), and
 // the RIMs' XML parsing and canonicalization (tee/rim_xml.rs).
-#[path = "tee/pki.rs"]
+#[path = "attest/pki.rs"]
 mod pki;
-#[path = "tee/revocation.rs"]
+#[path = "attest/revocation.rs"]
 mod revocation;
-#[path = "tee/rim_xml.rs"]
+#[path = "attest/rim_xml.rs"]
 mod rim_xml;

@@ -54,7 +54,7 @@ pub struct GpuEvidence {
 }
 
 fn unavailable(reason: impl Into<String>) -> Error {
-    Error::Request(format!(
+    Error::Unavailable(format!(
         "this host cannot produce NVIDIA GPU evidence: {}",
         reason.into()
     ))
@@ -63,7 +63,7 @@ fn unavailable(reason: impl Into<String>) -> Error {
 /// Asks GPU `index`'s driver for evidence over `nonce`.
 ///
 /// # Errors
-/// [`Error::Request`] naming what is missing: no NVIDIA driver, a driver without the
+/// [`Error::Unavailable`] naming what is missing: no NVIDIA driver, a driver without the
 /// confidential-computing calls, confidential computing off, no such GPU, or the driver's
 /// refusal (its error string).
 pub fn collect_gpu_evidence(index: u32, nonce: &[u8; 32]) -> Result<GpuEvidence> {

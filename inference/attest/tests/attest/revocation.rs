@@ -2,10 +2,10 @@
 //! (Python's `cryptography`), over the trust anchors of [`super::pki`]; and every parser
 //! of untrusted bytes fed mutated input.
 
-use fleetmesh_inference::tee::crl::Crl;
-use fleetmesh_inference::tee::ocsp::{HashAlg, OcspResponse};
-use fleetmesh_inference::tee::x509::{Certificate, parse_rfc3339, verify_path};
-use fleetmesh_inference::tee::{nvidia, snp};
+use fleetmesh_attest::crl::Crl;
+use fleetmesh_attest::ocsp::{HashAlg, OcspResponse};
+use fleetmesh_attest::x509::{Certificate, parse_rfc3339, verify_path};
+use fleetmesh_attest::{nvidia, snp};
 use rcgen::{ExtendedKeyUsagePurpose, IsCa, KeyPair, SigningKey as _};
 
 use super::pki::*;
@@ -379,7 +379,7 @@ fn crls_and_ocsp_responses_from_another_encoder_verify_and_forgeries_do_not() {
 
 #[test]
 fn the_parsers_of_untrusted_bytes_return_errors_on_mutated_input_and_never_panic() {
-    use fleetmesh_inference::tee::{nvidia, xmldsig};
+    use fleetmesh_attest::{nvidia, xmldsig};
     use rand::{Rng as _, SeedableRng as _};
     let mut rng = rand::rngs::StdRng::seed_from_u64(16_17);
     let der_inputs = [

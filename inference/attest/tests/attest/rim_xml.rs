@@ -6,12 +6,10 @@
 //! still authenticates when only its serialization changes (comments, quotes, character
 //! references, CDATA), but not when a value, an attribute or the signature changes.
 
-use fleetmesh_inference::Error;
-use fleetmesh_inference::tee::nvidia;
-use fleetmesh_inference::tee::x509::parse_rfc3339;
-use fleetmesh_inference::tee::xmldsig::{
-    canonicalize_document, canonicalize_subtree, parse, parse_bytes,
-};
+use fleetmesh_attest::Error;
+use fleetmesh_attest::nvidia;
+use fleetmesh_attest::x509::parse_rfc3339;
+use fleetmesh_attest::xmldsig::{canonicalize_document, canonicalize_subtree, parse, parse_bytes};
 
 const INPUT: &str = r#"<?xml version="1.0"?>
 <?xml-stylesheet   href="doc.xsl"
@@ -77,7 +75,7 @@ fn canonical_xml_11_matches_libxml2_on_the_w3c_examples() {
 
 const DS: &str = "http://www.w3.org/2000/09/xmldsig#";
 
-fn signed_info_c14n(xml: &str) -> fleetmesh_inference::Result<String> {
+fn signed_info_c14n(xml: &str) -> fleetmesh_attest::Result<String> {
     let doc = parse(xml)?;
     let info = doc.root.find("SignedInfo").unwrap();
     canonicalize_subtree(&doc, info)
@@ -115,7 +113,7 @@ fn a_signed_subset_inherits_xml_lang_and_space_but_not_xml_id() {
     ));
 }
 
-fn malformed(r: fleetmesh_inference::Result<impl std::fmt::Debug>, says: &str) {
+fn malformed(r: fleetmesh_attest::Result<impl std::fmt::Debug>, says: &str) {
     match r {
         Err(Error::EvidenceMalformed(m)) => assert!(m.contains(says), "{m:?} lacks {says:?}"),
         other => panic!("expected malformed ({says}), got {other:?}"),

@@ -8,7 +8,7 @@ OCSP response naming the Hopper device chain's issuer, both signed by a test key
 are fixed around the tests' clock (2026-06-01T00:00:00Z). Keys are fresh on each run: run
 it, then the tests, and commit the files together.
 
-    python3 inference/tests/vectors/tee/pki/gen.py
+    python3 inference/attest/tests/vectors/tee/pki/gen.py
 """
 import datetime as dt
 import pathlib

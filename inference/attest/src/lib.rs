@@ -1,4 +1,8 @@
-//! Hardware attestation for the `tee-attestation` verification mode.
+//! # fleetmesh-attest
+//!
+//! Hardware attestation for the `tee-attestation` verification mode, apart from the
+//! inference runtime (no candle here): whoever produces or checks evidence — the inference
+//! API, the job engines, `meshnode attest` — depends on this crate alone.
 //!
 //! [`snp`] verifies AMD SEV-SNP attestation reports against the VCEK/VLEK certificate
 //! chain up to AMD's root; [`nvidia`] verifies a Hopper GPU's SPDM measurements, its device
@@ -18,12 +22,15 @@
 
 pub mod crl;
 pub mod der;
+pub mod error;
 pub mod gpu;
 pub mod nvidia;
 pub mod ocsp;
 pub mod snp;
 pub mod x509;
 pub mod xmldsig;
+
+pub use error::{Error, Result};
 
 pub(crate) fn malformed(reason: impl Into<String>) -> crate::Error {
     crate::Error::EvidenceMalformed(reason.into())
@@ -100,7 +107,7 @@ pub struct Collected {
 /// provides one), the entry removed.
 ///
 /// # Errors
-/// [`crate::Error::Request`] saying this host has no configfs-tsm (no TEE, or a kernel
+/// [`crate::Error::Unavailable`] saying this host has no configfs-tsm (no TEE, or a kernel
 /// without it) — evidence is never made up — or what the kernel refused;
 /// [`crate::Error::EvidenceMalformed`] for a certificate table that does not parse.
 pub fn collect_report(report_data: &[u8; 64]) -> crate::Result<Collected> {
@@ -111,7 +118,7 @@ pub fn collect_report(report_data: &[u8; 64]) -> crate::Result<Collected> {
 /// spending work that must be attested.
 ///
 /// # Errors
-/// [`crate::Error::Request`] saying why not.
+/// [`crate::Error::Unavailable`] saying why not.
 pub fn tsm_available() -> crate::Result<()> {
     tsm_available_in(std::path::Path::new(TSM_REPORT_DIR))
 }
@@ -120,7 +127,7 @@ fn tsm_available_in(dir: &std::path::Path) -> crate::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    Err(crate::Error::Request(format!(
+    Err(crate::Error::Unavailable(format!(
         "this host cannot produce TEE evidence: {} does not exist (no SEV-SNP guest with \
          configfs-tsm)",
         dir.display()
@@ -157,7 +164,7 @@ pub fn collect_report_in(
     *n += 1;
     let entry = dir.join(format!("fleetmesh-{}-{}", std::process::id(), *n));
     let fail = |what: &str, e: std::io::Error| {
-        crate::Error::Request(format!("configfs-tsm {what} ({}): {e}", entry.display()))
+        crate::Error::Unavailable(format!("configfs-tsm {what} ({}): {e}", entry.display()))
     };
     std::fs::create_dir(&entry).map_err(|e| fail("create", e))?;
     let result = std::fs::write(entry.join("inblob"), report_data)
