@@ -246,12 +246,12 @@ pub fn binding(
     job_id: &str,
 ) -> anyhow::Result<Outcome> {
     let digest = hex_bytes::<32>(model_digest, "--model-digest")?;
-    let job = job_id.as_bytes();
+    let nonce = tee::binding_nonce(&digest, prompt, output, job_id.as_bytes());
     println!(
         "{}",
         json!({
-            "report_data": hex::encode(tee::snp_report_data(&digest, prompt, output, job)),
-            "nonce": hex::encode(tee::nvidia_nonce(&digest, prompt, output, job)),
+            "nonce": hex::encode(nonce),
+            "report_data": hex::encode(tee::snp_report_data(&nonce)),
         })
     );
     Ok(Outcome::Ok)

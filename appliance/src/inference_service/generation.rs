@@ -186,8 +186,9 @@ pub(super) fn schema_bounded(gens: Vec<Generated>) -> Result<Vec<Generated>, Fai
     Ok(gens)
 }
 
-/// The local generation with this host's SEV-SNP report over the job binding (model
-/// digest, prompt ids, output ids, and the response id as the job id).
+/// The local generation with this host's SEV-SNP report over the one job binding
+/// (`fleetmesh_attest::binding_nonce`: model digest, prompt ids, output ids, and the
+/// request's `job` or else the response id as the job id).
 pub(super) fn generate_attested(
     s: &InferenceService,
     p: &Params,
@@ -206,14 +207,20 @@ pub(super) fn generate_attested(
     let m = &s.models[p.model];
     let mut gens = generate_local(s, p)?;
     for g in &mut gens {
-        // the job id is the response's id
+        // the job the buyer named (a job engine names its blinded job id), or the
+        // response's id
         let prefix = if p.api == Api::Chat {
             "chatcmpl"
         } else {
             "cmpl"
         };
-        let job = format!("{prefix}-{}", &hex::encode(g.transcript_digest)[..24]);
-        let data = tee::snp_report_data(&m.digest, &g.prompt, &g.ids, job.as_bytes());
+        let job = p
+            .job
+            .clone()
+            .unwrap_or_else(|| format!("{prefix}-{}", &hex::encode(g.transcript_digest)[..24]));
+        // the one binding, for the host's report and the GPU's alike
+        let nonce = tee::binding_nonce(&m.digest, &g.prompt, &g.ids, job.as_bytes());
+        let data = tee::snp_report_data(&nonce);
         let got = tee::collect_report(&data).map_err(|e| Failure {
             status: StatusCode::BAD_GATEWAY,
             message: e.to_string(),
@@ -225,6 +232,7 @@ pub(super) fn generate_attested(
             "mode": Mode::TeeAttestation,
             "evidence": "sev-snp",
             "job_id": job,
+            "nonce": hex::encode(nonce),
             "report_data": hex::encode(data),
             "report": hex::encode(&got.report),
         });
@@ -243,7 +251,6 @@ pub(super) fn generate_attested(
         // a model on an NVIDIA GPU: the GPU's evidence over the same job, when the driver
         // has it (confidential-computing mode); otherwise why not
         if let Some(gpu) = fleetmesh_inference::model::gpu_index(m.batcher.model().device()) {
-            let nonce = tee::nvidia_nonce(&m.digest, &g.prompt, &g.ids, job.as_bytes());
             verdict["gpu"] = match tee::gpu::collect_gpu_evidence(gpu, &nonce) {
                 Ok(e) => json!({
                     "evidence": "nvidia-spdm",

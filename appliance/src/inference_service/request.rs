@@ -25,6 +25,9 @@ pub(super) struct Params {
     pub(super) as_token_ids: bool,
     pub(super) stream: bool,
     pub(super) verification: Verification,
+    /// fleetmesh's `job`: the job id a `tee-attestation` answer is bound to (default: the
+    /// response's id).
+    pub(super) job: Option<String>,
     /// `response_format`'s schema, compiled.
     pub(super) schema: Option<Arc<Grammar>>,
     /// Set when the client has gone: its generations stop at their next step.
@@ -221,6 +224,17 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
             "prompt",
         ));
     }
+    let job = match &v["job"] {
+        Value::Null => None,
+        Value::String(j) if !j.is_empty() && j.len() <= 128 => Some(j.clone()),
+        _ => return Err(bad("job must be a string of 1 to 128 bytes", "job")),
+    };
+    if job.is_some() && verification != Verification::TeeAttestation {
+        return Err(bad(
+            "job names what a tee-attestation answer is bound to; it needs that verification",
+            "job",
+        ));
+    }
     if verification == Verification::TeeAttestation && stream {
         return Err(bad(
             "tee-attestation does not stream: the report binds the finished output",
@@ -282,6 +296,7 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
         as_token_ids: flag("return_tokens_as_token_ids")?,
         stream,
         verification,
+        job,
         schema,
         cancel: Arc::default(),
     })

@@ -393,6 +393,12 @@ fn attest_verify_checks_an_snp_report_and_exits_0_1_or_2() {
     let b: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(b["report_data"].as_str().unwrap().len(), 128);
     assert_eq!(b["nonce"].as_str().unwrap().len(), 64);
+    // the one binding (docs/attestation.md): REPORT_DATA is the nonce, then 32 zero bytes
+    let nonce = b["nonce"].as_str().unwrap();
+    assert_eq!(
+        b["report_data"].as_str().unwrap(),
+        format!("{nonce}{}", "00".repeat(32))
+    );
     let o = verify(&["--report-data", b["report_data"].as_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "a report made for another job");
     if !std::path::Path::new("/sys/kernel/config/tsm/report").exists() {

@@ -478,6 +478,17 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
             assert_eq!(status, 400, "{r}");
             assert_eq!(r["error"]["param"], param, "{r}");
         }
+        // `job` names what a tee-attestation answer is bound to: nothing else takes it,
+        // and it is bounded
+        for (verification, job) in [("none", serde_json::json!("job-1")),
+                                    ("tee-attestation", serde_json::json!("")),
+                                    ("tee-attestation", serde_json::json!("j".repeat(129))),
+                                    ("tee-attestation", serde_json::json!(7))] {
+            let (status, r) = post_json(&http, &url, serde_json::json!({"model": "tiny",
+                "prompt": "hi", "max_tokens": 2, "verification": verification, "job": job})).await;
+            assert_eq!(status, 400, "{r}");
+            assert_eq!(r["error"]["param"], "job", "{r}");
+        }
         // a node without remote executors says what is missing
         let (status, r) = post_json(&http, &honest_node.url("/v1/completions"), serde_json::json!({
             "model": "tiny", "prompt": "hi", "max_tokens": 2, "verification": "quasi-deterministic"})).await;

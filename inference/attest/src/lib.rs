@@ -15,8 +15,8 @@
 //! [`crate::Error::EvidenceInvalid`], with the first failed check. The parsers of untrusted
 //! bytes return errors and never panic: [`x509::Certificate::from_der`],
 //! [`crl::Crl::from_der`], [`ocsp::OcspResponse::from_der`], [`xmldsig::parse_bytes`] and
-//! [`nvidia::verify_rim_bytes`] are their entry points (for fuzzing). [`snp_report_data`] and
-//! [`nvidia_nonce`] bind evidence to a job; [`collect_report`] asks the host for an SEV-SNP
+//! [`nvidia::verify_rim_bytes`] are their entry points (for fuzzing). [`binding_nonce`] is
+//! the one binding of evidence to a job (with [`snp_report_data`] for SEV-SNP); [`collect_report`] asks the host for an SEV-SNP
 //! report (and its certificate table), [`gpu::collect_gpu_evidence`] the NVIDIA driver for
 //! a GPU's.
 
@@ -66,19 +66,12 @@ pub fn binding_message(
     m
 }
 
-/// The SEV-SNP REPORT_DATA binding a job: SHA-512 of [`binding_message`].
-pub fn snp_report_data(
-    model_digest: &[u8; 32],
-    prompt: &[u32],
-    output: &[u32],
-    job_id: &[u8],
-) -> [u8; 64] {
-    use sha2::Digest;
-    sha2::Sha512::digest(binding_message(model_digest, prompt, output, job_id)).into()
-}
-
-/// The SPDM nonce binding a job on an NVIDIA GPU: SHA-256 of [`binding_message`].
-pub fn nvidia_nonce(
+/// The one binding of evidence to a job, for every platform and every path — the
+/// inference API's `tee-attestation` answers, job receipts (kind 30811, `verdict.nonce`)
+/// and `meshnode attest binding` — SHA-256 of [`binding_message`]. An NVIDIA GPU takes it
+/// as its SPDM nonce; an SEV-SNP report carries it in REPORT_DATA ([`snp_report_data`]).
+/// docs/attestation.md describes the layout for verifiers.
+pub fn binding_nonce(
     model_digest: &[u8; 32],
     prompt: &[u32],
     output: &[u32],
@@ -86,6 +79,14 @@ pub fn nvidia_nonce(
 ) -> [u8; 32] {
     use sha2::Digest;
     sha2::Sha256::digest(binding_message(model_digest, prompt, output, job_id)).into()
+}
+
+/// The SEV-SNP REPORT_DATA (64 bytes) that carries a binding nonce: the nonce, then 32
+/// zero bytes.
+pub fn snp_report_data(nonce: &[u8; 32]) -> [u8; 64] {
+    let mut data = [0u8; 64];
+    data[..32].copy_from_slice(nonce);
+    data
 }
 
 /// Where Linux exposes confidential-computing reports (configfs-tsm).

@@ -346,7 +346,7 @@ fn nvidia_evidence_with_a_flipped_bit_a_wrong_nonce_or_a_bad_chain_is_refused() 
 
 #[test]
 fn the_job_binding_commits_to_model_prompt_output_and_job_and_no_evidence_is_invented() {
-    use fleetmesh_attest::{binding_message, collect_report_in, nvidia_nonce, snp_report_data};
+    use fleetmesh_attest::{binding_message, binding_nonce, collect_report_in, snp_report_data};
     use sha2::Digest as _;
     let (d, p, o, j) = (
         [7u8; 32],
@@ -354,7 +354,8 @@ fn the_job_binding_commits_to_model_prompt_output_and_job_and_no_evidence_is_inv
         vec![4u32, 5],
         b"job-1".to_vec(),
     );
-    let base = snp_report_data(&d, &p, &o, &j);
+    let nonce = binding_nonce(&d, &p, &o, &j);
+    let base = snp_report_data(&nonce);
     // the message is what the docs say, byte for byte
     let mut want = b"fleetmesh/tee-binding/v1".to_vec();
     want.extend([7u8; 32]);
@@ -369,20 +370,20 @@ fn the_job_binding_commits_to_model_prompt_output_and_job_and_no_evidence_is_inv
     want.extend(5u32.to_le_bytes());
     want.extend(b"job-1");
     assert_eq!(binding_message(&d, &p, &o, &j), want);
-    assert_eq!(base.to_vec(), sha2::Sha512::digest(&want).to_vec());
-    assert_eq!(
-        nvidia_nonce(&d, &p, &o, &j).to_vec(),
-        sha2::Sha256::digest(&want).to_vec()
-    );
+    // one nonce for every platform: SHA-256 of it; SEV-SNP's REPORT_DATA is the nonce and
+    // 32 zero bytes
+    assert_eq!(nonce.to_vec(), sha2::Sha256::digest(&want).to_vec());
+    assert_eq!(base[..32], nonce);
+    assert_eq!(base[32..], [0u8; 32]);
     // every input moves it, including a token moved from the prompt to the output
     for other in [
-        snp_report_data(&[8; 32], &p, &o, &j),
-        snp_report_data(&d, &[1, 2], &o, &j),
-        snp_report_data(&d, &[1, 2], &[3, 4, 5], &j),
-        snp_report_data(&d, &p, &[4, 6], &j),
-        snp_report_data(&d, &p, &o, b"job-2"),
+        binding_nonce(&[8; 32], &p, &o, &j),
+        binding_nonce(&d, &[1, 2], &o, &j),
+        binding_nonce(&d, &[1, 2], &[3, 4, 5], &j),
+        binding_nonce(&d, &p, &[4, 6], &j),
+        binding_nonce(&d, &p, &o, b"job-2"),
     ] {
-        assert_ne!(other, base);
+        assert_ne!(other, nonce);
     }
     // a report bound to another job is refused by the verifier
     let c = &cases()[0];

@@ -293,43 +293,48 @@ impl JobService {
         self.conclude(job, &done, &document, failure.as_deref())
     }
 
-    /// An `llm` job in `tee-attestation` mode: generated here, then this host's SEV-SNP
-    /// report over the protocol's nonce — SHA-256(blinded job id ‖ output digest) in the
-    /// first half of REPORT_DATA — is stored as a blob named by the verdict's
-    /// `report_digest`. A host without configfs-tsm fails the job before generating.
+    /// An `llm` job in `tee-attestation` mode: the inference API's own `tee-attestation`
+    /// answer with the blinded job id as its `job`, so the receipt carries the very binding
+    /// the API's verdict does (`fleetmesh_attest::binding_nonce`: model digest, prompt
+    /// ids, output ids, blinded job id) in `verdict.nonce`; the SEV-SNP report is stored
+    /// as a blob named by the verdict's `report_digest`. A host without configfs-tsm fails
+    /// the job before generating.
     fn run_llm_attested(&self, r: &Run<'_>) -> Result<(), Refusal> {
         use fleetmesh_attest as tee;
         let (job, ask, msg) = (r.job, r.ask, r.msg);
         tee::tsm_available().map_err(|e| refuse("tee_unavailable", e.to_string()))?;
         let t = std::time::Instant::now();
-        let mut body = msg["params"].clone();
-        body["model"] = ask.content["model"].clone();
-        body["verification"] = json!("none");
-        body["stream"] = json!(false);
-        body["temperature"] = json!(0);
-        let answer = crate::inference_service::answer_blocking(&self.inference, &body)
-            .map_err(|(code, m, _)| refuse("bad_request", format!("{code}: {m}")))?;
-        let document = answer.to_string();
-        let output_digest = Sha256::digest(document.as_bytes());
         let blinded = fleetmesh_proto::receipt::blinded_job_id(
             &self.keys.nostr().secret_key(),
             &job.buyer,
             &job.id,
         )?;
-        let mut h = Sha256::new();
-        h.update(hex::decode(&blinded).unwrap_or_default());
-        h.update(output_digest);
-        let nonce: [u8; 32] = h.finalize().into();
-        let mut report_data = [0u8; 64];
-        report_data[..32].copy_from_slice(&nonce);
-        let got =
-            tee::collect_report(&report_data).map_err(|e| refuse("tee_failed", e.to_string()))?;
-        let parsed = tee::snp::Report::parse(&got.report)
-            .map_err(|e| refuse("tee_failed", e.to_string()))?;
+        let mut body = msg["params"].clone();
+        body["model"] = ask.content["model"].clone();
+        body["verification"] = json!(Mode::TeeAttestation);
+        body["job"] = json!(blinded);
+        body["stream"] = json!(false);
+        body["temperature"] = json!(0);
+        let answer = crate::inference_service::answer_blocking(&self.inference, &body).map_err(
+            |(code, m, _)| match code {
+                "tee_unavailable" | "tee_failed" => refuse("tee_failed", m),
+                _ => refuse("bad_request", format!("{code}: {m}")),
+            },
+        )?;
+        let document = answer.to_string();
+        let output_digest = Sha256::digest(document.as_bytes());
+        let bound = &answer["fleetmesh"]["verdict"];
+        let report = bound["report"]
+            .as_str()
+            .and_then(|h| hex::decode(h).ok())
+            .ok_or_else(|| refuse("tee_failed", "the attested answer carries no report"))?;
+        let nonce = bound["nonce"].as_str().unwrap_or_default().to_owned();
+        let parsed =
+            tee::snp::Report::parse(&report).map_err(|e| refuse("tee_failed", e.to_string()))?;
         let report_digest = self
             .blobs
             .put(
-                &got.report,
+                &report,
                 "application/octet-stream",
                 &self.keys.nostr_pubkey_hex(),
             )
@@ -347,7 +352,7 @@ impl JobService {
                 "platform": "amd-sev-snp",
                 "report_digest": report_digest,
                 "measurement": hex::encode(parsed.measurement),
-                "nonce": hex::encode(nonce),
+                "nonce": nonce,
             }),
             started_at: r.started_at,
             finished_at: unix_now(),
