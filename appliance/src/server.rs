@@ -115,12 +115,15 @@ pub fn router(
         &node.config.blobs,
         node.config.api.token.as_deref(),
     )?;
-    let prover = crate::prove_service::ProveService::new(node.dir.join(CIRCUITS_DIR), backend);
+    // one proving queue and one verify gatherer for the API and jobs alike
+    let prover = fleetmesh_prover::queue::ProvingQueue::new(node.dir.join(CIRCUITS_DIR), backend);
+    let verifier = fleetmesh_prover::gather::Gatherer::start();
     let jobs = crate::market::service::JobService::start(
         &node.dir,
         relay.clone(),
         blobs.clone(),
         prover.clone(),
+        verifier.clone(),
         inference.clone(),
         &node.config.jobs,
     )?;
@@ -140,8 +143,7 @@ pub fn router(
     let api = Router::new()
         .route(
             "/v1/proofs/verify",
-            axum::routing::post(crate::verify_service::handle)
-                .with_state(crate::verify_service::VerifyService::start()),
+            axum::routing::post(crate::verify_service::handle).with_state(verifier),
         )
         .route(
             "/v1/proofs/prove",

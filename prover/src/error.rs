@@ -49,6 +49,20 @@ pub enum Error {
     /// The setup cannot be run for this circuit.
     #[error("setup: {0}")]
     Setup(String),
+    /// The proving or verification queue is full (or stopped): retry shortly.
+    #[error("{0}")]
+    Busy(String),
+    /// No circuit of that name is installed.
+    #[error("circuit {0:?} is not installed on this node")]
+    UnknownCircuit(String),
+    /// An installed circuit does not load (its zkey or witness calculator).
+    #[error("circuit {name}: {reason}")]
+    Circuit {
+        /// The circuit's name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The MSM/NTT backend failed.
     #[error(transparent)]
     Backend(#[from] fleetmesh_kernels::Error),

@@ -14,11 +14,19 @@
 //!   proofs verify under snarkjs.
 //! - [`mod@verify`]: single verification with a prepared key, and batch verification by a
 //!   random linear combination with bisection to name the bad proofs.
+//! - `queue` and `gather` (feature `service`): what a node runs for others — the proving
+//!   queue (circuits installed in a folder, bounded admission, one proof at a time, for the
+//!   HTTP API and jobs alike) and the batch-verify gatherer (a 2 ms window, grouped per
+//!   key, prepared keys cached).
 
 mod binfile;
 mod error;
+#[cfg(feature = "service")]
+pub mod gather;
 pub mod prove;
 pub mod qap;
+#[cfg(feature = "service")]
+pub mod queue;
 pub mod r1cs;
 pub mod setup;
 pub mod snarkjs;

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 mod circom;
 mod fixtures;
+mod queue;
 mod snarkjs_cli;
 mod verify;
 

@@ -377,12 +377,12 @@ impl JobService {
             ));
         }
         let vk = parse_vk(&p["vkey"]).map_err(|e| refuse("bad_request", format!("vkey: {e}")))?;
-        let pvk = fleetmesh_prover::PreparedVk::new(&vk);
+        let key = self.verifier.prepared(&vk);
         let items = p["proofs"]
             .as_array()
             .filter(|a| !a.is_empty())
             .ok_or_else(|| refuse("bad_request", "params.proofs must list {proof, public}"))?;
-        let mut results = Vec::with_capacity(items.len());
+        let mut parsed = Vec::with_capacity(items.len());
         for (i, it) in items.iter().enumerate() {
             let proof = parse_proof(&it["proof"])
                 .map_err(|e| refuse("bad_request", format!("proofs[{i}].proof: {e}")))?;
@@ -390,10 +390,17 @@ impl JobService {
                 .map_err(|e| refuse("bad_request", format!("proofs[{i}].public: {e}")))?;
             check_public_count(&vk, &public)
                 .map_err(|e| refuse("bad_request", format!("proofs[{i}].public: {e}")))?;
-            let ok = fleetmesh_prover::verify(&pvk, &proof, &public)
-                .map_err(|e| refuse("internal", e.to_string()))?;
-            results.push(ok);
+            parsed.push((key.clone(), (proof, public)));
         }
+        // the node's one gatherer: batched with the API's checks, grouped per key
+        let pending = self
+            .verifier
+            .submit(parsed)
+            .map_err(|e| refuse("busy", e.to_string()))?;
+        let results = pending
+            .into_iter()
+            .map(|p| p.wait_blocking().map_err(|e| refuse("internal", e)))
+            .collect::<Result<Vec<bool>, Refusal>>()?;
         let valid = results.iter().all(|v| *v);
         let document = json!({"status": "checked", "exit_code": 0, "stdout": "", "stderr": "",
                               "files": {}, "valid": results})
@@ -438,15 +445,21 @@ impl JobService {
                 req[k] = msg["params"][k].clone();
             }
         }
+        let req =
+            crate::prove_service::parse_request(&req).map_err(|m| refuse("bad_request", m))?;
         let t = std::time::Instant::now();
-        let proven = self
-            .prover
-            .prove_blocking(&req)
-            .map_err(|(code, m)| refuse("bad_request", format!("{code}: {m}")))?;
-        let vk = self
-            .prover
-            .vk_json(&name)
-            .map_err(|e| refuse("internal", e))?;
+        // the node's one proving queue: the API's admission and one proof at a time
+        let refused = |e: fleetmesh_prover::Error| {
+            refuse(
+                "bad_request",
+                format!("{}: {e}", crate::prove_service::error_code(&e)),
+            )
+        };
+        let proven = self.prover.prove_blocking(&req).map_err(refused)?;
+        let vk = fleetmesh_prover::snarkjs::vk_to_json(
+            &self.prover.verifying_key(&name).map_err(refused)?,
+        );
+        let proven = crate::prove_service::proof_json(&proven);
         let text = |v: &Value| v.to_string();
         let (proof, public, vkey) = (text(&proven["proof"]), text(&proven["public"]), text(&vk));
         let sha = |s: &str| hex::encode(Sha256::digest(s.as_bytes()));

@@ -1,0 +1,310 @@
+//! The proving queue: every proof this node makes, whoever asks for it (the HTTP API, a
+//! job), is admitted here and made here, one at a time.
+//!
+//! The operator installs circuits under one folder, a subfolder per circuit:
+//! `<name>/circuit.zkey` (a snarkjs Groth16 proving key) and, to accept inputs rather than
+//! full witnesses, `<name>/circuit.wasm` (circom's witness calculator). Names are 1–64
+//! characters of `a-z 0-9 _ -`. Keys are loaded on first use and kept (reloaded when the
+//! file changes); [`ProvingQueue::circuit_by_digest`] finds one by its zkey's SHA-256, as an
+//! ask names it.
+//!
+//! Proving uses every core, so proofs run one at a time; at most [`QUEUE`] requests are
+//! admitted at once (one proving, the rest waiting) and a request beyond is refused at once
+//! with [`Error::Busy`] instead of piling up. [`ProvingQueue::prove`] waits for its turn
+//! without holding a thread (a caller that goes away while waiting is dropped unproved);
+//! [`ProvingQueue::prove_blocking`] is the same queue for callers on a thread of their own.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use fleetmesh_kernels::MsmNtt;
+use serde_json::Value;
+use tokio::sync::{Semaphore, SemaphorePermit, TryAcquireError};
+
+use crate::witness::WitnessCalculator;
+use crate::{Error, Fr, PreparedVk, Proven, ProvingKey, Result};
+
+/// Requests admitted at once (one proving, the rest waiting).
+pub const QUEUE: usize = 8;
+
+/// A file's modification time and length: when either changes, the file is read again.
+type Stamp = (SystemTime, u64);
+
+/// A loaded circuit.
+struct Circuit {
+    stamp: Stamp,
+    pk: Arc<ProvingKey>,
+    /// `pk`'s verifying key, prepared once for the prover's self-check.
+    pvk: PreparedVk,
+    calc: Option<Arc<WitnessCalculator>>,
+}
+
+/// What a proof is made from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Witnessing {
+    /// The circuit's input signals (`{"a": "3", …}`), run through its `circuit.wasm`.
+    Input(Value),
+    /// Every wire, already computed.
+    Witness(Vec<Fr>),
+}
+
+/// A proof to make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProveRequest {
+    /// The installed circuit's name.
+    pub circuit: String,
+    /// Its witness, or the input to compute it from.
+    pub witnessing: Witnessing,
+}
+
+/// A proof made and checked against the circuit's verifying key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedProof {
+    /// The proof and its public inputs.
+    pub proven: Proven,
+    /// Time spent computing the witness, ms.
+    pub witness_ms: u64,
+    /// Time spent proving, ms.
+    pub prove_ms: u64,
+}
+
+/// The proving queue over a folder of circuits.
+pub struct ProvingQueue {
+    dir: PathBuf,
+    backend: Arc<dyn MsmNtt>,
+    admitted: Semaphore,
+    turn: tokio::sync::Mutex<()>,
+    circuits: Mutex<HashMap<String, Arc<Circuit>>>,
+    /// Each circuit's zkey digest, with the file's stamp it was computed for.
+    digests: Mutex<HashMap<String, (Stamp, String)>>,
+    /// Proofs being made now, and the most there ever were at once (1, by design).
+    running: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl std::fmt::Debug for ProvingQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProvingQueue")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+fn stamp(path: &Path) -> std::io::Result<Stamp> {
+    let m = std::fs::metadata(path)?;
+    Ok((m.modified()?, m.len()))
+}
+
+fn circuit_error(name: &str, reason: impl std::fmt::Display) -> Error {
+    Error::Circuit {
+        name: name.to_owned(),
+        reason: reason.to_string(),
+    }
+}
+
+impl ProvingQueue {
+    /// A queue for the circuits under `dir`, proving on `backend`.
+    pub fn new(dir: PathBuf, backend: Arc<dyn MsmNtt>) -> Arc<ProvingQueue> {
+        Arc::new(ProvingQueue {
+            dir,
+            backend,
+            admitted: Semaphore::new(QUEUE),
+            turn: tokio::sync::Mutex::new(()),
+            circuits: Mutex::new(HashMap::new()),
+            digests: Mutex::new(HashMap::new()),
+            running: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        })
+    }
+
+    /// The most proofs that were ever being made at once by this queue.
+    pub fn peak_concurrency(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// Makes a proof: admission (or [`Error::Busy`] at once), the turn, then the witness
+    /// and the proof on a blocking thread.
+    ///
+    /// # Errors
+    /// [`Error::Busy`]; [`Error::UnknownCircuit`]; [`Error::Malformed`] / [`Error::Input`]
+    /// for a request that does not fit the circuit; [`Error::Witness`] for one that fails
+    /// its constraints; [`Error::Circuit`] for an installed circuit that does not load.
+    pub async fn prove(self: &Arc<Self>, req: ProveRequest) -> Result<QueuedProof> {
+        let _admitted = self.admit()?;
+        let _turn = self.turn.lock().await;
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.run(&req))
+            .await
+            .map_err(|e| circuit_error("?", format!("the prover panicked: {e}")))?
+    }
+
+    /// [`ProvingQueue::prove`] for a caller on a thread of its own (never from async code).
+    ///
+    /// # Errors
+    /// As [`ProvingQueue::prove`].
+    pub fn prove_blocking(&self, req: &ProveRequest) -> Result<QueuedProof> {
+        let _admitted = self.admit()?;
+        let _turn = self.turn.blocking_lock();
+        self.run(req)
+    }
+
+    fn admit(&self) -> Result<SemaphorePermit<'_>> {
+        match self.admitted.try_acquire() {
+            Ok(p) => Ok(p),
+            Err(TryAcquireError::NoPermits) => Err(Error::Busy(
+                "the proving queue is full; retry shortly".into(),
+            )),
+            Err(TryAcquireError::Closed) => Err(Error::Busy("the prover stopped".into())),
+        }
+    }
+
+    /// The circuit `name`, loading (blocking) when absent or changed on disk.
+    fn circuit(&self, name: &str) -> Result<Arc<Circuit>> {
+        if !valid_name(name) {
+            return Err(Error::Malformed {
+                field: "circuit".into(),
+                reason: format!("{name:?} is not a circuit name (1-64 of a-z 0-9 _ -)"),
+            });
+        }
+        let folder = self.dir.join(name);
+        let zkey = folder.join("circuit.zkey");
+        let st = stamp(&zkey).map_err(|_| Error::UnknownCircuit(name.to_owned()))?;
+        if let Some(c) = self.lock().get(name)
+            && c.stamp == st
+        {
+            return Ok(c.clone());
+        }
+        let t = Instant::now();
+        let bytes = std::fs::read(&zkey).map_err(|e| circuit_error(name, e))?;
+        let pk = ProvingKey::from_bytes(&bytes).map_err(|e| circuit_error(name, e))?;
+        let wasm = folder.join("circuit.wasm");
+        let calc = match std::fs::read(&wasm) {
+            Ok(b) => Some(Arc::new(
+                WitnessCalculator::new(&b).map_err(|e| circuit_error(name, e))?,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(circuit_error(name, format!("{}: {e}", wasm.display()))),
+        };
+        tracing::info!(
+            circuit = name,
+            wires = pk.n_vars,
+            domain = pk.domain_size,
+            ms = t.elapsed().as_millis() as u64,
+            "circuit loaded"
+        );
+        let c = Arc::new(Circuit {
+            stamp: st,
+            pvk: PreparedVk::new(&pk.vk),
+            pk: Arc::new(pk),
+            calc,
+        });
+        self.lock().insert(name.to_owned(), c.clone());
+        Ok(c)
+    }
+
+    /// The installed circuit whose `circuit.zkey` has SHA-256 `digest` (hex), if any — how
+    /// an ask names a circuit.
+    pub fn circuit_by_digest(&self, digest: &str) -> Option<String> {
+        use sha2::Digest as _;
+        let entries = std::fs::read_dir(&self.dir).ok()?;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !valid_name(&name) {
+                continue;
+            }
+            let zkey = e.path().join("circuit.zkey");
+            let Ok(st) = stamp(&zkey) else { continue };
+            let known = self
+                .digests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&name)
+                .filter(|(s, _)| *s == st)
+                .map(|(_, d)| d.clone());
+            let d = match known {
+                Some(d) => d,
+                None => {
+                    let Ok(bytes) = std::fs::read(&zkey) else {
+                        continue;
+                    };
+                    let d = hex::encode(sha2::Sha256::digest(&bytes));
+                    self.digests
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name.clone(), (st, d.clone()));
+                    d
+                }
+            };
+            if d == digest {
+                return Some(name);
+            }
+        }
+        None
+    }
+
+    /// The verifying key of circuit `name`.
+    ///
+    /// # Errors
+    /// As loading the circuit: [`Error::UnknownCircuit`], [`Error::Circuit`].
+    pub fn verifying_key(&self, name: &str) -> Result<crate::VerifyingKey<crate::Bn254>> {
+        Ok(self.circuit(name)?.pk.vk.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Circuit>>> {
+        self.circuits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Witness then proof, blocking, on the caller's thread (the turn is held).
+    fn run(&self, req: &ProveRequest) -> Result<QueuedProof> {
+        let circuit = self.circuit(&req.circuit)?;
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let out = self.make(&circuit, req);
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        out
+    }
+
+    fn make(&self, circuit: &Circuit, req: &ProveRequest) -> Result<QueuedProof> {
+        let t = Instant::now();
+        let witness = match &req.witnessing {
+            Witnessing::Input(input) => {
+                let calc = circuit.calc.as_ref().ok_or_else(|| Error::Malformed {
+                    field: "input".into(),
+                    reason: format!(
+                        "circuit {:?} has no circuit.wasm on this node; send \"witness\"",
+                        req.circuit
+                    ),
+                })?;
+                // an input the circuit's own code refuses is unsatisfiable, not malformed
+                calc.calculate(input).map_err(|e| match e {
+                    Error::Input { .. } | Error::Witness(_) => e,
+                    other => Error::Witness(other.to_string()),
+                })?
+            }
+            Witnessing::Witness(w) => w.clone(),
+        };
+        let witness_ms = t.elapsed().as_millis() as u64;
+        let t = Instant::now();
+        let proven = crate::prove::prove_checked(
+            &circuit.pk,
+            &circuit.pvk,
+            &witness,
+            self.backend.as_ref(),
+        )?;
+        Ok(QueuedProof {
+            proven,
+            witness_ms,
+            prove_ms: t.elapsed().as_millis() as u64,
+        })
+    }
+}

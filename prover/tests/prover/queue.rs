@@ -1,0 +1,143 @@
+//! The node's proving queue and verify gatherer (feature `service`): proofs asked for from
+//! async code (the HTTP API) and from threads of their own (jobs) take turns in one queue,
+//! and the gatherer's verdicts agree with the single checks.
+
+use std::sync::Arc;
+
+use fleetmesh_kernels::ops::Cpu;
+use fleetmesh_prover::gather::Gatherer;
+use fleetmesh_prover::queue::{ProveRequest, ProvingQueue, Witnessing};
+use fleetmesh_prover::{Error, PreparedVk, verify};
+
+use crate::{fixture, fixture_json};
+
+/// A circuits folder with the `tiny` fixture installed.
+fn installed() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = dir.path().join("tiny");
+    std::fs::create_dir(&tiny).unwrap();
+    std::fs::write(tiny.join("circuit.zkey"), fixture("tiny.zkey")).unwrap();
+    std::fs::write(tiny.join("circuit.wasm"), fixture("tiny.wasm")).unwrap();
+    dir
+}
+
+fn request() -> ProveRequest {
+    ProveRequest {
+        circuit: "tiny".into(),
+        witnessing: Witnessing::Input(fixture_json("tiny_input.json")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_and_job_proofs_take_turns_in_one_queue() {
+    let dir = installed();
+    let queue = ProvingQueue::new(dir.path().to_path_buf(), Arc::new(Cpu));
+    let pvk = PreparedVk::new(&queue.verifying_key("tiny").unwrap());
+    // three callers as the HTTP API is (async), three as job workers are (threads)
+    let jobs: Vec<_> = (0..3)
+        .map(|_| {
+            let q = queue.clone();
+            std::thread::spawn(move || q.prove_blocking(&request()))
+        })
+        .collect();
+    let api: Vec<_> = (0..3)
+        .map(|_| {
+            let q = queue.clone();
+            tokio::spawn(async move { q.prove(request()).await })
+        })
+        .collect();
+    let mut proofs = Vec::new();
+    for t in api {
+        proofs.push(t.await.unwrap().unwrap());
+    }
+    for t in jobs {
+        proofs.push(
+            tokio::task::spawn_blocking(move || t.join().unwrap())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    for p in &proofs {
+        assert!(verify(&pvk, &p.proven.proof, &p.proven.public).unwrap());
+    }
+    // six proofs, never two at once
+    assert_eq!(queue.peak_concurrency(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_names_what_is_wrong_with_a_request() {
+    let dir = installed();
+    let queue = ProvingQueue::new(dir.path().to_path_buf(), Arc::new(Cpu));
+    let ask = |circuit: &str, witnessing: Witnessing| {
+        let q = queue.clone();
+        let req = ProveRequest {
+            circuit: circuit.into(),
+            witnessing,
+        };
+        async move { q.prove(req).await }
+    };
+    let input = fixture_json("tiny_input.json");
+    assert!(matches!(
+        ask("nope", Witnessing::Input(input.clone())).await,
+        Err(Error::UnknownCircuit(n)) if n == "nope"
+    ));
+    assert!(matches!(
+        ask("../x", Witnessing::Input(input)).await,
+        Err(Error::Malformed { field, .. }) if field == "circuit"
+    ));
+    // an input that fails the circuit's assert is unsatisfiable, not malformed
+    let failing = serde_json::json!({"a": "1000", "b": "0", "w": "1"});
+    assert!(matches!(
+        ask("tiny", Witnessing::Input(failing)).await,
+        Err(Error::Witness(_))
+    ));
+    assert!(matches!(
+        ask("tiny", Witnessing::Input(serde_json::json!({"q": "1"}))).await,
+        Err(Error::Input { .. })
+    ));
+    assert!(matches!(
+        ask("tiny", Witnessing::Witness(vec![])).await,
+        Err(Error::Witness(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gatherer_batches_and_agrees_with_single_checks() {
+    use fleetmesh_prover::snarkjs::{parse_proof, parse_public, parse_vk};
+    let gatherer = Gatherer::start();
+    let vk = parse_vk(&fixture_json("tiny_vk.json")).unwrap();
+    let key = gatherer.prepared(&vk);
+    // the same key again is the cached one
+    assert!(Arc::ptr_eq(&key, &gatherer.prepared(&vk)));
+    let proof = parse_proof(&fixture_json("tiny_proof.json")).unwrap();
+    let public = parse_public(&fixture_json("tiny_public.json")).unwrap();
+    let mut wrong = public.clone();
+    wrong[0] += fleetmesh_prover::Fr::from(1u8);
+    let items = vec![
+        (key.clone(), (proof.clone(), public.clone())),
+        (key.clone(), (proof.clone(), wrong.clone())),
+        (key.clone(), (proof.clone(), public.clone())),
+    ];
+    let pending = gatherer.submit(items).unwrap();
+    let mut got = Vec::new();
+    for p in pending {
+        got.push(p.wait().await.unwrap());
+    }
+    let single = |pubs: &[fleetmesh_prover::Fr]| verify(&key, &proof, pubs).unwrap();
+    assert_eq!(got, vec![single(&public), single(&wrong), single(&public)]);
+    assert_eq!(got, vec![true, false, true]);
+    // from a thread of its own, as a job waits
+    let pending = gatherer
+        .submit(vec![(key.clone(), (proof, public))])
+        .unwrap();
+    let verdict = tokio::task::spawn_blocking(move || {
+        pending
+            .into_iter()
+            .map(|p| p.wait_blocking())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    assert_eq!(verdict, vec![Ok(true)]);
+}
