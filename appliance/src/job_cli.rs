@@ -29,7 +29,7 @@
 //! The ask's `d` tag is `name` (default: `job-` and 16 hex digits of the file's SHA-256),
 //! or `--idempotency-key`; the job id is derived from the buyer's key, the file and the
 //! `d` tag, so submitting one file twice is one job. A Bacalhau v1 job spec (YAML or JSON with
-//! `Tasks`) is read by [`crate::market::bacalhau`] into the same kind of wasm job, or
+//! `Tasks`) is read by [`fleetmesh_market::bacalhau`] into the same kind of wasm job, or
 //! refused (exit 2) before anything is sent; its `d` tag is its `Name` and the file's
 //! digest, so an edited spec under the same name is a new job.
 //!
@@ -158,7 +158,7 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let base = file.parent().unwrap_or(Path::new("."));
     let text = String::from_utf8_lossy(&bytes);
-    let what = if crate::market::bacalhau::is_spec(&text) || bytes.is_empty() {
+    let what = if fleetmesh_market::bacalhau::is_spec(&text) || bytes.is_empty() {
         let download = |url: &str| -> Result<Vec<u8>, String> {
             let r = client()
                 .map_err(|e| e.to_string())?
@@ -170,7 +170,7 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
             }
             r.bytes().map(|b| b.to_vec()).map_err(|e| e.to_string())
         };
-        match crate::market::bacalhau::parse(&text, base, &download) {
+        match fleetmesh_market::bacalhau::parse(&text, base, &download) {
             Ok(spec) => JobParts::from_bacalhau(spec),
             Err(r) => {
                 println!(
@@ -458,7 +458,7 @@ impl JobParts {
         })
     }
 
-    fn from_bacalhau(s: crate::market::bacalhau::WasmSpec) -> JobParts {
+    fn from_bacalhau(s: fleetmesh_market::bacalhau::WasmSpec) -> JobParts {
         let mut limits = json!({"fuel": DEFAULT_FUEL});
         if let Some(m) = s.memory_bytes {
             limits["memory_bytes"] = json!(m);

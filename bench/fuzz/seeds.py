@@ -192,7 +192,7 @@ for name, (s, doc) in schemas.items():
     put("schema_grammar", name, js(s) + "\x00" + doc)
 
 # ---- appliance ----
-bac = "appliance/tests/vectors/bacalhau/"
+bac = "appliance/market/tests/vectors/bacalhau/"
 for name in sorted(os.listdir(os.path.join(ROOT, bac))):
     if name.endswith((".yml", ".yaml", ".json")) and name != "wasm.yaml":
         put("bacalhau_spec", name, read(bac + name))

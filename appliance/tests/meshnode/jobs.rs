@@ -387,7 +387,7 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
     let vectors = std::path::PathBuf::from(
         std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
     )
-    .join("tests/vectors/bacalhau");
+    .join("market/tests/vectors/bacalhau");
     let (o, sub) = job(
         &["submit", vectors.join("wasm.yaml").to_str().unwrap()],
         &d,

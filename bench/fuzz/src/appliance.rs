@@ -1,26 +1,8 @@
-//! The appliance's readers of outside text. The appliance is a binary crate, so its pure
-//! parsing modules are compiled here from their source files (`#[path]`); this module
-//! stands in for their parent (`crate::market`), providing the two items they use from
-//! it, with the same definitions.
+//! The appliance's readers of outside text: the Bacalhau job-spec reader
+//! (`fleetmesh_market::bacalhau`) and, since the appliance is a binary crate, its Blossom
+//! authorization reader compiled here from its source file (`#[path]`).
 
-/// A machine-readable refusal (as `appliance/src/market/mod.rs` defines it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// What kind of refusal.
-    pub code: &'static str,
-    /// What is wrong.
-    pub message: String,
-}
-
-pub(crate) fn refuse(code: &'static str, message: impl Into<String>) -> Refusal {
-    Refusal {
-        code,
-        message: message.into(),
-    }
-}
-
-#[path = "../../../appliance/src/market/bacalhau.rs"]
-pub mod bacalhau;
+use fleetmesh_market::bacalhau;
 
 #[path = "../../../appliance/src/blossom/auth.rs"]
 pub mod blossom_auth;

@@ -16,10 +16,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{JobService, Run, b64};
-use crate::market::jobs::JobRecord;
-use crate::market::receipt::Finished;
-use crate::market::{Refusal, refuse};
 use crate::node::unix_now;
+use fleetmesh_market::jobs::JobRecord;
+use fleetmesh_market::receipt::Finished;
+use fleetmesh_market::{Refusal, refuse};
 
 impl JobService {
     /// Runs `job` on its ask's engine.

@@ -10,9 +10,9 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::JobService;
-use crate::market::jobs::JobRecord;
-use crate::market::{Refusal, refuse};
 use crate::server::api_error;
+use fleetmesh_market::jobs::JobRecord;
+use fleetmesh_market::{Refusal, refuse};
 
 fn refusal_response(r: &Refusal) -> Response {
     let status = match r.code {

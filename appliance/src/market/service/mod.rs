@@ -22,10 +22,10 @@ use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::jobs::{JobRecord, JobStore, State as JobState};
-use super::receipt::{Finished, sign_receipt};
-use super::{Refusal, refuse};
 use crate::node::unix_now;
+use fleetmesh_market::jobs::{JobRecord, JobStore, State as JobState};
+use fleetmesh_market::receipt::{Finished, sign_receipt};
+use fleetmesh_market::{Refusal, refuse};
 
 /// The job store file, in the node directory.
 pub const JOBS_DB: &str = "jobs.sqlite";
