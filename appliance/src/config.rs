@@ -60,38 +60,10 @@ impl Default for BlobsSection {
     }
 }
 
-/// `[jobs]`: how many market jobs run at once and the most any may use. A job's limits
-/// are cut to these (never refused for asking more); NIP-11 advertises them under
-/// `fleetmesh.jobs`, so buyers know.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct JobsSection {
-    /// Jobs run at once, each on its own thread. 1 to 64. Default 2.
-    pub workers: usize,
-    /// Most fuel (WebAssembly instructions, roughly) of a wasm or data job. 1 to 10^15.
-    /// Default 10 000 000 000.
-    pub max_fuel: u64,
-    /// Most seconds any job may run; past it a watchdog fails the job. 1 to 86 400.
-    /// Default 300.
-    pub max_wall_secs: u64,
-    /// Most linear memory of a wasm or data job, in bytes. 1 MiB to 4 GiB. Default 1 GiB.
-    pub max_memory_bytes: u64,
-    /// Most output (stdout, stderr, files) of a wasm or data job, in bytes. 1 KiB to
-    /// 1 GiB. Default 64 MiB.
-    pub max_output_bytes: u64,
-}
-
-impl Default for JobsSection {
-    fn default() -> Self {
-        JobsSection {
-            workers: 2,
-            max_fuel: 10_000_000_000,
-            max_wall_secs: 300,
-            max_memory_bytes: 1 << 30,
-            max_output_bytes: 64 << 20,
-        }
-    }
-}
+/// `[jobs]`: how many market jobs run at once and the most any may use
+/// (`fleetmesh_market::service::JobLimits`). A job's limits are cut to these (never refused
+/// for asking more); NIP-11 advertises them under `fleetmesh.jobs`, so buyers know.
+pub use fleetmesh_market::service::JobLimits as JobsSection;
 
 /// `[api]`: who may call the compute, proof and job APIs (see the README's "Exposure").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -118,13 +118,16 @@ pub fn router(
     // one proving queue and one verify gatherer for the API and jobs alike
     let prover = fleetmesh_prover::queue::ProvingQueue::new(node.dir.join(CIRCUITS_DIR), backend);
     let verifier = fleetmesh_prover::gather::Gatherer::start();
-    let jobs = crate::market::service::JobService::start(
+    let jobs = fleetmesh_market::service::JobService::start(
         &node.dir,
-        relay.clone(),
-        blobs.clone(),
-        prover.clone(),
-        verifier.clone(),
-        inference.clone(),
+        fleetmesh_market::service::Parts {
+            keys: fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
+            relay: relay.clone(),
+            blobs: blobs.clone(),
+            prover: prover.clone(),
+            verifier: verifier.clone(),
+            inference: inference.clone(),
+        },
         &node.config.jobs,
     )?;
     let state = Arc::new(AppState {
@@ -168,19 +171,19 @@ pub fn router(
         )
         .route(
             "/v1/jobs",
-            axum::routing::post(crate::market::service::submit).with_state(jobs.clone()),
+            axum::routing::post(crate::market::submit).with_state(jobs.clone()),
         )
         .route(
             "/v1/jobs/{id}",
-            get(crate::market::service::status).with_state(jobs.clone()),
+            get(crate::market::status).with_state(jobs.clone()),
         )
         .route(
             "/v1/jobs/{id}/result",
-            get(crate::market::service::result).with_state(jobs.clone()),
+            get(crate::market::result).with_state(jobs.clone()),
         )
         .route(
             "/v1/jobs/{id}/receipt",
-            get(crate::market::service::receipt).with_state(jobs),
+            get(crate::market::receipt).with_state(jobs),
         )
         .route_layer(guard);
     Ok(Router::new()

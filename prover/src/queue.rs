@@ -112,6 +112,62 @@ fn circuit_error(name: &str, reason: impl std::fmt::Display) -> Error {
     }
 }
 
+impl ProveRequest {
+    /// A request as the HTTP API's body and a `groth16-prove` job's params write it:
+    /// `{"circuit", "input": {…}}` or `{"circuit", "witness": ["1", …]}` (every wire, as
+    /// decimal strings); the message names the field (`witness[i]`).
+    ///
+    /// # Errors
+    /// What does not fit, named.
+    pub fn from_json(req: &Value) -> std::result::Result<ProveRequest, String> {
+        let circuit = req
+            .get("circuit")
+            .and_then(Value::as_str)
+            .ok_or("circuit: missing or not a string")?;
+        let witnessing = match (req.get("input"), req.get("witness")) {
+            (Some(input), None) => Witnessing::Input(input.clone()),
+            (None, Some(w)) => {
+                Witnessing::Witness(crate::snarkjs::parse_public(w).map_err(|e| match e {
+                    Error::Malformed { field, reason } => format!(
+                        "witness{}: {reason}",
+                        field.strip_prefix("public").unwrap_or(&field)
+                    ),
+                    other => format!("witness: {other}"),
+                })?)
+            }
+            _ => return Err("give exactly one of \"input\" and \"witness\"".into()),
+        };
+        Ok(ProveRequest {
+            circuit: circuit.to_owned(),
+            witnessing,
+        })
+    }
+}
+
+impl QueuedProof {
+    /// The proof as the API answers it: `{"proof": <proof.json>, "public": <public.json>,
+    /// "ms": {"witness", "prove"}}` (snarkjs's formats).
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "proof": crate::snarkjs::proof_to_json(&self.proven.proof),
+            "public": crate::snarkjs::public_to_json(&self.proven.public),
+            "ms": {"witness": self.witness_ms, "prove": self.prove_ms},
+        })
+    }
+}
+
+/// What a queue error says to a caller, as a code: `malformed`, `unknown_circuit`,
+/// `unsatisfied`, `busy`, or `internal`.
+pub fn error_code(e: &Error) -> &'static str {
+    match e {
+        Error::Malformed { .. } | Error::Input { .. } | Error::PublicCount { .. } => "malformed",
+        Error::UnknownCircuit(_) => "unknown_circuit",
+        Error::Witness(_) => "unsatisfied",
+        Error::Busy(_) => "busy",
+        _ => "internal",
+    }
+}
+
 impl ProvingQueue {
     /// A queue for the circuits under `dir`, proving on `backend`.
     pub fn new(dir: PathBuf, backend: Arc<dyn MsmNtt>) -> Arc<ProvingQueue> {

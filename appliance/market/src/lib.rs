@@ -5,13 +5,14 @@
 //! resumable across restarts) and the executor's receipts ([`receipt::sign_receipt`]). The
 //! nouns themselves — asks (kind 30810), receipts (kind 30811), modes and engines — are
 //! `fleetmesh_proto`'s; a [`Refusal`] is what this node answers when one does not hold.
-//! [`bacalhau`] reads Bacalhau job specs into WASI tasks.
-//!
-//! The appliance serves them on the node (`/v1/jobs`) and runs the engines.
+//! [`service`] runs jobs on the engines (WASI, the node's proving queue and verify
+//! gatherer, its inference API); [`bacalhau`] reads Bacalhau job specs into WASI tasks.
+//! The appliance serves them on the node (`/v1/jobs`).
 
 pub mod bacalhau;
 pub mod jobs;
 pub mod receipt;
+pub mod service;
 
 /// A machine-readable refusal: `code` for programs, `message` for people. The crate's
 /// one error type.

@@ -445,3 +445,14 @@ fn too_large() -> Refusal {
         format!("blobs are at most {MAX_BLOB} bytes"),
     )
 }
+
+/// The job engines' view of the store: blobs by hash, and job outputs stored.
+impl fleetmesh_market::service::Blobs for Blossom {
+    fn get(&self, sha256: &str) -> Option<Vec<u8>> {
+        Blossom::get(self, sha256)
+    }
+
+    fn put(&self, bytes: &[u8], media: &str, owner: &str) -> std::io::Result<String> {
+        Blossom::put(self, bytes, media, owner)
+    }
+}

@@ -327,34 +327,37 @@ pub async fn chat_completions(
     serve(s, &body, Api::Chat).await
 }
 
-/// A failed job request: its code, message and the verdict when there is one.
-pub(crate) type JobFailure = (&'static str, String, Option<Value>);
-
-/// Answers one request body as the API would (completions, or chat when it has
-/// `messages`), blocking, without streaming: the response JSON — for the market's `llm`
-/// jobs.
-pub(crate) fn answer_blocking(s: &InferenceService, body: &Value) -> Result<Value, JobFailure> {
-    let api = if body.get("messages").is_some() {
-        Api::Chat
-    } else {
-        Api::Completion
-    };
-    let fail = |f: Failure| {
-        let verdict = f.extra.as_ref().and_then(|e| e.get("verdict").cloned());
-        (f.code.unwrap_or("bad_request"), f.message, verdict)
-    };
-    let p = parse(s, body.to_string().as_bytes(), api).map_err(fail)?;
-    if p.stream {
-        return Err(("bad_request", "jobs do not stream".into(), None));
+/// The market's `llm` engine asks the API through this: one request body answered as the
+/// API would (completions, or chat when it has `messages`), blocking, without streaming.
+impl fleetmesh_market::service::Llm for InferenceService {
+    fn answer(&self, body: &Value) -> Result<Value, fleetmesh_market::service::LlmFailure> {
+        let api = if body.get("messages").is_some() {
+            Api::Chat
+        } else {
+            Api::Completion
+        };
+        let fail = |f: Failure| fleetmesh_market::service::LlmFailure {
+            verdict: f.extra.as_ref().and_then(|e| e.get("verdict").cloned()),
+            code: f.code.unwrap_or("bad_request"),
+            message: f.message,
+        };
+        let p = parse(self, body.to_string().as_bytes(), api).map_err(fail)?;
+        if p.stream {
+            return Err(fleetmesh_market::service::LlmFailure {
+                code: "bad_request",
+                message: "jobs do not stream".into(),
+                verdict: None,
+            });
+        }
+        let gens = match p.verification {
+            Verification::None => generate_local(self, &p),
+            Verification::SchemaBounds => generate_bounded(self, &p),
+            Verification::QuasiDeterministic => generate_quorum(self, &p),
+            Verification::TeeAttestation => generate_attested(self, &p),
+        }
+        .map_err(fail)?;
+        Ok(render(&self.models[p.model], &p, &gens))
     }
-    let gens = match p.verification {
-        Verification::None => generate_local(s, &p),
-        Verification::SchemaBounds => generate_bounded(s, &p),
-        Verification::QuasiDeterministic => generate_quorum(s, &p),
-        Verification::TeeAttestation => generate_attested(s, &p),
-    }
-    .map_err(fail)?;
-    Ok(render(&s.models[p.model], &p, &gens))
 }
 
 /// Sets a request's cancel flag when dropped: when the handler's future is dropped because

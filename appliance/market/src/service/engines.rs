@@ -1,6 +1,6 @@
 //! The engines a job runs on: `wasm` and `data` (WASI under `fleetmesh-wasi`),
 //! `groth16-prove` and `groth16-verify` (the node's prover and verifier), `llm` (the
-//! node's inference API under the ask's mode). Each ends in [`JobService::conclude`].
+//! node's inference API under the ask's mode). Each ends in `JobService::conclude`.
 //!
 //! A `wasm` (or `data`) job: `params.module` is the WASI command, `input` its stdin and
 //! `/inputs/input` (job data inline, or blob references into this node's Blossom store),
@@ -12,14 +12,14 @@
 use base64::Engine as _;
 use fleetmesh_proto::ask::Ask;
 use fleetmesh_proto::{Engine, Mode};
+use fleetmesh_prover::queue::{ProveRequest, error_code};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{JobService, Run, b64};
-use crate::node::unix_now;
-use fleetmesh_market::jobs::JobRecord;
-use fleetmesh_market::receipt::Finished;
-use fleetmesh_market::{Refusal, refuse};
+use super::{JobService, LlmFailure, Run, b64, unix_now};
+use crate::jobs::JobRecord;
+use crate::receipt::Finished;
+use crate::{Refusal, refuse};
 
 impl JobService {
     /// Runs `job` on its ask's engine.
@@ -216,8 +216,7 @@ impl JobService {
             body["response_format"] = json!({"type": "json_schema",
                 "json_schema": {"name": "output", "schema": msg["output_schema"]}});
         }
-        let inference = self.inference.clone();
-        let answer = crate::inference_service::answer_blocking(&inference, &body);
+        let answer = self.inference.answer(&body);
         let me = self.keys.nostr_pubkey_hex();
         // executors by key: this node's own; a remote executor (an OpenAI endpoint, no key)
         // by SHA-256 of its name
@@ -268,7 +267,11 @@ impl JobService {
                 });
                 (r.to_string(), verdict, metered, None)
             }
-            Err((code, message, Some(v))) if ask.mode == Mode::QuasiDeterministic => {
+            Err(LlmFailure {
+                code,
+                message,
+                verdict: Some(v),
+            }) if ask.mode == Mode::QuasiDeterministic => {
                 let doc = json!({"error": {"code": code, "message": message}, "verdict": v});
                 let metered =
                     json!({"completion_tokens": 0, "wall_ms": t.elapsed().as_millis() as u64});
@@ -279,7 +282,7 @@ impl JobService {
                     Some(format!("{code}: {message}")),
                 )
             }
-            Err((code, message, _)) => {
+            Err(LlmFailure { code, message, .. }) => {
                 return Err(refuse("bad_request", format!("{code}: {message}")));
             }
         };
@@ -315,8 +318,10 @@ impl JobService {
         body["job"] = json!(blinded);
         body["stream"] = json!(false);
         body["temperature"] = json!(0);
-        let answer = crate::inference_service::answer_blocking(&self.inference, &body).map_err(
-            |(code, m, _)| match code {
+        let answer = self.inference.answer(&body).map_err(
+            |LlmFailure {
+                 code, message: m, ..
+             }| match code {
                 "tee_unavailable" | "tee_failed" => refuse("tee_failed", m),
                 _ => refuse("bad_request", format!("{code}: {m}")),
             },
@@ -445,21 +450,16 @@ impl JobService {
                 req[k] = msg["params"][k].clone();
             }
         }
-        let req =
-            crate::prove_service::parse_request(&req).map_err(|m| refuse("bad_request", m))?;
+        let req = ProveRequest::from_json(&req).map_err(|m| refuse("bad_request", m))?;
         let t = std::time::Instant::now();
         // the node's one proving queue: the API's admission and one proof at a time
-        let refused = |e: fleetmesh_prover::Error| {
-            refuse(
-                "bad_request",
-                format!("{}: {e}", crate::prove_service::error_code(&e)),
-            )
-        };
+        let refused =
+            |e: fleetmesh_prover::Error| refuse("bad_request", format!("{}: {e}", error_code(&e)));
         let proven = self.prover.prove_blocking(&req).map_err(refused)?;
         let vk = fleetmesh_prover::snarkjs::vk_to_json(
             &self.prover.verifying_key(&name).map_err(refused)?,
         );
-        let proven = crate::prove_service::proof_json(&proven);
+        let proven = proven.to_json();
         let text = |v: &Value| v.to_string();
         let (proof, public, vkey) = (text(&proven["proof"]), text(&proven["public"]), text(&vk));
         let sha = |s: &str| hex::encode(Sha256::digest(s.as_bytes()));

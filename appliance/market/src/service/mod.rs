@@ -1,17 +1,19 @@
-//! Jobs on the node: the service behind `/v1/jobs` ([`http`]). A submission is a signed
-//! ask and its compute/1.0 job message, NIP-44 encrypted to this node; it is checked
-//! ([`JobService::open_job`]), stored, and run by a pool of `[jobs] workers` threads off
-//! the async runtime on the ask's engine ([`engines`]), its limits cut to the node's
-//! `[jobs]` maxima; a watchdog fails a job still running past its wall limit. Every run ends in [`JobService::conclude`]: the
-//! receipt (kind 30811) signed and published on the node's relay, the compute/1.0 result
-//! encrypted to the buyer, stored with the job and as a blob of the node's Blossom store.
+//! Jobs on the node: the service behind the appliance's `/v1/jobs`. A submission is a
+//! signed ask and its compute/1.0 job message, NIP-44 encrypted to this node; it is
+//! checked ([`JobService::submit`]), stored, and run by a pool of `workers` threads off
+//! the async runtime on the ask's engine (`engines`), its limits cut to the node's
+//! [`JobLimits`]; a watchdog fails a job still running past its wall limit. Every run ends
+//! in `conclude`: the receipt (kind 30811) signed and published on the node's relay, the
+//! compute/1.0 result encrypted to the buyer, stored with the job and as a blob.
+//!
+//! The engines call the node's parts through Rust: `fleetmesh-wasi` (`wasm`, `data`), the
+//! node's one proving queue and verify gatherer (`fleetmesh_prover::queue`, `gather`:
+//! the same admission, turn and batches as the HTTP API's), and, through the [`Llm`] and
+//! [`Blobs`] traits the appliance implements, its inference API and blob store.
 
 mod engines;
-mod http;
 
-pub use http::{receipt, result, status, submit};
-
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
@@ -22,10 +24,98 @@ use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::node::unix_now;
-use fleetmesh_market::jobs::{JobRecord, JobStore, State as JobState};
-use fleetmesh_market::receipt::{Finished, sign_receipt};
-use fleetmesh_market::{Refusal, refuse};
+use crate::jobs::{JobRecord, JobStore, State as JobState};
+use crate::receipt::{Finished, sign_receipt};
+use crate::{Refusal, refuse};
+
+/// Unix seconds now.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What the engines need of the node's blob store (Blossom, BUD-01).
+pub trait Blobs: Send + Sync {
+    /// The blob with this SHA-256 (hex), if stored.
+    fn get(&self, sha256: &str) -> Option<Vec<u8>>;
+    /// Stores `bytes` of media type `media` claimed by `owner` (hex key); its SHA-256.
+    ///
+    /// # Errors
+    /// The store's I/O failure.
+    fn put(&self, bytes: &[u8], media: &str, owner: &str) -> std::io::Result<String>;
+}
+
+/// Why the inference API did not answer, as it would say it: its error `code` and
+/// `message`, and for the quorum the verdict it reached (which executors said what).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmFailure {
+    /// The API's error code (`tee_unavailable`, `not_enough_executors`, …).
+    pub code: &'static str,
+    /// What it said.
+    pub message: String,
+    /// The quorum's verdict, when there was one.
+    pub verdict: Option<Value>,
+}
+
+/// What the `llm` engine needs of the node's inference API. The job's `params` are an
+/// OpenAI completions or chat request by the protocol (compute/1.0), so that is what
+/// crosses: the engine sets `model`, `verification` (the ask's [`Mode`]), `stream` and, for
+/// `tee-attestation`, `job`; the answer is the API's, `fleetmesh.verdict` included.
+pub trait Llm: Send + Sync {
+    /// Answers `request` as the API would, on the calling thread (never from async code).
+    ///
+    /// # Errors
+    /// [`LlmFailure`].
+    fn answer(&self, request: &Value) -> Result<Value, LlmFailure>;
+}
+
+/// What the node lets a job use (the appliance's `[jobs]`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobLimits {
+    /// Jobs run at once, each on its own thread. 1 to 64. Default 2.
+    pub workers: usize,
+    /// Most fuel (WebAssembly instructions, roughly) of a wasm or data job. 1 to 10^15.
+    /// Default 10 000 000 000.
+    pub max_fuel: u64,
+    /// Most seconds any job may run; past it a watchdog fails the job. 1 to 86 400.
+    /// Default 300.
+    pub max_wall_secs: u64,
+    /// Most linear memory of a wasm or data job, in bytes. 1 MiB to 4 GiB. Default 1 GiB.
+    pub max_memory_bytes: u64,
+    /// Most output (stdout, stderr, files) of a wasm or data job, in bytes. 1 KiB to
+    /// 1 GiB. Default 64 MiB.
+    pub max_output_bytes: u64,
+}
+
+impl Default for JobLimits {
+    fn default() -> Self {
+        JobLimits {
+            workers: 2,
+            max_fuel: 10_000_000_000,
+            max_wall_secs: 300,
+            max_memory_bytes: 1 << 30,
+            max_output_bytes: 64 << 20,
+        }
+    }
+}
+
+/// The parts of the node a job service runs on.
+pub struct Parts {
+    /// The node's keys (the executor's identity).
+    pub keys: NodeKeys,
+    /// The node's relay, where receipts are published.
+    pub relay: Arc<Relay>,
+    /// The node's blob store.
+    pub blobs: Arc<dyn Blobs>,
+    /// The node's proving queue.
+    pub prover: Arc<fleetmesh_prover::queue::ProvingQueue>,
+    /// The node's verify gatherer.
+    pub verifier: Arc<fleetmesh_prover::gather::Gatherer>,
+    /// The node's inference API.
+    pub inference: Arc<dyn Llm>,
+}
 
 /// The job store file, in the node directory.
 pub const JOBS_DB: &str = "jobs.sqlite";
@@ -52,14 +142,14 @@ pub struct JobService {
     relay: Arc<Relay>,
     wasi: fleetmesh_wasi::Runtime,
     dir: PathBuf,
-    blobs: Arc<crate::blossom::Blossom>,
+    blobs: Arc<dyn Blobs>,
     prover: Arc<fleetmesh_prover::queue::ProvingQueue>,
     verifier: Arc<fleetmesh_prover::gather::Gatherer>,
-    inference: Arc<crate::inference_service::InferenceService>,
+    inference: Arc<dyn Llm>,
     queue: Mutex<std::sync::mpsc::Sender<String>>,
     runtime: tokio::runtime::Handle,
-    /// `[jobs]`: workers and the most any job may use.
-    limits: crate::config::JobsSection,
+    /// Workers and the most any job may use.
+    limits: JobLimits,
 }
 
 impl std::fmt::Debug for JobService {
@@ -71,20 +161,33 @@ impl std::fmt::Debug for JobService {
 }
 
 impl JobService {
-    /// Opens the job store of the node in `node_dir`, starts the worker (which first takes
+    /// The job `id`, if there is one.
+    ///
+    /// # Errors
+    /// `storage` when the store fails.
+    pub fn job(&self, id: &str) -> Result<Option<JobRecord>, Refusal> {
+        self.store.get(id)
+    }
+
+    /// Opens the job store of the node in `node_dir`, starts the workers (which first take
     /// the jobs left accepted) and the expiry sweep. Call from inside the runtime.
     ///
     /// # Errors
-    /// The store or the keys cannot be opened, or the WASI engine cannot start.
+    /// `storage` when the store cannot be opened, `internal` when the WASI engine or a
+    /// worker thread cannot start.
     pub fn start(
-        node_dir: &std::path::Path,
-        relay: Arc<Relay>,
-        blobs: Arc<crate::blossom::Blossom>,
-        prover: Arc<fleetmesh_prover::queue::ProvingQueue>,
-        verifier: Arc<fleetmesh_prover::gather::Gatherer>,
-        inference: Arc<crate::inference_service::InferenceService>,
-        limits: &crate::config::JobsSection,
-    ) -> anyhow::Result<Arc<JobService>> {
+        node_dir: &Path,
+        parts: Parts,
+        limits: &JobLimits,
+    ) -> Result<Arc<JobService>, Refusal> {
+        let Parts {
+            keys,
+            relay,
+            blobs,
+            prover,
+            verifier,
+            inference,
+        } = parts;
         let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         let pending: Vec<String> = store
@@ -94,10 +197,11 @@ impl JobService {
             .collect();
         let svc = Arc::new(JobService {
             store,
-            keys: NodeKeys::load(&node_dir.join(crate::node::KEYS_DIR))?,
+            keys,
             schemas: SchemaSet::embedded(),
             relay,
-            wasi: fleetmesh_wasi::Runtime::new(&fleetmesh_wasi::RuntimeConfig::default())?,
+            wasi: fleetmesh_wasi::Runtime::new(&fleetmesh_wasi::RuntimeConfig::default())
+                .map_err(|e| refuse("internal", format!("the WASI engine: {e}")))?,
             dir: node_dir.join(JOBS_DIR),
             blobs,
             prover,
@@ -117,7 +221,8 @@ impl JobService {
             let rx = rx.clone();
             std::thread::Builder::new()
                 .name(format!("fleetmesh-jobs-{n}"))
-                .spawn(move || worker(&weak, &rx))?;
+                .spawn(move || worker(&weak, &rx))
+                .map_err(|e| refuse("internal", format!("a job worker: {e}")))?;
         }
         let weak = Arc::downgrade(&svc);
         tokio::spawn(async move {
@@ -198,8 +303,12 @@ fn offered_modes(engine: Engine) -> &'static [Mode] {
 }
 
 impl JobService {
-    /// Checks and records a submission: the ask, then the job message it carries.
-    fn submit(&self, body: &[u8]) -> Result<(JobRecord, bool), Refusal> {
+    /// Checks and records a submission (`{"ask": <event>, "payload": "<NIP-44>"}`): the
+    /// ask, then the job message it carries; the job, and whether it is new.
+    ///
+    /// # Errors
+    /// The [`Refusal`] naming what does not hold.
+    pub fn submit(&self, body: &[u8]) -> Result<(JobRecord, bool), Refusal> {
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| refuse("bad_request", format!("the body is not JSON: {e}")))?;
         let now = unix_now();

@@ -9,9 +9,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::JobService;
 use crate::server::api_error;
 use fleetmesh_market::jobs::JobRecord;
+use fleetmesh_market::service::JobService;
 use fleetmesh_market::{Refusal, refuse};
 
 fn refusal_response(r: &Refusal) -> Response {
@@ -43,8 +43,7 @@ pub async fn submit(State(s): State<Arc<JobService>>, body: axum::body::Bytes) -
 }
 
 fn lookup(s: &JobService, id: &str) -> Result<JobRecord, Refusal> {
-    s.store
-        .get(id)?
+    s.job(id)?
         .ok_or_else(|| refuse("not_found", format!("no job {id}")))
 }
 
