@@ -3,25 +3,13 @@
 //! See `meshnode --help` and the README. Exit codes: 0 ok, 1 a negative verdict, 2 bad
 //! input, usage or an error that stopped the command.
 
-mod api_guard;
-mod attest;
-mod blossom;
 mod cli;
 mod config;
 mod demo;
-mod doctor;
-mod infer;
-mod inference_service;
-mod job_cli;
-mod listener;
+mod http;
 mod manifest;
-mod market;
+mod models;
 mod node;
-mod proof;
-mod prove_service;
-mod server;
-mod verify_service;
-mod wasi_cli;
 
 use std::io::IsTerminal as _;
 use std::path::Path;
@@ -29,21 +17,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use fleetmesh_schemas::{Error as SchemaError, SchemaKey, SchemaSet};
 use tracing_subscriber::EnvFilter;
 
-use cli::{Cli, Command, SchemaCommand};
-
-/// How a command ended, when it did not fail.
-pub(crate) enum Outcome {
-    Ok,
-    /// A negative verdict (exit 1), already reported.
-    Negative,
-    /// Malformed input (exit 2), already reported in the command's own format.
-    Malformed,
-    /// Not finished yet (exit 3), already reported.
-    Pending,
-}
+use cli::{Cli, Command, Outcome};
 
 fn main() -> ExitCode {
     quiet_vulkan_probe();
@@ -142,21 +118,21 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 Some(d) => Some(d),
                 None => node::default_home().ok().filter(|d| node::exists(d)),
             };
-            let report = doctor::report(dir.as_deref(), args.backend)?;
+            let report = cli::doctor::report(dir.as_deref(), args.backend)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", doctor::render(&report));
+                print!("{}", cli::doctor::render(&report));
             }
             Ok(Outcome::Ok)
         }
-        Command::Schema(cmd) => schema(cmd),
-        Command::Sync(args) => sync(args),
+        Command::Schema(cmd) => cli::schema::run(cmd),
+        Command::Sync(args) => cli::sync::run(args),
         Command::Proof(cli::ProofCommand::Verify { vk, proof, public }) => {
-            proof::verify_one(&vk, &proof, &public)
+            cli::proof::verify_one(&vk, &proof, &public)
         }
         Command::Proof(cli::ProofCommand::BatchVerify { vk, manifest, dirs }) => {
-            proof::batch(vk.as_deref(), &dirs, manifest.as_deref())
+            cli::proof::batch(vk.as_deref(), &dirs, manifest.as_deref())
         }
         Command::Proof(cli::ProofCommand::Prove {
             zkey,
@@ -168,33 +144,33 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             backend,
         }) => {
             let witness = match (wtns, wasm, input) {
-                (Some(w), _, _) => proof::WitnessSource::Wtns(w),
-                (None, Some(wasm), Some(input)) => proof::WitnessSource::Wasm { wasm, input },
+                (Some(w), _, _) => cli::proof::WitnessSource::Wtns(w),
+                (None, Some(wasm), Some(input)) => cli::proof::WitnessSource::Wasm { wasm, input },
                 _ => anyhow::bail!("give --wtns W.wtns, or --wasm C.wasm with --input input.json"),
             };
-            proof::prove_cmd(&zkey, &witness, &proof, &public, backend)
+            cli::proof::prove_cmd(&zkey, &witness, &proof, &public, backend)
         }
         Command::Proof(cli::ProofCommand::Setup { r1cs, zkey, vk }) => {
-            proof::setup_cmd(&r1cs, &zkey, vk.as_deref())
+            cli::proof::setup_cmd(&r1cs, &zkey, vk.as_deref())
         }
-        Command::Attest(cli::AttestCommand::Verify(a)) => attest::verify(&a),
+        Command::Attest(cli::AttestCommand::Verify(a)) => cli::attest::verify(&a),
         Command::Attest(cli::AttestCommand::Binding {
             model_digest,
             prompt_ids,
             output_ids,
             job_id,
-        }) => attest::binding(&model_digest, &prompt_ids, &output_ids, &job_id),
+        }) => cli::attest::binding(&model_digest, &prompt_ids, &output_ids, &job_id),
         Command::Attest(cli::AttestCommand::Collect {
             report_data,
             nonce,
             gpu,
             out,
         }) => match (report_data, nonce) {
-            (Some(data), _) => attest::collect(&data, &out),
-            (None, Some(nonce)) => attest::collect_gpu(&nonce, gpu, &out),
+            (Some(data), _) => cli::attest::collect(&data, &out),
+            (None, Some(nonce)) => cli::attest::collect_gpu(&nonce, gpu, &out),
             (None, None) => unreachable!("clap requires one"),
         },
-        Command::Infer(a) => infer::run(&infer::InferArgs {
+        Command::Infer(a) => cli::infer::run(&cli::infer::InferArgs {
             verify: a.verify.parse().map_err(|e: String| anyhow::anyhow!(e))?,
             model: a.model,
             prompt: a.prompt,
@@ -211,8 +187,8 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             executor_timeout: std::time::Duration::from_secs(a.executor_timeout.max(1)),
             device: a.device,
         }),
-        Command::Wasi(cli::WasiCommand::Run(a)) => wasi_cli::run(&a),
-        Command::Job(c) => job_cli::run(c),
+        Command::Wasi(cli::WasiCommand::Run(a)) => cli::wasi::run(&a),
+        Command::Job(c) => cli::job::run(c),
         Command::Model(cli::ModelCommand::MakeTiny { dir, seed }) => {
             let config = fleetmesh_inference::tiny::make_tiny(&dir, seed)?;
             let digest = fleetmesh_inference::model::model_digest(&dir)?;
@@ -240,116 +216,15 @@ fn run(
     let listen = listen.unwrap_or(node.config.face.listen);
     // [inference] models (relative to the node directory), then --model
     let mut inference = node.config.inference.clone();
-    inference.models = inference_service::resolve_models(dir, &inference, extra_models);
+    inference.models = http::inference::resolve_models(dir, &inference, extra_models);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("meshnode")
         .build()
         .context("starting the async runtime")?;
-    let served = runtime.block_on(server::run(node, listen, &inference, listening));
+    let served = runtime.block_on(http::run(node, listen, &inference, listening));
     // work still running on blocking threads (a proof, a generation) is not waited for
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     served?;
     Ok(Outcome::Ok)
-}
-
-fn sync(args: cli::SyncArgs) -> anyhow::Result<Outcome> {
-    use fleetmesh_relay::sync::{SyncOptions, sync};
-    let filter: serde_json::Value =
-        serde_json::from_str(&args.filter).context("--filter is not JSON")?;
-    if !(args.peer.starts_with("ws://") || args.peer.starts_with("wss://")) {
-        anyhow::bail!("--peer must be a ws:// or wss:// URL, not {:?}", args.peer);
-    }
-    let ca_pem = match &args.ca {
-        Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
-        None => None,
-    };
-    let node = node::Node::open(&args.dir)?;
-    let mut store = node.store;
-    let opts = SyncOptions {
-        filter,
-        direction: args.direction,
-        dry_run: args.dry_run,
-        ca_pem,
-        ..SyncOptions::default()
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let started = std::time::Instant::now();
-    let report = runtime.block_on(sync(&mut store, &args.peer, &opts, |line| {
-        eprintln!("{line}")
-    }))?;
-    if args.dry_run {
-        println!(
-            "sync (dry run): {} rounds, {} bytes up, {} bytes down (negentropy); {} missing here, {} missing there",
-            report.rounds, report.neg_bytes_up, report.neg_bytes_down, report.need, report.have
-        );
-        return Ok(Outcome::Ok);
-    }
-    println!(
-        "sync: {} rounds, {} bytes up, {} bytes down (negentropy); fetched {} of {} missing here, pushed {} of {} missing there; {:.2}s",
-        report.rounds,
-        report.neg_bytes_up,
-        report.neg_bytes_down,
-        report.fetched,
-        report.need,
-        report.pushed,
-        report.have,
-        started.elapsed().as_secs_f64()
-    );
-    if report.fetch_failed + report.push_refused > 0 {
-        eprintln!(
-            "meshnode: sync: {} fetched events failed verification or were not returned, {} pushed events were refused",
-            report.fetch_failed, report.push_refused
-        );
-        return Ok(Outcome::Negative);
-    }
-    Ok(Outcome::Ok)
-}
-
-fn schema(cmd: SchemaCommand) -> anyhow::Result<Outcome> {
-    match cmd {
-        SchemaCommand::Digest { dir } => {
-            let digest = match dir {
-                Some(dir) => SchemaSet::from_dir(&dir)?.digest(),
-                None => SchemaSet::embedded().digest(),
-            };
-            println!("{digest}");
-            Ok(Outcome::Ok)
-        }
-        SchemaCommand::List => {
-            let set = SchemaSet::embedded();
-            for key in set.keys() {
-                let (id, file) = set.source(key).expect("listed keys have sources");
-                println!("{key:<28} {file:<34} {id}");
-            }
-            Ok(Outcome::Ok)
-        }
-        SchemaCommand::Validate { kind, file } => {
-            let key: SchemaKey = kind.parse()?;
-            let set = SchemaSet::embedded();
-            if !set.contains(&key) {
-                anyhow::bail!(
-                    "no schema for {key}; `meshnode schema list` shows the {} there are",
-                    set.keys().count()
-                );
-            }
-            let doc = manifest::read_document(&file)?;
-            match set.validate(&key, &doc) {
-                Ok(()) => {
-                    println!("valid: {} is a valid {key}", file.display());
-                    Ok(Outcome::Ok)
-                }
-                Err(SchemaError::Invalid(violations)) => {
-                    for v in &violations {
-                        eprintln!("invalid: {v}");
-                    }
-                    Ok(Outcome::Negative)
-                }
-                Err(e) => Err(e.into()),
-            }
-        }
-    }
 }

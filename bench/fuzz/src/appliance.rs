@@ -4,7 +4,7 @@
 
 use fleetmesh_market::bacalhau;
 
-#[path = "../../../appliance/src/blossom/auth.rs"]
+#[path = "../../../appliance/src/http/blobs/auth.rs"]
 pub mod blossom_auth;
 
 /// A Blossom `Authorization` header value, checked for an upload and a delete (with and

@@ -23,7 +23,7 @@ use fleetmesh_prover::Error;
 use fleetmesh_prover::queue::{ProveRequest, ProvingQueue, error_code};
 use serde_json::Value;
 
-use crate::server::api_error;
+use crate::http::error::api_error;
 
 fn failure(e: &Error) -> Response {
     let code = error_code(e);

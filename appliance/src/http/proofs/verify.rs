@@ -19,7 +19,7 @@ use fleetmesh_prover::snarkjs::{check_public_count, parse_proof, parse_public, p
 use fleetmesh_prover::verify::Item;
 use serde_json::{Value, json};
 
-use crate::server::api_error;
+use crate::http::error::api_error;
 
 /// Most items in one request.
 const MAX_ITEMS: usize = 1024;

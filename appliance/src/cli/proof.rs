@@ -13,7 +13,7 @@ use fleetmesh_prover::{Bn254, batch_verify_grouped, verify};
 use fleetmesh_prover::{PreparedVk, VerifyingKey};
 use serde_json::{Value, json};
 
-use crate::Outcome;
+use crate::cli::Outcome;
 
 fn read_json(path: &Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;

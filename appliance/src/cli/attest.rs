@@ -16,8 +16,8 @@ use fleetmesh_attest::snp::{Report, SnpPolicy, Tcb, Verified, verify as verify_s
 use fleetmesh_attest::x509::{Certificate, RevocationChecked, parse_rfc3339};
 use serde_json::{Value, json};
 
-use crate::Outcome;
 use crate::cli::AttestVerifyArgs;
+use crate::cli::Outcome;
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|e| Error::EvidenceMalformed(format!("{}: {e}", path.display())))

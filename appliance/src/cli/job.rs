@@ -45,7 +45,7 @@ use fleetmesh_schemas::constants::kind;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::Outcome;
+use crate::cli::Outcome;
 use crate::cli::{JobCommand, JobNode};
 
 fn b64() -> base64::engine::GeneralPurpose {

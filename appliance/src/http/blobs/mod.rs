@@ -369,7 +369,7 @@ impl Blossom {
                 "only loopback clients may read this when no [api] token is set",
             ));
         };
-        if crate::api_guard::bearer_matches(headers, want) {
+        if crate::http::guard::bearer_matches(headers, want) {
             return Ok(());
         }
         Err(Refusal::new(

@@ -22,7 +22,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 use sha2::{Digest as _, Sha256};
 
-use crate::server::api_error;
+use crate::http::error::api_error;
 
 /// The policy, from `[api]`.
 #[derive(Debug, Clone, Default)]
@@ -193,4 +193,21 @@ pub fn websocket_origin_ok(allowed: &[String], headers: &HeaderMap) -> bool {
                 .any(|a| a == "*" || a.trim_end_matches('/').eq_ignore_ascii_case(&o))
         }
     }
+}
+
+/// CORS headers allowing any origin and any header (Authorization named, as browsers
+/// do not count it under `*`), for `methods`.
+pub(crate) fn cors_any_origin(headers: &mut HeaderMap, methods: &'static str) {
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("Authorization, *"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static(methods),
+    );
 }

@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use fleetmesh_wasi::{Job, Limits, Runtime, RuntimeConfig};
 use serde_json::json;
 
-use crate::Outcome;
+use crate::cli::Outcome;
 use crate::cli::WasiRunArgs;
 
 /// Runs the module and prints its outcome.

@@ -112,7 +112,7 @@ impl InferenceService {
             if models.iter().any(|m| m.id == id) {
                 anyhow::bail!("two models are named {id:?}; each is served under its name");
             }
-            let (model, tokenizer, digest) = crate::infer::load(p, &cfg.device)?;
+            let (model, tokenizer, digest) = crate::models::load(p, &cfg.device)?;
             let engine = fleetmesh_inference::model::engine_name(model.device());
             let template = ChatTemplate::load_beside(p)?;
             tracing::info!(model = %id, digest = %hex::encode(digest), chat = template.is_some(), "serving model");

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::server::api_error;
+use crate::http::error::api_error;
 use fleetmesh_market::jobs::JobRecord;
 use fleetmesh_market::service::JobService;
 use fleetmesh_market::{Refusal, refuse};

@@ -78,7 +78,7 @@ pub async fn cors(mut r: Response) -> Response {
 /// BUD-01: the preflight answer for the blob routes.
 pub async fn preflight() -> Response {
     let mut r = StatusCode::NO_CONTENT.into_response();
-    crate::server::cors(r.headers_mut(), "GET, HEAD, PUT, DELETE, OPTIONS");
+    crate::http::guard::cors_any_origin(r.headers_mut(), "GET, HEAD, PUT, DELETE, OPTIONS");
     r.headers_mut().insert(
         header::ACCESS_CONTROL_MAX_AGE,
         HeaderValue::from_static("86400"),

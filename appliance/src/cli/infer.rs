@@ -3,43 +3,20 @@
 //! `--schema`, constrained to a JSON Schema here or on one remote executor and validated —
 //! printed as a JSON line with its transcript (and verdict).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use fleetmesh_inference::batch::Job;
 use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
-use fleetmesh_inference::model::model_digest;
 use fleetmesh_inference::quorum::{QuorumConfig, run_quorum};
 use fleetmesh_inference::remote::{RemoteConfig, RemoteExecutor};
 use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab};
-use fleetmesh_inference::{Batcher, Llama, Sampling, TextTokenizer, generate};
+use fleetmesh_inference::{Batcher, Sampling, generate};
 
-use crate::Outcome;
+use crate::cli::Outcome;
 use crate::config::Verification;
-
-/// A model and its tokenizer, from a model directory (`config.json`, `model.safetensors`,
-/// `tokenizer.json`) or a GGUF file (`tokenizer.json` beside it), on `device` (`auto`,
-/// `cpu`, `cuda:N`).
-pub fn load(path: &Path, device: &str) -> anyhow::Result<(Llama, TextTokenizer, [u8; 32])> {
-    let on = fleetmesh_inference::model::device(device)?;
-    let (model, tokenizer_path) = if path.is_dir() {
-        (Llama::load_dir(path)?, path.join("tokenizer.json"))
-    } else if path.extension().is_some_and(|e| e == "gguf") {
-        let beside = path
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("tokenizer.json");
-        (Llama::load_gguf(path)?, beside)
-    } else {
-        anyhow::bail!("{}: not a model directory or a .gguf file", path.display());
-    };
-    let tokenizer = TextTokenizer::load(&tokenizer_path)
-        .with_context(|| format!("the model's tokenizer ({})", tokenizer_path.display()))?;
-    let digest = model_digest(path)?;
-    Ok((model.to_device(&on)?, tokenizer, digest))
-}
 
 /// What `meshnode infer` was asked.
 pub struct InferArgs {
@@ -67,7 +44,7 @@ pub struct InferArgs {
 
 /// Runs one generation and prints it; exit 1 when the quorum accepts no output.
 pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
-    let (model, tokenizer, digest) = load(&args.model, &args.device)?;
+    let (model, tokenizer, digest) = crate::models::load(&args.model, &args.device)?;
     // as transformers' tokenizer(prompt) and vLLM: with the special tokens (a Llama's BOS)
     let prompt = tokenizer.encode_with(&args.prompt, true)?;
     let model_name = args

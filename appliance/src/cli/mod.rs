@@ -1,0 +1,27 @@
+//! `meshnode`'s command line: the arguments ([`args`], clap) and a module per command
+//! group that is more than a call into the node — [`attest`], [`doctor`], [`infer`],
+//! [`job`], [`proof`], [`schema`], [`sync`], [`wasi`] — and how a command ended
+//! ([`Outcome`]). `main.rs` dispatches to them and runs the daemon.
+
+mod args;
+pub mod attest;
+pub mod doctor;
+pub mod infer;
+pub mod job;
+pub mod proof;
+pub mod schema;
+pub mod sync;
+pub mod wasi;
+
+pub use args::*;
+
+/// How a command ended, when it did not fail.
+pub(crate) enum Outcome {
+    Ok,
+    /// A negative verdict (exit 1), already reported.
+    Negative,
+    /// Malformed input (exit 2), already reported in the command's own format.
+    Malformed,
+    /// Not finished yet (exit 3), already reported.
+    Pending,
+}

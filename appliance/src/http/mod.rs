@@ -1,0 +1,276 @@
+//! The daemon's HTTP side: one listener ([`listener`]) and one router over the faces — the
+//! relay ([`relay`]: WebSocket, NIP-11, health, metrics), proofs ([`proofs`]), inference
+//! ([`inference`]), jobs ([`jobs`]) and blobs ([`blobs`], Blossom) — with the API guard
+//! ([`guard`]: cross-site refusal, JSON only, bearer token, CORS) and one error body
+//! ([`error`]). Stops cleanly on SIGINT or SIGTERM: connections get a close frame, queued
+//! events are committed, then the process exits 0.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use fleetmesh_relay::face::{Relay, RelayConfig};
+use tracing::info;
+
+use crate::http::error::api_error;
+use crate::http::relay::RelayState;
+use crate::node::Node;
+
+pub mod blobs;
+pub mod error;
+pub mod guard;
+pub mod inference;
+pub mod jobs;
+pub mod listener;
+pub mod proofs;
+pub mod relay;
+
+/// Where the prove service finds circuits, under the node directory.
+pub const CIRCUITS_DIR: &str = "circuits";
+
+/// Builds the router for `node`, serving `relay`.
+pub fn router(
+    node: &mut Node,
+    relay: Arc<Relay>,
+    inference: &crate::config::InferenceSection,
+) -> anyhow::Result<Router> {
+    let descriptor = node.current_descriptor()?;
+    let choice = node.config.compute.backend;
+    let (backend, why) = fleetmesh_kernels::ops::select(choice, || {
+        let found = fleetmesh_kernels::probe::probe();
+        let adapters = match &found.wgpu {
+            Ok(list) if list.is_empty() => "none".to_owned(),
+            Ok(list) => list
+                .iter()
+                .map(|a| format!("{} ({}, {})", a.name, a.backend, a.device_type))
+                .collect::<Vec<_>>()
+                .join("; "),
+            Err(e) => e.to_string(),
+        };
+        let cuda = match &found.cuda {
+            fleetmesh_kernels::probe::CudaStatus::Available { devices, .. } => devices.join("; "),
+            fleetmesh_kernels::probe::CudaStatus::Unavailable { reason } => reason.clone(),
+        };
+        info!(cpu_threads = found.cpu_threads, wgpu = %adapters, cuda = %cuda, "hardware probe");
+        found
+    })
+    .with_context(|| format!("[compute] backend = \"{choice}\""))?;
+    info!(backend = %backend.describe(), reason = %why, "prover backend");
+    let inference = crate::http::inference::InferenceService::load(inference)?;
+    let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
+    let blobs = crate::http::blobs::Blossom::open(
+        &node.dir,
+        &node.config.blobs,
+        node.config.api.token.as_deref(),
+    )?;
+    // one proving queue and one verify gatherer for the API and jobs alike
+    let prover = fleetmesh_prover::queue::ProvingQueue::new(node.dir.join(CIRCUITS_DIR), backend);
+    let verifier = fleetmesh_prover::gather::Gatherer::start();
+    let jobs = fleetmesh_market::service::JobService::start(
+        &node.dir,
+        fleetmesh_market::service::Parts {
+            keys: fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
+            relay: relay.clone(),
+            blobs: blobs.clone(),
+            prover: prover.clone(),
+            verifier: verifier.clone(),
+            inference: inference.clone(),
+        },
+        &node.config.jobs,
+    )?;
+    let state = Arc::new(RelayState {
+        nip11: relay::nip11_document(node, &descriptor.id_hex(), &relay).to_string(),
+        pubkey: node.keys.nostr_pubkey_hex(),
+        started: Instant::now(),
+        relay,
+        websocket_origins: node.config.face.websocket_origins.clone(),
+    });
+    let policy = Arc::new(crate::http::guard::Policy::new(
+        &node.config.api.allowed_origins,
+        node.config.api.token.as_deref(),
+    ));
+    let guard = axum::middleware::from_fn_with_state(policy, crate::http::guard::guard);
+    // the compute, proof and job APIs, behind the guard (checked before bodies are read)
+    let api = Router::new()
+        .route(
+            "/v1/proofs/verify",
+            axum::routing::post(crate::http::proofs::verify::handle).with_state(verifier),
+        )
+        .route(
+            "/v1/proofs/prove",
+            axum::routing::post(crate::http::proofs::prove::handle).with_state(prover),
+        )
+        .route(
+            "/v1/models",
+            get(crate::http::inference::models).with_state(inference.clone()),
+        )
+        .route(
+            "/v1/executors",
+            get(crate::http::inference::executors).with_state(inference.clone()),
+        )
+        .route(
+            "/v1/completions",
+            axum::routing::post(crate::http::inference::completions).with_state(inference.clone()),
+        )
+        .route(
+            "/v1/chat/completions",
+            axum::routing::post(crate::http::inference::chat_completions).with_state(inference),
+        )
+        .route(
+            "/v1/jobs",
+            axum::routing::post(crate::http::jobs::submit).with_state(jobs.clone()),
+        )
+        .route(
+            "/v1/jobs/{id}",
+            get(crate::http::jobs::status).with_state(jobs.clone()),
+        )
+        .route(
+            "/v1/jobs/{id}/result",
+            get(crate::http::jobs::result).with_state(jobs.clone()),
+        )
+        .route(
+            "/v1/jobs/{id}/receipt",
+            get(crate::http::jobs::receipt).with_state(jobs),
+        )
+        .route_layer(guard);
+    Ok(Router::new()
+        .route("/", get(relay::root).options(relay::preflight))
+        .route("/healthz", get(relay::healthz))
+        .route("/metrics", get(relay::metrics))
+        .merge(api)
+        .route(
+            "/upload",
+            // the handler checks the authorization before it reads the body, then streams
+            // it to disk under its own size limit and timeout
+            axum::routing::put(crate::http::blobs::upload)
+                .head(crate::http::blobs::upload_check)
+                .options(crate::http::blobs::preflight)
+                .layer(axum::middleware::map_response(crate::http::blobs::cors))
+                .with_state(blobs.clone()),
+        )
+        .route(
+            "/list/{pubkey}",
+            get(crate::http::blobs::list)
+                .layer(axum::middleware::map_response(crate::http::blobs::cors))
+                .with_state(blobs.clone()),
+        )
+        .route(
+            "/v1/blobs/served",
+            // the operator's: the [api] token, or a loopback client when none is set
+            get(crate::http::blobs::served).with_state(blobs.clone()),
+        )
+        .route(
+            "/{blob}",
+            get(crate::http::blobs::get_blob)
+                .head(crate::http::blobs::get_blob)
+                .delete(crate::http::blobs::delete)
+                .options(crate::http::blobs::preflight)
+                .layer(axum::middleware::map_response(crate::http::blobs::cors))
+                .with_state(blobs),
+        )
+        .fallback(not_found)
+        .with_state(state))
+}
+
+async fn not_found() -> Response {
+    api_error(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+}
+
+/// Serves `node` on `listen` until SIGINT or SIGTERM.
+pub async fn run(
+    mut node: Node,
+    listen: SocketAddr,
+    inference: &crate::config::InferenceSection,
+    listening: impl FnOnce(SocketAddr),
+) -> anyhow::Result<()> {
+    if !listen.ip().is_loopback() && node.config.api.token.is_none() {
+        anyhow::bail!(
+            "listening on {listen}, which is not a loopback address, needs [api] token in {}: \
+             without it anyone who reaches the port could run compute and proofs here",
+            crate::config::FILE
+        );
+    }
+    let (relay, writer) = Relay::start(
+        &node.dir.join(crate::node::DB_FILE),
+        RelayConfig {
+            limits: node.config.relay.clone(),
+            durability: node.config.store.durability,
+        },
+    )?;
+    relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
+    relay.spawn_rejection_summary(std::time::Duration::from_secs(60));
+    let app = router(&mut node, relay.clone(), inference)?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    let signals = shutdown_signal()?;
+    info!(
+        address = %local,
+        pubkey = %node.keys.nostr_pubkey_hex(),
+        dir = %node.dir.display(),
+        "listening"
+    );
+    // One line on stdout for scripts and humans: where the node is.
+    println!(
+        "meshnode listening on http://{local} (node {})",
+        node.keys.nostr_pubkey_hex()
+    );
+    listening(local);
+    let closer = relay.clone();
+    let face = &node.config.face;
+    let opts = crate::http::listener::Options {
+        header_timeout: std::time::Duration::from_secs(face.header_timeout_secs),
+        max_connections: face.max_connections,
+        max_per_ip: face.max_connections_per_ip,
+        shutdown: std::time::Duration::from_secs(face.shutdown_secs),
+    };
+    crate::http::listener::serve(listener, app, opts, async move {
+        signals.await;
+        info!("stopping");
+        // WebSockets are told to close (1001); HTTP requests in flight may finish
+        closer.close_all();
+    })
+    .await;
+    // The writer commits what is queued, then ends, whatever connection is still open.
+    tokio::task::spawn_blocking(move || {
+        relay.stop_writer();
+        writer.join()
+    })
+    .await
+    .context("waiting for the store writer")?
+    .map_err(|_| anyhow::anyhow!("the store writer panicked"))?;
+    info!("stopped");
+    Ok(())
+}
+
+/// Registers the SIGINT and SIGTERM handlers now, so a signal that arrives as soon as the
+/// listening line is printed already stops the node cleanly; the returned future resolves
+/// on the first of them.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+        let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+        Ok(async move {
+            tokio::select! {
+                _ = int.recv() => info!("SIGINT: shutting down"),
+                _ = term.recv() => info!("SIGTERM: shutting down"),
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                info!("Ctrl-C: shutting down");
+            }
+        })
+    }
+}

@@ -1,0 +1,162 @@
+//! The relay face: `GET /` upgrades to the relay WebSocket (NIP-01, its origin checked
+//! against `[face] websocket_origins`) or, asked with `Accept: application/nostr+json`,
+//! answers the NIP-11 document (CORS as NIP-11 requires); `GET /healthz` (the store's
+//! health) and `GET /metrics` (Prometheus text).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use fleetmesh_relay::face::Relay;
+use fleetmesh_schemas::SchemaSet;
+use serde_json::json;
+
+use crate::http::error::api_error;
+use crate::http::guard::cors_any_origin;
+use crate::node::Node;
+
+/// NIP-11's media type.
+const NOSTR_JSON: &str = "application/nostr+json";
+
+/// What the relay face's handlers share.
+pub struct RelayState {
+    /// The NIP-11 document, serialized once at start-up.
+    pub nip11: String,
+    /// The node's Nostr key, hex.
+    pub pubkey: String,
+    /// When the node started.
+    pub started: Instant,
+    /// The relay.
+    pub relay: Arc<Relay>,
+    /// `[face] websocket_origins`.
+    pub websocket_origins: Vec<String>,
+}
+
+/// NIPs this build serves; 77 is added when negentropy is enabled.
+const BASE_NIPS: &[u16] = &[1, 9, 11, 40];
+
+/// The NIPs served with these relay limits.
+pub fn supported_nips(relay: &Relay) -> Vec<u16> {
+    let mut nips = BASE_NIPS.to_vec();
+    if relay.limits().negentropy {
+        nips.push(77);
+    }
+    nips
+}
+
+/// The NIP-11 relay information document for `node`.
+pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_json::Value {
+    let pubkey = node.keys.nostr_pubkey_hex();
+    let name = node
+        .config
+        .node
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("fleetmesh node {}", &pubkey[..12]));
+    json!({
+        "name": name,
+        "description": "A fleetmesh node: verifiable compute (Groth16 proofs, LLM inference, WASI jobs) on an accountable federation of Nostr relays.",
+        // NIP-11: `pubkey` is the administrative contact, `self` the relay's own key.
+        "pubkey": node.config.node.operator.clone().unwrap_or_else(|| pubkey.clone()),
+        "self": pubkey,
+        "software": env!("CARGO_PKG_REPOSITORY"),
+        "version": env!("CARGO_PKG_VERSION"),
+        "supported_nips": supported_nips(relay),
+        "limitation": relay.limits().nip11(),
+        "fleetmesh": {
+            "did": node.keys.did(),
+            "class": node.config.node.class,
+            "protocol_digest": SchemaSet::embedded().digest().to_hex(),
+            "descriptor": descriptor_id,
+            // what a job may use here at most (its limits are cut to these)
+            "jobs": node.config.jobs,
+        },
+    })
+}
+
+/// `GET /`: the WebSocket upgrade, the NIP-11 document, or a line saying what this is.
+pub async fn root(
+    State(state): State<Arc<RelayState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    headers: HeaderMap,
+) -> Response {
+    if let Ok(ws) = ws {
+        if !crate::http::guard::websocket_origin_ok(&state.websocket_origins, &headers) {
+            return api_error(
+                StatusCode::FORBIDDEN,
+                "cross_site",
+                "this origin is not in [face] websocket_origins",
+            );
+        }
+        return state.relay.clone().upgrade(ws, peer);
+    }
+    let wants_nip11 = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|m| m.trim().starts_with(NOSTR_JSON)));
+    if wants_nip11 {
+        let mut response = (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(NOSTR_JSON))],
+            state.nip11.clone(),
+        )
+            .into_response();
+        cors_any_origin(response.headers_mut(), "GET, OPTIONS");
+        response
+    } else {
+        format!(
+            "fleetmesh node {}\nThis is a Nostr relay endpoint: ask with 'Accept: {NOSTR_JSON}' for its NIP-11 document.\n",
+            state.pubkey
+        )
+        .into_response()
+    }
+}
+
+/// `OPTIONS /`: NIP-11's CORS preflight.
+pub async fn preflight() -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    cors_any_origin(response.headers_mut(), "GET, OPTIONS");
+    response
+}
+
+/// `GET /healthz`: 200 `ok`, or 503 `degraded` once a store operation has failed since
+/// start-up (a damaged or full disk needs the operator; a restart re-checks the files).
+pub async fn healthz(State(state): State<Arc<RelayState>>) -> Response {
+    let (errors, last) = state.relay.metrics().store_errors();
+    let body = json!({
+        "status": if errors == 0 { "ok" } else { "degraded" },
+        "pubkey": state.pubkey,
+        "uptime_secs": state.started.elapsed().as_secs(),
+        "store": {"errors": errors, "last_error": last},
+    });
+    let status = if errors == 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+/// `GET /metrics`: the relay's counters, Prometheus text.
+pub async fn metrics(State(state): State<Arc<RelayState>>) -> Response {
+    match state.relay.render_metrics().await {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({"error": {"code": "store", "message": e.to_string()}})),
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,31 @@
+//! The model files a node serves: a Hugging Face model directory or a GGUF file, loaded
+//! with its tokenizer and its digest, for `meshnode infer` and the inference API alike.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use fleetmesh_inference::Llama;
+use fleetmesh_inference::model::model_digest;
+use fleetmesh_inference::tokenizer::TextTokenizer;
+
+/// A model and its tokenizer, from a model directory (`config.json`, `model.safetensors`,
+/// `tokenizer.json`) or a GGUF file (`tokenizer.json` beside it), on `device` (`auto`,
+/// `cpu`, `cuda:N`).
+pub fn load(path: &Path, device: &str) -> anyhow::Result<(Llama, TextTokenizer, [u8; 32])> {
+    let on = fleetmesh_inference::model::device(device)?;
+    let (model, tokenizer_path) = if path.is_dir() {
+        (Llama::load_dir(path)?, path.join("tokenizer.json"))
+    } else if path.extension().is_some_and(|e| e == "gguf") {
+        let beside = path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("tokenizer.json");
+        (Llama::load_gguf(path)?, beside)
+    } else {
+        anyhow::bail!("{}: not a model directory or a .gguf file", path.display());
+    };
+    let tokenizer = TextTokenizer::load(&tokenizer_path)
+        .with_context(|| format!("the model's tokenizer ({})", tokenizer_path.display()))?;
+    let digest = model_digest(path)?;
+    Ok((model.to_device(&on)?, tokenizer, digest))
+}
