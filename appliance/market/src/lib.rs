@@ -6,10 +6,13 @@
 //! nouns themselves — asks (kind 30810), receipts (kind 30811), modes and engines — are
 //! `fleetmesh_proto`'s; a [`Refusal`] is what this node answers when one does not hold.
 //! [`service`] runs jobs on the engines (WASI, the node's proving queue and verify
-//! gatherer, its inference API); [`bacalhau`] reads Bacalhau job specs into WASI tasks.
+//! gatherer, its inference API); [`blobs`] is the node's content-addressed blob store
+//! (job inputs and outputs; the appliance serves it as Blossom); [`bacalhau`] reads
+//! Bacalhau job specs into WASI tasks.
 //! The appliance serves them on the node (`/v1/jobs`).
 
 pub mod bacalhau;
+pub mod blobs;
 pub mod jobs;
 pub mod receipt;
 pub mod service;

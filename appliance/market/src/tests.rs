@@ -8,8 +8,10 @@ use fleetmesh_schemas::SchemaSet;
 use serde_json::{Value, json};
 
 use super::Refusal;
+use super::blobs::{BLOBS_DIR, BlobStore, INDEX_FILE, MIGRATIONS, Released};
 use super::jobs::{JobStore, State};
 use super::receipt::{Finished, sign_receipt};
+use rusqlite::{Connection, params};
 
 const NOW: u64 = 1_767_225_700;
 
@@ -440,4 +442,63 @@ fn a_job_is_finished_with_its_receipt_in_one_write_or_not_at_all() {
         .unwrap();
     assert_eq!(done.state, State::Failed);
     assert_eq!(done.metered.unwrap()["fuel"], 20_000);
+}
+
+#[test]
+fn the_blob_index_is_versioned_and_adopts_unversioned_files() {
+    // an index from before versioning: the tables, user_version 0, a row
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(BLOBS_DIR)).unwrap();
+    let path = dir.path().join(BLOBS_DIR).join(INDEX_FILE);
+    {
+        let db = Connection::open(&path).unwrap();
+        db.execute_batch(MIGRATIONS[0]).unwrap();
+        db.execute(
+            "INSERT INTO blobs VALUES (?1, 3, 'text/plain', 1)",
+            params!["ab".repeat(32)],
+        )
+        .unwrap();
+    }
+    let s = BlobStore::open(dir.path()).unwrap();
+    let version: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert!(version >= 1);
+    let schema_version = version;
+    let b = s.info(&"ab".repeat(32)).unwrap();
+    assert_eq!((b.size, b.media.as_str(), b.uploaded), (3, "text/plain", 1));
+    drop(s);
+    // a newer build's file is refused, by name, and left as it is
+    Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", schema_version + 1)
+        .unwrap();
+    let e = BlobStore::open(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("newer") && e.contains(INDEX_FILE), "{e}");
+    let version: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, schema_version + 1);
+}
+
+#[test]
+fn blobs_are_read_by_name_only_and_go_with_their_last_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = BlobStore::open(dir.path()).unwrap();
+    std::fs::write(dir.path().join("secret"), b"x").unwrap();
+    let hash = s.put(b"hello", "text/plain", "me").unwrap();
+    assert_eq!(s.get(&hash).as_deref(), Some(&b"hello"[..]));
+    assert_eq!(s.get("../secret"), None);
+    assert_eq!(s.get(INDEX_FILE), None);
+    // claims: the blob stays while anyone claims it, and goes with the last claim
+    assert_eq!(s.put(b"hello", "text/plain", "you").unwrap(), hash);
+    assert_eq!(s.claimed_by("me").unwrap(), vec![hash.clone()]);
+    assert_eq!(s.release(&hash, "nobody").unwrap(), Released::NotClaimed);
+    assert_eq!(s.release(&hash, "me").unwrap(), Released::Kept);
+    assert!(s.get(&hash).is_some());
+    assert_eq!(s.release(&hash, "you").unwrap(), Released::Removed);
+    assert_eq!((s.get(&hash), s.info(&hash)), (None, None));
+    assert!(s.claimed_by("me").unwrap().is_empty());
 }

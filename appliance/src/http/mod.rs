@@ -76,7 +76,7 @@ pub fn router(
         fleetmesh_market::service::Parts {
             keys: fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
             relay: relay.clone(),
-            blobs: blobs.clone(),
+            blobs: blobs.store(),
             prover: prover.clone(),
             verifier: verifier.clone(),
             inference: inference.clone(),

@@ -8,8 +8,9 @@
 //!
 //! The engines call the node's parts through Rust: `fleetmesh-wasi` (`wasm`, `data`), the
 //! node's one proving queue and verify gatherer (`fleetmesh_prover::queue`, `gather`:
-//! the same admission, turn and batches as the HTTP API's), and, through the [`Llm`] and
-//! [`Blobs`] traits the appliance implements, its inference API and blob store.
+//! the same admission, turn and batches as the HTTP API's), its blob store
+//! ([`crate::blobs`]), and, through the [`Llm`] trait the appliance implements, its
+//! inference API.
 
 mod engines;
 
@@ -33,17 +34,6 @@ pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// What the engines need of the node's blob store (Blossom, BUD-01).
-pub trait Blobs: Send + Sync {
-    /// The blob with this SHA-256 (hex), if stored.
-    fn get(&self, sha256: &str) -> Option<Vec<u8>>;
-    /// Stores `bytes` of media type `media` claimed by `owner` (hex key); its SHA-256.
-    ///
-    /// # Errors
-    /// The store's I/O failure.
-    fn put(&self, bytes: &[u8], media: &str, owner: &str) -> std::io::Result<String>;
 }
 
 /// Why the inference API did not answer, as it would say it: its error `code` and
@@ -108,7 +98,7 @@ pub struct Parts {
     /// The node's relay, where receipts are published.
     pub relay: Arc<Relay>,
     /// The node's blob store.
-    pub blobs: Arc<dyn Blobs>,
+    pub blobs: Arc<crate::blobs::BlobStore>,
     /// The node's proving queue.
     pub prover: Arc<fleetmesh_prover::queue::ProvingQueue>,
     /// The node's verify gatherer.
@@ -142,7 +132,7 @@ pub struct JobService {
     relay: Arc<Relay>,
     wasi: fleetmesh_wasi::Runtime,
     dir: PathBuf,
-    blobs: Arc<dyn Blobs>,
+    blobs: Arc<crate::blobs::BlobStore>,
     prover: Arc<fleetmesh_prover::queue::ProvingQueue>,
     verifier: Arc<fleetmesh_prover::gather::Gatherer>,
     inference: Arc<dyn Llm>,

@@ -119,7 +119,10 @@ pub async fn get_blob(
             format!("blob {hash} is gone"),
         )
     };
-    let Ok(mut file) = tokio::fs::File::open(s.dir.join(&hash)).await else {
+    let Some(path) = s.store.path_of(&hash) else {
+        return gone();
+    };
+    let Ok(mut file) = tokio::fs::File::open(path).await else {
         return gone();
     };
     let Ok(size) = file.metadata().await.map(|m| m.len()) else {
@@ -222,7 +225,7 @@ pub async fn upload(State(s): State<Arc<Blossom>>, headers: HeaderMap, body: Bod
         Ok(_) => {}
     }
     let media = clean_media(headers.get(header::CONTENT_TYPE));
-    let (mut partial, hash, size) = match s.receive(body).await {
+    let (partial, hash, size) = match s.receive(body).await {
         Ok(r) => r,
         Err(r) => return r.into_response(),
     };
@@ -243,18 +246,8 @@ pub async fn upload(State(s): State<Arc<Blossom>>, headers: HeaderMap, body: Bod
         }
         _ => {}
     }
-    {
-        // under the index lock, so that a delete of the same blob cannot interleave
-        let db = s.db();
-        let placed = std::fs::rename(&partial.path, s.dir.join(&hash))
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                partial.placed = true;
-                Blossom::index(&db, &hash, size, &media, &auth.pubkey).map_err(|e| e.to_string())
-            });
-        if let Err(e) = placed {
-            return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e);
-        }
+    if let Err(e) = s.store.place(partial, &hash, size, &media, &auth.pubkey) {
+        return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string());
     }
     match s.descriptor(&base_url(&headers), &hash) {
         Some(d) => axum::Json(d).into_response(),
@@ -309,30 +302,16 @@ pub async fn delete(
         Ok(a) => a.pubkey,
         Err(why) => return fail(StatusCode::UNAUTHORIZED, "unauthorized", why),
     };
-    let db = s.db();
-    let removed = db
-        .execute(
-            "DELETE FROM owners WHERE sha256 = ?1 AND pubkey = ?2",
-            params![hash, owner],
-        )
-        .unwrap_or(0);
-    if removed == 0 {
-        return fail(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!("{owner} did not upload {hash}"),
-        );
-    }
-    let left: i64 = db
-        .query_row(
-            "SELECT COUNT(*) FROM owners WHERE sha256 = ?1",
-            params![hash],
-            |r| r.get(0),
-        )
-        .unwrap_or(1);
-    if left == 0 {
-        let _ = db.execute("DELETE FROM blobs WHERE sha256 = ?1", params![hash]);
-        let _ = std::fs::remove_file(s.dir.join(&hash));
+    match s.store.release(&hash, &owner) {
+        Ok(Released::NotClaimed) => {
+            return fail(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("{owner} did not upload {hash}"),
+            );
+        }
+        Ok(Released::Kept | Released::Removed) => {}
+        Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.message),
     }
     axum::Json(json!({"deleted": hash})).into_response()
 }
@@ -343,15 +322,9 @@ pub async fn list(
     UrlPath(pubkey): UrlPath<String>,
     headers: HeaderMap,
 ) -> Response {
-    let hashes: Vec<String> = {
-        let db = s.db();
-        let Ok(mut q) = db.prepare("SELECT sha256 FROM owners WHERE pubkey = ?1 ORDER BY sha256")
-        else {
-            return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", "listing");
-        };
-        q.query_map(params![pubkey], |r| r.get(0))
-            .map(|rows| rows.flatten().collect())
-            .unwrap_or_default()
+    let hashes = match s.store.claimed_by(&pubkey) {
+        Ok(h) => h,
+        Err(_) => return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", "listing"),
     };
     let base = base_url(&headers);
     let out: Vec<Value> = hashes

@@ -34,28 +34,26 @@
 //! Errors carry BUD-01's `X-Reason` header and a JSON body with a code; every response
 //! allows any origin, and `OPTIONS` answers the CORS preflight.
 //!
-//! The index (`blobs/index.sqlite`) is versioned with `PRAGMA user_version` and migrated
-//! forward on open, like the relay store; it is checked with `PRAGMA quick_check`, and a
-//! file from a newer build, an empty file or one that is not SQLite is refused, untouched,
-//! with its path in the error.
+//! The blobs and their index are `fleetmesh_market::blobs::BlobStore` (shared with the job
+//! engines); this module is its HTTP face.
 
 use std::collections::HashMap;
 use std::io::SeekFrom;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Path as UrlPath, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
+
+use fleetmesh_market::blobs::{BlobStore, Released, Upload, is_hash};
 
 use crate::config::BlobsSection;
 use crate::node::unix_now;
@@ -69,33 +67,16 @@ mod tests;
 pub use http::{cors, delete, get_blob, list, preflight, served, upload, upload_check};
 use media::{Span, blob_headers, clean_media, digits, span};
 
-/// The blob directory and its index, in the node directory.
-pub const BLOBS_DIR: &str = "blobs";
-
-/// The index's file name, in [`BLOBS_DIR`].
-pub const INDEX_FILE: &str = "index.sqlite";
-
 /// Largest blob accepted, bytes.
 pub const MAX_BLOB: usize = 64 << 20;
-
-/// Index migrations: step `i` takes `user_version` `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    // v1. `IF NOT EXISTS`: builds before versioning created these same tables and left
-    // `user_version` at 0; they are adopted as they are.
-    "CREATE TABLE IF NOT EXISTS blobs (
-         sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, type TEXT NOT NULL,
-         uploaded INTEGER NOT NULL);
-     CREATE TABLE IF NOT EXISTS owners (
-         sha256 TEXT NOT NULL, pubkey TEXT NOT NULL, PRIMARY KEY (sha256, pubkey));",
-];
 
 /// Bytes read from disk per chunk of a served blob.
 const CHUNK: usize = 64 << 10;
 
 /// The store.
 pub struct Blossom {
-    dir: PathBuf,
-    db: Mutex<Connection>,
+    /// The blobs and their index (`fleetmesh_market::blobs`), shared with the job engines.
+    store: Arc<BlobStore>,
     served: Mutex<Served>,
     /// `[blobs] body_timeout_secs`.
     body_timeout: Duration,
@@ -106,7 +87,7 @@ pub struct Blossom {
 impl std::fmt::Debug for Blossom {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Blossom")
-            .field("dir", &self.dir)
+            .field("store", &self.store)
             .finish_non_exhaustive()
     }
 }
@@ -165,51 +146,10 @@ fn fail(status: StatusCode, code: &str, reason: impl Into<String>) -> Response {
 }
 
 /// Whether `h` is a blob name: 64 lowercase hex digits.
-fn is_hash(h: &str) -> bool {
-    h.len() == 64
-        && h.bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-}
-
 /// `<sha256>` or `<sha256>.<ext>` → the hash.
 fn hash_of(name: &str) -> Option<String> {
     let h = name.split('.').next()?;
     is_hash(h).then(|| h.to_string())
-}
-
-/// A temporary upload file, removed when dropped unless it was moved into place.
-struct Partial {
-    path: PathBuf,
-    placed: bool,
-}
-
-impl Drop for Partial {
-    fn drop(&mut self) {
-        if !self.placed {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// A fresh temporary file name in `dir` (`.upload-<random>.part`).
-fn partial_path(dir: &Path) -> std::io::Result<PathBuf> {
-    let mut r = [0u8; 12];
-    getrandom::fill(&mut r).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(dir.join(format!(".upload-{}.part", hex::encode(r))))
-}
-
-/// Opens the blob index at `path` as every store of the node is opened
-/// ([`fleetmesh_relay::store::sqlite`]): an existing file that is empty, not SQLite or
-/// damaged is refused before SQLite changes it, one from a newer build too; then it is
-/// migrated to the newest version of `MIGRATIONS`.
-fn open_index(path: &Path) -> anyhow::Result<Connection> {
-    use fleetmesh_relay::store::sqlite;
-    let context = || format!("the blob index {}", path.display());
-    let mut db = sqlite::open(path, sqlite::Mode::CreateIfAbsent, true).with_context(context)?;
-    sqlite::migrate(&mut db, path, MIGRATIONS).with_context(context)?;
-    db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;")
-        .with_context(context)?;
-    Ok(db)
 }
 
 /// A refusal: the status, a code and the reason (answered by [`fail`]).
@@ -255,97 +195,29 @@ impl Blossom {
         config: &BlobsSection,
         operator_token: Option<&str>,
     ) -> anyhow::Result<Arc<Blossom>> {
-        let dir = node_dir.join(BLOBS_DIR);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let db = open_index(&dir.join(INDEX_FILE))?;
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for e in entries.flatten() {
-                if e.file_name().to_string_lossy().ends_with(".part") {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
         Ok(Arc::new(Blossom {
-            dir,
-            db: Mutex::new(db),
+            store: Arc::new(BlobStore::open(node_dir)?),
             served: Mutex::new(Served::new(config.served_peers)),
             body_timeout: Duration::from_secs(config.body_timeout_secs),
             operator_token: operator_token.map(|t| Sha256::digest(t.as_bytes()).into()),
         }))
     }
 
-    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.db
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The store under the HTTP face, for the job engines.
+    pub fn store(&self) -> Arc<BlobStore> {
+        self.store.clone()
     }
 
+    /// BUD-02's blob descriptor of `hash`, with its URL under `base`.
     fn descriptor(&self, base: &str, hash: &str) -> Option<Value> {
-        self.db()
-            .query_row(
-                "SELECT size, type, uploaded FROM blobs WHERE sha256 = ?1",
-                params![hash],
-                |r| {
-                    Ok(json!({
-                        "url": format!("{base}/{hash}"),
-                        "sha256": hash,
-                        "size": r.get::<_, i64>(0)?,
-                        "type": r.get::<_, String>(1)?,
-                        "uploaded": r.get::<_, i64>(2)?,
-                    }))
-                },
-            )
-            .optional()
-            .ok()
-            .flatten()
-    }
-
-    /// Records blob `hash` (already in place on disk) as claimed by `owner`.
-    fn index(
-        db: &Connection,
-        hash: &str,
-        size: u64,
-        media: &str,
-        owner: &str,
-    ) -> rusqlite::Result<()> {
-        db.execute(
-            "INSERT OR IGNORE INTO blobs (sha256, size, type, uploaded) VALUES (?1, ?2, ?3, ?4)",
-            params![hash, size as i64, media, unix_now() as i64],
-        )?;
-        db.execute(
-            "INSERT OR IGNORE INTO owners (sha256, pubkey) VALUES (?1, ?2)",
-            params![hash, owner],
-        )?;
-        Ok(())
-    }
-
-    /// Stores `bytes` as a blob claimed by `owner` (the node's own outputs); its hash.
-    ///
-    /// # Errors
-    /// The file or the index cannot be written.
-    pub fn put(&self, bytes: &[u8], media: &str, owner: &str) -> std::io::Result<String> {
-        let hash = hex::encode(Sha256::digest(bytes));
-        let path = self.dir.join(&hash);
-        let db = self.db();
-        if !path.exists() {
-            let mut tmp = Partial {
-                path: partial_path(&self.dir)?,
-                placed: false,
-            };
-            std::fs::write(&tmp.path, bytes)?;
-            std::fs::rename(&tmp.path, &path)?;
-            tmp.placed = true;
-        }
-        Self::index(&db, &hash, bytes.len() as u64, media, owner).map_err(std::io::Error::other)?;
-        Ok(hash)
-    }
-
-    /// Bytes of blob `hash`, if stored (`hash`: 64 lowercase hex digits, else `None`).
-    pub fn get(&self, hash: &str) -> Option<Vec<u8>> {
-        if !is_hash(hash) {
-            return None;
-        }
-        std::fs::read(self.dir.join(hash)).ok()
+        let b = self.store.info(hash)?;
+        Some(json!({
+            "url": format!("{base}/{hash}"),
+            "sha256": hash,
+            "size": b.size,
+            "type": b.media,
+            "uploaded": b.uploaded,
+        }))
     }
 
     fn count(&self, peer: &str, n: u64) {
@@ -380,8 +252,8 @@ impl Blossom {
     }
 
     /// Streams `body` into a temporary file while hashing it: the file, the hash and the
-    /// size, or the answer refusing it (the file is removed when the [`Partial`] drops).
-    async fn receive(&self, body: Body) -> Result<(Partial, String, u64), Refusal> {
+    /// size, or the answer refusing it (the file is removed when the [`Upload`] drops).
+    async fn receive(&self, body: Body) -> Result<(Upload, String, u64), Refusal> {
         let storage = |e: std::io::Error| {
             Refusal::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -389,14 +261,11 @@ impl Blossom {
                 format!("writing the upload: {e}"),
             )
         };
-        let partial = Partial {
-            path: partial_path(&self.dir).map_err(storage)?,
-            placed: false,
-        };
+        let partial = self.store.new_upload().map_err(storage)?;
         let mut file = tokio::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&partial.path)
+            .open(partial.path())
             .await
             .map_err(storage)?;
         let mut hasher = Sha256::new();
@@ -444,15 +313,4 @@ fn too_large() -> Refusal {
         "too_large",
         format!("blobs are at most {MAX_BLOB} bytes"),
     )
-}
-
-/// The job engines' view of the store: blobs by hash, and job outputs stored.
-impl fleetmesh_market::service::Blobs for Blossom {
-    fn get(&self, sha256: &str) -> Option<Vec<u8>> {
-        Blossom::get(self, sha256)
-    }
-
-    fn put(&self, bytes: &[u8], media: &str, owner: &str) -> std::io::Result<String> {
-        Blossom::put(self, bytes, media, owner)
-    }
 }

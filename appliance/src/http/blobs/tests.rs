@@ -3,9 +3,6 @@
 use super::media::passive;
 use super::*;
 
-/// The index's newest schema version.
-const SCHEMA_VERSION: i64 = super::MIGRATIONS.len() as i64;
-
 #[test]
 fn ranges_follow_rfc_9110() {
     let part = |start, end| Span::Part { start, end };
@@ -129,54 +126,4 @@ fn the_served_table_is_for_the_operator_only() {
             assert_eq!(r.status, StatusCode::UNAUTHORIZED);
         }
     }
-}
-
-#[test]
-fn the_index_is_versioned_and_adopts_unversioned_files() {
-    // an index from before versioning: the tables, user_version 0, a row
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(BLOBS_DIR)).unwrap();
-    let path = dir.path().join(BLOBS_DIR).join(INDEX_FILE);
-    {
-        let db = Connection::open(&path).unwrap();
-        db.execute_batch(MIGRATIONS[0]).unwrap();
-        db.execute(
-            "INSERT INTO blobs VALUES (?1, 3, 'text/plain', 1)",
-            params!["ab".repeat(32)],
-        )
-        .unwrap();
-    }
-    let s = Blossom::open(dir.path(), &BlobsSection::default(), None).unwrap();
-    let version: i64 = s
-        .db()
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, SCHEMA_VERSION);
-    assert!(s.descriptor("http://x", &"ab".repeat(32)).is_some());
-    drop(s);
-    // a newer build's file is refused, by name, and left as it is
-    Connection::open(&path)
-        .unwrap()
-        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-        .unwrap();
-    let e = format!(
-        "{:#}",
-        Blossom::open(dir.path(), &BlobsSection::default(), None).unwrap_err()
-    );
-    assert!(e.contains("newer") && e.contains(INDEX_FILE), "{e}");
-    let version: i64 = Connection::open(&path)
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, SCHEMA_VERSION + 1);
-}
-
-#[test]
-fn get_takes_only_blob_names() {
-    let (dir, s) = store(None);
-    std::fs::write(dir.path().join("secret"), b"x").unwrap();
-    let hash = s.put(b"hello", "text/plain", "me").unwrap();
-    assert_eq!(s.get(&hash).as_deref(), Some(&b"hello"[..]));
-    assert_eq!(s.get("../secret"), None);
-    assert_eq!(s.get(INDEX_FILE), None);
 }
