@@ -9,19 +9,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::http::error::api_error;
+use crate::http::error::{ApiError, api_error};
 use fleetmesh_market::jobs::JobRecord;
 use fleetmesh_market::service::JobService;
 use fleetmesh_market::{Refusal, refuse};
 
 fn refusal_response(r: &Refusal) -> Response {
-    let status = match r.code {
-        "not_found" => StatusCode::NOT_FOUND,
-        "conflict" | "bad_transition" => StatusCode::CONFLICT,
-        "storage" | "internal" => StatusCode::INTERNAL_SERVER_ERROR,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    api_error(status, r.code, r.message.clone())
+    ApiError::from(r.clone()).into_response()
 }
 
 /// `POST /v1/jobs`.

@@ -19,30 +19,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use fleetmesh_prover::Error;
-use fleetmesh_prover::queue::{ProveRequest, ProvingQueue, error_code};
+use fleetmesh_prover::queue::{ProveRequest, ProvingQueue};
 use serde_json::Value;
 
-use crate::http::error::api_error;
-
-fn failure(e: &Error) -> Response {
-    let code = error_code(e);
-    let status = match code {
-        "malformed" => StatusCode::BAD_REQUEST,
-        "unknown_circuit" => StatusCode::NOT_FOUND,
-        "unsatisfied" => StatusCode::UNPROCESSABLE_ENTITY,
-        "busy" => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    let mut r = api_error(status, code, e.to_string());
-    if status == StatusCode::SERVICE_UNAVAILABLE {
-        r.headers_mut().insert(
-            axum::http::header::RETRY_AFTER,
-            axum::http::HeaderValue::from_static("2"),
-        );
-    }
-    r
-}
+use crate::http::error::{ApiError, api_error};
 
 /// `POST /v1/proofs/prove`.
 pub async fn handle(State(queue): State<Arc<ProvingQueue>>, body: axum::body::Bytes) -> Response {
@@ -55,6 +35,6 @@ pub async fn handle(State(queue): State<Arc<ProvingQueue>>, body: axum::body::By
     };
     match queue.prove(req).await {
         Ok(p) => Json(p.to_json()).into_response(),
-        Err(e) => failure(&e),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
