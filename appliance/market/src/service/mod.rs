@@ -36,6 +36,40 @@ pub(crate) fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// An `llm` job's request to the node's inference API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmRequest {
+    /// The ask's model.
+    pub model: String,
+    /// The verification mode the answer must carry (`quasi-deterministic`,
+    /// `schema-bounds`, `tee-attestation`).
+    pub mode: Mode,
+    /// The job's `params`: an OpenAI completions request (or chat, with `messages`), as
+    /// compute/1.0 carries it — prompt, `max_tokens`, `stop` and the like.
+    pub params: Value,
+    /// The JSON Schema bounding the output (`schema-bounds`).
+    pub output_schema: Option<Value>,
+    /// The job id a `tee-attestation` answer is bound to (the blinded job id).
+    pub job: Option<String>,
+    /// Greedy decoding, whatever `params` says.
+    pub greedy: bool,
+}
+
+/// What the inference API answered an [`LlmRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmAnswer {
+    /// The answer as the API's clients read it: the job's output document.
+    pub document: Value,
+    /// The verifier's verdict for the mode (the answer's `fleetmesh.verdict`).
+    pub verdict: Value,
+    /// The digest of the transcript the executors agreed on, when the mode has one.
+    pub transcript_digest: Option<String>,
+    /// Tokens read.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+}
+
 /// Why the inference API did not answer, as it would say it: its error `code` and
 /// `message`, and for the quorum the verdict it reached (which executors said what).
 #[derive(Debug, Clone, PartialEq)]
@@ -48,16 +82,14 @@ pub struct LlmFailure {
     pub verdict: Option<Value>,
 }
 
-/// What the `llm` engine needs of the node's inference API. The job's `params` are an
-/// OpenAI completions or chat request by the protocol (compute/1.0), so that is what
-/// crosses: the engine sets `model`, `verification` (the ask's [`Mode`]), `stream` and, for
-/// `tee-attestation`, `job`; the answer is the API's, `fleetmesh.verdict` included.
+/// What the `llm` engine needs of the node's inference API, which the appliance
+/// implements: one request answered as the API would answer it, on the calling thread.
 pub trait Llm: Send + Sync {
-    /// Answers `request` as the API would, on the calling thread (never from async code).
+    /// Answers `request` (never from async code).
     ///
     /// # Errors
     /// [`LlmFailure`].
-    fn answer(&self, request: &Value) -> Result<Value, LlmFailure>;
+    fn answer(&self, request: &LlmRequest) -> Result<LlmAnswer, LlmFailure>;
 }
 
 /// What the node lets a job use (the appliance's `[jobs]`).

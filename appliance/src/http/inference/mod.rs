@@ -327,28 +327,41 @@ pub async fn chat_completions(
     serve(s, &body, Api::Chat).await
 }
 
-/// The market's `llm` engine asks the API through this: one request body answered as the
-/// API would (completions, or chat when it has `messages`), blocking, without streaming.
+/// The market's `llm` engine asks the API through this: its typed request made into the
+/// API's own request body (the job's OpenAI params, with the model, the verification, no
+/// streaming, the schema as `response_format`, the job to bind), answered as the API would
+/// answer it, blocking, and read back into the typed answer.
 impl fleetmesh_market::service::Llm for InferenceService {
-    fn answer(&self, body: &Value) -> Result<Value, fleetmesh_market::service::LlmFailure> {
+    fn answer(
+        &self,
+        req: &fleetmesh_market::service::LlmRequest,
+    ) -> Result<fleetmesh_market::service::LlmAnswer, fleetmesh_market::service::LlmFailure> {
+        use fleetmesh_market::service::{LlmAnswer, LlmFailure};
+        let mut body = req.params.clone();
+        body["model"] = json!(req.model);
+        body["verification"] = json!(req.mode);
+        body["stream"] = json!(false);
+        if let Some(schema) = &req.output_schema {
+            body["response_format"] = json!({"type": "json_schema",
+                "json_schema": {"name": "output", "schema": schema}});
+        }
+        if let Some(job) = &req.job {
+            body["job"] = json!(job);
+        }
+        if req.greedy {
+            body["temperature"] = json!(0);
+        }
         let api = if body.get("messages").is_some() {
             Api::Chat
         } else {
             Api::Completion
         };
-        let fail = |f: Failure| fleetmesh_market::service::LlmFailure {
+        let fail = |f: Failure| LlmFailure {
             verdict: f.extra.as_ref().and_then(|e| e.get("verdict").cloned()),
             code: f.code.unwrap_or("bad_request"),
             message: f.message,
         };
         let p = parse(self, body.to_string().as_bytes(), api).map_err(fail)?;
-        if p.stream {
-            return Err(fleetmesh_market::service::LlmFailure {
-                code: "bad_request",
-                message: "jobs do not stream".into(),
-                verdict: None,
-            });
-        }
         let gens = match p.verification {
             Verification::None => generate_local(self, &p),
             Verification::SchemaBounds => generate_bounded(self, &p),
@@ -356,7 +369,15 @@ impl fleetmesh_market::service::Llm for InferenceService {
             Verification::TeeAttestation => generate_attested(self, &p),
         }
         .map_err(fail)?;
-        Ok(render(&self.models[p.model], &p, &gens))
+        let document = render(&self.models[p.model], &p, &gens);
+        let fm = &document["fleetmesh"];
+        Ok(LlmAnswer {
+            verdict: fm["verdict"].clone(),
+            transcript_digest: fm["transcript_digest"].as_str().map(String::from),
+            prompt_tokens: document["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+            completion_tokens: document["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+            document,
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 use super::EngineRun;
 use crate::receipt::Finished;
-use crate::service::{JobService, LlmFailure, Run, unix_now};
+use crate::service::{JobService, LlmFailure, LlmRequest, Run, unix_now};
 use crate::{Refusal, refuse};
 
 /// `llm`.
@@ -27,21 +27,20 @@ impl EngineRun for Llm {
 fn quorum_or_bounded(svc: &JobService, r: &Run<'_>) -> Result<(), Refusal> {
     let (job, ask, msg, started_at) = (r.job, r.ask, r.msg, r.started_at);
     let t = std::time::Instant::now();
-    let mut body = msg["params"].clone();
-    if !body.is_object() {
+    if !msg["params"].is_object() {
         return Err(refuse(
             "bad_request",
             "an llm job's params are a completions request",
         ));
     }
-    body["model"] = ask.content["model"].clone();
-    body["verification"] = json!(ask.mode);
-    body["stream"] = json!(false);
-    if ask.mode == Mode::SchemaBounds {
-        body["response_format"] = json!({"type": "json_schema",
-                "json_schema": {"name": "output", "schema": msg["output_schema"]}});
-    }
-    let answer = svc.inference.answer(&body);
+    let answer = svc.inference.answer(&LlmRequest {
+        model: ask.content["model"].as_str().unwrap_or_default().to_owned(),
+        mode: ask.mode,
+        params: msg["params"].clone(),
+        output_schema: (ask.mode == Mode::SchemaBounds).then(|| msg["output_schema"].clone()),
+        job: None,
+        greedy: false,
+    });
     let me = svc.keys.nostr_pubkey_hex();
     // executors by key: this node's own; a remote executor (an OpenAI endpoint, no key)
     // by SHA-256 of its name
@@ -76,21 +75,20 @@ fn quorum_or_bounded(svc: &JobService, r: &Run<'_>) -> Result<(), Refusal> {
         out
     };
     let (document, verdict, metered, failure) = match answer {
-        Ok(r) => {
-            let fm = &r["fleetmesh"];
+        Ok(a) => {
             let verdict = if ask.mode == Mode::SchemaBounds {
                 json!({"mode": Mode::SchemaBounds,
-                           "valid": fm["verdict"]["valid"].as_bool().unwrap_or(false),
-                           "schema_digest": ask.content["output_schema"]})
+                       "valid": a.verdict["valid"].as_bool().unwrap_or(false),
+                       "schema_digest": ask.content["output_schema"]})
             } else {
-                quorum_verdict(&fm["verdict"], fm["transcript_digest"].as_str())
+                quorum_verdict(&a.verdict, a.transcript_digest.as_deref())
             };
             let metered = json!({
-                "prompt_tokens": r["usage"]["prompt_tokens"],
-                "completion_tokens": r["usage"]["completion_tokens"],
+                "prompt_tokens": a.prompt_tokens,
+                "completion_tokens": a.completion_tokens,
                 "wall_ms": t.elapsed().as_millis() as u64,
             });
-            (r.to_string(), verdict, metered, None)
+            (a.document.to_string(), verdict, metered, None)
         }
         Err(LlmFailure {
             code,
@@ -137,28 +135,30 @@ fn attested(svc: &JobService, r: &Run<'_>) -> Result<(), Refusal> {
         &job.buyer,
         &job.id,
     )?;
-    let mut body = msg["params"].clone();
-    body["model"] = ask.content["model"].clone();
-    body["verification"] = json!(Mode::TeeAttestation);
-    body["job"] = json!(blinded);
-    body["stream"] = json!(false);
-    body["temperature"] = json!(0);
-    let answer = svc.inference.answer(&body).map_err(
-        |LlmFailure {
-             code, message: m, ..
-         }| match code {
-            "tee_unavailable" | "tee_failed" => refuse("tee_failed", m),
-            _ => refuse("bad_request", format!("{code}: {m}")),
-        },
-    )?;
-    let document = answer.to_string();
+    let answer = svc
+        .inference
+        .answer(&LlmRequest {
+            model: ask.content["model"].as_str().unwrap_or_default().to_owned(),
+            mode: Mode::TeeAttestation,
+            params: msg["params"].clone(),
+            output_schema: None,
+            job: Some(blinded),
+            greedy: true,
+        })
+        .map_err(|LlmFailure { code, message, .. }| match code {
+            "tee_unavailable" | "tee_failed" => refuse("tee_failed", message),
+            _ => refuse("bad_request", format!("{code}: {message}")),
+        })?;
+    let document = answer.document.to_string();
     let output_digest = Sha256::digest(document.as_bytes());
-    let bound = &answer["fleetmesh"]["verdict"];
-    let report = bound["report"]
+    let report = answer.verdict["report"]
         .as_str()
         .and_then(|h| hex::decode(h).ok())
         .ok_or_else(|| refuse("tee_failed", "the attested answer carries no report"))?;
-    let nonce = bound["nonce"].as_str().unwrap_or_default().to_owned();
+    let nonce = answer.verdict["nonce"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let parsed =
         tee::snp::Report::parse(&report).map_err(|e| refuse("tee_failed", e.to_string()))?;
     let report_digest = svc
@@ -172,8 +172,8 @@ fn attested(svc: &JobService, r: &Run<'_>) -> Result<(), Refusal> {
     let done = Finished {
         output_digest: hex::encode(output_digest),
         metered: json!({
-            "prompt_tokens": answer["usage"]["prompt_tokens"],
-            "completion_tokens": answer["usage"]["completion_tokens"],
+            "prompt_tokens": answer.prompt_tokens,
+            "completion_tokens": answer.completion_tokens,
             "wall_ms": t.elapsed().as_millis() as u64,
         }),
         verdict: json!({
