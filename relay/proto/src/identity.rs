@@ -350,11 +350,12 @@ pub struct DescriptorContent {
 }
 
 /// Verifies a descriptor event end to end: its id and signature, that its DID and
-/// secp256k1 key are the signer's, and the Ed25519 proof of possession.
+/// secp256k1 key are the signer's, the Ed25519 proof of possession, and the kind's JSON
+/// Schema.
 ///
 /// # Errors
 /// [`Error::InvalidEvent`] for a bad id or signature, [`Error::InvalidDescriptor`] for
-/// content that does not hold together.
+/// content that does not hold together, [`Error::Schema`].
 pub fn verify_descriptor(event: &Event) -> Result<DescriptorContent> {
     let bad = |s: String| Error::InvalidDescriptor(s);
     if event.kind != kind::NODE_DESCRIPTOR {
@@ -392,7 +393,35 @@ pub fn verify_descriptor(event: &Event) -> Result<DescriptorContent> {
     if key_of("x25519").is_none() {
         return Err(bad("no x25519 key".into()));
     }
+    fleetmesh_schemas::SchemaSet::embedded()
+        .validate_event(&event.to_value())
+        .map_err(|e| Error::Schema(e.to_string()))?;
     Ok(content)
+}
+
+/// A node descriptor read from an event: [`verify_descriptor`], and its `protocol` and
+/// `class` tags repeating the content ([`Error::Mismatch`] naming the tag). A peer's is
+/// read with [`check_peer`], which says a differing protocol as such.
+impl TryFrom<&Event> for DescriptorContent {
+    type Error = Error;
+
+    fn try_from(event: &Event) -> Result<DescriptorContent> {
+        let content = verify_descriptor(event)?;
+        for (field, want) in [
+            ("protocol", content.protocol_digest.as_str()),
+            ("class", content.class.as_str()),
+        ] {
+            let tag = event.tag_value(field).unwrap_or_default();
+            if tag != want {
+                return Err(Error::Mismatch {
+                    field,
+                    tag: tag.to_owned(),
+                    content: format!("{want:?}"),
+                });
+            }
+        }
+        Ok(content)
+    }
 }
 
 /// Verifies a peer's descriptor and checks that it speaks our protocol: direct peering is

@@ -318,3 +318,35 @@ fn tags_that_disagree_with_the_content_are_named() {
     let e = with_tag(&keys, shard, 99, json!(["p", other]));
     assert_eq!(mismatch_on(Shard::try_from(&e)), "p");
 }
+
+#[test]
+fn a_node_descriptor_reads_from_its_event_and_its_tags_must_repeat_the_content() {
+    use fleetmesh_proto::identity::{DescriptorContent, DescriptorInfo, Software};
+    let keys = NodeKeys::generate().unwrap();
+    let info = DescriptorInfo {
+        software: Software {
+            name: "meshnode".into(),
+            version: "0.1.0".into(),
+        },
+        class: fleetmesh_proto::NodeClass::Edge,
+        operator: None,
+        relays: vec![],
+        endpoints: vec![],
+        protocol_digest: "da".repeat(32),
+    };
+    let event = keys.descriptor(&info, 1_767_225_600).unwrap();
+    let d = DescriptorContent::try_from(&event).unwrap();
+    assert_eq!(d.protocol_digest, "da".repeat(32));
+    assert_eq!(d.did, keys.did());
+    // the same event with a protocol tag that says something else, signed again
+    let mut v = event.to_value();
+    for tag in v["tags"].as_array_mut().unwrap() {
+        if tag[0] == "protocol" {
+            tag[1] = json!("00".repeat(32));
+        }
+    }
+    assert_eq!(
+        mismatch_on(DescriptorContent::try_from(&resigned(&keys, &v))),
+        "protocol"
+    );
+}
