@@ -40,8 +40,8 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
-use fleetmesh_proto::{Engine, Mode, NodeKeys, UnsignedEvent, hkdf, nip44};
-use fleetmesh_schemas::constants::kind;
+use fleetmesh_proto::ask::AskBody;
+use fleetmesh_proto::{Engine, Mode, NodeKeys, hkdf, nip44};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -214,38 +214,32 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
     } else {
         spec["bid"].clone()
     };
-    let ask = keys.sign(UnsignedEvent {
-        created_at: now,
-        kind: kind::COMPUTE_ASK,
-        tags: vec![
-            vec!["d".into(), name],
-            vec!["engine".into(), engine.to_string()],
-            vec!["mode".into(), mode.to_string()],
-            vec!["expiration".into(), expires.to_string()],
-            vec!["p".into(), provider.clone()],
-        ],
-        content: {
-            let mut c = json!({"engine": engine, "mode": mode, "limits": limits, "bid": bid});
-            if let Some(circuit) = &what.circuit {
-                c["circuit"] = json!(circuit);
-            }
-            for k in ["model", "quorum"] {
-                if !spec[k].is_null() {
-                    c[k] = spec[k].clone();
-                }
-            }
-            if engine == Engine::Llm && mode == Mode::QuasiDeterministic && spec["quorum"].is_null()
-            {
-                // the protocol's default quorum
-                c["quorum"] = json!({"n": 3, "k": 2});
-            }
-            if let Some(schema) = &what.output_schema {
-                c["output_schema"] =
-                    json!(hex::encode(Sha256::digest(schema.to_string().as_bytes())));
-            }
-            c.to_string()
-        },
-    })?;
+    let mut content = json!({"limits": limits, "bid": bid});
+    if let Some(circuit) = &what.circuit {
+        content["circuit"] = json!(circuit);
+    }
+    for k in ["model", "quorum"] {
+        if !spec[k].is_null() {
+            content[k] = spec[k].clone();
+        }
+    }
+    if engine == Engine::Llm && mode == Mode::QuasiDeterministic && spec["quorum"].is_null() {
+        // the protocol's default quorum
+        content["quorum"] = json!({"n": 3, "k": 2});
+    }
+    if let Some(schema) = &what.output_schema {
+        content["output_schema"] =
+            json!(hex::encode(Sha256::digest(schema.to_string().as_bytes())));
+    }
+    let ask = AskBody {
+        d: name,
+        engine,
+        mode,
+        content,
+        expires_at: expires,
+        provider: Some(provider.clone()),
+    }
+    .sign(&keys, now)?;
     let job = json!({
         "protocol": "compute/1.0",
         "type": "job",

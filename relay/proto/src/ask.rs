@@ -4,7 +4,8 @@
 use fleetmesh_schemas::constants::kind;
 use serde_json::Value;
 
-use crate::event::Event;
+use crate::event::{Event, UnsignedEvent};
+use crate::identity::NodeKeys;
 use crate::noun::{agreeing_tag, checked_content};
 use crate::words::{Engine, Mode};
 use crate::{Error, Result};
@@ -74,6 +75,51 @@ impl Ask {
     /// same address replaces it).
     pub fn address(&self) -> String {
         format!("{}:{}:{}", kind::COMPUTE_ASK, self.buyer(), self.d)
+    }
+}
+
+/// What an ask says, before the buyer signs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskBody {
+    /// The buyer's name for the ask (`d`): a later ask with the same name replaces it.
+    pub d: String,
+    /// The engine that is to run the job.
+    pub engine: Engine,
+    /// The verification mode the buyer requires.
+    pub mode: Mode,
+    /// The rest of the content: `limits`, `bid` and the engine's fields (`model`,
+    /// `quorum`, `circuit`, `output_schema`); `engine` and `mode` are set from the above.
+    pub content: Value,
+    /// NIP-40 expiration, Unix seconds.
+    pub expires_at: u64,
+    /// The provider it is addressed to (`p`, hex), if any.
+    pub provider: Option<String>,
+}
+
+impl AskBody {
+    /// Signs the ask with the buyer's `keys` at `created_at`.
+    ///
+    /// # Errors
+    /// [`Error::Random`] if the signing nonce cannot be drawn.
+    pub fn sign(&self, keys: &NodeKeys, created_at: u64) -> Result<Event> {
+        let mut content = self.content.clone();
+        content["engine"] = serde_json::json!(self.engine);
+        content["mode"] = serde_json::json!(self.mode);
+        let mut tags = vec![
+            vec!["d".to_owned(), self.d.clone()],
+            vec!["engine".to_owned(), self.engine.as_str().to_owned()],
+            vec!["mode".to_owned(), self.mode.as_str().to_owned()],
+            vec!["expiration".to_owned(), self.expires_at.to_string()],
+        ];
+        if let Some(p) = &self.provider {
+            tags.push(vec!["p".to_owned(), p.clone()]);
+        }
+        keys.sign(UnsignedEvent {
+            created_at,
+            kind: kind::COMPUTE_ASK,
+            tags,
+            content: content.to_string(),
+        })
     }
 }
 

@@ -350,3 +350,31 @@ fn a_node_descriptor_reads_from_its_event_and_its_tags_must_repeat_the_content()
         "protocol"
     );
 }
+
+#[test]
+fn an_ask_signed_by_its_body_reads_back() {
+    use fleetmesh_proto::ask::AskBody;
+    let buyer = NodeKeys::generate().unwrap();
+    let body = AskBody {
+        d: "ask-9".into(),
+        engine: Engine::Llm,
+        mode: Mode::QuasiDeterministic,
+        content: json!({"limits": {"tokens": 64}, "bid": {"amount": 10, "unit": "msat"},
+                        "model": "tiny", "quorum": {"n": 3, "k": 2}}),
+        expires_at: 2_000_000_000,
+        provider: Some("7f".repeat(32)),
+    };
+    let event = body.sign(&buyer, 1_767_225_600).unwrap();
+    let ask = Ask::from_event(event, 1_767_225_600).unwrap();
+    assert_eq!(
+        (ask.d.as_str(), ask.engine, ask.mode, ask.expires_at),
+        (
+            "ask-9",
+            Engine::Llm,
+            Mode::QuasiDeterministic,
+            2_000_000_000
+        )
+    );
+    assert_eq!(ask.content["model"], "tiny");
+    assert_eq!(ask.event.tag_value("p"), Some("7f".repeat(32).as_str()));
+}
