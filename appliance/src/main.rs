@@ -38,7 +38,7 @@ fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Negative) => ExitCode::from(1),
-        Ok(Outcome::Malformed) => ExitCode::from(2),
+        Ok(Outcome::Malformed | Outcome::Failing) => ExitCode::from(2),
         Ok(Outcome::Pending) => ExitCode::from(3),
         Err(e) => {
             eprintln!("meshnode: error: {}", format!("{e:#}").replace('\n', " "));
@@ -128,6 +128,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }
         Command::Schema(cmd) => cli::schema::run(cmd),
         Command::Sync(args) => cli::sync::run(args),
+        Command::Watch(args) => cli::watch::run(&args),
         Command::Proof(cli::ProofCommand::Verify { vk, proof, public }) => {
             cli::proof::verify_one(&vk, &proof, &public)
         }

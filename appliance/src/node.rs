@@ -186,7 +186,7 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
 /// Refuses a directory whose mode has any of the `forbidden` bits (as key files readable
 /// by others are refused): a node directory others can write to, or a key directory others
 /// can enter, is not this node's alone.
-fn check_private(dir: &Path, forbidden: u32, what: &str) -> anyhow::Result<()> {
+pub(crate) fn check_private(dir: &Path, forbidden: u32, what: &str) -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

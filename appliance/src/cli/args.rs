@@ -36,6 +36,9 @@ pub enum Command {
     Up(UpArgs),
     /// Report what this machine offers: CPU, GPU adapters, CUDA, protocol digest, node id.
     Doctor(DoctorArgs),
+    /// Audit a node for monitoring: files, databases, disk, keys, and the daemon's health
+    /// and counters. Exit 0 healthy, 1 degraded, 2 failing or unreachable.
+    Watch(WatchArgs),
     /// Reconcile the node's store with a peer relay by NIP-77 negentropy and transfer only
     /// the missing events (verified before they are stored).
     Sync(SyncArgs),
@@ -453,6 +456,23 @@ pub struct DoctorArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `meshnode watch`.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// The node directory to audit (its files, and the daemon at its configured address).
+    pub dir: Option<PathBuf>,
+    /// The daemon to ask, e.g. http://127.0.0.1:7777 [default: the directory's `[face]
+    /// listen`].
+    #[arg(long, value_name = "URL")]
+    pub node: Option<String>,
+    /// Print one JSON object (`status`, `findings`) instead of lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Free disk space below which the node is degraded (failing below a sixteenth).
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    pub min_free_bytes: u64,
 }
 
 /// `meshnode proof …`.

@@ -1,6 +1,6 @@
 //! `meshnode`'s command line: the arguments ([`args`], clap) and a module per command
 //! group that is more than a call into the node — [`attest`], [`doctor`], [`infer`],
-//! [`job`], [`proof`], [`schema`], [`sync`], [`wasi`] — and how a command ended
+//! [`job`], [`proof`], [`schema`], [`sync`], [`wasi`], [`watch`] — and how a command ended
 //! ([`Outcome`]). `main.rs` dispatches to them and runs the daemon.
 
 mod args;
@@ -12,6 +12,7 @@ pub mod proof;
 pub mod schema;
 pub mod sync;
 pub mod wasi;
+pub mod watch;
 
 pub use args::*;
 
@@ -24,4 +25,6 @@ pub(crate) enum Outcome {
     Malformed,
     /// Not finished yet (exit 3), already reported.
     Pending,
+    /// Something checked is failing or does not answer (exit 2), already reported.
+    Failing,
 }

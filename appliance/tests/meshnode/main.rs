@@ -13,6 +13,7 @@ mod jobs;
 mod proof;
 mod schema;
 mod wasi;
+mod watch;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
