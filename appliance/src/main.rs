@@ -5,6 +5,7 @@
 
 mod cli;
 mod config;
+mod control;
 mod demo;
 mod http;
 mod manifest;
@@ -129,6 +130,21 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Schema(cmd) => cli::schema::run(cmd),
         Command::Sync(args) => cli::sync::run(args),
         Command::Watch(args) => cli::watch::run(&args),
+        Command::Ctl(cmd) => {
+            let (name, dir) = match cmd {
+                cli::CtlCommand::Status { dir } => ("status", dir),
+                cli::CtlCommand::Config { dir } => ("config", dir),
+            };
+            let dir = match dir {
+                Some(d) => d,
+                None => node::default_home()?,
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&control::ask(&dir, name)?)?
+            );
+            Ok(Outcome::Ok)
+        }
         Command::Proof(cli::ProofCommand::Verify { vk, proof, public }) => {
             cli::proof::verify_one(&vk, &proof, &public)
         }

@@ -39,6 +39,9 @@ pub enum Command {
     /// Audit a node for monitoring: files, databases, disk, keys, and the daemon's health
     /// and counters. Exit 0 healthy, 1 degraded, 2 failing or unreachable.
     Watch(WatchArgs),
+    /// Talk to a running daemon over its control socket (DIR/meshnode.sock, owner only).
+    #[command(subcommand)]
+    Ctl(CtlCommand),
     /// Reconcile the node's store with a peer relay by NIP-77 negentropy and transfer only
     /// the missing events (verified before they are stored).
     Sync(SyncArgs),
@@ -337,6 +340,21 @@ pub struct InferArgs {
     /// else the CPU), cpu, cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: String,
+}
+
+/// `meshnode ctl …`.
+#[derive(Debug, Subcommand)]
+pub enum CtlCommand {
+    /// The daemon's status: identity, address, uptime, protocol digest, relay counters.
+    Status {
+        /// The node directory [default: $MESHNODE_HOME or the platform data directory].
+        dir: Option<PathBuf>,
+    },
+    /// The configuration the daemon runs with (the API token shown only as set or not).
+    Config {
+        /// The node directory [default: $MESHNODE_HOME or the platform data directory].
+        dir: Option<PathBuf>,
+    },
 }
 
 /// `meshnode model …`.

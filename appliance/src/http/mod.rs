@@ -209,6 +209,13 @@ pub async fn run(
         .await
         .with_context(|| format!("binding {listen}"))?;
     let local = listener.local_addr().context("reading the bound address")?;
+    let control = crate::control::bind(&node.dir)?.map(|(socket, control)| {
+        let handler = control_handler(&node, local, relay.clone());
+        (
+            tokio::spawn(crate::control::serve(socket, handler)),
+            control,
+        )
+    });
     let signals = shutdown_signal()?;
     info!(
         address = %local,
@@ -237,6 +244,10 @@ pub async fn run(
         closer.close_all();
     })
     .await;
+    if let Some((task, socket)) = control {
+        task.abort();
+        drop(socket);
+    }
     // The writer commits what is queued, then ends, whatever connection is still open.
     tokio::task::spawn_blocking(move || {
         relay.stop_writer();
@@ -247,6 +258,43 @@ pub async fn run(
     .map_err(|_| anyhow::anyhow!("the store writer panicked"))?;
     info!("stopped");
     Ok(())
+}
+
+/// What the control socket answers: `status` (identity, address, uptime, protocol
+/// digest, relay counters) and `config` (the running configuration, the API token only
+/// said to be set).
+fn control_handler(node: &Node, listen: SocketAddr, relay: Arc<Relay>) -> crate::control::Handler {
+    let started = std::time::Instant::now();
+    let identity = serde_json::json!({
+        "pubkey": node.keys.nostr_pubkey_hex(),
+        "did": node.keys.did(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "listen": listen.to_string(),
+        "dir": node.dir.display().to_string(),
+        "protocol_digest": fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
+    });
+    let mut config = serde_json::to_value(&node.config).unwrap_or_default();
+    if !config["api"]["token"].is_null() {
+        config["api"]["token"] = serde_json::json!("(set)");
+    }
+    Arc::new(move |cmd: &str| match cmd {
+        "status" => {
+            use std::sync::atomic::Ordering::Relaxed;
+            let m = relay.metrics();
+            let mut s = identity.clone();
+            s["uptime_secs"] = serde_json::json!(started.elapsed().as_secs());
+            s["relay"] = serde_json::json!({
+                "connections_open": m.connections_open.load(Relaxed),
+                "subscriptions_open": m.subscriptions_open.load(Relaxed),
+                "events_received": m.events_received.load(Relaxed),
+                "events_stored": m.events_stored.load(Relaxed),
+                "store_errors": m.store_errors().0,
+            });
+            Some(s)
+        }
+        "config" => Some(config.clone()),
+        _ => None,
+    })
 }
 
 /// Registers the SIGINT and SIGTERM handlers now, so a signal that arrives as soon as the

@@ -100,3 +100,54 @@ fn watch_says_healthy_degraded_or_failing_and_exits_so() {
     let o = run(&["watch"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn the_control_socket_answers_its_owner_and_one_daemon_per_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("node");
+    assert!(init(&dir, &[]).status.success());
+    let d = dir.to_str().unwrap();
+    let sock = dir.join("meshnode.sock");
+    // something else where the socket goes: refused, named, left as it is
+    std::fs::write(&sock, b"not a socket").unwrap();
+    super::assert_usage_error(
+        &run(&["run", d, "--listen", "127.0.0.1:0"]),
+        "meshnode.sock exists and is not a socket",
+    );
+    assert_eq!(std::fs::read(&sock).unwrap(), b"not a socket");
+    std::fs::remove_file(&sock).unwrap();
+    let mut cmd = meshnode();
+    cmd.args(["run", d, "--listen", "127.0.0.1:0"]);
+    let daemon = Daemon::start(cmd);
+    assert_eq!(super::mode(&sock), 0o600);
+    let o = run(&["ctl", "status", d]);
+    assert!(o.status.success(), "{}", super::stderr(&o));
+    let status: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let descriptor: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("descriptor.json")).unwrap()).unwrap();
+    assert_eq!(status["pubkey"], descriptor["pubkey"]);
+    assert_eq!(
+        status["listen"],
+        daemon.url("").trim_start_matches("http://")
+    );
+    assert_eq!(status["relay"]["store_errors"], 0);
+    let o = run(&["ctl", "config", d]);
+    assert!(o.status.success(), "{}", super::stderr(&o));
+    let config: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(config["face"]["listen"].is_string(), "{config}");
+    // a second daemon on the same node is refused, naming the socket
+    super::assert_usage_error(
+        &run(&["run", d, "--listen", "127.0.0.1:0"]),
+        "another meshnode answers",
+    );
+    // a clean stop removes the socket; then ctl says nothing answers
+    assert!(daemon.stop("-TERM").success());
+    assert!(!sock.exists());
+    let o = run(&["ctl", "status", d]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        super::stderr(&o).contains("no daemon answers"),
+        "{}",
+        super::stderr(&o)
+    );
+}
