@@ -97,12 +97,24 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 None => node::default_home()?,
             };
             if !node::exists(&dir) {
-                let created = node::init(&dir, &manifest::NodeSettings::default())?;
+                let settings = manifest::NodeSettings {
+                    listen: args.listen,
+                    ..manifest::NodeSettings::default()
+                };
+                let created = node::init(&dir, &settings)?;
                 eprintln!(
                     "meshnode: created a node with defaults in {} (pubkey {})",
                     dir.display(),
                     created.pubkey
                 );
+                if args.listen.is_some_and(|a| !a.ip().is_loopback()) {
+                    eprintln!(
+                        "meshnode: {} is reachable from other hosts, so the APIs need a \
+                         token: one was generated into [api] token of {} (owner-only)",
+                        args.listen.map(|a| a.to_string()).unwrap_or_default(),
+                        dir.join(config::FILE).display()
+                    );
+                }
             }
             let models = if args.demo {
                 vec![demo::prepare(&dir)?]

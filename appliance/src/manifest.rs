@@ -28,6 +28,9 @@ pub struct NodeSettings {
     pub endpoints: Vec<Endpoint>,
     /// Listener port on 127.0.0.1.
     pub face_port: u16,
+    /// Listen here instead (`meshnode up --listen` on a node it creates); an address that
+    /// is not loopback gets a generated `[api] token`.
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for NodeSettings {
@@ -38,6 +41,7 @@ impl Default for NodeSettings {
             relays: Vec::new(),
             endpoints: Vec::new(),
             face_port: DEFAULT_FACE_PORT,
+            listen: None,
         }
     }
 }
@@ -84,6 +88,7 @@ pub fn mesh_node_settings(doc: &Value) -> anyhow::Result<NodeSettings> {
         relays: spec.relays,
         endpoints: spec.endpoints,
         face_port: spec.face_port.unwrap_or(DEFAULT_FACE_PORT),
+        listen: None,
     })
 }
 

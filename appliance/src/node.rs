@@ -109,6 +109,11 @@ pub fn init(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         .context("the node directory needs a name")?
         .to_string_lossy();
     let staging = parent.join(format!(".{name}.init-{}", std::process::id()));
+    if dir.is_dir() && !writable(&parent) {
+        // a directory made for the node under a parent it cannot write (a container's
+        // volume under /var/lib): made inside it instead
+        return init_inside(dir, settings);
+    }
     let result = build(&staging, settings).and_then(|created| {
         let carried = (dir.join(BUYER_DIR), staging.join(BUYER_DIR));
         if buyer {
@@ -128,6 +133,58 @@ pub fn init(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         let _ = std::fs::remove_dir_all(&staging);
     }
     result
+}
+
+/// Whether this process may create entries in `dir`.
+fn writable(dir: &Path) -> bool {
+    rustix::fs::access(
+        dir,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    )
+    .is_ok()
+}
+
+/// [`init`] for an existing, empty (or buyer-only) `dir` whose parent this process cannot
+/// write: the node is built in `dir/.init-PID` and its entries moved up, the configuration
+/// last (a directory without it is no node); on failure what was moved goes again.
+fn init_inside(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
+    let staging = dir.join(format!(".init-{}", std::process::id()));
+    let mut moved: Vec<PathBuf> = Vec::new();
+    let result = build(&staging, settings).and_then(|created| {
+        let mut entries: Vec<_> = std::fs::read_dir(&staging)
+            .with_context(|| format!("reading {}", staging.display()))?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<std::io::Result<_>>()
+            .with_context(|| format!("reading {}", staging.display()))?;
+        // the configuration last: `exists` keys on it
+        entries.sort_by_key(|n| n == config::FILE);
+        for name in entries {
+            let to = dir.join(&name);
+            std::fs::rename(staging.join(&name), &to)
+                .with_context(|| format!("moving the new node into {}", dir.display()))?;
+            moved.push(to);
+        }
+        set_private(dir)?;
+        Ok(created)
+    });
+    if result.is_err() {
+        for p in &moved {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&staging);
+    result
+}
+
+/// Sets `dir` to mode 0700.
+fn set_private(dir: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("making {} private (0700)", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// Creates `dir` with mode 0700 (its missing parents too, when `parents`).
@@ -150,7 +207,7 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
     let keys = NodeKeys::generate()?;
     keys.save(&dir.join(KEYS_DIR))?;
 
-    let config = Config {
+    let mut config = Config {
         node: config::NodeSection {
             name: None,
             class: settings.class,
@@ -159,13 +216,26 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
             endpoints: settings.endpoints.clone(),
         },
         face: config::FaceSection {
-            listen: std::net::SocketAddr::from(([127, 0, 0, 1], settings.face_port)),
+            listen: settings.listen.unwrap_or_else(|| {
+                std::net::SocketAddr::from(([127, 0, 0, 1], settings.face_port))
+            }),
             ..Default::default()
         },
         ..Config::default()
     };
-    std::fs::write(dir.join(config::FILE), config.to_toml())
-        .with_context(|| format!("writing {}", config::FILE))?;
+    if config.face.listen.ip().is_loopback() {
+        std::fs::write(dir.join(config::FILE), config.to_toml())
+            .with_context(|| format!("writing {}", config::FILE))?;
+    } else {
+        // reachable from other hosts: the APIs need a token, made here, kept owner-only
+        let mut token = [0u8; 32];
+        getrandom::fill(&mut token).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+        config.api.token = Some(hex::encode(token));
+        fleetmesh_proto::identity::write_private(
+            &dir.join(config::FILE),
+            config.to_toml().as_bytes(),
+        )?;
+    }
 
     let descriptor = descriptor(&keys, &config, unix_now())?;
     let mut store = Store::create(&dir.join(DB_FILE))?;

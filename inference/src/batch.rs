@@ -11,9 +11,17 @@
 //!
 //! Batching changes which rows share a matrix product, not the arithmetic of any row: the
 //! tests check that a batch of eight gives each sequence the ids it gets alone.
+//!
+//! Metrics (through the `metrics` facade): the gauge `fleetmesh_inference_queue_depth`
+//! (jobs submitted, not yet in the batch), the histograms
+//! `fleetmesh_inference_batch_size` (sequences per step),
+//! `fleetmesh_inference_time_to_first_token_seconds` (submission to first token) and
+//! `fleetmesh_inference_time_per_token_seconds` (one decoding step, per token it made),
+//! and `fleetmesh_inference_tokens_total{direction}` (`prompt`, `generated`).
 
 use std::sync::Arc;
 use std::sync::mpsc;
+use std::time::Instant;
 
 use crate::generate::{Decoding, Sampling, Transcript};
 use crate::model::{KvCache, Llama};
@@ -61,6 +69,8 @@ struct Admitted {
     job: Job,
     decoding: Decoding,
     reply: Reply,
+    /// When it was submitted (time to first token counts from here).
+    queued: Instant,
 }
 
 struct Active {
@@ -150,8 +160,11 @@ impl Batcher {
                 job,
                 decoding,
                 reply,
+                queued: Instant::now(),
             })
-            .map_err(|_| Error::Request("the model's batching worker has stopped".into()))
+            .map_err(|_| Error::Request("the model's batching worker has stopped".into()))?;
+        metrics::gauge!("fleetmesh_inference_queue_depth").increment(1.0);
+        Ok(())
     }
 
     /// Submits `job` and waits for its transcript.
@@ -205,6 +218,8 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
         if active.is_empty() {
             continue;
         }
+        metrics::histogram!("fleetmesh_inference_batch_size").record(active.len() as f64);
+        let step = Instant::now();
         // a panic in candle fails this step's sequences, not the worker
         let result = {
             let mut batch: Vec<(&[u32], &mut KvCache)> = active
@@ -233,6 +248,13 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
                 continue;
             };
             let d = &a.admitted.decoding;
+            if d.steps().len() == 1 {
+                metrics::histogram!("fleetmesh_inference_time_to_first_token_seconds")
+                    .record(a.admitted.queued.elapsed().as_secs_f64());
+            } else {
+                metrics::histogram!("fleetmesh_inference_time_per_token_seconds")
+                    .record(step.elapsed().as_secs_f64());
+            }
             // a callback that panics ends its own job with an error
             let stop = match a.admitted.job.on_step.as_mut() {
                 Some(f) => {
@@ -265,6 +287,9 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
 }
 
 fn admit(a: Admitted, digest: [u8; 32], active: &mut Vec<Active>) {
+    metrics::gauge!("fleetmesh_inference_queue_depth").decrement(1.0);
+    metrics::counter!("fleetmesh_inference_tokens_total", "direction" => "prompt")
+        .increment(a.job.prompt.len() as u64);
     if a.job.max_tokens == 0 {
         return finish(a, digest);
     }
@@ -276,6 +301,8 @@ fn admit(a: Admitted, digest: [u8; 32], active: &mut Vec<Active>) {
 }
 
 fn finish(a: Admitted, digest: [u8; 32]) {
+    metrics::counter!("fleetmesh_inference_tokens_total", "direction" => "generated")
+        .increment(a.decoding.steps().len() as u64);
     let t = a.decoding.into_transcript(digest, &a.job.prompt);
     (a.reply)(Ok(t));
 }

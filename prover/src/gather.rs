@@ -5,6 +5,10 @@
 //! proofs named by bisection, [`crate::batch_verify_grouped`]), then answers each caller.
 //! Prepared keys are cached by their coordinates ([`Gatherer::prepared`]), so a buyer who
 //! sends the same key again does not pay for its preparation.
+//!
+//! Metrics: `fleetmesh_verifier_proofs_total{verdict}` (`valid`, `invalid`, `error`,
+//! `busy`), the `fleetmesh_verifier_batch_size` histogram and the gauge
+//! `fleetmesh_verifier_queue_depth` (proofs waiting for a batch).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -91,10 +95,13 @@ impl Gatherer {
     /// # Errors
     /// [`Error::Busy`] when the queue has no room for all of them.
     pub fn submit(&self, items: Vec<(Arc<PreparedVk>, Item)>) -> Result<Vec<Pending>> {
-        let permits = self
-            .queue
-            .try_reserve_many(items.len())
-            .map_err(|_| Error::Busy("the verification queue is full; retry shortly".into()))?;
+        let permits = self.queue.try_reserve_many(items.len()).map_err(|_| {
+            metrics::counter!("fleetmesh_verifier_proofs_total", "verdict" => "busy")
+                .increment(items.len() as u64);
+            Error::Busy("the verification queue is full; retry shortly".into())
+        })?;
+        metrics::gauge!("fleetmesh_verifier_queue_depth")
+            .set((QUEUE - self.queue.capacity()) as f64);
         Ok(permits
             .zip(items)
             .map(|(permit, (key, item))| {
@@ -121,6 +128,8 @@ async fn worker(mut rx: mpsc::Receiver<Job>) {
             }
         }
         debug!(proofs = jobs.len(), "verifying a batch");
+        metrics::gauge!("fleetmesh_verifier_queue_depth").set(rx.len() as f64);
+        metrics::histogram!("fleetmesh_verifier_batch_size").record(jobs.len() as f64);
         let keys: Vec<Arc<PreparedVk>> = jobs.iter().map(|j| j.key.clone()).collect();
         let items: Vec<(usize, Item)> = jobs
             .iter()
@@ -131,18 +140,27 @@ async fn worker(mut rx: mpsc::Receiver<Job>) {
             tokio::task::spawn_blocking(move || batch_verify_grouped(&keys, &items)).await;
         match verdicts {
             Ok(Ok(v)) => {
+                let valid = v.iter().filter(|ok| **ok).count() as u64;
+                metrics::counter!("fleetmesh_verifier_proofs_total", "verdict" => "valid")
+                    .increment(valid);
+                metrics::counter!("fleetmesh_verifier_proofs_total", "verdict" => "invalid")
+                    .increment(v.len() as u64 - valid);
                 for (job, valid) in jobs.into_iter().zip(v) {
                     let _ = job.reply.send(Ok(valid));
                 }
             }
             Ok(Err(e)) => {
                 warn!(error = %e, "batch verification failed");
+                metrics::counter!("fleetmesh_verifier_proofs_total", "verdict" => "error")
+                    .increment(jobs.len() as u64);
                 for job in jobs {
                     let _ = job.reply.send(Err(e.to_string()));
                 }
             }
             Err(e) => {
                 warn!(error = %e, "batch verification panicked");
+                metrics::counter!("fleetmesh_verifier_proofs_total", "verdict" => "error")
+                    .increment(jobs.len() as u64);
                 for job in jobs {
                     let _ = job.reply.send(Err("internal error".into()));
                 }

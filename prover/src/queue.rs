@@ -13,6 +13,11 @@
 //! with [`Error::Busy`] instead of piling up. [`ProvingQueue::prove`] waits for its turn
 //! without holding a thread (a caller that goes away while waiting is dropped unproved);
 //! [`ProvingQueue::prove_blocking`] is the same queue for callers on a thread of their own.
+//!
+//! Metrics (through the `metrics` facade): `fleetmesh_prover_proofs_total{circuit,
+//! outcome}`, `fleetmesh_prover_proof_seconds`, `fleetmesh_prover_phase_seconds{phase}`
+//! (`witness` here, the rest in [`crate::prove`]) and the gauge
+//! `fleetmesh_prover_queue_depth` (requests admitted, proving or waiting).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -168,6 +173,17 @@ pub fn error_code(e: &Error) -> &'static str {
     }
 }
 
+/// A place in the proving queue; leaving it lowers `fleetmesh_prover_queue_depth`.
+struct Admission<'a> {
+    _permit: SemaphorePermit<'a>,
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        metrics::gauge!("fleetmesh_prover_queue_depth").decrement(1.0);
+    }
+}
+
 impl ProvingQueue {
     /// A queue for the circuits under `dir`, proving on `backend`.
     pub fn new(dir: PathBuf, backend: Arc<dyn MsmNtt>) -> Arc<ProvingQueue> {
@@ -214,13 +230,20 @@ impl ProvingQueue {
         self.run(req)
     }
 
-    fn admit(&self) -> Result<SemaphorePermit<'_>> {
+    fn admit(&self) -> Result<Admission<'_>> {
         match self.admitted.try_acquire() {
-            Ok(p) => Ok(p),
-            Err(TryAcquireError::NoPermits) => Err(Error::Busy(
-                "the proving queue is full; retry shortly".into(),
-            )),
-            Err(TryAcquireError::Closed) => Err(Error::Busy("the prover stopped".into())),
+            Ok(p) => {
+                metrics::gauge!("fleetmesh_prover_queue_depth").increment(1.0);
+                Ok(Admission { _permit: p })
+            }
+            Err(e) => {
+                metrics::counter!("fleetmesh_prover_proofs_total", "circuit" => "", "outcome" => "busy")
+                    .increment(1);
+                Err(Error::Busy(match e {
+                    TryAcquireError::NoPermits => "the proving queue is full; retry shortly".into(),
+                    TryAcquireError::Closed => "the prover stopped".into(),
+                }))
+            }
         }
     }
 
@@ -321,12 +344,33 @@ impl ProvingQueue {
     }
 
     /// Witness then proof, blocking, on the caller's thread (the turn is held).
+    /// Counted in `fleetmesh_prover_proofs_total{circuit, outcome}` (the outcome is
+    /// `ok` or the [`error_code`]; the circuit is empty when the name is not installed) and
+    /// timed in `fleetmesh_prover_proof_seconds`.
     fn run(&self, req: &ProveRequest) -> Result<QueuedProof> {
-        let circuit = self.circuit(&req.circuit)?;
+        let circuit = match self.circuit(&req.circuit) {
+            Ok(c) => c,
+            Err(e) => {
+                metrics::counter!("fleetmesh_prover_proofs_total", "circuit" => "", "outcome" => error_code(&e))
+                    .increment(1);
+                return Err(e);
+            }
+        };
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
+        let t = Instant::now();
         let out = self.make(&circuit, req);
         self.running.fetch_sub(1, Ordering::SeqCst);
+        let outcome = match &out {
+            Ok(_) => {
+                metrics::histogram!("fleetmesh_prover_proof_seconds")
+                    .record(t.elapsed().as_secs_f64());
+                "ok"
+            }
+            Err(e) => error_code(e),
+        };
+        metrics::counter!("fleetmesh_prover_proofs_total", "circuit" => req.circuit.clone(), "outcome" => outcome)
+            .increment(1);
         out
     }
 
@@ -350,6 +394,8 @@ impl ProvingQueue {
             Witnessing::Witness(w) => w.clone(),
         };
         let witness_ms = t.elapsed().as_millis() as u64;
+        metrics::histogram!("fleetmesh_prover_phase_seconds", "phase" => "witness")
+            .record(t.elapsed().as_secs_f64());
         let t = Instant::now();
         let proven = crate::prove::prove_checked(
             &circuit.pk,

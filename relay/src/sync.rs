@@ -188,8 +188,89 @@ impl Peer {
     }
 }
 
-/// Syncs `store` (any [`EventStore`]) with the relay at `peer` (`ws://` or `wss://`); `progress` is called with
-/// a line of text as the work advances.
+/// How a sync advances, for a progress display; `Display` gives each as one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncProgress {
+    /// Connected; reconciliation starts over this many local items.
+    Reconciling {
+        /// Items on this side matching the filter.
+        local_items: usize,
+    },
+    /// Every fifth round of reconciliation: the differences found so far.
+    Round {
+        /// Rounds so far.
+        round: usize,
+        /// Events found missing on the peer so far.
+        to_send: usize,
+        /// Events found missing here so far.
+        to_fetch: usize,
+    },
+    /// Reconciliation is over.
+    Reconciled {
+        /// Rounds it took.
+        rounds: usize,
+        /// Events missing on the peer.
+        to_send: usize,
+        /// Events missing here.
+        to_fetch: usize,
+    },
+    /// Events fetched (stored or already here) of those missing here.
+    Fetched {
+        /// So far.
+        done: usize,
+        /// In all.
+        total: usize,
+    },
+    /// Events the peer accepted of those missing there.
+    Pushed {
+        /// So far.
+        done: usize,
+        /// In all.
+        total: usize,
+    },
+    /// The peer answered `rate-limited:`; these events go again after the pause.
+    RateLimited {
+        /// Events to send again.
+        events: usize,
+        /// The pause first.
+        pause: Duration,
+    },
+}
+
+impl std::fmt::Display for SyncProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyncProgress::Reconciling { local_items } => {
+                write!(f, "sync: reconciling {local_items} local items")
+            }
+            SyncProgress::Round {
+                round,
+                to_send,
+                to_fetch,
+            } => write!(
+                f,
+                "sync: round {round}: {to_send} to send, {to_fetch} to fetch so far"
+            ),
+            SyncProgress::Reconciled {
+                rounds,
+                to_send,
+                to_fetch,
+            } => write!(
+                f,
+                "sync: reconciled in {rounds} rounds: {to_send} to send, {to_fetch} to fetch"
+            ),
+            SyncProgress::Fetched { done, total } => write!(f, "sync: fetched {done}/{total}"),
+            SyncProgress::Pushed { done, total } => write!(f, "sync: pushed {done}/{total}"),
+            SyncProgress::RateLimited { events, pause } => write!(
+                f,
+                "sync: the peer rate-limits; {events} events again in {pause:?}"
+            ),
+        }
+    }
+}
+
+/// Syncs `store` (any [`EventStore`]) with the relay at `peer` (`ws://` or `wss://`);
+/// `progress` is told how the work advances ([`SyncProgress`]).
 ///
 /// # Errors
 /// [`Error::Sync`] when the peer cannot be reached, answers NEG-ERR (for example a relay
@@ -198,7 +279,7 @@ pub async fn sync<S: EventStore + ?Sized>(
     store: &mut S,
     peer: &str,
     opts: &SyncOptions,
-    mut progress: impl FnMut(&str),
+    mut progress: impl FnMut(&SyncProgress),
 ) -> Result<SyncReport> {
     let filter =
         Filter::from_value(&opts.filter, FilterLimits::default()).map_err(|e| Error::Sync {
@@ -250,10 +331,9 @@ pub async fn sync<S: EventStore + ?Sized>(
         ws,
         timeout: opts.timeout,
     };
-    progress(&format!(
-        "sync: reconciling {} local items with {peer}",
-        report.local_items
-    ));
+    progress(&SyncProgress::Reconciling {
+        local_items: report.local_items,
+    });
 
     // Reconciliation.
     let subid = "fleetmesh-sync";
@@ -285,12 +365,11 @@ pub async fn sync<S: EventStore + ?Sized>(
                     None => break,
                 }
                 if report.rounds.is_multiple_of(5) {
-                    progress(&format!(
-                        "sync: round {}: {} to send, {} to fetch so far",
-                        report.rounds,
-                        have.len(),
-                        need.len()
-                    ));
+                    progress(&SyncProgress::Round {
+                        round: report.rounds,
+                        to_send: have.len(),
+                        to_fetch: need.len(),
+                    });
                 }
             }
             (Some("NEG-ERR"), Some(s)) if s == subid => {
@@ -308,10 +387,11 @@ pub async fn sync<S: EventStore + ?Sized>(
     report.neg_bytes_up += p.send(json!(["NEG-CLOSE", subid]).to_string()).await?;
     report.have = have.len();
     report.need = need.len();
-    progress(&format!(
-        "sync: reconciled in {} rounds: {} to send, {} to fetch",
-        report.rounds, report.have, report.need
-    ));
+    progress(&SyncProgress::Reconciled {
+        rounds: report.rounds,
+        to_send: report.have,
+        to_fetch: report.need,
+    });
 
     if opts.dry_run {
         let _ = p.ws.close(None).await;
@@ -333,7 +413,7 @@ async fn pull<S: EventStore + ?Sized>(
     need: &[Id],
     opts: &SyncOptions,
     report: &mut SyncReport,
-    progress: &mut impl FnMut(&str),
+    progress: &mut impl FnMut(&SyncProgress),
 ) -> Result<()> {
     let schemas = fleetmesh_schemas::SchemaSet::embedded();
     let limits = crate::limits::Limits::default();
@@ -385,7 +465,10 @@ async fn pull<S: EventStore + ?Sized>(
         }
         // Ids the peer reconciled but did not return (deleted or expired meanwhile).
         report.fetch_failed += chunk.len().saturating_sub(returned);
-        progress(&format!("sync: fetched {}/{}", report.fetched, need.len()));
+        progress(&SyncProgress::Fetched {
+            done: report.fetched,
+            total: need.len(),
+        });
     }
     Ok(())
 }
@@ -396,7 +479,7 @@ async fn push<S: EventStore + ?Sized>(
     have: &[Id],
     opts: &SyncOptions,
     report: &mut SyncReport,
-    progress: &mut impl FnMut(&str),
+    progress: &mut impl FnMut(&SyncProgress),
 ) -> Result<()> {
     for chunk in have.chunks(opts.batch.max(1)) {
         let ids: Vec<[u8; 32]> = chunk.iter().map(|id| *id.as_bytes()).collect();
@@ -434,16 +517,18 @@ async fn push<S: EventStore + ?Sized>(
             if limited.is_empty() {
                 break;
             }
-            progress(&format!(
-                "sync: the peer rate-limits; {} events again in {:?}",
-                limited.len(),
-                pause
-            ));
+            progress(&SyncProgress::RateLimited {
+                events: limited.len(),
+                pause,
+            });
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(8));
             pending.retain(|(id, _)| limited.contains(id));
         }
-        progress(&format!("sync: pushed {}/{}", report.pushed, have.len()));
+        progress(&SyncProgress::Pushed {
+            done: report.pushed,
+            total: have.len(),
+        });
     }
     Ok(())
 }

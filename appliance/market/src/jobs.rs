@@ -6,6 +6,9 @@
 //! its ask's address, so submitting the same ask twice is one job. A job that was
 //! `running` when the node stopped is `accepted` again when the store reopens (it runs
 //! again; jobs are deterministic), with that said in its reason.
+//!
+//! Every state a job enters is counted in `fleetmesh_jobs_total{engine, mode, state}`
+//! (through the `metrics` facade), so jobs in flight are `accepted` minus the final ones.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -72,6 +75,23 @@ impl State {
                 State::Verified | State::Failed | State::Expired
             )
         )
+    }
+}
+
+/// Counts a job entering `state`.
+fn counted(engine: &str, mode: &str, state: &str) {
+    metrics::counter!("fleetmesh_jobs_total", "engine" => engine.to_owned(),
+        "mode" => mode.to_owned(), "state" => state.to_owned())
+    .increment(1);
+}
+
+impl JobRecord {
+    fn counted(&self) {
+        counted(
+            self.engine.as_str(),
+            self.mode.as_str(),
+            self.state.as_str(),
+        );
     }
 }
 
@@ -328,6 +348,7 @@ impl JobStore {
         )
         .map_err(storage)?;
         let rec = Self::get_in(&conn, job_id)?.expect("just inserted");
+        rec.counted();
         Ok((rec, true))
     }
 
@@ -366,6 +387,23 @@ impl JobStore {
             .map_err(storage)
     }
 
+    /// The `n` jobs changed last, newest first.
+    ///
+    /// # Errors
+    /// `storage`.
+    pub fn recent(&self, n: usize) -> Result<Vec<JobRecord>, Refusal> {
+        let conn = self.conn();
+        let mut q = conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM jobs ORDER BY updated_at DESC, id LIMIT ?1"
+            ))
+            .map_err(storage)?;
+        q.query_map(params![n as i64], row)
+            .map_err(storage)?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(storage)
+    }
+
     /// Moves job `id` to `to` (with `reason`), if that is a step its state allows.
     ///
     /// # Errors
@@ -377,7 +415,9 @@ impl JobStore {
         reason: Option<&str>,
         now: u64,
     ) -> Result<JobRecord, Refusal> {
-        Self::transition_in(&self.conn(), id, to, reason, now)
+        let rec = Self::transition_in(&self.conn(), id, to, reason, now)?;
+        rec.counted();
+        Ok(rec)
     }
 
     fn transition_in(
@@ -452,7 +492,9 @@ impl JobStore {
         )
         .map_err(storage)?;
         tx.commit().map_err(storage)?;
-        Ok(Self::get_in(&conn, id)?.expect("present"))
+        let rec = Self::get_in(&conn, id)?.expect("present");
+        rec.counted();
+        Ok(rec)
     }
 
     /// Expires every unfinished job whose ask expired by `now`; returns their ids.
@@ -465,12 +507,22 @@ impl JobStore {
             .prepare(
                 "UPDATE jobs SET state = 'expired', reason = 'the ask expired before the job \
                  finished', updated_at = ?1 WHERE state IN ('accepted', 'running') AND \
-                 expires_at <= ?1 RETURNING id",
+                 expires_at <= ?1 RETURNING id, engine, mode",
             )
             .map_err(storage)?;
-        q.query_map(params![now as i64], |r| r.get(0))
+        let expired: Vec<(String, String, String)> = q
+            .query_map(params![now as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
             .map_err(storage)?
             .collect::<rusqlite::Result<_>>()
-            .map_err(storage)
+            .map_err(storage)?;
+        Ok(expired
+            .into_iter()
+            .map(|(id, engine, mode)| {
+                counted(&engine, &mode, State::Expired.as_str());
+                id
+            })
+            .collect())
     }
 }

@@ -491,6 +491,10 @@ pub struct WatchArgs {
     /// Free disk space below which the node is degraded (failing below a sixteenth).
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
     pub min_free_bytes: u64,
+    /// A container health probe's exit codes: 0 healthy, 1 anything else (Docker's
+    /// HEALTHCHECK reserves 2). The image's HEALTHCHECK runs `watch --node URL --healthcheck`.
+    #[arg(long)]
+    pub healthcheck: bool,
 }
 
 /// `meshnode proof …`.

@@ -44,7 +44,10 @@ pub struct InferArgs {
 
 /// Runs one generation and prints it; exit 1 when the quorum accepts no output.
 pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
+    let loading = crate::cli::progress::Progress::new("meshnode: infer");
+    loading.say(&format!("meshnode: loading {}", args.model.display()));
     let (model, tokenizer, digest) = crate::models::load(&args.model, &args.device)?;
+    loading.finish(&format!("meshnode: model {} loaded", hex::encode(digest)));
     // as transformers' tokenizer(prompt) and vLLM: with the special tokens (a Llama's BOS)
     let prompt = tokenizer.encode_with(&args.prompt, true)?;
     let model_name = args

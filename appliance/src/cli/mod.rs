@@ -8,6 +8,7 @@ pub mod attest;
 pub mod doctor;
 pub mod infer;
 pub mod job;
+pub mod progress;
 pub mod proof;
 pub mod schema;
 pub mod sync;

@@ -241,7 +241,8 @@ pub fn prove_cmd(
     let t = std::time::Instant::now();
     let (backend, why) = fleetmesh_kernels::ops::select(backend, fleetmesh_kernels::probe::probe)?;
     eprintln!("meshnode: backend {} ({why})", backend.describe());
-    eprintln!("meshnode: reading {}", zkey.display());
+    let progress = crate::cli::progress::Progress::new("meshnode: prove");
+    progress.say(&format!("meshnode: reading {}", zkey.display()));
     let pk = match read_bytes(zkey).and_then(|b| {
         fleetmesh_prover::ProvingKey::from_bytes(&b).map_err(|e| format!("{}: {e}", zkey.display()))
     }) {
@@ -249,12 +250,12 @@ pub fn prove_cmd(
         Err(e) => return malformed(e),
     };
     let load_ms = t.elapsed().as_millis();
-    eprintln!(
+    progress.say(&format!(
         "meshnode: key read: {} wires, {} public, domain 2^{} ({load_ms} ms); computing the witness",
         pk.n_vars,
         pk.n_public,
         pk.domain_size.trailing_zeros()
-    );
+    ));
     let t_w = std::time::Instant::now();
     let w = match load_witness(witness) {
         Ok(Ok(w)) => w,
@@ -265,7 +266,7 @@ pub fn prove_cmd(
         Err(e) => return malformed(e),
     };
     let witness_ms = t_w.elapsed().as_millis();
-    eprintln!("meshnode: proving");
+    progress.say("meshnode: proving");
     let t_p = std::time::Instant::now();
     let proven = match fleetmesh_prover::prove(&pk, &w, backend.as_ref()) {
         Ok(p) => p,
@@ -276,6 +277,7 @@ pub fn prove_cmd(
         Err(e) => return Err(e.into()),
     };
     let prove_ms = t_p.elapsed().as_millis();
+    progress.finish(&format!("meshnode: proved in {prove_ms} ms"));
     write_atomic(
         proof_out,
         &serde_json::to_vec_pretty(&proof_to_json(&proven.proof))?,

@@ -1,12 +1,14 @@
-//! `meshnode sync`: NIP-77 sync of the node's store with a peer relay.
+//! `meshnode sync`: NIP-77 sync of the node's store with a peer relay, its progress on
+//! stderr (bars on a terminal, [`crate::cli::progress`]).
 
 use anyhow::Context as _;
 
+use crate::cli::progress::Progress;
 use crate::cli::{Outcome, SyncArgs};
 
 /// Runs `meshnode sync`.
 pub fn run(args: SyncArgs) -> anyhow::Result<Outcome> {
-    use fleetmesh_relay::sync::{SyncOptions, sync};
+    use fleetmesh_relay::sync::{SyncOptions, SyncProgress, sync};
     let filter: serde_json::Value =
         serde_json::from_str(&args.filter).context("--filter is not JSON")?;
     if !(args.peer.starts_with("ws://") || args.peer.starts_with("wss://")) {
@@ -30,9 +32,20 @@ pub fn run(args: SyncArgs) -> anyhow::Result<Outcome> {
         .build()
         .context("starting the async runtime")?;
     let started = std::time::Instant::now();
-    let report = runtime.block_on(sync(&mut store, &args.peer, &opts, |line| {
-        eprintln!("{line}")
+    eprintln!("sync: with {}", args.peer);
+    let mut shown = Progress::new("sync");
+    let report = runtime.block_on(sync(&mut store, &args.peer, &opts, |p| match p {
+        SyncProgress::Fetched { done, total } => {
+            shown.say("fetching");
+            shown.set(*done as u64, *total as u64);
+        }
+        SyncProgress::Pushed { done, total } => {
+            shown.say("pushing");
+            shown.set(*done as u64, *total as u64);
+        }
+        other => shown.say(&other.to_string()),
     }))?;
+    shown.finish("sync: done");
     if args.dry_run {
         println!(
             "sync (dry run): {} rounds, {} bytes up, {} bytes down (negentropy); {} missing here, {} missing there",

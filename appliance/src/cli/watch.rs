@@ -3,7 +3,9 @@
 //! Given a node directory it checks what lies on disk — the configuration, the directory's
 //! and the keys' modes, every SQLite database (`quick_check`), the free space of the disk
 //! it is on — and asks the daemon at the configured address (or `--node URL`) for its
-//! health and counters: store errors, events rejected by the rate limits, connections.
+//! health and counters: store errors, events rejected by the rate limits, connections,
+//! the proving, verifying and inference queues (a full proving queue is degraded).
+//! `--healthcheck` folds failing into 1 for container probes (Docker reserves 2).
 //! One line per finding (`ok`, `degraded`, `failing`), or one JSON object with `--json`.
 //! Exit 0 when all is well, 1 when something is degraded, 2 when something fails or the
 //! daemon does not answer — what Nagios, systemd and Kubernetes probes expect.
@@ -83,6 +85,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     Ok(match worst {
         Level::Ok => Outcome::Ok,
         Level::Degraded => Outcome::Negative,
+        Level::Failing if args.healthcheck => Outcome::Negative,
         Level::Failing => Outcome::Failing,
     })
 }
@@ -275,6 +278,22 @@ fn daemon_checks(url: &str, out: &mut Vec<Finding>) {
             metric("fleetmesh_relay_connections ").unwrap_or(0.0),
             metric("fleetmesh_relay_subscriptions ").unwrap_or(0.0),
             metric("fleetmesh_relay_output_queued_bytes ").unwrap_or(0.0)
+        ),
+    );
+    // a full proving queue turns requests away (503); the others only wait
+    let proving = metric("fleetmesh_prover_queue_depth ").unwrap_or(0.0);
+    let full = proving >= fleetmesh_prover::queue::QUEUE as f64;
+    found(
+        out,
+        "queues",
+        if full { Level::Degraded } else { Level::Ok },
+        format!(
+            "{proving} proofs admitted (of {}{}), {} checks waiting for a batch, {} \
+             generations waiting for the batcher",
+            fleetmesh_prover::queue::QUEUE,
+            if full { ": new ones are refused" } else { "" },
+            metric("fleetmesh_verifier_queue_depth ").unwrap_or(0.0),
+            metric("fleetmesh_inference_queue_depth ").unwrap_or(0.0)
         ),
     );
 }

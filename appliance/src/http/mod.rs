@@ -1,5 +1,6 @@
 //! The daemon's HTTP side: one listener ([`listener`]) and one router over the faces — the
-//! relay ([`relay`]: WebSocket, NIP-11, health, metrics), proofs ([`proofs`]), inference
+//! relay ([`relay`]: WebSocket, NIP-11, health), every subsystem's metrics ([`metrics`]),
+//! proofs ([`proofs`]), inference
 //! ([`inference`]), jobs ([`jobs`]) and blobs ([`blobs`], Blossom) — with the API guard
 //! ([`guard`]: cross-site refusal, JSON only, bearer token, CORS) and one error body
 //! ([`error`]). Stops cleanly on SIGINT or SIGTERM: connections get a close frame, queued
@@ -27,8 +28,10 @@ pub mod guard;
 pub mod inference;
 pub mod jobs;
 pub mod listener;
+pub mod metrics;
 pub mod proofs;
 pub mod relay;
+pub mod status;
 
 /// Where the prove service finds circuits, under the node directory.
 pub const CIRCUITS_DIR: &str = "circuits";
@@ -41,6 +44,7 @@ pub fn router(
 ) -> anyhow::Result<Router> {
     let descriptor = node.current_descriptor()?;
     let choice = node.config.compute.backend;
+    let mut devices = format!("not probed ([compute] backend = \"{choice}\")");
     let (backend, why) = fleetmesh_kernels::ops::select(choice, || {
         let found = fleetmesh_kernels::probe::probe();
         let adapters = match &found.wgpu {
@@ -57,10 +61,18 @@ pub fn router(
             fleetmesh_kernels::probe::CudaStatus::Unavailable { reason } => reason.clone(),
         };
         info!(cpu_threads = found.cpu_threads, wgpu = %adapters, cuda = %cuda, "hardware probe");
+        devices = format!(
+            "{} CPU threads; wgpu: {adapters}; CUDA: {cuda}",
+            found.cpu_threads
+        );
         found
     })
     .with_context(|| format!("[compute] backend = \"{choice}\""))?;
     info!(backend = %backend.describe(), reason = %why, "prover backend");
+    // the recorder is in place before the first proof, token or job is counted
+    self::metrics::exporter();
+    self::metrics::build_info(&backend.describe());
+    let backend_line = format!("{} ({why})", backend.describe());
     let inference = crate::http::inference::InferenceService::load(inference)?;
     let backend: Arc<dyn fleetmesh_kernels::MsmNtt> = Arc::from(backend);
     let blobs = crate::http::blobs::Blossom::open(
@@ -83,12 +95,26 @@ pub fn router(
         },
         &node.config.jobs,
     )?;
+    let nip11 = relay::nip11_document(node, &descriptor.id_hex(), &relay);
+    let status = status::Status {
+        name: nip11["name"].as_str().unwrap_or_default().to_owned(),
+        did: node.keys.did(),
+        class: node.config.node.class.to_string(),
+        protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
+        descriptor: descriptor.id_hex(),
+        backend: backend_line,
+        devices,
+        circuits: node.dir.join(CIRCUITS_DIR),
+        inference: inference.clone(),
+        jobs: jobs.clone(),
+    };
     let state = Arc::new(RelayState {
-        nip11: relay::nip11_document(node, &descriptor.id_hex(), &relay).to_string(),
+        nip11: nip11.to_string(),
         pubkey: node.keys.nostr_pubkey_hex(),
         started: Instant::now(),
         relay,
         websocket_origins: node.config.face.websocket_origins.clone(),
+        status,
     });
     let policy = Arc::new(crate::http::guard::Policy::new(
         &node.config.api.allowed_origins,
@@ -141,7 +167,7 @@ pub fn router(
     Ok(Router::new()
         .route("/", get(relay::root).options(relay::preflight))
         .route("/healthz", get(relay::healthz))
-        .route("/metrics", get(relay::metrics))
+        .route("/metrics", get(self::metrics::metrics))
         .merge(api)
         .route(
             "/upload",

@@ -1,7 +1,8 @@
 //! The relay face: `GET /` upgrades to the relay WebSocket (NIP-01, its origin checked
 //! against `[face] websocket_origins`) or, asked with `Accept: application/nostr+json`,
-//! answers the NIP-11 document (CORS as NIP-11 requires); `GET /healthz` (the store's
-//! health) and `GET /metrics` (Prometheus text).
+//! answers the NIP-11 document (CORS as NIP-11 requires), or gives a browser the status
+//! page ([`crate::http::status`]); `GET /healthz` (the store's
+//! health); `GET /metrics` is [`crate::http::metrics`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub struct RelayState {
     pub relay: Arc<Relay>,
     /// `[face] websocket_origins`.
     pub websocket_origins: Vec<String>,
+    /// What the status page shows.
+    pub status: crate::http::status::Status,
 }
 
 /// NIPs this build serves; 77 is added when negentropy is enabled.
@@ -95,12 +98,7 @@ pub async fn root(
         }
         return state.relay.clone().upgrade(ws, peer);
     }
-    let wants_nip11 = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|m| m.trim().starts_with(NOSTR_JSON)));
-    if wants_nip11 {
+    if accepts(&headers, NOSTR_JSON) {
         let mut response = (
             [(header::CONTENT_TYPE, HeaderValue::from_static(NOSTR_JSON))],
             state.nip11.clone(),
@@ -108,6 +106,8 @@ pub async fn root(
             .into_response();
         cors_any_origin(response.headers_mut(), "GET, OPTIONS");
         response
+    } else if accepts(&headers, "text/html") {
+        crate::http::status::page(state).await
     } else {
         format!(
             "fleetmesh node {}\nThis is a Nostr relay endpoint: ask with 'Accept: {NOSTR_JSON}' for its NIP-11 document.\n",
@@ -115,6 +115,15 @@ pub async fn root(
         )
         .into_response()
     }
+}
+
+/// Whether a request's `Accept` header names `media` (parameters and quality ignored).
+pub fn accepts(headers: &HeaderMap, media: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|m| m.trim().starts_with(media)))
 }
 
 /// `OPTIONS /`: NIP-11's CORS preflight.
@@ -140,23 +149,4 @@ pub async fn healthz(State(state): State<Arc<RelayState>>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, axum::Json(body)).into_response()
-}
-
-/// `GET /metrics`: the relay's counters, Prometheus text.
-pub async fn metrics(State(state): State<Arc<RelayState>>) -> Response {
-    match state.relay.render_metrics().await {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "text/plain; version=0.0.4; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({"error": {"code": "store", "message": e.to_string()}})),
-        )
-            .into_response(),
-    }
 }

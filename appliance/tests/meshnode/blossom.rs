@@ -149,6 +149,14 @@ fn blobs_are_stored_by_hash_served_counted_and_deleted_by_their_uploader() {
     });
     // the deleted blob's file is gone, and the refusals left nothing behind
     assert_eq!(blob_files(node.path()), Vec::<String>::new());
+    // /metrics has the totals (two uploads; four reads: three above the served table's
+    // check, one after alice's delete) and no peer
+    let m = d.scrape();
+    let bytes =
+        |direction: &str| m.must("fleetmesh_blobs_bytes_total", &[("direction", direction)]);
+    let n = body.len() as f64;
+    assert_eq!((bytes("in"), bytes("out")), (2.0 * n, 4.0 * n));
+    assert!(!m.text.contains("127.0.0.1"), "{}", m.text);
 }
 
 /// A fresh node with `edits` to its config, running.

@@ -229,6 +229,11 @@ fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
     };
     let o = infer(dir.path(), &["--max-tokens", "6"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // not on a terminal: the model's loading in plain lines
+    let err = stderr(&o);
+    let loading = format!("meshnode: loading {}\n", dir.path().display());
+    assert!(err.contains(&loading), "{err}");
+    assert!(err.contains(" loaded\n") && !err.contains('\r'), "{err}");
     let a: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(
         a["prompt_token_ids"],
@@ -567,4 +572,40 @@ fn attest_verify_checks_revocation_with_crl_and_ocsp_and_says_when_unchecked() {
     assert_eq!(o.status.code(), Some(2));
     let o = snp(&["--rim", &p("nvidia/nvtrust/Driver_RIM_test_no_gpu.swidtag")]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn long_work_draws_on_a_terminal_and_writes_lines_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny");
+    assert!(
+        run(&["model", "make-tiny", model.to_str().unwrap()])
+            .status
+            .success()
+    );
+    // under a pseudo-terminal (util-linux's script): indicatif redraws its line in place
+    let bin = env!("CARGO_BIN_EXE_meshnode");
+    let cmd = format!(
+        "{bin} infer --model {} --prompt hi --max-tokens 2",
+        model.display()
+    );
+    let o = Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .output()
+        .expect("script(1) from util-linux");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tty = stdout(&o);
+    assert!(tty.contains("\x1b["), "no terminal drawing in {tty:?}");
+    assert!(tty.contains(" loaded"), "{tty:?}");
+    // the same command with stderr to a pipe: the plain lines only
+    let o = run(&[
+        "infer",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        "hi",
+        "--max-tokens",
+        "2",
+    ]);
+    assert!(!stderr(&o).contains('\x1b'), "{}", stderr(&o));
 }

@@ -88,6 +88,31 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
         let err: Value = r.json().await.unwrap();
         assert_eq!(err["error"]["code"], "not_found");
     });
+    // which build runs, and on what
+    let m = daemon.scrape();
+    let version = ("version", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        m.must("fleetmesh_build_info", &[version, ("profile", "debug")]),
+        1.0
+    );
+    let sample = m
+        .parsed
+        .samples
+        .iter()
+        .find(|s| s.metric == "fleetmesh_build_info");
+    let labels = &sample.unwrap().labels;
+    assert_eq!(labels.get("features"), Some("wgpu+cuda"), "{}", m.text);
+    assert!(
+        !labels.get("backend").unwrap_or("").is_empty(),
+        "{}",
+        m.text
+    );
+    // every described metric with a help text, every one the node has recorded so far typed
+    assert!(
+        m.text.contains("# HELP fleetmesh_build_info "),
+        "{}",
+        m.text
+    );
     assert!(daemon.stop("-TERM").success(), "SIGTERM exits 0");
 
     // SIGINT too, and the node reopens with the same identity afterwards.

@@ -123,3 +123,51 @@ fn up_demo_answers_every_api_and_jobs_default_to_a_buyer_identity_under_the_home
     assert!(err.contains("hardware probe"), "the probe is logged: {err}");
     assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
 }
+
+#[test]
+fn up_on_an_address_others_reach_makes_the_node_with_an_api_token_only_its_owner_reads() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("node");
+    let mut cmd = meshnode();
+    cmd.args(["up", dir.to_str().unwrap(), "--listen", "0.0.0.0:0"]);
+    let mut d = Daemon::start(cmd);
+    let config = std::fs::read_to_string(dir.join("meshnode.toml")).unwrap();
+    let token: String = config
+        .lines()
+        .find_map(|l| l.strip_prefix("token = \""))
+        .map(|t| t.trim_end_matches('"').to_owned())
+        .unwrap_or_else(|| panic!("no [api] token in\n{config}"));
+    assert_eq!(token.len(), 64, "{token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    assert_eq!(mode(&dir.join("meshnode.toml")), 0o600);
+    // the APIs take the token, and refuse a request without it
+    let port = d.addr.rsplit(':').next().unwrap().to_owned();
+    let url = format!("http://127.0.0.1:{port}/v1/jobs");
+    runtime().block_on(async {
+        let http = http_client();
+        let bare = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body("{}");
+        assert_eq!(bare.send().await.unwrap().status(), 401);
+        let with = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("authorization", format!("Bearer {token}"))
+            .body("{}");
+        assert_eq!(with.send().await.unwrap().status(), 400);
+    });
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    let err = {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut d.child.stderr.take().unwrap(), &mut s).unwrap();
+        s
+    };
+    assert!(
+        err.contains("a token: one was generated into [api] token"),
+        "{err}"
+    );
+    // the token is not said anywhere but the file
+    assert!(!err.contains(&token), "{err}");
+}

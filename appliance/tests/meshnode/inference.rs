@@ -148,6 +148,43 @@ fn the_daemon_serves_completions_for_its_models() {
         assert_eq!(status, 200, "{r}");
         assert_eq!(r["choices"].as_array().unwrap().len(), 1);
     });
+    // the requests, their tokens and the batcher's timings are in the node's metrics
+    let m = d.scrape();
+    let requests = |labels: &[(&str, &str)]| m.must("fleetmesh_inference_requests_total", labels);
+    assert!(
+        requests(&[
+            ("api", "completions"),
+            ("verification", "none"),
+            ("status", "200")
+        ]) >= 3.0
+    );
+    assert_eq!(
+        requests(&[
+            ("api", "completions"),
+            ("verification", ""),
+            ("status", "404")
+        ]),
+        1.0
+    );
+    // the 19 refused bodies and the one that is not JSON (most refused before the
+    // verification is known, some after)
+    let refused = [("api", "completions"), ("status", "400")];
+    assert_eq!(requests(&refused), 20.0, "{}", m.text);
+    let generated = m.must(
+        "fleetmesh_inference_tokens_total",
+        &[("direction", "generated")],
+    );
+    let prompt = m.must(
+        "fleetmesh_inference_tokens_total",
+        &[("direction", "prompt")],
+    );
+    assert!(generated >= 6.0 && prompt >= 2.0, "{}", m.text);
+    let first = m.must("fleetmesh_inference_time_to_first_token_seconds", &[]);
+    let steps = m.must("fleetmesh_inference_time_per_token_seconds", &[]);
+    // every generation that made a token made a first one; the rest were steps after it
+    assert_eq!(first + steps, generated, "{}", m.text);
+    assert!(m.must("fleetmesh_inference_batch_size", &[]) >= 1.0);
+    assert_eq!(m.must("fleetmesh_inference_queue_depth", &[]), 0.0);
 }
 
 #[test]

@@ -583,6 +583,33 @@ fn groth16_prove_jobs_return_a_proof_that_proof_verify_accepts() {
         assert_eq!(code, Some(1), "{st}");
         assert!(st["reason"].as_str().unwrap().contains(says), "{st}");
     }
+
+    // the node's metrics saw each proof, each check and each job
+    let m = d.scrape();
+    let proofs = [("circuit", "tiny"), ("outcome", "ok")];
+    assert_eq!(m.must("fleetmesh_prover_proofs_total", &proofs), 1.0);
+    assert_eq!(m.must("fleetmesh_prover_proof_seconds", &[]), 1.0);
+    for phase in ["witness", "witness_map", "msm_a_b", "msm_c_h", "self_check"] {
+        let n = m.must("fleetmesh_prover_phase_seconds", &[("phase", phase)]);
+        assert_eq!(n, 1.0, "{phase}");
+    }
+    assert_eq!(m.must("fleetmesh_prover_queue_depth", &[]), 0.0);
+    let verdict = |v: &str| m.must("fleetmesh_verifier_proofs_total", &[("verdict", v)]);
+    assert_eq!((verdict("valid"), verdict("invalid")), (1.0, 1.0));
+    assert_eq!(m.must("fleetmesh_verifier_batch_size", &[]), 2.0);
+    let jobs = |engine: &str, state: &str| {
+        m.value(
+            "fleetmesh_jobs_total",
+            &[("engine", engine), ("state", state)],
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(jobs("groth16-prove", "accepted"), 3.0);
+    assert_eq!(jobs("groth16-prove", "verified"), 1.0);
+    assert_eq!(jobs("groth16-prove", "failed"), 2.0);
+    assert_eq!(jobs("groth16-verify", "accepted"), 2.0);
+    assert_eq!(jobs("groth16-verify", "verified"), 1.0);
+    assert_eq!(jobs("groth16-verify", "failed"), 1.0);
 }
 
 /// The API answer an llm job returned, fetched and decrypted with `job result`.
@@ -685,6 +712,25 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
     let (o, v) = job(&["submit", file.to_str().unwrap()], &d, buyer.path());
     assert_eq!(o.status.code(), Some(2), "{v}");
     assert_eq!(v["error"]["code"], "limit-exceeded");
+
+    // metrics: the quorum ran once (the cheat outvoted), three jobs were taken, two verified
+    let m = d.scrape();
+    assert_eq!(
+        m.must(
+            "fleetmesh_inference_quorum_total",
+            &[("outcome", "majority")]
+        ),
+        1.0
+    );
+    let llm = |state: &str| {
+        m.must(
+            "fleetmesh_jobs_total",
+            &[("engine", "llm"), ("state", state)],
+        )
+    };
+    assert_eq!((llm("accepted"), llm("verified")), (3.0, 2.0));
+    // jobs reach the runtime without the HTTP API: no API request was counted
+    assert_eq!(m.value("fleetmesh_inference_requests_total", &[]), None);
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod init;
 mod jobs;
 mod proof;
 mod schema;
+mod status_page;
 mod wasi;
 mod watch;
 
@@ -118,6 +119,22 @@ impl Daemon {
         format!("http://{}{path}", self.addr)
     }
 
+    /// `GET /metrics`, read by an independent parser of the Prometheus text format.
+    fn scrape(&self) -> Scrape {
+        let text = runtime().block_on(async {
+            let r = http_client()
+                .get(self.url("/metrics"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            r.text().await.unwrap()
+        });
+        let parsed =
+            prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+        Scrape { text, parsed }
+    }
+
     /// Sends `signal` and waits for a clean exit.
     fn stop(mut self, signal: &str) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
@@ -146,6 +163,42 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// One scrape of a node's `/metrics`.
+struct Scrape {
+    text: String,
+    parsed: prometheus_parse::Scrape,
+}
+
+impl Scrape {
+    /// The sum over the samples of `name` whose labels include `labels`: a counter's or
+    /// gauge's value, a histogram's observation count; `None` when there is no such sample.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        use prometheus_parse::Value as V;
+        let mut found = None;
+        for s in &self.parsed.samples {
+            if s.metric != name || labels.iter().any(|(k, v)| s.labels.get(k) != Some(*v)) {
+                continue;
+            }
+            let v = match &s.value {
+                V::Counter(v) | V::Gauge(v) | V::Untyped(v) => *v,
+                V::Histogram(buckets) => buckets
+                    .iter()
+                    .find(|b| b.less_than.is_infinite())
+                    .map_or(0.0, |b| b.count),
+                V::Summary(_) => panic!("{name} is a summary: the node exports histograms"),
+            };
+            *found.get_or_insert(0.0) += v;
+        }
+        found
+    }
+
+    /// [`Scrape::value`], which must exist.
+    fn must(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.value(name, labels)
+            .unwrap_or_else(|| panic!("no {name} {labels:?} in\n{}", self.text))
     }
 }
 

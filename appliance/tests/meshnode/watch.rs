@@ -48,7 +48,15 @@ fn watch_says_healthy_degraded_or_failing_and_exits_so() {
     let (code, out) = watch(&[d, "--node", &url]);
     assert_eq!(code, 0, "{out}");
     let healthy = out.clone();
-    for check in ["config", "keys", "store", "disk", "daemon", "rate-limits"] {
+    for check in [
+        "config",
+        "keys",
+        "store",
+        "disk",
+        "daemon",
+        "rate-limits",
+        "queues",
+    ] {
         assert!(
             out.lines()
                 .any(|l| l.starts_with("ok") && l.contains(&format!(" {check}: "))),
@@ -59,6 +67,8 @@ fn watch_says_healthy_degraded_or_failing_and_exits_so() {
     let (code, out) = watch(&["--node", &url, "--json"]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(level_of(&out, "daemon"), "ok");
+    // and as the image's HEALTHCHECK runs it
+    assert_eq!(watch(&["--node", &url, "--healthcheck"]).0, 0);
     // asking for twice the free space: degraded, exit 1; for 32 times it: failing
     let free_mib: u64 = healthy
         .lines()
@@ -96,6 +106,9 @@ fn watch_says_healthy_degraded_or_failing_and_exits_so() {
     assert_eq!(code, 2, "{out}");
     assert_eq!(level_of(&out, "jobs"), "failing");
     assert!(out.contains("jobs.sqlite"), "{out}");
+    // as a container's health probe: 1 for anything but healthy (Docker reserves 2)
+    let (code, out) = watch(&["--node", "http://127.0.0.1:9", "--healthcheck"]);
+    assert_eq!(code, 1, "{out}");
     // neither a directory nor a URL: a usage error
     let o = run(&["watch"]);
     assert_eq!(o.status.code(), Some(2));

@@ -191,6 +191,14 @@ impl JobService {
         self.store.get(id)
     }
 
+    /// The `n` jobs changed last, newest first (the status page's "recent jobs").
+    ///
+    /// # Errors
+    /// `storage` when the store fails.
+    pub fn recent(&self, n: usize) -> Result<Vec<JobRecord>, Refusal> {
+        self.store.recent(n)
+    }
+
     /// Opens the job store of the node in `node_dir`, starts the workers (which first take
     /// the jobs left accepted) and the expiry sweep. Call from inside the runtime.
     ///

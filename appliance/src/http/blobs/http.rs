@@ -249,6 +249,7 @@ pub async fn upload(State(s): State<Arc<Blossom>>, headers: HeaderMap, body: Bod
     if let Err(e) = s.store.place(partial, &hash, size, &media, &auth.pubkey) {
         return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string());
     }
+    metrics::counter!("fleetmesh_blobs_bytes_total", "direction" => "in").increment(size);
     match s.descriptor(&base_url(&headers), &hash) {
         Some(d) => axum::Json(d).into_response(),
         None => fail(

@@ -29,7 +29,9 @@
 //!   `Authorization: Bearer TOKEN` (401 without), else only loopback clients are answered
 //!   (403). At most `[blobs] served_peers` peers are kept; a new peer at the cap takes the
 //!   place of the one with the fewest bytes (the heavy readers stay in view, a stream of
-//!   throwaway keys only replaces itself).
+//!   throwaway keys only replaces itself). `/metrics` has the totals
+//!   (`fleetmesh_blobs_bytes_total{direction="in"|"out"}`) but no peer: it is public, and
+//!   who reads what is the operator's to know.
 //!
 //! Errors carry BUD-01's `X-Reason` header and a JSON body with a code; every response
 //! allows any origin, and `OPTIONS` answers the CORS preflight.
@@ -221,6 +223,7 @@ impl Blossom {
     }
 
     fn count(&self, peer: &str, n: u64) {
+        metrics::counter!("fleetmesh_blobs_bytes_total", "direction" => "out").increment(n);
         self.served
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

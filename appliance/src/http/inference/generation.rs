@@ -298,14 +298,21 @@ pub(super) fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Vec<Ge
         max_tokens: p.max_tokens,
         stop_ids: p.stop_ids.clone(),
     };
-    let v = run_quorum(&executors, &req, &s.quorum).map_err(|e| Failure {
-        status: StatusCode::BAD_REQUEST,
-        message: format!("{e} for model {} (configure [[inference.executors]])", m.id),
-        param: Some("verification"),
-        code: Some("not_enough_executors"),
-        extra: None,
+    let counted = |outcome: &'static str| {
+        metrics::counter!("fleetmesh_inference_quorum_total", "outcome" => outcome).increment(1);
+    };
+    let v = run_quorum(&executors, &req, &s.quorum).map_err(|e| {
+        counted("not_enough_executors");
+        Failure {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("{e} for model {} (configure [[inference.executors]])", m.id),
+            param: Some("verification"),
+            code: Some("not_enough_executors"),
+            extra: None,
+        }
     })?;
     let verdict = v.to_json();
+    counted(v.outcome.as_str());
     let Some(out) = v.output else {
         return Err(Failure {
             status: StatusCode::BAD_GATEWAY,

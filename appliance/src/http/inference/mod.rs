@@ -277,6 +277,28 @@ pub async fn models(State(s): State<Arc<InferenceService>>) -> Response {
     Json(json!({"object": "list", "data": data})).into_response()
 }
 
+impl InferenceService {
+    /// Each served model: its name, digest (hex), engine and executors (the local runtime
+    /// first) — what the status page shows.
+    pub fn summary(&self) -> Vec<(String, String, String, Vec<String>)> {
+        self.models
+            .iter()
+            .map(|m| {
+                let executors = std::iter::once(m.local.name())
+                    .chain(m.remotes.iter().map(|r| r.name()))
+                    .map(str::to_owned)
+                    .collect();
+                (
+                    m.id.clone(),
+                    hex::encode(m.digest),
+                    m.engine.clone(),
+                    executors,
+                )
+            })
+            .collect()
+    }
+}
+
 /// `GET /v1/executors`: every remote executor's health, checked now.
 pub async fn executors(State(s): State<Arc<InferenceService>>) -> Response {
     let svc = s.clone();
@@ -408,17 +430,33 @@ fn overloaded(model: &str) -> Response {
     r
 }
 
+/// Answers one API request, counted in `fleetmesh_inference_requests_total{api,
+/// verification, status}` (`verification` is empty for a request that did not parse; a
+/// stream counts its status when it starts).
 async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
+    let (verification, response) = answer(s, body, api).await;
+    let api = match api {
+        Api::Completion => "completions",
+        Api::Chat => "chat",
+    };
+    metrics::counter!("fleetmesh_inference_requests_total", "api" => api,
+        "verification" => verification, "status" => response.status().as_str().to_owned())
+    .increment(1);
+    response
+}
+
+async fn answer(s: Arc<InferenceService>, body: &[u8], api: Api) -> (&'static str, Response) {
     let p = match parse(&s, body, api) {
         Ok(p) => p,
-        Err(f) => return f.into_response(),
+        Err(f) => return ("", f.into_response()),
     };
+    let verification = p.verification.as_str();
     let m = &s.models[p.model];
     let Ok(place) = m.queue.clone().try_acquire_owned() else {
-        return overloaded(&m.id);
+        return (verification, overloaded(&m.id));
     };
     if p.stream {
-        return stream(s, p, place);
+        return (verification, stream(s, p, place));
     }
     let _cancel = CancelOnDrop(p.cancel.clone());
     let result = match p.verification {
@@ -443,10 +481,11 @@ async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
         }
     };
     drop(place);
-    match result {
+    let response = match result {
         Ok(g) => Json(render(&s.models[p.model], &p, &g)).into_response(),
         Err(f) => f.into_response(),
-    }
+    };
+    (verification, response)
 }
 
 /// The paths of `cfg.models`, resolved against the node directory, with `extra` after.
