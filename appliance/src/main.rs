@@ -140,6 +140,10 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Schema(cmd) => cli::schema::run(cmd),
+        Command::Manifest(cli::ManifestCommand::Crds) => {
+            print!("{}", cli::crds::render_all()?);
+            Ok(Outcome::Ok)
+        }
         Command::Sync(args) => cli::sync::run(args),
         Command::Watch(args) => cli::watch::run(&args),
         Command::Ctl(cmd) => {

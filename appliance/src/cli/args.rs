@@ -48,6 +48,10 @@ pub enum Command {
     /// Work with the protocol's JSON Schemas.
     #[command(subcommand)]
     Schema(SchemaCommand),
+    /// The manifest kinds (MeshNode, Peering, GrantPolicy, ComputeProvider,
+    /// InferenceRouter) for other tools.
+    #[command(subcommand)]
+    Manifest(ManifestCommand),
     /// Verify Groth16 proofs (BN254, snarkjs JSON formats).
     #[command(subcommand)]
     Proof(ProofCommand),
@@ -567,6 +571,15 @@ pub enum ProofCommand {
         #[arg(long, value_name = "VK.json")]
         vk: Option<PathBuf>,
     },
+}
+
+/// `meshnode manifest …`.
+#[derive(Debug, Subcommand)]
+pub enum ManifestCommand {
+    /// Print the five manifest kinds as Kubernetes CustomResourceDefinitions
+    /// (apiextensions.k8s.io/v1, group fleetmesh.org, version v1alpha1), one YAML stream:
+    /// `meshnode manifest crds | kubectl apply -f -`.
+    Crds,
 }
 
 /// `meshnode schema …`.

@@ -5,6 +5,7 @@
 
 mod args;
 pub mod attest;
+pub mod crds;
 pub mod doctor;
 pub mod infer;
 pub mod job;
