@@ -15,6 +15,8 @@ pub struct Progress {
     bar: Option<ProgressBar>,
     label: String,
     last_line: Option<Instant>,
+    /// The last line [`Progress::say`] printed (plain mode says each once).
+    said: std::cell::RefCell<String>,
 }
 
 impl Progress {
@@ -34,6 +36,7 @@ impl Progress {
             bar,
             label: label.to_owned(),
             last_line: None,
+            said: std::cell::RefCell::new(String::new()),
         }
     }
 
@@ -63,11 +66,18 @@ impl Progress {
         }
     }
 
-    /// A line about the work: beside the bar on a terminal, on its own otherwise.
+    /// A line about the work: beside the bar on a terminal, on its own otherwise (where
+    /// the same line twice in a row is printed once).
     pub fn say(&self, line: &str) {
         match &self.bar {
             Some(bar) => bar.set_message(line.to_owned()),
-            None => eprintln!("{line}"),
+            None => {
+                let mut said = self.said.borrow_mut();
+                if *said != line {
+                    eprintln!("{line}");
+                    line.clone_into(&mut said);
+                }
+            }
         }
     }
 
