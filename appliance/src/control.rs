@@ -2,9 +2,9 @@
 //!
 //! A Unix socket in the node directory, mode 0600 in a 0700 directory: only the node's
 //! owner can connect, and nothing on it is reachable over the network. A client sends one
-//! JSON line, `{"cmd": "status"}` or `{"cmd": "config"}`, and reads one JSON line back; an
-//! unknown command is answered `{"error": {"code": "unknown_command", …}}`. Requests are
-//! bounded (4 KiB, 5 s). `meshnode ctl` is its client; later issues add peers, grants and
+//! JSON line, `{"cmd": "status"}`, `{"cmd": "config"}` or `{"cmd": "apply", "manifests":
+//! […]}` ([`crate::apply`]), and reads one JSON line back; an unknown command is answered
+//! `{"error": {"code": "unknown_command", …}}`. Requests are bounded (1 MiB, 5 s). `meshnode ctl` is its client; later issues add peers, grants and
 //! wallets here.
 //!
 //! On start, a socket file another daemon still answers on is refused (two daemons on one
@@ -25,12 +25,12 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 /// The socket's file name, in the node directory.
 pub const SOCKET: &str = "meshnode.sock";
 
-/// Longest request line, bytes.
-const MAX_REQUEST: u64 = 4096;
+/// Longest request line, bytes (`apply` carries manifests).
+const MAX_REQUEST: u64 = 1 << 20;
 
-/// What the daemon answers with: a function from the command to its answer (`None`: no
-/// such command).
-pub type Handler = Arc<dyn Fn(&str) -> Option<Value> + Send + Sync>;
+/// What the daemon answers with: a function from the command and the whole request to its
+/// answer (`None`: no such command).
+pub type Handler = Arc<dyn Fn(&str, &Value) -> Option<Value> + Send + Sync>;
 
 /// The bound socket; the file is removed when this is dropped.
 #[derive(Debug)]
@@ -129,10 +129,10 @@ fn answer(handler: &Handler, line: &str) -> Value {
     let Some(cmd) = req["cmd"].as_str() else {
         return refusal("bad_request", "cmd must be a string");
     };
-    handler(cmd).unwrap_or_else(|| {
+    handler(cmd, &req).unwrap_or_else(|| {
         refusal(
             "unknown_command",
-            format!("no command {cmd:?}; there are status and config"),
+            format!("no command {cmd:?}; there are status, config and apply"),
         )
     })
 }
@@ -142,6 +142,14 @@ fn answer(handler: &Handler, line: &str) -> Value {
 /// # Errors
 /// No daemon answers on the socket, or the answer is not JSON.
 pub fn ask(dir: &Path, cmd: &str) -> anyhow::Result<Value> {
+    request(dir, &json!({"cmd": cmd}))
+}
+
+/// Sends the request `req` (`{"cmd": …, …}`) to the daemon of the node in `dir`; its answer.
+///
+/// # Errors
+/// No daemon answers on the socket, or the answer is not JSON.
+pub fn request(dir: &Path, req: &Value) -> anyhow::Result<Value> {
     let path = dir.join(SOCKET);
     let mut stream = std::os::unix::net::UnixStream::connect(&path).with_context(|| {
         format!(
@@ -151,7 +159,7 @@ pub fn ask(dir: &Path, cmd: &str) -> anyhow::Result<Value> {
         )
     })?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.write_all(format!("{}\n", json!({"cmd": cmd})).as_bytes())?;
+    stream.write_all(format!("{req}\n").as_bytes())?;
     let mut line = String::new();
     BufReader::new(stream)
         .read_line(&mut line)

@@ -3,6 +3,7 @@
 //! See `meshnode --help` and the README. Exit codes: 0 ok, 1 a negative verdict, 2 bad
 //! input, usage or an error that stopped the command.
 
+mod apply;
 mod cli;
 mod config;
 mod control;
@@ -140,6 +141,36 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Schema(cmd) => cli::schema::run(cmd),
+        Command::Apply(args) => {
+            let dir = match args.dir {
+                Some(d) => d,
+                None => node::default_home()?,
+            };
+            let mut docs = Vec::new();
+            for f in &args.files {
+                docs.extend(manifest::read_documents(f)?);
+            }
+            let answer = control::request(
+                &dir,
+                &serde_json::json!({"cmd": "apply", "manifests": docs}),
+            )?;
+            if let Some(why) = answer["error"]["message"].as_str() {
+                anyhow::bail!("nothing applied: {why}");
+            }
+            for a in answer["applied"].as_array().into_iter().flatten() {
+                println!(
+                    "{}/{} {}: {}",
+                    a["kind"].as_str().unwrap_or("?"),
+                    a["name"].as_str().unwrap_or("?"),
+                    a["state"].as_str().unwrap_or("?"),
+                    a["effect"].as_str().unwrap_or("")
+                );
+                for path in a["changed"].as_array().into_iter().flatten() {
+                    println!("  changed {}", path.as_str().unwrap_or("?"));
+                }
+            }
+            Ok(Outcome::Ok)
+        }
         Command::Manifest(cli::ManifestCommand::Crds) => {
             print!("{}", cli::crds::render_all()?);
             Ok(Outcome::Ok)

@@ -62,17 +62,45 @@ struct MeshNodeSpec {
 /// Reads a document that may be YAML or JSON (JSON is YAML, but its errors read better
 /// from the JSON parser).
 pub fn read_document(path: &Path) -> anyhow::Result<Value> {
-    let text = if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
-    } else {
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
-    };
+    let text = read_text(path)?;
     if text.trim_start().starts_with(['{', '[']) {
         serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))
     } else {
         serde_yaml_ng::from_str(&text)
             .with_context(|| format!("{}: not valid YAML", path.display()))
     }
+}
+
+/// A file's text (`-`: standard input).
+fn read_text(path: &Path) -> anyhow::Result<String> {
+    if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    }
+}
+
+/// Reads every document of a file (`-`: stdin): a YAML stream (`---` between documents) or
+/// JSON (one object, or an array of them).
+pub fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text = read_text(path)?;
+    if text.trim_start().starts_with(['{', '[']) {
+        let v: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not valid JSON", path.display()))?;
+        return Ok(match v {
+            Value::Array(items) => items,
+            one => vec![one],
+        });
+    }
+    let mut docs = Vec::new();
+    for d in serde_yaml_ng::Deserializer::from_str(&text) {
+        let v =
+            Value::deserialize(d).with_context(|| format!("{}: not valid YAML", path.display()))?;
+        if !v.is_null() {
+            docs.push(v);
+        }
+    }
+    Ok(docs)
 }
 
 /// Validates a MeshNode manifest and takes the node's settings from it.

@@ -48,6 +48,9 @@ pub enum Command {
     /// Work with the protocol's JSON Schemas.
     #[command(subcommand)]
     Schema(SchemaCommand),
+    /// Apply manifests (YAML or JSON, several documents per file) to the running daemon
+    /// through its control socket: all validated first, nothing applied if one is bad.
+    Apply(ApplyArgs),
     /// The manifest kinds (MeshNode, Peering, GrantPolicy, ComputeProvider,
     /// InferenceRouter) for other tools.
     #[command(subcommand)]
@@ -571,6 +574,17 @@ pub enum ProofCommand {
         #[arg(long, value_name = "VK.json")]
         vk: Option<PathBuf>,
     },
+}
+
+/// `meshnode apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The node directory [default: $MESHNODE_HOME, else the platform data directory].
+    pub dir: Option<PathBuf>,
+    /// A manifest file (`-` for stdin); repeatable. A YAML stream may hold several
+    /// documents (`---`), a JSON file one object or an array of them.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
 }
 
 /// `meshnode manifest …`.

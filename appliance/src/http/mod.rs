@@ -287,8 +287,8 @@ pub async fn run(
 }
 
 /// What the control socket answers: `status` (identity, address, uptime, protocol
-/// digest, relay counters) and `config` (the running configuration, the API token only
-/// said to be set).
+/// digest, relay counters), `config` (the running configuration, the API token only
+/// said to be set) and `apply` (manifests, [`crate::apply`]).
 fn control_handler(node: &Node, listen: SocketAddr, relay: Arc<Relay>) -> crate::control::Handler {
     let started = std::time::Instant::now();
     let identity = serde_json::json!({
@@ -303,7 +303,8 @@ fn control_handler(node: &Node, listen: SocketAddr, relay: Arc<Relay>) -> crate:
     if !config["api"]["token"].is_null() {
         config["api"]["token"] = serde_json::json!("(set)");
     }
-    Arc::new(move |cmd: &str| match cmd {
+    let dir = node.dir.clone();
+    Arc::new(move |cmd: &str, req: &serde_json::Value| match cmd {
         "status" => {
             use std::sync::atomic::Ordering::Relaxed;
             let m = relay.metrics();
@@ -319,6 +320,13 @@ fn control_handler(node: &Node, listen: SocketAddr, relay: Arc<Relay>) -> crate:
             Some(s)
         }
         "config" => Some(config.clone()),
+        "apply" => {
+            let docs = req["manifests"].as_array().map_or(&[][..], Vec::as_slice);
+            Some(match crate::apply::apply(&dir, docs) {
+                Ok(applied) => serde_json::json!({"applied": applied}),
+                Err(why) => serde_json::json!({"error": {"code": "invalid", "message": why}}),
+            })
+        }
         _ => None,
     })
 }

@@ -152,6 +152,7 @@ fn every_subcommand_has_help() {
         &["infer", "--help"],
         &["watch", "--help"],
         &["ctl", "--help"],
+        &["apply", "--help"],
         &["manifest", "--help"],
         &["manifest", "crds", "--help"],
     ] {

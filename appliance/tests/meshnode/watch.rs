@@ -1,6 +1,7 @@
 //! `meshnode watch`: the audit a monitoring probe runs, against a real node directory and
 //! a real daemon — its exit code (0 healthy, 1 degraded, 2 failing or unreachable), its
-//! lines and its JSON.
+//! lines and its JSON — and the control socket beside it: `meshnode ctl` and
+//! `meshnode apply`.
 
 use std::os::unix::fs::PermissionsExt as _;
 
@@ -157,6 +158,116 @@ fn the_control_socket_answers_its_owner_and_one_daemon_per_node() {
     assert!(daemon.stop("-TERM").success());
     assert!(!sock.exists());
     let o = run(&["ctl", "status", d]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        super::stderr(&o).contains("no daemon answers"),
+        "{}",
+        super::stderr(&o)
+    );
+}
+
+#[test]
+fn apply_validates_everything_first_stores_manifests_and_writes_mesh_node_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("node");
+    assert!(init(&dir, &[]).status.success());
+    let d = dir.to_str().unwrap();
+    let mut cmd = meshnode();
+    cmd.args(["run", d, "--listen", "127.0.0.1:0"]);
+    let daemon = Daemon::start(cmd);
+    let examples = |kind: &str| -> Value {
+        let path = super::repo().join(format!("schemas/examples/manifests/{kind}.json"));
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    };
+    let work = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = work.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let apply = |files: &[&str]| {
+        let mut args = vec!["apply", d];
+        for f in files {
+            args.extend(["-f", f]);
+        }
+        run(&args)
+    };
+    // a MeshNode in YAML: stored, and its settings written into meshnode.toml
+    let node_yaml = file(
+        "node.yaml",
+        &format!(
+            "apiVersion: fleetmesh.org/v1alpha1\nkind: MeshNode\nmetadata: {{name: gpu-1}}\n\
+             spec:\n  class: backbone\n  operator: \"{}\"\n  relays: [\"wss://relay.example.org/\"]\n",
+            "ab".repeat(32)
+        ),
+    );
+    let o = apply(&[&node_yaml]);
+    assert!(o.status.success(), "{}", super::stderr(&o));
+    assert!(
+        stdout(&o).starts_with("MeshNode/gpu-1 created: written to meshnode.toml ([node])"),
+        "{}",
+        stdout(&o)
+    );
+    let config = std::fs::read_to_string(dir.join("meshnode.toml")).unwrap();
+    assert!(config.contains("class = \"backbone\""), "{config}");
+    assert!(config.contains("wss://relay.example.org/"), "{config}");
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifests/MeshNode/gpu-1.json")).unwrap())
+            .unwrap();
+    assert_eq!(stored["spec"]["class"], "backbone");
+    assert_eq!(
+        super::mode(&dir.join("manifests/MeshNode/gpu-1.json")),
+        0o600
+    );
+    // again: unchanged; then one field changed, named by its pointer
+    let o = apply(&[&node_yaml]);
+    assert!(stdout(&o).starts_with("MeshNode/gpu-1 unchanged: meshnode.toml already says this"));
+    let o = apply(&[&file(
+        "node2.yaml",
+        &std::fs::read_to_string(&node_yaml)
+            .unwrap()
+            .replace("backbone", "leaf"),
+    )]);
+    assert!(o.status.success(), "{}", super::stderr(&o));
+    assert!(
+        stdout(&o).contains("\n  changed /spec/class\n"),
+        "{}",
+        stdout(&o)
+    );
+    // a valid Peering beside an invalid GrantPolicy in one YAML stream: nothing applied
+    let peering = examples("Peering")["valid"][0].clone();
+    let bad = examples("GrantPolicy")["invalid"][0]["instance"].clone();
+    let stream = format!(
+        "{}---\n{}",
+        serde_yaml_ng::to_string(&peering).unwrap(),
+        serde_yaml_ng::to_string(&bad).unwrap()
+    );
+    let o = apply(&[&file("both.yaml", &stream)]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = super::stderr(&o);
+    assert!(
+        err.contains("nothing applied: document 2 (GrantPolicy/"),
+        "{err}"
+    );
+    assert!(!dir.join("manifests/Peering").exists(), "half applied");
+    // the Peering alone (JSON): stored, and said to wait for peering
+    let o = apply(&[&file("peering.json", &peering.to_string())]);
+    assert!(o.status.success(), "{}", super::stderr(&o));
+    assert!(
+        stdout(&o).contains(" created: stored; it takes effect when"),
+        "{}",
+        stdout(&o)
+    );
+    // not a manifest at all
+    let o = apply(&[&file(
+        "x.json",
+        r#"{"kind": "Pod", "metadata": {"name": "x"}}"#,
+    )]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(super::stderr(&o).contains("\"Pod\" is not a fleetmesh.org/v1alpha1 manifest"));
+    // with no daemon: refused, naming the socket
+    assert!(daemon.stop("-TERM").success());
+    let o = apply(&[&node_yaml]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         super::stderr(&o).contains("no daemon answers"),
