@@ -101,6 +101,11 @@ pub fn apply(dir: &Path, docs: &[Value]) -> Result<Vec<Value>, String> {
             return Err(refuse(i, doc, "the same manifest twice in one apply"));
         }
     }
+    // one apply at a time (the socket serves clients concurrently; they share files)
+    static APPLYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = APPLYING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     docs.iter().map(|doc| apply_one(dir, doc)).collect()
 }
 
