@@ -300,6 +300,12 @@ pub struct FaceSection {
     /// Most connections open at once from one IP address. 1 to `max_connections`.
     /// Default 64.
     pub max_connections_per_ip: usize,
+    /// Addresses `max_connections_per_ip` does not apply to (they still count under
+    /// `max_connections`): a reverse proxy on the box, whose clients all arrive from its
+    /// address (Caddy on the disk image). Default `["127.0.0.1", "::1"]`; add a container
+    /// bridge's gateway when a published port's clients arrive from it, or set `[]` to cap
+    /// loopback clients too.
+    pub per_ip_exempt: Vec<std::net::IpAddr>,
     /// Seconds requests in flight may take to finish once a stop is asked for; then the
     /// rest are closed (queued events are committed either way). 0 to 3600. Default 10.
     pub shutdown_secs: u64,
@@ -319,6 +325,10 @@ impl Default for FaceSection {
             header_timeout_secs: 10,
             max_connections: 512,
             max_connections_per_ip: 64,
+            per_ip_exempt: vec![
+                std::net::Ipv4Addr::LOCALHOST.into(),
+                std::net::Ipv6Addr::LOCALHOST.into(),
+            ],
             shutdown_secs: 10,
             websocket_origins: vec!["*".into()],
         }

@@ -37,6 +37,8 @@ pub struct Options {
     pub max_connections: usize,
     /// Most connections open at once from one IP address.
     pub max_per_ip: usize,
+    /// Addresses the per-IP cap does not apply to (a reverse proxy on the box).
+    pub per_ip_exempt: Vec<IpAddr>,
     /// How long requests in flight may take to finish once shutdown begins.
     pub shutdown: Duration,
 }
@@ -50,17 +52,20 @@ struct PerIp {
 /// A connection's place under the caps, given back when the socket is dropped.
 struct Place {
     _global: OwnedSemaphorePermit,
-    per_ip: Arc<PerIp>,
-    ip: IpAddr,
+    /// The per-IP count it holds a place in (none for an exempt address).
+    per_ip: Option<(Arc<PerIp>, IpAddr)>,
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut open = self.per_ip.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.ip) {
+        let Some((per_ip, ip)) = &self.per_ip else {
+            return;
+        };
+        let mut open = per_ip.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(ip) {
             *n -= 1;
             if *n == 0 {
-                open.remove(&self.ip);
+                open.remove(ip);
             }
         }
     }
@@ -157,7 +162,7 @@ pub async fn serve(
                 }
             },
         };
-        let Some(place) = admit(&global, &per_ip, peer.ip(), opts.max_per_ip) else {
+        let Some(place) = admit(&global, &per_ip, peer.ip(), &opts) else {
             debug!(%peer, "connection refused: at the connection cap");
             drop(stream); // closed at once
             continue;
@@ -220,23 +225,30 @@ pub async fn serve(
     }
 }
 
-/// A place under both caps for a connection from `ip`, or `None` when either is full.
+/// A place under both caps for a connection from `ip` (under the global one only for an
+/// exempt address), or `None` when one is full.
 fn admit(
     global: &Arc<Semaphore>,
     per_ip: &Arc<PerIp>,
     ip: IpAddr,
-    max_per_ip: usize,
+    opts: &Options,
 ) -> Option<Place> {
     let permit = global.clone().try_acquire_owned().ok()?;
+    let ip = ip.to_canonical();
+    if opts.per_ip_exempt.contains(&ip) {
+        return Some(Place {
+            _global: permit,
+            per_ip: None,
+        });
+    }
     let mut open = per_ip.open.lock().unwrap_or_else(|p| p.into_inner());
     let n = open.entry(ip).or_insert(0);
-    if *n >= max_per_ip {
+    if *n >= opts.max_per_ip {
         return None;
     }
     *n += 1;
     Some(Place {
         _global: permit,
-        per_ip: per_ip.clone(),
-        ip,
+        per_ip: Some((per_ip.clone(), ip)),
     })
 }

@@ -261,6 +261,7 @@ pub async fn run(
         header_timeout: std::time::Duration::from_secs(face.header_timeout_secs),
         max_connections: face.max_connections,
         max_per_ip: face.max_connections_per_ip,
+        per_ip_exempt: face.per_ip_exempt.clone(),
         shutdown: std::time::Duration::from_secs(face.shutdown_secs),
     };
     crate::http::listener::serve(listener, app, opts, async move {

@@ -70,8 +70,13 @@ fn silent_and_half_sent_requests_are_closed_and_connection_caps_hold() {
     assert!(closed_within(&mut half, 5), "a half-sent head is closed");
     drop(d);
     // four from one address are served; a fifth is closed at once (the head timeout is
-    // the default 10 s here, so within 5 s only the cap can close it)
-    let dir = node_with(&[("max_connections_per_ip = 64", "max_connections_per_ip = 4")]);
+    // the default 10 s here, so within 5 s only the cap can close it). Loopback is exempt
+    // by default (a reverse proxy's clients all arrive from it): not here.
+    let exempt = "per_ip_exempt = [\n    \"127.0.0.1\",\n    \"::1\",\n]";
+    let dir = node_with(&[
+        ("max_connections_per_ip = 64", "max_connections_per_ip = 4"),
+        (exempt, "per_ip_exempt = []"),
+    ]);
     let d = run_node(&node_dir(&dir));
     let mut held: Vec<TcpStream> = (0..4)
         .map(|_| TcpStream::connect(&d.addr).unwrap())
@@ -92,6 +97,21 @@ fn silent_and_half_sent_requests_are_closed_and_connection_caps_hold() {
     runtime().block_on(async {
         assert_eq!(status(&http_client(), d.url("/healthz")).await, 200);
     });
+    drop(d);
+    // with the default exemption, a proxy on loopback holds more than the per-IP cap
+    let dir = node_with(&[("max_connections_per_ip = 64", "max_connections_per_ip = 4")]);
+    let d = run_node(&node_dir(&dir));
+    let held: Vec<TcpStream> = (0..6)
+        .map(|_| TcpStream::connect(&d.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    for mut s in held {
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
 }
 
 #[test]
