@@ -153,6 +153,9 @@ impl Batcher {
             let budget = job.max_tokens.min(self.model.room(job.prompt.len()));
             decoding.constrain(c, budget)?;
         }
+        // counted before the worker can take it, so the gauge never dips below zero
+        let depth = metrics::gauge!("fleetmesh_inference_queue_depth");
+        depth.increment(1.0);
         self.tx
             .as_ref()
             .expect("the sender lives until drop")
@@ -162,9 +165,10 @@ impl Batcher {
                 reply,
                 queued: Instant::now(),
             })
-            .map_err(|_| Error::Request("the model's batching worker has stopped".into()))?;
-        metrics::gauge!("fleetmesh_inference_queue_depth").increment(1.0);
-        Ok(())
+            .map_err(|_| {
+                depth.decrement(1.0);
+                Error::Request("the model's batching worker has stopped".into())
+            })
     }
 
     /// Submits `job` and waits for its transcript.
