@@ -75,10 +75,16 @@ packages=(libc6 libgcc-s1 libstdc++6 libvulkan1 ca-certificates)
 cache="${DEB_CACHE:-$HOME/.cache/fleetmesh/debs}"
 mkdir -p "$cache"
 step "fetching ${packages[*]}"
-(cd "$cache" && apt-get download -qq "${packages[@]}" 2>/dev/null) || {
-    echo "images/build.sh: apt-get download ${packages[*]} failed (no package lists? run apt-get update)" >&2
-    exit 1
-}
+download() { (cd "$cache" && apt-get download -qq "${packages[@]}" 2>/dev/null); }
+if ! download; then
+    # no package lists yet (a fresh machine): fetch them once, as root, and try again
+    if [ "$(id -u)" = 0 ] && apt-get update -qq && download; then
+        :
+    else
+        echo "images/build.sh: apt-get download ${packages[*]} failed (no package lists? run apt-get update)" >&2
+        exit 1
+    fi
+fi
 debs=()
 for p in "${packages[@]}"; do
     # the candidate version apt would install, as its file is named
