@@ -11,6 +11,8 @@
 //! lowest id; NIP-09 deletions remove their author's targets and keep them out; NIP-40
 //! expired events are never returned and are purged on request.
 
+use std::collections::HashSet;
+
 use fleetmesh_proto::event::Event;
 use fleetmesh_proto::filter::Filter;
 
@@ -100,5 +102,46 @@ pub trait EventStore {
                 })
             })
             .collect())
+    }
+}
+
+/// The NIP-77 items of several filters gathered as [`EventStore::negentropy_items`]
+/// promises them: each id once, and nothing past `max` (then `None`). Implementations
+/// feed it each filter's matches ([`NegItems::wanted`] says which filters to run).
+pub(crate) struct NegItems {
+    seen: HashSet<[u8; 32]>,
+    out: Vec<NegItem>,
+    max: usize,
+    /// Duplicates arise only across filters.
+    dedup: bool,
+}
+
+impl NegItems {
+    /// Items for `filters` filters, at most `max`.
+    pub(crate) fn new(filters: usize, max: usize) -> NegItems {
+        NegItems {
+            seen: HashSet::new(),
+            out: Vec::new(),
+            max,
+            dedup: filters > 1,
+        }
+    }
+
+    /// Whether filter `f` can match anything (one that cannot is not run).
+    pub(crate) fn wanted(f: &Filter) -> bool {
+        !(f.matches_nothing() || f.limit == Some(0))
+    }
+
+    /// Adds an item (once per id); `false` once there are more than `max`.
+    pub(crate) fn add(&mut self, item: NegItem) -> bool {
+        if !self.dedup || self.seen.insert(item.1) {
+            self.out.push(item);
+        }
+        self.out.len() <= self.max
+    }
+
+    /// The items gathered.
+    pub(crate) fn into_vec(self) -> Vec<NegItem> {
+        self.out
     }
 }

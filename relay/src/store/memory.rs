@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use fleetmesh_proto::event::Event;
 use fleetmesh_proto::filter::Filter;
 
+use super::api::NegItems;
 use super::{EventKey, EventStore, InsertOutcome, NegItem};
 use crate::Result;
 
@@ -238,12 +239,8 @@ impl EventStore for MemoryStore {
         max: usize,
         now: u64,
     ) -> Result<Option<Vec<NegItem>>> {
-        let mut seen = HashSet::new();
-        let mut out = Vec::new();
-        for f in filters {
-            if f.matches_nothing() || f.limit == Some(0) {
-                continue;
-            }
+        let mut items = NegItems::new(filters.len(), max);
+        for f in filters.iter().filter(|f| NegItems::wanted(f)) {
             let limit = f
                 .limit
                 .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
@@ -253,15 +250,12 @@ impl EventStore for MemoryStore {
                 .filter(|s| f.matches(&s.event) && live(&s.event, now))
                 .take(limit);
             for s in hits {
-                if seen.insert(s.event.id) {
-                    out.push((s.event.created_at, s.event.id));
-                    if out.len() > max {
-                        return Ok(None);
-                    }
+                if !items.add((s.event.created_at, s.event.id)) {
+                    return Ok(None);
                 }
             }
         }
-        Ok(Some(out))
+        Ok(Some(items.into_vec()))
     }
 
     fn events_by_id(&self, ids: &[[u8; 32]]) -> Result<Vec<String>> {

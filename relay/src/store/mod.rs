@@ -439,12 +439,8 @@ impl EventStore for Store {
         max: usize,
         now: u64,
     ) -> Result<Option<Vec<NegItem>>> {
-        let mut seen = HashSet::new();
-        let mut out = Vec::new();
-        for f in filters {
-            if f.matches_nothing() || f.limit == Some(0) {
-                continue;
-            }
+        let mut items = api::NegItems::new(filters.len(), max);
+        for f in filters.iter().filter(|f| api::NegItems::wanted(f)) {
             // A filter's own limit keeps its meaning (the newest N); otherwise no order.
             let (chosen, params) = filter_sql(f, f.limit, now);
             let sql = format!("SELECT created_at, id FROM ({chosen})");
@@ -454,19 +450,13 @@ impl EventStore for Store {
                     Ok((r.get::<_, i64>(0)? as u64, r.get::<_, [u8; 32]>(1)?))
                 })
                 .map_err(self.sql())?;
-            // Duplicates arise only across filters.
-            let dedup = filters.len() > 1;
             for row in rows {
-                let row = row.map_err(self.sql())?;
-                if !dedup || seen.insert(row.1) {
-                    out.push(row);
-                    if out.len() > max {
-                        return Ok(None);
-                    }
+                if !items.add(row.map_err(self.sql())?) {
+                    return Ok(None);
                 }
             }
         }
-        Ok(Some(out))
+        Ok(Some(items.into_vec()))
     }
 
     /// The JSON of the stored events with these ids (those that exist).

@@ -33,6 +33,32 @@ fn ids(s: &dyn EventStore, filter: serde_json::Value) -> Vec<[u8; 32]> {
 }
 
 #[test]
+fn negentropy_items_name_each_event_once_across_filters_and_stop_past_the_maximum() {
+    each_store(|s| {
+        let k = NodeKeys::generate().unwrap();
+        let events: Vec<_> = (0..5).map(|i| ev(&k, 1, 100 + i, &[], "x")).collect();
+        for e in &events {
+            assert_eq!(s.insert_event(e).unwrap(), InsertOutcome::Stored);
+        }
+        let filter =
+            |v: serde_json::Value| Filter::from_value(&v, FilterLimits::default()).unwrap();
+        // two overlapping filters and one that matches nothing: each event once
+        let filters = [
+            filter(json!({"kinds": [1]})),
+            filter(json!({"authors": [k.nostr_pubkey_hex()]})),
+            filter(json!({"kinds": [1], "limit": 0})),
+        ];
+        let mut items = s.negentropy_items(&filters, 5, 1_000_000).unwrap().unwrap();
+        items.sort();
+        let mut want: Vec<_> = events.iter().map(|e| (e.created_at, e.id)).collect();
+        want.sort();
+        assert_eq!(items, want);
+        // one more than the maximum: none
+        assert_eq!(s.negentropy_items(&filters, 4, 1_000_000).unwrap(), None);
+    });
+}
+
+#[test]
 fn replaceable_keeps_the_newest_and_ties_go_to_the_lowest_id() {
     each_store(|s| {
         let k = NodeKeys::generate().unwrap();
