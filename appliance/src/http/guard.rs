@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 use sha2::{Digest as _, Sha256};
@@ -126,18 +126,16 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
             );
         }
         let mut r = StatusCode::NO_CONTENT.into_response();
-        let h = r.headers_mut();
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET, POST, OPTIONS"),
-        );
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("Authorization, Content-Type"),
-        );
-        h.insert(
-            header::ACCESS_CONTROL_MAX_AGE,
-            HeaderValue::from_static("600"),
+        set_headers(
+            r.headers_mut(),
+            &[
+                (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS"),
+                (
+                    header::ACCESS_CONTROL_ALLOW_HEADERS,
+                    "Authorization, Content-Type",
+                ),
+                (header::ACCESS_CONTROL_MAX_AGE, "600"),
+            ],
         );
         cors(&policy, &headers, &mut r);
         return r;
@@ -198,16 +196,19 @@ pub fn websocket_origin_ok(allowed: &[String], headers: &HeaderMap) -> bool {
 /// CORS headers allowing any origin and any header (Authorization named, as browsers
 /// do not count it under `*`), for `methods`.
 pub(crate) fn cors_any_origin(headers: &mut HeaderMap, methods: &'static str) {
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
+    set_headers(
+        headers,
+        &[
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+            (header::ACCESS_CONTROL_ALLOW_HEADERS, "Authorization, *"),
+            (header::ACCESS_CONTROL_ALLOW_METHODS, methods),
+        ],
     );
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static("Authorization, *"),
-    );
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static(methods),
-    );
+}
+
+/// Sets each header of `pairs` to its fixed value, replacing what was there.
+pub(crate) fn set_headers(headers: &mut HeaderMap, pairs: &[(HeaderName, &'static str)]) {
+    for (name, value) in pairs {
+        headers.insert(name.clone(), HeaderValue::from_static(value));
+    }
 }

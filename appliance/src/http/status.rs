@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use axum::http::{HeaderValue, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use crate::http::relay::RelayState;
@@ -57,16 +57,16 @@ pub async fn page(state: Arc<RelayState>) -> Response {
         .await
         .unwrap_or_else(|_| "<!doctype html><title>error</title>internal error".into());
     let mut r = html.into_response();
-    for (name, value) in [
-        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-        (header::CONTENT_SECURITY_POLICY, CSP),
-        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "no-referrer"),
-        (header::CACHE_CONTROL, "no-store"),
-    ] {
-        r.headers_mut()
-            .insert(name, HeaderValue::from_static(value));
-    }
+    crate::http::guard::set_headers(
+        r.headers_mut(),
+        &[
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+    );
     r
 }
 

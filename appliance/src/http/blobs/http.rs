@@ -63,14 +63,12 @@ pub(super) fn base_url(headers: &HeaderMap) -> String {
 /// BUD-01: every response carries `Access-Control-Allow-Origin: *` (browser clients), and
 /// `X-Content-Type-Options: nosniff` (a browser takes each body for what it says it is).
 pub async fn cors(mut r: Response) -> Response {
-    let h = r.headers_mut();
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
+    crate::http::guard::set_headers(
+        r.headers_mut(),
+        &[
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
     );
     r
 }

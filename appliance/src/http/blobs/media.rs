@@ -148,13 +148,13 @@ pub(super) fn blob_headers(media: &str, hash: &str) -> HeaderMap {
         HeaderValue::from_str(media)
             .unwrap_or(HeaderValue::from_static("application/octet-stream")),
     );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(BLOB_CSP),
+    crate::http::guard::set_headers(
+        &mut h,
+        &[
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, BLOB_CSP),
+            (header::ACCEPT_RANGES, "bytes"),
+        ],
     );
     if !passive(media) {
         h.insert(
@@ -162,7 +162,6 @@ pub(super) fn blob_headers(media: &str, hash: &str) -> HeaderMap {
             HeaderValue::from_static("attachment"),
         );
     }
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if let Ok(v) = HeaderValue::from_str(&format!("\"{hash}\"")) {
         h.insert(header::ETAG, v);
     }
