@@ -131,16 +131,16 @@ fn apply_one(dir: &Path, doc: &Value) -> Result<Value, String> {
         (Some(_), true) => "unchanged",
         (Some(_), false) => "changed",
     };
-    let write_err = |e: std::io::Error| format!("writing {}: {e}", path.display());
     if state != "unchanged" {
         for d in [
             dir.join(MANIFESTS_DIR),
             path.parent().unwrap_or(dir).to_path_buf(),
         ] {
-            std::fs::create_dir_all(&d).map_err(write_err)?;
-            set_private_dir(&d).map_err(write_err)?;
+            std::fs::create_dir_all(&d).map_err(|e| format!("creating {}: {e}", d.display()))?;
+            crate::node::set_private(&d).map_err(|e| format!("{e:#}"))?;
         }
-        replace_private(&path, format!("{doc:#}\n").as_bytes())?;
+        crate::node::replace_file(&path, format!("{doc:#}\n").as_bytes(), true)
+            .map_err(|e| format!("{e:#}"))?;
     }
     let effect = match kind {
         fleetmesh_schemas::constants::manifest::MESH_NODE => reconcile_node(dir, doc)?,
@@ -157,26 +157,6 @@ fn apply_one(dir: &Path, doc: &Value) -> Result<Value, String> {
         ),
     };
     Ok(json!({"kind": kind, "name": name, "state": state, "changed": changed, "effect": effect}))
-}
-
-/// Replaces `path` with `bytes` (owner-only) at once: a sibling temporary file, renamed.
-fn replace_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let temp = path.with_file_name(format!(".{name}.apply-{}", std::process::id()));
-    let _ = std::fs::remove_file(&temp);
-    fleetmesh_proto::identity::write_private(&temp, bytes)
-        .map_err(|e| e.to_string())
-        .and_then(|()| std::fs::rename(&temp, path).map_err(|e| e.to_string()))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&temp);
-            format!("writing {}: {e}", path.display())
-        })
-}
-
-#[cfg(unix)]
-fn set_private_dir(d: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
 }
 
 /// Writes a MeshNode's settings into `meshnode.toml`, other keys kept; what it changed.
@@ -199,7 +179,8 @@ fn reconcile_node(dir: &Path, doc: &Value) -> Result<String, String> {
     if keys.is_empty() {
         return Ok("meshnode.toml already says this".into());
     }
-    replace_private(&dir.join(config::FILE), cfg.to_toml().as_bytes())?;
+    crate::node::replace_file(&dir.join(config::FILE), cfg.to_toml().as_bytes(), true)
+        .map_err(|e| format!("{e:#}"))?;
     Ok(format!(
         "written to meshnode.toml ({}); restart the daemon for it to take effect (the \
          descriptor is signed from it at start-up)",

@@ -176,8 +176,33 @@ fn init_inside(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
     result
 }
 
+/// Replaces the file at `path` with `bytes` at once (a sibling temporary file, renamed
+/// over it), owner-only (0600) when `private`.
+pub(crate) fn replace_file(path: &Path, bytes: &[u8], private: bool) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file path", path.display()))?;
+    let temp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&temp);
+    let written = if private {
+        fleetmesh_proto::identity::write_private(&temp, bytes).map_err(anyhow::Error::from)
+    } else {
+        std::fs::write(&temp, bytes).map_err(anyhow::Error::from)
+    };
+    written
+        .and_then(|()| std::fs::rename(&temp, path).map_err(anyhow::Error::from))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            e.context(format!("writing {}", path.display()))
+        })
+}
+
 /// Sets `dir` to mode 0700.
-fn set_private(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn set_private(dir: &Path) -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;

@@ -191,17 +191,6 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees
-/// half a file and a failed write leaves any old file as it was.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{}: not a file path", path.display()))?;
-    let tmp = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
-}
-
 fn malformed(e: String) -> anyhow::Result<Outcome> {
     println!("{}", json!({"ok": false, "error": e}));
     eprintln!("meshnode: malformed input: {e}");
@@ -278,13 +267,15 @@ pub fn prove_cmd(
     };
     let prove_ms = t_p.elapsed().as_millis();
     progress.finish(&format!("meshnode: proved in {prove_ms} ms"));
-    write_atomic(
+    crate::node::replace_file(
         proof_out,
         &serde_json::to_vec_pretty(&proof_to_json(&proven.proof))?,
+        false,
     )?;
-    write_atomic(
+    crate::node::replace_file(
         public_out,
         &serde_json::to_vec_pretty(&public_to_json(&proven.public))?,
+        false,
     )?;
     println!(
         "{}",
@@ -322,10 +313,10 @@ pub fn setup_cmd(r1cs: &Path, zkey: &Path, vk: Option<&Path>) -> anyhow::Result<
         Err(e @ fleetmesh_prover::Error::Setup(_)) => return malformed(e.to_string()),
         Err(e) => return Err(e.into()),
     };
-    write_atomic(zkey, &pk.to_bytes())?;
+    crate::node::replace_file(zkey, &pk.to_bytes(), false)?;
     if let Some(vk) = vk {
         let doc = fleetmesh_prover::snarkjs::vk_to_json(&pk.vk);
-        write_atomic(vk, &serde_json::to_vec_pretty(&doc)?)?;
+        crate::node::replace_file(vk, &serde_json::to_vec_pretty(&doc)?, false)?;
     }
     println!(
         "{}",
