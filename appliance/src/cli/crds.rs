@@ -43,7 +43,8 @@ const K8S_FORMATS: &[&str] = &[
     "password",
 ];
 
-/// The embedded schema file `path` (relative to `schemas/json/`), parsed.
+/// The embedded schema file `path` (relative to `schemas/json/`), parsed: `common.json`,
+/// which has no key of its own in the set.
 fn file(path: &str) -> anyhow::Result<Value> {
     let text = fleetmesh_schemas::SchemaSet::embedded_files()
         .iter()
@@ -190,7 +191,10 @@ fn plural(kind: &str) -> String {
 
 /// The CustomResourceDefinition of manifest `kind`.
 pub fn crd(kind: &str) -> anyhow::Result<Value> {
-    let local = file(&format!("manifests/{kind}.json"))?;
+    let local = fleetmesh_schemas::SchemaSet::embedded()
+        .schema(&fleetmesh_schemas::SchemaKey::Manifest(kind.to_owned()))
+        .with_context(|| format!("no manifest schema {kind}"))?
+        .clone();
     let d = Deriver {
         common: file("common.json")?,
         local: local.clone(),
