@@ -17,7 +17,9 @@
 //! `fleetmesh_inference_batch_size` (sequences per step),
 //! `fleetmesh_inference_time_to_first_token_seconds` (submission to first token) and
 //! `fleetmesh_inference_time_per_token_seconds` (one decoding step, per token it made),
-//! and `fleetmesh_inference_tokens_total{direction}` (`prompt`, `generated`).
+//! and `fleetmesh_inference_tokens_total{direction}` (`prompt`, `generated`). The worker
+//! takes its histogram handles when it starts: install the recorder before making a
+//! [`Batcher`].
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -200,6 +202,10 @@ impl Drop for Batcher {
 }
 
 fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<Admitted>) {
+    // looked up once, not per step and token
+    let batch_size = metrics::histogram!("fleetmesh_inference_batch_size");
+    let first_token = metrics::histogram!("fleetmesh_inference_time_to_first_token_seconds");
+    let per_token = metrics::histogram!("fleetmesh_inference_time_per_token_seconds");
     let mut active: Vec<Active> = Vec::new();
     let mut open = true;
     loop {
@@ -222,7 +228,7 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
         if active.is_empty() {
             continue;
         }
-        metrics::histogram!("fleetmesh_inference_batch_size").record(active.len() as f64);
+        batch_size.record(active.len() as f64);
         let step = Instant::now();
         // a panic in candle fails this step's sequences, not the worker
         let result = {
@@ -253,11 +259,9 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
             };
             let d = &a.admitted.decoding;
             if d.steps().len() == 1 {
-                metrics::histogram!("fleetmesh_inference_time_to_first_token_seconds")
-                    .record(a.admitted.queued.elapsed().as_secs_f64());
+                first_token.record(a.admitted.queued.elapsed().as_secs_f64());
             } else {
-                metrics::histogram!("fleetmesh_inference_time_per_token_seconds")
-                    .record(step.elapsed().as_secs_f64());
+                per_token.record(step.elapsed().as_secs_f64());
             }
             // a callback that panics ends its own job with an error
             let stop = match a.admitted.job.on_step.as_mut() {
