@@ -601,6 +601,8 @@ fn long_work_draws_on_a_terminal_and_writes_lines_elsewhere() {
     assert!(o.status.success(), "{}", stderr(&o));
     let tty = stdout(&o);
     assert!(tty.contains("\x1b["), "no terminal drawing in {tty:?}");
+    // the spinner's prefix: drawn only in terminal mode
+    assert!(tty.contains("meshnode: infer"), "{tty:?}");
     assert!(tty.contains(" loaded"), "{tty:?}");
     // the same command with stderr to a pipe: the plain lines only
     let o = run(&[
@@ -613,6 +615,7 @@ fn long_work_draws_on_a_terminal_and_writes_lines_elsewhere() {
         "2",
     ]);
     assert!(!stderr(&o).contains('\x1b'), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("meshnode: infer"), "{}", stderr(&o));
 }
 
 #[test]
@@ -646,13 +649,16 @@ fn manifest_crds_are_valid_kubernetes_objects_that_take_every_valid_example() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("crds.yaml");
-    std::fs::write(&file, &text).unwrap();
-    let checked = Command::new("python3")
-        .arg(repo().join("appliance/tests/meshnode/crds_check.py"))
-        .arg(&file)
-        .arg(repo().join("schemas/examples/manifests"))
-        .output()
-        .unwrap();
+    let check = |crds: &str| {
+        std::fs::write(&file, crds).unwrap();
+        Command::new("python3")
+            .arg(repo().join("appliance/tests/meshnode/crds_check.py"))
+            .arg(&file)
+            .arg(repo().join("schemas/examples/manifests"))
+            .output()
+            .unwrap()
+    };
+    let checked = check(&text);
     assert!(
         checked.status.success(),
         "{}{}",
@@ -660,13 +666,6 @@ fn manifest_crds_are_valid_kubernetes_objects_that_take_every_valid_example() {
         stderr(&checked)
     );
     // the check can fail: a CRD with a property of no type is refused
-    let untyped = text.replacen("        type: object\n", "        typo: object\n", 1);
-    std::fs::write(&file, untyped).unwrap();
-    let checked = Command::new("python3")
-        .arg(repo().join("appliance/tests/meshnode/crds_check.py"))
-        .arg(&file)
-        .arg(repo().join("schemas/examples/manifests"))
-        .output()
-        .unwrap();
+    let checked = check(&text.replacen("        type: object\n", "        typo: object\n", 1));
     assert!(!checked.status.success(), "{}", stdout(&checked));
 }

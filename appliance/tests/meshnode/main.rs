@@ -132,6 +132,15 @@ impl Daemon {
         });
         let parsed =
             prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+        // every metric is described: a name recorded without its description (a typo in
+        // a library, say) has no HELP line
+        for typed in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+            let name = typed.split(' ').next().unwrap_or_default();
+            assert!(
+                text.contains(&format!("# HELP {name} ")),
+                "{name} has no HELP:\n{text}"
+            );
+        }
         Scrape { text, parsed }
     }
 
