@@ -258,6 +258,29 @@ fn apply_validates_everything_first_stores_manifests_and_writes_mesh_node_settin
         "{}",
         stdout(&o)
     );
+    // the same manifest twice in one apply, and more documents than one apply takes
+    let twice = format!("[{peering},{peering}]");
+    let o = apply(&[&file("twice.json", &twice)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        super::stderr(&o).contains("the same manifest twice"),
+        "{}",
+        super::stderr(&o)
+    );
+    let many: Vec<Value> = (0..65)
+        .map(|i| {
+            let mut p = peering.clone();
+            p["metadata"]["name"] = format!("p{i}").into();
+            p
+        })
+        .collect();
+    let o = apply(&[&file("many.json", &Value::from(many).to_string())]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        super::stderr(&o).contains("65 documents; at most 64"),
+        "{}",
+        super::stderr(&o)
+    );
     // not a manifest at all
     let o = apply(&[&file(
         "x.json",
