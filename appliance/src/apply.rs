@@ -1,27 +1,34 @@
 //! `meshnode apply`: manifests (fleetmesh.org/v1alpha1) applied to a node through its
-//! running daemon's control socket.
+//! running daemon's control socket, or by the daemon itself from a watched directory
+//! (`[manifests] watch`).
 //!
-//! Every document is validated against its kind's schema before anything is written: one
-//! bad manifest and nothing is applied, the answer naming it and why. Then each is stored
-//! as `DIR/manifests/KIND/NAME.json` (owner-only) and reconciled without destroying
-//! anything: the answer lists, per manifest, what changed since the last apply (JSON
-//! pointers) and what it does now.
+//! Every document is validated against its kind's schema, and the settings they make
+//! together ([`crate::reconcile::effective`]) are checked, before anything is written: one
+//! bad manifest and nothing is applied, the answer naming it and why. Then what can change
+//! live is applied to the running services (a model that does not load also stops it
+//! here), each manifest is stored as `DIR/manifests/KIND/NAME.json` (owner-only), and the
+//! answer lists, per manifest, what changed since the last apply (JSON pointers) and what
+//! it does, and for the node the keys applied live and those waiting for a restart.
 //!
 //! - `MeshNode`: its settings (class, operator, relays, endpoints, facePort) are written
 //!   into `meshnode.toml`'s `[node]` and `[face] listen` port, other keys kept; they take
 //!   effect at the next start (the descriptor is signed from them then), which the answer
 //!   says.
+//! - `ComputeProvider`, `InferenceRouter`: reconciled ([`crate::reconcile`]); stored ones
+//!   are read again at every start and `meshnode ctl reload`.
 //! - `Peering`, `GrantPolicy`: validated and stored; they take effect when peering and
 //!   grants exist.
-//! - `ComputeProvider`, `InferenceRouter`: validated and stored; this build still takes
-//!   jobs and inference from `meshnode.toml` (`[jobs]`, `[inference]`), and says so.
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use fleetmesh_schemas::constants::manifest;
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
 
 use crate::config::{self, Config};
+use crate::reconcile::{Live, Notes};
 
 /// Where applied manifests are kept, under the node directory.
 pub const MANIFESTS_DIR: &str = "manifests";
@@ -37,7 +44,7 @@ fn refuse(i: usize, doc: &Value, why: impl std::fmt::Display) -> String {
 }
 
 /// The JSON pointers at which `a` and `b` differ (leaves; a missing side counts).
-fn changes(a: &Value, b: &Value, at: &str, out: &mut Vec<String>) {
+pub(crate) fn changes(a: &Value, b: &Value, at: &str, out: &mut Vec<String>) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
@@ -58,14 +65,15 @@ fn changes(a: &Value, b: &Value, at: &str, out: &mut Vec<String>) {
     }
 }
 
-/// Applies `docs` to the node in `dir`: all validated first, then stored and reconciled.
-/// The answer per manifest: `{kind, name, state: created|changed|unchanged, changed,
-/// effect}`.
+/// Applies `docs` to the node in `dir`, whose daemon runs `live`: all validated first,
+/// then reconciled, then stored. The answer: `{"applied": [{kind, name, state:
+/// created|changed|unchanged, changed, effect}], "reconciled": …}`.
 ///
 /// # Errors
-/// The first document that is not a valid manifest (nothing is written then), or a file
-/// that cannot be written.
-pub fn apply(dir: &Path, docs: &[Value]) -> Result<Vec<Value>, String> {
+/// The first document that is not a valid manifest, settings that do not hold together,
+/// a model that does not load (nothing is written or changed then); a file that cannot be
+/// written.
+pub fn apply(dir: &Path, docs: &[Value], live: &Live) -> Result<Value, String> {
     if docs.is_empty() {
         return Err("no manifests to apply".into());
     }
@@ -101,12 +109,27 @@ pub fn apply(dir: &Path, docs: &[Value]) -> Result<Vec<Value>, String> {
             return Err(refuse(i, doc, "the same manifest twice in one apply"));
         }
     }
-    // one apply at a time (the socket serves clients concurrently; they share files)
-    static APPLYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = APPLYING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    docs.iter().map(|doc| apply_one(dir, doc)).collect()
+    let _one = live.exclusive();
+    let reconciled = live
+        .reconcile(docs)
+        .map_err(|e| format!("the manifests were not applied: {e}"))?;
+    let applied = docs
+        .iter()
+        .map(|doc| apply_one(dir, doc, &reconciled.notes))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(json!({"applied": applied, "reconciled": reconciled.to_json()}))
+}
+
+/// `answer` as the control socket sends it (an error as `{"error": {"code": "invalid",
+/// …}}`), counted in `fleetmesh_manifest_applies_total{source, outcome}`.
+pub fn counted(source: &'static str, answer: Result<Value, String>) -> Value {
+    let outcome = if answer.is_ok() { "applied" } else { "refused" };
+    metrics::counter!("fleetmesh_manifest_applies_total", "source" => source, "outcome" => outcome)
+        .increment(1);
+    answer.unwrap_or_else(|why| {
+        tracing::warn!(source, %why, "manifests refused");
+        json!({"error": {"code": "invalid", "message": why}})
+    })
 }
 
 fn stored_path(dir: &Path, kind: &str, name: &str) -> PathBuf {
@@ -115,7 +138,7 @@ fn stored_path(dir: &Path, kind: &str, name: &str) -> PathBuf {
         .join(format!("{name}.json"))
 }
 
-fn apply_one(dir: &Path, doc: &Value) -> Result<Value, String> {
+fn apply_one(dir: &Path, doc: &Value, notes: &Notes) -> Result<Value, String> {
     let kind = doc["kind"].as_str().unwrap_or_default();
     let name = doc["metadata"]["name"].as_str().unwrap_or_default();
     let path = stored_path(dir, kind, name);
@@ -143,20 +166,23 @@ fn apply_one(dir: &Path, doc: &Value) -> Result<Value, String> {
             .map_err(|e| format!("{e:#}"))?;
     }
     let effect = match kind {
-        fleetmesh_schemas::constants::manifest::MESH_NODE => reconcile_node(dir, doc)?,
-        "Peering" | "GrantPolicy" => {
+        manifest::MESH_NODE => reconcile_node(dir, doc)?,
+        manifest::PEERING | manifest::GRANT_POLICY => {
             "stored; it takes effect when this node has peers and grants".to_owned()
         }
-        other => format!(
-            "stored; this build still takes {} from meshnode.toml, not from {other} manifests",
-            if other == "ComputeProvider" {
-                "jobs ([jobs])"
-            } else {
-                "inference ([inference])"
-            }
-        ),
+        _ => "reconciled".to_owned(),
     };
-    Ok(json!({"kind": kind, "name": name, "state": state, "changed": changed, "effect": effect}))
+    let me = format!("{kind}/{name}");
+    let notes: Vec<&String> = notes
+        .0
+        .iter()
+        .filter(|(m, _)| *m == me)
+        .map(|(_, n)| n)
+        .collect();
+    Ok(
+        json!({"kind": kind, "name": name, "state": state, "changed": changed, "effect": effect,
+               "notes": notes}),
+    )
 }
 
 /// Writes a MeshNode's settings into `meshnode.toml`, other keys kept; what it changed.
@@ -186,4 +212,118 @@ fn reconcile_node(dir: &Path, doc: &Value) -> Result<String, String> {
          descriptor is signed from it at start-up)",
         keys.join(", ")
     ))
+}
+
+/// Most files, and bytes per file, of a watched manifest directory.
+const MAX_WATCHED_FILES: usize = 64;
+const MAX_WATCHED_BYTES: u64 = 1 << 20;
+
+/// A watched directory's manifest files, read: one digest over their names and texts, and
+/// each file's path and text.
+type Scanned = ([u8; 32], Vec<(PathBuf, String)>);
+
+/// The manifest files of `folder` (`.yaml`, `.yml`, `.json`, sorted by name), read.
+fn scan(folder: &Path) -> Result<Scanned, String> {
+    use sha2::{Digest as _, Sha256};
+    let entries =
+        std::fs::read_dir(folder).map_err(|e| format!("reading {}: {e}", folder.display()))?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x == "yaml" || x == "yml" || x == "json")
+                && p.is_file()
+        })
+        .collect();
+    paths.sort();
+    if paths.len() > MAX_WATCHED_FILES {
+        return Err(format!(
+            "{} holds {} manifest files; at most {MAX_WATCHED_FILES}",
+            folder.display(),
+            paths.len()
+        ));
+    }
+    let mut digest = Sha256::new();
+    let mut files = Vec::new();
+    for p in paths {
+        let mut text = String::new();
+        std::fs::File::open(&p)
+            .and_then(|f| {
+                std::io::Read::read_to_string(&mut f.take(MAX_WATCHED_BYTES + 1), &mut text)
+            })
+            .map_err(|e| format!("reading {}: {e}", p.display()))?;
+        if text.len() as u64 > MAX_WATCHED_BYTES {
+            return Err(format!(
+                "{} is over {MAX_WATCHED_BYTES} bytes, the most a manifest file holds",
+                p.display()
+            ));
+        }
+        digest.update(p.as_os_str().as_encoded_bytes());
+        digest.update([0]);
+        digest.update((text.len() as u64).to_le_bytes());
+        digest.update(text.as_bytes());
+        files.push((p, text));
+    }
+    Ok((digest.finalize().into(), files))
+}
+
+/// Applies the manifests of `folder` (`[manifests] dir`) now and whenever its files
+/// change, looking every `every`, until the task is dropped. Each outcome is logged and
+/// counted under `source="watch"`; a folder that cannot be read is logged once per change
+/// of what went wrong.
+pub async fn watch(
+    node_dir: PathBuf,
+    folder: PathBuf,
+    every: std::time::Duration,
+    live: Arc<Live>,
+) {
+    let mut last: Option<Result<[u8; 32], String>> = None;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let (f, d, l) = (folder.clone(), node_dir.clone(), live.clone());
+        let seen = last.clone();
+        let Ok(now) = tokio::task::spawn_blocking(move || {
+            let (digest, files) = match scan(&f) {
+                Ok(found) => found,
+                Err(why) => {
+                    if seen.as_ref().is_none_or(|s| s.as_ref().err() != Some(&why)) {
+                        tracing::warn!(%why, "[manifests] dir");
+                    }
+                    return Err(why);
+                }
+            };
+            if seen == Some(Ok(digest)) {
+                return Ok(digest);
+            }
+            let mut docs = Vec::new();
+            let mut read = Ok(());
+            for (path, text) in &files {
+                match crate::manifest::parse_documents(text, path) {
+                    Ok(more) => docs.extend(more),
+                    Err(e) => read = Err(format!("{e:#}")),
+                }
+            }
+            let answer = match read {
+                Err(why) => counted("watch", Err(why)),
+                Ok(()) if docs.is_empty() => return Ok(digest),
+                Ok(()) => counted("watch", apply(&d, &docs, &l)),
+            };
+            if answer.get("error").is_none() {
+                tracing::info!(
+                    folder = %f.display(),
+                    applied = %answer["applied"],
+                    reconciled = %answer["reconciled"],
+                    "manifests applied"
+                );
+            }
+            Ok(digest)
+        })
+        .await
+        else {
+            continue;
+        };
+        last = Some(now);
+    }
 }

@@ -36,6 +36,36 @@ pub struct Config {
     pub jobs: JobsSection,
     /// The Blossom blob store.
     pub blobs: BlobsSection,
+    /// A directory of manifests the daemon applies itself.
+    pub manifests: ManifestsSection,
+}
+
+/// `[manifests]`: a directory of manifests (YAML or JSON, as `meshnode apply -f` reads
+/// them) the daemon applies itself, e.g. one a configuration-management tool or a
+/// Kubernetes ConfigMap mount keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ManifestsSection {
+    /// Apply every `.yaml`, `.yml` and `.json` file in `dir` when the daemon starts and
+    /// whenever one of them changes, as one `meshnode apply`: a bad file changes nothing
+    /// and is logged and counted (`fleetmesh_manifest_applies_total{source="watch"}`). A
+    /// file taken out of `dir` leaves its manifest applied. Default false.
+    pub watch: bool,
+    /// The directory; a relative path is taken from the node directory. Default
+    /// `manifests.d`.
+    pub dir: std::path::PathBuf,
+    /// Seconds between looks at `dir`. 1 to 3600. Default 2.
+    pub interval_secs: u64,
+}
+
+impl Default for ManifestsSection {
+    fn default() -> Self {
+        ManifestsSection {
+            watch: false,
+            dir: "manifests.d".into(),
+            interval_secs: 2,
+        }
+    }
 }
 
 /// `[blobs]`: the Blossom blob store (`PUT /upload`, `GET /<sha256>`).
@@ -84,10 +114,12 @@ pub struct ApiSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct InferenceSection {
-    /// Model directories or .gguf files to serve (each under its directory or file name);
-    /// relative paths are taken from the node directory. Default: none. `meshnode run
-    /// --model PATH` adds to them.
-    pub models: Vec<std::path::PathBuf>,
+    /// Model directories or .gguf files to serve, each a path (served under its directory
+    /// or file name) or `{ id = "NAME", path = "…" }`; relative paths are taken from the
+    /// node directory. Default: none. `meshnode run --model PATH` and an InferenceRouter
+    /// manifest add to them. Live: `meshnode ctl reload` loads added models and stops
+    /// serving removed ones (requests in flight finish).
+    pub models: Vec<ModelEntry>,
     /// Where models run: `auto` (default: a CUDA GPU when the build has candle's CUDA
     /// backend and one answers, else the CPU), `cpu`, `cuda:N`.
     pub device: String,
@@ -117,6 +149,50 @@ impl Default for InferenceSection {
             verification: Verification::None,
             quorum: QuorumSection::default(),
             executors: Vec::new(),
+        }
+    }
+}
+
+/// One served model: its path, served under the directory or file name, or a table naming
+/// the id it is served under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ModelEntry {
+    /// `"models/tiny"`.
+    Path(std::path::PathBuf),
+    /// `{ id = "tiny-demo", path = "models/tiny" }`.
+    Named {
+        /// The name buyers and clients ask for.
+        id: String,
+        /// Weights: a safetensors directory or a .gguf file.
+        path: std::path::PathBuf,
+    },
+}
+
+impl ModelEntry {
+    /// The weights' path.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            ModelEntry::Path(p) | ModelEntry::Named { path: p, .. } => p,
+        }
+    }
+
+    /// The name it is served under: its id, else the file or directory name.
+    pub fn id(&self) -> Option<String> {
+        match self {
+            ModelEntry::Named { id, .. } => Some(id.clone()),
+            ModelEntry::Path(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()),
+        }
+    }
+
+    /// The same entry with its path taken from `dir` when relative.
+    pub fn resolved(&self, dir: &std::path::Path) -> ModelEntry {
+        match self {
+            ModelEntry::Path(p) => ModelEntry::Path(dir.join(p)),
+            ModelEntry::Named { id, path } => ModelEntry::Named {
+                id: id.clone(),
+                path: dir.join(path),
+            },
         }
     }
 }
@@ -426,6 +502,40 @@ impl Config {
             j.max_output_bytes,
             1 << 10,
             1 << 30,
+        )?;
+        range("[jobs] max_tokens", j.max_tokens, 1, 1_000_000)?;
+        range(
+            "[jobs] max_input_bytes",
+            j.max_input_bytes,
+            1 << 10,
+            1 << 30,
+        )?;
+        if j.engines.is_empty() || j.modes.is_empty() {
+            return Err("[jobs] engines and modes: each names at least one".to_string());
+        }
+        for (engine, price) in &j.prices {
+            if engine.parse::<fleetmesh_proto::Engine>().is_err() {
+                return Err(format!(
+                    "[jobs.prices] {engine:?}: not an engine (wasm, groth16-prove, \
+                     groth16-verify, llm, data)"
+                ));
+            }
+            if !fleetmesh_market::service::MEASURES.contains(&price.per.as_str()) {
+                return Err(format!(
+                    "[jobs.prices.{engine}] per = {:?}: one of {}",
+                    price.per,
+                    fleetmesh_market::service::MEASURES.join(", ")
+                ));
+            }
+            if price.quantity == 0 {
+                return Err(format!("[jobs.prices.{engine}] quantity: at least 1"));
+            }
+        }
+        range(
+            "[manifests] interval_secs",
+            self.manifests.interval_secs,
+            1,
+            3600,
         )?;
         range(
             "[blobs] body_timeout_secs",

@@ -2,10 +2,11 @@
 //!
 //! A Unix socket in the node directory, mode 0600 in a 0700 directory: only the node's
 //! owner can connect, and nothing on it is reachable over the network. A client sends one
-//! JSON line, `{"cmd": "status"}`, `{"cmd": "config"}` or `{"cmd": "apply", "manifests":
-//! […]}` ([`crate::apply`]), and reads one JSON line back; an unknown command is answered
-//! `{"error": {"code": "unknown_command", …}}`. Requests are bounded (1 MiB, 5 s). `meshnode ctl` is its client; later issues add peers, grants and
-//! wallets here.
+//! JSON line, `{"cmd": "status"}`, `{"cmd": "config"}`, `{"cmd": "reload"}`
+//! ([`crate::reconcile`]) or `{"cmd": "apply", "manifests": […]}` ([`crate::apply`]), and
+//! reads one JSON line back; an unknown command is answered `{"error": {"code":
+//! "unknown_command", …}}`. Requests are bounded (1 MiB, 5 s to send). `meshnode ctl` and
+//! `meshnode apply` are its clients; later issues add peers, grants and wallets here.
 //!
 //! On start, a socket file another daemon still answers on is refused (two daemons on one
 //! node), one left by a daemon that died is replaced, and anything else at that path — not
@@ -106,7 +107,10 @@ pub async fn serve(listener: tokio::net::UnixListener, handler: Handler) {
                 tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
             let read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line));
             let answer = match read.await {
-                Ok(Ok(_)) => answer(&handler, &line),
+                // off the runtime: a reload may load a model
+                Ok(Ok(_)) => tokio::task::spawn_blocking(move || answer(&handler, &line))
+                    .await
+                    .unwrap_or_else(|_| refusal("internal", "the command panicked")),
                 Ok(Err(e)) => refusal("bad_request", format!("reading the request: {e}")),
                 Err(_) => refusal("timeout", "no request within 5 s"),
             };
@@ -132,7 +136,7 @@ fn answer(handler: &Handler, line: &str) -> Value {
     handler(cmd, &req).unwrap_or_else(|| {
         refusal(
             "unknown_command",
-            format!("no command {cmd:?}; there are status, config and apply"),
+            format!("no command {cmd:?}; there are status, config, reload and apply"),
         )
     })
 }
@@ -158,7 +162,8 @@ pub fn request(dir: &Path, req: &Value) -> anyhow::Result<Value> {
             dir.display()
         )
     })?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    // an apply or reload may load a model first
+    stream.set_read_timeout(Some(Duration::from_secs(300)))?;
     stream.write_all(format!("{req}\n").as_bytes())?;
     let mut line = String::new();
     BufReader::new(stream)

@@ -12,6 +12,7 @@ mod http;
 mod manifest;
 mod models;
 mod node;
+mod reconcile;
 
 use std::io::IsTerminal as _;
 use std::path::Path;
@@ -168,7 +169,11 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 for path in a["changed"].as_array().into_iter().flatten() {
                     println!("  changed {}", path.as_str().unwrap_or("?"));
                 }
+                for note in a["notes"].as_array().into_iter().flatten() {
+                    println!("  note: {}", note.as_str().unwrap_or("?"));
+                }
             }
+            print_reconciled(&answer["reconciled"], false);
             Ok(Outcome::Ok)
         }
         Command::Manifest(cli::ManifestCommand::Crds) => {
@@ -181,15 +186,21 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             let (name, dir) = match cmd {
                 cli::CtlCommand::Status { dir } => ("status", dir),
                 cli::CtlCommand::Config { dir } => ("config", dir),
+                cli::CtlCommand::Reload { dir } => ("reload", dir),
             };
             let dir = match dir {
                 Some(d) => d,
                 None => node::default_home()?,
             };
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&control::ask(&dir, name)?)?
-            );
+            let answer = control::ask(&dir, name)?;
+            if name == "reload" {
+                if let Some(why) = answer["error"]["message"].as_str() {
+                    anyhow::bail!("nothing reloaded: {why}");
+                }
+                print_reconciled(&answer["reconciled"], true);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&answer)?);
+            }
             Ok(Outcome::Ok)
         }
         Command::Proof(cli::ProofCommand::Verify { vk, proof, public }) => {
@@ -270,23 +281,63 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
     }
 }
 
+/// What a reconciliation did, as `meshnode apply` and `meshnode ctl reload` print it
+/// (`notes`: also the notes, which `apply` prints under each manifest).
+fn print_reconciled(r: &serde_json::Value, notes: bool) {
+    let list = |key: &str| -> Vec<String> {
+        r[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect()
+    };
+    let (live, restart) = (list("live"), list("restart"));
+    if live.is_empty() {
+        println!("applied live: nothing changed");
+    } else {
+        println!("applied live: {}", live.join(", "));
+    }
+    for line in list("said") {
+        println!("  {line}");
+    }
+    if !restart.is_empty() {
+        println!("waits for a restart: {}", restart.join(", "));
+    }
+    if notes {
+        for n in r["notes"].as_array().into_iter().flatten() {
+            println!(
+                "{}: {}",
+                n["manifest"].as_str().unwrap_or("?"),
+                n["note"].as_str().unwrap_or("?")
+            );
+        }
+    }
+}
+
 fn run(
     dir: &Path,
     listen: Option<std::net::SocketAddr>,
     extra_models: &[std::path::PathBuf],
     listening: impl FnOnce(std::net::SocketAddr),
 ) -> anyhow::Result<Outcome> {
-    let node = node::Node::open(dir)?;
+    let mut node = node::Node::open(dir)?;
+    // meshnode.toml with the applied manifests on top; a stored manifest that no longer
+    // validates stops the start here
+    node.config = reconcile::effective(dir, &node.config, &[])
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("the applied manifests")?
+        .0;
     let listen = listen.unwrap_or(node.config.face.listen);
     // [inference] models (relative to the node directory), then --model
     let mut inference = node.config.inference.clone();
-    inference.models = http::inference::resolve_models(dir, &inference, extra_models);
+    inference.models = http::inference::resolve_models(&node.dir, &inference, extra_models);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("meshnode")
         .build()
         .context("starting the async runtime")?;
-    let served = runtime.block_on(http::run(node, listen, &inference, listening));
+    let served = runtime.block_on(http::run(node, listen, &inference, extra_models, listening));
     // work still running on blocking threads (a proof, a generation) is not waited for
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     served?;

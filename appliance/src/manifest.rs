@@ -83,9 +83,13 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
 /// Reads every document of a file (`-`: stdin): a YAML stream (`---` between documents) or
 /// JSON (one object, or an array of them).
 pub fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
-    let text = read_text(path)?;
+    parse_documents(&read_text(path)?, path)
+}
+
+/// The documents of `text`, read from `path` (named in errors): as [`read_documents`].
+pub fn parse_documents(text: &str, path: &Path) -> anyhow::Result<Vec<Value>> {
     if text.trim_start().starts_with(['{', '[']) {
-        let v: Value = serde_json::from_str(&text)
+        let v: Value = serde_json::from_str(text)
             .with_context(|| format!("{}: not valid JSON", path.display()))?;
         return Ok(match v {
             Value::Array(items) => items,
@@ -93,7 +97,7 @@ pub fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
         });
     }
     let mut docs = Vec::new();
-    for d in serde_yaml_ng::Deserializer::from_str(&text) {
+    for d in serde_yaml_ng::Deserializer::from_str(text) {
         let v =
             Value::deserialize(d).with_context(|| format!("{}: not valid YAML", path.display()))?;
         if !v.is_null() {

@@ -357,8 +357,17 @@ pub enum CtlCommand {
         /// The node directory [default: $MESHNODE_HOME or the platform data directory].
         dir: Option<PathBuf>,
     },
-    /// The configuration the daemon runs with (the API token shown only as set or not).
+    /// The settings the daemon runs with: meshnode.toml with the applied manifests on top
+    /// (the API token shown only as set or not).
     Config {
+        /// The node directory [default: $MESHNODE_HOME or the platform data directory].
+        dir: Option<PathBuf>,
+    },
+    /// Read meshnode.toml and the applied manifests again: apply what can change while the
+    /// node runs ([jobs] limits, engines, modes and prices; [inference] models, executors,
+    /// quorum and verification) and name what waits for a restart. Exit 2, nothing
+    /// changed, when they do not hold.
+    Reload {
         /// The node directory [default: $MESHNODE_HOME or the platform data directory].
         dir: Option<PathBuf>,
     },

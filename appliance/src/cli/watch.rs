@@ -101,7 +101,12 @@ fn node_checks(dir: &Path, min_free: u64, out: &mut Vec<Finding>) -> Option<Stri
         );
         return None;
     }
-    let config = match crate::config::Config::load(dir) {
+    // meshnode.toml and the applied manifests on top: what the next start reads
+    let config = match crate::config::Config::load(dir).and_then(|c| {
+        crate::reconcile::effective(dir, &c, &[])
+            .map(|(c, _)| c)
+            .map_err(|e| anyhow::anyhow!("the applied manifests: {e}"))
+    }) {
         Ok(c) => {
             found(out, "config", Level::Ok, "valid");
             Some(c)

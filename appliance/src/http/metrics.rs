@@ -123,6 +123,11 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         Kind::Counter,
         "Blob bytes received (in) and served (out); per peer at GET /v1/blobs/served.",
     ),
+    (
+        "fleetmesh_manifest_applies_total",
+        Kind::Counter,
+        "Manifest applies and reloads, by source (socket, reload, watch) and outcome (applied, refused: nothing changed).",
+    ),
 ];
 
 /// The process's recorder, installed on first use (histogram buckets for `_seconds` and

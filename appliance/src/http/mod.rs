@@ -36,12 +36,14 @@ pub mod status;
 /// Where the prove service finds circuits, under the node directory.
 pub const CIRCUITS_DIR: &str = "circuits";
 
-/// Builds the router for `node`, serving `relay`.
+/// Builds the router for `node`, serving `relay`; and the running services that
+/// reconciliation acts on (`extra_models`: `meshnode run --model`).
 pub fn router(
     node: &mut Node,
     relay: Arc<Relay>,
     inference: &crate::config::InferenceSection,
-) -> anyhow::Result<Router> {
+    extra_models: &[std::path::PathBuf],
+) -> anyhow::Result<(Router, Arc<crate::reconcile::Live>)> {
     let descriptor = node.current_descriptor()?;
     let choice = node.config.compute.backend;
     let mut devices = format!("not probed ([compute] backend = \"{choice}\")");
@@ -108,8 +110,19 @@ pub fn router(
         inference: inference.clone(),
         jobs: jobs.clone(),
     };
+    let nip11 = Arc::new(std::sync::RwLock::new(nip11.to_string()));
+    let live = Arc::new(crate::reconcile::Live::new(
+        &node.dir,
+        &node.config,
+        extra_models,
+        crate::reconcile::Services {
+            jobs: jobs.clone(),
+            inference: inference.clone(),
+            nip11: nip11.clone(),
+        },
+    ));
     let state = Arc::new(RelayState {
-        nip11: nip11.to_string(),
+        nip11,
         pubkey: node.keys.nostr_pubkey_hex(),
         started: Instant::now(),
         relay,
@@ -164,7 +177,7 @@ pub fn router(
             get(crate::http::jobs::receipt).with_state(jobs),
         )
         .route_layer(guard);
-    Ok(Router::new()
+    let app = Router::new()
         .route("/", get(relay::root).options(relay::preflight))
         .route("/healthz", get(relay::healthz))
         .route("/metrics", get(self::metrics::metrics))
@@ -200,7 +213,8 @@ pub fn router(
                 .with_state(blobs),
         )
         .fallback(not_found)
-        .with_state(state))
+        .with_state(state);
+    Ok((app, live))
 }
 
 async fn not_found() -> Response {
@@ -212,6 +226,7 @@ pub async fn run(
     mut node: Node,
     listen: SocketAddr,
     inference: &crate::config::InferenceSection,
+    extra_models: &[std::path::PathBuf],
     listening: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
     if !listen.ip().is_loopback() && node.config.api.token.is_none() {
@@ -230,17 +245,26 @@ pub async fn run(
     )?;
     relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
     relay.spawn_rejection_summary(std::time::Duration::from_secs(60));
-    let app = router(&mut node, relay.clone(), inference)?;
+    let (app, live) = router(&mut node, relay.clone(), inference, extra_models)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
     let local = listener.local_addr().context("reading the bound address")?;
     let control = crate::control::bind(&node.dir)?.map(|(socket, control)| {
-        let handler = control_handler(&node, local, relay.clone());
+        let handler = control_handler(&node, local, relay.clone(), live.clone());
         (
             tokio::spawn(crate::control::serve(socket, handler)),
             control,
         )
+    });
+    let watcher = node.config.manifests.watch.then(|| {
+        let m = &node.config.manifests;
+        tokio::spawn(crate::apply::watch(
+            node.dir.clone(),
+            node.dir.join(&m.dir),
+            std::time::Duration::from_secs(m.interval_secs),
+            live.clone(),
+        ))
     });
     let signals = shutdown_signal()?;
     info!(
@@ -275,6 +299,9 @@ pub async fn run(
         task.abort();
         drop(socket);
     }
+    if let Some(task) = watcher {
+        task.abort();
+    }
     // The writer commits what is queued, then ends, whatever connection is still open.
     tokio::task::spawn_blocking(move || {
         relay.stop_writer();
@@ -288,9 +315,15 @@ pub async fn run(
 }
 
 /// What the control socket answers: `status` (identity, address, uptime, protocol
-/// digest, relay counters), `config` (the running configuration, the API token only
-/// said to be set) and `apply` (manifests, [`crate::apply`]).
-fn control_handler(node: &Node, listen: SocketAddr, relay: Arc<Relay>) -> crate::control::Handler {
+/// digest, relay counters), `config` (the settings in effect, the API token only said to be
+/// set), `reload` (`meshnode.toml` and the stored manifests read again,
+/// [`crate::reconcile`]) and `apply` (manifests, [`crate::apply`]).
+fn control_handler(
+    node: &Node,
+    listen: SocketAddr,
+    relay: Arc<Relay>,
+    live: Arc<crate::reconcile::Live>,
+) -> crate::control::Handler {
     let started = std::time::Instant::now();
     let identity = serde_json::json!({
         "pubkey": node.keys.nostr_pubkey_hex(),
@@ -300,10 +333,6 @@ fn control_handler(node: &Node, listen: SocketAddr, relay: Arc<Relay>) -> crate:
         "dir": node.dir.display().to_string(),
         "protocol_digest": fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
     });
-    let mut config = serde_json::to_value(&node.config).unwrap_or_default();
-    if !config["api"]["token"].is_null() {
-        config["api"]["token"] = serde_json::json!("(set)");
-    }
     let dir = node.dir.clone();
     Arc::new(move |cmd: &str, req: &serde_json::Value| match cmd {
         "status" => {
@@ -320,13 +349,24 @@ fn control_handler(node: &Node, listen: SocketAddr, relay: Arc<Relay>) -> crate:
             });
             Some(s)
         }
-        "config" => Some(config.clone()),
+        "config" => {
+            let mut config = serde_json::to_value(live.current()).unwrap_or_default();
+            if !config["api"]["token"].is_null() {
+                config["api"]["token"] = serde_json::json!("(set)");
+            }
+            Some(config)
+        }
+        "reload" => Some(crate::apply::counted(
+            "reload",
+            live.reload()
+                .map(|r| serde_json::json!({"reconciled": r.to_json()})),
+        )),
         "apply" => {
             let docs = req["manifests"].as_array().map_or(&[][..], Vec::as_slice);
-            Some(match crate::apply::apply(&dir, docs) {
-                Ok(applied) => serde_json::json!({"applied": applied}),
-                Err(why) => serde_json::json!({"error": {"code": "invalid", "message": why}}),
-            })
+            Some(crate::apply::counted(
+                "socket",
+                crate::apply::apply(&dir, docs, &live),
+            ))
         }
         _ => None,
     })

@@ -25,8 +25,8 @@ const NOSTR_JSON: &str = "application/nostr+json";
 
 /// What the relay face's handlers share.
 pub struct RelayState {
-    /// The NIP-11 document, serialized once at start-up.
-    pub nip11: String,
+    /// The NIP-11 document, serialized; replaced when `[jobs]` changes live.
+    pub nip11: Arc<std::sync::RwLock<String>>,
     /// The node's Nostr key, hex.
     pub pubkey: String,
     /// When the node started.
@@ -101,7 +101,11 @@ pub async fn root(
     if accepts(&headers, NOSTR_JSON) {
         let mut response = (
             [(header::CONTENT_TYPE, HeaderValue::from_static(NOSTR_JSON))],
-            state.nip11.clone(),
+            state
+                .nip11
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
         )
             .into_response();
         cors_any_origin(response.headers_mut(), "GET, OPTIONS");

@@ -190,6 +190,25 @@ fn render(state: &RelayState) -> String {
             ),
         );
     }
+    let offer = s.jobs.limits();
+    let words = |w: Vec<&str>| w.join(", ");
+    row(
+        &mut out,
+        "jobs offered",
+        &format!(
+            "{} under {}; {} at once",
+            words(offer.engines.iter().map(|e| e.as_str()).collect()),
+            words(offer.modes.iter().map(|m| m.as_str()).collect()),
+            offer.workers
+        ),
+    );
+    for (engine, p) in &offer.prices {
+        row(
+            &mut out,
+            &format!("price {engine}"),
+            &format!("{} {} per {} {}", p.amount, p.unit, p.quantity, p.per),
+        );
+    }
     out.push_str("</table>\n<h2>Recent jobs</h2>\n");
     match s.jobs.recent(RECENT_JOBS) {
         Ok(jobs) if jobs.is_empty() => out.push_str("<p class=\"muted\">none yet</p>\n"),

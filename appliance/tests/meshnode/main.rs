@@ -11,6 +11,7 @@ mod inference;
 mod init;
 mod jobs;
 mod proof;
+mod reconcile;
 mod schema;
 mod status_page;
 mod wasi;

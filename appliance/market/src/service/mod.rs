@@ -92,11 +92,36 @@ pub trait Llm: Send + Sync {
     fn answer(&self, request: &LlmRequest) -> Result<LlmAnswer, LlmFailure>;
 }
 
-/// What the node lets a job use (the appliance's `[jobs]`).
+/// A unit price, as manifests and NIP-11 write it: `amount` of `unit` for `quantity` of
+/// `per` (e.g. 2 msat per 1000 tokens).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// What `quantity` of `per` costs.
+    pub amount: u64,
+    /// The accounting unit of `amount`.
+    pub unit: fleetmesh_proto::Unit,
+    /// What is charged for: `job`, `fuel`, `token`, `proof`, `second` or `byte`.
+    pub per: String,
+    /// How many of `per` the amount buys. Default 1.
+    #[serde(default = "one")]
+    pub quantity: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// What a price may be charged per (`common.json`'s `measure`).
+pub const MEASURES: &[&str] = &["job", "fuel", "token", "proof", "second", "byte"];
+
+/// What the node offers and lets a job use (the appliance's `[jobs]`, which a
+/// ComputeProvider manifest overrides). Every field but `workers` can change while the
+/// service runs ([`JobService::set_limits`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct JobLimits {
-    /// Jobs run at once, each on its own thread. 1 to 64. Default 2.
+    /// Jobs run at once, each on its own thread. 1 to 64. Default 2. Read at start-up.
     pub workers: usize,
     /// Most fuel (WebAssembly instructions, roughly) of a wasm or data job. 1 to 10^15.
     /// Default 10 000 000 000.
@@ -109,6 +134,22 @@ pub struct JobLimits {
     /// Most output (stdout, stderr, files) of a wasm or data job, in bytes. 1 KiB to
     /// 1 GiB. Default 64 MiB.
     pub max_output_bytes: u64,
+    /// Most tokens an `llm` job may ask to generate (`max_tokens`); more is refused
+    /// `limit-exceeded`. 1 to 1 000 000. Default 4096.
+    pub max_tokens: u64,
+    /// Most bytes of a submission's sealed job message (its inline inputs); more is
+    /// refused `limit-exceeded`. 1 KiB to 1 GiB; the HTTP API reads at most 2 MiB of a body
+    /// whatever this says. Default 1 MiB.
+    pub max_input_bytes: u64,
+    /// The engines this node runs jobs of; an ask for another is refused
+    /// `unsupported-engine`. Default: all five.
+    pub engines: Vec<Engine>,
+    /// The verification modes offered; a job under another is refused
+    /// `unsupported-mode`. Default: all five (each engine runs under its own).
+    pub modes: Vec<Mode>,
+    /// Unit prices per engine (`wasm`, `groth16-prove`, …), advertised in NIP-11 for
+    /// buyers to bid against. Default: none.
+    pub prices: std::collections::BTreeMap<String, Price>,
 }
 
 impl Default for JobLimits {
@@ -119,6 +160,11 @@ impl Default for JobLimits {
             max_wall_secs: 300,
             max_memory_bytes: 1 << 30,
             max_output_bytes: 64 << 20,
+            max_tokens: 4096,
+            max_input_bytes: 1 << 20,
+            engines: Engine::ALL.to_vec(),
+            modes: Mode::ALL.to_vec(),
+            prices: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -170,8 +216,9 @@ pub struct JobService {
     inference: Arc<dyn Llm>,
     queue: Mutex<std::sync::mpsc::Sender<String>>,
     runtime: tokio::runtime::Handle,
-    /// Workers and the most any job may use.
-    limits: JobLimits,
+    /// Workers, what is offered and the most any job may use; replaced whole by
+    /// [`JobService::set_limits`].
+    limits: std::sync::RwLock<Arc<JobLimits>>,
 }
 
 impl std::fmt::Debug for JobService {
@@ -239,7 +286,7 @@ impl JobService {
             inference,
             queue: Mutex::new(tx.clone()),
             runtime: tokio::runtime::Handle::current(),
-            limits: limits.clone(),
+            limits: std::sync::RwLock::new(Arc::new(limits.clone())),
         });
         for id in pending {
             let _ = tx.send(id);
@@ -271,12 +318,28 @@ impl JobService {
         Ok(svc)
     }
 
+    /// What the service offers and lets a job use now.
+    pub fn limits(&self) -> Arc<JobLimits> {
+        self.limits
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces what is offered and the limits, for the jobs checked and started from now
+    /// on (running jobs keep theirs). `workers` is read at start-up only.
+    pub fn set_limits(&self, limits: JobLimits) {
+        tracing::info!(?limits, "job limits replaced");
+        *self
+            .limits
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(limits);
+    }
+
     /// The wall limit of a job: its ask's `wall_secs`, cut to `[jobs] max_wall_secs`.
     fn wall_secs(&self, ask: &Value) -> u64 {
-        ask["limits"]["wall_secs"]
-            .as_u64()
-            .unwrap_or(self.limits.max_wall_secs)
-            .min(self.limits.max_wall_secs)
+        let cap = self.limits().max_wall_secs;
+        ask["limits"]["wall_secs"].as_u64().unwrap_or(cap).min(cap)
     }
 
     /// Fails every running job past its wall limit (and a grace second per 10): an engine
@@ -346,6 +409,16 @@ impl JobService {
         let sealed = v["payload"]
             .as_str()
             .ok_or_else(|| refuse("bad_request", "payload must be a NIP-44 string"))?;
+        let cap = self.limits().max_input_bytes;
+        if sealed.len() as u64 > cap {
+            return Err(refuse(
+                "limit-exceeded",
+                format!(
+                    "the job message is {} bytes; this node takes at most {cap}",
+                    sealed.len()
+                ),
+            ));
+        }
         let job = self.open_job(&ask, sealed)?;
         let id = job["job_id"].as_str().unwrap_or_default().to_string();
         let (rec, new) = self.store.submit(&ask, &id, sealed, now)?;
@@ -385,6 +458,19 @@ impl JobService {
                 ));
             }
         }
+        let limits = self.limits();
+        if !limits.engines.contains(&ask.engine) {
+            return Err(refuse(
+                "unsupported-engine",
+                format!("this node does not run {} jobs now", ask.engine),
+            ));
+        }
+        if !limits.modes.contains(&ask.mode) {
+            return Err(refuse(
+                "unsupported-mode",
+                format!("this node does not offer {} now", ask.mode),
+            ));
+        }
         if !offered_modes(ask.engine).contains(&ask.mode) {
             let modes: Vec<&str> = offered_modes(ask.engine)
                 .iter()
@@ -402,6 +488,15 @@ impl JobService {
         }
         if ask.engine == Engine::Llm {
             let want = job["params"]["max_tokens"].as_u64().unwrap_or(16);
+            if want > limits.max_tokens {
+                return Err(refuse(
+                    "limit-exceeded",
+                    format!(
+                        "max_tokens {want} is above this node's {}",
+                        limits.max_tokens
+                    ),
+                ));
+            }
             let cap = ask.content["limits"]["tokens"].as_u64().unwrap_or(0);
             if want > cap {
                 return Err(refuse(

@@ -94,8 +94,8 @@ fn generated(m: &Served, p: &Params, t: fleetmesh_inference::Transcript) -> Gene
 
 /// Every prompt of `p` on the local runtime, submitted together so the batcher decodes them
 /// side by side (blocking: for the paths that also wait on remote executors).
-pub(super) fn generate_local(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {
-    let m = &s.models[p.model];
+pub(super) fn generate_local(p: &Params) -> Result<Vec<Generated>, Failure> {
+    let m = &p.model;
     let tickets = p
         .prompts
         .iter()
@@ -113,11 +113,8 @@ pub(super) fn generate_local(s: &InferenceService, p: &Params) -> Result<Vec<Gen
 
 /// [`generate_local`] without a thread waiting: the batcher answers each prompt through a
 /// channel the request awaits.
-pub(super) async fn generate_local_async(
-    s: &InferenceService,
-    p: &Params,
-) -> Result<Vec<Generated>, Failure> {
-    let m = &s.models[p.model];
+pub(super) async fn generate_local_async(p: &Params) -> Result<Vec<Generated>, Failure> {
+    let m = &p.model;
     let mut answers = Vec::with_capacity(p.prompts.len());
     for prompt in &p.prompts {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -162,11 +159,8 @@ pub(super) fn schema_verdict(g: &Grammar, text: &str) -> (bool, Value) {
 
 /// `schema-bounds`: the constrained local generation; an output the schema does not accept
 /// (cut by a stop string, a vocabulary without a needed byte) is 502 `schema_invalid`.
-pub(super) fn generate_bounded(
-    s: &InferenceService,
-    p: &Params,
-) -> Result<Vec<Generated>, Failure> {
-    schema_bounded(generate_local(s, p)?)
+pub(super) fn generate_bounded(p: &Params) -> Result<Vec<Generated>, Failure> {
+    schema_bounded(generate_local(p)?)
 }
 
 /// `schema-bounds`' rule on local generations: every output valid, else 502.
@@ -189,10 +183,7 @@ pub(super) fn schema_bounded(gens: Vec<Generated>) -> Result<Vec<Generated>, Fai
 /// The local generation with this host's SEV-SNP report over the one job binding
 /// (`fleetmesh_attest::binding_nonce`: model digest, prompt ids, output ids, and the
 /// request's `job` or else the response id as the job id).
-pub(super) fn generate_attested(
-    s: &InferenceService,
-    p: &Params,
-) -> Result<Vec<Generated>, Failure> {
+pub(super) fn generate_attested(p: &Params) -> Result<Vec<Generated>, Failure> {
     use fleetmesh_attest as tee;
     // no generation is spent on a host that cannot attest it
     if let Err(e) = tee::tsm_available() {
@@ -204,8 +195,8 @@ pub(super) fn generate_attested(
             extra: None,
         });
     }
-    let m = &s.models[p.model];
-    let mut gens = generate_local(s, p)?;
+    let m = &p.model;
+    let mut gens = generate_local(p)?;
     for g in &mut gens {
         // the job the buyer named (a job engine names its blinded job id), or the
         // response's id
@@ -289,7 +280,7 @@ fn self_check(
 }
 
 pub(super) fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Vec<Generated>, Failure> {
-    let m = &s.models[p.model];
+    let m = &p.model;
     let mut executors: Vec<&dyn Executor> = vec![&m.local];
     executors.extend(m.remotes.iter().map(|r| r as &dyn Executor));
     let req = ExecRequest {
@@ -301,7 +292,7 @@ pub(super) fn generate_quorum(s: &InferenceService, p: &Params) -> Result<Vec<Ge
     let counted = |outcome: &'static str| {
         metrics::counter!("fleetmesh_inference_quorum_total", "outcome" => outcome).increment(1);
     };
-    let v = run_quorum(&executors, &req, &s.quorum).map_err(|e| {
+    let v = run_quorum(&executors, &req, &s.now().quorum).map_err(|e| {
         counted("not_enough_executors");
         Failure {
             status: StatusCode::BAD_REQUEST,

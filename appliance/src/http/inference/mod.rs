@@ -47,6 +47,7 @@ use crate::config::{InferenceSection, Verification};
 mod generation;
 mod render;
 mod request;
+mod serving;
 mod stream;
 
 use crate::node::unix_now;
@@ -58,149 +59,8 @@ use render::render;
 use request::{Api, Params, parse, rand_seed};
 use stream::stream;
 
-/// One served model.
-struct Served {
-    id: String,
-    batcher: Arc<Batcher>,
-    tokenizer: Arc<TextTokenizer>,
-    template: Option<ChatTemplate>,
-    digest: [u8; 32],
-    /// `fleetmesh-candle/<device>`.
-    engine: String,
-    eos: Vec<u32>,
-    local: LocalExecutor,
-    remotes: Vec<RemoteExecutor>,
-    /// The vocabulary's bytes, built on the first request with a schema.
-    vocab: OnceLock<Arc<TokenVocab>>,
-    /// Requests admitted for this model (generating or waiting): `[inference] max_queue`.
-    queue: Arc<tokio::sync::Semaphore>,
-    /// `max_queue`, to tell how many are in flight.
-    queue_size: usize,
-    /// Tokens generated for this model's requests on the local runtime, ever.
-    tokens: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Served {
-    fn vocab(&self) -> Arc<TokenVocab> {
-        self.vocab
-            .get_or_init(|| Arc::new(TokenVocab::new(&self.tokenizer.token_bytes())))
-            .clone()
-    }
-}
-
-/// The loaded models, their executors and the quorum's settings.
-pub struct InferenceService {
-    models: Vec<Served>,
-    quorum: QuorumConfig,
-    verification: Verification,
-}
-
-impl InferenceService {
-    /// Loads every model of `cfg` (directories or GGUF files, paths already resolved),
-    /// each served under its directory or file name, with its remote executors.
-    ///
-    /// # Errors
-    /// A model that does not load, two with the same name, an executor for a model that is
-    /// not served or with a bad URL or digest.
-    pub fn load(cfg: &InferenceSection) -> anyhow::Result<Arc<InferenceService>> {
-        let mut models: Vec<Served> = Vec::new();
-        for p in &cfg.models {
-            let id = p
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .ok_or_else(|| anyhow::anyhow!("--model {}: no name", p.display()))?;
-            if models.iter().any(|m| m.id == id) {
-                anyhow::bail!("two models are named {id:?}; each is served under its name");
-            }
-            let (model, tokenizer, digest) = crate::models::load(p, &cfg.device)?;
-            let engine = fleetmesh_inference::model::engine_name(model.device());
-            let template = ChatTemplate::load_beside(p)?;
-            tracing::info!(model = %id, digest = %hex::encode(digest), chat = template.is_some(), "serving model");
-            let eos = model.config().eos_token_id.clone();
-            let batcher = Arc::new(Batcher::new(Arc::new(model), digest, cfg.max_batch));
-            models.push(Served {
-                local: LocalExecutor::new(format!("local:{id}"), batcher.clone()),
-                id,
-                batcher,
-                tokenizer: Arc::new(tokenizer),
-                template,
-                digest,
-                engine,
-                eos,
-                remotes: Vec::new(),
-                vocab: OnceLock::new(),
-                queue: Arc::new(tokio::sync::Semaphore::new(cfg.max_queue)),
-                queue_size: cfg.max_queue,
-                tokens: Arc::default(),
-            });
-        }
-        for e in &cfg.executors {
-            let served = models
-                .iter_mut()
-                .find(|m| m.id == e.serves)
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "[[inference.executors]] {:?} serves {:?}, which is not a served model",
-                        e.name,
-                        e.serves
-                    )
-                })?;
-            let model_digest = match &e.model_digest {
-                None => None,
-                Some(h) => Some(
-                    hex::decode(h)
-                        .ok()
-                        .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                        .ok_or_else(|| {
-                            anyhow::anyhow!(
-                                "[[inference.executors]] {:?}: model_digest is not 64 hex digits",
-                                e.name
-                            )
-                        })?,
-                ),
-            };
-            let mut rc = RemoteConfig::new(
-                e.name.clone(),
-                e.url.clone(),
-                e.model.clone().unwrap_or_else(|| e.serves.clone()),
-            );
-            rc.engine = e.engine.clone();
-            rc.dtype = e.dtype.clone();
-            rc.model_digest = model_digest;
-            rc.api_key = e.api_key.clone();
-            rc.timeout = std::time::Duration::from_secs(e.timeout_s.max(1));
-            rc.connect_timeout = std::time::Duration::from_secs(e.connect_timeout_s.max(1));
-            // reqwest's blocking client refuses to be built on an async runtime's thread
-            let remote = std::thread::scope(|t| t.spawn(|| RemoteExecutor::new(rc)).join())
-                .map_err(|_| anyhow::anyhow!("building the HTTP client panicked"))??;
-            served.remotes.push(remote);
-        }
-        let svc = Arc::new(InferenceService {
-            models,
-            quorum: cfg.quorum.to_config(),
-            verification: cfg.verification,
-        });
-        // a first health check of every remote executor, logged; requests do not wait
-        let s = svc.clone();
-        std::thread::spawn(move || {
-            for (m, r) in s
-                .models
-                .iter()
-                .flat_map(|m| m.remotes.iter().map(move |r| (m, r)))
-            {
-                match r.health() {
-                    Ok(h) => {
-                        tracing::info!(executor = r.name(), model = %m.id, latency_ms = h.latency.as_millis() as u64, "remote executor is up")
-                    }
-                    Err(e) => {
-                        tracing::warn!(executor = r.name(), model = %m.id, error = %e, "remote executor is not reachable")
-                    }
-                }
-            }
-        });
-        Ok(svc)
-    }
-}
+pub use serving::InferenceService;
+use serving::Served;
 
 /// A refused request, answered in OpenAI's error shape.
 struct Failure {
@@ -250,6 +110,7 @@ fn internal(message: impl Into<String>) -> Failure {
 /// `GET /v1/models`.
 pub async fn models(State(s): State<Arc<InferenceService>>) -> Response {
     let data: Vec<Value> = s
+        .now()
         .models
         .iter()
         .map(|m| {
@@ -281,7 +142,8 @@ impl InferenceService {
     /// Each served model: its name, digest (hex), engine and executors (the local runtime
     /// first) — what the status page shows.
     pub fn summary(&self) -> Vec<(String, String, String, Vec<String>)> {
-        self.models
+        self.now()
+            .models
             .iter()
             .map(|m| {
                 let executors = std::iter::once(m.local.name())
@@ -303,7 +165,8 @@ impl InferenceService {
 pub async fn executors(State(s): State<Arc<InferenceService>>) -> Response {
     let svc = s.clone();
     let list = tokio::task::spawn_blocking(move || {
-        svc.models
+        svc.now()
+            .models
             .iter()
             .flat_map(|m| {
                 m.remotes.iter().map(|r| match r.health() {
@@ -385,13 +248,13 @@ impl fleetmesh_market::service::Llm for InferenceService {
         };
         let p = parse(self, body.to_string().as_bytes(), api).map_err(fail)?;
         let gens = match p.verification {
-            Verification::None => generate_local(self, &p),
-            Verification::SchemaBounds => generate_bounded(self, &p),
+            Verification::None => generate_local(&p),
+            Verification::SchemaBounds => generate_bounded(&p),
             Verification::QuasiDeterministic => generate_quorum(self, &p),
-            Verification::TeeAttestation => generate_attested(self, &p),
+            Verification::TeeAttestation => generate_attested(&p),
         }
         .map_err(fail)?;
-        let document = render(&self.models[p.model], &p, &gens);
+        let document = render(&p.model, &p, &gens);
         let fm = &document["fleetmesh"];
         Ok(LlmAnswer {
             verdict: fm["verdict"].clone(),
@@ -451,18 +314,18 @@ async fn answer(s: Arc<InferenceService>, body: &[u8], api: Api) -> (&'static st
         Err(f) => return ("", f.into_response()),
     };
     let verification = p.verification.as_str();
-    let m = &s.models[p.model];
+    let m = &p.model;
     let Ok(place) = m.queue.clone().try_acquire_owned() else {
         return (verification, overloaded(&m.id));
     };
     if p.stream {
-        return (verification, stream(s, p, place));
+        return (verification, stream(p, place));
     }
     let _cancel = CancelOnDrop(p.cancel.clone());
     let result = match p.verification {
         // the local paths await the batcher; nothing blocks a thread meanwhile
-        Verification::None => generate_local_async(&s, &p).await,
-        Verification::SchemaBounds => generate_local_async(&s, &p)
+        Verification::None => generate_local_async(&p).await,
+        Verification::SchemaBounds => generate_local_async(&p)
             .await
             .and_then(generation::schema_bounded),
         // these also wait on remote executors or the TEE, on a blocking thread each (as
@@ -473,7 +336,7 @@ async fn answer(s: Arc<InferenceService>, body: &[u8], api: Api) -> (&'static st
                 if params.verification == Verification::QuasiDeterministic {
                     generate_quorum(&svc, &params)
                 } else {
-                    generate_attested(&svc, &params)
+                    generate_attested(&params)
                 }
             })
             .await
@@ -482,21 +345,21 @@ async fn answer(s: Arc<InferenceService>, body: &[u8], api: Api) -> (&'static st
     };
     drop(place);
     let response = match result {
-        Ok(g) => Json(render(&s.models[p.model], &p, &g)).into_response(),
+        Ok(g) => Json(render(&p.model, &p, &g)).into_response(),
         Err(f) => f.into_response(),
     };
     (verification, response)
 }
 
-/// The paths of `cfg.models`, resolved against the node directory, with `extra` after.
+/// `cfg.models`, their paths resolved against the node directory, with `extra` after.
 pub fn resolve_models(
     dir: &std::path::Path,
     cfg: &InferenceSection,
     extra: &[PathBuf],
-) -> Vec<PathBuf> {
+) -> Vec<crate::config::ModelEntry> {
     cfg.models
         .iter()
-        .map(|m| dir.join(m))
-        .chain(extra.iter().cloned())
+        .map(|m| m.resolved(dir))
+        .chain(extra.iter().cloned().map(crate::config::ModelEntry::Path))
         .collect()
 }

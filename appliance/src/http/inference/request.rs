@@ -13,7 +13,7 @@ pub(super) enum Api {
 #[derive(Clone)]
 pub(super) struct Params {
     pub(super) api: Api,
-    pub(super) model: usize,
+    pub(super) model: Arc<Served>,
     /// One prompt, or several (completions only), each a choice of the answer.
     pub(super) prompts: Vec<Vec<u32>>,
     pub(super) max_tokens: usize,
@@ -40,19 +40,15 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
     let name = v["model"]
         .as_str()
         .ok_or_else(|| bad("model must be a string", "model"))?;
-    let model = s
-        .models
-        .iter()
-        .position(|m| m.id == name)
-        .ok_or_else(|| Failure {
-            status: StatusCode::NOT_FOUND,
-            message: format!("The model `{name}` does not exist."),
-            param: Some("model"),
-            code: Some("model_not_found"),
-            extra: None,
-        })?;
+    let now = s.now();
+    let served = now.model(name).ok_or_else(|| Failure {
+        status: StatusCode::NOT_FOUND,
+        message: format!("The model `{name}` does not exist."),
+        param: Some("model"),
+        code: Some("model_not_found"),
+        extra: None,
+    })?;
     unsupported(&v)?;
-    let served = &s.models[model];
     let vocab = served.batcher.model().config().vocab_size;
     let mut stop = match &v["stop"] {
         Value::Null => Vec::new(),
@@ -68,7 +64,9 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
     }
     let schema = response_format(&v["response_format"])?;
     let prompts = match api {
-        Api::Completion => completion_prompts(served, &v["prompt"], vocab, add_special(&v, true)?)?,
+        Api::Completion => {
+            completion_prompts(&served, &v["prompt"], vocab, add_special(&v, true)?)?
+        }
         Api::Chat => {
             let template = served.template.as_ref().ok_or_else(|| {
                 bad(
@@ -204,7 +202,7 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
         stop_ids.extend(&served.eos);
     }
     let verification = match &v["verification"] {
-        Value::Null => s.verification,
+        Value::Null => now.verification,
         Value::String(x) => x.parse().map_err(|e: String| bad(e, "verification"))?,
         _ => return Err(bad("verification must be a string", "verification")),
     };
@@ -276,7 +274,7 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
     }
     Ok(Params {
         api,
-        model,
+        model: served,
         prompts,
         max_tokens,
         sampling: Sampling {

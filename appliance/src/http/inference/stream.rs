@@ -17,14 +17,10 @@ struct Sent {
 /// ends in an incomplete UTF-8 character or could still be the start of a stop string, so
 /// no chunk carries text the final answer does not. A client that goes away ends its
 /// generation.
-pub(super) fn stream(
-    s: Arc<InferenceService>,
-    p: Params,
-    place: tokio::sync::OwnedSemaphorePermit,
-) -> Response {
+pub(super) fn stream(p: Params, place: tokio::sync::OwnedSemaphorePermit) -> Response {
     use axum::response::sse::{Event, Sse};
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
-    let m = &s.models[p.model];
+    let m = &p.model;
     let id = format!(
         "{}-{:024x}",
         if p.api == Api::Chat {
@@ -94,20 +90,19 @@ pub(super) fn stream(
         }
     };
     let (done, answer) = tokio::sync::oneshot::channel();
-    let submitted = s.models[p.model].batcher.submit_with(
+    let submitted = p.model.batcher.submit_with(
         Job {
             prompt: p.prompts[0].clone(),
             max_tokens: p.max_tokens,
             sampling: p.sampling.clone(),
             top_logprobs: 0,
             on_step: Some(Box::new(on_step)),
-            constraint: generation::constraint(&s.models[p.model], &p),
+            constraint: generation::constraint(&p.model, &p),
         },
         Box::new(move |r| {
             let _ = done.send(r);
         }),
     );
-    let svc = s.clone();
     tokio::spawn(async move {
         // the queue place is held until the generation ends
         let _place = place;
@@ -123,7 +118,7 @@ pub(super) fn stream(
         if st.gone {
             return;
         }
-        let m = &svc.models[p.model];
+        let m = &p.model;
         match result {
             Ok(t) => {
                 let (ids, text, mut finish) = cut(m, &p, &t.output_ids());

@@ -86,7 +86,8 @@ impl EngineRun for Wasi {
                 std::fs::write(inputs.join(safe), bytes).map_err(io)?;
             }
         }
-        let limits = &msg["limits"];
+        let asked = &msg["limits"];
+        let node = svc.limits();
         let defaults = fleetmesh_wasi::Limits::default();
         let wasi_job = fleetmesh_wasi::Job {
             args,
@@ -95,24 +96,24 @@ impl EngineRun for Wasi {
             outputs: Some(outputs.clone()),
             // what the job asks, else the runtime's default, cut to the node's maxima
             limits: fleetmesh_wasi::Limits {
-                fuel: limits["fuel"]
+                fuel: asked["fuel"]
                     .as_u64()
                     .unwrap_or(defaults.fuel)
-                    .min(svc.limits.max_fuel),
-                memory: limits["memory_bytes"]
+                    .min(node.max_fuel),
+                memory: asked["memory_bytes"]
                     .as_u64()
                     .unwrap_or(defaults.memory as u64)
-                    .min(svc.limits.max_memory_bytes) as usize,
+                    .min(node.max_memory_bytes) as usize,
                 wall: std::time::Duration::from_secs(
-                    limits["wall_secs"]
+                    asked["wall_secs"]
                         .as_u64()
                         .unwrap_or(defaults.wall.as_secs())
-                        .min(svc.limits.max_wall_secs),
+                        .min(node.max_wall_secs),
                 ),
-                output: limits["output_bytes"]
+                output: asked["output_bytes"]
                     .as_u64()
                     .unwrap_or(defaults.output as u64)
-                    .min(svc.limits.max_output_bytes) as usize,
+                    .min(node.max_output_bytes) as usize,
             },
         };
         let module = svc
