@@ -476,6 +476,12 @@ pub struct SyncArgs {
     /// a self-signed relay), beside the web's public roots.
     #[arg(long, value_name = "FILE")]
     pub ca: Option<PathBuf>,
+    /// Also write the outcome as Prometheus text to FILE (replaced at once), for
+    /// node_exporter's textfile collector (name it `*.prom` in its directory): when it
+    /// ran, whether it completed, rounds, bytes and events moved. Written when the sync
+    /// fails too.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
 }
 
 /// `meshnode doctor`.

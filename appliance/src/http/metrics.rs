@@ -242,6 +242,12 @@ mod tests {
         let mut exported = names(&fleetmesh_relay::metrics::Metrics::default().render(0, 0));
         exported.insert("fleetmesh_relay_output_queued_bytes".into());
         exported.extend(DESCRIBED.iter().map(|(n, _, _)| (*n).to_owned()));
+        // and what `meshnode sync --metrics-file` leaves for node_exporter
+        exported.extend(
+            crate::cli::sync::METRICS
+                .iter()
+                .map(|(n, _)| (*n).to_owned()),
+        );
         assert_eq!(charted, exported);
     }
 }

@@ -389,6 +389,32 @@ async fn note_ids(url: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// The gauges of a `meshnode sync --metrics-file` file for `peer`, read by an independent
+/// parser of the Prometheus text format (every metric with its HELP).
+fn prom_file(path: &Path, peer: &str) -> impl Fn(&str, &[(&str, &str)]) -> Option<f64> {
+    let text = std::fs::read_to_string(path).unwrap();
+    for typed in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = typed.split(' ').next().unwrap_or_default();
+        assert!(text.contains(&format!("# HELP {name} ")), "{text}");
+    }
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let peer = peer.to_owned();
+    move |name, labels| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == name
+                    && s.labels.get("peer") == Some(peer.as_str())
+                    && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Gauge(v) => v,
+                ref other => panic!("{name} is {other:?}, not a gauge"),
+            })
+    }
+}
+
 #[test]
 fn sync_between_two_running_nodes_converges_both_stores() {
     use fleetmesh_proto::{NodeKeys, UnsignedEvent};
@@ -415,6 +441,7 @@ fn sync_between_two_running_nodes_converges_both_stores() {
         publish_all(&ub, &all[20..]).await; // b: 20..60
     });
 
+    let prom = tmp.path().join("sync.prom");
     let o = run(&[
         "sync",
         a.to_str().unwrap(),
@@ -422,6 +449,8 @@ fn sync_between_two_running_nodes_converges_both_stores() {
         &ub,
         "--filter",
         r#"{"kinds":[1]}"#,
+        "--metrics-file",
+        prom.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let last = stdout(&o);
@@ -429,6 +458,23 @@ fn sync_between_two_running_nodes_converges_both_stores() {
         last.contains("fetched 20 of 20 missing here, pushed 20 of 20 missing there"),
         "{last}"
     );
+    // the same figures for node_exporter's textfile collector
+    let m = prom_file(&prom, &ub);
+    assert_eq!(m("fleetmesh_sync_success", &[]), Some(1.0));
+    assert_eq!(
+        m("fleetmesh_sync_events", &[("outcome", "fetched")]),
+        Some(20.0)
+    );
+    assert_eq!(
+        m("fleetmesh_sync_events", &[("outcome", "pushed")]),
+        Some(20.0)
+    );
+    assert_eq!(
+        m("fleetmesh_sync_missing", &[("side", "there")]),
+        Some(20.0)
+    );
+    assert!(m("fleetmesh_sync_rounds", &[]).unwrap() >= 1.0);
+    assert!(m("fleetmesh_sync_last_run_timestamp_seconds", &[]).unwrap() > 1.7e9);
     assert!(
         stderr(&o).contains("sync: reconciled"),
         "progress on stderr: {}",
@@ -461,6 +507,22 @@ fn sync_between_two_running_nodes_converges_both_stores() {
         "{}",
         stdout(&o)
     );
+
+    // A peer that does not answer: the file says the run failed, and nothing else
+    let failed = tmp.path().join("failed.prom");
+    let o = run(&[
+        "sync",
+        a.to_str().unwrap(),
+        "--peer",
+        "ws://127.0.0.1:9/",
+        "--metrics-file",
+        failed.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let m = prom_file(&failed, "ws://127.0.0.1:9/");
+    assert_eq!(m("fleetmesh_sync_success", &[]), Some(0.0));
+    assert!(m("fleetmesh_sync_duration_seconds", &[]).is_some());
+    assert_eq!(m("fleetmesh_sync_events", &[("outcome", "fetched")]), None);
 
     // Bad input: exit 2 with one line.
     assert_usage_error(
