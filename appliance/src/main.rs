@@ -181,6 +181,16 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
         Command::Sync(args) => cli::sync::run(args),
+        Command::Did(cli::DidCommand::Show { dir }) => {
+            let dir = match dir {
+                Some(d) => d,
+                None => node::default_home()?,
+            };
+            cli::did::show(&dir)
+        }
+        Command::Did(cli::DidCommand::Resolve(args)) => cli::did::resolve(&args),
+        Command::Wrap(args) => cli::giftwrap::wrap(&args),
+        Command::Unwrap(args) => cli::giftwrap::unwrap(&args),
         Command::Watch(args) => cli::watch::run(&args),
         Command::Ctl(cmd) => {
             let (name, dir) = match cmd {

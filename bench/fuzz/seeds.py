@@ -93,6 +93,14 @@ for i, v in enumerate(nip44["invalid"]["decrypt"][:4]):
 put("relay_nip44", "padded_hello", b"\x01" + b"\x00\x05hello" + b"\x00" * 27)
 put("relay_nip44", "padded_33", b"\x01" + b"\x00\x21" + b"x" * 33 + b"\x00" * 31)
 
+# the gift-wrap harness: 0 a wrap event, 1 a seal, 2 a rumor, 3 a rumor's content
+put("relay_giftwrap", "wrap_event.json", b"\x00" + js(dict(events[0], kind=1059)).encode())
+put("relay_giftwrap", "seal_event.json", b"\x01" + js(dict(events[0], kind=13, tags=[])).encode())
+rumor = {"id": "00" * 32, "pubkey": "11" * 32, "created_at": 1767225600, "kind": 14, "tags": [], "content": "hi"}
+put("relay_giftwrap", "rumor.json", b"\x02" + js(rumor).encode())
+put("relay_giftwrap", "rumor_signed.json", b"\x02" + js(dict(rumor, sig="00" * 64)).encode())
+put("relay_giftwrap", "content.txt", b"\x03compute/1.0 \xe2\x9c\x93")
+
 # ---- prover ----
 fx = "prover/tests/fixtures/circom/"
 vk, proof, public = (json.loads(read(fx + f)) for f in ["tiny_vk.json", "tiny_proof.json", "tiny_public.json"])

@@ -155,6 +155,29 @@ struct Peer {
 }
 
 impl Peer {
+    /// Connects to `peer` (`ws://` or `wss://`, TLS checked against the web's roots and
+    /// `ca_pem`); every answer is then awaited at most `timeout`.
+    async fn connect(peer: &str, ca_pem: Option<&[u8]>, timeout: Duration) -> Result<Peer> {
+        let tls = if peer.starts_with("wss://") {
+            Some(tokio_tungstenite::Connector::Rustls(tls_config(
+                peer, ca_pem,
+            )?))
+        } else {
+            None
+        };
+        let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(peer, None, true, tls)
+            .await
+            .map_err(|e| Error::Sync {
+                peer: peer.to_owned(),
+                reason: format!("connect: {e}"),
+            })?;
+        Ok(Peer {
+            url: peer.to_owned(),
+            ws,
+            timeout,
+        })
+    }
+
     fn err(&self, reason: impl Into<String>) -> Error {
         Error::Sync {
             peer: self.url.clone(),
@@ -312,25 +335,7 @@ pub async fn sync<S: EventStore + ?Sized>(
     storage.seal().map_err(neg_err)?;
     let mut neg = Negentropy::owned(storage, opts.frame_size).map_err(neg_err)?;
 
-    let tls = if peer.starts_with("wss://") {
-        Some(tokio_tungstenite::Connector::Rustls(tls_config(
-            peer,
-            opts.ca_pem.as_deref(),
-        )?))
-    } else {
-        None
-    };
-    let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(peer, None, true, tls)
-        .await
-        .map_err(|e| Error::Sync {
-            peer: peer.to_owned(),
-            reason: format!("connect: {e}"),
-        })?;
-    let mut p = Peer {
-        url: peer.to_owned(),
-        ws,
-        timeout: opts.timeout,
-    };
+    let mut p = Peer::connect(peer, opts.ca_pem.as_deref(), opts.timeout).await?;
     progress(&SyncProgress::Reconciling {
         local_items: report.local_items,
     });
@@ -531,4 +536,57 @@ async fn push<S: EventStore + ?Sized>(
         });
     }
     Ok(())
+}
+
+/// The stored events of the relay at `peer` that match `filter` (a NIP-01 filter), up to
+/// its EOSE: each checked (id, signature) and matched against the filter here too, at most
+/// `max` of them; each answer awaited at most `timeout`. What `meshnode did resolve` reads
+/// descriptors and revocations with.
+///
+/// # Errors
+/// [`Error::Sync`] when the peer cannot be reached, closes the subscription, sends an
+/// event that does not verify or match, more than `max`, or is silent past `timeout`.
+pub async fn query(
+    peer: &str,
+    filter: &Value,
+    ca_pem: Option<&[u8]>,
+    timeout: Duration,
+    max: usize,
+) -> Result<Vec<Event>> {
+    let parsed = Filter::from_value(filter, FilterLimits::default()).map_err(|e| Error::Sync {
+        peer: peer.to_owned(),
+        reason: format!("filter: {e}"),
+    })?;
+    let mut p = Peer::connect(peer, ca_pem, timeout).await?;
+    let subid = "fleetmesh-query";
+    p.send(json!(["REQ", subid, filter]).to_string()).await?;
+    let mut out = Vec::new();
+    loop {
+        let (v, _) = p.recv().await?;
+        match (v[0].as_str(), v[1].as_str()) {
+            (Some("EVENT"), Some(s)) if s == subid => {
+                let event = Event::from_value(&v[2])
+                    .and_then(|e| e.verify().map(|()| e))
+                    .map_err(|e| p.err(format!("an event that does not verify: {e}")))?;
+                if !parsed.matches(&event) {
+                    return Err(p.err(format!(
+                        "event {} does not match the filter",
+                        event.id_hex()
+                    )));
+                }
+                if out.len() == max {
+                    return Err(p.err(format!("more than {max} events")));
+                }
+                out.push(event);
+            }
+            (Some("EOSE"), Some(s)) if s == subid => break,
+            (Some("CLOSED"), Some(s)) if s == subid => {
+                return Err(p.err(format!("CLOSED: {}", v[2].as_str().unwrap_or(""))));
+            }
+            _ => {}
+        }
+    }
+    let _ = p.send(json!(["CLOSE", subid]).to_string()).await;
+    let _ = p.ws.close(None).await;
+    Ok(out)
 }

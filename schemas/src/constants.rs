@@ -29,6 +29,8 @@ pub mod kind {
     pub const ASSERTION_PROJECTION: u16 = 30385;
     /// NIP-66 relay discovery / monitor event, used to project relay health.
     pub const RELAY_MONITOR_PROJECTION: u16 = 30166;
+    /// NIP-59 seal: the sender's signed layer inside a gift wrap, never published alone.
+    pub const SEAL: u16 = 13;
     /// NIP-59 gift wrap.
     pub const GIFT_WRAP: u16 = 1059;
     /// Ephemeral gift wrap (never stored by relays).

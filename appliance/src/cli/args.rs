@@ -73,6 +73,78 @@ pub enum Command {
     /// Jobs on a node, as a buyer: submit, follow, fetch the result and the receipt.
     #[command(subcommand)]
     Job(JobCommand),
+    /// did:nostr DID documents: this node's, or another's resolved from relays.
+    #[command(subcommand)]
+    Did(DidCommand),
+    /// Gift-wrap a message for one key (NIP-59 on NIP-44 v2: an unsigned rumor, sealed by
+    /// this key, wrapped by a one-time key); prints the wrap event to publish on any relay.
+    Wrap(WrapArgs),
+    /// Open a gift wrap addressed to this key: every layer checked; prints the rumor and
+    /// the verified sender. Exit 2, naming the layer and the check, when it does not open.
+    Unwrap(UnwrapArgs),
+}
+
+/// `meshnode did …`.
+#[derive(Debug, Subcommand)]
+pub enum DidCommand {
+    /// Print the node's DID document (W3C DID Core, did:nostr), built from its current
+    /// descriptor: its three keys as Multikeys, its relays and endpoints as services. The
+    /// daemon serves the same at /.well-known/did.json.
+    Show {
+        /// The node directory [default: $MESHNODE_HOME or the platform data directory].
+        dir: Option<PathBuf>,
+    },
+    /// Resolve did:nostr:HEX through relays: the newest node descriptor (kind 11801) that
+    /// verifies (signature, DID, Ed25519 proof, schema), refused when a revocation
+    /// (kind 11802) by the same key revokes one of its keys; prints its DID document.
+    Resolve(DidResolveArgs),
+}
+
+/// `meshnode did resolve`.
+#[derive(Debug, Args)]
+pub struct DidResolveArgs {
+    /// The DID: did:nostr: and 64 lowercase hex digits.
+    pub did: String,
+    /// A relay to ask (ws:// or wss://); repeatable, all are asked.
+    #[arg(long = "relay", value_name = "URL", required = true)]
+    pub relays: Vec<String>,
+    /// For wss:// relays: also trust the CA certificate(s) in this PEM file.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// Seconds to wait for each relay's answers.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub timeout_secs: u64,
+}
+
+/// `meshnode wrap`.
+#[derive(Debug, Args)]
+pub struct WrapArgs {
+    /// The recipient: a public key (64 hex digits) or did:nostr:HEX.
+    #[arg(long, value_name = "HEX")]
+    pub to: String,
+    /// The sender's key directory (a node directory will do).
+    #[arg(long, value_name = "DIR")]
+    pub key_dir: PathBuf,
+    /// 1059 (stored and forwarded by relays) or 21059 (live: relays pass it on, never
+    /// store it).
+    #[arg(long, value_name = "1059|21059", default_value_t = 1059)]
+    pub kind: u16,
+    /// The rumor's kind (14: a NIP-17 chat message).
+    #[arg(long, value_name = "K", default_value_t = 14)]
+    pub rumor_kind: u16,
+    /// The rumor's content.
+    #[arg(long, value_name = "TEXT")]
+    pub content: String,
+}
+
+/// `meshnode unwrap`.
+#[derive(Debug, Args)]
+pub struct UnwrapArgs {
+    /// The recipient's key directory (a node directory will do).
+    #[arg(long, value_name = "DIR")]
+    pub key_dir: PathBuf,
+    /// The wrap event, JSON (`-`: standard input).
+    pub event: PathBuf,
 }
 
 /// `meshnode job …`: each talks to a running node (`--node`).

@@ -36,7 +36,7 @@
 //! The buyer is `--key-dir`, else the buyer identity under the node home
 //! (`$MESHNODE_HOME/buyer`), made on first use.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
@@ -77,17 +77,7 @@ fn get(url: &str) -> anyhow::Result<(u16, Value)> {
 /// stderr which key it is.
 fn buyer_keys(to: &JobNode) -> anyhow::Result<NodeKeys> {
     let (dir, keys) = match &to.key_dir {
-        Some(given) => {
-            let nested = given.join(crate::node::KEYS_DIR);
-            let dir = if nested.is_dir() {
-                nested
-            } else {
-                given.clone()
-            };
-            let keys = NodeKeys::load(&dir)
-                .with_context(|| format!("the buyer's keys in {}", dir.display()))?;
-            (dir, keys)
-        }
+        Some(given) => keys_in(given, "the buyer's keys")?,
         None => {
             let dir = crate::node::default_home()?.join(crate::node::BUYER_DIR);
             let keys = crate::node::buyer_identity(&dir)?;
@@ -100,6 +90,19 @@ fn buyer_keys(to: &JobNode) -> anyhow::Result<NodeKeys> {
         dir.display()
     );
     Ok(keys)
+}
+
+/// The keys in `given` (a key directory, or a node directory with its `keys/`); `what`
+/// names them in errors.
+pub(crate) fn keys_in(given: &Path, what: &str) -> anyhow::Result<(PathBuf, NodeKeys)> {
+    let nested = given.join(crate::node::KEYS_DIR);
+    let dir = if nested.is_dir() {
+        nested
+    } else {
+        given.to_path_buf()
+    };
+    let keys = NodeKeys::load(&dir).with_context(|| format!("{what} in {}", dir.display()))?;
+    Ok((dir, keys))
 }
 
 /// The node's (the executor's) public key, from its NIP-11 document.

@@ -1,12 +1,14 @@
 //! `meshnode`'s command line: the arguments ([`args`], clap) and a module per command
-//! group that is more than a call into the node — [`attest`], [`doctor`], [`infer`],
+//! group that is more than a call into the node — [`attest`], [`did`], [`doctor`], [`giftwrap`], [`infer`],
 //! [`job`], [`proof`], [`schema`], [`sync`], [`wasi`], [`watch`] — and how a command ended
 //! ([`Outcome`]). `main.rs` dispatches to them and runs the daemon.
 
 mod args;
 pub mod attest;
 pub mod crds;
+pub mod did;
 pub mod doctor;
+pub mod giftwrap;
 pub mod infer;
 pub mod job;
 pub mod progress;

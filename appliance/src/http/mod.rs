@@ -128,6 +128,11 @@ pub fn router(
         relay,
         websocket_origins: node.config.face.websocket_origins.clone(),
         status,
+        did_document: fleetmesh_proto::did::document(
+            &fleetmesh_proto::identity::verify_descriptor(&descriptor)
+                .context("the node's own descriptor")?,
+        )
+        .to_string(),
     });
     let policy = Arc::new(crate::http::guard::Policy::new(
         &node.config.api.allowed_origins,
@@ -180,6 +185,7 @@ pub fn router(
     let app = Router::new()
         .route("/", get(relay::root).options(relay::preflight))
         .route("/healthz", get(relay::healthz))
+        .route("/.well-known/did.json", get(relay::did_document))
         .route("/metrics", get(self::metrics::metrics))
         .merge(api)
         .route(

@@ -37,6 +37,8 @@ pub struct RelayState {
     pub websocket_origins: Vec<String>,
     /// What the status page shows.
     pub status: crate::http::status::Status,
+    /// The node's DID document, serialized at start-up from its descriptor.
+    pub did_document: String,
 }
 
 /// NIPs this build serves; 77 is added when negentropy is enabled.
@@ -133,6 +135,21 @@ pub fn accepts(headers: &HeaderMap, media: &str) -> bool {
 /// `OPTIONS /`: NIP-11's CORS preflight.
 pub async fn preflight() -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
+    cors_any_origin(response.headers_mut(), "GET, OPTIONS");
+    response
+}
+
+/// `GET /.well-known/did.json`: the node's DID document (did:nostr), readable from any
+/// origin like NIP-11.
+pub async fn did_document(State(state): State<Arc<RelayState>>) -> Response {
+    let mut response = (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        state.did_document.clone(),
+    )
+        .into_response();
     cors_any_origin(response.headers_mut(), "GET, OPTIONS");
     response
 }

@@ -72,21 +72,12 @@ fn schema_validate_gives_verdicts_and_paths() {
     );
 
     // YAML manifests, from standard input.
-    let mut child = meshnode()
-        .args(["schema", "validate", "MeshNode", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"apiVersion: fleetmesh.org/v1alpha1\nkind: MeshNode\nmetadata: {name: a}\nspec: {facePort: 99999}\n")
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let mut cmd = meshnode();
+    cmd.args(["schema", "validate", "MeshNode", "-"]);
+    let o = with_stdin(
+        cmd,
+        b"apiVersion: fleetmesh.org/v1alpha1\nkind: MeshNode\nmetadata: {name: a}\nspec: {facePort: 99999}\n",
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("/spec/facePort"), "{}", stderr(&o));
 

@@ -360,26 +360,6 @@ fn every_acknowledged_event_survives_kill_dash_nine() {
     assert!(daemon.stop("-TERM").success());
 }
 
-/// Publishes `events` on `url` and waits for every OK true.
-async fn publish_all(url: &str, events: &[fleetmesh_proto::Event]) {
-    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    for e in events {
-        ws.send(WsMessage::Text(
-            format!("[\"EVENT\",{}]", e.to_json()).into(),
-        ))
-        .await
-        .unwrap();
-    }
-    for _ in events {
-        let v = next_json(&mut ws).await;
-        assert_eq!(
-            (&v[0], &v[2]),
-            (&Value::from("OK"), &Value::from(true)),
-            "{v}"
-        );
-    }
-}
-
 /// The ids of the kind-1 events stored behind `url`.
 async fn note_ids(url: &str) -> std::collections::BTreeSet<String> {
     req_events(url, serde_json::json!({"kinds": [1], "limit": 500}))

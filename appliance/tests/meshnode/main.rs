@@ -5,7 +5,9 @@
 mod blossom;
 mod cli;
 mod daemon;
+mod did;
 mod first_run;
+mod giftwrap;
 mod hostile;
 mod inference;
 mod init;
@@ -37,6 +39,19 @@ fn meshnode() -> Command {
 
 fn run(args: &[&str]) -> Output {
     meshnode().args(args).output().expect("meshnode runs")
+}
+
+/// Runs `cmd` with `input` on its standard input; its output.
+fn with_stdin(mut cmd: Command, input: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
 }
 
 fn stdout(o: &Output) -> String {
@@ -249,6 +264,26 @@ async fn req_events(url: &str, filter: Value) -> Vec<Value> {
             Some("EOSE") => return out,
             _ => panic!("unexpected {v}"),
         }
+    }
+}
+
+/// Publishes `events` on `url` and waits for every OK true.
+async fn publish_all(url: &str, events: &[fleetmesh_proto::Event]) {
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    for e in events {
+        ws.send(WsMessage::Text(
+            format!("[\"EVENT\",{}]", e.to_json()).into(),
+        ))
+        .await
+        .unwrap();
+    }
+    for _ in events {
+        let v = next_json(&mut ws).await;
+        assert_eq!(
+            (&v[0], &v[2]),
+            (&Value::from("OK"), &Value::from(true)),
+            "{v}"
+        );
     }
 }
 

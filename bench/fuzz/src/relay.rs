@@ -319,3 +319,95 @@ fn check_plaintext(plain: &[u8]) {
     let sealed = nip44::encrypt_with_nonce(&KEY, plain, &[1; 32]).expect("encrypting");
     assert_eq!(nip44::decrypt(&KEY, &sealed).expect("decrypting"), plain);
 }
+
+/// The recipient of the gift-wrap harness: fixed, so a run replays.
+fn recipient() -> &'static secp256k1::Keypair {
+    static KEY: OnceLock<secp256k1::Keypair> = OnceLock::new();
+    KEY.get_or_init(|| {
+        secp256k1::Keypair::from_secret_bytes([9u8; 32]).expect("a valid secret key")
+    })
+}
+
+/// `inner` encrypted by `from` to [`recipient`] and signed by `from` as kind `kind`
+/// (deterministic nonces and signatures).
+fn layer(from: &secp256k1::Keypair, kind: u16, tags: Vec<Vec<String>>, inner: &[u8]) -> Event {
+    let to = hex::encode(recipient().x_only_public_key().0.to_byte_array());
+    let key = nip44::conversation_key(&from.secret_key(), &to).expect("a curve point");
+    UnsignedEvent {
+        created_at: NOW,
+        kind,
+        tags,
+        content: nip44::encrypt_with_nonce(&key, inner, &[3; 32]).expect("encrypting"),
+    }
+    .sign_with_aux(from, &[5; 32])
+}
+
+/// A NIP-59 gift wrap opened by [`recipient`]. The first byte picks what the rest is: 0,
+/// the wrap event's JSON; 1, the seal's JSON, wrapped here validly; 2, the rumor's JSON,
+/// sealed by [`keypair`] and wrapped; 3, a rumor's content, made into a rumor, sealed and
+/// wrapped. What opens has the seal's signer as its sender, the rumor's author, and an id
+/// that is its hash; a whole honest wrap (3) always opens to its content.
+pub fn giftwrap(data: &[u8]) {
+    use fleetmesh_proto::nip59;
+    use fleetmesh_schemas::constants::kind;
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let one_time = secp256k1::Keypair::from_secret_bytes([11u8; 32]).expect("a valid key");
+    let to = hex::encode(recipient().x_only_public_key().0.to_byte_array());
+    let wrap_of = |seal: &[u8]| {
+        layer(
+            &one_time,
+            kind::GIFT_WRAP,
+            vec![vec!["p".into(), to.clone()]],
+            seal,
+        )
+    };
+    let sender = keypair().x_only_public_key().0.to_byte_array();
+    let wrap = match mode % 4 {
+        0 => match std::str::from_utf8(rest)
+            .ok()
+            .and_then(|t| Event::from_json(t).ok())
+        {
+            Some(e) => e,
+            None => return,
+        },
+        // NIP-44 encrypts 1 byte and more
+        1 | 2 if rest.is_empty() => return,
+        1 => wrap_of(rest),
+        2 => wrap_of(
+            layer(keypair(), kind::SEAL, Vec::new(), rest)
+                .to_json()
+                .as_bytes(),
+        ),
+        _ => {
+            let content = String::from_utf8_lossy(rest).into_owned();
+            let rumor = nip59::Rumor::new(
+                sender,
+                UnsignedEvent {
+                    created_at: NOW,
+                    kind: 14,
+                    tags: Vec::new(),
+                    content: content.clone(),
+                },
+            );
+            let seal = layer(
+                keypair(),
+                kind::SEAL,
+                Vec::new(),
+                rumor.to_value().to_string().as_bytes(),
+            );
+            let opened = nip59::unwrap(recipient(), &wrap_of(seal.to_json().as_bytes()))
+                .expect("an honest wrap opens");
+            assert_eq!(opened.rumor.content, content);
+            assert_eq!(opened.sender, sender);
+            return;
+        }
+    };
+    if let Ok(opened) = nip59::unwrap(recipient(), &wrap) {
+        assert_eq!(opened.sender, opened.seal.pubkey);
+        assert_eq!(opened.rumor.pubkey, opened.sender);
+        let again = nip59::Rumor::from_value(&opened.rumor.to_value()).expect("it parses back");
+        assert_eq!(again, opened.rumor);
+    }
+}

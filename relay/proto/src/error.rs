@@ -94,6 +94,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A gift wrap (NIP-59) that does not open or does not hold together; the reason
+    /// names the layer and the check.
+    #[error("gift wrap: {0}")]
+    GiftWrap(String),
     /// The operating system's random source failed.
     #[error("random source: {0}")]
     Random(String),

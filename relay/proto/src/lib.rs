@@ -7,10 +7,10 @@
 //! - [`event`]: NIP-01 events — canonical serialization, ids, BIP-340 signatures
 //!   (libsecp256k1 through the `secp256k1` crate), parsing that says what it checks;
 //! - [`filter`]: NIP-01 filters, parsed with bounds and matched against events;
-//! - [`nip44`]: NIP-44 v2 payload encryption between two keys; [`hkdf`]: RFC 5869 and the
-//!   pair-blinded tags receipts use;
+//! - [`nip44`]: NIP-44 v2 payload encryption between two keys; [`nip59`]: gift wrap on it
+//!   (rumor, seal, wrap); [`hkdf`]: RFC 5869 and the pair-blinded tags receipts use;
 //! - [`identity`]: the node's three key pairs, their 0600 files, `did:nostr`, and the
-//!   self-signed multi-key node descriptor (kind 11801);
+//!   self-signed multi-key node descriptor (kind 11801); [`did`]: its DID document;
 //! - a typed noun for every fleetmesh kind: [`ask::Ask`] (30810) and [`receipt::Receipt`]
 //!   (30811) of the market; [`ledger::Budget`] (30801) and [`ledger::Report`] (30802);
 //!   [`nodes::Revocation`] (11802), [`nodes::Heartbeat`] (21801) and [`nodes::Shard`]
@@ -24,6 +24,7 @@
 //! Kind numbers live in `fleetmesh_schemas::constants::kind`, nowhere else.
 
 pub mod ask;
+pub mod did;
 pub mod error;
 pub mod event;
 pub mod filter;
@@ -31,6 +32,7 @@ pub mod hkdf;
 pub mod identity;
 pub mod ledger;
 pub mod nip44;
+pub mod nip59;
 pub mod nodes;
 pub mod noun;
 pub mod projection;

@@ -4,6 +4,7 @@
 
 mod crypto;
 mod face;
+mod giftwrap;
 mod hostile;
 mod nostr_core;
 mod nouns;

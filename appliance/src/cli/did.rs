@@ -1,0 +1,139 @@
+//! `meshnode did show` and `meshnode did resolve`: `did:nostr` DID documents
+//! ([`fleetmesh_proto::did`]) — a node's own, from its current descriptor, and another's,
+//! from the newest descriptor (kind 11801) relays hold that verifies and whose keys are not
+//! revoked (kind 11802).
+
+use anyhow::Context as _;
+use fleetmesh_proto::identity::{DescriptorContent, verify_descriptor};
+use fleetmesh_proto::nodes::Revocation;
+use fleetmesh_proto::{Event, did};
+use fleetmesh_schemas::constants::kind;
+use serde_json::json;
+
+use crate::cli::{DidResolveArgs, Outcome};
+
+/// Most descriptors and revocations read from one relay.
+const MAX_EVENTS: usize = 64;
+
+/// The DID document of the node in `dir`.
+pub fn show(dir: &std::path::Path) -> anyhow::Result<Outcome> {
+    let mut node = crate::node::Node::open(dir)?;
+    let descriptor = node.current_descriptor()?;
+    let content = verify_descriptor(&descriptor).context("the node's own descriptor")?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&did::document(&content))?
+    );
+    Ok(Outcome::Ok)
+}
+
+/// Why `descriptor` may not stand for its DID: a key it lists that `revocations` revoke
+/// at or before `now`.
+fn revoked(content: &DescriptorContent, revocations: &[Revocation], now: u64) -> Option<String> {
+    revocations.iter().flat_map(|r| &r.revoked).find_map(|k| {
+        let listed = content
+            .keys
+            .iter()
+            .any(|d| d.key_type == k.key_type.as_str() && d.public == k.public);
+        (listed && k.revoked_at <= now).then(|| {
+            format!(
+                "its {} key {} was revoked at {} ({}){}",
+                k.key_type,
+                k.public,
+                k.revoked_at,
+                k.reason,
+                k.replacement
+                    .as_deref()
+                    .map_or(String::new(), |r| format!("; replaced by {r}"))
+            )
+        })
+    })
+}
+
+/// `meshnode did resolve`: prints the document, or exits 2 saying why there is none.
+pub fn resolve(args: &DidResolveArgs) -> anyhow::Result<Outcome> {
+    let key = did::parse_did(&args.did)?;
+    anyhow::ensure!(!args.relays.is_empty(), "name at least one --relay");
+    let ca = match &args.ca {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
+        None => None,
+    };
+    let author = hex::encode(key);
+    let filter =
+        json!({"kinds": [kind::NODE_DESCRIPTOR, kind::KEY_REVOCATION], "authors": [author]});
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let mut events: Vec<Event> = Vec::new();
+    let mut reached = 0;
+    for relay in &args.relays {
+        anyhow::ensure!(
+            relay.starts_with("ws://") || relay.starts_with("wss://"),
+            "--relay must be a ws:// or wss:// URL, not {relay:?}"
+        );
+        let found = runtime.block_on(fleetmesh_relay::sync::query(
+            relay,
+            &filter,
+            ca.as_deref(),
+            std::time::Duration::from_secs(args.timeout_secs),
+            MAX_EVENTS,
+        ));
+        match found {
+            Ok(found) => {
+                reached += 1;
+                events.extend(found);
+            }
+            Err(e) => eprintln!("meshnode: did resolve: {e}"),
+        }
+    }
+    anyhow::ensure!(reached > 0, "no relay answered");
+    let revocations: Vec<Revocation> = events
+        .iter()
+        .filter(|e| e.kind == kind::KEY_REVOCATION)
+        .filter_map(|e| match Revocation::try_from(e) {
+            Ok(r) => Some(r),
+            Err(err) => {
+                eprintln!(
+                    "meshnode: did resolve: revocation {} refused: {err}",
+                    e.id_hex()
+                );
+                None
+            }
+        })
+        .collect();
+    let mut descriptors: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.kind == kind::NODE_DESCRIPTOR)
+        .collect();
+    descriptors.sort_by_key(|e| std::cmp::Reverse(e.created_at));
+    descriptors.dedup_by_key(|e| e.id);
+    let now = crate::node::unix_now();
+    for d in descriptors {
+        match verify_descriptor(d) {
+            Ok(content) => {
+                if let Some(why) = revoked(&content, &revocations, now) {
+                    anyhow::bail!(
+                        "{}: the newest valid descriptor ({}) is refused: {why}",
+                        args.did,
+                        d.id_hex()
+                    );
+                }
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&did::document(&content))?
+                );
+                return Ok(Outcome::Ok);
+            }
+            Err(e) => eprintln!(
+                "meshnode: did resolve: descriptor {} refused: {e}",
+                d.id_hex()
+            ),
+        }
+    }
+    anyhow::bail!(
+        "{}: no valid node descriptor on {} of the relays asked",
+        args.did,
+        reached
+    )
+}

@@ -1,0 +1,83 @@
+//! `meshnode wrap` and `meshnode unwrap`: NIP-59 gift wraps ([`fleetmesh_proto::nip59`])
+//! from and to a node's key, on the command line — the private channel through any Nostr
+//! relay that jobs and the ledger use, for an operator to try and to script.
+
+use std::io::Read as _;
+
+use anyhow::Context as _;
+use fleetmesh_proto::{Event, UnsignedEvent, nip59};
+use serde_json::json;
+
+use crate::cli::{Outcome, UnwrapArgs, WrapArgs};
+
+/// Most bytes of a wrap `unwrap` reads.
+const MAX_WRAP: u64 = 16 << 20;
+
+/// The recipient's key, hex, from `HEX` or `did:nostr:HEX`.
+fn recipient(to: &str) -> anyhow::Result<String> {
+    let hex = to.strip_prefix("did:nostr:").unwrap_or(to);
+    let ok = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+    anyhow::ensure!(
+        ok,
+        "--to {to:?}: a public key is 64 hex digits, or did:nostr: and them"
+    );
+    Ok(hex.to_ascii_lowercase())
+}
+
+/// `meshnode wrap`: prints the wrap event, one JSON line.
+pub fn wrap(args: &WrapArgs) -> anyhow::Result<Outcome> {
+    let to = recipient(&args.to)?;
+    let (_, keys) = crate::cli::job::keys_in(&args.key_dir, "the sender's keys")?;
+    let now = crate::node::unix_now();
+    let wrap = nip59::wrap(
+        keys.nostr(),
+        &to,
+        UnsignedEvent {
+            created_at: now,
+            kind: args.rumor_kind,
+            tags: Vec::new(),
+            content: args.content.clone(),
+        },
+        args.kind,
+        now,
+    )
+    .context("wrapping")?;
+    println!("{}", wrap.to_json());
+    Ok(Outcome::Ok)
+}
+
+/// `meshnode unwrap`: prints `{"sender", "sender_did", "rumor"}`, one JSON line; a wrap
+/// that does not open is refused (exit 2) with the layer and the check that failed.
+pub fn unwrap(args: &UnwrapArgs) -> anyhow::Result<Outcome> {
+    let (_, keys) = crate::cli::job::keys_in(&args.key_dir, "the recipient's keys")?;
+    let mut text = String::new();
+    let source: Box<dyn std::io::Read> = if args.event.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            std::fs::File::open(&args.event)
+                .with_context(|| format!("reading {}", args.event.display()))?,
+        )
+    };
+    source
+        .take(MAX_WRAP + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading {}", args.event.display()))?;
+    anyhow::ensure!(
+        text.len() as u64 <= MAX_WRAP,
+        "{}: over {MAX_WRAP} bytes, more than a wrap this command reads",
+        args.event.display()
+    );
+    let event = Event::from_json(text.trim())
+        .with_context(|| format!("{}: not a Nostr event", args.event.display()))?;
+    let opened = nip59::unwrap(keys.nostr(), &event).context("the wrap does not open")?;
+    println!(
+        "{}",
+        json!({
+            "sender": hex::encode(opened.sender),
+            "sender_did": fleetmesh_proto::identity::did_for(&opened.sender),
+            "rumor": opened.rumor.to_value(),
+        })
+    );
+    Ok(Outcome::Ok)
+}
