@@ -9,6 +9,7 @@ mod config;
 mod control;
 mod demo;
 mod http;
+mod mailbox;
 mod manifest;
 mod models;
 mod node;

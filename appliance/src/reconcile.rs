@@ -444,6 +444,11 @@ impl Live {
         self.reconcile(&[])
     }
 
+    /// The job service.
+    pub fn jobs(&self) -> Arc<fleetmesh_market::service::JobService> {
+        self.jobs.clone()
+    }
+
     /// The settings in effect now.
     pub fn current(&self) -> Config {
         self.current

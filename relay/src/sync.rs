@@ -590,3 +590,63 @@ pub async fn query(
     let _ = p.ws.close(None).await;
     Ok(out)
 }
+
+/// Holds a subscription with `filter` open on `peer` until the connection ends or
+/// `incoming`'s receiver is gone: each event that verifies and matches goes to `incoming`,
+/// and each event from `outgoing` is published on the same connection (its OK is not
+/// awaited). The node's mailbox reads gift wraps this way; `meshnode job submit --via
+/// giftwrap` waits for its answer this way.
+///
+/// # Errors
+/// [`Error::Sync`] when the peer cannot be reached, closes the subscription or the
+/// connection breaks.
+pub async fn subscribe(
+    peer: &str,
+    filter: &Value,
+    ca_pem: Option<&[u8]>,
+    incoming: &tokio::sync::mpsc::Sender<Event>,
+    outgoing: &mut tokio::sync::broadcast::Receiver<Event>,
+) -> Result<()> {
+    let parsed = Filter::from_value(filter, FilterLimits::default()).map_err(|e| Error::Sync {
+        peer: peer.to_owned(),
+        reason: format!("filter: {e}"),
+    })?;
+    let mut p = Peer::connect(peer, ca_pem, Duration::from_secs(30)).await?;
+    let subid = "fleetmesh-subscribe";
+    p.send(json!(["REQ", subid, filter]).to_string()).await?;
+    loop {
+        tokio::select! {
+            msg = p.ws.next() => {
+                let msg = msg
+                    .ok_or_else(|| p.err("the connection closed"))?
+                    .map_err(|e| p.err(format!("receive: {e}")))?;
+                let Message::Text(t) = msg else { continue };
+                let Ok(v) = serde_json::from_str::<Value>(t.as_str()) else { continue };
+                match (v[0].as_str(), v[1].as_str()) {
+                    (Some("EVENT"), Some(s)) if s == subid => {
+                        let event = Event::from_value(&v[2]).and_then(|e| e.verify().map(|()| e));
+                        if let Ok(e) = event
+                            && parsed.matches(&e)
+                            && incoming.send(e).await.is_err()
+                        {
+                            return Ok(());
+                        }
+                    }
+                    (Some("CLOSED"), Some(s)) if s == subid => {
+                        return Err(p.err(format!("CLOSED: {}", v[2].as_str().unwrap_or(""))));
+                    }
+                    _ => {}
+                }
+            }
+            out = outgoing.recv() => match out {
+                Ok(e) => {
+                    p.send(json!(["EVENT", e.to_value()]).to_string()).await?;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(peer, skipped = n, "events to publish were dropped");
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+            },
+        }
+    }
+}

@@ -31,6 +31,9 @@ pub mod kind {
     pub const RELAY_MONITOR_PROJECTION: u16 = 30166;
     /// NIP-59 seal: the sender's signed layer inside a gift wrap, never published alone.
     pub const SEAL: u16 = 13;
+    /// A compute/1.0 message inside a NIP-59 gift wrap (a rumor, never published alone):
+    /// a submission `{"ask", "payload"}` to a provider, or its answer.
+    pub const COMPUTE_RUMOR: u16 = 23810;
     /// NIP-59 gift wrap.
     pub const GIFT_WRAP: u16 = 1059;
     /// Ephemeral gift wrap (never stored by relays).

@@ -147,6 +147,29 @@ pub struct UnwrapArgs {
     pub event: PathBuf,
 }
 
+/// How `job submit` reaches a provider known by its key.
+#[derive(Debug, Args)]
+pub struct ByKey {
+    /// The provider: did:nostr:HEX or its key (HEX). With --via http (the default) the
+    /// node at --node must be this key.
+    #[arg(long = "to", value_name = "DID|HEX")]
+    pub provider: Option<String>,
+    /// http: POST to --node. giftwrap: a NIP-59 gift wrap to --to through --relay, and
+    /// its answer (status, result, receipt) wrapped back the same way.
+    #[arg(long, value_name = "http|giftwrap", default_value = "http")]
+    pub via: String,
+    /// giftwrap: a relay the provider reads (its own, or one its descriptor names), where
+    /// the wrap is sent and the answer awaited; repeatable.
+    #[arg(long = "relay", value_name = "URL")]
+    pub relays: Vec<String>,
+    /// giftwrap: seconds to wait for the answer.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub wait_secs: u64,
+    /// giftwrap: where to write the result's files (as `job result --out` does).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
 /// `meshnode job …`: each talks to a running node (`--node`).
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
@@ -165,6 +188,8 @@ pub enum JobCommand {
         idempotency_key: Option<String>,
         #[command(flatten)]
         to: JobNode,
+        #[command(flatten)]
+        by_key: ByKey,
     },
     /// Print the job's state as JSON; exit 0 verified, 1 failed or expired, 3 pending.
     Status {

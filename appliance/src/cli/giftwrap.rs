@@ -14,7 +14,7 @@ use crate::cli::{Outcome, UnwrapArgs, WrapArgs};
 const MAX_WRAP: u64 = 16 << 20;
 
 /// The recipient's key, hex, from `HEX` or `did:nostr:HEX`.
-fn recipient(to: &str) -> anyhow::Result<String> {
+pub(crate) fn recipient(to: &str) -> anyhow::Result<String> {
     let hex = to.strip_prefix("did:nostr:").unwrap_or(to);
     let ok = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
     anyhow::ensure!(

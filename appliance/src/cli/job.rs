@@ -41,12 +41,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use fleetmesh_proto::ask::AskBody;
-use fleetmesh_proto::{Engine, Mode, NodeKeys, hkdf, nip44};
+use fleetmesh_proto::{Engine, Event, Mode, NodeKeys, hkdf, nip44};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::cli::Outcome;
-use crate::cli::{JobCommand, JobNode};
+use crate::cli::{ByKey, JobCommand, JobNode};
 
 fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
@@ -131,7 +131,8 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
             file,
             idempotency_key,
             to,
-        } => submit(&file, idempotency_key.as_deref(), &to),
+            by_key,
+        } => submit(&file, idempotency_key.as_deref(), &to, &by_key),
         JobCommand::Status { id, to } => {
             let (code, v) = get(&node_url(&to, &format!("/v1/jobs/{id}")))?;
             println!("{v}");
@@ -157,7 +158,25 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
     }
 }
 
-fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::Result<Outcome> {
+fn submit(
+    file: &Path,
+    idempotency_key: Option<&str>,
+    to: &JobNode,
+    by_key: &ByKey,
+) -> anyhow::Result<Outcome> {
+    let via = by_key.via.as_str();
+    anyhow::ensure!(
+        via != "didcomm",
+        "--via didcomm: this build sends jobs by http or giftwrap; DIDComm comes later"
+    );
+    anyhow::ensure!(
+        via == "http" || via == "giftwrap",
+        "--via {via:?}: one of http, giftwrap"
+    );
+    anyhow::ensure!(
+        via == "http" || by_key.provider.is_some(),
+        "--via giftwrap needs --to, the provider's key or did:nostr"
+    );
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let base = file.parent().unwrap_or(Path::new("."));
     let text = String::from_utf8_lossy(&bytes);
@@ -192,7 +211,21 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
     let (engine, mode) = (what.engine, what.mode);
     let input = what.input;
     let keys = buyer_keys(to)?;
-    let provider = node_key(to)?;
+    let provider = match &by_key.provider {
+        Some(given) => {
+            let key = crate::cli::giftwrap::recipient(given)?;
+            if via == "http" {
+                let node = node_key(to)?;
+                anyhow::ensure!(
+                    node == key,
+                    "the node at {} is {node}, not --to {given}",
+                    to.node
+                );
+            }
+            key
+        }
+        None => node_key(to)?,
+    };
     let secret = keys.nostr().secret_key();
     // one job per (buyer, file, address): the same submission again is the same job
     let job_id = hex::encode(hkdf::expand(
@@ -264,6 +297,10 @@ fn submit(file: &Path, idempotency_key: Option<&str>, to: &JobNode) -> anyhow::R
     }
     let key = nip44::conversation_key(&secret, &provider)?;
     let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
+    if via == "giftwrap" {
+        let body = json!({"ask": ask.to_value(), "payload": payload});
+        return by_giftwrap(&keys, &provider, &body, &job_id, by_key);
+    }
     let mut post = client()?.post(node_url(to, "/v1/jobs"));
     if let Some(t) = &to.token {
         post = post.bearer_auth(t);
@@ -501,8 +538,28 @@ fn result(id: &str, out: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
     }
     let keys = buyer_keys(to)?;
     let provider = node_key(to)?;
-    let key = nip44::conversation_key(&keys.nostr().secret_key(), &provider)?;
-    let plain = nip44::decrypt(&key, v["payload"].as_str().context("no payload")?)?;
+    let summary = open_result(
+        &keys,
+        &provider,
+        v["payload"].as_str().context("no payload")?,
+        id,
+        Some(out),
+    )?;
+    println!("{summary}");
+    Ok(Outcome::Ok)
+}
+
+/// Opens the result message `payload` (compute/1.0, NIP-44 from `provider`), checks the
+/// output against its digest, writes the output's files into `out` when given; a summary.
+fn open_result(
+    keys: &NodeKeys,
+    provider: &str,
+    payload: &str,
+    id: &str,
+    out: Option<&Path>,
+) -> anyhow::Result<Value> {
+    let key = nip44::conversation_key(&keys.nostr().secret_key(), provider)?;
+    let plain = nip44::decrypt(&key, payload)?;
     let msg: Value = serde_json::from_slice(&plain)?;
     let doc_bytes = b64().decode(msg["output"]["inline"].as_str().context("no output")?)?;
     if hex::encode(Sha256::digest(&doc_bytes)) != msg["output_digest"].as_str().unwrap_or_default()
@@ -510,38 +567,150 @@ fn result(id: &str, out: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
         bail!("the output does not match its digest");
     }
     let doc: Value = serde_json::from_slice(&doc_bytes)?;
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let write = |name: &str, b64text: &str| -> anyhow::Result<()> {
-        let safe = Path::new(name)
-            .file_name()
-            .context("an output file without a name")?;
-        std::fs::write(out.join(safe), b64().decode(b64text)?)
-            .with_context(|| format!("writing {}", out.join(safe).display()))
-    };
-    if doc.get("choices").is_some() || doc.get("error").is_some() {
-        // an llm job: the API's answer
-        std::fs::write(out.join("response.json"), &doc_bytes)
-            .with_context(|| format!("writing {}", out.join("response.json").display()))?;
-    }
-    write("stdout", doc["stdout"].as_str().unwrap_or_default())?;
-    write("stderr", doc["stderr"].as_str().unwrap_or_default())?;
-    if let Some(files) = doc["files"].as_object() {
-        for (name, data) in files {
-            write(name, data.as_str().unwrap_or_default())?;
+    if let Some(out) = out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        let write = |name: &str, b64text: &str| -> anyhow::Result<()> {
+            let safe = Path::new(name)
+                .file_name()
+                .context("an output file without a name")?;
+            std::fs::write(out.join(safe), b64().decode(b64text)?)
+                .with_context(|| format!("writing {}", out.join(safe).display()))
+        };
+        if doc.get("choices").is_some() || doc.get("error").is_some() {
+            // an llm job: the API's answer
+            std::fs::write(out.join("response.json"), &doc_bytes)
+                .with_context(|| format!("writing {}", out.join("response.json").display()))?;
+        }
+        write("stdout", doc["stdout"].as_str().unwrap_or_default())?;
+        write("stderr", doc["stderr"].as_str().unwrap_or_default())?;
+        if let Some(files) = doc["files"].as_object() {
+            for (name, data) in files {
+                write(name, data.as_str().unwrap_or_default())?;
+            }
         }
     }
+    Ok(json!({
+        "job": id,
+        "status": doc["status"],
+        "exit_code": doc["exit_code"],
+        "output_digest": msg["output_digest"],
+        "metered": msg["metered"],
+        "verdict": msg["verdict"],
+        "receipt": msg["receipt"],
+        "out": out.map(|o| o.display().to_string()),
+    }))
+}
+
+/// `--via giftwrap`: wraps the submission `body` to `provider` (NIP-59, rumor kind
+/// `COMPUTE_RUMOR`), sends it through every `--relay` and waits there for the provider's
+/// wrapped answer about `job_id`: prints the job's final status with its checked receipt
+/// (and the result's summary, its files in `--out`), or the provider's refusal.
+fn by_giftwrap(
+    keys: &NodeKeys,
+    provider: &str,
+    body: &Value,
+    job_id: &str,
+    by_key: &ByKey,
+) -> anyhow::Result<Outcome> {
+    use fleetmesh_proto::{UnsignedEvent, nip59};
+    use fleetmesh_schemas::constants::kind;
+    anyhow::ensure!(
+        !by_key.relays.is_empty(),
+        "--via giftwrap needs a --relay the provider reads (its own, or one its descriptor names)"
+    );
+    for r in &by_key.relays {
+        anyhow::ensure!(
+            r.starts_with("ws://") || r.starts_with("wss://"),
+            "--relay must be a ws:// or wss:// URL, not {r:?}"
+        );
+    }
+    let now = crate::node::unix_now();
+    let message = UnsignedEvent {
+        created_at: now,
+        kind: kind::COMPUTE_RUMOR,
+        tags: Vec::new(),
+        content: body.to_string(),
+    };
+    // a refusal names the submission it answers by the rumor's id
+    let rumor_id = hex::encode(nip59::Rumor::new(keys.nostr_pubkey(), message.clone()).id);
+    let wrap = nip59::wrap(keys.nostr(), provider, message, kind::GIFT_WRAP, now)?;
+    let me = keys.nostr_pubkey_hex();
+    let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me],
+                        "since": now.saturating_sub(nip59::MAX_TWEAK_SECS + 600)});
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let answer = runtime.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let (out, _) = tokio::sync::broadcast::channel(4);
+        for url in &by_key.relays {
+            let (url, filter, tx) = (url.clone(), filter.clone(), tx.clone());
+            let mut outgoing = out.subscribe();
+            tokio::spawn(async move {
+                if let Err(e) =
+                    fleetmesh_relay::sync::subscribe(&url, &filter, None, &tx, &mut outgoing).await
+                {
+                    eprintln!("meshnode: {e}");
+                }
+            });
+        }
+        drop(tx);
+        let _ = out.send(wrap);
+        eprintln!(
+            "meshnode: job {job_id} gift-wrapped to {provider} through {}; waiting up to {} s",
+            by_key.relays.join(", "),
+            by_key.wait_secs
+        );
+        let deadline =
+            tokio::time::Instant::now() + std::time::Duration::from_secs(by_key.wait_secs);
+        loop {
+            let next = tokio::time::timeout_at(deadline, rx.recv()).await;
+            let event = match next {
+                Err(_) => bail!("no answer for job {job_id} within {} s", by_key.wait_secs),
+                Ok(None) => bail!("no relay could be read"),
+                Ok(Some(e)) => e,
+            };
+            let Ok(opened) = nip59::unwrap(keys.nostr(), &event) else {
+                continue;
+            };
+            if hex::encode(opened.sender) != provider || opened.rumor.kind != kind::COMPUTE_RUMOR {
+                continue;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&opened.rumor.content) else {
+                continue;
+            };
+            if v["in_reply_to"] == rumor_id.as_str() || v["job"]["id"] == job_id {
+                return Ok(v);
+            }
+        }
+    })?;
+    if answer.get("error").is_some() {
+        println!("{answer}");
+        return Ok(Outcome::Malformed);
+    }
+    let receipt = Event::from_value(&answer["receipt"])
+        .and_then(|e| e.verify().map(|()| e))
+        .context("the answer's receipt does not verify")?;
+    anyhow::ensure!(
+        hex::encode(receipt.pubkey) == provider,
+        "the receipt is signed by {}, not by the provider",
+        receipt.id_hex()
+    );
+    let state = answer["job"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let result = match answer["result"].as_str() {
+        Some(payload) => open_result(keys, provider, payload, job_id, by_key.out.as_deref())?,
+        None => Value::Null,
+    };
     println!(
         "{}",
-        json!({
-            "job": id,
-            "status": doc["status"],
-            "exit_code": doc["exit_code"],
-            "output_digest": msg["output_digest"],
-            "metered": msg["metered"],
-            "verdict": msg["verdict"],
-            "receipt": msg["receipt"],
-            "out": out.display().to_string(),
-        })
+        json!({"job": answer["job"], "receipt": receipt.to_value(), "result": result})
     );
-    Ok(Outcome::Ok)
+    Ok(match state.as_str() {
+        "verified" => Outcome::Ok,
+        _ => Outcome::Negative,
+    })
 }

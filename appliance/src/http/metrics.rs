@@ -124,6 +124,11 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         "Blob bytes received (in) and served (out); per peer at GET /v1/blobs/served.",
     ),
     (
+        "fleetmesh_mailbox_total",
+        Kind::Counter,
+        "Gift wraps addressed to the node read by its mailbox, by outcome (accepted: a job submitted, refused: answered with the reason, unopened, other: not a compute message).",
+    ),
+    (
         "fleetmesh_manifest_applies_total",
         Kind::Counter,
         "Manifest applies and reloads, by source (socket, reload, watch) and outcome (applied, refused: nothing changed).",

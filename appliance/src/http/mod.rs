@@ -263,6 +263,13 @@ pub async fn run(
             control,
         )
     });
+    // jobs gift-wrapped to this node, on its relay and on those it names
+    let mailbox = crate::mailbox::start(
+        node.config.node.relays.clone(),
+        fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
+        live.jobs(),
+        relay.clone(),
+    );
     let watcher = node.config.manifests.watch.then(|| {
         let m = &node.config.manifests;
         tokio::spawn(crate::apply::watch(
@@ -308,6 +315,7 @@ pub async fn run(
     if let Some(task) = watcher {
         task.abort();
     }
+    mailbox.stop().await;
     // The writer commits what is queued, then ends, whatever connection is still open.
     tokio::task::spawn_blocking(move || {
         relay.stop_writer();

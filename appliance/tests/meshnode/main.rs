@@ -12,6 +12,7 @@ mod hostile;
 mod inference;
 mod init;
 mod jobs;
+mod mailbox;
 mod proof;
 mod reconcile;
 mod schema;

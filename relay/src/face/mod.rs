@@ -170,6 +170,12 @@ impl Relay {
             .map_err(|_| "error: the store writer stopped".to_string())?
     }
 
+    /// Every event the relay accepts from now on, as its live fan-out sees it (a receiver
+    /// that falls behind loses the oldest). The node's mailbox reads its gift wraps here.
+    pub fn live(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
+        self.live.subscribe()
+    }
+
     /// The limits in force.
     pub fn limits(&self) -> &Limits {
         &self.limits

@@ -1,0 +1,283 @@
+//! The node's mailbox: compute/1.0 jobs that arrive gift-wrapped (NIP-59) through relays
+//! instead of by HTTP, so that a buyer who knows only the node's key (its `did:nostr`) can
+//! reach it through any relay the node reads.
+//!
+//! The daemon reads gift wraps `p`-tagged with its key as they arrive on its own relay
+//! (from the live fan-out, no connection of its own) and on every relay of `[node]
+//! relays` (a subscription on each, reconnected with backoff). A wrap that opens ([`fleetmesh_proto::nip59::unwrap`]:
+//! every layer checked) and whose rumor is a compute message (kind
+//! [`kind::COMPUTE_RUMOR`]) carries what `POST /v1/jobs` takes, `{"ask", "payload"}`; it
+//! goes through the same job service (the same checks, store and engines), and only when
+//! the ask's buyer is the wrap's verified sender. When the job is final, the node wraps the
+//! answer back to the buyer — `{"job": <its status>, "result": <the result, NIP-44 to the
+//! buyer>, "receipt": <the receipt event>}`, or `{"in_reply_to": <the submission rumor's
+//! id>, "error": {code, message}}` for a refused submission — and publishes it on its own relay and on every relay it reads.
+//! Wraps that do not open are counted (`fleetmesh_mailbox_total{outcome}`) and dropped;
+//! nothing of theirs is run.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fleetmesh_market::service::JobService;
+use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent, nip59};
+use fleetmesh_relay::face::Relay;
+use fleetmesh_schemas::constants::kind;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+/// Wrap ids remembered to drop duplicates (the same wrap from several relays).
+const SEEN: usize = 4096;
+/// Jobs waiting for their answer at once; past it the oldest is answered no more.
+const PENDING: usize = 4096;
+
+/// Wrap ids seen: a set for lookups, their order for forgetting the oldest.
+type Seen = (HashSet<[u8; 32]>, VecDeque<[u8; 32]>);
+
+/// The mailbox's state: what it has seen and the jobs whose answer it owes.
+struct Mailbox {
+    keys: NodeKeys,
+    jobs: Arc<JobService>,
+    relay: Arc<Relay>,
+    out: broadcast::Sender<Event>,
+    seen: Mutex<Seen>,
+    pending: Mutex<VecDeque<String>>,
+}
+
+fn count(outcome: &'static str) {
+    metrics::counter!("fleetmesh_mailbox_total", "outcome" => outcome).increment(1);
+}
+
+/// The mailbox's tasks; [`Running::stop`] ends them.
+pub struct Running(Vec<tokio::task::JoinHandle<()>>);
+
+impl Running {
+    /// Ends every task and waits until each has let go of the node's relay and job service,
+    /// so that the store's last connection can close (and checkpoint) when the daemon stops.
+    pub async fn stop(self) {
+        for task in &self.0 {
+            task.abort();
+        }
+        for task in self.0 {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Starts the mailbox on the node's relay and on `relays`.
+pub fn start(
+    relays: Vec<String>,
+    keys: NodeKeys,
+    jobs: Arc<JobService>,
+    relay: Arc<Relay>,
+) -> Running {
+    let mut tasks = Vec::new();
+    let (out, _) = broadcast::channel(256);
+    let (tx, mut rx) = mpsc::channel::<Event>(256);
+    let me = keys.nostr_pubkey_hex();
+    let mut live = relay.live();
+    let mailbox = Arc::new(Mailbox {
+        keys,
+        jobs,
+        relay,
+        out,
+        seen: Mutex::default(),
+        pending: Mutex::default(),
+    });
+    let (own, mine) = (tx.clone(), me.clone());
+    tasks.push(tokio::spawn(async move {
+        loop {
+            match live.recv().await {
+                Ok(arrived) => {
+                    let e = &arrived.event;
+                    let to_me = e
+                        .tags
+                        .iter()
+                        .any(|t| t.first().is_some_and(|n| n == "p") && t.get(1) == Some(&mine));
+                    if e.kind == kind::GIFT_WRAP && to_me && own.send((**e).clone()).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(
+                        skipped = n,
+                        "the mailbox fell behind the relay's live events"
+                    );
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }));
+    for url in relays {
+        let (tx, out, me) = (tx.clone(), mailbox.out.clone(), me.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut backoff = Duration::from_secs(1);
+            loop {
+                // wraps are dated up to two days back (NIP-59)
+                let since = crate::node::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
+                let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since});
+                let mut outgoing = out.subscribe();
+                let ended =
+                    fleetmesh_relay::sync::subscribe(&url, &filter, None, &tx, &mut outgoing).await;
+                if tx.is_closed() {
+                    return;
+                }
+                tracing::warn!(relay = %url, ended = ?ended.err(), "mailbox subscription ended; reconnecting");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+            }
+        }));
+    }
+    let m = mailbox.clone();
+    tasks.push(tokio::spawn(async move {
+        while let Some(wrap) = rx.recv().await {
+            if !m.first_sight(wrap.id) {
+                continue;
+            }
+            let m = m.clone();
+            tokio::task::spawn_blocking(move || m.open(&wrap));
+        }
+    }));
+    tasks.push(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let m = mailbox.clone();
+            let _ = tokio::task::spawn_blocking(move || m.answer_finished()).await;
+        }
+    }));
+    Running(tasks)
+}
+
+impl Mailbox {
+    /// True the first time `id` is seen.
+    fn first_sight(&self, id: [u8; 32]) -> bool {
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !seen.0.insert(id) {
+            return false;
+        }
+        seen.1.push_back(id);
+        if seen.1.len() > SEEN
+            && let Some(old) = seen.1.pop_front()
+        {
+            seen.0.remove(&old);
+        }
+        true
+    }
+
+    /// Opens one wrap and submits its job; refusals are answered, failures to open counted.
+    fn open(&self, wrap: &Event) {
+        let opened = match nip59::unwrap(self.keys.nostr(), wrap) {
+            Ok(o) => o,
+            Err(e) => {
+                count("unopened");
+                tracing::debug!(wrap = %wrap.id_hex(), error = %e, "a gift wrap that does not open");
+                return;
+            }
+        };
+        if opened.rumor.kind != kind::COMPUTE_RUMOR {
+            count("other");
+            return;
+        }
+        let sender = hex::encode(opened.sender);
+        let buyer: Option<String> = serde_json::from_str::<Value>(&opened.rumor.content)
+            .ok()
+            .and_then(|v| v["ask"]["pubkey"].as_str().map(str::to_owned));
+        // a refusal names the submission it refuses (the rumor's id), so that a buyer never
+        // takes an old refusal the relay still holds for the answer to a new submission
+        let in_reply_to = hex::encode(opened.rumor.id);
+        if buyer.as_deref() != Some(sender.as_str()) {
+            count("refused");
+            self.reply(
+                &sender,
+                &json!({"in_reply_to": in_reply_to, "error": {"code": "mismatch",
+                "message": "the ask's buyer is not the wrap's sender"}}),
+            );
+            return;
+        }
+        match self.jobs.submit(opened.rumor.content.as_bytes()) {
+            Ok((rec, _)) => {
+                count("accepted");
+                tracing::info!(job = %rec.id, buyer = %sender, "job by gift wrap");
+                let mut pending = self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if !pending.contains(&rec.id) {
+                    pending.push_back(rec.id);
+                }
+                if pending.len() > PENDING {
+                    pending.pop_front();
+                }
+            }
+            Err(r) => {
+                count("refused");
+                self.reply(
+                    &sender,
+                    &json!({"in_reply_to": in_reply_to,
+                            "error": {"code": r.code, "message": r.message}}),
+                );
+            }
+        }
+    }
+
+    /// Answers every pending job that is final.
+    fn answer_finished(&self) {
+        let ids: Vec<String> = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
+        for id in ids {
+            let Ok(Some(rec)) = self.jobs.job(&id) else {
+                continue;
+            };
+            if !rec.state.is_final() {
+                continue;
+            }
+            let receipt: Value = rec
+                .receipt
+                .as_deref()
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or(Value::Null);
+            self.reply(
+                &rec.buyer,
+                &json!({"job": rec.to_json(), "result": rec.result, "receipt": receipt}),
+            );
+            self.pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .retain(|p| *p != id);
+        }
+    }
+
+    /// Wraps `content` to `to` and publishes it on the node's relay and every relay read.
+    fn reply(&self, to: &str, content: &Value) {
+        let now = crate::node::unix_now();
+        let message = UnsignedEvent {
+            created_at: now,
+            kind: kind::COMPUTE_RUMOR,
+            tags: Vec::new(),
+            content: content.to_string(),
+        };
+        let wrap = match nip59::wrap(self.keys.nostr(), to, message, kind::GIFT_WRAP, now) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(to, error = %e, "wrapping an answer");
+                return;
+            }
+        };
+        let _ = self.out.send(wrap.clone());
+        let relay = self.relay.clone();
+        let handle = tokio::runtime::Handle::current();
+        if let Err(e) = handle.block_on(relay.publish(wrap)) {
+            tracing::warn!(to, error = %e, "publishing an answer on the node's relay");
+        }
+    }
+}
