@@ -135,8 +135,10 @@ pub fn start(
             if !m.first_sight(wrap.id) {
                 continue;
             }
+            // one at a time: a flood of wraps waits in the channel (and the live fan-out
+            // drops the oldest), it does not take a thread each
             let m = m.clone();
-            tokio::task::spawn_blocking(move || m.open(&wrap));
+            let _ = tokio::task::spawn_blocking(move || m.open(&wrap)).await;
         }
     }));
     tasks.push(tokio::spawn(async move {
