@@ -695,7 +695,17 @@ fn by_giftwrap(
     anyhow::ensure!(
         hex::encode(receipt.pubkey) == provider,
         "the receipt is signed by {}, not by the provider",
-        receipt.id_hex()
+        hex::encode(receipt.pubkey)
+    );
+    // the receipt names the job blinded for the pair (the same file submitted again is the
+    // same job under a newer ask)
+    let receipted: Value = serde_json::from_str(&receipt.content).unwrap_or_default();
+    let blinded =
+        fleetmesh_proto::receipt::blinded_job_id(&keys.nostr().secret_key(), provider, job_id)?;
+    anyhow::ensure!(
+        receipted["job"] == blinded.as_str(),
+        "the receipt is for another job ({}), not {job_id}",
+        receipted["job"]
     );
     let state = answer["job"]["state"]
         .as_str()
