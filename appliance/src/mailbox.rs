@@ -173,7 +173,8 @@ impl Mailbox {
 
     /// Opens one wrap and submits its job; refusals are answered, failures to open counted.
     fn open(&self, wrap: &Event) {
-        let opened = match nip59::unwrap(self.keys.nostr(), wrap) {
+        // verified already: by the node's relay on its way in, or by the subscription
+        let opened = match nip59::unwrap_verified(self.keys.nostr(), wrap) {
             Ok(o) => o,
             Err(e) => {
                 count("unopened");

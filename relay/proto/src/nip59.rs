@@ -13,7 +13,8 @@
 //! The seal's and the wrap's `created_at` are drawn up to two days into the past, as the
 //! NIP says, so that timing does not link them; the rumor keeps the real time.
 //!
-//! [`wrap`] builds the three; [`unwrap`] checks all of them and says who sent it: the
+//! [`wrap`] builds the three; [`unwrap`] checks all of them and says who sent it
+//! ([`unwrap_verified`] the same for a wrap whose signature was already checked): the
 //! wrap's signature and kind, that it is addressed to the recipient, the seal's signature
 //! and kind, that the seal has no tags, the rumor's id, and that the rumor's author is the
 //! seal's signer (otherwise anyone could seal someone else's rumor).
@@ -199,6 +200,19 @@ pub fn unwrap(recipient: &Keypair, wrap: &Event) -> Result<Unwrapped> {
         return Err(fail(format!("kind {} is not a gift wrap", wrap.kind)));
     }
     wrap.verify()?;
+    unwrap_verified(recipient, wrap)
+}
+
+/// [`unwrap`] of a wrap whose id and signature were already checked — by the relay that
+/// stored it, or by a subscription that verifies what it receives — so that the one-time
+/// key's signature is not checked twice. Every other check is [`unwrap`]'s.
+///
+/// # Errors
+/// As [`unwrap`].
+pub fn unwrap_verified(recipient: &Keypair, wrap: &Event) -> Result<Unwrapped> {
+    if wrap.kind != kind::GIFT_WRAP && wrap.kind != kind::EPHEMERAL_GIFT_WRAP {
+        return Err(fail(format!("kind {} is not a gift wrap", wrap.kind)));
+    }
     let me = hex::encode(recipient.x_only_public_key().0.to_byte_array());
     if !wrap
         .tags
