@@ -48,6 +48,29 @@ fn count(outcome: &'static str) {
     metrics::counter!("fleetmesh_mailbox_total", "outcome" => outcome).increment(1);
 }
 
+/// A compute/1.0 message `content` from `keys` to `to` (x-only, hex), gift-wrapped as kind
+/// 1059 around a rumor of kind [`kind::COMPUTE_RUMOR`]; and the rumor's id, which a
+/// refusal of it names. The node's answers and `meshnode job submit --via giftwrap` use it.
+///
+/// # Errors
+/// As [`nip59::wrap`].
+pub fn wrap_compute(
+    keys: &NodeKeys,
+    to: &str,
+    content: &Value,
+) -> fleetmesh_proto::Result<(String, Event)> {
+    let now = crate::node::unix_now();
+    let message = UnsignedEvent {
+        created_at: now,
+        kind: kind::COMPUTE_RUMOR,
+        tags: Vec::new(),
+        content: content.to_string(),
+    };
+    let rumor_id = hex::encode(nip59::Rumor::new(keys.nostr_pubkey(), message.clone()).id);
+    let wrap = nip59::wrap(keys.nostr(), to, message, kind::GIFT_WRAP, now)?;
+    Ok((rumor_id, wrap))
+}
+
 /// The mailbox's tasks; [`Running::stop`] ends them.
 pub struct Running(Vec<tokio::task::JoinHandle<()>>);
 
@@ -262,15 +285,8 @@ impl Mailbox {
 
     /// Wraps `content` to `to` and publishes it on the node's relay and every relay read.
     fn reply(&self, to: &str, content: &Value) {
-        let now = crate::node::unix_now();
-        let message = UnsignedEvent {
-            created_at: now,
-            kind: kind::COMPUTE_RUMOR,
-            tags: Vec::new(),
-            content: content.to_string(),
-        };
-        let wrap = match nip59::wrap(self.keys.nostr(), to, message, kind::GIFT_WRAP, now) {
-            Ok(w) => w,
+        let wrap = match wrap_compute(&self.keys, to, content) {
+            Ok((_, w)) => w,
             Err(e) => {
                 tracing::warn!(to, error = %e, "wrapping an answer");
                 return;

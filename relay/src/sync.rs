@@ -154,6 +154,14 @@ struct Peer {
     timeout: Duration,
 }
 
+/// `filter` parsed for a conversation with `peer`, its errors named for that peer.
+fn parse_filter(peer: &str, filter: &Value) -> Result<Filter> {
+    Filter::from_value(filter, FilterLimits::default()).map_err(|e| Error::Sync {
+        peer: peer.to_owned(),
+        reason: format!("filter: {e}"),
+    })
+}
+
 impl Peer {
     /// Connects to `peer` (`ws://` or `wss://`, TLS checked against the web's roots and
     /// `ca_pem`); every answer is then awaited at most `timeout`.
@@ -304,11 +312,7 @@ pub async fn sync<S: EventStore + ?Sized>(
     opts: &SyncOptions,
     mut progress: impl FnMut(&SyncProgress),
 ) -> Result<SyncReport> {
-    let filter =
-        Filter::from_value(&opts.filter, FilterLimits::default()).map_err(|e| Error::Sync {
-            peer: peer.to_owned(),
-            reason: format!("filter: {e}"),
-        })?;
+    let filter = parse_filter(peer, &opts.filter)?;
     let items = store
         .negentropy_items(std::slice::from_ref(&filter), opts.max_items, now())?
         .ok_or_else(|| Error::Sync {
@@ -553,10 +557,7 @@ pub async fn query(
     timeout: Duration,
     max: usize,
 ) -> Result<Vec<Event>> {
-    let parsed = Filter::from_value(filter, FilterLimits::default()).map_err(|e| Error::Sync {
-        peer: peer.to_owned(),
-        reason: format!("filter: {e}"),
-    })?;
+    let parsed = parse_filter(peer, filter)?;
     let mut p = Peer::connect(peer, ca_pem, timeout).await?;
     let subid = "fleetmesh-query";
     p.send(json!(["REQ", subid, filter]).to_string()).await?;
@@ -607,10 +608,7 @@ pub async fn subscribe(
     incoming: &tokio::sync::mpsc::Sender<Event>,
     outgoing: &mut tokio::sync::broadcast::Receiver<Event>,
 ) -> Result<()> {
-    let parsed = Filter::from_value(filter, FilterLimits::default()).map_err(|e| Error::Sync {
-        peer: peer.to_owned(),
-        reason: format!("filter: {e}"),
-    })?;
+    let parsed = parse_filter(peer, filter)?;
     let mut p = Peer::connect(peer, ca_pem, Duration::from_secs(30)).await?;
     let subid = "fleetmesh-subscribe";
     p.send(json!(["REQ", subid, filter]).to_string()).await?;

@@ -612,7 +612,7 @@ fn by_giftwrap(
     job_id: &str,
     by_key: &ByKey,
 ) -> anyhow::Result<Outcome> {
-    use fleetmesh_proto::{UnsignedEvent, nip59};
+    use fleetmesh_proto::nip59;
     use fleetmesh_schemas::constants::kind;
     anyhow::ensure!(
         !by_key.relays.is_empty(),
@@ -624,16 +624,9 @@ fn by_giftwrap(
             "--relay must be a ws:// or wss:// URL, not {r:?}"
         );
     }
-    let now = crate::node::unix_now();
-    let message = UnsignedEvent {
-        created_at: now,
-        kind: kind::COMPUTE_RUMOR,
-        tags: Vec::new(),
-        content: body.to_string(),
-    };
     // a refusal names the submission it answers by the rumor's id
-    let rumor_id = hex::encode(nip59::Rumor::new(keys.nostr_pubkey(), message.clone()).id);
-    let wrap = nip59::wrap(keys.nostr(), provider, message, kind::GIFT_WRAP, now)?;
+    let (rumor_id, wrap) = crate::mailbox::wrap_compute(keys, provider, body)?;
+    let now = crate::node::unix_now();
     let me = keys.nostr_pubkey_hex();
     let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me],
                         "since": now.saturating_sub(nip59::MAX_TWEAK_SECS + 600)});
