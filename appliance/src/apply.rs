@@ -269,8 +269,8 @@ fn scan(folder: &Path) -> Result<Scanned, String> {
 
 /// Applies the manifests of `folder` (`[manifests] dir`) now and whenever its files
 /// change, looking every `every`, until the task is dropped. Each outcome is logged and
-/// counted under `source="watch"`; a folder that cannot be read is logged once per change
-/// of what went wrong.
+/// counted under `source="watch"`; a folder that cannot be read (or holds a file over the
+/// bounds) is refused the same way, once per change of what went wrong.
 pub async fn watch(
     node_dir: PathBuf,
     folder: PathBuf,
@@ -288,8 +288,9 @@ pub async fn watch(
             let (digest, files) = match scan(&f) {
                 Ok(found) => found,
                 Err(why) => {
+                    // refused like a bad manifest, once per change of what is wrong
                     if seen.as_ref().is_none_or(|s| s.as_ref().err() != Some(&why)) {
-                        tracing::warn!(%why, "[manifests] dir");
+                        counted("watch", Err(format!("[manifests] dir: {why}")));
                     }
                     return Err(why);
                 }

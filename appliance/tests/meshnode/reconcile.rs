@@ -250,6 +250,23 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
         stderr(&o)
     );
     edit_config(&dir, &[("max_tokens = 0", "max_tokens = 100")]);
+    // prices that are not prices: an unknown measure, an unknown engine
+    for (table, says) in [
+        (
+            "[jobs.prices.wasm]\namount = 1\nunit = \"msat\"\nper = \"parsec\"\n",
+            "[jobs.prices.wasm] per = \"parsec\"",
+        ),
+        (
+            "[jobs.prices.python]\namount = 1\nunit = \"msat\"\nper = \"job\"\n",
+            "[jobs.prices] \"python\": not an engine",
+        ),
+    ] {
+        edit_config(&dir, &[("[jobs.prices]\n", table)]);
+        let o = run(&["ctl", "reload", dir.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+        edit_config(&dir, &[(table, "[jobs.prices]\n")]);
+    }
     let m = d.scrape();
     let count = |source: &str, outcome: &str| {
         m.must(
@@ -260,7 +277,7 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
     assert_eq!(count("socket", "applied"), 4.0);
     assert_eq!(count("socket", "refused"), 2.0);
     assert_eq!(count("reload", "applied"), 1.0);
-    assert_eq!(count("reload", "refused"), 1.0);
+    assert_eq!(count("reload", "refused"), 3.0);
 
     // across a restart the stored manifests hold
     assert!(d.stop("-TERM").success());
@@ -341,8 +358,20 @@ fn a_watched_manifest_directory_is_applied_when_it_changes() {
             .is_some()
     });
     assert_eq!(jobs_offer(&d)["max_fuel"], 7_000);
-    // fixed, and the provider changed: applied
+    // a file over the bounds (1 MiB): refused as well, nothing changes
     std::fs::remove_file(watched.join("bad.json")).unwrap();
+    std::fs::write(watched.join("huge.yaml"), vec![b'#'; (1 << 20) + 1]).unwrap();
+    wait_for("the oversized file refused", &|| {
+        d.scrape()
+            .value(
+                "fleetmesh_manifest_applies_total",
+                &[("source", "watch"), ("outcome", "refused")],
+            )
+            .is_some_and(|n| n >= 2.0)
+    });
+    assert_eq!(jobs_offer(&d)["max_fuel"], 7_000);
+    std::fs::remove_file(watched.join("huge.yaml")).unwrap();
+    // fixed, and the provider changed: applied
     std::fs::write(
         watched.join("cp.yaml"),
         provider("box", "[wasm]", "[delivery]", 9_000),

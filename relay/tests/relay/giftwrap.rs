@@ -140,8 +140,15 @@ fn every_layer_is_checked_and_a_refusal_names_it() {
         NodeKeys::generate().unwrap(),
         NodeKeys::generate().unwrap(),
     );
-    let refused =
-        |wrap: &Event| -> String { nip59::unwrap(bob.nostr(), wrap).unwrap_err().to_string() };
+    // every refusal is the same from unwrap_verified (which skips only the wrap's signature)
+    let refused = |wrap: &Event| -> String {
+        let e = nip59::unwrap(bob.nostr(), wrap).unwrap_err().to_string();
+        let verified = nip59::unwrap_verified(bob.nostr(), wrap)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, verified);
+        e
+    };
     let rumor = nip59::Rumor::new(alice.nostr_pubkey(), message("hi")).to_value();
     // the honest one opens, for kind 1059 and the live 21059
     for k in [kind::GIFT_WRAP, kind::EPHEMERAL_GIFT_WRAP] {
