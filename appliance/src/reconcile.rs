@@ -161,7 +161,7 @@ pub fn effective(dir: &Path, file: &Config, pending: &[Value]) -> Result<(Config
         provider(p, &mut cfg, &mut notes)?;
     }
     if let Some(r) = router {
-        inference_router(r, &mut cfg, &mut notes)?;
+        inference_router(r, &mut cfg, &mut notes);
     }
     cfg.check()
         .map_err(|e| format!("with the manifests applied: {e}"))?;
@@ -262,7 +262,7 @@ fn provider(doc: &Value, cfg: &mut Config, notes: &mut Notes) -> Result<(), Stri
     Ok(())
 }
 
-fn inference_router(doc: &Value, cfg: &mut Config, notes: &mut Notes) -> Result<(), String> {
+fn inference_router(doc: &Value, cfg: &mut Config, notes: &mut Notes) {
     let mut remote = Vec::new();
     let mut idle = Vec::new();
     for (i, m) in doc["spec"]["models"]
@@ -315,7 +315,6 @@ fn inference_router(doc: &Value, cfg: &mut Config, notes: &mut Notes) -> Result<
             format!("not used by this build yet: {}", idle.join(", ")),
         );
     }
-    Ok(())
 }
 
 /// `[section] key` for a JSON pointer into the configuration (`/jobs/max_fuel`, or
