@@ -100,6 +100,26 @@ rumor = {"id": "00" * 32, "pubkey": "11" * 32, "created_at": 1767225600, "kind":
 put("relay_giftwrap", "rumor.json", b"\x02" + js(rumor).encode())
 put("relay_giftwrap", "rumor_signed.json", b"\x02" + js(dict(rumor, sig="00" * 64)).encode())
 put("relay_giftwrap", "content.txt", b"\x03compute/1.0 \xe2\x9c\x93")
+# DIDComm: the wire shapes of PyPI didcomm 0.3.2 (JWE and JWS headers), a body, a tamper
+didcomm_jwe = {
+    "protected": base64.urlsafe_b64encode(js({
+        "typ": "application/didcomm-encrypted+json", "alg": "ECDH-1PU+A256KW",
+        "enc": "A256CBC-HS512", "apu": "ZGlk", "apv": "AAAA", "skid": "did",
+        "epk": {"crv": "X25519", "x": "9YjkjeuK9Szex8Ky-PDA0tLliXIhXAdJgiMvpGYiRRk", "kty": "OKP"},
+    }).encode()).decode().rstrip("="),
+    "recipients": [{"header": {"kid": "did:nostr:" + "ab" * 32 + "#x25519"},
+                    "encrypted_key": "h06qvmHFZ1wXX9C6Gp2U7eygl5H3yrwoW0EnEUw-07tWjqPi4RcTgw"}],
+    "iv": "klAq88Jm4Tw_xHfeILWoLaSEK13XMbj5", "ciphertext": "A1Q8tve8", "tag": "PwcEUIMrTgITGJaZJQwTBA",
+}
+put("relay_didcomm", "jwe.json", b"\x00" + js(didcomm_jwe).encode())
+didcomm_jws = {"payload": "eyJpZCI6IngifQ", "signatures": [{
+    "protected": "eyJ0eXAiOiJhcHBsaWNhdGlvbi9kaWRjb21tLXNpZ25lZCtqc29uIiwiYWxnIjoiRWREU0EifQ",
+    "signature": "n8mrnxTliAc3tCi3PIhaiVOU8Bzj41bIXA_c35LxgLbqqCbUg1UE6o2pCGZ4bKapqA9caIJ10YdKMIpjm0RUBQ",
+    "header": {"kid": "did:nostr:" + "ab" * 32 + "#ed25519"}}]}
+put("relay_didcomm", "jws.json", b"\x00" + js(didcomm_jws).encode())
+put("relay_didcomm", "plain.json", b"\x00" + js({"id": "1", "type": "t", "body": {}, "typ": "application/didcomm-plain+json"}).encode())
+put("relay_didcomm", "body.txt", b"\x01compute/1.0 \xe2\x9c\x93")
+put("relay_didcomm", "tamper.bin", b"\x02\x01\x10\x01")
 
 # ---- prover ----
 fx = "prover/tests/fixtures/circom/"

@@ -82,6 +82,10 @@ pub enum Command {
     /// Open a gift wrap addressed to this key: every layer checked; prints the rumor and
     /// the verified sender. Exit 2, naming the layer and the check, when it does not open.
     Unwrap(UnwrapArgs),
+    /// DIDComm Messaging v2 with this node's keys: pack a message for a DID document
+    /// (authcrypt, anoncrypt, signed), unpack one addressed to this node.
+    #[command(subcommand)]
+    Didcomm(crate::cli::didcomm::DidcommCommand),
 }
 
 /// `meshnode did …`.

@@ -2,8 +2,6 @@
 //! from and to a node's key, on the command line — the private channel through any Nostr
 //! relay that jobs and the ledger use, for an operator to try and to script.
 
-use std::io::Read as _;
-
 use anyhow::Context as _;
 use fleetmesh_proto::{Event, UnsignedEvent, nip59};
 use serde_json::json;
@@ -50,24 +48,7 @@ pub fn wrap(args: &WrapArgs) -> anyhow::Result<Outcome> {
 /// that does not open is refused (exit 2) with the layer and the check that failed.
 pub fn unwrap(args: &UnwrapArgs) -> anyhow::Result<Outcome> {
     let (_, keys) = crate::cli::job::keys_in(&args.key_dir, "the recipient's keys")?;
-    let mut text = String::new();
-    let source: Box<dyn std::io::Read> = if args.event.as_os_str() == "-" {
-        Box::new(std::io::stdin())
-    } else {
-        Box::new(
-            std::fs::File::open(&args.event)
-                .with_context(|| format!("reading {}", args.event.display()))?,
-        )
-    };
-    source
-        .take(MAX_WRAP + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("reading {}", args.event.display()))?;
-    anyhow::ensure!(
-        text.len() as u64 <= MAX_WRAP,
-        "{}: over {MAX_WRAP} bytes, more than a wrap this command reads",
-        args.event.display()
-    );
+    let text = crate::cli::read_input(&args.event, MAX_WRAP, "a wrap")?;
     let event = Event::from_json(text.trim())
         .with_context(|| format!("{}: not a Nostr event", args.event.display()))?;
     let opened = nip59::unwrap(keys.nostr(), &event).context("the wrap does not open")?;

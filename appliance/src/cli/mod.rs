@@ -1,5 +1,5 @@
 //! `meshnode`'s command line: the arguments ([`args`], clap) and a module per command
-//! group that is more than a call into the node — [`attest`], [`did`], [`doctor`], [`giftwrap`], [`infer`],
+//! group that is more than a call into the node — [`attest`], [`did`], [`didcomm`], [`doctor`], [`giftwrap`], [`infer`],
 //! [`job`], [`proof`], [`schema`], [`sync`], [`wasi`], [`watch`] — and how a command ended
 //! ([`Outcome`]). `main.rs` dispatches to them and runs the daemon.
 
@@ -7,6 +7,7 @@ mod args;
 pub mod attest;
 pub mod crds;
 pub mod did;
+pub mod didcomm;
 pub mod doctor;
 pub mod giftwrap;
 pub mod infer;
@@ -31,4 +32,26 @@ pub(crate) enum Outcome {
     Pending,
     /// Something checked is failing or does not answer (exit 2), already reported.
     Failing,
+}
+
+/// Reads a file (`-`: standard input) of at most `max` bytes; `what` names it in errors.
+pub(crate) fn read_input(path: &std::path::Path, max: u64, what: &str) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    use std::io::Read as _;
+    let source: Box<dyn std::io::Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?)
+    };
+    let mut text = String::new();
+    source
+        .take(max + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading {}", path.display()))?;
+    anyhow::ensure!(
+        text.len() as u64 <= max,
+        "{}: over {max} bytes, more than {what} this command reads",
+        path.display()
+    );
+    Ok(text)
 }

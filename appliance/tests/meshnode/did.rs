@@ -83,7 +83,7 @@ fn the_did_document_is_shown_served_and_resolved_through_a_relay_until_a_key_is_
     );
     assert_eq!(
         doc["authentication"],
-        serde_json::json!([format!("{did}#key-0")])
+        serde_json::json!([format!("{did}#key-0"), format!("{did}#ed25519")])
     );
     assert_eq!(
         doc["keyAgreement"],

@@ -6,6 +6,7 @@ mod blossom;
 mod cli;
 mod daemon;
 mod did;
+mod didcomm;
 mod first_run;
 mod giftwrap;
 mod hostile;

@@ -411,3 +411,69 @@ pub fn giftwrap(data: &[u8]) {
         assert_eq!(again, opened.rumor);
     }
 }
+
+/// DIDComm v2 (`fleetmesh_proto::didcomm`). The first byte picks: 0, the rest is a packed
+/// message for [`didcomm_keys`]'s recipient, unpacked with the sender's document known;
+/// 1, the rest is a body, packed every way from sender to recipient, which always opens
+/// to it; 2, an honest authcrypt message with the byte at `rest[0..2]` changed by
+/// `rest[2]`, which opens to the same message or not at all.
+pub fn didcomm(data: &[u8]) {
+    use fleetmesh_proto::didcomm::{self, Message, Pack, PeerDoc, SignWith};
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let (sender, recipient) = didcomm_keys();
+    let docs = vec![PeerDoc::of(sender)];
+    let to = PeerDoc::of(recipient);
+    let honest = |body: serde_json::Value, how: Pack| {
+        let mut m = Message::new("https://fleetmesh.org/fuzz/1.0/m", body).expect("random");
+        m.from = Some(sender.did());
+        m.to = vec![recipient.did()];
+        let packed = didcomm::pack_encrypted(&m, sender, &to, how).expect("packs");
+        (m, packed.to_string().into_bytes())
+    };
+    match mode % 3 {
+        0 => {
+            if let Ok(u) = didcomm::unpack(rest, recipient, &docs, NOW)
+                && u.meta.authenticated
+            {
+                assert_eq!(u.message.from.as_deref(), Some(sender.did().as_str()));
+            }
+        }
+        1 => {
+            let body = serde_json::Value::String(String::from_utf8_lossy(rest).into_owned());
+            for how in [
+                Pack::default(),
+                Pack {
+                    auth: false,
+                    sign: Some(SignWith::Secp256k1),
+                    ..Pack::default()
+                },
+            ] {
+                let (m, packed) = honest(body.clone(), how);
+                let u = didcomm::unpack(&packed, recipient, &docs, NOW)
+                    .expect("an honest message opens");
+                assert_eq!(u.message, m);
+            }
+        }
+        _ => {
+            let [hi, lo, change, ..] = rest else { return };
+            let (m, mut packed) = honest(serde_json::json!({"n": 1}), Pack::default());
+            let at = usize::from(u16::from_be_bytes([*hi, *lo])) % packed.len();
+            packed[at] ^= change.max(&1);
+            if let Ok(u) = didcomm::unpack(&packed, recipient, &docs, NOW) {
+                assert_eq!(u.message, m, "a changed message opened to another");
+            }
+        }
+    }
+}
+
+/// A DIDComm sender and recipient with fixed keys.
+fn didcomm_keys() -> &'static (fleetmesh_proto::NodeKeys, fleetmesh_proto::NodeKeys) {
+    static KEYS: OnceLock<(fleetmesh_proto::NodeKeys, fleetmesh_proto::NodeKeys)> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let k =
+            |s: u8| fleetmesh_proto::NodeKeys::from_secret_bytes([s; 32], [s + 1; 32], [s + 2; 32]);
+        (k(21).expect("a valid key"), k(31).expect("a valid key"))
+    })
+}

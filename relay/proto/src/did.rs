@@ -6,9 +6,9 @@
 //! verification methods:
 //! - `#key-0`, the Nostr key (secp256k1, BIP-340): `publicKeyMultibase` is the method's
 //!   base16 form, `f` + multicodec `e701` + `02` + the x coordinate; it authenticates and
-//!   asserts;
+//!   asserts (DIDComm's ES256K signatures);
 //! - `#ed25519`, the transport's signing key (`z` base58btc of multicodec `ed01` + key),
-//!   also asserting;
+//!   also authenticating and asserting (DIDComm's EdDSA signatures);
 //! - `#x25519`, the key agreement key (`z` base58btc of multicodec `ec01` + key), for
 //!   DIDComm's ECDH.
 //!
@@ -135,7 +135,7 @@ pub fn document(d: &DescriptorContent) -> Value {
         "id": did,
         "type": "DIDNostr",
         "verificationMethod": methods,
-        "authentication": refs(&["secp256k1-bip340"]),
+        "authentication": refs(&["secp256k1-bip340", "ed25519"]),
         "assertionMethod": refs(&["secp256k1-bip340", "ed25519"]),
         "keyAgreement": refs(&["x25519"]),
     });

@@ -98,6 +98,10 @@ pub enum Error {
     /// names the layer and the check.
     #[error("gift wrap: {0}")]
     GiftWrap(String),
+    /// A DIDComm message that does not open or does not hold together; the reason names
+    /// the layer and the check.
+    #[error("didcomm: {0}")]
+    DidComm(String),
     /// The operating system's random source failed.
     #[error("random source: {0}")]
     Random(String),

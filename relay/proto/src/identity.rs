@@ -148,6 +148,23 @@ impl NodeKeys {
         })
     }
 
+    /// Keys from their secret bytes (tests, fuzzing and benchmarks that must repeat).
+    ///
+    /// # Errors
+    /// [`Error::Crypto`] if `nostr` is not a valid secp256k1 secret key.
+    pub fn from_secret_bytes(
+        nostr: [u8; 32],
+        ed25519: [u8; 32],
+        x25519: [u8; 32],
+    ) -> Result<NodeKeys> {
+        Ok(NodeKeys {
+            nostr: secp256k1::Keypair::from_secret_bytes(nostr)
+                .map_err(|_| Error::Crypto("not a valid secp256k1 secret key".into()))?,
+            ed25519: ed25519_dalek::SigningKey::from_bytes(&ed25519),
+            x25519: x25519_dalek::StaticSecret::from(x25519),
+        })
+    }
+
     /// The Nostr (BIP-340) key pair.
     pub fn nostr(&self) -> &secp256k1::Keypair {
         &self.nostr
@@ -171,6 +188,16 @@ impl NodeKeys {
     /// The Ed25519 public key.
     pub fn ed25519_public(&self) -> [u8; 32] {
         self.ed25519.verifying_key().to_bytes()
+    }
+
+    /// The Ed25519 signing key (DIDComm's EdDSA signatures).
+    pub(crate) fn ed25519(&self) -> &ed25519_dalek::SigningKey {
+        &self.ed25519
+    }
+
+    /// The X25519 secret (DIDComm's key agreement).
+    pub(crate) fn x25519(&self) -> &x25519_dalek::StaticSecret {
+        &self.x25519
     }
 
     /// The X25519 public key.

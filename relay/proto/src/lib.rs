@@ -11,6 +11,7 @@
 //!   (rumor, seal, wrap); [`hkdf`]: RFC 5869 and the pair-blinded tags receipts use;
 //! - [`identity`]: the node's three key pairs, their 0600 files, `did:nostr`, and the
 //!   self-signed multi-key node descriptor (kind 11801); [`did`]: its DID document;
+//!   [`didcomm`]: DIDComm Messaging v2 (signed, anoncrypt, authcrypt, forward) by it;
 //! - a typed noun for every fleetmesh kind: [`ask::Ask`] (30810) and [`receipt::Receipt`]
 //!   (30811) of the market; [`ledger::Budget`] (30801) and [`ledger::Report`] (30802);
 //!   [`nodes::Revocation`] (11802), [`nodes::Heartbeat`] (21801) and [`nodes::Shard`]
@@ -25,6 +26,7 @@
 
 pub mod ask;
 pub mod did;
+pub mod didcomm;
 pub mod error;
 pub mod event;
 pub mod filter;
