@@ -38,6 +38,53 @@ pub struct Config {
     pub blobs: BlobsSection,
     /// A directory of manifests the daemon applies itself.
     pub manifests: ManifestsSection,
+    /// DIDComm Messaging v2 at `POST /didcomm`: mediation, and the node's own mediator.
+    pub didcomm: DidcommSection,
+}
+
+/// `[didcomm]`: the node takes DIDComm v2 messages at `POST /didcomm` (compute/1.0 jobs
+/// by DID, see [`crate::didcomm`]); it may hold messages for others (a mediator), and it
+/// may itself be reached only through a mediator it picks its messages up from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DidcommSection {
+    /// Hold forwarded messages for other DIDs until each picks them up (Message Pickup
+    /// 3.0, a request signed by the DID's key): a mediator for firewalled nodes and for
+    /// buyers. Held in memory, so a restart drops what was not picked up. Default false;
+    /// true suits a backbone node.
+    pub mediate: bool,
+    /// Messages held per DID; past it the oldest is dropped. 1 to 100 000. Default 256.
+    pub hold_per_did: usize,
+    /// Bytes held for all DIDs together; past it a new message is refused (HTTP 507).
+    /// 1 MiB to 4 GiB. Default 64 MiB.
+    pub hold_bytes: u64,
+    /// Seconds a held message waits for its pickup. 60 to 604 800. Default 86 400.
+    pub hold_secs: u64,
+    /// The mediator this node picks its messages up from (`did:nostr:HEX`), for a node
+    /// others cannot reach: give `[node] endpoints` a `didcomm=did:nostr:HEX` so that
+    /// senders route through it. Needs `mediator_url`. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mediator: Option<String>,
+    /// The mediator's base URL (`https://mediator.example/`): its DID document is read
+    /// from `/.well-known/did.json` there and must be `mediator`'s. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mediator_url: Option<String>,
+    /// Seconds between pickups from the mediator. 1 to 3600. Default 2.
+    pub pickup_secs: u64,
+}
+
+impl Default for DidcommSection {
+    fn default() -> Self {
+        DidcommSection {
+            mediate: false,
+            hold_per_did: 256,
+            hold_bytes: 64 << 20,
+            hold_secs: 86_400,
+            mediator: None,
+            mediator_url: None,
+            pickup_secs: 2,
+        }
+    }
 }
 
 /// `[manifests]`: a directory of manifests (YAML or JSON, as `meshnode apply -f` reads
@@ -537,6 +584,26 @@ impl Config {
             1,
             3600,
         )?;
+        let d = &self.didcomm;
+        range("[didcomm] hold_per_did", d.hold_per_did as u64, 1, 100_000)?;
+        range("[didcomm] hold_bytes", d.hold_bytes, 1 << 20, 4 << 30)?;
+        range("[didcomm] hold_secs", d.hold_secs, 60, 604_800)?;
+        range("[didcomm] pickup_secs", d.pickup_secs, 1, 3600)?;
+        match (&d.mediator, &d.mediator_url) {
+            (None, None) => {}
+            (Some(m), Some(url)) => {
+                fleetmesh_proto::did::parse_did(m)
+                    .map_err(|e| format!("[didcomm] mediator: {e}"))?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!(
+                        "[didcomm] mediator_url = {url:?}: an http:// or https:// URL"
+                    ));
+                }
+            }
+            _ => {
+                return Err("[didcomm] mediator and mediator_url: give both or neither".to_string());
+            }
+        }
         range(
             "[blobs] body_timeout_secs",
             self.blobs.body_timeout_secs,

@@ -19,7 +19,9 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fleetmesh_market::jobs::JobRecord;
 use fleetmesh_market::service::JobService;
+use fleetmesh_market::{Refusal, refuse};
 use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent, nip59};
 use fleetmesh_relay::face::Relay;
 use fleetmesh_schemas::constants::kind;
@@ -69,6 +71,40 @@ pub fn wrap_compute(
     let rumor_id = hex::encode(nip59::Rumor::new(keys.nostr_pubkey(), message.clone()).id);
     let wrap = nip59::wrap(keys.nostr(), to, message, kind::GIFT_WRAP, now)?;
     Ok((rumor_id, wrap))
+}
+
+/// Submits a compute/1.0 submission `content` (`{"ask", "payload"}`, what `POST /v1/jobs`
+/// takes) that arrived by key from `sender` (x-only, hex): only when the ask's buyer is
+/// the sender. The gift-wrap mailbox and the DIDComm endpoint use it.
+///
+/// # Errors
+/// The job service's refusal; `mismatch` when the ask's buyer is not the sender.
+pub(crate) fn submit_from(
+    jobs: &JobService,
+    sender: &str,
+    content: &[u8],
+) -> Result<JobRecord, Refusal> {
+    let buyer: Option<String> = serde_json::from_slice::<Value>(content)
+        .ok()
+        .and_then(|v| v["ask"]["pubkey"].as_str().map(str::to_owned));
+    if buyer.as_deref() != Some(sender) {
+        return Err(refuse(
+            "mismatch",
+            "the ask's buyer is not the message's sender",
+        ));
+    }
+    jobs.submit(content).map(|(rec, _)| rec)
+}
+
+/// What a buyer is told about its job: `{"job": <status>, "result": <the result, NIP-44
+/// to the buyer, once final>, "receipt": <the receipt event, once final>}`.
+pub(crate) fn answer(rec: &JobRecord) -> Value {
+    let receipt: Value = rec
+        .receipt
+        .as_deref()
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or(Value::Null);
+    json!({"job": rec.to_json(), "result": rec.result, "receipt": receipt})
 }
 
 /// The mailbox's tasks; [`Running::stop`] ends them.
@@ -210,23 +246,11 @@ impl Mailbox {
             return;
         }
         let sender = hex::encode(opened.sender);
-        let buyer: Option<String> = serde_json::from_str::<Value>(&opened.rumor.content)
-            .ok()
-            .and_then(|v| v["ask"]["pubkey"].as_str().map(str::to_owned));
         // a refusal names the submission it refuses (the rumor's id), so that a buyer never
         // takes an old refusal the relay still holds for the answer to a new submission
         let in_reply_to = hex::encode(opened.rumor.id);
-        if buyer.as_deref() != Some(sender.as_str()) {
-            count("refused");
-            self.reply(
-                &sender,
-                &json!({"in_reply_to": in_reply_to, "error": {"code": "mismatch",
-                "message": "the ask's buyer is not the wrap's sender"}}),
-            );
-            return;
-        }
-        match self.jobs.submit(opened.rumor.content.as_bytes()) {
-            Ok((rec, _)) => {
+        match submit_from(&self.jobs, &sender, opened.rumor.content.as_bytes()) {
+            Ok(rec) => {
                 count("accepted");
                 tracing::info!(job = %rec.id, buyer = %sender, "job by gift wrap");
                 let mut pending = self
@@ -267,15 +291,7 @@ impl Mailbox {
             if !rec.state.is_final() {
                 continue;
             }
-            let receipt: Value = rec
-                .receipt
-                .as_deref()
-                .and_then(|r| serde_json::from_str(r).ok())
-                .unwrap_or(Value::Null);
-            self.reply(
-                &rec.buyer,
-                &json!({"job": rec.to_json(), "result": rec.result, "receipt": receipt}),
-            );
+            self.reply(&rec.buyer, &answer(&rec));
             self.pending
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)

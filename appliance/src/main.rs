@@ -8,6 +8,7 @@ mod cli;
 mod config;
 mod control;
 mod demo;
+mod didcomm;
 mod http;
 mod mailbox;
 mod manifest;

@@ -159,17 +159,20 @@ pub struct ByKey {
     #[arg(long = "to", value_name = "DID|HEX")]
     pub provider: Option<String>,
     /// http: POST to --node. giftwrap: a NIP-59 gift wrap to --to through --relay, and
-    /// its answer (status, result, receipt) wrapped back the same way.
-    #[arg(long, value_name = "http|giftwrap", default_value = "http")]
+    /// its answer (status, result, receipt) wrapped back the same way. didcomm: DIDComm v2
+    /// to the endpoint --to's DID document names (resolved through --relay), directly or
+    /// through its mediator, the answer back the same way.
+    #[arg(long, value_name = "http|giftwrap|didcomm", default_value = "http")]
     pub via: String,
     /// giftwrap: a relay the provider reads (its own, or one its descriptor names), where
-    /// the wrap is sent and the answer awaited; repeatable.
+    /// the wrap is sent and the answer awaited. didcomm: a relay holding the provider's
+    /// (and its mediator's) descriptor. Repeatable.
     #[arg(long = "relay", value_name = "URL")]
     pub relays: Vec<String>,
-    /// giftwrap: seconds to wait for the answer.
+    /// giftwrap, didcomm: seconds to wait for the final answer.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub wait_secs: u64,
-    /// giftwrap: where to write the result's files (as `job result --out` does).
+    /// giftwrap, didcomm: where to write the result's files (as `job result --out` does).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

@@ -52,9 +52,32 @@ fn revoked(content: &DescriptorContent, revocations: &[Revocation], now: u64) ->
 
 /// `meshnode did resolve`: prints the document, or exits 2 saying why there is none.
 pub fn resolve(args: &DidResolveArgs) -> anyhow::Result<Outcome> {
-    let key = did::parse_did(&args.did)?;
-    anyhow::ensure!(!args.relays.is_empty(), "name at least one --relay");
-    let ca = match &args.ca {
+    let doc = resolve_document(
+        &args.did,
+        &args.relays,
+        args.ca.as_deref(),
+        args.timeout_secs,
+    )?;
+    println!("{}", serde_json::to_string_pretty(&doc)?);
+    Ok(Outcome::Ok)
+}
+
+/// The DID document of `did` (did:nostr) from the newest valid descriptor the `relays`
+/// hold, refused when a revocation revokes one of its keys; relays that do not answer
+/// and descriptors that do not verify are named on stderr and passed over.
+///
+/// # Errors
+/// A malformed DID or relay URL, no relay answering, no valid descriptor, or a revoked
+/// key of the newest valid one.
+pub(crate) fn resolve_document(
+    did_text: &str,
+    relays: &[String],
+    ca: Option<&std::path::Path>,
+    timeout_secs: u64,
+) -> anyhow::Result<serde_json::Value> {
+    let key = did::parse_did(did_text)?;
+    anyhow::ensure!(!relays.is_empty(), "name at least one --relay");
+    let ca = match ca {
         Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
         None => None,
     };
@@ -67,7 +90,7 @@ pub fn resolve(args: &DidResolveArgs) -> anyhow::Result<Outcome> {
         .context("starting the async runtime")?;
     let mut events: Vec<Event> = Vec::new();
     let mut reached = 0;
-    for relay in &args.relays {
+    for relay in relays {
         anyhow::ensure!(
             relay.starts_with("ws://") || relay.starts_with("wss://"),
             "--relay must be a ws:// or wss:// URL, not {relay:?}"
@@ -76,7 +99,7 @@ pub fn resolve(args: &DidResolveArgs) -> anyhow::Result<Outcome> {
             relay,
             &filter,
             ca.as_deref(),
-            std::time::Duration::from_secs(args.timeout_secs),
+            std::time::Duration::from_secs(timeout_secs),
             MAX_EVENTS,
         ));
         match found {
@@ -114,16 +137,11 @@ pub fn resolve(args: &DidResolveArgs) -> anyhow::Result<Outcome> {
             Ok(content) => {
                 if let Some(why) = revoked(&content, &revocations, now) {
                     anyhow::bail!(
-                        "{}: the newest valid descriptor ({}) is refused: {why}",
-                        args.did,
+                        "{did_text}: the newest valid descriptor ({}) is refused: {why}",
                         d.id_hex()
                     );
                 }
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&did::document(&content))?
-                );
-                return Ok(Outcome::Ok);
+                return Ok(did::document(&content));
             }
             Err(e) => eprintln!(
                 "meshnode: did resolve: descriptor {} refused: {e}",
@@ -131,9 +149,5 @@ pub fn resolve(args: &DidResolveArgs) -> anyhow::Result<Outcome> {
             ),
         }
     }
-    anyhow::bail!(
-        "{}: no valid node descriptor on {} of the relays asked",
-        args.did,
-        reached
-    )
+    anyhow::bail!("{did_text}: no valid node descriptor on {reached} of the relays asked")
 }

@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use fleetmesh_proto::ask::AskBody;
-use fleetmesh_proto::{Engine, Event, Mode, NodeKeys, hkdf, nip44};
+use fleetmesh_proto::{Engine, Mode, NodeKeys, hkdf, nip44};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -166,16 +166,12 @@ fn submit(
 ) -> anyhow::Result<Outcome> {
     let via = by_key.via.as_str();
     anyhow::ensure!(
-        via != "didcomm",
-        "--via didcomm: this build sends jobs by http or giftwrap; DIDComm comes later"
-    );
-    anyhow::ensure!(
-        via == "http" || via == "giftwrap",
-        "--via {via:?}: one of http, giftwrap"
+        ["http", "giftwrap", "didcomm"].contains(&via),
+        "--via {via:?}: one of http, giftwrap, didcomm"
     );
     anyhow::ensure!(
         via == "http" || by_key.provider.is_some(),
-        "--via giftwrap needs --to, the provider's key or did:nostr"
+        "--via {via} needs --to, the provider's key or did:nostr"
     );
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let base = file.parent().unwrap_or(Path::new("."));
@@ -297,16 +293,22 @@ fn submit(
     }
     let key = nip44::conversation_key(&secret, &provider)?;
     let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
-    if via == "giftwrap" {
-        let body = json!({"ask": ask.to_value(), "payload": payload});
-        return by_giftwrap(&keys, &provider, &body, &job_id, by_key);
+    let body = json!({"ask": ask.to_value(), "payload": payload});
+    match via {
+        "giftwrap" => {
+            return crate::cli::bykey::by_giftwrap(&keys, &provider, &body, &job_id, by_key);
+        }
+        "didcomm" => {
+            return crate::cli::bykey::by_didcomm(&keys, &provider, &body, &job_id, by_key);
+        }
+        _ => {}
     }
     let mut post = client()?.post(node_url(to, "/v1/jobs"));
     if let Some(t) = &to.token {
         post = post.bearer_auth(t);
     }
     let r = post
-        .json(&json!({"ask": ask.to_value(), "payload": payload}))
+        .json(&body)
         .send()
         .with_context(|| format!("submitting to {}", to.node))?;
     let status = r.status().as_u16();
@@ -551,7 +553,7 @@ fn result(id: &str, out: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
 
 /// Opens the result message `payload` (compute/1.0, NIP-44 from `provider`), checks the
 /// output against its digest, writes the output's files into `out` when given; a summary.
-fn open_result(
+pub(crate) fn open_result(
     keys: &NodeKeys,
     provider: &str,
     payload: &str,
@@ -599,121 +601,4 @@ fn open_result(
         "receipt": msg["receipt"],
         "out": out.map(|o| o.display().to_string()),
     }))
-}
-
-/// `--via giftwrap`: wraps the submission `body` to `provider` (NIP-59, rumor kind
-/// `COMPUTE_RUMOR`), sends it through every `--relay` and waits there for the provider's
-/// wrapped answer about `job_id`: prints the job's final status with its checked receipt
-/// (and the result's summary, its files in `--out`), or the provider's refusal.
-fn by_giftwrap(
-    keys: &NodeKeys,
-    provider: &str,
-    body: &Value,
-    job_id: &str,
-    by_key: &ByKey,
-) -> anyhow::Result<Outcome> {
-    use fleetmesh_proto::nip59;
-    use fleetmesh_schemas::constants::kind;
-    anyhow::ensure!(
-        !by_key.relays.is_empty(),
-        "--via giftwrap needs a --relay the provider reads (its own, or one its descriptor names)"
-    );
-    for r in &by_key.relays {
-        anyhow::ensure!(
-            r.starts_with("ws://") || r.starts_with("wss://"),
-            "--relay must be a ws:// or wss:// URL, not {r:?}"
-        );
-    }
-    // a refusal names the submission it answers by the rumor's id
-    let (rumor_id, wrap) = crate::mailbox::wrap_compute(keys, provider, body)?;
-    let now = crate::node::unix_now();
-    let me = keys.nostr_pubkey_hex();
-    let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me],
-                        "since": now.saturating_sub(nip59::MAX_TWEAK_SECS + 600)});
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let answer = runtime.block_on(async {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-        let (out, _) = tokio::sync::broadcast::channel(4);
-        for url in &by_key.relays {
-            let (url, filter, tx) = (url.clone(), filter.clone(), tx.clone());
-            let mut outgoing = out.subscribe();
-            tokio::spawn(async move {
-                if let Err(e) =
-                    fleetmesh_relay::sync::subscribe(&url, &filter, None, &tx, &mut outgoing).await
-                {
-                    eprintln!("meshnode: {e}");
-                }
-            });
-        }
-        drop(tx);
-        let _ = out.send(wrap);
-        eprintln!(
-            "meshnode: job {job_id} gift-wrapped to {provider} through {}; waiting up to {} s",
-            by_key.relays.join(", "),
-            by_key.wait_secs
-        );
-        let deadline =
-            tokio::time::Instant::now() + std::time::Duration::from_secs(by_key.wait_secs);
-        loop {
-            let next = tokio::time::timeout_at(deadline, rx.recv()).await;
-            let event = match next {
-                Err(_) => bail!("no answer for job {job_id} within {} s", by_key.wait_secs),
-                Ok(None) => bail!("no relay could be read"),
-                Ok(Some(e)) => e,
-            };
-            let Ok(opened) = nip59::unwrap(keys.nostr(), &event) else {
-                continue;
-            };
-            if hex::encode(opened.sender) != provider || opened.rumor.kind != kind::COMPUTE_RUMOR {
-                continue;
-            }
-            let Ok(v) = serde_json::from_str::<Value>(&opened.rumor.content) else {
-                continue;
-            };
-            if v["in_reply_to"] == rumor_id.as_str() || v["job"]["id"] == job_id {
-                return Ok(v);
-            }
-        }
-    })?;
-    if answer.get("error").is_some() {
-        println!("{answer}");
-        return Ok(Outcome::Malformed);
-    }
-    let receipt = Event::from_value(&answer["receipt"])
-        .and_then(|e| e.verify().map(|()| e))
-        .context("the answer's receipt does not verify")?;
-    anyhow::ensure!(
-        hex::encode(receipt.pubkey) == provider,
-        "the receipt is signed by {}, not by the provider",
-        hex::encode(receipt.pubkey)
-    );
-    // the receipt names the job blinded for the pair (the same file submitted again is the
-    // same job under a newer ask)
-    let receipted: Value = serde_json::from_str(&receipt.content).unwrap_or_default();
-    let blinded =
-        fleetmesh_proto::receipt::blinded_job_id(&keys.nostr().secret_key(), provider, job_id)?;
-    anyhow::ensure!(
-        receipted["job"] == blinded.as_str(),
-        "the receipt is for another job ({}), not {job_id}",
-        receipted["job"]
-    );
-    let state = answer["job"]["state"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let result = match answer["result"].as_str() {
-        Some(payload) => open_result(keys, provider, payload, job_id, by_key.out.as_deref())?,
-        None => Value::Null,
-    };
-    println!(
-        "{}",
-        json!({"job": answer["job"], "receipt": receipt.to_value(), "result": result})
-    );
-    Ok(match state.as_str() {
-        "verified" => Outcome::Ok,
-        _ => Outcome::Negative,
-    })
 }

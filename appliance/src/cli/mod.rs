@@ -5,6 +5,7 @@
 
 mod args;
 pub mod attest;
+pub mod bykey;
 pub mod crds;
 pub mod did;
 pub mod didcomm;

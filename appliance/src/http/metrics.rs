@@ -129,6 +129,16 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         "Gift wraps addressed to the node read by its mailbox, by outcome (accepted: a job submitted, refused: answered with the reason, unopened, other: not a compute message).",
     ),
     (
+        "fleetmesh_didcomm_total",
+        Kind::Counter,
+        "DIDComm messages POSTed to /didcomm or picked up from the node's mediator, by outcome (accepted: a job submitted, answered: a job's status, held: forwarded for another DID, delivered: held messages picked up, refused, unopened, other: a type not taken).",
+    ),
+    (
+        "fleetmesh_didcomm_held_messages",
+        Kind::Gauge,
+        "Messages a mediating node holds for other DIDs until they pick them up.",
+    ),
+    (
         "fleetmesh_manifest_applies_total",
         Kind::Counter,
         "Manifest applies and reloads, by source (socket, reload, watch) and outcome (applied, refused: nothing changed).",

@@ -23,6 +23,7 @@ use crate::http::relay::RelayState;
 use crate::node::Node;
 
 pub mod blobs;
+pub mod didcomm;
 pub mod error;
 pub mod guard;
 pub mod inference;
@@ -43,7 +44,11 @@ pub fn router(
     relay: Arc<Relay>,
     inference: &crate::config::InferenceSection,
     extra_models: &[std::path::PathBuf],
-) -> anyhow::Result<(Router, Arc<crate::reconcile::Live>)> {
+) -> anyhow::Result<(
+    Router,
+    Arc<crate::reconcile::Live>,
+    Arc<crate::didcomm::DidComm>,
+)> {
     let descriptor = node.current_descriptor()?;
     let choice = node.config.compute.backend;
     let mut devices = format!("not probed ([compute] backend = \"{choice}\")");
@@ -97,6 +102,12 @@ pub fn router(
         },
         &node.config.jobs,
     )?;
+    let didcomm = Arc::new(crate::didcomm::DidComm::new(
+        fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
+        descriptor.clone(),
+        jobs.clone(),
+        node.config.didcomm.clone(),
+    ));
     let nip11 = relay::nip11_document(node, &descriptor.id_hex(), &relay);
     let status = status::Status {
         name: nip11["name"].as_str().unwrap_or_default().to_owned(),
@@ -187,6 +198,15 @@ pub fn router(
         .route("/healthz", get(relay::healthz))
         .route("/.well-known/did.json", get(relay::did_document))
         .route("/metrics", get(self::metrics::metrics))
+        .route(
+            "/didcomm",
+            // open to anyone: a message proves its sender; refused to browsers
+            axum::routing::post(crate::http::didcomm::post)
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    fleetmesh_proto::didcomm::MAX_MESSAGE_BYTES,
+                ))
+                .with_state(didcomm.clone()),
+        )
         .merge(api)
         .route(
             "/upload",
@@ -220,7 +240,7 @@ pub fn router(
         )
         .fallback(not_found)
         .with_state(state);
-    Ok((app, live))
+    Ok((app, live, didcomm))
 }
 
 async fn not_found() -> Response {
@@ -251,7 +271,7 @@ pub async fn run(
     )?;
     relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
     relay.spawn_rejection_summary(std::time::Duration::from_secs(60));
-    let (app, live) = router(&mut node, relay.clone(), inference, extra_models)?;
+    let (app, live, didcomm) = router(&mut node, relay.clone(), inference, extra_models)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -270,6 +290,8 @@ pub async fn run(
         live.jobs(),
         relay.clone(),
     );
+    // messages held for this node by its mediator ([didcomm] mediator)
+    let pickup = didcomm.spawn_pickup();
     let watcher = node.config.manifests.watch.then(|| {
         let m = &node.config.manifests;
         tokio::spawn(crate::apply::watch(
@@ -316,6 +338,11 @@ pub async fn run(
         task.abort();
     }
     mailbox.stop().await;
+    if let Some(task) = pickup {
+        task.abort();
+        let _ = task.await;
+    }
+    drop(didcomm);
     // The writer commits what is queued, then ends, whatever connection is still open.
     tokio::task::spawn_blocking(move || {
         relay.stop_writer();

@@ -432,3 +432,194 @@ fn a_forward_through_a_mediator_opens_at_the_mediator_and_then_at_the_recipient(
     ]);
     assert_usage_error(&o, "give its --mediator-doc");
 }
+
+/// A node with `endpoint` in its descriptor and `edits` made to its config, running
+/// on a port chosen before `init` (the endpoint names it): its directory, the daemon, the
+/// port.
+fn didcomm_node(
+    endpoint: impl Fn(u16) -> String,
+    edits: &[(&str, &str)],
+) -> (tempfile::TempDir, Daemon, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = endpoint(port);
+    let o = init(dir.path(), &["--endpoint", &endpoint]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    edit_config(dir.path(), edits);
+    let listen = format!("127.0.0.1:{port}");
+    let mut cmd = meshnode();
+    cmd.args(["run", dir.path().to_str().unwrap(), "--listen", &listen]);
+    (dir, Daemon::start(cmd), port)
+}
+
+fn did_of_node(dir: &Path) -> String {
+    fleetmesh_proto::NodeKeys::load(&dir.join("keys"))
+        .unwrap()
+        .did()
+}
+
+#[test]
+fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through_a_mediator() {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("upper.wat"),
+        include_str!("../../demo/upper.wat"),
+    )
+    .unwrap();
+    std::fs::write(work.path().join("in.txt"), "by didcomm").unwrap();
+    let file = work.path().join("upper.json");
+    let job = serde_json::json!({"engine": "wasm", "mode": "delivery", "module": "upper.wat",
+        "input": "in.txt", "limits": {"fuel": 10_000_000}, "name": "didcomm-1"});
+    std::fs::write(&file, job.to_string()).unwrap();
+    let buyer = tempfile::tempdir().unwrap();
+    assert!(init(buyer.path(), &[]).status.success());
+    let submit = |did: &str, relays: &[&str], out: &Path| {
+        let mut args = vec![
+            "job",
+            "submit",
+            file.to_str().unwrap(),
+            "--to",
+            did,
+            "--via",
+            "didcomm",
+            "--key-dir",
+            buyer.path().to_str().unwrap(),
+            "--wait-secs",
+            "60",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        for r in relays {
+            args.extend(["--relay", r]);
+        }
+        run(&args)
+    };
+
+    // directly: the provider's descriptor names its /didcomm
+    let (p_dir, p, _) = didcomm_node(
+        |port| format!("didcomm=http://127.0.0.1:{port}/didcomm"),
+        &[],
+    );
+    let p_did = did_of_node(p_dir.path());
+    let p_relay = format!("ws://{}/", p.addr);
+    let out = work.path().join("direct");
+    let o = submit(&p_did, &[&p_relay], &out);
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    let answer: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(answer["job"]["state"], "verified", "{answer}");
+    assert_eq!(
+        answer["receipt"]["pubkey"],
+        p_did.strip_prefix("did:nostr:").unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("stdout")).unwrap(),
+        "BY DIDCOMM"
+    );
+    let counted = |d: &Daemon, outcome: &str| {
+        d.scrape()
+            .value("fleetmesh_didcomm_total", &[("outcome", outcome)])
+            .unwrap_or(0.0)
+    };
+    assert_eq!(counted(&p, "accepted"), 1.0);
+    assert!(counted(&p, "answered") >= 1.0);
+
+    // through a mediator: the provider is reached only by way of m, and picks its
+    // messages up there; its descriptor (on m's relay) names m
+    let (m_dir, m, _) = didcomm_node(
+        |port| format!("didcomm=http://127.0.0.1:{port}/didcomm"),
+        &[("mediate = false", "mediate = true")],
+    );
+    let m_did = did_of_node(m_dir.path());
+    let m_relay = format!("ws://{}/", m.addr);
+    let config = format!(
+        "mediator = \"{m_did}\"\nmediator_url = \"http://{}/\"\npickup_secs = 1",
+        m.addr
+    );
+    let edits = [("pickup_secs = 2", config.as_str())];
+    let (q_dir, q, _) = didcomm_node(|_| format!("didcomm={m_did}"), &edits);
+    let q_did = did_of_node(q_dir.path());
+    let q_key = q_did.strip_prefix("did:nostr:").unwrap().to_owned();
+    runtime().block_on(async {
+        let filter = serde_json::json!({"kinds": [11801], "authors": [q_key]});
+        let found = req_events(&format!("ws://{}/", q.addr), filter).await;
+        let descriptor = fleetmesh_proto::Event::from_value(&found[0]).unwrap();
+        publish_all(&m_relay, &[descriptor]).await;
+    });
+    let out = work.path().join("mediated");
+    let o = submit(&q_did, &[&m_relay], &out);
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("mediator {m_did}")),
+        "{}",
+        stderr(&o)
+    );
+    let answer: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(answer["job"]["state"], "verified", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("stdout")).unwrap(),
+        "BY DIDCOMM"
+    );
+    assert_eq!(counted(&q, "accepted"), 1.0);
+    assert!(counted(&m, "held") >= 2.0 && counted(&m, "delivered") >= 2.0);
+
+    // refusals: a node that does not mediate takes no forward; POSTs that are not DIDComm
+    let packed = mesh_pack(
+        buyer.path(),
+        &write_doc(work.path(), &p),
+        &["--sign", "secp256k1", "--anon"],
+        "{}",
+    );
+    let http = reqwest::blocking::Client::new();
+    let post = |d: &Daemon, ct: &str, body: Vec<u8>, origin: bool| {
+        let mut r = http
+            .post(d.url("/didcomm"))
+            .header("content-type", ct)
+            .body(body);
+        if origin {
+            r = r.header("origin", "https://evil.example");
+        }
+        let r = r.send().unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    };
+    let enc = "application/didcomm-encrypted+json";
+    let (code, body) = post(&p, enc, packed.clone(), false);
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("no_descriptor"), "{body}");
+    let p_doc = write_doc(work.path(), &p);
+    let unsigned = mesh_pack(buyer.path(), &p_doc, &["--anon"], "{}");
+    let (code, body) = post(&p, enc, unsigned, false);
+    assert_eq!((code, body.contains("unsigned")), (403, true), "{body}");
+    // a forward for another DID, to a node that does not mediate
+    let routed = work.path().join("routed.json");
+    routed_through(&write_doc(work.path(), &q), &p_did, &routed);
+    let flags = ["--mediator-doc", p_doc.to_str().unwrap()];
+    let forward = mesh_pack(buyer.path(), &routed, &flags, "{}");
+    let (code, body) = post(&p, enc, forward, false);
+    assert_eq!(
+        (code, body.contains("not_a_mediator")),
+        (403, true),
+        "{body}"
+    );
+    assert_eq!(post(&p, "application/json", packed.clone(), false).0, 415);
+    assert_eq!(post(&p, enc, packed, true).0, 403);
+    let (code, body) = post(&p, enc, b"{\"ciphertext\":1}".to_vec(), false);
+    assert_eq!((code, body.contains("unopened")), (400, true), "{body}");
+    let (code, _) = post(&p, enc, vec![b' '; 5 << 20], false);
+    assert_eq!(code, 413);
+    assert!(counted(&p, "unopened") >= 1.0);
+}
+
+/// `d`'s DID document (`/.well-known/did.json`) in a file.
+fn write_doc(dir: &Path, d: &Daemon) -> PathBuf {
+    let doc = reqwest::blocking::get(d.url("/.well-known/did.json"))
+        .unwrap()
+        .text()
+        .unwrap();
+    let path = dir.join(format!("{}.json", d.addr.replace([':', '.'], "-")));
+    std::fs::write(&path, doc).unwrap();
+    path
+}

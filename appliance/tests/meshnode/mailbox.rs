@@ -132,7 +132,11 @@ fn a_job_gift_wrapped_through_the_relay_runs_and_its_answer_comes_back_wrapped()
     // bad input, refused before anything is sent
     let o = submit(&did, &["--via", "didcomm"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("DIDComm comes later"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("needs a --relay that holds"),
+        "{}",
+        stderr(&o)
+    );
     let o = submit(&did, &["--via", "giftwrap"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("needs a --relay"), "{}", stderr(&o));

@@ -121,10 +121,11 @@ impl Daemon {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = lines
-            .next()
-            .expect("the daemon prints where it listens")
-            .unwrap();
+        let Some(Ok(line)) = lines.next() else {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+            panic!("the daemon did not say where it listens: {err}");
+        };
         let addr = line
             .strip_prefix("meshnode listening on http://")
             .and_then(|r| r.split_whitespace().next())

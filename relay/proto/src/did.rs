@@ -13,7 +13,8 @@
 //!   DIDComm's ECDH.
 //!
 //! Services: `#relay-N` (type `Relay`) per relay of the descriptor, `#endpoint-N` (the
-//! descriptor's scheme as type) per endpoint. [`document`] takes a descriptor that
+//! descriptor's scheme as type) per endpoint — a `didcomm` endpoint as a DIDCommMessaging
+//! service ([`DIDCOMM_SCHEME`]). [`document`] takes a descriptor that
 //! [`crate::identity::verify_descriptor`] accepted; [`parse_did`] reads a DID back to its
 //! key.
 
@@ -93,6 +94,25 @@ pub fn multikey(key_type: &str, public_hex: &str) -> Option<String> {
     }
 }
 
+/// The descriptor endpoint scheme of a DIDComm endpoint: its URL is where messages are
+/// POSTed (`https://…/didcomm`), or the `did:nostr` of the mediator that takes them.
+pub const DIDCOMM_SCHEME: &str = "didcomm";
+
+/// A DIDCommMessaging service (DIDComm v2.1 shape): direct to `url`, or — when `url` is a
+/// DID — through that mediator, its key agreement key the one routing key.
+fn didcomm_service(id: &str, url: &str) -> Value {
+    let routing: Vec<String> = if url.starts_with("did:") {
+        vec![format!("{url}#x25519")]
+    } else {
+        Vec::new()
+    };
+    json!({
+        "id": id,
+        "type": "DIDCommMessaging",
+        "serviceEndpoint": {"uri": url, "accept": ["didcomm/v2"], "routingKeys": routing},
+    })
+}
+
 /// The DID document of the node whose verified descriptor is `d`.
 pub fn document(d: &DescriptorContent) -> Value {
     let did = &d.did;
@@ -127,7 +147,11 @@ pub fn document(d: &DescriptorContent) -> Value {
         .enumerate()
         .map(|(i, r)| json!({"id": format!("{did}#relay-{i}"), "type": "Relay", "serviceEndpoint": r}))
         .chain(d.endpoints.iter().enumerate().map(|(i, e)| {
-            json!({"id": format!("{did}#endpoint-{i}"), "type": e.scheme, "serviceEndpoint": e.url})
+            let id = format!("{did}#endpoint-{i}");
+            if e.scheme == DIDCOMM_SCHEME {
+                return didcomm_service(&id, &e.url);
+            }
+            json!({"id": id, "type": e.scheme, "serviceEndpoint": e.url})
         }))
         .collect();
     let mut doc = json!({

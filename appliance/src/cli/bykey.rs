@@ -1,0 +1,315 @@
+//! `meshnode job submit --to DID|HEX --via giftwrap|didcomm`: a job sent to a provider
+//! known only by its key — gift-wrapped through relays (NIP-59), or by DIDComm v2 to the
+//! endpoint its DID document names, directly or through its mediator — and the answer
+//! (status, result, receipt) taken back the same way and checked.
+
+use std::path::Path;
+
+use anyhow::{Context as _, bail};
+use fleetmesh_proto::didcomm::{self, PeerDoc};
+use fleetmesh_proto::{Event, NodeKeys};
+use serde_json::{Value, json};
+
+use crate::cli::{ByKey, Outcome};
+use crate::didcomm::{
+    ANSWER, DELIVERY, DELIVERY_REQUEST, PROBLEM, RECEIVED, STATUS, SUBMIT, exchange, request,
+};
+
+/// `--via giftwrap`: wraps the submission `body` to `provider` (NIP-59, rumor kind
+/// `COMPUTE_RUMOR`), sends it through every `--relay` and waits there for the provider's
+/// wrapped answer about `job_id`: prints the job's final status with its checked receipt
+/// (and the result's summary, its files in `--out`), or the provider's refusal.
+pub(crate) fn by_giftwrap(
+    keys: &NodeKeys,
+    provider: &str,
+    body: &Value,
+    job_id: &str,
+    by_key: &ByKey,
+) -> anyhow::Result<Outcome> {
+    use fleetmesh_proto::nip59;
+    use fleetmesh_schemas::constants::kind;
+    anyhow::ensure!(
+        !by_key.relays.is_empty(),
+        "--via giftwrap needs a --relay the provider reads (its own, or one its descriptor names)"
+    );
+    for r in &by_key.relays {
+        anyhow::ensure!(
+            r.starts_with("ws://") || r.starts_with("wss://"),
+            "--relay must be a ws:// or wss:// URL, not {r:?}"
+        );
+    }
+    // a refusal names the submission it answers by the rumor's id
+    let (rumor_id, wrap) = crate::mailbox::wrap_compute(keys, provider, body)?;
+    let now = crate::node::unix_now();
+    let me = keys.nostr_pubkey_hex();
+    let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me],
+                        "since": now.saturating_sub(nip59::MAX_TWEAK_SECS + 600)});
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let answer = runtime.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let (out, _) = tokio::sync::broadcast::channel(4);
+        for url in &by_key.relays {
+            let (url, filter, tx) = (url.clone(), filter.clone(), tx.clone());
+            let mut outgoing = out.subscribe();
+            tokio::spawn(async move {
+                if let Err(e) =
+                    fleetmesh_relay::sync::subscribe(&url, &filter, None, &tx, &mut outgoing).await
+                {
+                    eprintln!("meshnode: {e}");
+                }
+            });
+        }
+        drop(tx);
+        let _ = out.send(wrap);
+        eprintln!(
+            "meshnode: job {job_id} gift-wrapped to {provider} through {}; waiting up to {} s",
+            by_key.relays.join(", "),
+            by_key.wait_secs
+        );
+        let deadline =
+            tokio::time::Instant::now() + std::time::Duration::from_secs(by_key.wait_secs);
+        loop {
+            let next = tokio::time::timeout_at(deadline, rx.recv()).await;
+            let event = match next {
+                Err(_) => bail!("no answer for job {job_id} within {} s", by_key.wait_secs),
+                Ok(None) => bail!("no relay could be read"),
+                Ok(Some(e)) => e,
+            };
+            let Ok(opened) = nip59::unwrap(keys.nostr(), &event) else {
+                continue;
+            };
+            if hex::encode(opened.sender) != provider || opened.rumor.kind != kind::COMPUTE_RUMOR {
+                continue;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&opened.rumor.content) else {
+                continue;
+            };
+            if v["in_reply_to"] == rumor_id.as_str() || v["job"]["id"] == job_id {
+                return Ok(v);
+            }
+        }
+    })?;
+    finish(keys, provider, job_id, &answer, by_key.out.as_deref())
+}
+
+/// The end of a job sent by key: `answer` (`{"job", "result", "receipt"}`, or
+/// `{"error"}`) checked — the receipt signed by `provider` and naming `job_id` blinded
+/// for the pair — and printed with the result's summary (its files in `out`).
+fn finish(
+    keys: &NodeKeys,
+    provider: &str,
+    job_id: &str,
+    answer: &Value,
+    out: Option<&Path>,
+) -> anyhow::Result<Outcome> {
+    if answer.get("error").is_some() {
+        println!("{answer}");
+        return Ok(Outcome::Malformed);
+    }
+    let receipt = Event::from_value(&answer["receipt"])
+        .and_then(|e| e.verify().map(|()| e))
+        .context("the answer's receipt does not verify")?;
+    anyhow::ensure!(
+        hex::encode(receipt.pubkey) == provider,
+        "the receipt is signed by {}, not by the provider",
+        hex::encode(receipt.pubkey)
+    );
+    // the receipt names the job blinded for the pair (the same file submitted again is the
+    // same job under a newer ask)
+    let receipted: Value = serde_json::from_str(&receipt.content).unwrap_or_default();
+    let blinded =
+        fleetmesh_proto::receipt::blinded_job_id(&keys.nostr().secret_key(), provider, job_id)?;
+    anyhow::ensure!(
+        receipted["job"] == blinded.as_str(),
+        "the receipt is for another job ({}), not {job_id}",
+        receipted["job"]
+    );
+    let state = answer["job"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let result = match answer["result"].as_str() {
+        Some(payload) => crate::cli::job::open_result(keys, provider, payload, job_id, out)?,
+        None => Value::Null,
+    };
+    println!(
+        "{}",
+        json!({"job": answer["job"], "receipt": receipt.to_value(), "result": result})
+    );
+    Ok(match state.as_str() {
+        "verified" => Outcome::Ok,
+        _ => Outcome::Negative,
+    })
+}
+
+/// Where a DIDComm message to a provider goes: the URL to POST to, and the mediator that
+/// takes it for the provider, if any.
+struct Route {
+    url: String,
+    mediator: Option<(PeerDoc, String)>,
+}
+
+/// The provider's DIDComm route, from its DID document's first DIDCommMessaging service:
+/// a URL, or a mediator's DID (resolved through the same relays for its URL).
+fn route(provider: &PeerDoc, relays: &[String]) -> anyhow::Result<Route> {
+    let service = provider.services.first().with_context(|| {
+        format!(
+            "{} names no DIDComm endpoint (a didcomm endpoint in its descriptor); try --via giftwrap",
+            provider.did
+        )
+    })?;
+    if !service.uri.starts_with("did:") {
+        return Ok(Route {
+            url: service.uri.clone(),
+            mediator: None,
+        });
+    }
+    let doc = crate::cli::did::resolve_document(&service.uri, relays, None, 10)
+        .with_context(|| format!("{}'s mediator {}", provider.did, service.uri))?;
+    let mediator = PeerDoc::parse(&doc)?;
+    let url = mediator
+        .services
+        .iter()
+        .map(|s| s.uri.clone())
+        .find(|u| u.starts_with("http://") || u.starts_with("https://"))
+        .with_context(|| format!("the mediator {} names no DIDComm URL", mediator.did))?;
+    let key = service.routing_keys.first().cloned().with_context(|| {
+        format!(
+            "{} routes through {} without a routing key",
+            provider.did, mediator.did
+        )
+    })?;
+    Ok(Route {
+        url,
+        mediator: Some((mediator, key)),
+    })
+}
+
+/// `--via didcomm`: resolves the provider's DID through `--relay`, sends the submission
+/// `body` to the endpoint its document names (signed with the buyer's key, anoncrypted,
+/// carrying the buyer's descriptor so the answer can be encrypted back), then asks for the
+/// job's status until it is final: directly (the answer is the HTTP response), or through
+/// the provider's mediator (the answer is picked up there).
+pub(crate) fn by_didcomm(
+    keys: &NodeKeys,
+    provider: &str,
+    body: &Value,
+    job_id: &str,
+    by_key: &ByKey,
+) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        !by_key.relays.is_empty(),
+        "--via didcomm needs a --relay that holds the provider's descriptor"
+    );
+    let did = fleetmesh_proto::identity::did_for(
+        &<[u8; 32]>::try_from(hex::decode(provider)?.as_slice()).context("a 32-byte key")?,
+    );
+    let doc = PeerDoc::parse(&crate::cli::did::resolve_document(
+        &did,
+        &by_key.relays,
+        None,
+        10,
+    )?)?;
+    let route = route(&doc, &by_key.relays)?;
+    let now = crate::node::unix_now();
+    let descriptor = keys.descriptor(
+        &fleetmesh_proto::DescriptorInfo {
+            software: fleetmesh_proto::identity::Software {
+                name: "fleetmesh".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            class: fleetmesh_proto::NodeClass::Leaf,
+            operator: None,
+            relays: Vec::new(),
+            endpoints: Vec::new(),
+            protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
+        },
+        now,
+    )?;
+    let client = reqwest::blocking::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()?;
+    let docs = vec![doc.clone()];
+    // one message to the provider, by the route; the provider's answer when direct
+    let send = |type_: &str, body: Value| -> anyhow::Result<Option<didcomm::Unpacked>> {
+        let mut packed = request(keys, &descriptor, &doc, type_, body)?;
+        if let Some((mediator, key)) = &route.mediator {
+            packed = didcomm::forward(&packed, &doc.did, mediator, key)?;
+        }
+        exchange(&client, &route.url, &packed, keys, &docs)
+    };
+    // the provider's answers held for the buyer by the mediator
+    let pick_up = |mediator: &PeerDoc| -> anyhow::Result<Vec<didcomm::Unpacked>> {
+        let mdocs = vec![mediator.clone()];
+        let ask = json!({"limit": 32, "recipient_did": keys.did()});
+        let req = request(keys, &descriptor, mediator, DELIVERY_REQUEST, ask)?;
+        let Some(got) = exchange(&client, &route.url, &req, keys, &mdocs)? else {
+            return Ok(Vec::new());
+        };
+        if got.message.type_ != DELIVERY {
+            return Ok(Vec::new());
+        }
+        let mut taken = Vec::new();
+        let mut opened = Vec::new();
+        for a in &got.message.attachments {
+            taken.push(a["id"].clone());
+            let inner = a["data"]["json"].to_string();
+            match didcomm::unpack(inner.as_bytes(), keys, &docs, crate::node::unix_now()) {
+                Ok(u) if u.message.from.as_deref() == Some(doc.did.as_str()) => opened.push(u),
+                Ok(_) => {}
+                Err(e) => eprintln!("meshnode: a held message does not open: {e}"),
+            }
+        }
+        let ack = request(
+            keys,
+            &descriptor,
+            mediator,
+            RECEIVED,
+            json!({"message_id_list": taken}),
+        )?;
+        exchange(&client, &route.url, &ack, keys, &mdocs)?;
+        Ok(opened)
+    };
+    eprintln!(
+        "meshnode: job {job_id} by DIDComm to {did} at {}{}; waiting up to {} s",
+        route.url,
+        route
+            .mediator
+            .as_ref()
+            .map_or(String::new(), |(m, _)| format!(" (mediator {})", m.did)),
+        by_key.wait_secs
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(by_key.wait_secs);
+    let mut answers = Vec::from_iter(send(SUBMIT, body.clone())?);
+    loop {
+        if let Some((mediator, _)) = &route.mediator {
+            answers.extend(pick_up(mediator)?);
+        }
+        for u in answers.drain(..) {
+            let answer = match u.message.type_.as_str() {
+                PROBLEM => {
+                    json!({"error": {"code": u.message.body["code"], "message": u.message.body["comment"]}})
+                }
+                ANSWER => u.message.body.clone(),
+                _ => continue,
+            };
+            let final_state = answer["job"]["state"]
+                .as_str()
+                .is_some_and(|s| matches!(s, "verified" | "failed" | "expired"));
+            if answer.get("error").is_some() || (answer["job"]["id"] == job_id && final_state) {
+                return finish(keys, provider, job_id, &answer, by_key.out.as_deref());
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "no final answer for job {job_id} within {} s",
+                by_key.wait_secs
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        answers.extend(send(STATUS, json!({"job": job_id}))?);
+    }
+}

@@ -1,0 +1,527 @@
+//! The node's DIDComm v2 endpoint (`POST /didcomm`): compute/1.0 jobs from buyers who know
+//! the node only by its DID, and — with `[didcomm] mediate` — a mediator that holds
+//! messages for DIDs that cannot be reached and hands them over when their owner asks.
+//!
+//! What it takes ([`fleetmesh_proto::didcomm::unpack`] checks every layer first):
+//! - [`SUBMIT`] (body: what `POST /v1/jobs` takes, `{"ask", "payload"}`) and [`STATUS`]
+//!   (body `{"job": ID}`): signed by the buyer's key (a did:nostr key verifies from the DID
+//!   alone), the ask's buyer the signer; answered with [`ANSWER`] (`{"job", "result",
+//!   "receipt"}` as the gift-wrap mailbox answers) or a problem report, authcrypted to
+//!   the buyer's document, which the message carries as its signed descriptor (an
+//!   attachment with id [`DESCRIPTOR`]);
+//! - `forward` (routing 2.0), for a mediator: the message inside is held for its next
+//!   hop, at most `hold_per_did` per DID, `hold_bytes` in all, for `hold_secs`;
+//! - Message Pickup 3.0 `delivery-request` and `messages-received`, signed by the DID
+//!   whose messages they ask for.
+//!
+//! A reply travels back as the HTTP response (`return_route: all`), or — for a message
+//! the node picked up from its own mediator (`[didcomm] mediator`, see [`pickup_loop`]) —
+//! forwarded to that mediator for the sender to pick up. Every outcome is counted in
+//! `fleetmesh_didcomm_total{outcome}`; what does not open, is unsigned or is not the
+//! sender's runs nothing.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use fleetmesh_market::service::JobService;
+use fleetmesh_proto::didcomm::{self, Message, Pack, PeerDoc, SignWith, Unpacked};
+use fleetmesh_proto::{Event, NodeKeys, did, identity};
+use serde_json::{Value, json};
+
+use crate::config::DidcommSection;
+
+/// Submit a job: the body is what `POST /v1/jobs` takes.
+pub const SUBMIT: &str = "https://fleetmesh.org/compute/1.0/submit";
+/// Ask about a job: `{"job": ID}`.
+pub const STATUS: &str = "https://fleetmesh.org/compute/1.0/status";
+/// The node's answer about a job.
+pub const ANSWER: &str = "https://fleetmesh.org/compute/1.0/answer";
+/// A refusal (report-problem 2.0): `{"code", "comment"}`.
+pub const PROBLEM: &str = "https://didcomm.org/report-problem/2.0/problem-report";
+/// Message Pickup 3.0.
+pub const DELIVERY_REQUEST: &str = "https://didcomm.org/messagepickup/3.0/delivery-request";
+/// Message Pickup 3.0: the held messages, as attachments.
+pub const DELIVERY: &str = "https://didcomm.org/messagepickup/3.0/delivery";
+/// Message Pickup 3.0: what is held (`message_count`).
+pub const PICKUP_STATUS: &str = "https://didcomm.org/messagepickup/3.0/status";
+/// Message Pickup 3.0: these are taken, drop them.
+pub const RECEIVED: &str = "https://didcomm.org/messagepickup/3.0/messages-received";
+/// The id of the attachment carrying the sender's signed node descriptor (kind 11801).
+pub const DESCRIPTOR: &str = "descriptor";
+/// Most messages one delivery carries.
+const DELIVERY_LIMIT: usize = 32;
+
+fn count(outcome: &'static str) {
+    metrics::counter!("fleetmesh_didcomm_total", "outcome" => outcome).increment(1);
+}
+
+/// What `POST /didcomm` answers.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A packed reply for the sender (its DID).
+    Reply(String, Value),
+    /// Taken, no reply (held for another DID, or no route back).
+    Accepted,
+    /// Refused before anything ran: HTTP status, code, why.
+    Refused(u16, &'static str, String),
+}
+
+struct HeldMessage {
+    id: String,
+    at: u64,
+    size: u64,
+    packed: Value,
+}
+
+#[derive(Default)]
+struct Held {
+    by_did: HashMap<String, VecDeque<HeldMessage>>,
+    bytes: u64,
+}
+
+/// The node's DIDComm side.
+pub struct DidComm {
+    keys: NodeKeys,
+    descriptor: Event,
+    jobs: Arc<JobService>,
+    config: DidcommSection,
+    held: Mutex<Held>,
+}
+
+/// A message of `type_` from `keys` to `to`, in the thread of `thid`.
+fn message(
+    keys: &NodeKeys,
+    type_: &str,
+    to: &str,
+    body: Value,
+) -> fleetmesh_proto::Result<Message> {
+    let mut m = Message::new(type_, body)?;
+    m.from = Some(keys.did());
+    m.to = vec![to.to_owned()];
+    Ok(m)
+}
+
+/// A request from `keys` (buyer or node) to `to`: signed with the Nostr key, anoncrypted
+/// to `to`'s document, carrying `descriptor` so the answer can be encrypted back, asking
+/// for the answer on the same connection. `meshnode job submit --via didcomm` and the
+/// pickup loop use it.
+///
+/// # Errors
+/// As [`didcomm::pack_encrypted`].
+pub fn request(
+    keys: &NodeKeys,
+    descriptor: &Event,
+    to: &PeerDoc,
+    type_: &str,
+    body: Value,
+) -> fleetmesh_proto::Result<Value> {
+    let mut m = message(keys, type_, &to.did, body)?;
+    m.extra.insert("return_route".into(), json!("all"));
+    m.attachments = vec![json!({
+        "id": DESCRIPTOR,
+        "media_type": "application/nostr+json",
+        "data": {"json": descriptor.to_value()},
+    })];
+    let how = Pack {
+        auth: false,
+        sign: Some(SignWith::Secp256k1),
+        ..Pack::default()
+    };
+    didcomm::pack_encrypted(&m, keys, to, how)
+}
+
+/// The document of a message's sender, from the signed descriptor it carries.
+fn sender_doc(m: &Message) -> Option<PeerDoc> {
+    let event = m
+        .attachments
+        .iter()
+        .find(|a| a["id"] == DESCRIPTOR)
+        .and_then(|a| Event::from_value(&a["data"]["json"]).ok())?;
+    let content = identity::verify_descriptor(&event).ok()?;
+    if Some(content.did.as_str()) != m.from.as_deref() {
+        return None;
+    }
+    PeerDoc::parse(&did::document(&content)).ok()
+}
+
+/// The did:nostr key (hex) of a message signed by its sender.
+fn signer(u: &Unpacked) -> Option<String> {
+    let from = u.message.from.as_deref()?;
+    let signed_by = u.meta.sign_from.as_deref().map(didcomm::did_of);
+    (u.meta.non_repudiation && signed_by == Some(from))
+        .then(|| from.strip_prefix("did:nostr:").map(str::to_owned))
+        .flatten()
+}
+
+impl DidComm {
+    /// The endpoint of the node with `keys` and its current `descriptor`.
+    pub fn new(
+        keys: NodeKeys,
+        descriptor: Event,
+        jobs: Arc<JobService>,
+        config: DidcommSection,
+    ) -> DidComm {
+        DidComm {
+            keys,
+            descriptor,
+            jobs,
+            config,
+            held: Mutex::default(),
+        }
+    }
+
+    /// Handles one packed message.
+    pub fn handle(&self, packed: &[u8]) -> Outcome {
+        let now = crate::node::unix_now();
+        let u = match didcomm::unpack(packed, &self.keys, &Vec::new(), now) {
+            Ok(u) => u,
+            Err(e) => {
+                count("unopened");
+                return Outcome::Refused(400, "unopened", e.to_string());
+            }
+        };
+        if u.message.type_ == didcomm::FORWARD {
+            return self.hold(&u.message, now);
+        }
+        let Some(sender) = signer(&u) else {
+            count("refused");
+            return Outcome::Refused(
+                403,
+                "unsigned",
+                "compute and pickup messages must be signed by their sender's key".into(),
+            );
+        };
+        let Some(doc) = sender_doc(&u.message) else {
+            count("refused");
+            return Outcome::Refused(
+                400,
+                "no_descriptor",
+                format!(
+                    "the message carries no valid descriptor of {} to answer to",
+                    sender
+                ),
+            );
+        };
+        let m = &u.message;
+        let (type_, mut body) = match m.type_.as_str() {
+            SUBMIT => match crate::mailbox::submit_from(
+                &self.jobs,
+                &sender,
+                m.body.to_string().as_bytes(),
+            ) {
+                Ok(rec) => {
+                    count("accepted");
+                    tracing::info!(job = %rec.id, buyer = %sender, "job by DIDComm");
+                    (ANSWER, crate::mailbox::answer(&rec))
+                }
+                Err(r) => {
+                    count("refused");
+                    (PROBLEM, json!({"code": r.code, "comment": r.message}))
+                }
+            },
+            STATUS => {
+                let id = m.body["job"].as_str().unwrap_or_default();
+                match self.jobs.job(id) {
+                    Ok(Some(rec)) if rec.buyer == sender => {
+                        count("answered");
+                        (ANSWER, crate::mailbox::answer(&rec))
+                    }
+                    _ => {
+                        count("refused");
+                        (
+                            PROBLEM,
+                            json!({"code": "not_found", "comment": format!("no job {id} of yours")}),
+                        )
+                    }
+                }
+            }
+            DELIVERY_REQUEST | RECEIVED if self.config.mediate => self.pickup(m, now),
+            other => {
+                count("other");
+                return Outcome::Refused(400, "unknown_type", format!("{other} is not taken here"));
+            }
+        };
+        let mut reply = match message(&self.keys, type_, &doc.did, body.clone()) {
+            Ok(r) => r,
+            Err(e) => return Outcome::Refused(500, "internal", e.to_string()),
+        };
+        reply.thid = Some(m.thid.clone().unwrap_or_else(|| m.id.clone()));
+        if let Some(Value::Array(attached)) =
+            body.as_object_mut().and_then(|b| b.remove("attachments"))
+        {
+            reply.body = body;
+            reply.attachments = attached;
+        }
+        match didcomm::pack_encrypted(&reply, &self.keys, &doc, Pack::default()) {
+            Ok(packed) => Outcome::Reply(doc.did, packed),
+            Err(e) => Outcome::Refused(400, "no_route_back", e.to_string()),
+        }
+    }
+
+    /// Holds a forwarded message for its next hop (a mediator's work).
+    fn hold(&self, m: &Message, now: u64) -> Outcome {
+        if !self.config.mediate {
+            count("refused");
+            return Outcome::Refused(
+                403,
+                "not_a_mediator",
+                "this node does not mediate ([didcomm] mediate)".into(),
+            );
+        }
+        let (next, inner) = match didcomm::forwarded(m) {
+            Ok(f) => f,
+            Err(e) => {
+                count("refused");
+                return Outcome::Refused(400, "bad_forward", e.to_string());
+            }
+        };
+        let next = didcomm::did_of(&next).to_owned();
+        if next == self.keys.did() {
+            // a forward to us: open what it carries
+            return self.handle(inner.to_string().as_bytes());
+        }
+        let size = inner.to_string().len() as u64;
+        let mut held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.expire(&mut held, now);
+        if held.bytes + size > self.config.hold_bytes {
+            count("refused");
+            return Outcome::Refused(507, "full", format!("holding {} bytes already", held.bytes));
+        }
+        let queue = held.by_did.entry(next.clone()).or_default();
+        queue.push_back(HeldMessage {
+            id: m.id.clone(),
+            at: now,
+            size,
+            packed: inner,
+        });
+        let mut freed = 0;
+        while queue.len() > self.config.hold_per_did {
+            freed += queue.pop_front().map_or(0, |h| h.size);
+        }
+        held.bytes = held.bytes + size - freed;
+        count("held");
+        self.gauge(&held);
+        tracing::debug!(next = %next, bytes = size, "holding a forwarded message");
+        Outcome::Accepted
+    }
+
+    fn expire(&self, held: &mut Held, now: u64) {
+        let ttl = self.config.hold_secs;
+        let mut freed = 0;
+        for queue in held.by_did.values_mut() {
+            while queue.front().is_some_and(|h| h.at + ttl <= now) {
+                freed += queue.pop_front().map_or(0, |h| h.size);
+            }
+        }
+        held.by_did.retain(|_, q| !q.is_empty());
+        held.bytes -= freed;
+    }
+
+    fn gauge(&self, held: &Held) {
+        let n: usize = held.by_did.values().map(VecDeque::len).sum();
+        metrics::gauge!("fleetmesh_didcomm_held_messages").set(n as f64);
+    }
+
+    /// Message Pickup 3.0 for the (signed) sender of `m`.
+    fn pickup(&self, m: &Message, now: u64) -> (&'static str, Value) {
+        let did = m.from.clone().unwrap_or_default();
+        let mut held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.expire(&mut held, now);
+        if m.type_ == RECEIVED {
+            let ids: Vec<&str> = m.body["message_id_list"]
+                .as_array()
+                .map(|l| l.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut freed = 0;
+            if let Some(queue) = held.by_did.get_mut(&did) {
+                queue.retain(|h| {
+                    let keep = !ids.contains(&h.id.as_str());
+                    if !keep {
+                        freed += h.size;
+                    }
+                    keep
+                });
+            }
+            held.bytes -= freed;
+            held.by_did.retain(|_, q| !q.is_empty());
+        }
+        self.gauge(&held);
+        let queue = held.by_did.get(&did);
+        let waiting = queue.map_or(0, VecDeque::len);
+        if m.type_ == DELIVERY_REQUEST && waiting > 0 {
+            let limit = m.body["limit"]
+                .as_u64()
+                .map_or(DELIVERY_LIMIT, |l| (l as usize).clamp(1, DELIVERY_LIMIT));
+            let attachments: Vec<Value> = queue
+                .into_iter()
+                .flatten()
+                .take(limit)
+                .map(|h| json!({"id": h.id, "data": {"json": h.packed}}))
+                .collect();
+            count("delivered");
+            return (
+                DELIVERY,
+                json!({"recipient_did": did, "attachments": attachments}),
+            );
+        }
+        (
+            PICKUP_STATUS,
+            json!({"recipient_did": did, "message_count": waiting}),
+        )
+    }
+}
+
+/// Content type of an encrypted DIDComm message.
+pub const ENCRYPTED: &str = "application/didcomm-encrypted+json";
+/// Content type of a signed DIDComm message.
+pub const SIGNED: &str = "application/didcomm-signed+json";
+/// Most bytes of a reply [`exchange`] reads.
+const MAX_REPLY: u64 = 64 << 20;
+
+/// POSTs `packed` to `url` and opens the reply addressed to `keys` (`docs`: the authcrypt
+/// sender's document); `None` when the endpoint took it without a reply (202).
+///
+/// # Errors
+/// The endpoint's refusal (its status and body), or a reply that does not open.
+pub fn exchange(
+    client: &reqwest::blocking::Client,
+    url: &str,
+    packed: &Value,
+    keys: &NodeKeys,
+    docs: &Vec<PeerDoc>,
+) -> anyhow::Result<Option<Unpacked>> {
+    use std::io::Read as _;
+    let r = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, ENCRYPTED)
+        .body(packed.to_string())
+        .send()
+        .map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+    let status = r.status();
+    let mut bytes = Vec::new();
+    r.take(MAX_REPLY + 1).read_to_end(&mut bytes)?;
+    anyhow::ensure!(
+        bytes.len() as u64 <= MAX_REPLY,
+        "{url}: a reply over {MAX_REPLY} bytes"
+    );
+    if status.as_u16() == 202 {
+        return Ok(None);
+    }
+    anyhow::ensure!(
+        status.is_success(),
+        "{url}: HTTP {status}: {}",
+        String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
+    );
+    let now = crate::node::unix_now();
+    Ok(Some(didcomm::unpack(&bytes, keys, docs, now)?))
+}
+
+impl DidComm {
+    /// With `[didcomm] mediator`: picks the node's messages up from its mediator every
+    /// `pickup_secs`, handles each as if POSTed here, and forwards each reply to the
+    /// mediator for its recipient to pick up. Failures are logged and tried again.
+    pub fn spawn_pickup(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+        let mediator = self.config.mediator.clone()?;
+        let url = self.config.mediator_url.clone()?;
+        let every = std::time::Duration::from_secs(self.config.pickup_secs);
+        let me = self.clone();
+        Some(tokio::spawn(async move {
+            let mut doc: Option<PeerDoc> = None;
+            loop {
+                tokio::time::sleep(every).await;
+                let (m, mediator, base, known) =
+                    (me.clone(), mediator.clone(), url.clone(), doc.take());
+                match tokio::task::spawn_blocking(move || m.pickup_once(&mediator, &base, known))
+                    .await
+                {
+                    Ok(Ok(d)) => doc = Some(d),
+                    Ok(Err(e)) => {
+                        tracing::warn!(mediator = %url, error = %e, "picking up from the mediator")
+                    }
+                    Err(_) => return,
+                }
+            }
+        }))
+    }
+
+    /// One pickup; the mediator's document (read from its `/.well-known/did.json` the
+    /// first time, and checked to be `mediator`'s).
+    fn pickup_once(
+        &self,
+        mediator: &str,
+        base: &str,
+        known: Option<PeerDoc>,
+    ) -> anyhow::Result<PeerDoc> {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()?;
+        let base = base.trim_end_matches('/');
+        let doc = match known {
+            Some(d) => d,
+            None => {
+                let v: Value = client
+                    .get(format!("{base}/.well-known/did.json"))
+                    .send()?
+                    .error_for_status()?
+                    .json()?;
+                let d = PeerDoc::parse(&v)?;
+                anyhow::ensure!(
+                    d.did == mediator,
+                    "{base} is {}, not the mediator {mediator}",
+                    d.did
+                );
+                d
+            }
+        };
+        let (url, docs) = (format!("{base}/didcomm"), vec![doc.clone()]);
+        let routing_key = doc
+            .agreement
+            .first()
+            .map(|(k, _)| k.clone())
+            .unwrap_or_default();
+        let ask = json!({"limit": DELIVERY_LIMIT, "recipient_did": self.keys.did()});
+        let req = request(&self.keys, &self.descriptor, &doc, DELIVERY_REQUEST, ask)?;
+        let Some(got) = exchange(&client, &url, &req, &self.keys, &docs)? else {
+            return Ok(doc);
+        };
+        if got.message.type_ != DELIVERY {
+            return Ok(doc);
+        }
+        let mut taken = Vec::new();
+        for a in &got.message.attachments {
+            let (Some(id), Some(inner)) = (a["id"].as_str(), a["data"].get("json")) else {
+                continue;
+            };
+            taken.push(id.to_owned());
+            match self.handle(inner.to_string().as_bytes()) {
+                Outcome::Reply(to, packed) => {
+                    let fwd = didcomm::forward(&packed, &to, &doc, &routing_key)?;
+                    exchange(&client, &url, &fwd, &self.keys, &docs)?;
+                }
+                Outcome::Refused(_, code, why) => {
+                    tracing::info!(
+                        code,
+                        why,
+                        "a message picked up from the mediator was refused"
+                    );
+                }
+                Outcome::Accepted => {}
+            }
+        }
+        let ack = request(
+            &self.keys,
+            &self.descriptor,
+            &doc,
+            RECEIVED,
+            json!({"message_id_list": taken}),
+        )?;
+        exchange(&client, &url, &ack, &self.keys, &docs)?;
+        Ok(doc)
+    }
+}

@@ -1,0 +1,62 @@
+//! `POST /didcomm`: DIDComm v2 messages for the node ([`crate::didcomm`]). Open to anyone
+//! (a message proves its own sender), but not to browsers: a request with an `Origin` or a
+//! cross-site `Sec-Fetch-Site` is refused, as is any content type but DIDComm's encrypted
+//! or signed JSON, and any body over the size a message may have.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::didcomm::{DidComm, ENCRYPTED, Outcome, SIGNED};
+use crate::http::error::api_error;
+
+/// `POST /didcomm`.
+pub async fn post(
+    State(dc): State<Arc<DidComm>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let browser = headers.contains_key(header::ORIGIN)
+        || headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| !v.eq_ignore_ascii_case("none"));
+    if browser {
+        return api_error(
+            StatusCode::FORBIDDEN,
+            "cross_site",
+            "DIDComm is not for web pages",
+        );
+    }
+    let media = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    if media != ENCRYPTED && media != SIGNED {
+        return api_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!("send {ENCRYPTED} or {SIGNED}"),
+        );
+    }
+    match tokio::task::spawn_blocking(move || dc.handle(&body)).await {
+        Ok(Outcome::Reply(_, packed)) => {
+            ([(header::CONTENT_TYPE, ENCRYPTED)], packed.to_string()).into_response()
+        }
+        Ok(Outcome::Accepted) => StatusCode::ACCEPTED.into_response(),
+        Ok(Outcome::Refused(status, code, why)) => api_error(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+            code,
+            why,
+        ),
+        Err(_) => api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the handler panicked",
+        ),
+    }
+}
