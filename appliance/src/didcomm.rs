@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use fleetmesh_market::service::JobService;
 use fleetmesh_proto::didcomm::{self, Message, Pack, PeerDoc, SignWith, Unpacked};
+use fleetmesh_proto::hop::{self, Envelope};
 use fleetmesh_proto::{Event, NodeKeys, did, identity};
 use serde_json::{Value, json};
 
@@ -50,6 +51,8 @@ pub const RECEIVED: &str = "https://didcomm.org/messagepickup/3.0/messages-recei
 pub const DESCRIPTOR: &str = "descriptor";
 /// Most messages one delivery carries.
 const DELIVERY_LIMIT: usize = 32;
+/// Hop envelope ids remembered to refuse replays.
+const SEEN: usize = 4096;
 
 fn count(outcome: &'static str) {
     metrics::counter!("fleetmesh_didcomm_total", "outcome" => outcome).increment(1);
@@ -86,6 +89,7 @@ pub struct DidComm {
     jobs: Arc<JobService>,
     config: DidcommSection,
     held: Mutex<Held>,
+    seen: Mutex<VecDeque<String>>,
 }
 
 /// A message of `type_` from `keys` to `to`, in the thread of `thid`.
@@ -167,11 +171,18 @@ impl DidComm {
             jobs,
             config,
             held: Mutex::default(),
+            seen: Mutex::default(),
         }
     }
 
     /// Handles one packed message.
     pub fn handle(&self, packed: &[u8]) -> Outcome {
+        self.handle_from(packed, None)
+    }
+
+    /// Handles one packed message that arrived along a checked hop path beginning at
+    /// `origin` (x-only, hex), when it did: its signer must be that origin.
+    fn handle_from(&self, packed: &[u8], origin: Option<&str>) -> Outcome {
         let now = crate::node::unix_now();
         let u = match didcomm::unpack(packed, &self.keys, &Vec::new(), now) {
             Ok(u) => u,
@@ -191,6 +202,16 @@ impl DidComm {
                 "compute and pickup messages must be signed by their sender's key".into(),
             );
         };
+        if let Some(origin) = origin
+            && origin != sender
+        {
+            count("refused");
+            return Outcome::Refused(
+                403,
+                "bad_path",
+                format!("the hop path begins at {origin} but the message is from {sender}"),
+            );
+        }
         let Some(doc) = sender_doc(&u.message) else {
             count("refused");
             return Outcome::Refused(
@@ -276,9 +297,19 @@ impl DidComm {
             }
         };
         let next = didcomm::did_of(&next).to_owned();
+        let enveloped = match self.opened(&inner, now) {
+            Ok(e) => e,
+            Err(why) => {
+                count("refused");
+                return Outcome::Refused(400, "bad_path", why);
+            }
+        };
         if next == self.keys.did() {
             // a forward to us: open what it carries
-            return self.handle(inner.to_string().as_bytes());
+            return match enveloped {
+                Some((payload, origin)) => self.handle_from(&payload, Some(&origin)),
+                None => self.handle(inner.to_string().as_bytes()),
+            };
         }
         let size = inner.to_string().len() as u64;
         let mut held = self
@@ -325,6 +356,45 @@ impl DidComm {
         metrics::gauge!("fleetmesh_didcomm_held_messages").set(n as f64);
     }
 
+    /// A held item as handed to `did`: a hop envelope gets this node's hop to it.
+    fn passed_on(&self, held: &Value, did: &str, now: u64) -> Value {
+        let Ok(mut env) = serde_json::from_value::<Envelope>(held.clone()) else {
+            return held.clone();
+        };
+        let to = did.strip_prefix("did:nostr:").unwrap_or_default();
+        match env.extend(self.keys.nostr(), to, now) {
+            Ok(()) => serde_json::to_value(&env).unwrap_or_else(|_| held.clone()),
+            Err(e) => {
+                tracing::warn!(error = %e, "a held envelope could not be extended");
+                held.clone()
+            }
+        }
+    }
+
+    /// A forwarded item that is a hop envelope, checked (its path ending here, its id not
+    /// seen before): its payload and the path's origin; `None` for a bare DIDComm message.
+    ///
+    /// # Errors
+    /// Why the path does not hold, or that the envelope is a replay.
+    fn opened(&self, item: &Value, now: u64) -> Result<Option<(Vec<u8>, String)>, String> {
+        let me = self.keys.nostr_pubkey_hex();
+        let opened = open_item(item, &me, now, self.config.hold_secs)?;
+        if let Some(id) = item["id"].as_str().filter(|_| opened.is_some()) {
+            let mut seen = self
+                .seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if seen.contains(&id.to_owned()) {
+                return Err(format!("hop envelope {id} was seen before (replayed)"));
+            }
+            seen.push_back(id.to_owned());
+            if seen.len() > SEEN {
+                seen.pop_front();
+            }
+        }
+        Ok(opened)
+    }
+
     /// Message Pickup 3.0 for the (signed) sender of `m`.
     fn pickup(&self, m: &Message, now: u64) -> (&'static str, Value) {
         let did = m.from.clone().unwrap_or_default();
@@ -362,7 +432,9 @@ impl DidComm {
                 .into_iter()
                 .flatten()
                 .take(limit)
-                .map(|h| json!({"id": h.id, "data": {"json": h.packed}}))
+                .map(
+                    |h| json!({"id": h.id, "data": {"json": self.passed_on(&h.packed, &did, now)}}),
+                )
                 .collect();
             count("delivered");
             return (
@@ -375,6 +447,51 @@ impl DidComm {
             json!({"recipient_did": did, "message_count": waiting}),
         )
     }
+}
+
+/// A forwarded item, checked as received by `me` (x-only, hex) at `now`: a hop envelope's
+/// payload and the path's origin, or `None` for a bare DIDComm message (from agents that
+/// do not sign hops).
+///
+/// # Errors
+/// Why an envelope's path does not hold.
+pub fn open_item(
+    item: &Value,
+    me: &str,
+    now: u64,
+    max_age: u64,
+) -> Result<Option<(Vec<u8>, String)>, String> {
+    if item["protocol"] != hop::PROTOCOL {
+        return Ok(None);
+    }
+    let env: Envelope = serde_json::from_value(item.clone())
+        .map_err(|e| format!("a malformed hop envelope: {e}"))?;
+    env.check(me, now, max_age)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// `packed` (for `to`) in a hop envelope from `keys` to `mediator`, in a forward to it:
+/// how a message goes through a mediator with its path signed.
+///
+/// # Errors
+/// As [`Envelope::new`] and [`didcomm::forward`].
+pub fn enveloped_forward(
+    keys: &NodeKeys,
+    packed: &Value,
+    to: &str,
+    mediator: &PeerDoc,
+    routing_key: &str,
+) -> fleetmesh_proto::Result<Value> {
+    let mediator_key = mediator.did.strip_prefix("did:nostr:").unwrap_or_default();
+    let env = Envelope::new(
+        keys.nostr(),
+        mediator_key,
+        packed.to_string().as_bytes(),
+        crate::node::unix_now(),
+    )?;
+    let env = serde_json::to_value(&env).expect("an envelope serializes");
+    didcomm::forward(&env, to, mediator, routing_key)
 }
 
 /// Content type of an encrypted DIDComm message.
@@ -499,9 +616,14 @@ impl DidComm {
                 continue;
             };
             taken.push(id.to_owned());
-            match self.handle(inner.to_string().as_bytes()) {
+            let outcome = match self.opened(inner, crate::node::unix_now()) {
+                Ok(Some((payload, origin))) => self.handle_from(&payload, Some(&origin)),
+                Ok(None) => self.handle(inner.to_string().as_bytes()),
+                Err(why) => Outcome::Refused(400, "bad_path", why),
+            };
+            match outcome {
                 Outcome::Reply(to, packed) => {
-                    let fwd = didcomm::forward(&packed, &to, &doc, &routing_key)?;
+                    let fwd = enveloped_forward(&self.keys, &packed, &to, &doc, &routing_key)?;
                     exchange(&client, &url, &fwd, &self.keys, &docs)?;
                 }
                 Outcome::Refused(_, code, why) => {

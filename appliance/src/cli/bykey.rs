@@ -237,7 +237,7 @@ pub(crate) fn by_didcomm(
     let send = |type_: &str, body: Value| -> anyhow::Result<Option<didcomm::Unpacked>> {
         let mut packed = request(keys, &descriptor, &doc, type_, body)?;
         if let Some((mediator, key)) = &route.mediator {
-            packed = didcomm::forward(&packed, &doc.did, mediator, key)?;
+            packed = crate::didcomm::enveloped_forward(keys, &packed, &doc.did, mediator, key)?;
         }
         exchange(&client, &route.url, &packed, keys, &docs)
     };
@@ -256,8 +256,24 @@ pub(crate) fn by_didcomm(
         let mut opened = Vec::new();
         for a in &got.message.attachments {
             taken.push(a["id"].clone());
-            let inner = a["data"]["json"].to_string();
-            match didcomm::unpack(inner.as_bytes(), keys, &docs, crate::node::unix_now()) {
+            let now = crate::node::unix_now();
+            let me = keys.nostr_pubkey_hex();
+            // the provider's answers come with their path signed: provider, mediator, us
+            let inner = match crate::didcomm::open_item(&a["data"]["json"], &me, now, 86_400) {
+                Ok(Some((payload, origin))) if origin == provider => payload,
+                Ok(Some((_, origin))) => {
+                    eprintln!(
+                        "meshnode: a held message's path begins at {origin}, not the provider"
+                    );
+                    continue;
+                }
+                Ok(None) => a["data"]["json"].to_string().into_bytes(),
+                Err(why) => {
+                    eprintln!("meshnode: a held message is refused: {why}");
+                    continue;
+                }
+            };
+            match didcomm::unpack(&inner, keys, &docs, now) {
                 Ok(u) if u.message.from.as_deref() == Some(doc.did.as_str()) => opened.push(u),
                 Ok(_) => {}
                 Err(e) => eprintln!("meshnode: a held message does not open: {e}"),

@@ -566,6 +566,60 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
     assert_eq!(counted(&q, "accepted"), 1.0);
     assert!(counted(&m, "held") >= 2.0 && counted(&m, "delivered") >= 2.0);
 
+    // the mediator checks the signed path of what it holds: a replayed envelope, a hop
+    // re-signed by another key, a path that ends elsewhere are refused by name
+    use fleetmesh_proto::didcomm::{PeerDoc, forward};
+    use fleetmesh_proto::hop::Envelope;
+    let sender = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let m_doc: Value = reqwest::blocking::get(m.url("/.well-known/did.json"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let m_doc = PeerDoc::parse(&m_doc).unwrap();
+    let m_key = m_did.strip_prefix("did:nostr:").unwrap();
+    let routing = format!("{m_did}#x25519");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let via_m = |env: &Envelope| {
+        let fwd = forward(
+            &serde_json::to_value(env).unwrap(),
+            &q_did,
+            &m_doc,
+            &routing,
+        )
+        .unwrap();
+        let r = reqwest::blocking::Client::new()
+            .post(m.url("/didcomm"))
+            .header("content-type", "application/didcomm-encrypted+json")
+            .body(fwd.to_string())
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    };
+    let env = Envelope::new(sender.nostr(), m_key, b"{}", now).unwrap();
+    assert_eq!(via_m(&env).0, 202);
+    let (code, body) = via_m(&env);
+    assert_eq!((code, body.contains("replayed")), (400, true), "{body}");
+    let mut resigned = Envelope::new(sender.nostr(), m_key, b"{}", now).unwrap();
+    resigned.hops[0].from = fleetmesh_proto::NodeKeys::generate()
+        .unwrap()
+        .nostr_pubkey_hex();
+    let (code, body) = via_m(&resigned);
+    assert_eq!(
+        (code, body.contains("not signed by its sender")),
+        (400, true),
+        "{body}"
+    );
+    let elsewhere = Envelope::new(sender.nostr(), &sender.nostr_pubkey_hex(), b"{}", now).unwrap();
+    let (code, body) = via_m(&elsewhere);
+    assert_eq!(
+        (code, body.contains("not at this node")),
+        (400, true),
+        "{body}"
+    );
+
     // refusals: a node that does not mediate takes no forward; POSTs that are not DIDComm
     let packed = mesh_pack(
         buyer.path(),

@@ -34,6 +34,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("relay_nip44", relay::nip44),
     ("relay_giftwrap", relay::giftwrap),
     ("relay_didcomm", relay::didcomm),
+    ("relay_hop", relay::hop),
     ("prover_snarkjs", prover::snarkjs),
     ("prover_zkey", prover::zkey),
     ("prover_r1cs", prover::r1cs),

@@ -477,3 +477,19 @@ fn didcomm_keys() -> &'static (fleetmesh_proto::NodeKeys, fleetmesh_proto::NodeK
         (k(21).expect("a valid key"), k(31).expect("a valid key"))
     })
 }
+
+/// Hop envelopes (`fleetmesh_proto::hop`): the bytes as an envelope, checked as the node
+/// [`recipient`]; what passes has a payload matching its digest and a path ending here.
+pub fn hop(data: &[u8]) {
+    use fleetmesh_proto::hop::Envelope;
+    let Ok(env) = serde_json::from_slice::<Envelope>(data) else {
+        return;
+    };
+    let me = hex::encode(recipient().x_only_public_key().0.to_byte_array());
+    if let Ok((payload, origin)) = env.check(&me, NOW, 86_400) {
+        use sha2::Digest as _;
+        assert_eq!(hex::encode(sha2::Sha256::digest(&payload)), env.digest);
+        assert_eq!(origin, env.hops[0].from);
+        assert_eq!(env.hops.last().map(|h| h.to.as_str()), Some(me.as_str()));
+    }
+}

@@ -176,6 +176,31 @@ fn write_generated_seeds() {
     write("relay_negentropy", "bad_version", &[0, 0x62, 0, 0]);
 }
 
+/// Writes the hop envelope seeds: a two-hop path to the harness's recipient (dated at the
+/// harness's fixed time) and a one-hop one to another node. Run by hand:
+/// `cargo test -p fleetmesh-fuzz --test corpus -- --ignored write_hop_seeds`.
+#[test]
+#[ignore = "regenerates committed seeds"]
+fn write_hop_seeds() {
+    use fleetmesh_proto::hop::Envelope;
+    let key = |s: u8| secp256k1::Keypair::from_secret_bytes([s; 32]).unwrap();
+    let hexkey = |k: &secp256k1::Keypair| hex::encode(k.x_only_public_key().0.to_byte_array());
+    let (sender, mediator, recipient) = (key(7), key(5), key(9));
+    let now = fleetmesh_fuzz::NOW;
+    let mut env =
+        Envelope::new(&sender, &hexkey(&mediator), br#"{"protected":"e30"}"#, now).unwrap();
+    env.extend(&mediator, &hexkey(&recipient), now + 1).unwrap();
+    let dir = corpus_dir("relay_hop");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("two_hops.json"), serde_json::to_vec(&env).unwrap()).unwrap();
+    let one = Envelope::new(&sender, &hexkey(&mediator), b"x", now).unwrap();
+    std::fs::write(
+        dir.join("elsewhere.json"),
+        serde_json::to_vec(&one).unwrap(),
+    )
+    .unwrap();
+}
+
 /// Writes the Blossom authorization seeds: valid headers for an upload and a delete
 /// (signed now, for the harness's fixed time) and a few broken ones. Run by hand:
 /// `cargo test -p fleetmesh-fuzz --test corpus -- --ignored write_blossom_seeds`.

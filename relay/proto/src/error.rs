@@ -102,6 +102,10 @@ pub enum Error {
     /// the layer and the check.
     #[error("didcomm: {0}")]
     DidComm(String),
+    /// A hop envelope (`fleetmesh/hop/1`) whose path does not hold; the reason names the
+    /// hop and the check.
+    #[error("hop envelope: {0}")]
+    Hop(String),
     /// The operating system's random source failed.
     #[error("random source: {0}")]
     Random(String),

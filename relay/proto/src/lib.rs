@@ -12,6 +12,7 @@
 //! - [`identity`]: the node's three key pairs, their 0600 files, `did:nostr`, and the
 //!   self-signed multi-key node descriptor (kind 11801); [`did`]: its DID document;
 //!   [`didcomm`]: DIDComm Messaging v2 (signed, anoncrypt, authcrypt, forward) by it;
+//!   [`hop`]: signed hop envelopes, the path a payload took across nodes;
 //! - a typed noun for every fleetmesh kind: [`ask::Ask`] (30810) and [`receipt::Receipt`]
 //!   (30811) of the market; [`ledger::Budget`] (30801) and [`ledger::Report`] (30802);
 //!   [`nodes::Revocation`] (11802), [`nodes::Heartbeat`] (21801) and [`nodes::Shard`]
@@ -31,6 +32,7 @@ pub mod error;
 pub mod event;
 pub mod filter;
 pub mod hkdf;
+pub mod hop;
 pub mod identity;
 pub mod ledger;
 pub mod nip44;
