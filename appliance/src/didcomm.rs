@@ -18,7 +18,8 @@
 //! the node picked up from its own mediator (`[didcomm] mediator`, see [`pickup_loop`]) —
 //! forwarded to that mediator for the sender to pick up. Every outcome is counted in
 //! `fleetmesh_didcomm_total{outcome}`; what does not open, is unsigned or is not the
-//! sender's runs nothing.
+//! sender's, or whose sender's key is revoked (kind 11802, as the node's relay knows),
+//! runs nothing.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -90,6 +91,7 @@ pub struct DidComm {
     config: DidcommSection,
     held: Mutex<Held>,
     seen: Mutex<VecDeque<String>>,
+    revoked: Arc<fleetmesh_relay::revoked::Revoked>,
 }
 
 /// A message of `type_` from `keys` to `to`, in the thread of `thid`.
@@ -164,6 +166,7 @@ impl DidComm {
         descriptor: Event,
         jobs: Arc<JobService>,
         config: DidcommSection,
+        revoked: Arc<fleetmesh_relay::revoked::Revoked>,
     ) -> DidComm {
         DidComm {
             keys,
@@ -172,6 +175,7 @@ impl DidComm {
             config,
             held: Mutex::default(),
             seen: Mutex::default(),
+            revoked,
         }
     }
 
@@ -202,6 +206,17 @@ impl DidComm {
                 "compute and pickup messages must be signed by their sender's key".into(),
             );
         };
+        let revoked_at = <[u8; 32]>::try_from(hex::decode(&sender).unwrap_or_default().as_slice())
+            .ok()
+            .and_then(|k| self.revoked.since(&k));
+        if let Some(at) = revoked_at.filter(|at| *at <= now) {
+            count("refused");
+            return Outcome::Refused(
+                403,
+                "revoked",
+                format!("the key of {sender} was revoked at {at}"),
+            );
+        }
         if let Some(origin) = origin
             && origin != sender
         {

@@ -246,6 +246,13 @@ impl Mailbox {
             return;
         }
         let sender = hex::encode(opened.sender);
+        if let Some(at) = self.relay.revoked().since(&opened.sender)
+            && at <= crate::node::unix_now()
+        {
+            count("refused");
+            tracing::info!(sender, revoked_at = at, "a gift wrap from a revoked key");
+            return;
+        }
         // a refusal names the submission it refuses (the rumor's id), so that a buyer never
         // takes an old refusal the relay still holds for the answer to a new submission
         let in_reply_to = hex::encode(opened.rumor.id);

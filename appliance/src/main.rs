@@ -193,6 +193,8 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Did(cli::DidCommand::Resolve(args)) => cli::did::resolve(&args),
         Command::Wrap(args) => cli::giftwrap::wrap(&args),
         Command::Unwrap(args) => cli::giftwrap::unwrap(&args),
+        Command::Keys(cli::keys::KeysCommand::Rotate(args)) => cli::keys::rotate(&args),
+        Command::Keys(cli::keys::KeysCommand::Revoke(args)) => cli::keys::revoke(&args),
         Command::Didcomm(cli::didcomm::DidcommCommand::Pack(args)) => cli::didcomm::pack(&args),
         Command::Didcomm(cli::didcomm::DidcommCommand::Unpack(args)) => cli::didcomm::unpack(&args),
         Command::Watch(args) => cli::watch::run(&args),

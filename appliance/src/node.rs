@@ -39,7 +39,7 @@ pub const DESCRIPTOR_FILE: &str = "descriptor.json";
 /// The buyer identity's directory inside the node home (it may come before the node).
 pub const BUYER_DIR: &str = "buyer";
 /// Metadata key under which the store records the node's pubkey.
-const META_PUBKEY: &str = "node_pubkey";
+pub(crate) const META_PUBKEY: &str = "node_pubkey";
 
 /// Whether `dir` holds a node (its configuration file exists).
 pub fn exists(dir: &Path) -> bool {
@@ -213,7 +213,7 @@ pub(crate) fn set_private(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Creates `dir` with mode 0700 (its missing parents too, when `parents`).
-fn create_private(dir: &Path, parents: bool) -> anyhow::Result<()> {
+pub(crate) fn create_private(dir: &Path, parents: bool) -> anyhow::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(parents);
     #[cfg(unix)]
@@ -262,7 +262,7 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         )?;
     }
 
-    let descriptor = descriptor(&keys, &config, unix_now())?;
+    let descriptor = descriptor(&keys, &config, dir, unix_now())?;
     let mut store = Store::create(&dir.join(DB_FILE))?;
     store.set_meta(META_PUBKEY, &keys.nostr_pubkey_hex())?;
     store.insert_event(&descriptor)?;
@@ -319,8 +319,31 @@ pub fn buyer_identity(dir: &Path) -> anyhow::Result<NodeKeys> {
     NodeKeys::load(dir).with_context(|| format!("the buyer's keys in {}", dir.display()))
 }
 
-/// Builds, signs and schema-checks the node's descriptor, dated `created_at`.
-pub fn descriptor(keys: &NodeKeys, config: &Config, created_at: u64) -> anyhow::Result<Event> {
+/// The file in the key directory that holds the rotation proof of the key the node
+/// rotated from (`meshnode keys rotate`), named in its descriptor.
+pub const PREDECESSOR_FILE: &str = "predecessor.json";
+
+/// The rotation proof the key directory `keys` holds, if any.
+pub fn predecessor(keys: &Path) -> anyhow::Result<Option<fleetmesh_proto::identity::Predecessor>> {
+    let path = keys.join(PREDECESSOR_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(Some(
+            serde_json::from_slice(&bytes)
+                .with_context(|| format!("reading {}", path.display()))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Builds, signs and schema-checks the node's descriptor, dated `created_at`; `dir` is
+/// the node directory (its key directory may name a predecessor).
+pub fn descriptor(
+    keys: &NodeKeys,
+    config: &Config,
+    dir: &Path,
+    created_at: u64,
+) -> anyhow::Result<Event> {
     let schemas = SchemaSet::embedded();
     let info = DescriptorInfo {
         software: Software {
@@ -332,6 +355,7 @@ pub fn descriptor(keys: &NodeKeys, config: &Config, created_at: u64) -> anyhow::
         relays: config.node.relays.clone(),
         endpoints: config.node.endpoints.clone(),
         protocol_digest: schemas.digest().to_hex(),
+        predecessor: predecessor(&dir.join(KEYS_DIR))?,
     };
     let event = keys.descriptor(&info, created_at)?;
     schemas
@@ -411,7 +435,7 @@ impl Node {
         let created_at = stored
             .as_ref()
             .map_or(unix_now(), |e| unix_now().max(e.created_at + 1));
-        let event = descriptor(&self.keys, &self.config, created_at)?;
+        let event = descriptor(&self.keys, &self.config, &self.dir, created_at)?;
         let outcome = self.store.insert_event(&event)?;
         if outcome != fleetmesh_relay::store::InsertOutcome::Stored {
             bail!("the new node descriptor was not stored ({outcome:?})");

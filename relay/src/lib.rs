@@ -17,6 +17,7 @@ pub mod face;
 pub mod limits;
 pub mod message;
 pub mod metrics;
+pub mod revoked;
 pub mod store;
 pub mod sync;
 

@@ -592,6 +592,33 @@ pub async fn query(
     Ok(out)
 }
 
+/// Publishes `events` on `peer` and waits for each one's `OK`: the relay's verdict per
+/// event, in the order the OKs came (id hex, accepted, message).
+///
+/// # Errors
+/// [`Error::Sync`] when the peer cannot be reached, or an OK does not come within
+/// `timeout`.
+pub async fn publish(
+    peer: &str,
+    events: &[Event],
+    ca_pem: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<Vec<(String, bool, String)>> {
+    let mut p = Peer::connect(peer, ca_pem, timeout).await?;
+    for e in events {
+        p.send(json!(["EVENT", e.to_value()]).to_string()).await?;
+    }
+    let mut verdicts = Vec::with_capacity(events.len());
+    while verdicts.len() < events.len() {
+        let (v, _) = p.recv().await?;
+        if v[0] == "OK" {
+            let text = |i: usize| v[i].as_str().unwrap_or_default().to_owned();
+            verdicts.push((text(1), v[2].as_bool().unwrap_or(false), text(3)));
+        }
+    }
+    Ok(verdicts)
+}
+
 /// Holds a subscription with `filter` open on `peer` until the connection ends or
 /// `incoming`'s receiver is gone: each event that verifies and matches goes to `incoming`,
 /// and each event from `outgoing` is published on the same connection (its OK is not

@@ -82,6 +82,9 @@ pub enum Command {
     /// Open a gift wrap addressed to this key: every layer checked; prints the rumor and
     /// the verified sender. Exit 2, naming the layer and the check, when it does not open.
     Unwrap(UnwrapArgs),
+    /// The node's keys: rotate them, or revoke one (kind 11802).
+    #[command(subcommand)]
+    Keys(crate::cli::keys::KeysCommand),
     /// DIDComm Messaging v2 with this node's keys: pack a message for a DID document
     /// (authcrypt, anoncrypt, signed), unpack one addressed to this node.
     #[command(subcommand)]

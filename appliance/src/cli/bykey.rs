@@ -226,6 +226,7 @@ pub(crate) fn by_didcomm(
             relays: Vec::new(),
             endpoints: Vec::new(),
             protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
+            predecessor: None,
         },
         now,
     )?;

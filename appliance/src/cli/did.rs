@@ -62,92 +62,136 @@ pub fn resolve(args: &DidResolveArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
+/// Most rotations [`resolve_document`] follows from one DID to its current key.
+const MAX_ROTATIONS: usize = 4;
+
 /// The DID document of `did` (did:nostr) from the newest valid descriptor the `relays`
-/// hold, refused when a revocation revokes one of its keys; relays that do not answer
-/// and descriptors that do not verify are named on stderr and passed over.
+/// hold, refused when a revocation revokes one of its keys. A key that revoked itself
+/// naming a successor (`meshnode keys rotate`, once its grace period is over) is followed
+/// to the successor's document, which must name it as its proven predecessor; the
+/// document then lists the DIDs it was known by (`alsoKnownAs`). Relays that do not
+/// answer and descriptors that do not verify are named on stderr and passed over.
 ///
 /// # Errors
-/// A malformed DID or relay URL, no relay answering, no valid descriptor, or a revoked
-/// key of the newest valid one.
+/// A malformed DID or relay URL, no relay answering, no valid descriptor, a revoked key
+/// of the newest valid one, or a rotation its successor does not prove.
 pub(crate) fn resolve_document(
     did_text: &str,
     relays: &[String],
     ca: Option<&std::path::Path>,
     timeout_secs: u64,
 ) -> anyhow::Result<serde_json::Value> {
-    let key = did::parse_did(did_text)?;
     anyhow::ensure!(!relays.is_empty(), "name at least one --relay");
-    let ca = match ca {
-        Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
-        None => None,
-    };
-    let author = hex::encode(key);
-    let filter =
-        json!({"kinds": [kind::NODE_DESCRIPTOR, kind::KEY_REVOCATION], "authors": [author]});
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let mut events: Vec<Event> = Vec::new();
-    let mut reached = 0;
     for relay in relays {
         anyhow::ensure!(
             relay.starts_with("ws://") || relay.starts_with("wss://"),
             "--relay must be a ws:// or wss:// URL, not {relay:?}"
         );
-        let found = runtime.block_on(fleetmesh_relay::sync::query(
-            relay,
-            &filter,
-            ca.as_deref(),
-            std::time::Duration::from_secs(timeout_secs),
-            MAX_EVENTS,
-        ));
-        match found {
-            Ok(found) => {
-                reached += 1;
-                events.extend(found);
-            }
-            Err(e) => eprintln!("meshnode: did resolve: {e}"),
-        }
     }
-    anyhow::ensure!(reached > 0, "no relay answered");
-    let revocations: Vec<Revocation> = events
-        .iter()
-        .filter(|e| e.kind == kind::KEY_REVOCATION)
-        .filter_map(|e| match Revocation::try_from(e) {
-            Ok(r) => Some(r),
-            Err(err) => {
-                eprintln!(
-                    "meshnode: did resolve: revocation {} refused: {err}",
-                    e.id_hex()
-                );
-                None
-            }
-        })
-        .collect();
-    let mut descriptors: Vec<&Event> = events
-        .iter()
-        .filter(|e| e.kind == kind::NODE_DESCRIPTOR)
-        .collect();
-    descriptors.sort_by_key(|e| std::cmp::Reverse(e.created_at));
-    descriptors.dedup_by_key(|e| e.id);
+    let ca = match ca {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
+        None => None,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     let now = crate::node::unix_now();
-    for d in descriptors {
-        match verify_descriptor(d) {
-            Ok(content) => {
-                if let Some(why) = revoked(&content, &revocations, now) {
-                    anyhow::bail!(
-                        "{did_text}: the newest valid descriptor ({}) is refused: {why}",
+    let mut known_as: Vec<String> = Vec::new();
+    let mut current = did_text.to_owned();
+    for _ in 0..=MAX_ROTATIONS {
+        let key = hex::encode(did::parse_did(&current)?);
+        let filter =
+            json!({"kinds": [kind::NODE_DESCRIPTOR, kind::KEY_REVOCATION], "authors": [key]});
+        let mut events: Vec<Event> = Vec::new();
+        let mut reached = 0;
+        for relay in relays {
+            let found = runtime.block_on(fleetmesh_relay::sync::query(
+                relay,
+                &filter,
+                ca.as_deref(),
+                std::time::Duration::from_secs(timeout_secs),
+                MAX_EVENTS,
+            ));
+            match found {
+                Ok(found) => {
+                    reached += 1;
+                    events.extend(found);
+                }
+                Err(e) => eprintln!("meshnode: did resolve: {e}"),
+            }
+        }
+        anyhow::ensure!(reached > 0, "no relay answered");
+        let revocations: Vec<Revocation> = events
+            .iter()
+            .filter(|e| e.kind == kind::KEY_REVOCATION)
+            .filter_map(|e| match Revocation::try_from(e) {
+                Ok(r) => Some(r),
+                Err(err) => {
+                    eprintln!(
+                        "meshnode: did resolve: revocation {} refused: {err}",
+                        e.id_hex()
+                    );
+                    None
+                }
+            })
+            .collect();
+        if let Some(next) = successor(&revocations, &key, now) {
+            eprintln!("meshnode: did resolve: {current} was rotated to did:nostr:{next}");
+            known_as.push(std::mem::replace(&mut current, format!("did:nostr:{next}")));
+            continue;
+        }
+        let mut descriptors: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.kind == kind::NODE_DESCRIPTOR)
+            .collect();
+        descriptors.sort_by_key(|e| std::cmp::Reverse(e.created_at));
+        descriptors.dedup_by_key(|e| e.id);
+        for d in descriptors {
+            let content = match verify_descriptor(d) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!(
+                        "meshnode: did resolve: descriptor {} refused: {e}",
                         d.id_hex()
                     );
+                    continue;
                 }
-                return Ok(did::document(&content));
+            };
+            if let Some(why) = revoked(&content, &revocations, now) {
+                anyhow::bail!(
+                    "{current}: the newest valid descriptor ({}) is refused: {why}",
+                    d.id_hex()
+                );
             }
-            Err(e) => eprintln!(
-                "meshnode: did resolve: descriptor {} refused: {e}",
-                d.id_hex()
-            ),
+            if let Some(old) = known_as.last() {
+                let proven = fleetmesh_proto::identity::predecessor(d)?;
+                let old_key = old.strip_prefix("did:nostr:").unwrap_or_default();
+                anyhow::ensure!(
+                    proven.as_deref() == Some(old_key),
+                    "{old} names {current} as its successor, but {current}'s descriptor does not \
+                     prove {old} as its predecessor: the rotation is refused"
+                );
+            }
+            let mut doc = did::document(&content);
+            if !known_as.is_empty() {
+                doc["alsoKnownAs"] = json!(known_as);
+            }
+            return Ok(doc);
         }
+        anyhow::bail!("{current}: no valid node descriptor on {reached} of the relays asked")
     }
-    anyhow::bail!("{did_text}: no valid node descriptor on {reached} of the relays asked")
+    anyhow::bail!("{did_text}: more than {MAX_ROTATIONS} rotations to follow")
+}
+
+/// The successor `key` (hex) named when it revoked itself at or before `now`.
+fn successor(revocations: &[Revocation], key: &str, now: u64) -> Option<String> {
+    revocations.iter().find_map(|r| {
+        let itself = r.revoked.iter().any(|k| {
+            k.key_type == fleetmesh_proto::KeyType::Secp256k1
+                && k.public == key
+                && k.revoked_at <= now
+        });
+        itself.then(|| r.successor.clone()).flatten()
+    })
 }

@@ -1,6 +1,6 @@
 //! `meshnode`'s command line: the arguments ([`args`], clap) and a module per command
 //! group that is more than a call into the node — [`attest`], [`did`], [`didcomm`], [`doctor`], [`giftwrap`], [`infer`],
-//! [`job`], [`proof`], [`schema`], [`sync`], [`wasi`], [`watch`] — and how a command ended
+//! [`job`], [`keys`], [`proof`], [`schema`], [`sync`], [`wasi`], [`watch`] — and how a command ended
 //! ([`Outcome`]). `main.rs` dispatches to them and runs the daemon.
 
 mod args;
@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod giftwrap;
 pub mod infer;
 pub mod job;
+pub mod keys;
 pub mod progress;
 pub mod proof;
 pub mod schema;

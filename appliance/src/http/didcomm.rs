@@ -1,6 +1,6 @@
 //! `POST /didcomm`: DIDComm v2 messages for the node ([`crate::didcomm`]). Open to anyone
 //! (a message proves its own sender), but not to browsers: a request with an `Origin` or a
-//! cross-site `Sec-Fetch-Site` is refused, as is any content type but DIDComm's encrypted
+//! `Sec-Fetch-Site` other than `none` is refused, as is any content type but DIDComm's encrypted
 //! or signed JSON, and any body over the size a message may have.
 
 use std::sync::Arc;

@@ -107,6 +107,7 @@ pub fn router(
         descriptor.clone(),
         jobs.clone(),
         node.config.didcomm.clone(),
+        relay.revoked().clone(),
     ));
     let nip11 = relay::nip11_document(node, &descriptor.id_hex(), &relay);
     let status = status::Status {

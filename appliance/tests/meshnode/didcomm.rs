@@ -665,6 +665,26 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
     let (code, _) = post(&p, enc, vec![b' '; 5 << 20], false);
     assert_eq!(code, 413);
     assert!(counted(&p, "unopened") >= 1.0);
+
+    // a buyer whose key revoked itself (as p's relay knows) is refused
+    use fleetmesh_proto::noun::Noun as _;
+    let buyer_keys = fleetmesh_proto::NodeKeys::load(&buyer.path().join("keys")).unwrap();
+    let revocation = fleetmesh_proto::nodes::Revocation {
+        revoked: vec![fleetmesh_proto::nodes::RevokedKey {
+            key_type: fleetmesh_proto::KeyType::Secp256k1,
+            public: buyer_keys.nostr_pubkey_hex(),
+            revoked_at: now - 5,
+            reason: fleetmesh_proto::RevocationReason::Compromised,
+            replacement: None,
+        }],
+        successor: None,
+    }
+    .sign(&buyer_keys, now - 10)
+    .unwrap();
+    runtime().block_on(publish_all(&p_relay, &[revocation]));
+    let o = submit(&p_did, &[&p_relay], &work.path().join("revoked"));
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("revoked"), "{}", stderr(&o));
 }
 
 /// `d`'s DID document (`/.well-known/did.json`) in a file.

@@ -13,6 +13,7 @@ mod hostile;
 mod inference;
 mod init;
 mod jobs;
+mod keys;
 mod mailbox;
 mod proof;
 mod reconcile;

@@ -24,6 +24,72 @@ use crate::{Error, Result};
 /// Domain separation for the Ed25519 proof of possession in a descriptor.
 pub const DESCRIPTOR_PROOF_DOMAIN: &[u8] = b"fleetmesh-descriptor-v1";
 
+/// Domain separation for a rotation proof: the old Nostr key's BIP-340 signature over
+/// `SHA-256(domain ‖ old key ‖ new key)`, carried in the new key's descriptor as
+/// `["predecessor", <old key>, <proof>]`.
+pub const ROTATION_PROOF_DOMAIN: &[u8] = b"fleetmesh-rotation-v1";
+
+/// The key a node rotated from, with the old key's proof that it hands over to this one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Predecessor {
+    /// The old Nostr key (x-only, hex).
+    pub key: String,
+    /// Its BIP-340 signature over the rotation (hex).
+    pub proof: String,
+}
+
+fn rotation_message(old: &[u8; 32], new: &[u8; 32]) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(ROTATION_PROOF_DOMAIN);
+    h.update(old);
+    h.update(new);
+    h.finalize().into()
+}
+
+/// The old key's proof that it hands over to `new` (x-only).
+///
+/// # Errors
+/// [`Error::Random`] if the random source fails.
+pub fn rotation_proof(old: &secp256k1::Keypair, new: &[u8; 32]) -> Result<Predecessor> {
+    let key = old.x_only_public_key().0.to_byte_array();
+    let aux = random32()?;
+    let sig = crate::event::sign_schnorr(old, &rotation_message(&key, new), &aux);
+    Ok(Predecessor {
+        key: hex::encode(key),
+        proof: hex::encode(sig),
+    })
+}
+
+/// The verified predecessor a descriptor names (`["predecessor", key, proof]`), if any.
+///
+/// # Errors
+/// [`Error::InvalidDescriptor`] when the tag is malformed or its proof does not verify.
+pub fn predecessor(event: &Event) -> Result<Option<String>> {
+    let Some(tag) = event
+        .tags
+        .iter()
+        .find(|t| t.first().map(String::as_str) == Some("predecessor"))
+    else {
+        return Ok(None);
+    };
+    let bad = |why: &str| Error::InvalidDescriptor(format!("predecessor: {why}"));
+    let key: [u8; 32] = tag
+        .get(1)
+        .and_then(|k| hex::decode(k).ok())
+        .and_then(|k| k.try_into().ok())
+        .ok_or_else(|| bad("not a 32-byte key"))?;
+    let sig: [u8; 64] = tag
+        .get(2)
+        .and_then(|s| hex::decode(s).ok())
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(|| bad("not a 64-byte signature"))?;
+    if !crate::event::verify_schnorr(&key, &rotation_message(&key, &event.pubkey), &sig) {
+        return Err(bad("the old key's proof does not verify"));
+    }
+    Ok(Some(hex::encode(key)))
+}
+
 /// Where a node sits in the federation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -297,6 +363,9 @@ impl NodeKeys {
                 .iter()
                 .map(|e| vec!["endpoint".into(), e.scheme.clone(), e.url.clone()]),
         );
+        if let Some(p) = &info.predecessor {
+            tags.push(vec!["predecessor".into(), p.key.clone(), p.proof.clone()]);
+        }
         tags.push(vec!["alt".into(), "fleetmesh node descriptor".into()]);
         self.sign(UnsignedEvent {
             created_at,
@@ -327,6 +396,8 @@ pub struct DescriptorInfo {
     pub endpoints: Vec<Endpoint>,
     /// The node's protocol digest (hex).
     pub protocol_digest: String,
+    /// The key this node rotated from, with its proof.
+    pub predecessor: Option<Predecessor>,
 }
 
 /// Software name and version, as carried in a descriptor.
@@ -420,6 +491,7 @@ pub fn verify_descriptor(event: &Event) -> Result<DescriptorContent> {
     if key_of("x25519").is_none() {
         return Err(bad("no x25519 key".into()));
     }
+    predecessor(event)?;
     fleetmesh_schemas::SchemaSet::embedded()
         .validate_event(&event.to_value())
         .map_err(|e| Error::Schema(e.to_string()))?;

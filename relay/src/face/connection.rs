@@ -193,6 +193,9 @@ impl Connection {
         if let Err(msg) = limits.admit(&event, relay.schemas, now()) {
             return self.reject(&id, Rejection::Invalid, &msg);
         }
+        if let Err(msg) = relay.revoked.check(&event) {
+            return self.reject(&id, Rejection::Blocked, &msg);
+        }
         let json: Arc<str> = event.to_json().into();
         if event.is_ephemeral() {
             relay.metrics.events_ephemeral.fetch_add(1, Relaxed);
@@ -207,6 +210,7 @@ impl Connection {
         let metrics = relay.metrics.clone();
         let live = relay.live.clone();
         let ev_for_live = event.clone();
+        let revoked = relay.revoked.clone();
         let json_for_live = json.clone();
         let done_id = id.clone();
         let queued = relay.writer.insert(
@@ -215,6 +219,7 @@ impl Connection {
             Box::new(move |outcome| {
                 let (accepted, msg, why) = match outcome {
                     Ok(InsertOutcome::Stored) => {
+                        revoked.learn(&ev_for_live);
                         metrics.events_stored.fetch_add(1, Relaxed);
                         let _ = live.send(Arc::new(LiveEvent {
                             event: ev_for_live,

@@ -81,6 +81,8 @@ pub struct Relay {
     shutdown: watch::Sender<bool>,
     /// Output queued on all connections together, in bytes.
     output: Arc<OutputBudget>,
+    /// Keys revoked by their owners (kind 11802): their later events are refused.
+    revoked: Arc<crate::revoked::Revoked>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -116,6 +118,20 @@ impl Relay {
     pub fn start(db: &Path, config: RelayConfig) -> Result<(Arc<Relay>, JoinHandle<()>)> {
         let (writer, handle) = Writer::start(db, config.durability, 65_536, WRITE_BATCH)?;
         let readers = Arc::new(Readers::new(db, READERS)?);
+        let revoked = Arc::new(crate::revoked::Revoked::default());
+        // the revocations stored: read once here, then learnt as they arrive
+        let store = crate::store::Store::open_read_only(db)?;
+        let filter = Filter::from_value(
+            &serde_json::json!({"kinds": [fleetmesh_schemas::constants::kind::KEY_REVOCATION]}),
+            FilterLimits::default(),
+        )
+        .expect("a valid filter");
+        for stored in store.query(&[filter], 1_000_000, now())? {
+            if let Ok(e) = Event::from_json(&stored.raw) {
+                revoked.learn(&e);
+            }
+        }
+        drop(store);
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let (shutdown, _) = watch::channel(false);
         let relay = Arc::new(Relay {
@@ -127,6 +143,7 @@ impl Relay {
             metrics: Arc::new(Metrics::default()),
             shutdown,
             output: Arc::new(OutputBudget::default()),
+            revoked,
         });
         Ok((relay, handle))
     }
@@ -142,17 +159,20 @@ impl Relay {
         self.limits
             .admit(&event, self.schemas, now())
             .map_err(|m| m.to_string())?;
+        self.revoked.check(&event)?;
         let json: Arc<str> = event.to_json().into();
         let event = Arc::new(event);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (live, metrics) = (self.live.clone(), self.metrics.clone());
         let (ev, js) = (event.clone(), json.clone());
+        let revoked = self.revoked.clone();
         self.writer
             .insert(
                 event,
                 json,
                 Box::new(move |outcome| {
                     if let Ok(InsertOutcome::Stored) = outcome {
+                        revoked.learn(&ev);
                         metrics.events_stored.fetch_add(1, Relaxed);
                         let _ = live.send(Arc::new(LiveEvent {
                             event: ev,
@@ -168,6 +188,11 @@ impl Relay {
             })?;
         rx.await
             .map_err(|_| "error: the store writer stopped".to_string())?
+    }
+
+    /// The keys revoked by their owners that this relay knows (kind 11802).
+    pub fn revoked(&self) -> &Arc<crate::revoked::Revoked> {
+        &self.revoked
     }
 
     /// Every event the relay accepts from now on, as its live fan-out sees it (a receiver

@@ -103,7 +103,7 @@ impl Raw {
             .is_err()
     }
 
-    async fn publish(&mut self, e: &Event) -> (bool, String) {
+    pub(crate) async fn publish(&mut self, e: &Event) -> (bool, String) {
         self.send(format!("[\"EVENT\",{}]", e.to_json())).await;
         let v = self.recv().await;
         assert_eq!(v[0], "OK", "{v}");

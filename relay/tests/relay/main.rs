@@ -8,6 +8,7 @@ mod giftwrap;
 mod hostile;
 mod nostr_core;
 mod nouns;
+mod revocation;
 mod store;
 mod sync;
 

@@ -195,6 +195,7 @@ fn info() -> DescriptorInfo {
         relays: vec!["wss://relay.example/".into()],
         endpoints: vec!["wss=wss://n.example/".parse::<Endpoint>().unwrap()],
         protocol_digest: "22".repeat(32),
+        predecessor: None,
     }
 }
 
@@ -365,4 +366,29 @@ fn store_keeps_events_across_reopen_and_refuses_newer_files() {
     assert!(err.contains("newer"), "{err}");
     // Refused without being touched.
     assert_eq!(std::fs::read(&path).unwrap()[60..64], 99u32.to_be_bytes());
+}
+
+#[test]
+fn a_rotated_descriptor_names_its_predecessor_only_with_the_old_keys_proof() {
+    use fleetmesh_proto::identity::{predecessor, rotation_proof};
+    let (old, new) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let mut with = info();
+    with.predecessor = Some(rotation_proof(old.nostr(), &new.nostr_pubkey()).unwrap());
+    let event = new.descriptor(&with, 1_700_000_000).unwrap();
+    verify_descriptor(&event).unwrap();
+    assert_eq!(predecessor(&event).unwrap(), Some(old.nostr_pubkey_hex()));
+    fleetmesh_schemas::SchemaSet::embedded()
+        .validate_event(&event.to_value())
+        .unwrap();
+    // a proof made for another successor, or by a key claiming to be another's
+    let stranger = NodeKeys::generate().unwrap();
+    let mut forged = info();
+    forged.predecessor = Some(rotation_proof(old.nostr(), &stranger.nostr_pubkey()).unwrap());
+    let e = verify_descriptor(&new.descriptor(&forged, 1_700_000_000).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("proof does not verify"), "{e}");
+    let mut claimed = info();
+    let mut p = rotation_proof(stranger.nostr(), &new.nostr_pubkey()).unwrap();
+    p.key = old.nostr_pubkey_hex();
+    claimed.predecessor = Some(p);
+    assert!(verify_descriptor(&new.descriptor(&claimed, 1_700_000_000).unwrap()).is_err());
 }

@@ -333,6 +333,7 @@ fn a_node_descriptor_reads_from_its_event_and_its_tags_must_repeat_the_content()
         relays: vec![],
         endpoints: vec![],
         protocol_digest: "da".repeat(32),
+        predecessor: None,
     };
     let event = keys.descriptor(&info, 1_767_225_600).unwrap();
     let d = DescriptorContent::try_from(&event).unwrap();
