@@ -479,6 +479,9 @@ pub fn open_item(
     if item["protocol"] != hop::PROTOCOL {
         return Ok(None);
     }
+    fleetmesh_schemas::SchemaSet::embedded()
+        .validate(&fleetmesh_schemas::SchemaKey::Payload(hop::PROTOCOL.into()), item)
+        .map_err(|e| format!("a hop envelope outside its schema: {e}"))?;
     let env: Envelope = serde_json::from_value(item.clone())
         .map_err(|e| format!("a malformed hop envelope: {e}"))?;
     env.check(me, now, max_age)

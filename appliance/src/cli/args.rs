@@ -165,8 +165,11 @@ pub struct ByKey {
     /// its answer (status, result, receipt) wrapped back the same way. didcomm: DIDComm v2
     /// to the endpoint --to's DID document names (resolved through --relay), directly or
     /// through its mediator, the answer back the same way.
-    #[arg(long, value_name = "http|giftwrap|didcomm", default_value = "http")]
-    pub via: String,
+    /// [default: auto with --to and without --node: didcomm when the provider's DID
+    /// document names a DIDComm endpoint, else giftwrap through the relays it names and
+    /// --relay; http otherwise]
+    #[arg(long, value_name = "auto|http|giftwrap|didcomm")]
+    pub via: Option<String>,
     /// giftwrap: a relay the provider reads (its own, or one its descriptor names), where
     /// the wrap is sent and the answer awaited. didcomm: a relay holding the provider's
     /// (and its mediator's) descriptor. Repeatable.
@@ -178,6 +181,15 @@ pub struct ByKey {
     /// giftwrap, didcomm: where to write the result's files (as `job result --out` does).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+impl JobNode {
+    /// The node's base URL.
+    pub fn node(&self) -> &str {
+        self.given_node
+            .as_deref()
+            .unwrap_or("http://127.0.0.1:7777")
+    }
 }
 
 /// `meshnode job …`: each talks to a running node (`--node`).
@@ -230,9 +242,9 @@ pub enum JobCommand {
 /// Which node, and who is asking.
 #[derive(Debug, Args)]
 pub struct JobNode {
-    /// The node's base URL.
-    #[arg(long, default_value = "http://127.0.0.1:7777")]
-    pub node: String,
+    /// The node's base URL [default: http://127.0.0.1:7777].
+    #[arg(long = "node", value_name = "URL")]
+    pub given_node: Option<String>,
     /// The buyer's key directory (a node directory made by `meshnode init` will do)
     /// [default: the buyer identity in `buyer/` under $MESHNODE_HOME or the platform data
     /// directory, e.g. ~/.local/share/fleetmesh/buyer, created on first use].

@@ -25,14 +25,15 @@ pub(crate) fn by_giftwrap(
     body: &Value,
     job_id: &str,
     by_key: &ByKey,
+    relays: &[String],
 ) -> anyhow::Result<Outcome> {
     use fleetmesh_proto::nip59;
     use fleetmesh_schemas::constants::kind;
     anyhow::ensure!(
-        !by_key.relays.is_empty(),
+        !relays.is_empty(),
         "--via giftwrap needs a --relay the provider reads (its own, or one its descriptor names)"
     );
-    for r in &by_key.relays {
+    for r in relays {
         anyhow::ensure!(
             r.starts_with("ws://") || r.starts_with("wss://"),
             "--relay must be a ws:// or wss:// URL, not {r:?}"
@@ -51,7 +52,7 @@ pub(crate) fn by_giftwrap(
     let answer = runtime.block_on(async {
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let (out, _) = tokio::sync::broadcast::channel(4);
-        for url in &by_key.relays {
+        for url in relays {
             let (url, filter, tx) = (url.clone(), filter.clone(), tx.clone());
             let mut outgoing = out.subscribe();
             tokio::spawn(async move {
@@ -66,7 +67,7 @@ pub(crate) fn by_giftwrap(
         let _ = out.send(wrap);
         eprintln!(
             "meshnode: job {job_id} gift-wrapped to {provider} through {}; waiting up to {} s",
-            by_key.relays.join(", "),
+            relays.join(", "),
             by_key.wait_secs
         );
         let deadline =
@@ -204,16 +205,61 @@ pub(crate) fn by_didcomm(
         !by_key.relays.is_empty(),
         "--via didcomm needs a --relay that holds the provider's descriptor"
     );
-    let did = fleetmesh_proto::identity::did_for(
-        &<[u8; 32]>::try_from(hex::decode(provider)?.as_slice()).context("a 32-byte key")?,
+    let doc = PeerDoc::parse(&provider_document(provider, &by_key.relays)?)?;
+    didcomm_with(keys, provider, body, job_id, by_key, &doc)
+}
+
+/// The provider's DID document, resolved through `relays`.
+fn provider_document(provider: &str, relays: &[String]) -> anyhow::Result<Value> {
+    let key = <[u8; 32]>::try_from(hex::decode(provider)?.as_slice()).context("a 32-byte key")?;
+    crate::cli::did::resolve_document(&fleetmesh_proto::identity::did_for(&key), relays, None, 10)
+}
+
+/// `--via auto` (the default with `--to` and no `--node`): DIDComm when the provider's
+/// DID document names a DIDComm endpoint, else a gift wrap through the relays it names
+/// and `--relay`.
+pub(crate) fn by_auto(
+    keys: &NodeKeys,
+    provider: &str,
+    body: &Value,
+    job_id: &str,
+    by_key: &ByKey,
+) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        !by_key.relays.is_empty(),
+        "--to without --node needs a --relay that holds the provider's descriptor"
     );
-    let doc = PeerDoc::parse(&crate::cli::did::resolve_document(
-        &did,
-        &by_key.relays,
-        None,
-        10,
-    )?)?;
-    let route = route(&doc, &by_key.relays)?;
+    let value = provider_document(provider, &by_key.relays)?;
+    let doc = PeerDoc::parse(&value)?;
+    if !doc.services.is_empty() {
+        return didcomm_with(keys, provider, body, job_id, by_key, &doc);
+    }
+    let mut relays = by_key.relays.clone();
+    for s in value["service"].as_array().into_iter().flatten() {
+        if s["type"] == "Relay"
+            && let Some(url) = s["serviceEndpoint"].as_str()
+            && !relays.iter().any(|r| r == url)
+        {
+            relays.push(url.to_owned());
+        }
+    }
+    eprintln!(
+        "meshnode: {} names no DIDComm endpoint: by gift wrap",
+        doc.did
+    );
+    by_giftwrap(keys, provider, body, job_id, by_key, &relays)
+}
+
+/// A job by DIDComm to the provider whose document is `doc`.
+fn didcomm_with(
+    keys: &NodeKeys,
+    provider: &str,
+    body: &Value,
+    job_id: &str,
+    by_key: &ByKey,
+    doc: &PeerDoc,
+) -> anyhow::Result<Outcome> {
+    let route = route(doc, &by_key.relays)?;
     let now = crate::node::unix_now();
     let descriptor = keys.descriptor(
         &fleetmesh_proto::DescriptorInfo {
@@ -291,7 +337,8 @@ pub(crate) fn by_didcomm(
         Ok(opened)
     };
     eprintln!(
-        "meshnode: job {job_id} by DIDComm to {did} at {}{}; waiting up to {} s",
+        "meshnode: job {job_id} by DIDComm to {} at {}{}; waiting up to {} s",
+        doc.did,
         route.url,
         route
             .mediator

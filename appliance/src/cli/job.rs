@@ -111,7 +111,7 @@ fn node_key(to: &JobNode) -> anyhow::Result<String> {
         .get(node_url(to, "/"))
         .header("accept", "application/nostr+json")
         .send()
-        .with_context(|| format!("reaching {}", to.node))?
+        .with_context(|| format!("reaching {}", to.node()))?
         .json()
         .context("the node's NIP-11 document")?;
     Ok(info["self"]
@@ -121,7 +121,7 @@ fn node_key(to: &JobNode) -> anyhow::Result<String> {
 }
 
 fn node_url(to: &JobNode, path: &str) -> String {
-    format!("{}{path}", to.node.trim_end_matches('/'))
+    format!("{}{path}", to.node().trim_end_matches('/'))
 }
 
 /// Runs a `meshnode job` command.
@@ -164,10 +164,14 @@ fn submit(
     to: &JobNode,
     by_key: &ByKey,
 ) -> anyhow::Result<Outcome> {
-    let via = by_key.via.as_str();
+    let via = match by_key.via.as_deref() {
+        Some(v) => v,
+        None if by_key.provider.is_some() && to.given_node.is_none() => "auto",
+        None => "http",
+    };
     anyhow::ensure!(
-        ["http", "giftwrap", "didcomm"].contains(&via),
-        "--via {via:?}: one of http, giftwrap, didcomm"
+        ["auto", "http", "giftwrap", "didcomm"].contains(&via),
+        "--via {via:?}: one of auto, http, giftwrap, didcomm"
     );
     anyhow::ensure!(
         via == "http" || by_key.provider.is_some(),
@@ -215,7 +219,7 @@ fn submit(
                 anyhow::ensure!(
                     node == key,
                     "the node at {} is {node}, not --to {given}",
-                    to.node
+                    to.node()
                 );
             }
             key
@@ -296,8 +300,12 @@ fn submit(
     let body = json!({"ask": ask.to_value(), "payload": payload});
     match via {
         "giftwrap" => {
-            return crate::cli::bykey::by_giftwrap(&keys, &provider, &body, &job_id, by_key);
+            let relays = &by_key.relays;
+            return crate::cli::bykey::by_giftwrap(
+                &keys, &provider, &body, &job_id, by_key, relays,
+            );
         }
+        "auto" => return crate::cli::bykey::by_auto(&keys, &provider, &body, &job_id, by_key),
         "didcomm" => {
             return crate::cli::bykey::by_didcomm(&keys, &provider, &body, &job_id, by_key);
         }
@@ -310,7 +318,7 @@ fn submit(
     let r = post
         .json(&body)
         .send()
-        .with_context(|| format!("submitting to {}", to.node))?;
+        .with_context(|| format!("submitting to {}", to.node()))?;
     let status = r.status().as_u16();
     let v: Value = r.json().context("the node's answer is not JSON")?;
     println!("{v}");
@@ -563,6 +571,9 @@ pub(crate) fn open_result(
     let key = nip44::conversation_key(&keys.nostr().secret_key(), provider)?;
     let plain = nip44::decrypt(&key, payload)?;
     let msg: Value = serde_json::from_slice(&plain)?;
+    fleetmesh_schemas::SchemaSet::embedded()
+        .validate(&fleetmesh_schemas::SchemaKey::Payload("compute/1.0".into()), &msg)
+        .context("the result is not a compute/1.0 message")?;
     let doc_bytes = b64().decode(msg["output"]["inline"].as_str().context("no output")?)?;
     if hex::encode(Sha256::digest(&doc_bytes)) != msg["output_digest"].as_str().unwrap_or_default()
     {

@@ -477,15 +477,14 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
     std::fs::write(&file, job.to_string()).unwrap();
     let buyer = tempfile::tempdir().unwrap();
     assert!(init(buyer.path(), &[]).status.success());
-    let submit = |did: &str, relays: &[&str], out: &Path| {
+    // without --via: auto, which takes DIDComm when the DID document names an endpoint
+    let submit = |did: &str, relays: &[&str], out: &Path, extra: &[&str]| {
         let mut args = vec![
             "job",
             "submit",
             file.to_str().unwrap(),
             "--to",
             did,
-            "--via",
-            "didcomm",
             "--key-dir",
             buyer.path().to_str().unwrap(),
             "--wait-secs",
@@ -496,6 +495,7 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
         for r in relays {
             args.extend(["--relay", r]);
         }
+        args.extend_from_slice(extra);
         run(&args)
     };
 
@@ -507,8 +507,9 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
     let p_did = did_of_node(p_dir.path());
     let p_relay = format!("ws://{}/", p.addr);
     let out = work.path().join("direct");
-    let o = submit(&p_did, &[&p_relay], &out);
+    let o = submit(&p_did, &[&p_relay], &out, &[]);
     assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("by DIDComm to"), "{}", stderr(&o));
     let answer: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(answer["job"]["state"], "verified", "{answer}");
     assert_eq!(
@@ -550,7 +551,7 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
         publish_all(&m_relay, &[descriptor]).await;
     });
     let out = work.path().join("mediated");
-    let o = submit(&q_did, &[&m_relay], &out);
+    let o = submit(&q_did, &[&m_relay], &out, &["--via", "didcomm"]);
     assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
     assert!(
         stderr(&o).contains(&format!("mediator {m_did}")),
@@ -682,7 +683,7 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
     .sign(&buyer_keys, now - 10)
     .unwrap();
     runtime().block_on(publish_all(&p_relay, &[revocation]));
-    let o = submit(&p_did, &[&p_relay], &work.path().join("revoked"));
+    let o = submit(&p_did, &[&p_relay], &work.path().join("revoked"), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stderr(&o).contains("revoked"), "{}", stderr(&o));
 }

@@ -73,12 +73,15 @@ fn a_job_gift_wrapped_through_the_relay_runs_and_its_answer_comes_back_wrapped()
         let v = get_json(&http_client(), d.url(&format!("/v1/jobs/{id}"))).await;
         assert_eq!(v["state"], "verified", "{v}");
     });
-    // the same file again is the same job, answered again
-    let o = submit(
-        &did,
-        &["--via", "giftwrap", "--relay", &relay, "--wait-secs", "60"],
-    );
+    // the same file again is the same job, answered again; without --via (auto) by gift
+    // wrap, as the provider's DID document names no DIDComm endpoint
+    let o = submit(&did, &["--relay", &relay, "--wait-secs", "60"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("names no DIDComm endpoint: by gift wrap"),
+        "{}",
+        stderr(&o)
+    );
     let again: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(again["job"]["id"], id.as_str());
 
