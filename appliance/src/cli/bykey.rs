@@ -282,7 +282,7 @@ fn didcomm_with(
     let docs = vec![doc.clone()];
     // one message to the provider, by the route; the provider's answer when direct
     let send = |type_: &str, body: Value| -> anyhow::Result<Option<didcomm::Unpacked>> {
-        let mut packed = request(keys, &descriptor, &doc, type_, body)?;
+        let mut packed = request(keys, &descriptor, doc, type_, body)?;
         if let Some((mediator, key)) = &route.mediator {
             packed = crate::didcomm::enveloped_forward(keys, &packed, &doc.did, mediator, key)?;
         }
