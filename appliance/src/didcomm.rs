@@ -52,6 +52,11 @@ pub const RECEIVED: &str = "https://didcomm.org/messagepickup/3.0/messages-recei
 pub const DESCRIPTOR: &str = "descriptor";
 /// Most messages one delivery carries.
 const DELIVERY_LIMIT: usize = 32;
+/// The largest message a mediator holds: a delivery carrying it (encrypted, so a third
+/// larger) still fits in one message ([`didcomm::MAX_MESSAGE_BYTES`]).
+const MAX_HELD: u64 = 2 << 20;
+/// Bytes of held messages one delivery carries (at least one message).
+const DELIVERY_BYTES: u64 = 5 << 19;
 /// Hop envelope ids remembered to refuse replays.
 const SEEN: usize = 4096;
 
@@ -327,6 +332,14 @@ impl DidComm {
             };
         }
         let size = inner.to_string().len() as u64;
+        if size > MAX_HELD {
+            count("refused");
+            return Outcome::Refused(
+                413,
+                "too_big",
+                format!("a held message is at most {MAX_HELD} bytes, this is {size}"),
+            );
+        }
         let mut held = self
             .held
             .lock()
@@ -443,10 +456,16 @@ impl DidComm {
             let limit = m.body["limit"]
                 .as_u64()
                 .map_or(DELIVERY_LIMIT, |l| (l as usize).clamp(1, DELIVERY_LIMIT));
+            // a delivery is itself one message: it stays under what a message may be
+            let mut bytes = 0;
             let attachments: Vec<Value> = queue
                 .into_iter()
                 .flatten()
                 .take(limit)
+                .take_while(|h| {
+                    bytes += h.size;
+                    bytes <= DELIVERY_BYTES || bytes == h.size
+                })
                 .map(
                     |h| json!({"id": h.id, "data": {"json": self.passed_on(&h.packed, &did, now)}}),
                 )
@@ -480,7 +499,10 @@ pub fn open_item(
         return Ok(None);
     }
     fleetmesh_schemas::SchemaSet::embedded()
-        .validate(&fleetmesh_schemas::SchemaKey::Payload(hop::PROTOCOL.into()), item)
+        .validate(
+            &fleetmesh_schemas::SchemaKey::Payload(hop::PROTOCOL.into()),
+            item,
+        )
         .map_err(|e| format!("a hop envelope outside its schema: {e}"))?;
     let env: Envelope = serde_json::from_value(item.clone())
         .map_err(|e| format!("a malformed hop envelope: {e}"))?;

@@ -572,7 +572,10 @@ pub(crate) fn open_result(
     let plain = nip44::decrypt(&key, payload)?;
     let msg: Value = serde_json::from_slice(&plain)?;
     fleetmesh_schemas::SchemaSet::embedded()
-        .validate(&fleetmesh_schemas::SchemaKey::Payload("compute/1.0".into()), &msg)
+        .validate(
+            &fleetmesh_schemas::SchemaKey::Payload("compute/1.0".into()),
+            &msg,
+        )
         .context("the result is not a compute/1.0 message")?;
     let doc_bytes = b64().decode(msg["output"]["inline"].as_str().context("no output")?)?;
     if hex::encode(Sha256::digest(&doc_bytes)) != msg["output_digest"].as_str().unwrap_or_default()

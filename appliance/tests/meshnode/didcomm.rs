@@ -613,6 +613,22 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
         (400, true),
         "{body}"
     );
+    // a message too big to hold
+    let big = forward(
+        &serde_json::json!({"x": "a".repeat(2_600_000)}),
+        &q_did,
+        &m_doc,
+        &routing,
+    )
+    .unwrap();
+    let r = reqwest::blocking::Client::new()
+        .post(m.url("/didcomm"))
+        .header("content-type", "application/didcomm-encrypted+json")
+        .body(big.to_string())
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    assert!(r.text().unwrap().contains("too_big"));
     let elsewhere = Envelope::new(sender.nostr(), &sender.nostr_pubkey_hex(), b"{}", now).unwrap();
     let (code, body) = via_m(&elsewhere);
     assert_eq!(

@@ -128,6 +128,11 @@ fn revocations_and_rotations_reach_another_node_which_refuses_the_old_key_and_fo
     // and `did show` is the new node's
     let o = run(&["did", "show", c.to_str().unwrap()]);
     assert!(stdout(&o).contains(&new.did()), "{}", stdout(&o));
+    // and the node starts on its new keys
+    let d = run_node(&c);
+    let info = runtime().block_on(nip11(&d));
+    assert_eq!(info["self"], new.nostr_pubkey_hex(), "{info}");
+    drop(d);
 
     // a revocation naming a successor that does not prove it: refused
     let d = tmp.path().join("d");
