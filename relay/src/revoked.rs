@@ -19,6 +19,25 @@ use fleetmesh_schemas::constants::kind;
 pub struct Revoked(RwLock<HashMap<[u8; 32], u64>>);
 
 impl Revoked {
+    /// What `store`'s revocations say.
+    ///
+    /// # Errors
+    /// The store's failure.
+    pub fn from_store<S: crate::store::EventStore + ?Sized>(store: &S) -> crate::Result<Revoked> {
+        let revoked = Revoked::default();
+        let filter = fleetmesh_proto::filter::Filter::from_value(
+            &serde_json::json!({"kinds": [kind::KEY_REVOCATION]}),
+            fleetmesh_proto::filter::FilterLimits::default(),
+        )
+        .expect("a valid filter");
+        for stored in store.query(&[filter], 1_000_000, crate::store::now())? {
+            if let Ok(e) = Event::from_json(&stored.raw) {
+                revoked.learn(&e);
+            }
+        }
+        Ok(revoked)
+    }
+
     /// Learns from `event` if it is a valid revocation (kind 11802) that revokes its own
     /// signer's Nostr key; the earliest time given stands.
     pub fn learn(&self, event: &Event) {

@@ -426,6 +426,9 @@ async fn pull<S: EventStore + ?Sized>(
 ) -> Result<()> {
     let schemas = fleetmesh_schemas::SchemaSet::embedded();
     let limits = crate::limits::Limits::default();
+    // a revoked key's events from its revocation on are not taken, as the relay face
+    // refuses them; revocations in a batch count for the batch
+    let revoked = crate::revoked::Revoked::from_store(&*store)?;
     for (n, chunk) in need.chunks(opts.batch.max(1)).enumerate() {
         let ids: Vec<String> = chunk.iter().map(|id| hex::encode(id.as_bytes())).collect();
         let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
@@ -465,6 +468,10 @@ async fn pull<S: EventStore + ?Sized>(
             }
         }
         p.send(json!(["CLOSE", sub]).to_string()).await?;
+        got.iter().for_each(|(e, _)| revoked.learn(e));
+        let before = got.len();
+        got.retain(|(e, _)| revoked.check(e).is_ok());
+        report.fetch_failed += before - got.len();
         let refs: Vec<(&Event, &str)> = got.iter().map(|(e, j)| (e, j.as_str())).collect();
         for outcome in store.insert_batch(&refs)? {
             match outcome {

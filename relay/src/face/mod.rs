@@ -118,20 +118,10 @@ impl Relay {
     pub fn start(db: &Path, config: RelayConfig) -> Result<(Arc<Relay>, JoinHandle<()>)> {
         let (writer, handle) = Writer::start(db, config.durability, 65_536, WRITE_BATCH)?;
         let readers = Arc::new(Readers::new(db, READERS)?);
-        let revoked = Arc::new(crate::revoked::Revoked::default());
         // the revocations stored: read once here, then learnt as they arrive
-        let store = crate::store::Store::open_read_only(db)?;
-        let filter = Filter::from_value(
-            &serde_json::json!({"kinds": [fleetmesh_schemas::constants::kind::KEY_REVOCATION]}),
-            FilterLimits::default(),
-        )
-        .expect("a valid filter");
-        for stored in store.query(&[filter], 1_000_000, now())? {
-            if let Ok(e) = Event::from_json(&stored.raw) {
-                revoked.learn(&e);
-            }
-        }
-        drop(store);
+        let revoked = Arc::new(crate::revoked::Revoked::from_store(
+            &crate::store::Store::open_read_only(db)?,
+        )?);
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let (shutdown, _) = watch::channel(false);
         let relay = Arc::new(Relay {

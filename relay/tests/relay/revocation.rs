@@ -82,3 +82,30 @@ async fn a_revoked_key_cannot_publish_after_its_revocation_even_after_a_restart(
     assert_eq!(again.revoked().since(&leaked.nostr_pubkey()), Some(t + 100));
     assert_eq!(again.revoked().len(), 1);
 }
+
+#[tokio::test]
+async fn a_sync_does_not_take_a_revoked_keys_later_events_from_a_peer() {
+    use fleetmesh_relay::store::{EventStore, Store};
+    use fleetmesh_relay::sync::{SyncOptions, sync};
+    let r = start(Default::default()).await;
+    let mut raw = Raw::connect(&r.url).await;
+    let leaked = NodeKeys::generate().unwrap();
+    let t = 1_780_000_000;
+    // the peer got the late event before it learnt of the revocation
+    let (early, late) = (
+        signed(&leaked, 1, t + 10, &[], "early"),
+        signed(&leaked, 1, t + 200, &[], "late"),
+    );
+    let revoke = revocation(&leaked, &leaked.nostr_pubkey_hex(), t + 100, t + 50);
+    for e in [&early, &late, &revoke] {
+        assert!(raw.publish(e).await.0);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut local = Store::create(&dir.path().join("local.db")).unwrap();
+    let report = sync(&mut local, &r.url, &SyncOptions::default(), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(report.fetch_failed, 1, "{report:?}");
+    let have = |e: &fleetmesh_proto::Event| !local.events_by_id(&[e.id]).unwrap().is_empty();
+    assert!(have(&early) && have(&revoke) && !have(&late));
+}
