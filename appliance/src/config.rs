@@ -143,7 +143,7 @@ impl Default for BlobsSection {
 pub use fleetmesh_market::service::JobLimits as JobsSection;
 
 /// `[api]`: who may call the compute, proof and job APIs (see the README's "Exposure").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiSection {
     /// Origins (`https://app.example`) whose web pages may call the APIs from a browser;
@@ -155,6 +155,21 @@ pub struct ApiSection {
     /// not a loopback address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// Take market jobs by key — gift-wrapped through relays, or by DIDComm — from any
+    /// buyer, whatever `token` says: the market is open to buyers who sign their asks.
+    /// `false` keeps compute to callers of `POST /v1/jobs` with the token (jobs by key are
+    /// then refused with `by_key_off`). Default true.
+    pub jobs_by_key: bool,
+}
+
+impl Default for ApiSection {
+    fn default() -> Self {
+        ApiSection {
+            allowed_origins: Vec::new(),
+            token: None,
+            jobs_by_key: true,
+        }
+    }
 }
 
 /// `[inference]`.

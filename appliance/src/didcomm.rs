@@ -97,6 +97,8 @@ pub struct DidComm {
     held: Mutex<Held>,
     seen: Mutex<VecDeque<String>>,
     revoked: Arc<fleetmesh_relay::revoked::Revoked>,
+    /// `[api] jobs_by_key`.
+    by_key: bool,
 }
 
 /// A message of `type_` from `keys` to `to`, in the thread of `thid`.
@@ -141,13 +143,17 @@ pub fn request(
     didcomm::pack_encrypted(&m, keys, to, how)
 }
 
-/// The document of a message's sender, from the signed descriptor it carries.
-fn sender_doc(m: &Message) -> Option<PeerDoc> {
+/// The document of a message's sender, from the signed descriptor it carries (not
+/// expired at `now`).
+fn sender_doc(m: &Message, now: u64) -> Option<PeerDoc> {
     let event = m
         .attachments
         .iter()
         .find(|a| a["id"] == DESCRIPTOR)
         .and_then(|a| Event::from_value(&a["data"]["json"]).ok())?;
+    if event.expiration().is_some_and(|x| x <= now) {
+        return None;
+    }
     let content = identity::verify_descriptor(&event).ok()?;
     if Some(content.did.as_str()) != m.from.as_deref() {
         return None;
@@ -172,6 +178,7 @@ impl DidComm {
         jobs: Arc<JobService>,
         config: DidcommSection,
         revoked: Arc<fleetmesh_relay::revoked::Revoked>,
+        by_key: bool,
     ) -> DidComm {
         DidComm {
             keys,
@@ -181,6 +188,7 @@ impl DidComm {
             held: Mutex::default(),
             seen: Mutex::default(),
             revoked,
+            by_key,
         }
     }
 
@@ -232,13 +240,13 @@ impl DidComm {
                 format!("the hop path begins at {origin} but the message is from {sender}"),
             );
         }
-        let Some(doc) = sender_doc(&u.message) else {
+        let Some(doc) = sender_doc(&u.message, now) else {
             count("refused");
             return Outcome::Refused(
                 400,
                 "no_descriptor",
                 format!(
-                    "the message carries no valid descriptor of {} to answer to",
+                    "the message carries no valid, unexpired descriptor of {} to answer to",
                     sender
                 ),
             );
@@ -247,6 +255,7 @@ impl DidComm {
         let (type_, mut body) = match m.type_.as_str() {
             SUBMIT => match crate::mailbox::submit_from(
                 &self.jobs,
+                self.by_key,
                 &sender,
                 m.body.to_string().as_bytes(),
             ) {
@@ -685,5 +694,51 @@ impl DidComm {
         )?;
         exchange(&client, &url, &ack, &self.keys, &docs)?;
         Ok(doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sender_is_answered_only_by_its_own_unexpired_descriptor() {
+        let keys = NodeKeys::generate().unwrap();
+        let info = fleetmesh_proto::DescriptorInfo {
+            software: fleetmesh_proto::identity::Software {
+                name: "fleetmesh".into(),
+                version: "0.1.0".into(),
+            },
+            class: fleetmesh_proto::NodeClass::Leaf,
+            operator: None,
+            relays: vec![],
+            endpoints: vec![],
+            protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
+            predecessor: None,
+        };
+        let descriptor = keys.descriptor(&info, 1_000).unwrap();
+        let with = |event: &Event, from: &str| {
+            let mut m = Message::new("t", json!({})).unwrap();
+            m.from = Some(from.to_owned());
+            m.attachments = vec![json!({"id": DESCRIPTOR, "data": {"json": event.to_value()}})];
+            m
+        };
+        assert!(sender_doc(&with(&descriptor, &keys.did()), 2_000).is_some());
+        // another's DID
+        let other = NodeKeys::generate().unwrap().did();
+        assert!(sender_doc(&with(&descriptor, &other), 2_000).is_none());
+        // the same descriptor with an expiration (NIP-40), re-signed: past it, refused
+        let mut tags = descriptor.tags.clone();
+        tags.push(vec!["expiration".into(), "1500".into()]);
+        let expiring = keys
+            .sign(fleetmesh_proto::UnsignedEvent {
+                created_at: 1_000,
+                kind: descriptor.kind,
+                tags,
+                content: descriptor.content.clone(),
+            })
+            .unwrap();
+        assert!(sender_doc(&with(&expiring, &keys.did()), 1_400).is_some());
+        assert!(sender_doc(&with(&expiring, &keys.did()), 1_500).is_none());
     }
 }

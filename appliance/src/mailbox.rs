@@ -44,6 +44,8 @@ struct Mailbox {
     out: broadcast::Sender<Event>,
     seen: Mutex<Seen>,
     pending: Mutex<VecDeque<String>>,
+    /// `[api] jobs_by_key`.
+    by_key: bool,
 }
 
 fn count(outcome: &'static str) {
@@ -75,15 +77,23 @@ pub fn wrap_compute(
 
 /// Submits a compute/1.0 submission `content` (`{"ask", "payload"}`, what `POST /v1/jobs`
 /// takes) that arrived by key from `sender` (x-only, hex): only when the ask's buyer is
-/// the sender. The gift-wrap mailbox and the DIDComm endpoint use it.
+/// the sender, and when the node takes jobs by key at all (`by_key`, `[api] jobs_by_key`).
+/// The gift-wrap mailbox and the DIDComm endpoint use it.
 ///
 /// # Errors
 /// The job service's refusal; `mismatch` when the ask's buyer is not the sender.
 pub(crate) fn submit_from(
     jobs: &JobService,
+    by_key: bool,
     sender: &str,
     content: &[u8],
 ) -> Result<JobRecord, Refusal> {
+    if !by_key {
+        return Err(refuse(
+            "by_key_off",
+            "this node takes jobs only by HTTP with its API token ([api] jobs_by_key = false)",
+        ));
+    }
     let buyer: Option<String> = serde_json::from_slice::<Value>(content)
         .ok()
         .and_then(|v| v["ask"]["pubkey"].as_str().map(str::to_owned));
@@ -129,6 +139,7 @@ pub fn start(
     keys: NodeKeys,
     jobs: Arc<JobService>,
     relay: Arc<Relay>,
+    by_key: bool,
 ) -> Running {
     let mut tasks = Vec::new();
     let (out, _) = broadcast::channel(256);
@@ -142,6 +153,7 @@ pub fn start(
         out,
         seen: Mutex::default(),
         pending: Mutex::default(),
+        by_key,
     });
     let (own, mine) = (tx.clone(), me.clone());
     tasks.push(tokio::spawn(async move {
@@ -256,7 +268,12 @@ impl Mailbox {
         // a refusal names the submission it refuses (the rumor's id), so that a buyer never
         // takes an old refusal the relay still holds for the answer to a new submission
         let in_reply_to = hex::encode(opened.rumor.id);
-        match submit_from(&self.jobs, &sender, opened.rumor.content.as_bytes()) {
+        match submit_from(
+            &self.jobs,
+            self.by_key,
+            &sender,
+            opened.rumor.content.as_bytes(),
+        ) {
             Ok(rec) => {
                 count("accepted");
                 tracing::info!(job = %rec.id, buyer = %sender, "job by gift wrap");

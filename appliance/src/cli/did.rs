@@ -148,6 +148,13 @@ pub(crate) fn resolve_document(
         descriptors.sort_by_key(|e| std::cmp::Reverse(e.created_at));
         descriptors.dedup_by_key(|e| e.id);
         for d in descriptors {
+            if let Some(x) = d.expiration().filter(|x| *x <= now) {
+                eprintln!(
+                    "meshnode: did resolve: descriptor {} expired at {x}",
+                    d.id_hex()
+                );
+                continue;
+            }
             let content = match verify_descriptor(d) {
                 Ok(c) => c,
                 Err(e) => {

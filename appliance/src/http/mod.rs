@@ -108,6 +108,7 @@ pub fn router(
         jobs.clone(),
         node.config.didcomm.clone(),
         relay.revoked().clone(),
+        node.config.api.jobs_by_key,
     ));
     let nip11 = relay::nip11_document(node, &descriptor.id_hex(), &relay);
     let status = status::Status {
@@ -290,6 +291,7 @@ pub async fn run(
         fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
         live.jobs(),
         relay.clone(),
+        node.config.api.jobs_by_key,
     );
     // messages held for this node by its mediator ([didcomm] mediator)
     let pickup = didcomm.spawn_pickup();

@@ -666,6 +666,22 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
     assert_eq!(code, 413);
     assert!(counted(&p, "unopened") >= 1.0);
 
+    // a node that takes jobs by HTTP with its token only refuses them by DIDComm
+    let (c_dir, c, _) = didcomm_node(
+        |port| format!("didcomm=http://127.0.0.1:{port}/didcomm"),
+        &[("jobs_by_key = true", "jobs_by_key = false")],
+    );
+    let c_did = did_of_node(c_dir.path());
+    let o = submit(
+        &c_did,
+        &[&format!("ws://{}/", c.addr)],
+        &work.path().join("closed"),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let refusal: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(refusal["error"]["code"], "by_key_off", "{refusal}");
+
     // a buyer whose key revoked itself (as p's relay knows) is refused
     use fleetmesh_proto::noun::Noun as _;
     let buyer_keys = fleetmesh_proto::NodeKeys::load(&buyer.path().join("keys")).unwrap();
