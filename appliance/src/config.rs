@@ -50,8 +50,8 @@ pub struct Config {
 pub struct DidcommSection {
     /// Hold forwarded messages for other DIDs until each picks them up (Message Pickup
     /// 3.0, a request signed by the DID's key): a mediator for firewalled nodes and for
-    /// buyers. Held in memory, so a restart drops what was not picked up. Default false;
-    /// true suits a backbone node.
+    /// buyers. Held in `DIR/mediator.sqlite`, so a restart keeps them. Default false; true
+    /// suits a backbone node.
     pub mediate: bool,
     /// Messages held per DID; past it the oldest is dropped. 1 to 100 000. Default 256.
     pub hold_per_did: usize,

@@ -107,6 +107,14 @@ pub fn router(
         descriptor.clone(),
         jobs.clone(),
         node.config.didcomm.clone(),
+        node.config
+            .didcomm
+            .mediate
+            .then(|| {
+                let path = node.dir.join(crate::didcomm::held::FILE);
+                crate::didcomm::held::Held::open(&path, &node.config.didcomm)
+            })
+            .transpose()?,
         relay.revoked().clone(),
         node.config.api.jobs_by_key,
     ));

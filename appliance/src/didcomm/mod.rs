@@ -10,7 +10,8 @@
 //!   the buyer's document, which the message carries as its signed descriptor (an
 //!   attachment with id [`DESCRIPTOR`]);
 //! - `forward` (routing 2.0), for a mediator: the message inside is held for its next
-//!   hop, at most `hold_per_did` per DID, `hold_bytes` in all, for `hold_secs`;
+//!   hop, at most `hold_per_did` per DID, `hold_bytes` in all, for `hold_secs`, in
+//!   `DIR/mediator.sqlite` ([`held`]);
 //! - Message Pickup 3.0 `delivery-request` and `messages-received`, signed by the DID
 //!   whose messages they ask for.
 //!
@@ -21,7 +22,7 @@
 //! sender's, or whose sender's key is revoked (kind 11802, as the node's relay knows),
 //! runs nothing.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use fleetmesh_market::service::JobService;
@@ -31,6 +32,8 @@ use fleetmesh_proto::{Event, NodeKeys, did, identity};
 use serde_json::{Value, json};
 
 use crate::config::DidcommSection;
+
+pub mod held;
 
 /// Submit a job: the body is what `POST /v1/jobs` takes.
 pub const SUBMIT: &str = "https://fleetmesh.org/compute/1.0/submit";
@@ -75,26 +78,14 @@ pub enum Outcome {
     Refused(u16, &'static str, String),
 }
 
-struct HeldMessage {
-    id: String,
-    at: u64,
-    size: u64,
-    packed: Value,
-}
-
-#[derive(Default)]
-struct Held {
-    by_did: HashMap<String, VecDeque<HeldMessage>>,
-    bytes: u64,
-}
-
 /// The node's DIDComm side.
 pub struct DidComm {
     keys: NodeKeys,
     descriptor: Event,
     jobs: Arc<JobService>,
     config: DidcommSection,
-    held: Mutex<Held>,
+    /// The mediator's held messages, with `[didcomm] mediate`.
+    held: Option<held::Held>,
     seen: Mutex<VecDeque<String>>,
     revoked: Arc<fleetmesh_relay::revoked::Revoked>,
     /// `[api] jobs_by_key`.
@@ -171,12 +162,14 @@ fn signer(u: &Unpacked) -> Option<String> {
 }
 
 impl DidComm {
-    /// The endpoint of the node with `keys` and its current `descriptor`.
+    /// The endpoint of the node with `keys` and its current `descriptor`; `held`, the
+    /// mediator's store ([`held::Held::open`]), when it mediates.
     pub fn new(
         keys: NodeKeys,
         descriptor: Event,
         jobs: Arc<JobService>,
         config: DidcommSection,
+        held: Option<held::Held>,
         revoked: Arc<fleetmesh_relay::revoked::Revoked>,
         by_key: bool,
     ) -> DidComm {
@@ -185,7 +178,7 @@ impl DidComm {
             descriptor,
             jobs,
             config,
-            held: Mutex::default(),
+            held,
             seen: Mutex::default(),
             revoked,
             by_key,
@@ -285,7 +278,10 @@ impl DidComm {
                     }
                 }
             }
-            DELIVERY_REQUEST | RECEIVED if self.config.mediate => self.pickup(m, now),
+            DELIVERY_REQUEST | RECEIVED if self.held.is_some() => {
+                let held = self.held.as_ref().expect("checked");
+                self.pickup(held, m, now)
+            }
             other => {
                 count("other");
                 return Outcome::Refused(400, "unknown_type", format!("{other} is not taken here"));
@@ -310,14 +306,14 @@ impl DidComm {
 
     /// Holds a forwarded message for its next hop (a mediator's work).
     fn hold(&self, m: &Message, now: u64) -> Outcome {
-        if !self.config.mediate {
+        let Some(held) = &self.held else {
             count("refused");
             return Outcome::Refused(
                 403,
                 "not_a_mediator",
                 "this node does not mediate ([didcomm] mediate)".into(),
             );
-        }
+        };
         let (next, inner) = match didcomm::forwarded(m) {
             Ok(f) => f,
             Err(e) => {
@@ -349,48 +345,21 @@ impl DidComm {
                 format!("a held message is at most {MAX_HELD} bytes, this is {size}"),
             );
         }
-        let mut held = self
-            .held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.expire(&mut held, now);
-        if held.bytes + size > self.config.hold_bytes {
-            count("refused");
-            return Outcome::Refused(507, "full", format!("holding {} bytes already", held.bytes));
-        }
-        let queue = held.by_did.entry(next.clone()).or_default();
-        queue.push_back(HeldMessage {
-            id: m.id.clone(),
-            at: now,
-            size,
-            packed: inner,
-        });
-        let mut freed = 0;
-        while queue.len() > self.config.hold_per_did {
-            freed += queue.pop_front().map_or(0, |h| h.size);
-        }
-        held.bytes = held.bytes + size - freed;
-        count("held");
-        self.gauge(&held);
-        tracing::debug!(next = %next, bytes = size, "holding a forwarded message");
-        Outcome::Accepted
-    }
-
-    fn expire(&self, held: &mut Held, now: u64) {
-        let ttl = self.config.hold_secs;
-        let mut freed = 0;
-        for queue in held.by_did.values_mut() {
-            while queue.front().is_some_and(|h| h.at + ttl <= now) {
-                freed += queue.pop_front().map_or(0, |h| h.size);
+        match held.hold(&next, &m.id, &inner, size, now) {
+            Ok(()) => {}
+            Err(held::Refused::Full(bytes)) => {
+                count("refused");
+                return Outcome::Refused(507, "full", format!("holding {bytes} bytes already"));
+            }
+            Err(held::Refused::Store(e)) => {
+                tracing::warn!(error = %e, "holding a message");
+                return Outcome::Refused(500, "store", e);
             }
         }
-        held.by_did.retain(|_, q| !q.is_empty());
-        held.bytes -= freed;
-    }
-
-    fn gauge(&self, held: &Held) {
-        let n: usize = held.by_did.values().map(VecDeque::len).sum();
-        metrics::gauge!("fleetmesh_didcomm_held_messages").set(n as f64);
+        count("held");
+        gauge(held.waiting(&next).1);
+        tracing::debug!(next = %next, bytes = size, "holding a forwarded message");
+        Outcome::Accepted
     }
 
     /// A held item as handed to `did`: a hop envelope gets this node's hop to it.
@@ -433,63 +402,46 @@ impl DidComm {
     }
 
     /// Message Pickup 3.0 for the (signed) sender of `m`.
-    fn pickup(&self, m: &Message, now: u64) -> (&'static str, Value) {
+    fn pickup(&self, held: &held::Held, m: &Message, now: u64) -> (&'static str, Value) {
         let did = m.from.clone().unwrap_or_default();
-        let mut held = self
-            .held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.expire(&mut held, now);
         if m.type_ == RECEIVED {
             let ids: Vec<&str> = m.body["message_id_list"]
                 .as_array()
                 .map(|l| l.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            let mut freed = 0;
-            if let Some(queue) = held.by_did.get_mut(&did) {
-                queue.retain(|h| {
-                    let keep = !ids.contains(&h.id.as_str());
-                    if !keep {
-                        freed += h.size;
-                    }
-                    keep
-                });
-            }
-            held.bytes -= freed;
-            held.by_did.retain(|_, q| !q.is_empty());
+            held.received(&did, &ids);
         }
-        self.gauge(&held);
-        let queue = held.by_did.get(&did);
-        let waiting = queue.map_or(0, VecDeque::len);
-        if m.type_ == DELIVERY_REQUEST && waiting > 0 {
+        if m.type_ == DELIVERY_REQUEST {
             let limit = m.body["limit"]
                 .as_u64()
                 .map_or(DELIVERY_LIMIT, |l| (l as usize).clamp(1, DELIVERY_LIMIT));
             // a delivery is itself one message: it stays under what a message may be
-            let mut bytes = 0;
-            let attachments: Vec<Value> = queue
-                .into_iter()
-                .flatten()
-                .take(limit)
-                .take_while(|h| {
-                    bytes += h.size;
-                    bytes <= DELIVERY_BYTES || bytes == h.size
-                })
-                .map(
-                    |h| json!({"id": h.id, "data": {"json": self.passed_on(&h.packed, &did, now)}}),
-                )
-                .collect();
-            count("delivered");
-            return (
-                DELIVERY,
-                json!({"recipient_did": did, "attachments": attachments}),
-            );
+            let messages = held.deliver(&did, limit, DELIVERY_BYTES, now);
+            if !messages.is_empty() {
+                let attachments: Vec<Value> = messages
+                    .iter()
+                    .map(|(id, packed)| {
+                        json!({"id": id, "data": {"json": self.passed_on(packed, &did, now)}})
+                    })
+                    .collect();
+                count("delivered");
+                return (
+                    DELIVERY,
+                    json!({"recipient_did": did, "attachments": attachments}),
+                );
+            }
         }
+        let (waiting, all) = held.waiting(&did);
+        gauge(all);
         (
             PICKUP_STATUS,
             json!({"recipient_did": did, "message_count": waiting}),
         )
     }
+}
+
+fn gauge(held: usize) {
+    metrics::gauge!("fleetmesh_didcomm_held_messages").set(held as f64);
 }
 
 /// A forwarded item, checked as received by `me` (x-only, hex) at `now`: a hop envelope's
