@@ -14,6 +14,7 @@ mod mailbox;
 mod manifest;
 mod models;
 mod node;
+mod peering;
 mod reconcile;
 
 use std::io::IsTerminal as _;

@@ -139,6 +139,16 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         "Messages a mediating node holds for other DIDs until they pick them up.",
     ),
     (
+        "fleetmesh_peering_rounds_total",
+        Kind::Counter,
+        "NIP-77 reconciliation rounds with each peer of [peering], by outcome (ok, failed).",
+    ),
+    (
+        "fleetmesh_peering_events_total",
+        Kind::Counter,
+        "Events moved with each peer of [peering], by direction (fetched, sent, refused: fetched and not stored, or not taken by the peer).",
+    ),
+    (
         "fleetmesh_manifest_applies_total",
         Kind::Counter,
         "Manifest applies and reloads, by source (socket, reload, watch) and outcome (applied, refused: nothing changed).",

@@ -301,6 +301,8 @@ pub async fn run(
         relay.clone(),
         node.config.api.jobs_by_key,
     );
+    // stores reconciled with the peers of [peering]
+    let peering = crate::peering::start(node.dir.join(crate::node::DB_FILE), &node.config.peering);
     // messages held for this node by its mediator ([didcomm] mediator)
     let pickup = didcomm.spawn_pickup();
     let watcher = node.config.manifests.watch.then(|| {
@@ -349,6 +351,7 @@ pub async fn run(
         task.abort();
     }
     mailbox.stop().await;
+    peering.stop().await;
     if let Some(task) = pickup {
         task.abort();
         let _ = task.await;

@@ -15,6 +15,7 @@ mod init;
 mod jobs;
 mod keys;
 mod mailbox;
+mod peering;
 mod proof;
 mod reconcile;
 mod schema;

@@ -1,0 +1,113 @@
+//! Peering over the relay faces: a node with `[[peering.peers]]` reconciles its store with
+//! each peer on its schedule, both ways, without anyone running `sync`; a peer that does
+//! not answer is retried and counted, and the node keeps serving.
+
+use super::*;
+
+fn peered_node(peers: &[String], interval: u64) -> (tempfile::TempDir, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(init(dir.path(), &[]).status.success());
+    let mut table = format!("interval_secs = {interval}\n");
+    for url in peers {
+        table.push_str(&format!("\n[[peering.peers]]\nurl = \"{url}\"\n"));
+    }
+    edit_config(dir.path(), &[("interval_secs = 30\npeers = []\n", &table)]);
+    let d = run_node(dir.path());
+    (dir, d)
+}
+
+fn holds(d: &Daemon, id: &str) -> bool {
+    let url = format!("ws://{}/", d.addr);
+    !runtime()
+        .block_on(req_events(&url, serde_json::json!({"ids": [id]})))
+        .is_empty()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} within 30 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_peered_node_converges_with_its_peer_both_ways_on_its_schedule() {
+    let (_b_dir, b) = peered_node(&[], 30);
+    let b_url = format!("ws://{}/", b.addr);
+    // a peer that is not there: its rounds fail and are counted, the others go on
+    let gone = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (_a_dir, a) = peered_node(&[b_url.clone(), format!("ws://{gone}/")], 1);
+    let a_url = format!("ws://{}/", a.addr);
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let note = |text: &str| {
+        keys.sign(fleetmesh_proto::UnsignedEvent {
+            created_at: now,
+            kind: 1,
+            tags: vec![],
+            content: text.into(),
+        })
+        .unwrap()
+    };
+    let (on_b, on_a) = (note("published on b"), note("published on a"));
+    runtime().block_on(publish_all(&b_url, std::slice::from_ref(&on_b)));
+    runtime().block_on(publish_all(&a_url, std::slice::from_ref(&on_a)));
+    wait_until("b's event on a", || holds(&a, &on_b.id_hex()));
+    wait_until("a's event on b", || holds(&b, &on_a.id_hex()));
+    let scrape = a.scrape();
+    let b_fetched = scrape.value(
+        "fleetmesh_peering_events_total",
+        &[("peer", b_url.as_str()), ("direction", "fetched")],
+    );
+    assert!(b_fetched.unwrap_or(0.0) >= 1.0, "{}", scrape.text);
+    let failed = scrape.value(
+        "fleetmesh_peering_rounds_total",
+        &[
+            ("peer", format!("ws://{gone}/").as_str()),
+            ("outcome", "failed"),
+        ],
+    );
+    assert!(failed.unwrap_or(0.0) >= 1.0, "{}", scrape.text);
+    assert!(holds(&a, &on_a.id_hex()));
+}
+
+#[test]
+fn peering_settings_are_checked_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(init(dir.path(), &[]).status.success());
+    edit_config(
+        dir.path(),
+        &[(
+            "peers = []\n",
+            "\n[[peering.peers]]\nurl = \"http://x.example/\"\n",
+        )],
+    );
+    let o = run(&[
+        "run",
+        dir.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_usage_error(&o, "a ws:// or wss:// URL");
+    edit_config(
+        dir.path(),
+        &[(
+            "url = \"http://x.example/\"\n",
+            "url = \"ws://x.example/\"\nfilter = '{\"kinds\": \"one\"}'\n",
+        )],
+    );
+    let o = run(&[
+        "run",
+        dir.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_usage_error(&o, "filter");
+}
