@@ -117,22 +117,6 @@ pub(crate) fn answer(rec: &JobRecord) -> Value {
     json!({"job": rec.to_json(), "result": rec.result, "receipt": receipt})
 }
 
-/// The mailbox's tasks; [`Running::stop`] ends them.
-pub struct Running(Vec<tokio::task::JoinHandle<()>>);
-
-impl Running {
-    /// Ends every task and waits until each has let go of the node's relay and job service,
-    /// so that the store's last connection can close (and checkpoint) when the daemon stops.
-    pub async fn stop(self) {
-        for task in &self.0 {
-            task.abort();
-        }
-        for task in self.0 {
-            let _ = task.await;
-        }
-    }
-}
-
 /// Starts the mailbox on the node's relay and on `relays`.
 pub fn start(
     relays: Vec<String>,
@@ -140,7 +124,7 @@ pub fn start(
     jobs: Arc<JobService>,
     relay: Arc<Relay>,
     by_key: bool,
-) -> Running {
+) -> crate::tasks::Tasks {
     let mut tasks = Vec::new();
     let (out, _) = broadcast::channel(256);
     let (tx, mut rx) = mpsc::channel::<Event>(256);
@@ -220,7 +204,7 @@ pub fn start(
             let _ = tokio::task::spawn_blocking(move || m.answer_finished()).await;
         }
     }));
-    Running(tasks)
+    crate::tasks::Tasks(tasks)
 }
 
 impl Mailbox {

@@ -16,6 +16,7 @@ mod models;
 mod node;
 mod peering;
 mod reconcile;
+mod tasks;
 
 use std::io::IsTerminal as _;
 use std::path::Path;

@@ -12,21 +12,6 @@ use std::time::Duration;
 
 use crate::config::{PeerSection, PeeringSection};
 
-/// The peering tasks; [`Running::stop`] ends them.
-pub struct Running(Vec<tokio::task::JoinHandle<()>>);
-
-impl Running {
-    /// Ends every task and waits for it.
-    pub async fn stop(self) {
-        for task in &self.0 {
-            task.abort();
-        }
-        for task in self.0 {
-            let _ = task.await;
-        }
-    }
-}
-
 /// One round with `peer`: the store at `db` reconciled with it.
 fn round(
     db: &std::path::Path,
@@ -51,7 +36,7 @@ fn round(
 }
 
 /// Starts a task per peer of `config` on the store at `db`.
-pub fn start(db: PathBuf, config: &PeeringSection) -> Running {
+pub fn start(db: PathBuf, config: &PeeringSection) -> crate::tasks::Tasks {
     let every = Duration::from_secs(config.interval_secs);
     let tasks = config
         .peers
@@ -86,5 +71,5 @@ pub fn start(db: PathBuf, config: &PeeringSection) -> Running {
             })
         })
         .collect();
-    Running(tasks)
+    crate::tasks::Tasks(tasks)
 }
