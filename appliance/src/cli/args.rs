@@ -82,6 +82,9 @@ pub enum Command {
     /// Open a gift wrap addressed to this key: every layer checked; prints the rumor and
     /// the verified sender. Exit 2, naming the layer and the check, when it does not open.
     Unwrap(UnwrapArgs),
+    /// A local cluster of nodes on loopback, peered in a topology: start, status, stop.
+    #[command(subcommand)]
+    Cluster(crate::cli::cluster::ClusterCommand),
     /// The node's keys: rotate them, or revoke one (kind 11802).
     #[command(subcommand)]
     Keys(crate::cli::keys::KeysCommand),

@@ -1,11 +1,12 @@
 //! `meshnode`'s command line: the arguments ([`args`], clap) and a module per command
-//! group that is more than a call into the node — [`attest`], [`did`], [`didcomm`], [`doctor`], [`giftwrap`], [`infer`],
+//! group that is more than a call into the node — [`attest`], [`cluster`], [`did`], [`didcomm`], [`doctor`], [`giftwrap`], [`infer`],
 //! [`job`], [`keys`], [`proof`], [`schema`], [`sync`], [`wasi`], [`watch`] — and how a command ended
 //! ([`Outcome`]). `main.rs` dispatches to them and runs the daemon.
 
 mod args;
 pub mod attest;
 pub mod bykey;
+pub mod cluster;
 pub mod crds;
 pub mod did;
 pub mod didcomm;

@@ -4,6 +4,7 @@
 
 mod blossom;
 mod cli;
+mod cluster;
 mod daemon;
 mod did;
 mod didcomm;

@@ -16,19 +16,35 @@ fn peered_node(peers: &[String], interval: u64) -> (tempfile::TempDir, Daemon) {
     (dir, d)
 }
 
-fn holds(d: &Daemon, id: &str) -> bool {
-    let url = format!("ws://{}/", d.addr);
+/// Whether the relay at `url` holds the event `id`.
+pub(crate) fn holds(url: &str, id: &str) -> bool {
     !runtime()
-        .block_on(req_events(&url, serde_json::json!({"ids": [id]})))
+        .block_on(req_events(url, serde_json::json!({"ids": [id]})))
         .is_empty()
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+/// Waits up to 30 s for `done`.
+pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !done() {
         assert!(Instant::now() < deadline, "{what} within 30 s");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A kind-1 note by `keys`, now.
+pub(crate) fn note(keys: &fleetmesh_proto::NodeKeys, text: &str) -> fleetmesh_proto::Event {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    keys.sign(fleetmesh_proto::UnsignedEvent {
+        created_at: now,
+        kind: 1,
+        tags: vec![],
+        content: text.into(),
+    })
+    .unwrap()
 }
 
 #[test]
@@ -43,24 +59,11 @@ fn a_peered_node_converges_with_its_peer_both_ways_on_its_schedule() {
     let (_a_dir, a) = peered_node(&[b_url.clone(), format!("ws://{gone}/")], 1);
     let a_url = format!("ws://{}/", a.addr);
     let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let note = |text: &str| {
-        keys.sign(fleetmesh_proto::UnsignedEvent {
-            created_at: now,
-            kind: 1,
-            tags: vec![],
-            content: text.into(),
-        })
-        .unwrap()
-    };
-    let (on_b, on_a) = (note("published on b"), note("published on a"));
+    let (on_b, on_a) = (note(&keys, "published on b"), note(&keys, "published on a"));
     runtime().block_on(publish_all(&b_url, std::slice::from_ref(&on_b)));
     runtime().block_on(publish_all(&a_url, std::slice::from_ref(&on_a)));
-    wait_until("b's event on a", || holds(&a, &on_b.id_hex()));
-    wait_until("a's event on b", || holds(&b, &on_a.id_hex()));
+    wait_until("b's event on a", || holds(&a_url, &on_b.id_hex()));
+    wait_until("a's event on b", || holds(&b_url, &on_a.id_hex()));
     let scrape = a.scrape();
     let b_fetched = scrape.value(
         "fleetmesh_peering_events_total",
@@ -75,7 +78,7 @@ fn a_peered_node_converges_with_its_peer_both_ways_on_its_schedule() {
         ],
     );
     assert!(failed.unwrap_or(0.0) >= 1.0, "{}", scrape.text);
-    assert!(holds(&a, &on_a.id_hex()));
+    assert!(holds(&a_url, &on_a.id_hex()));
 }
 
 #[test]

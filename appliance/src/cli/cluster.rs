@@ -1,0 +1,278 @@
+//! `meshnode cluster start|status|stop`: a local cluster of nodes on loopback, peered with
+//! each other in a topology (`[peering]`), for trying the federation and testing it. Each
+//! node is a `meshnode run` in its own directory under `--dir` (its log in
+//! `node-I/meshnode.log`), in its own process group so that a Ctrl-C at the terminal
+//! leaves it running; `DIR/cluster.json` records them for `status` and `stop`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::cli::Outcome;
+
+/// The file that records a cluster.
+const FILE: &str = "cluster.json";
+
+/// `meshnode cluster …`.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Start N nodes on loopback, peered in a topology; prints each node's index, URL and
+    /// DID as JSON lines once every one answers /healthz.
+    Start(StartArgs),
+    /// Each recorded node's health, as JSON lines; exit 0 when all answer, 2 otherwise.
+    Status(DirArgs),
+    /// Stop every node (SIGTERM, then wait); the node directories stay.
+    Stop(DirArgs),
+}
+
+/// How the nodes peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Topology {
+    /// Every node with every other.
+    Full,
+    /// Every node with node 0.
+    Star,
+    /// Node i with node i + 1.
+    Line,
+}
+
+/// `meshnode cluster start`.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// How many nodes (1 to 32).
+    #[arg(long, value_name = "N")]
+    pub nodes: usize,
+    /// Where the nodes' directories and the cluster's record go.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// How they peer.
+    #[arg(long, value_enum, default_value = "full")]
+    pub topology: Topology,
+    /// Seconds between two peering rounds.
+    #[arg(long, value_name = "SECS", default_value_t = 2)]
+    pub interval_secs: u64,
+}
+
+/// `meshnode cluster status|stop`.
+#[derive(Debug, Args)]
+pub struct DirArgs {
+    /// The cluster's directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Member {
+    index: usize,
+    url: String,
+    did: String,
+    dir: PathBuf,
+    pid: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    topology: Topology,
+    nodes: Vec<Member>,
+}
+
+/// The peers node `i` of `n` names, by index.
+fn peers_of(topology: Topology, i: usize, n: usize) -> Vec<usize> {
+    match topology {
+        Topology::Full => (i + 1..n).collect(),
+        Topology::Star if i > 0 => vec![0],
+        Topology::Star => Vec::new(),
+        Topology::Line => (i + 1 < n).then_some(i + 1).into_iter().collect(),
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn healthy(client: &reqwest::blocking::Client, url: &str) -> bool {
+    client
+        .get(format!("{url}/healthz"))
+        .send()
+        .is_ok_and(|r| r.status().is_success())
+}
+
+fn read_record(dir: &Path) -> anyhow::Result<Record> {
+    let path = dir.join(FILE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{}: no cluster here (start one first)", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
+}
+
+fn client() -> anyhow::Result<reqwest::blocking::Client> {
+    Ok(reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()?)
+}
+
+/// `meshnode cluster start`.
+pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        (1..=32).contains(&args.nodes),
+        "--nodes {}: 1 to 32",
+        args.nodes
+    );
+    anyhow::ensure!(
+        (1..=86_400).contains(&args.interval_secs),
+        "--interval-secs {}: 1 to 86 400",
+        args.interval_secs
+    );
+    if let Ok(r) = read_record(&args.dir) {
+        anyhow::ensure!(
+            !r.nodes.iter().any(|m| alive(m.pid)),
+            "{} holds a running cluster; `meshnode cluster stop --dir {0}` first",
+            args.dir.display()
+        );
+    }
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let me = std::env::current_exe().context("finding the meshnode binary")?;
+    // ports chosen before the configs name them
+    let ports = (0..args.nodes)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+        })
+        .collect::<std::io::Result<Vec<u16>>>()
+        .context("choosing free ports")?;
+    let mut nodes = Vec::with_capacity(args.nodes);
+    for (i, port) in ports.iter().enumerate() {
+        let dir = args.dir.join(format!("node-{i}"));
+        if !dir.join(crate::config::FILE).exists() {
+            let o = std::process::Command::new(&me)
+                .arg("init")
+                .arg(&dir)
+                .args(["--face-port", &port.to_string()])
+                .output()
+                .context("running meshnode init")?;
+            anyhow::ensure!(
+                o.status.success(),
+                "meshnode init {}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let mut config = crate::config::Config::load(&dir)?;
+        config.face.listen.set_port(*port);
+        config.peering.interval_secs = args.interval_secs;
+        config.peering.peers = peers_of(args.topology, i, args.nodes)
+            .into_iter()
+            .map(|j| crate::config::PeerSection {
+                url: format!("ws://127.0.0.1:{}/", ports[j]),
+                filter: "{}".into(),
+            })
+            .collect();
+        fleetmesh_proto::identity::write_private(
+            &dir.join(crate::config::FILE).with_extension("toml.tmp"),
+            config.to_toml().as_bytes(),
+        )?;
+        std::fs::rename(
+            dir.join(crate::config::FILE).with_extension("toml.tmp"),
+            dir.join(crate::config::FILE),
+        )?;
+        let log = std::fs::File::create(dir.join("meshnode.log"))?;
+        let child = {
+            use std::os::unix::process::CommandExt as _;
+            std::process::Command::new(&me)
+                .arg("run")
+                .arg(&dir)
+                .stdin(std::process::Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .process_group(0)
+                .spawn()
+                .context("starting meshnode run")?
+        };
+        let did = fleetmesh_proto::NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?.did();
+        nodes.push(Member {
+            index: i,
+            url: format!("http://127.0.0.1:{port}"),
+            did,
+            dir,
+            pid: child.id(),
+        });
+    }
+    let record = Record {
+        topology: args.topology,
+        nodes,
+    };
+    std::fs::write(args.dir.join(FILE), serde_json::to_vec_pretty(&record)?)?;
+    let client = client()?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for m in &record.nodes {
+        while !healthy(&client, &m.url) {
+            anyhow::ensure!(
+                alive(m.pid) && Instant::now() < deadline,
+                "node {} did not come up; see {}",
+                m.index,
+                m.dir.join("meshnode.log").display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    for m in &record.nodes {
+        println!(
+            "{}",
+            json!({"index": m.index, "url": m.url, "did": m.did, "dir": m.dir, "pid": m.pid})
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `meshnode cluster status`.
+pub fn status(args: &DirArgs) -> anyhow::Result<Outcome> {
+    let record = read_record(&args.dir)?;
+    let client = client()?;
+    let mut all = true;
+    for m in &record.nodes {
+        let up = alive(m.pid) && healthy(&client, &m.url);
+        all &= up;
+        println!(
+            "{}",
+            json!({"index": m.index, "url": m.url, "did": m.did, "pid": m.pid, "healthy": up})
+        );
+    }
+    Ok(if all { Outcome::Ok } else { Outcome::Failing })
+}
+
+/// `meshnode cluster stop`.
+pub fn stop(args: &DirArgs) -> anyhow::Result<Outcome> {
+    let record = read_record(&args.dir)?;
+    for m in &record.nodes {
+        if alive(m.pid)
+            && let Some(pid) = rustix::process::Pid::from_raw(m.pid as i32)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for m in &record.nodes {
+        while alive(m.pid) {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "node {} (pid {}) did not stop",
+                m.index,
+                m.pid
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    std::fs::remove_file(args.dir.join(FILE))?;
+    eprintln!(
+        "meshnode: stopped {} nodes; their directories stay in {}",
+        record.nodes.len(),
+        args.dir.display()
+    );
+    Ok(Outcome::Ok)
+}
