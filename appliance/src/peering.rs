@@ -15,10 +15,11 @@ use crate::config::{PeerSection, PeeringSection};
 /// One round with `peer`: the store at `db` reconciled with it.
 fn round(
     db: &std::path::Path,
+    durability: fleetmesh_relay::store::Durability,
     peer: &PeerSection,
 ) -> anyhow::Result<fleetmesh_relay::sync::SyncReport> {
     use anyhow::Context as _;
-    let mut store = fleetmesh_relay::store::Store::open(db)?;
+    let mut store = fleetmesh_relay::store::Store::open_durable(db, durability)?;
     let opts = fleetmesh_relay::sync::SyncOptions {
         filter: serde_json::from_str(&peer.filter).context("the peer's filter")?,
         ..Default::default()
@@ -35,8 +36,13 @@ fn round(
     ))?)
 }
 
-/// Starts a task per peer of `config` on the store at `db`.
-pub fn start(db: PathBuf, config: &PeeringSection) -> crate::tasks::Tasks {
+/// Starts a task per peer of `config` on the store at `db`, committing with the node's
+/// `durability`.
+pub fn start(
+    db: PathBuf,
+    config: &PeeringSection,
+    durability: fleetmesh_relay::store::Durability,
+) -> crate::tasks::Tasks {
     let every = Duration::from_secs(config.interval_secs);
     let tasks = config
         .peers
@@ -49,7 +55,7 @@ pub fn start(db: PathBuf, config: &PeeringSection) -> crate::tasks::Tasks {
                 loop {
                     tokio::time::sleep(wait).await;
                     let (d, p) = (db.clone(), peer.clone());
-                    let done = tokio::task::spawn_blocking(move || round(&d, &p)).await;
+                    let done = tokio::task::spawn_blocking(move || round(&d, durability, &p)).await;
                     let url = peer.url.clone();
                     match done {
                         Ok(Ok(r)) => {

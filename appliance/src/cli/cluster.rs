@@ -146,7 +146,12 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
         })
         .collect::<std::io::Result<Vec<u16>>>()
         .context("choosing free ports")?;
-    let mut nodes = Vec::with_capacity(args.nodes);
+    // recorded as each starts, so that `cluster stop` ends what did start if a later
+    // node fails
+    let mut record = Record {
+        topology: args.topology,
+        nodes: Vec::with_capacity(args.nodes),
+    };
     for (i, port) in ports.iter().enumerate() {
         let dir = args.dir.join(format!("node-{i}"));
         if !dir.join(crate::config::FILE).exists() {
@@ -195,19 +200,15 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
                 .context("starting meshnode run")?
         };
         let did = fleetmesh_proto::NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?.did();
-        nodes.push(Member {
+        record.nodes.push(Member {
             index: i,
             url: format!("http://127.0.0.1:{port}"),
             did,
             dir,
             pid: child.id(),
         });
+        std::fs::write(args.dir.join(FILE), serde_json::to_vec_pretty(&record)?)?;
     }
-    let record = Record {
-        topology: args.topology,
-        nodes,
-    };
-    std::fs::write(args.dir.join(FILE), serde_json::to_vec_pretty(&record)?)?;
     let client = client()?;
     let deadline = Instant::now() + Duration::from_secs(60);
     for m in &record.nodes {

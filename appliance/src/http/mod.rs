@@ -302,7 +302,11 @@ pub async fn run(
         node.config.api.jobs_by_key,
     );
     // stores reconciled with the peers of [peering]
-    let peering = crate::peering::start(node.dir.join(crate::node::DB_FILE), &node.config.peering);
+    let peering = crate::peering::start(
+        node.dir.join(crate::node::DB_FILE),
+        &node.config.peering,
+        node.config.store.durability,
+    );
     // messages held for this node by its mediator ([didcomm] mediator)
     let pickup = didcomm.spawn_pickup();
     let watcher = node.config.manifests.watch.then(|| {
