@@ -98,10 +98,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }
         Command::Run(args) => run(&args.dir, args.listen, &args.model, |_| {}),
         Command::Up(args) => {
-            let dir = match args.dir {
-                Some(d) => d,
-                None => node::default_home()?,
-            };
+            let dir = node::dir_or_home(args.dir)?;
             if !node::exists(&dir) {
                 let settings = manifest::NodeSettings {
                     listen: args.listen,
@@ -147,10 +144,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }
         Command::Schema(cmd) => cli::schema::run(cmd),
         Command::Apply(args) => {
-            let dir = match args.dir {
-                Some(d) => d,
-                None => node::default_home()?,
-            };
+            let dir = node::dir_or_home(args.dir)?;
             let mut docs = Vec::new();
             for f in &args.files {
                 docs.extend(manifest::read_documents(f)?);
@@ -186,10 +180,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }
         Command::Sync(args) => cli::sync::run(args),
         Command::Did(cli::DidCommand::Show { dir }) => {
-            let dir = match dir {
-                Some(d) => d,
-                None => node::default_home()?,
-            };
+            let dir = node::dir_or_home(dir)?;
             cli::did::show(&dir)
         }
         Command::Did(cli::DidCommand::Resolve(args)) => cli::did::resolve(&args),
@@ -209,10 +200,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 cli::CtlCommand::Config { dir } => ("config", dir),
                 cli::CtlCommand::Reload { dir } => ("reload", dir),
             };
-            let dir = match dir {
-                Some(d) => d,
-                None => node::default_home()?,
-            };
+            let dir = node::dir_or_home(dir)?;
             let answer = control::ask(&dir, name)?;
             if name == "reload" {
                 if let Some(why) = answer["error"]["message"].as_str() {

@@ -46,6 +46,14 @@ pub fn exists(dir: &Path) -> bool {
     dir.join(config::FILE).exists()
 }
 
+/// `dir` when given, else [`default_home`]: what every command taking `[DIR]` reads.
+pub fn dir_or_home(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match dir {
+        Some(d) => Ok(d),
+        None => default_home(),
+    }
+}
+
 /// The default node directory: `$MESHNODE_HOME`, else the platform data directory
 /// (`~/.local/share/fleetmesh` on Linux).
 pub fn default_home() -> anyhow::Result<PathBuf> {
@@ -319,6 +327,30 @@ pub fn buyer_identity(dir: &Path) -> anyhow::Result<NodeKeys> {
     NodeKeys::load(dir).with_context(|| format!("the buyer's keys in {}", dir.display()))
 }
 
+/// This build, as a descriptor names it.
+fn software() -> Software {
+    Software {
+        name: "fleetmesh".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    }
+}
+
+/// The descriptor of an identity that is not a node (a buyer's): a leaf with no relays
+/// and no endpoints, which a DIDComm message carries so that its answer can be encrypted
+/// back.
+pub fn leaf_descriptor(keys: &NodeKeys, created_at: u64) -> anyhow::Result<Event> {
+    let info = DescriptorInfo {
+        software: software(),
+        class: fleetmesh_proto::NodeClass::Leaf,
+        operator: None,
+        relays: Vec::new(),
+        endpoints: Vec::new(),
+        protocol_digest: SchemaSet::embedded().digest().to_hex(),
+        predecessor: None,
+    };
+    Ok(keys.descriptor(&info, created_at)?)
+}
+
 /// The file in the key directory that holds the rotation proof of the key the node
 /// rotated from (`meshnode keys rotate`), named in its descriptor.
 pub const PREDECESSOR_FILE: &str = "predecessor.json";
@@ -346,10 +378,7 @@ pub fn descriptor(
 ) -> anyhow::Result<Event> {
     let schemas = SchemaSet::embedded();
     let info = DescriptorInfo {
-        software: Software {
-            name: "fleetmesh".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
+        software: software(),
         class: config.node.class,
         operator: config.node.operator.clone(),
         relays: config.node.relays.clone(),

@@ -201,16 +201,18 @@ pub(crate) fn by_didcomm(
     job_id: &str,
     by_key: &ByKey,
 ) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(
-        !by_key.relays.is_empty(),
-        "--via didcomm needs a --relay that holds the provider's descriptor"
-    );
-    let doc = PeerDoc::parse(&provider_document(provider, &by_key.relays)?)?;
+    let value = provider_document(provider, &by_key.relays, "--via didcomm")?;
+    let doc = PeerDoc::parse(&value)?;
     didcomm_with(keys, provider, body, job_id, by_key, &doc)
 }
 
-/// The provider's DID document, resolved through `relays`.
-fn provider_document(provider: &str, relays: &[String]) -> anyhow::Result<Value> {
+/// The provider's DID document, resolved through `relays` (which `what`, the option that
+/// asked for it, needs).
+fn provider_document(provider: &str, relays: &[String], what: &str) -> anyhow::Result<Value> {
+    anyhow::ensure!(
+        !relays.is_empty(),
+        "{what} needs a --relay that holds the provider's descriptor"
+    );
     let key = <[u8; 32]>::try_from(hex::decode(provider)?.as_slice()).context("a 32-byte key")?;
     crate::cli::did::resolve_document(&fleetmesh_proto::identity::did_for(&key), relays, None, 10)
 }
@@ -225,11 +227,7 @@ pub(crate) fn by_auto(
     job_id: &str,
     by_key: &ByKey,
 ) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(
-        !by_key.relays.is_empty(),
-        "--to without --node needs a --relay that holds the provider's descriptor"
-    );
-    let value = provider_document(provider, &by_key.relays)?;
+    let value = provider_document(provider, &by_key.relays, "--to without --node")?;
     let doc = PeerDoc::parse(&value)?;
     if !doc.services.is_empty() {
         return didcomm_with(keys, provider, body, job_id, by_key, &doc);
@@ -261,21 +259,7 @@ fn didcomm_with(
 ) -> anyhow::Result<Outcome> {
     let route = route(doc, &by_key.relays)?;
     let now = crate::node::unix_now();
-    let descriptor = keys.descriptor(
-        &fleetmesh_proto::DescriptorInfo {
-            software: fleetmesh_proto::identity::Software {
-                name: "fleetmesh".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-            class: fleetmesh_proto::NodeClass::Leaf,
-            operator: None,
-            relays: Vec::new(),
-            endpoints: Vec::new(),
-            protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
-            predecessor: None,
-        },
-        now,
-    )?;
+    let descriptor = crate::node::leaf_descriptor(keys, now)?;
     let client = reqwest::blocking::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
         .build()?;

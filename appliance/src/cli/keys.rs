@@ -5,7 +5,7 @@
 //! it too). Relays then refuse the revoked key's later events, and `did resolve` follows
 //! a rotation to the new key.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
@@ -75,13 +75,6 @@ pub struct RevokeArgs {
     pub replacement: Option<String>,
     #[command(flatten)]
     pub publish: Publish,
-}
-
-fn node_dir(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
-    match dir {
-        Some(d) => Ok(d.to_path_buf()),
-        None => crate::node::default_home(),
-    }
 }
 
 /// The node's stored revocation, if any; a new one keeps its entries.
@@ -175,7 +168,7 @@ fn done(events: &[Event], p: &Publish) -> anyhow::Result<Outcome> {
 
 /// `meshnode keys revoke`: prints the revocation event.
 pub fn revoke(args: &RevokeArgs) -> anyhow::Result<Outcome> {
-    let dir = node_dir(args.dir.as_deref())?;
+    let dir = crate::node::dir_or_home(args.dir.clone())?;
     let mut node = Node::open(&dir)?;
     let key = args.key.to_ascii_lowercase();
     let k = &node.keys;
@@ -213,7 +206,7 @@ pub fn revoke(args: &RevokeArgs) -> anyhow::Result<Outcome> {
 
 /// `meshnode keys rotate`: prints the old key's revocation and the new key's descriptor.
 pub fn rotate(args: &RotateArgs) -> anyhow::Result<Outcome> {
-    let dir = node_dir(args.dir.as_deref())?;
+    let dir = crate::node::dir_or_home(args.dir.clone())?;
     let mut node = Node::open(&dir)?;
     let new = NodeKeys::generate()?;
     let now = crate::node::unix_now();

@@ -656,19 +656,7 @@ mod tests {
     #[test]
     fn a_sender_is_answered_only_by_its_own_unexpired_descriptor() {
         let keys = NodeKeys::generate().unwrap();
-        let info = fleetmesh_proto::DescriptorInfo {
-            software: fleetmesh_proto::identity::Software {
-                name: "fleetmesh".into(),
-                version: "0.1.0".into(),
-            },
-            class: fleetmesh_proto::NodeClass::Leaf,
-            operator: None,
-            relays: vec![],
-            endpoints: vec![],
-            protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
-            predecessor: None,
-        };
-        let descriptor = keys.descriptor(&info, 1_000).unwrap();
+        let descriptor = crate::node::leaf_descriptor(&keys, 1_000).unwrap();
         let with = |event: &Event, from: &str| {
             let mut m = Message::new("t", json!({})).unwrap();
             m.from = Some(from.to_owned());
