@@ -579,10 +579,7 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
     let m_doc = PeerDoc::parse(&m_doc).unwrap();
     let m_key = m_did.strip_prefix("did:nostr:").unwrap();
     let routing = format!("{m_did}#x25519");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = unix_now();
     // a forward to q through m, carrying `item`: m's answer
     let via_m = |item: Value| {
         let fwd = forward(&item, &q_did, &m_doc, &routing).unwrap();
@@ -683,20 +680,8 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
     assert_eq!(refusal["error"]["code"], "by_key_off", "{refusal}");
 
     // a buyer whose key revoked itself (as p's relay knows) is refused
-    use fleetmesh_proto::noun::Noun as _;
     let buyer_keys = fleetmesh_proto::NodeKeys::load(&buyer.path().join("keys")).unwrap();
-    let revocation = fleetmesh_proto::nodes::Revocation {
-        revoked: vec![fleetmesh_proto::nodes::RevokedKey {
-            key_type: fleetmesh_proto::KeyType::Secp256k1,
-            public: buyer_keys.nostr_pubkey_hex(),
-            revoked_at: now - 5,
-            reason: fleetmesh_proto::RevocationReason::Compromised,
-            replacement: None,
-        }],
-        successor: None,
-    }
-    .sign(&buyer_keys, now - 10)
-    .unwrap();
+    let revocation = self_revocation(&buyer_keys, now - 5, now - 10, None);
     runtime().block_on(publish_all(&p_relay, &[revocation]));
     let o = submit(&p_did, &[&p_relay], &work.path().join("revoked"), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));

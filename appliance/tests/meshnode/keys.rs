@@ -5,7 +5,6 @@
 
 use super::*;
 use fleetmesh_proto::NodeKeys;
-use fleetmesh_proto::noun::Noun as _;
 
 fn descriptor_of(dir: &Path) -> fleetmesh_proto::Event {
     let text = std::fs::read_to_string(dir.join("descriptor.json")).unwrap();
@@ -94,10 +93,7 @@ fn revocations_and_rotations_reach_another_node_which_refuses_the_old_key_and_fo
         (Some(11802), Some(11801))
     );
     assert_eq!(printed[1]["pubkey"], new.nostr_pubkey_hex());
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = unix_now();
     let late = old
         .sign(fleetmesh_proto::UnsignedEvent {
             created_at: now + 1,
@@ -142,18 +138,7 @@ fn revocations_and_rotations_reach_another_node_which_refuses_the_old_key_and_fo
         NodeKeys::load(&d.join("keys")).unwrap(),
         NodeKeys::load(&e.join("keys")).unwrap(),
     );
-    let claim = fleetmesh_proto::nodes::Revocation {
-        revoked: vec![fleetmesh_proto::nodes::RevokedKey {
-            key_type: fleetmesh_proto::KeyType::Secp256k1,
-            public: d_keys.nostr_pubkey_hex(),
-            revoked_at: now - 10,
-            reason: fleetmesh_proto::RevocationReason::Superseded,
-            replacement: Some(e_keys.nostr_pubkey_hex()),
-        }],
-        successor: Some(e_keys.nostr_pubkey_hex()),
-    }
-    .sign(&d_keys, now - 20)
-    .unwrap();
+    let claim = self_revocation(&d_keys, now - 10, now - 20, Some(e_keys.nostr_pubkey_hex()));
     runtime().block_on(publish_all(
         &relay,
         &[descriptor_of(&d), descriptor_of(&e), claim],

@@ -132,6 +132,24 @@ fn a_job_gift_wrapped_through_the_relay_runs_and_its_answer_comes_back_wrapped()
     }
     assert_eq!(counted("accepted"), 2.0);
 
+    // a buyer whose key revoked itself (as the node's relay knows): its wrap is opened,
+    // refused and counted, and nothing runs
+    let buyer_keys = NodeKeys::load(&buyer.path().join("keys")).unwrap();
+    let now = unix_now();
+    let revocation = self_revocation(&buyer_keys, now - 5, now - 10, None);
+    runtime().block_on(publish_all(&relay, &[revocation]));
+    let refused_before = counted("refused");
+    // another job: the relay still holds the answers about the first
+    let flags = ["--via", "giftwrap", "--relay", &relay, "--wait-secs", "3"];
+    let o = submit(
+        &did,
+        &[&flags[..], &["--idempotency-key", "after-revocation"]].concat(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("no answer for job"), "{}", stderr(&o));
+    assert!(counted("refused") > refused_before, "{}", d.scrape().text);
+    assert_eq!(counted("accepted"), 2.0);
+
     // bad input, refused before anything is sent
     let o = submit(&did, &["--via", "didcomm"]);
     assert_eq!(o.status.code(), Some(2));

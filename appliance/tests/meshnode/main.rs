@@ -273,6 +273,42 @@ async fn req_events(url: &str, filter: Value) -> Vec<Value> {
     }
 }
 
+/// Unix seconds now.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// `keys` revoking its own Nostr key from `revoked_at` (kind 11802, signed at
+/// `created_at`), naming `successor` when it hands over to another key.
+fn self_revocation(
+    keys: &fleetmesh_proto::NodeKeys,
+    revoked_at: u64,
+    created_at: u64,
+    successor: Option<String>,
+) -> fleetmesh_proto::Event {
+    use fleetmesh_proto::noun::Noun as _;
+    let reason = if successor.is_some() {
+        fleetmesh_proto::RevocationReason::Superseded
+    } else {
+        fleetmesh_proto::RevocationReason::Compromised
+    };
+    fleetmesh_proto::nodes::Revocation {
+        revoked: vec![fleetmesh_proto::nodes::RevokedKey {
+            key_type: fleetmesh_proto::KeyType::Secp256k1,
+            public: keys.nostr_pubkey_hex(),
+            revoked_at,
+            reason,
+            replacement: successor.clone(),
+        }],
+        successor,
+    }
+    .sign(keys, created_at)
+    .unwrap()
+}
+
 /// Publishes `events` on `url` and waits for every OK true.
 async fn publish_all(url: &str, events: &[fleetmesh_proto::Event]) {
     let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();

@@ -34,10 +34,7 @@ pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// A kind-1 note by `keys`, now.
 pub(crate) fn note(keys: &fleetmesh_proto::NodeKeys, text: &str) -> fleetmesh_proto::Event {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = unix_now();
     keys.sign(fleetmesh_proto::UnsignedEvent {
         created_at: now,
         kind: 1,
@@ -113,4 +110,19 @@ fn peering_settings_are_checked_at_start_up() {
         "127.0.0.1:0",
     ]);
     assert_usage_error(&o, "filter");
+    // and so are [didcomm]'s: a mediator without its URL
+    edit_config(
+        dir.path(),
+        &[
+            ("filter = '{\"kinds\": \"one\"}'\n", ""),
+            ("[didcomm]\n", "[didcomm]\nmediator = \"did:nostr:ab\"\n"),
+        ],
+    );
+    let o = run(&[
+        "run",
+        dir.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_usage_error(&o, "give both or neither");
 }
