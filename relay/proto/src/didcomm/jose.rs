@@ -291,8 +291,6 @@ pub struct Opened {
     pub plain: Vec<u8>,
     /// The recipient key id that opened it.
     pub kid: String,
-    /// Every recipient key id it names.
-    pub to_kids: Vec<String>,
     /// The authenticated sender's key id (authcrypt), `None` for anoncrypt.
     pub skid: Option<String>,
     /// The content encryption.
@@ -398,7 +396,6 @@ pub(crate) fn open(
     Ok(Opened {
         plain,
         kid: to_kids[index].to_owned(),
-        to_kids: to_kids.into_iter().map(str::to_owned).collect(),
         skid,
         enc,
     })
