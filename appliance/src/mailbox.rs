@@ -242,8 +242,10 @@ impl Mailbox {
             return;
         }
         let sender = hex::encode(opened.sender);
-        if let Some(at) = self.relay.revoked().since(&opened.sender)
-            && at <= crate::node::unix_now()
+        if let Some(at) = self
+            .relay
+            .revoked()
+            .revoked_by(&opened.sender, crate::node::unix_now())
         {
             count("refused");
             tracing::info!(sender, revoked_at = at, "a gift wrap from a revoked key");

@@ -74,17 +74,23 @@ impl Revoked {
             .copied()
     }
 
+    /// When `pubkey` was revoked, if that is at or before `t`: what speaks for it at `t`
+    /// is refused.
+    pub fn revoked_by(&self, pubkey: &[u8; 32], t: u64) -> Option<u64> {
+        self.since(pubkey).filter(|at| *at <= t)
+    }
+
     /// The refusal (NIP-01 `blocked:`) of an event by a key revoked at or before its
     /// `created_at`.
     ///
     /// # Errors
     /// The message to send back.
     pub fn check(&self, event: &Event) -> Result<(), String> {
-        match self.since(&event.pubkey) {
-            Some(at) if event.created_at >= at => Err(format!(
+        match self.revoked_by(&event.pubkey, event.created_at) {
+            Some(at) => Err(format!(
                 "blocked: the author's key was revoked at {at} (kind 11802)"
             )),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 

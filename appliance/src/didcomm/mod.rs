@@ -214,8 +214,8 @@ impl DidComm {
         };
         let revoked_at = <[u8; 32]>::try_from(hex::decode(&sender).unwrap_or_default().as_slice())
             .ok()
-            .and_then(|k| self.revoked.since(&k));
-        if let Some(at) = revoked_at.filter(|at| *at <= now) {
+            .and_then(|k| self.revoked.revoked_by(&k, now));
+        if let Some(at) = revoked_at {
             count("refused");
             return Outcome::Refused(
                 403,
