@@ -11,6 +11,9 @@ use fleetmesh_kernels::BackendChoice;
 use fleetmesh_proto::{Endpoint, Mode, NodeClass};
 use serde::{Deserialize, Serialize};
 
+mod peering;
+pub use peering::{PeerSection, PeeringSection};
+
 /// File name of the configuration inside a node directory.
 pub const FILE: &str = "meshnode.toml";
 
@@ -42,44 +45,6 @@ pub struct Config {
     pub didcomm: DidcommSection,
     /// Peers whose stores the node keeps reconciled with its own.
     pub peering: PeeringSection,
-}
-
-/// `[peering]`: peers whose stores the node reconciles with its own by NIP-77 on a
-/// schedule, over their relay faces (`ws://`, `wss://`), both ways; every fetched event is
-/// verified before it is stored. Not reloadable: restart to change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PeeringSection {
-    /// Seconds between two rounds with a peer; after a failed round the wait doubles, up
-    /// to ten times this. 1 to 86 400. Default 30.
-    pub interval_secs: u64,
-    /// The peers: `[[peering.peers]] url = "wss://…"`, and optionally `filter`, the NIP-01
-    /// filter (JSON) of the events exchanged (default: all). Default: none.
-    pub peers: Vec<PeerSection>,
-}
-
-impl Default for PeeringSection {
-    fn default() -> Self {
-        PeeringSection {
-            interval_secs: 30,
-            peers: Vec::new(),
-        }
-    }
-}
-
-/// One `[[peering.peers]]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PeerSection {
-    /// The peer's relay face, `ws://` or `wss://`.
-    pub url: String,
-    /// The NIP-01 filter of the events exchanged, JSON. Default `{}`: all.
-    #[serde(default = "all_events")]
-    pub filter: String,
-}
-
-fn all_events() -> String {
-    "{}".to_owned()
 }
 
 /// `[didcomm]`: the node takes DIDComm v2 messages at `POST /didcomm` (compute/1.0 jobs
@@ -639,24 +604,7 @@ impl Config {
             1,
             3600,
         )?;
-        range(
-            "[peering] interval_secs",
-            self.peering.interval_secs,
-            1,
-            86_400,
-        )?;
-        for p in &self.peering.peers {
-            if !(p.url.starts_with("ws://") || p.url.starts_with("wss://")) {
-                return Err(format!(
-                    "[[peering.peers]] url = {:?}: a ws:// or wss:// URL",
-                    p.url
-                ));
-            }
-            let filter: serde_json::Value = serde_json::from_str(&p.filter)
-                .map_err(|e| format!("[[peering.peers]] {} filter: not JSON: {e}", p.url))?;
-            fleetmesh_proto::filter::Filter::from_value(&filter, Default::default())
-                .map_err(|e| format!("[[peering.peers]] {} filter: {e}", p.url))?;
-        }
+        self.peering.check()?;
         let d = &self.didcomm;
         range("[didcomm] hold_per_did", d.hold_per_did as u64, 1, 100_000)?;
         range("[didcomm] hold_bytes", d.hold_bytes, 1 << 20, 4 << 30)?;

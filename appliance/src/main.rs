@@ -9,12 +9,15 @@ mod config;
 mod control;
 mod demo;
 mod didcomm;
+#[cfg(feature = "federation")]
+mod federation;
 mod http;
 mod mailbox;
 mod manifest;
 mod models;
 mod node;
 mod peering;
+mod peers;
 mod reconcile;
 mod tasks;
 
@@ -186,6 +189,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Did(cli::DidCommand::Resolve(args)) => cli::did::resolve(&args),
         Command::Wrap(args) => cli::giftwrap::wrap(&args),
         Command::Unwrap(args) => cli::giftwrap::unwrap(&args),
+        Command::Peers(args) => cli::peers::peers(&args),
         Command::Cluster(cli::cluster::ClusterCommand::Start(args)) => cli::cluster::start(&args),
         Command::Cluster(cli::cluster::ClusterCommand::Status(args)) => cli::cluster::status(&args),
         Command::Cluster(cli::cluster::ClusterCommand::Stop(args)) => cli::cluster::stop(&args),

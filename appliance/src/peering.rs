@@ -1,47 +1,108 @@
 //! Peering over the relay faces: the daemon keeps its store reconciled with each peer of
 //! `[peering]` by NIP-77 (`fleetmesh_relay::sync`, both ways, every fetched event verified
 //! and a revoked key's later events left out), one round per peer every `interval_secs`,
-//! the wait doubling after a failed round up to ten times that. This is the WebSocket
-//! transport of the federation (`ws://`, `wss://`), the fallback the QUIC and gossip
-//! transports will share the schedule with. Each round runs on a blocking thread with its
-//! own store connection; what it moved is logged and counted
-//! (`fleetmesh_peering_rounds_total{peer,outcome}`, `fleetmesh_peering_events_total{peer,direction}`).
+//! the wait doubling after a failed round up to ten times that; new events here start a
+//! round at once ([`Peers::kick_all`]). This is the WebSocket transport of the federation
+//! (`ws://`, `wss://` with the web's roots and the peer's `ca`), the fallback beside the
+//! QUIC links of [`crate::federation`], on the same schedule. Each round runs on a blocking
+//! thread with its own store connection; what it moved is logged, counted
+//! (`fleetmesh_peering_rounds_total{peer,outcome}`, `fleetmesh_peering_events_total{peer,direction}`)
+//! and kept in the [`Peers`] table.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{PeerSection, PeeringSection};
+use crate::config::PeeringSection;
+use crate::peers::Peers;
 
-/// One round with `peer`: the store at `db` reconciled with it.
-fn round(
+/// Whom a round is with.
+pub(crate) enum Target {
+    /// A relay face, `ws://` or `wss://`.
+    Url(String),
+    /// A peer link of another transport (QUIC), named for errors.
+    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
+    Link(String, fleetmesh_relay::sync::Link),
+}
+
+/// One round with `target`: the store at `db` reconciled with it over `filter` (JSON);
+/// `ca` adds trust anchors for a `wss://` peer.
+pub(crate) fn round(
     db: &std::path::Path,
     durability: fleetmesh_relay::store::Durability,
-    peer: &PeerSection,
+    filter: &str,
+    ca: Option<&std::path::Path>,
+    target: Target,
 ) -> anyhow::Result<fleetmesh_relay::sync::SyncReport> {
     use anyhow::Context as _;
     let mut store = fleetmesh_relay::store::Store::open_durable(db, durability)?;
+    let ca_pem = match ca {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => None,
+    };
     let opts = fleetmesh_relay::sync::SyncOptions {
-        filter: serde_json::from_str(&peer.filter).context("the peer's filter")?,
+        filter: serde_json::from_str(filter).context("the peer's filter")?,
+        ca_pem,
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    Ok(runtime.block_on(fleetmesh_relay::sync::sync(
-        &mut store,
-        &peer.url,
-        &opts,
-        |_| {},
-    ))?)
+    Ok(runtime.block_on(async {
+        match target {
+            Target::Url(url) => fleetmesh_relay::sync::sync(&mut store, &url, &opts, |_| {}).await,
+            Target::Link(name, link) => {
+                fleetmesh_relay::sync::sync_over(&mut store, &name, link, &opts, |_| {}).await
+            }
+        }
+    })?)
+}
+
+/// Records a finished round with `peer` (its URL or key, as labelled) in the metrics, the
+/// log and `table`; the wait before the next round (`every`, or `wait` doubled after a
+/// failure, up to ten times `every`).
+pub(crate) fn record(
+    table: &Peers,
+    peer: &str,
+    outcome: anyhow::Result<fleetmesh_relay::sync::SyncReport>,
+    every: Duration,
+    wait: Duration,
+) -> Duration {
+    match outcome {
+        Ok(r) => {
+            metrics::counter!("fleetmesh_peering_rounds_total", "peer" => peer.to_owned(), "outcome" => "ok").increment(1);
+            for (direction, n) in [
+                ("fetched", r.fetched),
+                ("sent", r.pushed),
+                ("refused", r.fetch_failed + r.push_refused),
+            ] {
+                metrics::counter!("fleetmesh_peering_events_total", "peer" => peer.to_owned(), "direction" => direction).increment(n as u64);
+            }
+            if r.fetched + r.pushed + r.fetch_failed + r.push_refused > 0 {
+                tracing::info!(%peer, fetched = r.fetched, sent = r.pushed, refused = r.fetch_failed + r.push_refused, "peering round");
+            }
+            table.round(peer, Ok(&r));
+            every
+        }
+        Err(e) => {
+            let next = (wait * 2).min(every * 10);
+            metrics::counter!("fleetmesh_peering_rounds_total", "peer" => peer.to_owned(), "outcome" => "failed").increment(1);
+            tracing::warn!(%peer, error = %format!("{e:#}"), next_secs = next.as_secs(), "peering round failed");
+            table.round(peer, Err(format!("{e:#}")));
+            next
+        }
+    }
 }
 
 /// Starts a task per peer of `config` on the store at `db`, committing with the node's
-/// `durability`.
+/// `durability`; each round is recorded in `table`.
 pub fn start(
     db: PathBuf,
     config: &PeeringSection,
     durability: fleetmesh_relay::store::Durability,
+    table: std::sync::Arc<Peers>,
 ) -> crate::tasks::Tasks {
     let every = Duration::from_secs(config.interval_secs);
     let tasks = config
@@ -50,28 +111,40 @@ pub fn start(
         .cloned()
         .map(|peer| {
             let db = db.clone();
+            let table = table.clone();
+            let kick = table.kick();
+            table.update(&peer.url, |v| {
+                v.transport = Some(peer.url.split("://").next().unwrap_or("ws").to_owned());
+                v.addrs = vec![peer.url.clone()];
+            });
             tokio::spawn(async move {
                 let mut wait = every;
                 loop {
-                    tokio::time::sleep(wait).await;
+                    // new events here start a round early (not while backing off)
+                    if wait > every {
+                        tokio::time::sleep(wait).await;
+                    } else {
+                        let _ = tokio::time::timeout(wait, kick.notified()).await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                     let (d, p) = (db.clone(), peer.clone());
-                    let done = tokio::task::spawn_blocking(move || round(&d, durability, &p)).await;
-                    let url = peer.url.clone();
-                    match done {
-                        Ok(Ok(r)) => {
-                            wait = every;
-                            metrics::counter!("fleetmesh_peering_rounds_total", "peer" => url.clone(), "outcome" => "ok").increment(1);
-                            for (direction, n) in [("fetched", r.fetched), ("sent", r.pushed), ("refused", r.fetch_failed + r.push_refused)] {
-                                metrics::counter!("fleetmesh_peering_events_total", "peer" => url.clone(), "direction" => direction).increment(n as u64);
-                            }
-                            tracing::info!(peer = %url, fetched = r.fetched, sent = r.pushed, refused = r.fetch_failed + r.push_refused, "peering round");
-                        }
-                        Ok(Err(e)) => {
-                            wait = (wait * 2).min(every * 10);
-                            metrics::counter!("fleetmesh_peering_rounds_total", "peer" => url.clone(), "outcome" => "failed").increment(1);
-                            tracing::warn!(peer = %url, error = %format!("{e:#}"), next_secs = wait.as_secs(), "peering round failed");
-                        }
-                        Err(_) => return,
+                    let Ok(done) = tokio::task::spawn_blocking(move || {
+                        round(
+                            &d,
+                            durability,
+                            &p.filter,
+                            p.ca.as_deref(),
+                            Target::Url(p.url.clone()),
+                        )
+                    })
+                    .await
+                    else {
+                        return;
+                    };
+                    let fetched = done.as_ref().is_ok_and(|r| r.fetched > 0);
+                    wait = record(&table, &peer.url, done, every, wait);
+                    if fetched {
+                        table.kick_all();
                     }
                 }
             })

@@ -146,11 +146,31 @@ fn tls_config(peer: &str, ca_pem: Option<&[u8]>) -> Result<std::sync::Arc<rustls
     Ok(std::sync::Arc::new(config))
 }
 
+/// A conversation with a peer relay over a transport other than a WebSocket (an iroh QUIC
+/// stream, say): NIP-01 text messages each way. The transport pumps its frames through the
+/// two channels; either channel closing ends the conversation.
+#[derive(Debug)]
+pub struct Link {
+    /// Messages to the peer.
+    pub tx: tokio::sync::mpsc::Sender<String>,
+    /// Messages from the peer.
+    pub rx: tokio::sync::mpsc::Receiver<String>,
+}
+
+enum Wire {
+    Ws(
+        Box<
+            tokio_tungstenite::WebSocketStream<
+                tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+            >,
+        >,
+    ),
+    Link(Link),
+}
+
 struct Peer {
     url: String,
-    ws: tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
+    wire: Wire,
     timeout: Duration,
 }
 
@@ -181,9 +201,41 @@ impl Peer {
             })?;
         Ok(Peer {
             url: peer.to_owned(),
-            ws,
+            wire: Wire::Ws(Box::new(ws)),
             timeout,
         })
+    }
+
+    /// A conversation over `link`, named `name` in errors.
+    fn over(name: &str, link: Link, timeout: Duration) -> Peer {
+        Peer {
+            url: name.to_owned(),
+            wire: Wire::Link(link),
+            timeout,
+        }
+    }
+
+    async fn close(&mut self) {
+        match &mut self.wire {
+            Wire::Ws(ws) => {
+                let _ = ws.as_mut().close(None).await;
+            }
+            Wire::Link(link) => link.rx.close(),
+        }
+    }
+
+    /// The next text message, `None` when the conversation is over (cancel-safe).
+    async fn next_text(&mut self) -> Option<Result<String>> {
+        match &mut self.wire {
+            Wire::Ws(ws) => loop {
+                match ws.next().await? {
+                    Ok(Message::Text(t)) => return Some(Ok(t.as_str().to_owned())),
+                    Ok(_) => {}
+                    Err(e) => return Some(Err(self.err(format!("receive: {e}")))),
+                }
+            },
+            Wire::Link(link) => link.rx.recv().await.map(Ok),
+        }
     }
 
     fn err(&self, reason: impl Into<String>) -> Error {
@@ -195,27 +247,28 @@ impl Peer {
 
     async fn send(&mut self, text: String) -> Result<usize> {
         let n = text.len();
-        self.ws
-            .send(Message::Text(text.into()))
-            .await
-            .map_err(|e| self.err(format!("send: {e}")))?;
+        match &mut self.wire {
+            Wire::Ws(ws) => ws
+                .send(Message::Text(text.into()))
+                .await
+                .map_err(|e| self.err(format!("send: {e}")))?,
+            Wire::Link(link) => link
+                .tx
+                .send(text)
+                .await
+                .map_err(|_| self.err("send: the link closed"))?,
+        }
         Ok(n)
     }
 
     /// The next JSON array message, and its size.
     async fn recv(&mut self) -> Result<(Value, usize)> {
-        loop {
-            let msg = tokio::time::timeout(self.timeout, self.ws.next())
-                .await
-                .map_err(|_| self.err(format!("no answer within {:?}", self.timeout)))?
-                .ok_or_else(|| self.err("the connection closed"))?
-                .map_err(|e| self.err(format!("receive: {e}")))?;
-            if let Message::Text(t) = msg {
-                let v: Value = serde_json::from_str(t.as_str())
-                    .map_err(|e| self.err(format!("not JSON: {e}")))?;
-                return Ok((v, t.len()));
-            }
-        }
+        let t = tokio::time::timeout(self.timeout, self.next_text())
+            .await
+            .map_err(|_| self.err(format!("no answer within {:?}", self.timeout)))?
+            .ok_or_else(|| self.err("the connection closed"))??;
+        let v: Value = serde_json::from_str(&t).map_err(|e| self.err(format!("not JSON: {e}")))?;
+        Ok((v, t.len()))
     }
 }
 
@@ -310,6 +363,31 @@ pub async fn sync<S: EventStore + ?Sized>(
     store: &mut S,
     peer: &str,
     opts: &SyncOptions,
+    progress: impl FnMut(&SyncProgress),
+) -> Result<SyncReport> {
+    run(store, peer, None, opts, progress).await
+}
+
+/// [`sync`] over `link` instead of a WebSocket: the same conversation with the peer named
+/// `name` (in errors), carried by another transport (the federation's iroh QUIC links).
+///
+/// # Errors
+/// As [`sync`].
+pub async fn sync_over<S: EventStore + ?Sized>(
+    store: &mut S,
+    name: &str,
+    link: Link,
+    opts: &SyncOptions,
+    progress: impl FnMut(&SyncProgress),
+) -> Result<SyncReport> {
+    run(store, name, Some(link), opts, progress).await
+}
+
+async fn run<S: EventStore + ?Sized>(
+    store: &mut S,
+    peer: &str,
+    link: Option<Link>,
+    opts: &SyncOptions,
     mut progress: impl FnMut(&SyncProgress),
 ) -> Result<SyncReport> {
     let filter = parse_filter(peer, &opts.filter)?;
@@ -339,7 +417,10 @@ pub async fn sync<S: EventStore + ?Sized>(
     storage.seal().map_err(neg_err)?;
     let mut neg = Negentropy::owned(storage, opts.frame_size).map_err(neg_err)?;
 
-    let mut p = Peer::connect(peer, opts.ca_pem.as_deref(), opts.timeout).await?;
+    let mut p = match link {
+        Some(link) => Peer::over(peer, link, opts.timeout),
+        None => Peer::connect(peer, opts.ca_pem.as_deref(), opts.timeout).await?,
+    };
     progress(&SyncProgress::Reconciling {
         local_items: report.local_items,
     });
@@ -403,7 +484,7 @@ pub async fn sync<S: EventStore + ?Sized>(
     });
 
     if opts.dry_run {
-        let _ = p.ws.close(None).await;
+        p.close().await;
         return Ok(report);
     }
     if opts.direction != Direction::Push && !need.is_empty() {
@@ -412,7 +493,7 @@ pub async fn sync<S: EventStore + ?Sized>(
     if opts.direction != Direction::Pull && !have.is_empty() {
         push(store, &mut p, &have, opts, &mut report, &mut progress).await?;
     }
-    let _ = p.ws.close(None).await;
+    p.close().await;
     Ok(report)
 }
 
@@ -595,7 +676,7 @@ pub async fn query(
         }
     }
     let _ = p.send(json!(["CLOSE", subid]).to_string()).await;
-    let _ = p.ws.close(None).await;
+    p.close().await;
     Ok(out)
 }
 
@@ -648,12 +729,9 @@ pub async fn subscribe(
     p.send(json!(["REQ", subid, filter]).to_string()).await?;
     loop {
         tokio::select! {
-            msg = p.ws.next() => {
-                let msg = msg
-                    .ok_or_else(|| p.err("the connection closed"))?
-                    .map_err(|e| p.err(format!("receive: {e}")))?;
-                let Message::Text(t) = msg else { continue };
-                let Ok(v) = serde_json::from_str::<Value>(t.as_str()) else { continue };
+            msg = p.next_text() => {
+                let t = msg.ok_or_else(|| p.err("the connection closed"))??;
+                let Ok(v) = serde_json::from_str::<Value>(&t) else { continue };
                 match (v[0].as_str(), v[1].as_str()) {
                     (Some("EVENT"), Some(s)) if s == subid => {
                         let event = Event::from_value(&v[2]).and_then(|e| e.verify().map(|()| e));

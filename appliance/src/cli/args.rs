@@ -85,6 +85,9 @@ pub enum Command {
     /// A local cluster of nodes on loopback, peered in a topology: start, status, stop.
     #[command(subcommand)]
     Cluster(crate::cli::cluster::ClusterCommand),
+    /// The peers a running node sees: key, DID, class, transport, digest match, last
+    /// heartbeat, last sync and what it moved (`GET /v1/peers`).
+    Peers(crate::cli::peers::PeersArgs),
     /// The node's keys: rotate them, or revoke one (kind 11802).
     #[command(subcommand)]
     Keys(crate::cli::keys::KeysCommand),

@@ -1,5 +1,9 @@
-//! `meshnode cluster start|status|stop`: a local cluster of nodes on loopback, peered with
-//! each other in a topology (`[peering]`), for trying the federation and testing it. Each
+//! `meshnode cluster start|status|stop`: a local cluster of nodes on loopback, for trying
+//! the federation and testing it. With `--transport quic` (the default) each node gossips
+//! on loopback, bootstrapped from its neighbours in the topology, finds the others by
+//! gossip and peers with each over QUIC (`[peering] quic_listen`, `gossip_listen`,
+//! `bootstrap`); with `--transport ws` each node names its neighbours' relay faces in
+//! `[[peering.peers]]` and reconciles over WebSocket. Each
 //! node is a `meshnode run` in its own directory under `--dir` (its log in
 //! `node-I/meshnode.log`), in its own process group so that a Ctrl-C at the terminal
 //! leaves it running; `DIR/cluster.json` records them for `status` and `stop`.
@@ -41,6 +45,15 @@ pub enum Topology {
     Line,
 }
 
+/// How the nodes reach each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// Gossip discovery from the topology's neighbours, then QUIC links with every node found.
+    Quic,
+    /// `[[peering.peers]]` relay faces of the topology's neighbours, over WebSocket.
+    Ws,
+}
+
 /// `meshnode cluster start`.
 #[derive(Debug, Args)]
 pub struct StartArgs {
@@ -53,9 +66,12 @@ pub struct StartArgs {
     /// How they peer.
     #[arg(long, value_enum, default_value = "full")]
     pub topology: Topology,
-    /// Seconds between two peering rounds.
+    /// Seconds between two peering rounds (and between two heartbeats).
     #[arg(long, value_name = "SECS", default_value_t = 2)]
     pub interval_secs: u64,
+    /// How they reach each other.
+    #[arg(long, value_enum, default_value = "quic")]
+    pub transport: Transport,
 }
 
 /// `meshnode cluster status|stop`.
@@ -81,7 +97,7 @@ struct Record {
     nodes: Vec<Member>,
 }
 
-/// The peers node `i` of `n` names, by index.
+/// The neighbours node `i` of `n` names (dials, bootstraps from), by index.
 fn peers_of(topology: Topology, i: usize, n: usize) -> Vec<usize> {
     match topology {
         Topology::Full => (i + 1..n).collect(),
@@ -136,28 +152,35 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
     }
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("creating {}", args.dir.display()))?;
+    #[cfg(not(feature = "federation"))]
+    anyhow::ensure!(
+        args.transport == Transport::Ws,
+        "--transport quic: this meshnode was built without the federation feature; use --transport ws"
+    );
     let me = std::env::current_exe().context("finding the meshnode binary")?;
-    // ports chosen before the configs name them
-    let ports = (0..args.nodes)
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-        })
-        .collect::<std::io::Result<Vec<u16>>>()
-        .context("choosing free ports")?;
-    // recorded as each starts, so that `cluster stop` ends what did start if a later
-    // node fails
-    let mut record = Record {
-        topology: args.topology,
-        nodes: Vec::with_capacity(args.nodes),
+    // ports chosen before the configs name them: the face and the gossip (TCP), QUIC (UDP)
+    let tcp = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
     };
-    for (i, port) in ports.iter().enumerate() {
-        let dir = args.dir.join(format!("node-{i}"));
+    let udp = || {
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+    };
+    let ports = (0..args.nodes)
+        .map(|_| Ok((tcp()?, tcp()?, udp()?)))
+        .collect::<std::io::Result<Vec<(u16, u16, u16)>>>()
+        .context("choosing free ports")?;
+    let dirs: Vec<PathBuf> = (0..args.nodes)
+        .map(|i| args.dir.join(format!("node-{i}")))
+        .collect();
+    for (dir, (port, _, _)) in dirs.iter().zip(&ports) {
         if !dir.join(crate::config::FILE).exists() {
             let o = std::process::Command::new(&me)
                 .arg("init")
-                .arg(&dir)
+                .arg(dir)
                 .args(["--face-port", &port.to_string()])
                 .output()
                 .context("running meshnode init")?;
@@ -168,16 +191,46 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
                 String::from_utf8_lossy(&o.stderr)
             );
         }
-        let mut config = crate::config::Config::load(&dir)?;
-        config.face.listen.set_port(*port);
+    }
+    let keys = dirs
+        .iter()
+        .map(|d| fleetmesh_proto::NodeKeys::load(&d.join(crate::node::KEYS_DIR)))
+        .collect::<Result<Vec<_>, _>>()?;
+    // recorded as each starts, so that `cluster stop` ends what did start if a later
+    // node fails
+    let mut record = Record {
+        topology: args.topology,
+        nodes: Vec::with_capacity(args.nodes),
+    };
+    for (i, dir) in dirs.iter().enumerate() {
+        let (port, gossip, quic) = ports[i];
+        let mut config = crate::config::Config::load(dir)?;
+        config.face.listen.set_port(port);
         config.peering.interval_secs = args.interval_secs;
-        config.peering.peers = peers_of(args.topology, i, args.nodes)
-            .into_iter()
-            .map(|j| crate::config::PeerSection {
-                url: format!("ws://127.0.0.1:{}/", ports[j]),
-                filter: "{}".into(),
-            })
-            .collect();
+        let neighbours = peers_of(args.topology, i, args.nodes);
+        match args.transport {
+            Transport::Ws => {
+                config.peering.peers = neighbours
+                    .into_iter()
+                    .map(|j| crate::config::PeerSection {
+                        url: format!("ws://127.0.0.1:{}/", ports[j].0),
+                        filter: "{}".into(),
+                        ca: None,
+                    })
+                    .collect();
+            }
+            Transport::Quic => {
+                config.peering.peers = Vec::new();
+                config.peering.quic_listen = Some(([127, 0, 0, 1], quic).into());
+                config.peering.gossip_listen = Some(format!("/ip4/127.0.0.1/tcp/{gossip}"));
+                config.peering.heartbeat_secs = args.interval_secs.min(3600);
+                config.peering.announce_secs = 10;
+                config.peering.bootstrap = neighbours
+                    .into_iter()
+                    .map(|j| bootstrap_addr(ports[j].1, &keys[j]))
+                    .collect::<anyhow::Result<_>>()?;
+            }
+        }
         fleetmesh_proto::identity::write_private(
             &dir.join(crate::config::FILE).with_extension("toml.tmp"),
             config.to_toml().as_bytes(),
@@ -191,7 +244,7 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
             use std::os::unix::process::CommandExt as _;
             std::process::Command::new(&me)
                 .arg("run")
-                .arg(&dir)
+                .arg(dir)
                 .stdin(std::process::Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log)
@@ -199,12 +252,11 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
                 .spawn()
                 .context("starting meshnode run")?
         };
-        let did = fleetmesh_proto::NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?.did();
         record.nodes.push(Member {
             index: i,
             url: format!("http://127.0.0.1:{port}"),
-            did,
-            dir,
+            did: keys[i].did(),
+            dir: dir.clone(),
             pid: child.id(),
         });
         std::fs::write(args.dir.join(FILE), serde_json::to_vec_pretty(&record)?)?;
@@ -229,6 +281,18 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
         );
     }
     Ok(Outcome::Ok)
+}
+
+/// Node `keys`' gossip address on loopback at `port`.
+#[cfg(feature = "federation")]
+fn bootstrap_addr(port: u16, keys: &fleetmesh_proto::NodeKeys) -> anyhow::Result<String> {
+    let id = fleetmesh_transport::gossip::peer_id_of(&keys.ed25519_public())?;
+    Ok(format!("/ip4/127.0.0.1/tcp/{port}/p2p/{id}"))
+}
+
+#[cfg(not(feature = "federation"))]
+fn bootstrap_addr(_: u16, _: &fleetmesh_proto::NodeKeys) -> anyhow::Result<String> {
+    anyhow::bail!("built without the federation feature")
 }
 
 /// `meshnode cluster status`.

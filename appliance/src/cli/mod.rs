@@ -15,6 +15,7 @@ pub mod giftwrap;
 pub mod infer;
 pub mod job;
 pub mod keys;
+pub mod peers;
 pub mod progress;
 pub mod proof;
 pub mod schema;

@@ -141,12 +141,22 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
     (
         "fleetmesh_peering_rounds_total",
         Kind::Counter,
-        "NIP-77 reconciliation rounds with each peer of [peering], by outcome (ok, failed).",
+        "NIP-77 reconciliation rounds with each peer (a [[peering.peers]] URL or a federation peer's key), by outcome (ok, failed).",
     ),
     (
         "fleetmesh_peering_events_total",
         Kind::Counter,
         "Events moved with each peer of [peering], by direction (fetched, sent, refused: fetched and not stored, or not taken by the peer).",
+    ),
+    (
+        "fleetmesh_gossip_messages_total",
+        Kind::Counter,
+        "Gossip announcements heard, by outcome (descriptor, heartbeat: accepted; foreign: another protocol digest, not peered; refused: invalid, not passed on).",
+    ),
+    (
+        "fleetmesh_quic_hellos_total",
+        Kind::Counter,
+        "Hellos on the QUIC peer-link endpoint, by outcome (accepted, refused).",
     ),
     (
         "fleetmesh_manifest_applies_total",

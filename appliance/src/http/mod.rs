@@ -44,6 +44,7 @@ pub fn router(
     relay: Arc<Relay>,
     inference: &crate::config::InferenceSection,
     extra_models: &[std::path::PathBuf],
+    peers: Arc<crate::peers::Peers>,
 ) -> anyhow::Result<(
     Router,
     Arc<crate::reconcile::Live>,
@@ -202,6 +203,13 @@ pub fn router(
             "/v1/jobs/{id}/receipt",
             get(crate::http::jobs::receipt).with_state(jobs),
         )
+        .route(
+            "/v1/peers",
+            get(|axum::extract::State(p): axum::extract::State<Arc<crate::peers::Peers>>| async move {
+                axum::Json(p.snapshot())
+            })
+            .with_state(peers),
+        )
         .route_layer(guard);
     let app = Router::new()
         .route("/", get(relay::root).options(relay::preflight))
@@ -281,7 +289,19 @@ pub async fn run(
     )?;
     relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
     relay.spawn_rejection_summary(std::time::Duration::from_secs(60));
-    let (app, live, didcomm) = router(&mut node, relay.clone(), inference, extra_models)?;
+    #[cfg(feature = "federation")]
+    crate::federation::advertise(
+        &mut node.config,
+        &fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
+    )?;
+    let peers = Arc::new(crate::peers::Peers::default());
+    let (app, live, didcomm) = router(
+        &mut node,
+        relay.clone(),
+        inference,
+        extra_models,
+        peers.clone(),
+    )?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -306,7 +326,23 @@ pub async fn run(
         node.dir.join(crate::node::DB_FILE),
         &node.config.peering,
         node.config.store.durability,
+        peers.clone(),
     );
+    // the federation transports ([peering] quic_listen, gossip_listen)
+    #[cfg(feature = "federation")]
+    let descriptor = node.current_descriptor()?;
+    #[cfg(feature = "federation")]
+    let federation = crate::federation::start(
+        &node.config,
+        fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
+        &descriptor,
+        relay.clone(),
+        node.dir.join(crate::node::DB_FILE),
+        peers.clone(),
+    )
+    .await?;
+    // new events here start peering rounds at once
+    let kicker = peers.spawn_kicker(&relay);
     // messages held for this node by its mediator ([didcomm] mediator)
     let pickup = didcomm.spawn_pickup();
     let watcher = node.config.manifests.watch.then(|| {
@@ -355,7 +391,12 @@ pub async fn run(
         task.abort();
     }
     mailbox.stop().await;
+    kicker.abort();
     peering.stop().await;
+    #[cfg(feature = "federation")]
+    if let Some(f) = federation {
+        f.stop().await;
+    }
     if let Some(task) = pickup {
         task.abort();
         let _ = task.await;

@@ -1,5 +1,7 @@
-//! `meshnode cluster`: nodes on loopback, peered in a topology, converge on an event
-//! published at one end without anyone running `sync`; status and stop; bad input refused.
+//! `meshnode cluster`: nodes on loopback converge on events published at any one of them
+//! without anyone running `sync` — over QUIC links between nodes that found each other by
+//! gossip, or over the relay faces of a topology; `meshnode peers` shows the links; garbage
+//! on the gossip is refused and counted; status and stop; bad input refused.
 
 use super::peering::{holds, note, wait_until};
 use super::*;
@@ -29,6 +31,8 @@ fn a_cluster_in_a_line_converges_reports_its_health_and_stops() {
         "line",
         "--interval-secs",
         "1",
+        "--transport",
+        "ws",
     ]);
     let _stop = Stop(&dir);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -66,4 +70,145 @@ fn a_cluster_in_a_line_converges_reports_its_health_and_stops() {
     assert_usage_error(&o, "no cluster here");
     let o = run(&["cluster", "start", "--nodes", "0", "--dir", d]);
     assert_usage_error(&o, "1 to 32");
+}
+
+/// `meshnode peers --node URL --json`.
+fn peers_of(url: &str) -> Value {
+    let o = run(&["peers", "--node", url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+#[test]
+fn five_nodes_find_each_other_by_gossip_peer_over_quic_and_converge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let d = dir.to_str().unwrap();
+    // bootstrapped in a line: each node knows only the next one's gossip address
+    let o = run(&[
+        "cluster",
+        "start",
+        "--nodes",
+        "5",
+        "--dir",
+        d,
+        "--topology",
+        "line",
+    ]);
+    let _stop = Stop(&dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let nodes: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let url = |i: usize| nodes[i]["url"].as_str().unwrap().to_owned();
+    let ws = |i: usize| url(i).replace("http://", "ws://") + "/";
+    let dids: Vec<&str> = nodes.iter().map(|n| n["did"].as_str().unwrap()).collect();
+    // every node finds the four others by gossip and holds a QUIC link with each
+    for i in 0..5 {
+        wait_until(&format!("node {i} links with the four others"), || {
+            let p = peers_of(&url(i));
+            let peers = p["peers"].as_array().unwrap();
+            peers.len() == 4
+                && peers.iter().all(|x| {
+                    x["link"] == "up"
+                        && x["transport"] == "iroh"
+                        && x["digest_match"] == true
+                        && x["rounds_ok"].as_u64() > Some(0)
+                })
+        });
+        let p = peers_of(&url(i));
+        let mut found: Vec<&str> = p["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["did"].as_str().unwrap())
+            .collect();
+        found.sort_unstable();
+        let mut others: Vec<&str> = dids.iter().copied().filter(|x| *x != dids[i]).collect();
+        others.sort_unstable();
+        assert_eq!(found, others, "node {i}");
+    }
+    // published at one end, then in the middle: every node holds both, nobody ran sync
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let (e4, e2) = (note(&keys, "from node 4"), note(&keys, "from node 2"));
+    runtime().block_on(publish_all(&ws(4), std::slice::from_ref(&e4)));
+    runtime().block_on(publish_all(&ws(2), std::slice::from_ref(&e2)));
+    for i in 0..5 {
+        wait_until(&format!("node {i} holds both events"), || {
+            holds(&ws(i), &e4.id_hex()) && holds(&ws(i), &e2.id_hex())
+        });
+    }
+    // heartbeats arrive; the human form names the transport
+    wait_until("node 0 hears heartbeats", || {
+        peers_of(&url(0))["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["last_heartbeat"].is_u64())
+    });
+    let o = run(&["peers", "--node", &url(0)]);
+    assert_eq!(
+        stdout(&o)
+            .matches("transport=iroh digest=ours link=up")
+            .count(),
+        4,
+        "{}",
+        stdout(&o)
+    );
+    // garbage on the gossip topic is refused at the first node and counted against its sender
+    let gossip = std::fs::read_to_string(dir.join("node-0").join(meshnode_config_file()))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("gossip_listen = ")
+                .map(|v| v.trim_matches('"').to_owned())
+        })
+        .unwrap();
+    let node0 = fleetmesh_proto::NodeKeys::load(&dir.join("node-0").join("keys")).unwrap();
+    let boot = format!(
+        "{gossip}/p2p/{}",
+        fleetmesh_transport::gossip::peer_id_of(&node0.ed25519_public()).unwrap()
+    );
+    let rogue = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let rogue_id = fleetmesh_transport::gossip::peer_id_of(&rogue.ed25519_public())
+        .unwrap()
+        .to_string();
+    // a runtime of its own, whose worker keeps the rogue's swarm going between calls
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (g, _task) = rt
+        .block_on(fleetmesh_transport::gossip::Gossip::start(
+            &rogue.ed25519_secret(),
+            &"/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+            vec![boot.parse().unwrap()],
+            fleetmesh_schemas::SchemaSet::embedded().digest(),
+            tx,
+        ))
+        .unwrap();
+    wait_until("node 0 counts the rogue's garbage", || {
+        rt.block_on(g.publish_bytes(b"{\"kind\": 11801, \"not\": \"an event\"}"));
+        peers_of(&url(0))["gossip_refused"][&rogue_id]
+            .as_u64()
+            .unwrap_or(0)
+            > 0
+    });
+    // … and not passed on: the other nodes never heard it
+    for i in 1..5 {
+        assert!(
+            peers_of(&url(i))["gossip_refused"]
+                .as_object()
+                .unwrap()
+                .is_empty(),
+            "node {i}"
+        );
+    }
+}
+
+fn meshnode_config_file() -> &'static str {
+    "meshnode.toml"
 }

@@ -7,11 +7,18 @@ use super::*;
 fn peered_node(peers: &[String], interval: u64) -> (tempfile::TempDir, Daemon) {
     let dir = tempfile::tempdir().unwrap();
     assert!(init(dir.path(), &[]).status.success());
-    let mut table = format!("interval_secs = {interval}\n");
+    let mut table = String::new();
     for url in peers {
         table.push_str(&format!("\n[[peering.peers]]\nurl = \"{url}\"\n"));
     }
-    edit_config(dir.path(), &[("interval_secs = 30\npeers = []\n", &table)]);
+    let interval = format!("[peering]\ninterval_secs = {interval}\n");
+    edit_config(
+        dir.path(),
+        &[
+            ("[peering]\ninterval_secs = 30\n", &interval),
+            ("peers = []\n", &table),
+        ],
+    );
     let d = run_node(dir.path());
     (dir, d)
 }
@@ -110,13 +117,64 @@ fn peering_settings_are_checked_at_start_up() {
         "127.0.0.1:0",
     ]);
     assert_usage_error(&o, "filter");
+    // a peer's CA file that is missing, or holds no certificate
+    let ca = dir.path().join("ca.pem");
+    edit_config(
+        dir.path(),
+        &[(
+            "filter = '{\"kinds\": \"one\"}'\n",
+            &format!("ca = {:?}\n", ca.display().to_string()),
+        )],
+    );
+    let start = || {
+        run(&[
+            "run",
+            dir.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+    };
+    assert_usage_error(&start(), "ca.pem: No such file");
+    std::fs::write(&ca, "not a certificate").unwrap();
+    assert_usage_error(&start(), "no PEM certificate in it");
+    std::fs::remove_file(&ca).unwrap();
+    let ca_line = format!("ca = {:?}\n", ca.display().to_string());
+    // the federation transports: a bootstrap address without its peer id, a gossip address
+    // that is not a multiaddr, a bootstrap without a gossip listener, a heartbeat out of range
+    for (edit, says) in [
+        (
+            "bootstrap = [\"/ip4/127.0.0.1/tcp/7779\"]\n",
+            "ending in /p2p/<peer id>",
+        ),
+        (
+            "gossip_listen = \"127.0.0.1:7779\"\n",
+            "[peering] gossip_listen",
+        ),
+        (
+            "bootstrap = [\"/ip4/127.0.0.1/tcp/7779/p2p/12D3KooWGH745UaxcaKXrjvJNTj4HeKP6nuzehWjB73eCuoThtRR\"]\n",
+            "bootstrap needs gossip_listen",
+        ),
+        ("heartbeat_secs = 0\n", "[peering] heartbeat_secs = 0"),
+    ] {
+        let key = edit.split(" = ").next().unwrap();
+        let text = std::fs::read_to_string(dir.path().join("meshnode.toml")).unwrap();
+        let text = text
+            .replace(&ca_line, "")
+            .lines()
+            .filter(|l| !l.starts_with(&format!("{key} = ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replacen("[peering]\n", &format!("[peering]\n{edit}"), 1);
+        std::fs::write(dir.path().join("meshnode.toml"), text + "\n").unwrap();
+        assert_usage_error(&start(), says);
+        // put the default back
+        let text = std::fs::read_to_string(dir.path().join("meshnode.toml")).unwrap();
+        std::fs::write(dir.path().join("meshnode.toml"), text.replace(edit, "")).unwrap();
+    }
     // and so are [didcomm]'s: a mediator without its URL
     edit_config(
         dir.path(),
-        &[
-            ("filter = '{\"kinds\": \"one\"}'\n", ""),
-            ("[didcomm]\n", "[didcomm]\nmediator = \"did:nostr:ab\"\n"),
-        ],
+        &[("[didcomm]\n", "[didcomm]\nmediator = \"did:nostr:ab\"\n")],
     );
     let o = run(&[
         "run",

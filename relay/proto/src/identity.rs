@@ -256,6 +256,12 @@ impl NodeKeys {
         self.ed25519.verifying_key().to_bytes()
     }
 
+    /// The Ed25519 secret key's bytes: the node's iroh endpoint identity (its QUIC peer
+    /// links are authenticated with this key).
+    pub fn ed25519_secret(&self) -> Zeroizing<[u8; 32]> {
+        Zeroizing::new(self.ed25519.to_bytes())
+    }
+
     /// The Ed25519 signing key (DIDComm's EdDSA signatures).
     pub(crate) fn ed25519(&self) -> &ed25519_dalek::SigningKey {
         &self.ed25519

@@ -340,10 +340,29 @@ impl Relay {
 
     /// Serves one WebSocket connection until it closes.
     pub async fn serve(self: Arc<Self>, socket: WebSocket, peer: SocketAddr) {
+        let (sink, stream) = socket.split();
+        self.serve_frames(stream, sink, peer).await;
+    }
+
+    /// Serves one connection of WebSocket-shaped messages carried by any transport (an iroh
+    /// QUIC stream framed by `fleetmesh-transport`, say) until it closes: the same limits,
+    /// budgets, pings and idle timeout as a WebSocket connection. `peer` is the address
+    /// that the per-connection logs name.
+    pub async fn serve_frames<St, Si>(
+        self: Arc<Self>,
+        mut stream: St,
+        mut sink: Si,
+        peer: SocketAddr,
+    ) where
+        St: futures_util::Stream<Item = std::result::Result<Message, axum::Error>>
+            + Unpin
+            + Send
+            + 'static,
+        Si: futures_util::Sink<Message> + Unpin + Send + 'static,
+    {
         self.metrics.connections_total.fetch_add(1, Relaxed);
         self.metrics.connections_open.fetch_add(1, Relaxed);
         debug!(%peer, "relay connection opened");
-        let (mut sink, mut stream) = socket.split();
         let (out, mut drain) = outbox::outbox(
             self.limits.max_queued_bytes,
             self.output.clone(),

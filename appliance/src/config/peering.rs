@@ -1,0 +1,165 @@
+//! `[peering]`: how the node keeps its store in sync with other nodes, and how it finds them.
+
+use serde::{Deserialize, Serialize};
+
+/// `[peering]`: peers whose stores the node reconciles with its own by NIP-77 on a
+/// schedule, both ways; every fetched event is verified before it is stored.
+///
+/// Two ways to name peers, used together or apart:
+/// - `[[peering.peers]]`: relay faces (`ws://`, `wss://`) reconciled over WebSocket;
+/// - the federation transports: with `quic_listen` the node answers iroh QUIC peer links
+///   (ALPN `fleetmesh/1`, its Ed25519 key as identity); with `gossip_listen` it announces its
+///   descriptor and heartbeats on libp2p gossipsub, learns other nodes' from `bootstrap`
+///   and whoever they gossip with, and peers over QUIC with each node of its protocol
+///   digest that advertises an `iroh` endpoint.
+///
+/// Not reloadable: restart to change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PeeringSection {
+    /// Seconds between two rounds with a peer; after a failed round the wait doubles, up
+    /// to ten times this. A peer's heartbeat and new events here also start a round.
+    /// 1 to 86 400. Default 30.
+    pub interval_secs: u64,
+    /// UDP address of the iroh QUIC endpoint, e.g. `0.0.0.0:7778`. Default: none (no QUIC
+    /// peer links).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic_listen: Option<std::net::SocketAddr>,
+    /// libp2p address the gossip listens on, e.g. `/ip4/0.0.0.0/tcp/7779`. Default: none
+    /// (no gossip discovery).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gossip_listen: Option<String>,
+    /// Gossip peers to start from: libp2p addresses ending in `/p2p/<peer id>` (a node's
+    /// peer id is printed by `meshnode peers` and derived from its Ed25519 key). Default:
+    /// none.
+    pub bootstrap: Vec<String>,
+    /// The NIP-01 filter (JSON) of the events exchanged with peers found by gossip.
+    /// Default `{}`: all.
+    pub filter: String,
+    /// Seconds between two announcements of the node's descriptor on the gossip. 5 to
+    /// 86 400. Default 300.
+    pub announce_secs: u64,
+    /// Seconds between two heartbeats (kind 21801) on the gossip; a peer's heartbeat
+    /// starts a round with it. Leaf nodes send none. 1 to 3 600. Default 30.
+    pub heartbeat_secs: u64,
+    /// The peers: `[[peering.peers]] url = "wss://…"`, and optionally `filter`, the NIP-01
+    /// filter (JSON) of the events exchanged (default: all), and `ca`, a PEM file of
+    /// certificates trusted for that peer's `wss://` beside the web's roots. Default: none.
+    /// Last, so that `[[peering.peers]]` tables can follow `[peering]` in the file.
+    pub peers: Vec<PeerSection>,
+}
+
+impl Default for PeeringSection {
+    fn default() -> Self {
+        PeeringSection {
+            interval_secs: 30,
+            peers: Vec::new(),
+            quic_listen: None,
+            gossip_listen: None,
+            bootstrap: Vec::new(),
+            filter: all_events(),
+            announce_secs: 300,
+            heartbeat_secs: 30,
+        }
+    }
+}
+
+/// One `[[peering.peers]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerSection {
+    /// The peer's relay face, `ws://` or `wss://`.
+    pub url: String,
+    /// The NIP-01 filter of the events exchanged, JSON. Default `{}`: all.
+    #[serde(default = "all_events")]
+    pub filter: String,
+    /// A PEM file of CA certificates trusted for this peer's `wss://` (a private CA, a
+    /// self-signed relay), beside the web's roots. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<std::path::PathBuf>,
+}
+
+fn all_events() -> String {
+    "{}".to_owned()
+}
+
+fn range(key: &str, v: u64, lo: u64, hi: u64) -> Result<(), String> {
+    if v < lo || v > hi {
+        return Err(format!("{key} = {v}: must be between {lo} and {hi}"));
+    }
+    Ok(())
+}
+
+fn filter(key: &str, text: &str) -> Result<(), String> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("{key} filter: not JSON: {e}"))?;
+    fleetmesh_proto::filter::Filter::from_value(&v, Default::default())
+        .map(|_| ())
+        .map_err(|e| format!("{key} filter: {e}"))
+}
+
+impl PeeringSection {
+    /// Checks every value; the error names the key.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        range("[peering] interval_secs", self.interval_secs, 1, 86_400)?;
+        range("[peering] announce_secs", self.announce_secs, 5, 86_400)?;
+        range("[peering] heartbeat_secs", self.heartbeat_secs, 1, 3600)?;
+        filter("[peering]", &self.filter)?;
+        for p in &self.peers {
+            if !(p.url.starts_with("ws://") || p.url.starts_with("wss://")) {
+                return Err(format!(
+                    "[[peering.peers]] url = {:?}: a ws:// or wss:// URL",
+                    p.url
+                ));
+            }
+            filter(&format!("[[peering.peers]] {}", p.url), &p.filter)?;
+            if let Some(ca) = &p.ca {
+                let pem = std::fs::read(ca).map_err(|e| {
+                    format!("[[peering.peers]] {} ca = {}: {e}", p.url, ca.display())
+                })?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(format!(
+                        "[[peering.peers]] {} ca = {}: no PEM certificate in it",
+                        p.url,
+                        ca.display()
+                    ));
+                }
+            }
+        }
+        #[cfg(not(feature = "federation"))]
+        if self.quic_listen.is_some() || self.gossip_listen.is_some() {
+            return Err(
+                "[peering] quic_listen and gossip_listen: this meshnode was built \
+                        without the federation feature"
+                    .into(),
+            );
+        }
+        #[cfg(feature = "federation")]
+        self.check_transports()?;
+        if !self.bootstrap.is_empty() && self.gossip_listen.is_none() {
+            return Err("[peering] bootstrap needs gossip_listen".into());
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "federation")]
+    fn check_transports(&self) -> Result<(), String> {
+        if let Some(addr) = &self.gossip_listen {
+            addr.parse::<fleetmesh_transport::Multiaddr>()
+                .map_err(|e| format!("[peering] gossip_listen = {addr:?}: {e}"))?;
+        }
+        for b in &self.bootstrap {
+            let ends_in_peer = b.rsplit('/').nth(1) == Some("p2p");
+            b.parse::<fleetmesh_transport::Multiaddr>()
+                .ok()
+                .filter(|_| ends_in_peer)
+                .ok_or_else(|| {
+                    format!(
+                        "[peering] bootstrap {b:?}: a libp2p address ending in /p2p/<peer id>, \
+                         e.g. /ip4/192.0.2.7/tcp/7779/p2p/12D3KooW…"
+                    )
+                })?;
+        }
+        Ok(())
+    }
+}

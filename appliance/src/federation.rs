@@ -1,0 +1,406 @@
+//! The federation transports in the daemon: the iroh QUIC endpoint (`[peering]
+//! quic_listen`), the libp2p gossip (`[peering] gossip_listen`, `bootstrap`) and the peer
+//! manager between them.
+//!
+//! - The gossip announces the node's descriptor (every `announce_secs`, and again when new
+//!   peers subscribe) and its heartbeats (every `heartbeat_secs`; leaf nodes send none).
+//! - Each descriptor heard that speaks our protocol digest and advertises an `iroh`
+//!   endpoint gets a peer task: it dials the node over QUIC (the hello checks both
+//!   descriptors against the keys the handshake authenticated), then runs a NIP-77 round
+//!   over the link every `interval_secs`, when the peer's heartbeat arrives and when new
+//!   events reach this node; a broken link is dialled again with backoff. Leaf peers are
+//!   not dialled (they connect outbound only); a leaf node answers no peer connections.
+//! - A node of another digest is listed in [`Peers`] as such and never dialled; refused
+//!   gossip messages and hellos are counted per peer.
+//!
+//! What it sees goes to the [`Peers`] table (`GET /v1/peers`, `meshnode peers`) and the
+//! metrics `fleetmesh_gossip_messages_total{outcome}` and `fleetmesh_quic_hellos_total{outcome}`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use fleetmesh_proto::event::Event;
+use fleetmesh_proto::identity::DescriptorContent;
+use fleetmesh_proto::nodes::Heartbeat;
+use fleetmesh_proto::noun::Noun as _;
+use fleetmesh_proto::{Endpoint, NodeClass, NodeKeys};
+use fleetmesh_relay::face::Relay;
+use fleetmesh_transport::Multiaddr;
+use fleetmesh_transport::gossip::{Gossip, Heard, peer_id_of};
+use fleetmesh_transport::link::{Quic, Seen};
+use tokio::sync::{Notify, mpsc};
+
+use crate::config::{Config, PeeringSection};
+use crate::peers::{Peers, now};
+use crate::tasks::Tasks;
+
+/// The running transports: stop them with [`Federation::stop`].
+pub struct Federation {
+    tasks: Tasks,
+    quic: Option<Quic>,
+}
+
+impl Federation {
+    /// Ends the tasks and closes the QUIC endpoint.
+    pub async fn stop(self) {
+        self.tasks.stop().await;
+        if let Some(q) = self.quic {
+            q.close().await;
+        }
+    }
+}
+
+/// Adds to `config`'s `[node] endpoints` what the transports listen on where the address
+/// is a specific one (an unspecified `0.0.0.0` cannot be advertised: name the public
+/// address in `[node] endpoints` yourself): `iroh` = `IP:PORT`, `libp2p` = the multiaddr
+/// with `/p2p/<peer id>`.
+pub fn advertise(config: &mut Config, keys: &NodeKeys) -> anyhow::Result<()> {
+    let p = &config.peering;
+    let mut add = Vec::new();
+    if let Some(q) = p.quic_listen
+        && !q.ip().is_unspecified()
+        && q.port() != 0
+    {
+        add.push(Endpoint {
+            scheme: "iroh".into(),
+            url: q.to_string(),
+        });
+    }
+    if let Some(g) = &p.gossip_listen {
+        let addr: Multiaddr = g.parse().context("[peering] gossip_listen")?;
+        let specific = addr.iter().all(|c| match c {
+            fleetmesh_transport::multiaddr::Protocol::Ip4(ip) => !ip.is_unspecified(),
+            fleetmesh_transport::multiaddr::Protocol::Ip6(ip) => !ip.is_unspecified(),
+            fleetmesh_transport::multiaddr::Protocol::Tcp(port) => port != 0,
+            _ => true,
+        });
+        if specific {
+            let id = peer_id_of(&keys.ed25519_public())?;
+            add.push(Endpoint {
+                scheme: "libp2p".into(),
+                url: format!("{addr}/p2p/{id}"),
+            });
+        }
+    }
+    for e in add {
+        if !config.node.endpoints.iter().any(|x| x.scheme == e.scheme) {
+            config.node.endpoints.push(e);
+        }
+    }
+    Ok(())
+}
+
+/// The `iroh` addresses a descriptor advertises.
+fn iroh_addrs(content: &DescriptorContent) -> Vec<SocketAddr> {
+    content
+        .endpoints
+        .iter()
+        .filter(|e| e.scheme == "iroh")
+        .filter_map(|e| e.url.parse().ok())
+        .collect()
+}
+
+fn ed25519_of(content: &DescriptorContent) -> Option<[u8; 32]> {
+    let k = content.keys.iter().find(|k| k.key_type == "ed25519")?;
+    hex::decode(&k.public).ok()?.try_into().ok()
+}
+
+/// What a peer task needs from the node.
+#[derive(Clone)]
+struct Ctx {
+    db: PathBuf,
+    durability: fleetmesh_relay::store::Durability,
+    table: Arc<Peers>,
+    filter: String,
+    every: Duration,
+}
+
+/// Starts what `[peering]` asks for (nothing when neither `quic_listen` nor
+/// `gossip_listen` is set).
+///
+/// # Errors
+/// An address that cannot be bound.
+pub async fn start(
+    config: &Config,
+    keys: NodeKeys,
+    descriptor: &Event,
+    relay: Arc<Relay>,
+    db: PathBuf,
+    table: Arc<Peers>,
+) -> anyhow::Result<Option<Federation>> {
+    let p: &PeeringSection = &config.peering;
+    if p.quic_listen.is_none() && p.gossip_listen.is_none() {
+        return Ok(None);
+    }
+    let digest = fleetmesh_schemas::SchemaSet::embedded().digest();
+    let secret = keys.ed25519_secret();
+    let leaf = config.node.class == NodeClass::Leaf;
+    let mut tasks = Vec::new();
+    let quic = match p.quic_listen {
+        Some(addr) => {
+            let q = Quic::bind(&secret, addr, descriptor, digest)
+                .await
+                .with_context(|| format!("[peering] quic_listen = \"{addr}\""))?;
+            tracing::info!(addrs = ?q.local_addrs(), "QUIC peer links");
+            if !leaf {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tasks.push(q.serve(relay.clone(), tx));
+                tasks.push(tokio::spawn(seen(rx, table.clone())));
+            }
+            Some(q)
+        }
+        None => None,
+    };
+    if let Some(listen) = &p.gossip_listen {
+        let listen: Multiaddr = listen.parse().context("[peering] gossip_listen")?;
+        let bootstrap = p
+            .bootstrap
+            .iter()
+            .map(|b| b.parse())
+            .collect::<Result<Vec<Multiaddr>, _>>()
+            .context("[peering] bootstrap")?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (gossip, task) = Gossip::start(&secret, &listen, bootstrap, digest, tx)
+            .await
+            .with_context(|| format!("[peering] gossip_listen = \"{listen}\""))?;
+        tracing::info!(peer_id = %gossip.peer_id(), "gossip discovery on {}", fleetmesh_transport::gossip::TOPIC);
+        tasks.push(task);
+        tasks.push(tokio::spawn(announce(
+            gossip,
+            descriptor.clone(),
+            keys,
+            (!leaf).then(|| Duration::from_secs(p.heartbeat_secs)),
+            Duration::from_secs(p.announce_secs),
+            digest.to_hex(),
+            config.node.class,
+        )));
+        let ours = descriptor.pubkey;
+        let ctx = Ctx {
+            db,
+            durability: config.store.durability,
+            table: table.clone(),
+            filter: p.filter.clone(),
+            every: Duration::from_secs(p.interval_secs),
+        };
+        tasks.push(tokio::spawn(heard(rx, ctx, quic.clone(), ours)));
+    }
+    Ok(Some(Federation {
+        tasks: Tasks(tasks),
+        quic,
+    }))
+}
+
+/// Inbound links and refused hellos, into the table.
+async fn seen(mut rx: mpsc::UnboundedReceiver<Seen>, table: Arc<Peers>) {
+    while let Some(s) = rx.recv().await {
+        match s {
+            Seen::Peered { descriptor, .. } => {
+                metrics::counter!("fleetmesh_quic_hellos_total", "outcome" => "accepted")
+                    .increment(1);
+                let content = fleetmesh_proto::identity::verify_descriptor(&descriptor).ok();
+                table.update(&hex::encode(descriptor.pubkey), |v| {
+                    v.digest_match = true;
+                    v.transport = Some("iroh".into());
+                    if v.link != "up" {
+                        v.link = "inbound".into();
+                    }
+                    if let Some(c) = content {
+                        v.did = Some(c.did);
+                        v.class = Some(c.class.to_string());
+                    }
+                });
+            }
+            Seen::Refused { remote, .. } => {
+                metrics::counter!("fleetmesh_quic_hellos_total", "outcome" => "refused")
+                    .increment(1);
+                table.hello_refused(&remote);
+            }
+        }
+    }
+}
+
+/// Announces the descriptor and heartbeats on the gossip.
+#[allow(clippy::too_many_arguments)]
+async fn announce(
+    gossip: Gossip,
+    descriptor: Event,
+    keys: NodeKeys,
+    heartbeat: Option<Duration>,
+    every: Duration,
+    digest: String,
+    class: NodeClass,
+) {
+    let started = std::time::Instant::now();
+    let mut announce = tokio::time::interval(every);
+    let mut beat = tokio::time::interval(heartbeat.unwrap_or(Duration::from_secs(3600)));
+    let mut seq = 0u64;
+    loop {
+        tokio::select! {
+            _ = announce.tick() => gossip.announce(&descriptor).await,
+            _ = beat.tick(), if heartbeat.is_some() => {
+                seq += 1;
+                let hb = Heartbeat {
+                    uptime_secs: started.elapsed().as_secs(),
+                    load: fleetmesh_proto::nodes::Load { cpu: 0.0, mem: 0.0, gpu: None, queue_depth: 0, jobs_running: None },
+                    backends: vec![],
+                    protocol_digest: digest.clone(),
+                    version: Some(env!("CARGO_PKG_VERSION").into()),
+                    seq: Some(seq),
+                    class: Some(class),
+                    to: vec![],
+                };
+                match hb.sign(&keys, now()) {
+                    Ok(e) => gossip.announce(&e).await,
+                    Err(e) => tracing::warn!(error = %e, "heartbeat not signed"),
+                }
+            }
+        }
+    }
+}
+
+/// What the gossip heard: the table updated, peer tasks started and kicked.
+async fn heard(
+    mut rx: mpsc::UnboundedReceiver<Heard>,
+    ctx: Ctx,
+    quic: Option<Quic>,
+    ours: [u8; 32],
+) {
+    let table = ctx.table.clone();
+    let mut links: HashMap<String, (Arc<Notify>, tokio::sync::watch::Sender<Vec<SocketAddr>>)> =
+        HashMap::new();
+    while let Some(h) = rx.recv().await {
+        match h {
+            Heard::Descriptor { event, content, .. } => {
+                metrics::counter!("fleetmesh_gossip_messages_total", "outcome" => "descriptor")
+                    .increment(1);
+                if event.pubkey == ours {
+                    continue;
+                }
+                let key = hex::encode(event.pubkey);
+                let addrs = iroh_addrs(&content);
+                let libp2p = ed25519_of(&content).and_then(|k| peer_id_of(&k).ok());
+                let dialable =
+                    quic.is_some() && !addrs.is_empty() && content.class != NodeClass::Leaf;
+                table.update(&key, |v| {
+                    v.did = Some(content.did.clone());
+                    v.class = Some(content.class.to_string());
+                    v.libp2p = libp2p.map(|p| p.to_string());
+                    v.digest_match = true;
+                    v.addrs = addrs.iter().map(ToString::to_string).collect();
+                    if !dialable && v.link == "down" {
+                        v.link = "not peered".into();
+                    }
+                });
+                match (links.get(&key), &quic, ed25519_of(&content)) {
+                    (Some((_, at)), _, _) => {
+                        let _ = at.send(addrs);
+                    }
+                    (None, Some(q), Some(ed)) if dialable => {
+                        let kick = ctx.table.kick();
+                        let (at, watch) = tokio::sync::watch::channel(addrs);
+                        links.insert(key.clone(), (kick.clone(), at));
+                        tokio::spawn(peer(q.clone(), ctx.clone(), key, ed, watch, kick));
+                    }
+                    _ => {}
+                }
+            }
+            Heard::Heartbeat { event, .. } => {
+                metrics::counter!("fleetmesh_gossip_messages_total", "outcome" => "heartbeat")
+                    .increment(1);
+                let key = hex::encode(event.pubkey);
+                if table.get(&key).is_some() {
+                    table.update(&key, |v| v.last_heartbeat = Some(event.created_at));
+                }
+                if let Some((kick, _)) = links.get(&key) {
+                    kick.notify_one();
+                }
+            }
+            Heard::Foreign { pubkey, theirs } => {
+                metrics::counter!("fleetmesh_gossip_messages_total", "outcome" => "foreign")
+                    .increment(1);
+                tracing::info!(peer = %pubkey, digest = %theirs, "a node of another protocol digest: not peered");
+                table.update(&pubkey, |v| {
+                    v.digest_match = false;
+                    v.digest = Some(theirs);
+                    v.link = "not peered".into();
+                });
+            }
+            Heard::Invalid { via, .. } => {
+                metrics::counter!("fleetmesh_gossip_messages_total", "outcome" => "refused")
+                    .increment(1);
+                table.gossip_refused(&via);
+            }
+        }
+    }
+}
+
+/// One peer over QUIC: dial, then rounds on schedule and on kicks; dial again when the
+/// link breaks.
+async fn peer(
+    quic: Quic,
+    ctx: Ctx,
+    key: String,
+    ed25519: [u8; 32],
+    addrs: tokio::sync::watch::Receiver<Vec<SocketAddr>>,
+    kick: Arc<Notify>,
+) {
+    let mut wait = ctx.every;
+    let mut first = true;
+    loop {
+        if !first {
+            tokio::time::sleep(wait).await;
+        }
+        first = false;
+        let at = addrs.borrow().clone();
+        let link = match quic.dial(&ed25519, &at).await {
+            Ok(l) => l,
+            Err(e) => {
+                wait = crate::peering::record(&ctx.table, &key, Err(e.into()), ctx.every, wait);
+                continue;
+            }
+        };
+        ctx.table.update(&key, |v| {
+            v.link = "up".into();
+            v.transport = Some("iroh".into());
+        });
+        tracing::info!(peer = %key, "QUIC peer link up");
+        loop {
+            let outcome = match link.session().await {
+                Ok(session) => {
+                    let (c, k) = (ctx.clone(), key.clone());
+                    tokio::task::spawn_blocking(move || {
+                        crate::peering::round(
+                            &c.db,
+                            c.durability,
+                            &c.filter,
+                            None,
+                            crate::peering::Target::Link(k, session),
+                        )
+                    })
+                    .await
+                    .unwrap_or_else(|e| Err(anyhow::anyhow!("the round panicked: {e}")))
+                }
+                Err(e) => Err(e.into()),
+            };
+            let fetched = outcome.as_ref().is_ok_and(|r| r.fetched > 0);
+            let failed = outcome.is_err();
+            wait = crate::peering::record(&ctx.table, &key, outcome, ctx.every, wait);
+            if fetched {
+                ctx.table.kick_all();
+            }
+            if failed && link.is_closed() {
+                break;
+            }
+            if wait > ctx.every {
+                tokio::time::sleep(wait).await;
+            } else {
+                let _ = tokio::time::timeout(wait, kick.notified()).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The node's view of its peers: who they are, whether they speak our protocol, the
+//! transport in use, their last heartbeat, the last sync round and what it moved, and what
+//! was refused from them. Written by the peering tasks ([`crate::peering`], the federation
+//! transports), read by `GET /v1/peers` and `meshnode peers`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+/// One peer as this node sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerView {
+    /// Its Nostr key (hex), or for a `[[peering.peers]]` relay face its URL.
+    pub id: String,
+    /// `did:nostr:…`, once its descriptor is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub did: Option<String>,
+    /// Its class (backbone, edge, leaf), from its descriptor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// Its libp2p peer id, once heard on the gossip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libp2p: Option<String>,
+    /// Whether its protocol digest is ours (a node that differs is never peered).
+    pub digest_match: bool,
+    /// Its digest when it differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The transport the rounds run over: `iroh`, `ws` or `wss`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// Where it is reached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addrs: Vec<String>,
+    /// `up` (a link or a last round that worked), `down`, `inbound` (it dials us), or
+    /// `not peered` (another digest, no reachable endpoint).
+    pub link: String,
+    /// Unix time of its last heartbeat heard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat: Option<u64>,
+    /// Unix time of the last round that completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync: Option<u64>,
+    /// Rounds that completed and that failed.
+    pub rounds_ok: u64,
+    /// Rounds that failed.
+    pub rounds_failed: u64,
+    /// Events fetched from it, in all.
+    pub fetched: u64,
+    /// Events it accepted from us, in all.
+    pub sent: u64,
+    /// Its events refused here (bad signature, outside the filter, revoked) and ours it
+    /// refused, in all.
+    pub refused: u64,
+    /// Why the last round or link failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// The table, shared by the tasks and the API.
+#[derive(Debug, Default)]
+pub struct Peers {
+    peers: Mutex<BTreeMap<String, PeerView>>,
+    /// Gossip messages refused, by the libp2p peer they came through.
+    gossip_refused: Mutex<BTreeMap<String, u64>>,
+    /// Hello refusals on the QUIC endpoint, by the remote's Ed25519 key.
+    hello_refused: Mutex<BTreeMap<String, u64>>,
+    kicks: Mutex<Vec<Arc<Notify>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Unix time now.
+pub fn now() -> u64 {
+    crate::node::unix_now()
+}
+
+impl Peers {
+    /// Changes the peer `id`'s entry (made if new).
+    pub fn update(&self, id: &str, f: impl FnOnce(&mut PeerView)) {
+        let mut peers = lock(&self.peers);
+        let view = peers.entry(id.to_owned()).or_insert_with(|| PeerView {
+            id: id.to_owned(),
+            link: "down".into(),
+            ..PeerView::default()
+        });
+        f(view);
+    }
+
+    /// The entry of `id`.
+    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
+    pub fn get(&self, id: &str) -> Option<PeerView> {
+        lock(&self.peers).get(id).cloned()
+    }
+
+    /// Records a round with `id`: what it moved, or why it failed.
+    pub fn round(&self, id: &str, outcome: Result<&fleetmesh_relay::sync::SyncReport, String>) {
+        self.update(id, |v| match outcome {
+            Ok(r) => {
+                v.link = "up".into();
+                v.rounds_ok += 1;
+                v.last_sync = Some(now());
+                v.fetched += r.fetched as u64;
+                v.sent += r.pushed as u64;
+                v.refused += (r.fetch_failed + r.push_refused) as u64;
+                v.last_error = None;
+            }
+            Err(e) => {
+                v.link = "down".into();
+                v.rounds_failed += 1;
+                v.last_error = Some(e);
+            }
+        });
+    }
+
+    /// Counts a gossip message refused from `via`.
+    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
+    pub fn gossip_refused(&self, via: &str) {
+        *lock(&self.gossip_refused)
+            .entry(via.to_owned())
+            .or_default() += 1;
+    }
+
+    /// Counts a QUIC hello refused from `remote`.
+    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
+    pub fn hello_refused(&self, remote: &str) {
+        *lock(&self.hello_refused)
+            .entry(remote.to_owned())
+            .or_default() += 1;
+    }
+
+    /// A wake-up for a peering task: [`Peers::kick_all`] notifies it.
+    pub fn kick(&self) -> Arc<Notify> {
+        let n = Arc::new(Notify::new());
+        lock(&self.kicks).push(n.clone());
+        n
+    }
+
+    /// Starts a round with every peer now (new events to pass on).
+    pub fn kick_all(&self) {
+        let mut kicks = lock(&self.kicks);
+        kicks.retain(|k| Arc::strong_count(k) > 1);
+        for k in kicks.iter() {
+            k.notify_one();
+        }
+    }
+
+    /// Kicks every peering task when the relay takes new events (a client's, or a peer's
+    /// pushed over a link), at most five times a second.
+    pub fn spawn_kicker(
+        self: &Arc<Self>,
+        relay: &fleetmesh_relay::face::Relay,
+    ) -> tokio::task::JoinHandle<()> {
+        let mut live = relay.live();
+        let me = self.clone();
+        tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                match live.recv().await {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                while !matches!(
+                    live.try_recv(),
+                    Err(tokio::sync::broadcast::error::TryRecvError::Empty
+                        | tokio::sync::broadcast::error::TryRecvError::Closed)
+                ) {}
+                me.kick_all();
+            }
+        })
+    }
+
+    /// The table as served by `GET /v1/peers`.
+    pub fn snapshot(&self) -> serde_json::Value {
+        serde_json::json!({
+            "peers": lock(&self.peers).values().collect::<Vec<_>>(),
+            "gossip_refused": *lock(&self.gossip_refused),
+            "hello_refused": *lock(&self.hello_refused),
+        })
+    }
+}

@@ -1,0 +1,386 @@
+//! iroh QUIC peer links: the node's Ed25519 key is its iroh endpoint identity, the ALPN is
+//! `fleetmesh/1`, and no relay server or address lookup is used (peers are dialled at the
+//! addresses their descriptors or the gossip give).
+//!
+//! A connection starts with a hello on its first stream: each side sends its signed
+//! descriptor (kind 11801), and the other checks it ([`check_peer`]: signature, Ed25519
+//! proof of possession, schema, the protocol digest gate) *and* that the descriptor's
+//! Ed25519 key is the key the QUIC handshake authenticated. Only then are relay sessions
+//! opened: each further stream carries one NIP-01/NIP-77 conversation with the peer's relay
+//! face ([`frame`](crate::frame)), served by [`Relay::serve_frames`] under the relay's own
+//! limits. Use [`Quic::bind`] for the endpoint, [`Quic::serve`] to answer, [`Quic::dial`]
+//! to connect, [`PeerLink::session`] for a [`Link`] that `fleetmesh_relay::sync` runs over.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use fleetmesh_proto::event::Event;
+use fleetmesh_proto::identity::{DescriptorContent, check_peer};
+use fleetmesh_relay::face::Relay;
+use fleetmesh_relay::sync::Link;
+use fleetmesh_schemas::ProtocolDigest;
+use iroh::endpoint::{Connection, QuicTransportConfig, VarInt, presets};
+use iroh::{Endpoint, EndpointAddr, RelayMode, SecretKey};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt as _;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinHandle;
+
+use crate::frame::{self, Frame, read_frame, write_frame};
+use crate::{Error, Result};
+
+/// The ALPN of fleetmesh peer links.
+pub const ALPN: &[u8] = b"fleetmesh/1";
+const HELLO: u8 = b'H';
+const RELAY: u8 = b'R';
+/// A hello must be over within this.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest hello frame (a descriptor).
+const HELLO_CAP: usize = 64 * 1024;
+/// Relay sessions open at once on one connection.
+const SESSIONS_PER_PEER: u32 = 8;
+/// Peer connections served at once; more are refused.
+const MAX_INBOUND: usize = 256;
+/// Close codes.
+const REFUSED: u32 = 1;
+
+/// What the endpoint saw: a peer that passed the hello, or one that did not.
+#[derive(Debug, Clone)]
+pub enum Seen {
+    /// A peer link is up.
+    Peered {
+        /// Its descriptor, checked.
+        descriptor: Box<Event>,
+        /// It dialled us.
+        inbound: bool,
+    },
+    /// A connection was refused at the hello.
+    Refused {
+        /// The remote's endpoint id (its Ed25519 key, hex).
+        remote: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+struct Ours {
+    descriptor: RwLock<String>,
+    digest: ProtocolDigest,
+}
+
+/// The node's iroh endpoint.
+#[derive(Clone)]
+pub struct Quic {
+    endpoint: Endpoint,
+    ours: Arc<Ours>,
+}
+
+impl std::fmt::Debug for Quic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Quic")
+            .field("id", &self.endpoint.id().to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A peer link that passed the hello.
+#[derive(Debug, Clone)]
+pub struct PeerLink {
+    conn: Connection,
+    /// The peer's descriptor.
+    pub descriptor: Event,
+    /// Its content.
+    pub content: DescriptorContent,
+}
+
+/// `descriptor` (JSON) checked as a peer's, and its Ed25519 key is `remote`.
+fn check_hello(
+    json: &str,
+    remote: &[u8; 32],
+    digest: &ProtocolDigest,
+) -> std::result::Result<(Event, DescriptorContent), String> {
+    let event = Event::from_json(json).map_err(|e| format!("descriptor: {e}"))?;
+    let content = check_peer(&event, digest).map_err(|e| e.to_string())?;
+    let ed = content
+        .keys
+        .iter()
+        .find(|k| k.key_type == "ed25519")
+        .map(|k| k.public.as_str());
+    if ed != Some(hex::encode(remote).as_str()) {
+        return Err(
+            "the descriptor's ed25519 key is not the key this connection was made with".into(),
+        );
+    }
+    Ok((event, content))
+}
+
+impl Quic {
+    /// Binds the endpoint at `addr` (UDP) with `secret` (the node's Ed25519 key) as its
+    /// identity; `descriptor` is what the hello sends (see [`Quic::set_descriptor`]).
+    ///
+    /// # Errors
+    /// [`Error::Bind`] when the address cannot be bound.
+    pub async fn bind(
+        secret: &[u8; 32],
+        addr: SocketAddr,
+        descriptor: &Event,
+        digest: ProtocolDigest,
+    ) -> Result<Quic> {
+        let bind = |e: String| Error::Bind {
+            addr: addr.to_string(),
+            reason: e,
+        };
+        let idle = Duration::from_secs(30)
+            .try_into()
+            .map_err(|_| bind("idle timeout".into()))?;
+        let transport = QuicTransportConfig::builder()
+            .keep_alive_interval(Duration::from_secs(5))
+            .max_idle_timeout(Some(idle))
+            .max_concurrent_bidi_streams(VarInt::from_u32(SESSIONS_PER_PEER + 1))
+            .build();
+        let endpoint = Endpoint::builder(presets::Minimal)
+            .secret_key(SecretKey::from_bytes(secret))
+            .relay_mode(RelayMode::Disabled)
+            .clear_address_lookup()
+            .clear_ip_transports()
+            .bind_addr(addr)
+            .map_err(|e| bind(e.to_string()))?
+            .alpns(vec![ALPN.to_vec()])
+            .transport_config(transport)
+            .bind()
+            .await
+            .map_err(|e| bind(e.to_string()))?;
+        Ok(Quic {
+            endpoint,
+            ours: Arc::new(Ours {
+                descriptor: RwLock::new(descriptor.to_json()),
+                digest,
+            }),
+        })
+    }
+
+    /// The descriptor later hellos send (after the node's descriptor changed).
+    pub fn set_descriptor(&self, descriptor: &Event) {
+        *self
+            .ours
+            .descriptor
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = descriptor.to_json();
+    }
+
+    fn descriptor(&self) -> String {
+        self.ours
+            .descriptor
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The addresses the endpoint is bound to (the real port when bound to port 0).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.endpoint.bound_sockets()
+    }
+
+    /// Dials the peer whose Ed25519 key is `key` at `addrs` and runs the hello.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when no address answers, [`Error::Hello`] when either side
+    /// refuses the other's descriptor.
+    pub async fn dial(&self, key: &[u8; 32], addrs: &[SocketAddr]) -> Result<PeerLink> {
+        let peer = hex::encode(key);
+        let fail = |reason: String| Error::Connect {
+            peer: peer.clone(),
+            reason,
+        };
+        let id = iroh::PublicKey::from_bytes(key).map_err(|e| fail(e.to_string()))?;
+        let mut at = EndpointAddr::new(id);
+        for a in addrs {
+            at = at.with_ip_addr(*a);
+        }
+        let conn = tokio::time::timeout(HELLO_TIMEOUT, self.endpoint.connect(at, ALPN))
+            .await
+            .map_err(|_| fail(format!("no answer within {HELLO_TIMEOUT:?}")))?
+            .map_err(|e| fail(e.to_string()))?;
+        let hello = async {
+            let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+            send.write_all(&[HELLO]).await.map_err(|e| e.to_string())?;
+            write_frame(&mut send, &Frame::Text(self.descriptor()))
+                .await
+                .map_err(|e| e.to_string())?;
+            let Some(Frame::Text(reply)) = read_frame(&mut recv, HELLO_CAP).await? else {
+                return Err("the peer closed the hello".to_owned());
+            };
+            let v: Value = serde_json::from_str(&reply).map_err(|e| format!("hello: {e}"))?;
+            if v["ok"] != true {
+                return Err(format!(
+                    "the peer refused us: {}",
+                    v["reason"].as_str().unwrap_or("")
+                ));
+            }
+            let theirs = v["descriptor"].to_string();
+            check_hello(&theirs, key, &self.ours.digest)
+        };
+        let outcome = tokio::time::timeout(HELLO_TIMEOUT, hello)
+            .await
+            .unwrap_or_else(|_| Err(format!("no hello within {HELLO_TIMEOUT:?}")));
+        match outcome {
+            Ok((descriptor, content)) => Ok(PeerLink {
+                conn,
+                descriptor,
+                content,
+            }),
+            Err(reason) => {
+                conn.close(VarInt::from_u32(REFUSED), b"hello refused");
+                Err(Error::Hello { peer, reason })
+            }
+        }
+    }
+
+    /// Answers peer connections until the endpoint closes: the hello, then each relay
+    /// session served by `relay`. What happens goes to `seen`.
+    pub fn serve(&self, relay: Arc<Relay>, seen: mpsc::UnboundedSender<Seen>) -> JoinHandle<()> {
+        let me = self.clone();
+        let slots = Arc::new(Semaphore::new(MAX_INBOUND));
+        tokio::spawn(async move {
+            while let Some(incoming) = me.endpoint.accept().await {
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    tracing::warn!("peer connection refused: {MAX_INBOUND} already open");
+                    incoming.refuse();
+                    continue;
+                };
+                let (me, relay, seen) = (me.clone(), relay.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    let Ok(conn) = incoming.await else { return };
+                    me.answer(conn, relay, seen).await;
+                });
+            }
+        })
+    }
+
+    async fn answer(&self, conn: Connection, relay: Arc<Relay>, seen: mpsc::UnboundedSender<Seen>) {
+        let remote = *conn.remote_id().as_bytes();
+        let addr = conn
+            .paths()
+            .iter()
+            .find_map(|p| match p.remote_addr() {
+                iroh::TransportAddr::Ip(a) => Some(*a),
+                _ => None,
+            })
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let hello = async {
+            let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
+            let mut kind = [0u8; 1];
+            recv.read_exact(&mut kind)
+                .await
+                .map_err(|e| e.to_string())?;
+            if kind[0] != HELLO {
+                return Err("the first stream is not a hello".to_owned());
+            }
+            let Some(Frame::Text(theirs)) = read_frame(&mut recv, HELLO_CAP).await? else {
+                return Err("no descriptor in the hello".to_owned());
+            };
+            match check_hello(&theirs, &remote, &self.ours.digest) {
+                Ok(ok) => {
+                    let ours: Value =
+                        serde_json::from_str(&self.descriptor()).unwrap_or(Value::Null);
+                    let reply = json!({"ok": true, "descriptor": ours}).to_string();
+                    write_frame(&mut send, &Frame::Text(reply))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok(ok)
+                }
+                Err(reason) => {
+                    let reply = json!({"ok": false, "reason": reason}).to_string();
+                    let _ = write_frame(&mut send, &Frame::Text(reply)).await;
+                    let _ = send.shutdown().await;
+                    let _ = tokio::time::timeout(Duration::from_secs(1), send.stopped()).await;
+                    Err(reason)
+                }
+            }
+        };
+        let outcome = tokio::time::timeout(HELLO_TIMEOUT, hello)
+            .await
+            .unwrap_or_else(|_| Err(format!("no hello within {HELLO_TIMEOUT:?}")));
+        let descriptor = match outcome {
+            Ok((descriptor, _)) => descriptor,
+            Err(reason) => {
+                tracing::info!(remote = %hex::encode(remote), %reason, "peer refused at the hello");
+                let _ = seen.send(Seen::Refused {
+                    remote: hex::encode(remote),
+                    reason,
+                });
+                conn.close(VarInt::from_u32(REFUSED), b"hello refused");
+                return;
+            }
+        };
+        let _ = seen.send(Seen::Peered {
+            descriptor: Box::new(descriptor),
+            inbound: true,
+        });
+        let cap = frame_cap(&relay);
+        while let Ok((send, mut recv)) = conn.accept_bi().await {
+            let relay = relay.clone();
+            tokio::spawn(async move {
+                let mut kind = [0u8; 1];
+                if recv.read_exact(&mut kind).await.is_err() || kind[0] != RELAY {
+                    return;
+                }
+                let (incoming, outgoing) = frame::server(recv, send, cap);
+                relay.serve_frames(incoming, outgoing, addr).await;
+            });
+        }
+    }
+
+    /// Closes every connection and the endpoint.
+    pub async fn close(&self) {
+        self.endpoint.close().await;
+    }
+}
+
+/// The largest frame a relay session carries: as a WebSocket's, 4 × the relay's message
+/// limit and at least 1 MiB.
+fn frame_cap(relay: &Relay) -> usize {
+    relay
+        .limits()
+        .max_message_length
+        .saturating_mul(4)
+        .max(1 << 20)
+}
+
+impl PeerLink {
+    /// Opens a relay session with the peer's relay face: a [`Link`] to run
+    /// `fleetmesh_relay::sync::sync_over` (or any NIP-01 conversation) over.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when the connection is gone.
+    pub async fn session(&self) -> Result<Link> {
+        let peer = hex::encode(self.conn.remote_id().as_bytes());
+        let fail = |e: String| Error::Connect {
+            peer: peer.clone(),
+            reason: e,
+        };
+        let (mut send, recv) = self.conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
+        send.write_all(&[RELAY])
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(frame::client(recv, send, 16 << 20))
+    }
+
+    /// Whether the connection is closed (then dial again).
+    pub fn is_closed(&self) -> bool {
+        self.conn.close_reason().is_some()
+    }
+
+    /// The peer's address, where a direct path is known.
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.conn
+            .paths()
+            .iter()
+            .find_map(|p| match p.remote_addr() {
+                iroh::TransportAddr::Ip(a) => Some(*a),
+                _ => None,
+            })
+    }
+}
