@@ -15,31 +15,38 @@ impl Drop for Stop<'_> {
     }
 }
 
+/// `meshnode cluster start --dir DIR ARGS…`: its stopper and the nodes it printed.
+fn start<'a>(dir: &'a Path, args: &[&str]) -> (Stop<'a>, Vec<Value>) {
+    let mut all = vec!["cluster", "start", "--dir", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let o = run(&all);
+    let stop = Stop(dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let nodes = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (stop, nodes)
+}
+
 #[test]
 fn a_cluster_in_a_line_converges_reports_its_health_and_stops() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cluster");
     let d = dir.to_str().unwrap();
-    let o = run(&[
-        "cluster",
-        "start",
-        "--nodes",
-        "3",
-        "--dir",
-        d,
-        "--topology",
-        "line",
-        "--interval-secs",
-        "1",
-        "--transport",
-        "ws",
-    ]);
-    let _stop = Stop(&dir);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let nodes: Vec<Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (_stop, nodes) = start(
+        &dir,
+        &[
+            "--nodes",
+            "3",
+            "--topology",
+            "line",
+            "--interval-secs",
+            "1",
+            "--transport",
+            "ws",
+        ],
+    );
     assert_eq!(nodes.len(), 3);
     let ws = |n: &Value| n["url"].as_str().unwrap().replace("http://", "ws://") + "/";
     for n in &nodes {
@@ -83,24 +90,8 @@ fn peers_of(url: &str) -> Value {
 fn five_nodes_find_each_other_by_gossip_peer_over_quic_and_converge() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cluster");
-    let d = dir.to_str().unwrap();
     // bootstrapped in a line: each node knows only the next one's gossip address
-    let o = run(&[
-        "cluster",
-        "start",
-        "--nodes",
-        "5",
-        "--dir",
-        d,
-        "--topology",
-        "line",
-    ]);
-    let _stop = Stop(&dir);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let nodes: Vec<Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (_stop, nodes) = start(&dir, &["--nodes", "5", "--topology", "line"]);
     let url = |i: usize| nodes[i]["url"].as_str().unwrap().to_owned();
     let ws = |i: usize| url(i).replace("http://", "ws://") + "/";
     let dids: Vec<&str> = nodes.iter().map(|n| n["did"].as_str().unwrap()).collect();

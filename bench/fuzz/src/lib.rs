@@ -35,6 +35,8 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("relay_giftwrap", relay::giftwrap),
     ("relay_didcomm", relay::didcomm),
     ("relay_hop", relay::hop),
+    ("transport_frame", relay::transport_frame),
+    ("transport_gossip", relay::transport_gossip),
     ("prover_snarkjs", prover::snarkjs),
     ("prover_zkey", prover::zkey),
     ("prover_r1cs", prover::r1cs),

@@ -493,3 +493,43 @@ pub fn hop(data: &[u8]) {
         assert_eq!(env.hops.last().map(|h| h.to.as_str()), Some(me.as_str()));
     }
 }
+
+/// Peer-link frames (`fleetmesh_transport::frame`): the bytes as a stream of frames under a
+/// 4 KiB cap; every frame read is written back and read again unchanged.
+pub fn transport_frame(data: &[u8]) {
+    use fleetmesh_transport::frame::{read_frame, write_frame};
+    static RT: std::sync::LazyLock<tokio::runtime::Runtime> = std::sync::LazyLock::new(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+    });
+    RT.block_on(async {
+        let mut rest = data;
+        while let Ok(Some(frame)) = read_frame(&mut rest, 4096).await {
+            let mut buf = Vec::new();
+            write_frame(&mut buf, &frame)
+                .await
+                .expect("writing to memory");
+            let again = read_frame(&mut buf.as_slice(), 4096).await;
+            assert_eq!(again, Ok(Some(frame)));
+        }
+    });
+}
+
+/// Gossip announcements (`fleetmesh_transport::gossip::judge`): the bytes as a message on
+/// the announce topic; only a descriptor announced by its own key, or a fresh heartbeat,
+/// of our digest is accepted.
+pub fn transport_gossip(data: &[u8]) {
+    use fleetmesh_transport::PeerId;
+    use fleetmesh_transport::gossip::{Heard, judge};
+    let via = PeerId::random();
+    let digest = fleetmesh_schemas::SchemaSet::embedded().digest();
+    let (_, heard) = judge(data, Some(&via), &via, &digest, NOW);
+    if let Heard::Descriptor { content, .. } = &heard {
+        assert_eq!(content.protocol_digest, digest.to_hex());
+    }
+    if let Heard::Heartbeat { heartbeat, event } = &heard {
+        assert_eq!(heartbeat.protocol_digest, digest.to_hex());
+        assert!(event.created_at.abs_diff(NOW) <= 300);
+    }
+}

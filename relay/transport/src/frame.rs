@@ -19,12 +19,16 @@ const PING: u8 = 1;
 const PONG: u8 = 2;
 const CLOSE: u8 = 3;
 
-/// One frame read, or why the stream ends.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Frame {
+/// One frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// A NIP-01 message.
     Text(String),
+    /// A liveness probe, answered by a pong with the same bytes.
     Ping(Vec<u8>),
+    /// The answer to a ping.
     Pong(Vec<u8>),
+    /// The end of the session.
     Close,
 }
 
@@ -33,7 +37,7 @@ pub(crate) enum Frame {
 /// # Errors
 /// A message naming what was wrong: an oversized or unknown frame, text that is not
 /// UTF-8, a stream cut inside a frame.
-pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
+pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     cap: usize,
 ) -> Result<Option<Frame>, String> {
@@ -64,10 +68,10 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
 }
 
 /// Writes one frame.
-pub(crate) async fn write_frame<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    frame: &Frame,
-) -> std::io::Result<()> {
+///
+/// # Errors
+/// The stream's, or a payload over 4 GiB.
+pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, frame: &Frame) -> std::io::Result<()> {
     let (t, body): (u8, &[u8]) = match frame {
         Frame::Text(s) => (TEXT, s.as_bytes()),
         Frame::Ping(b) => (PING, b),

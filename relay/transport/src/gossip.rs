@@ -112,8 +112,9 @@ pub fn peer_id_of(ed25519: &[u8; 32]) -> Result<PeerId> {
     Ok(identity::PublicKey::from(key).to_peer_id())
 }
 
-/// Checks one gossip message; the verdict for gossipsub and what to report.
-fn judge(
+/// Checks one gossip message `data`, published by `source` and received from `via`, at
+/// unix time `now`: the verdict for gossipsub and what to report.
+pub fn judge(
     data: &[u8],
     source: Option<&PeerId>,
     via: &PeerId,

@@ -12,7 +12,7 @@
 //! The appliance's peer manager (`meshnode up`) puts them together; this crate holds no
 //! policy about whom to peer with.
 
-pub(crate) mod frame;
+pub mod frame;
 pub mod gossip;
 pub mod link;
 

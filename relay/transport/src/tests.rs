@@ -107,6 +107,17 @@ fn stored(db: &std::path::Path) -> usize {
         .len()
 }
 
+/// One sync round over a new session of `link`.
+async fn round(
+    store: &mut Store,
+    link: &crate::link::PeerLink,
+) -> fleetmesh_relay::sync::SyncReport {
+    let session = link.session().await.unwrap();
+    sync_over(store, "a", session, &SyncOptions::default(), |_| {})
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn iroh_link_checks_both_descriptors_then_syncs_both_ways() {
     let dir = tempfile::tempdir().unwrap();
@@ -141,15 +152,7 @@ async fn iroh_link_checks_both_descriptors_then_syncs_both_ways() {
         other => panic!("{other:?}"),
     }
     let mut store = Store::open(&b.db).unwrap();
-    let report = sync_over(
-        &mut store,
-        "a",
-        link.session().await.unwrap(),
-        &SyncOptions::default(),
-        |_| {},
-    )
-    .await
-    .unwrap();
+    let report = round(&mut store, &link).await;
     assert_eq!(
         (report.fetched, report.pushed, report.fetch_failed),
         (3, 2, 0),
@@ -158,15 +161,7 @@ async fn iroh_link_checks_both_descriptors_then_syncs_both_ways() {
     assert_eq!(stored(&b.db), 5);
     assert_eq!(stored(&a.db), 5);
     // a second session on the same link finds nothing left to move
-    let again = sync_over(
-        &mut store,
-        "a",
-        link.session().await.unwrap(),
-        &SyncOptions::default(),
-        |_| {},
-    )
-    .await
-    .unwrap();
+    let again = round(&mut store, &link).await;
     assert_eq!((again.fetched, again.pushed), (0, 0));
     b.quic.close().await;
     a.quic.close().await;
