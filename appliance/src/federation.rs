@@ -270,8 +270,13 @@ async fn heard(
     ours: [u8; 32],
 ) {
     let table = ctx.table.clone();
-    let mut links: HashMap<String, (Arc<Notify>, tokio::sync::watch::Sender<Vec<SocketAddr>>)> =
-        HashMap::new();
+    // per peer task: its wake-up on new events, on the peer's heartbeats, and its addresses
+    type Handle = (
+        Arc<Notify>,
+        Arc<Notify>,
+        tokio::sync::watch::Sender<Vec<SocketAddr>>,
+    );
+    let mut links: HashMap<String, Handle> = HashMap::new();
     while let Some(h) = rx.recv().await {
         match h {
             Heard::Descriptor { event, content, .. } => {
@@ -296,14 +301,16 @@ async fn heard(
                     }
                 });
                 match (links.get(&key), &quic, ed25519_of(&content)) {
-                    (Some((_, at)), _, _) => {
+                    (Some((_, _, at)), _, _) => {
                         let _ = at.send(addrs);
                     }
                     (None, Some(q), Some(ed)) if dialable => {
                         let kick = ctx.table.kick();
                         let (at, watch) = tokio::sync::watch::channel(addrs);
-                        links.insert(key.clone(), (kick.clone(), at));
-                        tokio::spawn(peer(q.clone(), ctx.clone(), key, ed, watch, kick));
+                        let beat = Arc::new(Notify::new());
+                        links.insert(key.clone(), (kick.clone(), beat.clone(), at));
+                        let wake = Wake { kick, beat };
+                        tokio::spawn(peer(q.clone(), ctx.clone(), key, ed, watch, wake));
                     }
                     _ => {}
                 }
@@ -315,8 +322,8 @@ async fn heard(
                 if table.get(&key).is_some() {
                     table.update(&key, |v| v.last_heartbeat = Some(event.created_at));
                 }
-                if let Some((kick, _)) = links.get(&key) {
-                    kick.notify_one();
+                if let Some((_, beat, _)) = links.get(&key) {
+                    beat.notify_one();
                 }
             }
             Heard::Foreign { pubkey, theirs } => {
@@ -338,21 +345,29 @@ async fn heard(
     }
 }
 
-/// One peer over QUIC: dial, then rounds on schedule and on kicks; dial again when the
-/// link breaks.
+/// What wakes a peer task early.
+struct Wake {
+    /// New events here.
+    kick: Arc<Notify>,
+    /// The peer's heartbeat: it is alive (dial it now if the link is down).
+    beat: Arc<Notify>,
+}
+
+/// One peer over QUIC: dial, then rounds on schedule, on new events and on the peer's
+/// heartbeats; dial again when the link breaks (after a backoff, or at its next heartbeat).
 async fn peer(
     quic: Quic,
     ctx: Ctx,
     key: String,
     ed25519: [u8; 32],
     addrs: tokio::sync::watch::Receiver<Vec<SocketAddr>>,
-    kick: Arc<Notify>,
+    wake: Wake,
 ) {
     let mut wait = ctx.every;
     let mut first = true;
     loop {
         if !first {
-            tokio::time::sleep(wait).await;
+            let _ = tokio::time::timeout(wait, wake.beat.notified()).await;
         }
         first = false;
         let at = addrs.borrow().clone();
@@ -396,9 +411,15 @@ async fn peer(
                 break;
             }
             if wait > ctx.every {
-                tokio::time::sleep(wait).await;
+                let _ = tokio::time::timeout(wait, wake.beat.notified()).await;
             } else {
-                let _ = tokio::time::timeout(wait, kick.notified()).await;
+                let _ = tokio::time::timeout(wait, async {
+                    tokio::select! {
+                        () = wake.kick.notified() => {},
+                        () = wake.beat.notified() => {},
+                    }
+                })
+                .await;
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }

@@ -190,6 +190,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Wrap(args) => cli::giftwrap::wrap(&args),
         Command::Unwrap(args) => cli::giftwrap::unwrap(&args),
         Command::Peers(args) => cli::peers::peers(&args),
+        Command::Bridge(cmd) => cli::bridge::run(cmd),
         Command::Cluster(cli::cluster::ClusterCommand::Start(args)) => cli::cluster::start(&args),
         Command::Cluster(cli::cluster::ClusterCommand::Status(args)) => cli::cluster::status(&args),
         Command::Cluster(cli::cluster::ClusterCommand::Stop(args)) => cli::cluster::stop(&args),

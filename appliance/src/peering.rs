@@ -17,8 +17,13 @@ use crate::peers::Peers;
 
 /// Whom a round is with.
 pub(crate) enum Target {
-    /// A relay face, `ws://` or `wss://`.
-    Url(String),
+    /// A relay face, `ws://` or `wss://`, reached `via`; for REQ pages, only events since
+    /// `since`.
+    Url {
+        url: String,
+        via: fleetmesh_relay::bridge::Via,
+        since: Option<u64>,
+    },
     /// A peer link of another transport (QUIC), named for errors.
     #[cfg_attr(not(feature = "federation"), allow(dead_code))]
     Link(String, fleetmesh_relay::sync::Link),
@@ -41,9 +46,30 @@ pub(crate) fn round(
         }
         None => None,
     };
+    let mut filter: serde_json::Value =
+        serde_json::from_str(filter).context("the peer's filter")?;
+    if let Target::Url {
+        since: Some(t),
+        via,
+        ..
+    } = &target
+        && *via != fleetmesh_relay::bridge::Via::Nip77
+        && let Some(f) = filter.as_object_mut()
+    {
+        let given = f
+            .get("since")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        f.insert("since".into(), (*t).max(given).into());
+    }
     let opts = fleetmesh_relay::sync::SyncOptions {
-        filter: serde_json::from_str(filter).context("the peer's filter")?,
+        filter,
         ca_pem,
+        // a QUIC link keeps itself alive: silence past its idle timeout is a dead peer
+        timeout: match target {
+            Target::Link(..) => Duration::from_secs(10),
+            Target::Url { .. } => Duration::from_secs(30),
+        },
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -52,7 +78,11 @@ pub(crate) fn round(
         .context("starting the async runtime")?;
     Ok(runtime.block_on(async {
         match target {
-            Target::Url(url) => fleetmesh_relay::sync::sync(&mut store, &url, &opts, |_| {}).await,
+            Target::Url { url, via, .. } => {
+                fleetmesh_relay::bridge::bridge(&mut store, &url, &opts, via)
+                    .await
+                    .map(|(report, _)| report)
+            }
             Target::Link(name, link) => {
                 fleetmesh_relay::sync::sync_over(&mut store, &name, link, &opts, |_| {}).await
             }
@@ -119,6 +149,7 @@ pub fn start(
             });
             tokio::spawn(async move {
                 let mut wait = every;
+                let mut last_ok: Option<u64> = None;
                 loop {
                     // new events here start a round early (not while backing off)
                     if wait > every {
@@ -128,20 +159,26 @@ pub fn start(
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     let (d, p) = (db.clone(), peer.clone());
+                    // REQ pages after the first good round: since it began, with ten
+                    // minutes for clocks and late publishers
+                    let since = last_ok.map(|t: u64| t.saturating_sub(600));
+                    let began = crate::node::unix_now();
+                    let target = Target::Url {
+                        url: p.url.clone(),
+                        via: p.via,
+                        since,
+                    };
                     let Ok(done) = tokio::task::spawn_blocking(move || {
-                        round(
-                            &d,
-                            durability,
-                            &p.filter,
-                            p.ca.as_deref(),
-                            Target::Url(p.url.clone()),
-                        )
+                        round(&d, durability, &p.filter, p.ca.as_deref(), target)
                     })
                     .await
                     else {
                         return;
                     };
                     let fetched = done.as_ref().is_ok_and(|r| r.fetched > 0);
+                    if done.is_ok() {
+                        last_ok = Some(began);
+                    }
                     wait = record(&table, &peer.url, done, every, wait);
                     if fetched {
                         table.kick_all();

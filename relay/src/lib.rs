@@ -12,6 +12,7 @@
 //! Gift wraps, the ledger and the transports are crates of their own beside this one (see
 //! `docs/architecture.md`).
 
+pub mod bridge;
 pub mod error;
 pub mod face;
 pub mod limits;
@@ -24,3 +25,5 @@ pub mod sync;
 pub use error::{Error, Result};
 pub use face::{Relay, RelayConfig};
 pub use store::Store;
+#[cfg(feature = "test-utils")]
+pub mod testing;

@@ -175,7 +175,7 @@ struct Peer {
 }
 
 /// `filter` parsed for a conversation with `peer`, its errors named for that peer.
-fn parse_filter(peer: &str, filter: &Value) -> Result<Filter> {
+pub(crate) fn parse_filter(peer: &str, filter: &Value) -> Result<Filter> {
     Filter::from_value(filter, FilterLimits::default()).map_err(|e| Error::Sync {
         peer: peer.to_owned(),
         reason: format!("filter: {e}"),
@@ -488,7 +488,16 @@ async fn run<S: EventStore + ?Sized>(
         return Ok(report);
     }
     if opts.direction != Direction::Push && !need.is_empty() {
-        pull(store, &mut p, &need, opts, &mut report, &mut progress).await?;
+        pull(
+            store,
+            &mut p,
+            &need,
+            &filter,
+            opts,
+            &mut report,
+            &mut progress,
+        )
+        .await?;
     }
     if opts.direction != Direction::Pull && !have.is_empty() {
         push(store, &mut p, &have, opts, &mut report, &mut progress).await?;
@@ -501,6 +510,7 @@ async fn pull<S: EventStore + ?Sized>(
     store: &mut S,
     p: &mut Peer,
     need: &[Id],
+    filter: &Filter,
     opts: &SyncOptions,
     report: &mut SyncReport,
     progress: &mut impl FnMut(&SyncProgress),
@@ -531,6 +541,9 @@ async fn pull<S: EventStore + ?Sized>(
                     // The checks the relay face applies on ingest, at its default limits.
                     let ok = Event::from_value(&v[2]).ok().filter(|e| {
                         wanted.contains(e.id_hex().as_str())
+                            // a peer that reconciled ids outside the agreed filter gets
+                            // nothing of them stored
+                            && filter.matches(e)
                             && limits.admit(e, schemas, now()).is_ok()
                     });
                     match ok {

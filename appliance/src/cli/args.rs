@@ -85,6 +85,9 @@ pub enum Command {
     /// A local cluster of nodes on loopback, peered in a topology: start, status, stop.
     #[command(subcommand)]
     Cluster(crate::cli::cluster::ClusterCommand),
+    /// Standard Nostr relays: exchange a filter's events with one, NIP-77 or REQ pages.
+    #[command(subcommand)]
+    Bridge(crate::cli::bridge::BridgeCommand),
     /// The peers a running node sees: key, DID, class, transport, digest match, last
     /// heartbeat, last sync and what it moved (`GET /v1/peers`).
     Peers(crate::cli::peers::PeersArgs),
@@ -597,6 +600,14 @@ pub struct SyncArgs {
     /// Reconcile only: say what would move, move nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Only events created since TIME: Unix seconds, or an age such as 30m, 24h, 7d
+    /// (added to the filter as `since`).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// nip77: NIP-77 only; req: NIP-01 only (REQ pages back from now in, EVENTs out);
+    /// auto: NIP-77, then REQ pages when the relay refuses or ignores NEG-OPEN.
+    #[arg(long, value_name = "auto|nip77|req", default_value = "nip77")]
+    pub via: fleetmesh_relay::bridge::Via,
     /// For a wss:// peer: also trust the CA certificate(s) in this PEM file (a private CA,
     /// a self-signed relay), beside the web's public roots.
     #[arg(long, value_name = "FILE")]

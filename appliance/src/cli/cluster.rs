@@ -216,6 +216,7 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
                         url: format!("ws://127.0.0.1:{}/", ports[j].0),
                         filter: "{}".into(),
                         ca: None,
+                        via: fleetmesh_relay::bridge::Via::Nip77,
                     })
                     .collect();
             }

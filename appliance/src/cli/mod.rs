@@ -5,6 +5,7 @@
 
 mod args;
 pub mod attest;
+pub mod bridge;
 pub mod bykey;
 pub mod cluster;
 pub mod crds;

@@ -11,8 +11,19 @@ use crate::cli::{Outcome, SyncArgs};
 /// Runs `meshnode sync`.
 pub fn run(args: SyncArgs) -> anyhow::Result<Outcome> {
     use fleetmesh_relay::sync::{SyncOptions, SyncProgress, sync};
-    let filter: serde_json::Value =
+    let mut filter: serde_json::Value =
         serde_json::from_str(&args.filter).context("--filter is not JSON")?;
+    if let Some(since) = &args.since {
+        let since = parse_since(since, crate::node::unix_now())?;
+        let obj = filter
+            .as_object_mut()
+            .context("--filter is not a JSON object")?;
+        let given = obj
+            .get("since")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        obj.insert("since".into(), since.max(given).into());
+    }
     if !(args.peer.starts_with("ws://") || args.peer.starts_with("wss://")) {
         anyhow::bail!("--peer must be a ws:// or wss:// URL, not {:?}", args.peer);
     }
@@ -39,17 +50,28 @@ pub fn run(args: SyncArgs) -> anyhow::Result<Outcome> {
         .map_or(0.0, |d| d.as_secs_f64());
     eprintln!("sync: with {}", args.peer);
     let mut shown = Progress::new("sync");
-    let report = runtime.block_on(sync(&mut store, &args.peer, &opts, |p| match p {
-        SyncProgress::Fetched { done, total } => {
-            shown.say("fetching");
-            shown.set(*done as u64, *total as u64);
+    let via = args.via;
+    let report = runtime.block_on(async {
+        if via != fleetmesh_relay::bridge::Via::Nip77 {
+            let r = fleetmesh_relay::bridge::bridge(&mut store, &args.peer, &opts, via).await;
+            return r.map(|(report, used)| {
+                eprintln!("sync: by {used}");
+                report
+            });
         }
-        SyncProgress::Pushed { done, total } => {
-            shown.say("pushing");
-            shown.set(*done as u64, *total as u64);
-        }
-        other => shown.say(&other.to_string()),
-    }));
+        sync(&mut store, &args.peer, &opts, |p| match p {
+            SyncProgress::Fetched { done, total } => {
+                shown.say("fetching");
+                shown.set(*done as u64, *total as u64);
+            }
+            SyncProgress::Pushed { done, total } => {
+                shown.say("pushing");
+                shown.set(*done as u64, *total as u64);
+            }
+            other => shown.say(&other.to_string()),
+        })
+        .await
+    });
     if let Some(path) = &args.metrics_file {
         let text = metrics_text(&args.peer, unix, started.elapsed(), report.as_ref().ok());
         crate::node::replace_file(path, text.as_bytes(), false)
@@ -83,6 +105,25 @@ pub fn run(args: SyncArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Negative);
     }
     Ok(Outcome::Ok)
+}
+
+/// `--since`: Unix seconds, or an age (`30m`, `24h`, `7d`, `90s`) before `now`.
+fn parse_since(text: &str, now: u64) -> anyhow::Result<u64> {
+    if let Ok(t) = text.parse::<u64>() {
+        return Ok(t);
+    }
+    let (n, unit) = text.split_at(text.len().saturating_sub(1));
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => 0,
+    };
+    match n.parse::<u64>() {
+        Ok(n) if per > 0 => Ok(now.saturating_sub(n.saturating_mul(per))),
+        _ => anyhow::bail!("--since {text:?}: Unix seconds, or an age such as 30m, 24h, 7d"),
+    }
 }
 
 /// What `--metrics-file` holds, each gauge labelled with the peer: name, help.

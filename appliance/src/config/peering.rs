@@ -77,6 +77,16 @@ pub struct PeerSection {
     /// self-signed relay), beside the web's roots. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<std::path::PathBuf>,
+    /// How: `nip77` (fleetmesh nodes, NIP-77 relays); `auto` — a standard relay bridged
+    /// both ways: NIP-77 where it speaks it, else REQ pages back from now (the whole
+    /// history of the filter at the first round, then since the last good round) and
+    /// EVENTs; `req` (NIP-01 only). Default nip77.
+    #[serde(default = "nip77")]
+    pub via: fleetmesh_relay::bridge::Via,
+}
+
+fn nip77() -> fleetmesh_relay::bridge::Via {
+    fleetmesh_relay::bridge::Via::Nip77
 }
 
 fn all_events() -> String {

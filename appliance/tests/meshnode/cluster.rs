@@ -80,7 +80,7 @@ fn a_cluster_in_a_line_converges_reports_its_health_and_stops() {
 }
 
 /// `meshnode peers --node URL --json`.
-fn peers_of(url: &str) -> Value {
+pub(crate) fn peers_of(url: &str) -> Value {
     let o = run(&["peers", "--node", url, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_str(&stdout(&o)).unwrap()
@@ -202,4 +202,63 @@ fn five_nodes_find_each_other_by_gossip_peer_over_quic_and_converge() {
 
 fn meshnode_config_file() -> &'static str {
     "meshnode.toml"
+}
+
+#[test]
+fn a_node_killed_mid_federation_is_linked_again_when_it_returns_and_catches_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let (_stop, nodes) = start(&dir, &["--nodes", "3", "--topology", "star"]);
+    let url = |i: usize| nodes[i]["url"].as_str().unwrap().to_owned();
+    let ws = |i: usize| url(i).replace("http://", "ws://") + "/";
+    let key = |i: usize| {
+        nodes[i]["did"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("did:nostr:")
+            .to_owned()
+    };
+    let link_of = |i: usize, j: usize| {
+        peers_of(&url(i))["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == key(j).as_str())
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    wait_until("node 0 links with node 2", || link_of(0, 2)["link"] == "up");
+    // node 2 dies without a word; node 0 takes an event meanwhile
+    let pid = nodes[2]["pid"].as_u64().unwrap().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let e = note(&keys, "while node 2 was down");
+    runtime().block_on(publish_all(&ws(0), std::slice::from_ref(&e)));
+    wait_until("node 0 sees the link to node 2 down", || {
+        link_of(0, 2)["link"] == "down"
+    });
+    // it comes back on the same directory: dialled again (its heartbeat says it is alive),
+    // and it catches up without anyone running sync
+    let mut back = Command::new(env!("CARGO_BIN_EXE_meshnode"))
+        .args(["run", dir.join("node-2").to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = url(2).trim_start_matches("http://").to_owned();
+    wait_until("node 2 listens again", || {
+        std::net::TcpStream::connect(&addr).is_ok()
+    });
+    wait_until("node 2 holds the event", || holds(&ws(2), &e.id_hex()));
+    wait_until("node 0 links with node 2 again", || {
+        link_of(0, 2)["link"] == "up"
+    });
+    back.kill().unwrap();
+    let _ = back.wait();
 }

@@ -184,3 +184,130 @@ fn peering_settings_are_checked_at_start_up() {
     ]);
     assert_usage_error(&o, "give both or neither");
 }
+
+#[test]
+fn a_wss_peer_is_reached_with_the_ca_its_entry_names_and_refused_without_it() {
+    let (_b_dir, b) = peered_node(&[], 30);
+    let b_url = format!("ws://{}/", b.addr);
+    // b behind TLS with a certificate from a CA of its own (the runtime's worker keeps the
+    // front going)
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (wss, ca_pem, _front) = rt.block_on(fleetmesh_relay::testing::tls_front(&b_url));
+    let dir = tempfile::tempdir().unwrap();
+    assert!(init(dir.path(), &[]).status.success());
+    let ca = dir.path().join("peer-ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    // the same relay twice: by address with the CA, by name without it
+    let by_name = wss.replace("127.0.0.1", "localhost");
+    let peers = format!(
+        "\n[[peering.peers]]\nurl = \"{wss}\"\nca = {:?}\n\n[[peering.peers]]\nurl = \"{by_name}\"\n",
+        ca.display().to_string()
+    );
+    edit_config(
+        dir.path(),
+        &[
+            (
+                "[peering]\ninterval_secs = 30\n",
+                "[peering]\ninterval_secs = 1\n",
+            ),
+            ("peers = []\n", &peers),
+        ],
+    );
+    let a = run_node(dir.path());
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let e = note(&keys, "behind TLS");
+    runtime().block_on(publish_all(&b_url, std::slice::from_ref(&e)));
+    let a_url = format!("ws://{}/", a.addr);
+    wait_until("b's event on a over wss", || holds(&a_url, &e.id_hex()));
+    let view = |url: &str| {
+        super::cluster::peers_of(&format!("http://{}", a.addr))["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == url)
+            .cloned()
+            .unwrap()
+    };
+    let with_ca = view(&wss);
+    assert_eq!(
+        (&with_ca["transport"], &with_ca["link"]),
+        (&serde_json::json!("wss"), &serde_json::json!("up")),
+        "{with_ca}"
+    );
+    wait_until("the entry without the CA fails", || {
+        view(&by_name)["rounds_failed"].as_u64() > Some(0)
+    });
+    let without = view(&by_name);
+    assert_eq!(without["link"], "down", "{without}");
+    assert!(
+        without["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("certificate"),
+        "{without}"
+    );
+}
+
+#[test]
+fn bridge_sync_pages_a_relay_by_req_from_a_given_time_and_pushes_back() {
+    let (_b_dir, b) = peered_node(&[], 30);
+    let b_url = format!("ws://{}/", b.addr);
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let now = unix_now();
+    let sign = |at: u64, text: &str| {
+        keys.sign(fleetmesh_proto::UnsignedEvent {
+            created_at: at,
+            kind: 1,
+            tags: vec![],
+            content: text.into(),
+        })
+        .unwrap()
+    };
+    let (old, new) = (
+        sign(now - 3 * 86_400, "three days ago"),
+        sign(now - 60, "a minute ago"),
+    );
+    runtime().block_on(publish_all(&b_url, &[old.clone(), new.clone()]));
+    let a = tempfile::tempdir().unwrap();
+    assert!(init(a.path(), &[]).status.success());
+    let a_dir = a.path().to_str().unwrap();
+    // `meshnode bridge sync A --relay B --filter {kinds: [1]} EXTRA…`
+    let bridge = |extra: &[&str]| {
+        let mut args = vec![
+            "bridge",
+            "sync",
+            a_dir,
+            "--relay",
+            &b_url,
+            "--filter",
+            "{\"kinds\": [1]}",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    // REQ pages only, since a day ago: the new event comes, the old one does not
+    let o = bridge(&["--via", "req", "--since", "1d"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("sync: by req"), "{}", stderr(&o));
+    let d = run_node(a.path());
+    let a_url = format!("ws://{}/", d.addr);
+    assert!(holds(&a_url, &new.id_hex()));
+    assert!(!holds(&a_url, &old.id_hex()));
+    drop(d);
+    // auto against a fleetmesh relay: NIP-77 finds the old one missing here
+    let o = bridge(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("sync: by nip77"), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("fetched 1 of 1 missing here"),
+        "{}",
+        stdout(&o)
+    );
+    // bad input
+    let o = bridge(&["--since", "yesterday"]);
+    assert_usage_error(&o, "--since \"yesterday\"");
+}

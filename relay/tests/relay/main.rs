@@ -2,6 +2,7 @@
 //! debug build): events and identity, the protocol's typed nouns, the store's NIP-01 semantics, and the WebSocket face
 //! driven by independent clients.
 
+mod bridge;
 mod crypto;
 mod face;
 mod giftwrap;

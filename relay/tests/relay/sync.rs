@@ -368,77 +368,12 @@ async fn fetched_events_are_verified_before_they_are_stored() {
     assert_eq!(ids_of(&local), HashSet::from([good[0].id]));
 }
 
-/// A TLS front for the relay at `plain` (`ws://HOST:PORT`): a test CA, a certificate for
-/// `127.0.0.1` and `localhost` signed by it, and a task that decrypts each connection and
-/// copies its bytes to and from the relay. The `wss://` URL and the CA's PEM.
-async fn tls_front(plain: &str) -> (String, String, tokio::task::JoinHandle<()>) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &Issuer::from_params(&ca_params, &ca_key))
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![CertificateDer::from(cert.der().to_vec())],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-    )
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let upstream = plain
-        .trim_start_matches("ws://")
-        .trim_end_matches('/')
-        .to_owned();
-    let task = tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, upstream) = (acceptor.clone(), upstream.clone());
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let Ok(mut relay) = tokio::net::TcpStream::connect(&upstream).await else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut relay).await;
-            });
-        }
-    });
-    (format!("wss://{addr}/"), pem(ca.der()), task)
-}
-
-/// A DER certificate as PEM.
-fn pem(der: &[u8]) -> String {
-    use base64::Engine as _;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> = b64
-        .as_bytes()
-        .chunks(64)
-        .map(|c| std::str::from_utf8(c).unwrap())
-        .collect();
-    format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-        lines.join("\n")
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wss_peers_are_reached_over_tls_with_a_given_ca_and_refused_without_it() {
     let r = start(Limits::default()).await;
     let remote = events(40, 1_700_000_000, "tls");
     fill(&mut Store::open(&r.db).unwrap(), &remote);
-    let (url, ca, front) = tls_front(&r.url).await;
+    let (url, ca, front) = fleetmesh_relay::testing::tls_front(&r.url).await;
     let (_d, mut local) = local_store();
     // the test CA is not among the web's roots: refused, naming the certificate
     let e = sync(&mut local, &url, &SyncOptions::default(), |_| {})
@@ -465,4 +400,80 @@ async fn wss_peers_are_reached_over_tls_with_a_given_ca_and_refused_without_it()
         .to_string();
     assert!(e.contains("--ca"), "{e}");
     front.abort();
+}
+
+/// A peer over a [`Link`] that lies: its NIP-77 side holds `claimed` whatever the filter
+/// says, and it answers a REQ by ids with those events.
+async fn lying_peer(
+    claimed: Vec<Event>,
+    mut rx: tokio::sync::mpsc::Receiver<String>,
+    tx: tokio::sync::mpsc::Sender<String>,
+) {
+    use negentropy::{Id, Negentropy, NegentropyStorageVector};
+    let mut storage = NegentropyStorageVector::new();
+    for e in &claimed {
+        storage
+            .insert(e.created_at, Id::from_byte_array(e.id))
+            .unwrap();
+    }
+    storage.seal().unwrap();
+    let mut neg = Negentropy::owned(storage, 0).unwrap();
+    while let Some(text) = rx.recv().await {
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let answer = |sub: &serde_json::Value, msg: Vec<u8>| {
+            json!(["NEG-MSG", sub, hex::encode(msg)]).to_string()
+        };
+        match v[0].as_str().unwrap() {
+            "NEG-OPEN" => {
+                let msg = hex::decode(v[3].as_str().unwrap()).unwrap();
+                let reply = neg.reconcile(&msg).unwrap();
+                tx.send(answer(&v[1], reply)).await.unwrap();
+            }
+            "NEG-MSG" => {
+                let msg = hex::decode(v[2].as_str().unwrap()).unwrap();
+                let reply = neg.reconcile(&msg).unwrap();
+                tx.send(answer(&v[1], reply)).await.unwrap();
+            }
+            "REQ" => {
+                for e in &claimed {
+                    tx.send(json!(["EVENT", v[1], e.to_value()]).to_string())
+                        .await
+                        .unwrap();
+                }
+                tx.send(json!(["EOSE", v[1]]).to_string()).await.unwrap();
+            }
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn events_a_peer_reconciles_outside_the_filter_are_refused_and_counted() {
+    use fleetmesh_relay::sync::{Link, sync_over};
+    let keys = NodeKeys::generate().unwrap();
+    // one event in the filter (kind 1), two outside it (kind 7)
+    let claimed = vec![
+        signed(&keys, 1, 1_700_000_000, &[], "in"),
+        signed(&keys, 7, 1_700_000_001, &[], "out"),
+        signed(&keys, 7, 1_700_000_002, &[], "out too"),
+    ];
+    let (to_peer, peer_rx) = tokio::sync::mpsc::channel(16);
+    let (peer_tx, from_peer) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(lying_peer(claimed.clone(), peer_rx, peer_tx));
+    let (_dir, mut store) = local_store();
+    let opts = SyncOptions {
+        filter: json!({"kinds": [1]}),
+        direction: Direction::Pull,
+        ..SyncOptions::default()
+    };
+    let link = Link {
+        tx: to_peer,
+        rx: from_peer,
+    };
+    let report = sync_over(&mut store, "liar", link, &opts, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(report.need, 3, "{report:?}");
+    assert_eq!((report.fetched, report.fetch_failed), (1, 2), "{report:?}");
+    assert_eq!(ids_of(&store), HashSet::from([claimed[0].id]));
 }

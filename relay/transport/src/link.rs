@@ -42,6 +42,8 @@ const HELLO_CAP: usize = 64 * 1024;
 const SESSIONS_PER_PEER: u32 = 8;
 /// Peer connections served at once; more are refused.
 const MAX_INBOUND: usize = 256;
+/// A link silent this long is closed.
+const IDLE: Duration = Duration::from_secs(10);
 /// Close codes.
 const REFUSED: u32 = 1;
 
@@ -131,11 +133,11 @@ impl Quic {
             addr: addr.to_string(),
             reason: e,
         };
-        let idle = Duration::from_secs(30)
-            .try_into()
-            .map_err(|_| bind("idle timeout".into()))?;
+        // a peer that vanished (killed, cut off) is noticed within IDLE: keep-alives every
+        // 2 s keep a quiet link open
+        let idle = IDLE.try_into().map_err(|_| bind("idle timeout".into()))?;
         let transport = QuicTransportConfig::builder()
-            .keep_alive_interval(Duration::from_secs(5))
+            .keep_alive_interval(Duration::from_secs(2))
             .max_idle_timeout(Some(idle))
             .max_concurrent_bidi_streams(VarInt::from_u32(SESSIONS_PER_PEER + 1))
             .build();
