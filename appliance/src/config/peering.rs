@@ -42,6 +42,10 @@ pub struct PeeringSection {
     /// Seconds between two heartbeats (kind 21801) on the gossip; a peer's heartbeat
     /// starts a round with it. Leaf nodes send none. 1 to 3 600. Default 30.
     pub heartbeat_secs: u64,
+    /// A leaf node's cache: the most events of others it keeps; past it the oldest (by
+    /// `created_at`) are deleted every `interval_secs`. Its own events are always kept.
+    /// Only for `[node] class = "leaf"`. 10 to 1 000 000 000. Default 100 000.
+    pub leaf_cache_events: u64,
     /// The peers: `[[peering.peers]] url = "wss://…"`, and optionally `filter`, the NIP-01
     /// filter (JSON) of the events exchanged (default: all), and `ca`, a PEM file of
     /// certificates trusted for that peer's `wss://` beside the web's roots. Default: none.
@@ -60,6 +64,7 @@ impl Default for PeeringSection {
             filter: all_events(),
             announce_secs: 300,
             heartbeat_secs: 30,
+            leaf_cache_events: 100_000,
         }
     }
 }
@@ -114,6 +119,12 @@ impl PeeringSection {
         range("[peering] interval_secs", self.interval_secs, 1, 86_400)?;
         range("[peering] announce_secs", self.announce_secs, 5, 86_400)?;
         range("[peering] heartbeat_secs", self.heartbeat_secs, 1, 3600)?;
+        range(
+            "[peering] leaf_cache_events",
+            self.leaf_cache_events,
+            10,
+            1_000_000_000,
+        )?;
         filter("[peering]", &self.filter)?;
         for p in &self.peers {
             if !(p.url.starts_with("ws://") || p.url.starts_with("wss://")) {

@@ -288,6 +288,14 @@ pub async fn run(
         },
     )?;
     relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
+    if node.config.node.class == fleetmesh_proto::NodeClass::Leaf {
+        // a leaf keeps a bounded cache of others' events, its own always
+        relay.spawn_eviction(
+            node.config.peering.leaf_cache_events as usize,
+            node.keys.nostr_pubkey(),
+            std::time::Duration::from_secs(node.config.peering.interval_secs),
+        );
+    }
     relay.spawn_rejection_summary(std::time::Duration::from_secs(60));
     #[cfg(feature = "federation")]
     crate::federation::advertise(

@@ -311,3 +311,48 @@ fn bridge_sync_pages_a_relay_by_req_from_a_given_time_and_pushes_back() {
     let o = bridge(&["--since", "yesterday"]);
     assert_usage_error(&o, "--since \"yesterday\"");
 }
+
+#[test]
+fn a_leaf_node_keeps_a_bounded_cache_of_others_events_and_all_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(init(dir.path(), &["--class", "leaf"]).status.success());
+    edit_config(
+        dir.path(),
+        &[
+            (
+                "[peering]\ninterval_secs = 30\n",
+                "[peering]\ninterval_secs = 1\n",
+            ),
+            ("leaf_cache_events = 100000\n", "leaf_cache_events = 10\n"),
+        ],
+    );
+    let d = run_node(dir.path());
+    let url = format!("ws://{}/", d.addr);
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let now = unix_now();
+    let notes: Vec<_> = (0..25u64)
+        .map(|i| {
+            keys.sign(fleetmesh_proto::UnsignedEvent {
+                created_at: now - 100 + i,
+                kind: 1,
+                tags: vec![],
+                content: format!("note {i}"),
+            })
+            .unwrap()
+        })
+        .collect();
+    runtime().block_on(publish_all(&url, &notes));
+    let held = || runtime().block_on(req_events(&url, serde_json::json!({"kinds": [1]})));
+    wait_until("the cache is down to 10", || held().len() == 10);
+    let mut kept: Vec<String> = held()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    kept.sort_unstable();
+    let mut newest: Vec<String> = notes[15..].iter().map(|e| e.id_hex()).collect();
+    newest.sort_unstable();
+    assert_eq!(kept, newest);
+    // its own descriptor stays, and did not count among the ten
+    let own = runtime().block_on(req_events(&url, serde_json::json!({"kinds": [11801]})));
+    assert_eq!(own.len(), 1);
+}

@@ -243,6 +243,28 @@ impl Relay {
 
     /// Deletes expired events every `every`, until the relay is shut down.
     pub fn spawn_expiry_purge(self: &Arc<Self>, every: std::time::Duration) {
+        self.spawn_purge(every, || crate::store::writer::Purge::Expired(now()));
+    }
+
+    /// Keeps at most `keep` events not by `spare` (the node's own key), deleting the
+    /// oldest every `every`: a leaf node's bounded cache.
+    pub fn spawn_eviction(
+        self: &Arc<Self>,
+        keep: usize,
+        spare: [u8; 32],
+        every: std::time::Duration,
+    ) {
+        self.spawn_purge(every, move || crate::store::writer::Purge::Oldest {
+            keep,
+            spare,
+        });
+    }
+
+    fn spawn_purge(
+        self: &Arc<Self>,
+        every: std::time::Duration,
+        what: impl Fn() -> crate::store::writer::Purge + Send + 'static,
+    ) {
         let relay = Arc::downgrade(self);
         let mut stop = self.shutdown.subscribe();
         tokio::spawn(async move {
@@ -253,12 +275,13 @@ impl Relay {
                     _ = stop.changed() => return,
                 }
                 let Some(relay) = relay.upgrade() else { return };
-                let _ = relay.writer.purge_expired(
-                    now(),
-                    Box::new(|r| {
-                        if let Err(e) = r {
-                            warn!(error = %e, "purging expired events failed");
-                        }
+                let what = what();
+                let _ = relay.writer.purge(
+                    what,
+                    Box::new(move |r| match r {
+                        Err(e) => warn!(error = %e, ?what, "purging events failed"),
+                        Ok(n) if n > 0 => debug!(purged = n, ?what, "events purged"),
+                        Ok(_) => {}
                     }),
                 );
             }

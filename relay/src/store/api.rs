@@ -34,6 +34,13 @@ pub trait EventStore {
     /// The store's failure.
     fn purge_expired(&mut self, now: u64) -> Result<usize>;
 
+    /// Deletes the oldest events (by `created_at`) beyond `keep`, never those by `spare`'s
+    /// author, who does not count either: a leaf node's bounded cache. How many.
+    ///
+    /// # Errors
+    /// The store's failure.
+    fn evict_oldest(&mut self, keep: usize, spare: &[u8; 32]) -> Result<usize>;
+
     /// The keys of the events matching any of `filters`, newest first (ties: lowest id
     /// first), each filter limited to `min(limit, cap)`, without duplicates, never expired
     /// ones; no event body is read.

@@ -263,3 +263,28 @@ pub(super) fn purge_expired(tx: &Transaction<'_>, now: u64) -> rusqlite::Result<
     }
     Ok(rids.len())
 }
+
+/// Deletes the oldest events beyond `keep`, not counting nor touching `spare`'s; how many.
+pub(super) fn evict_oldest(
+    tx: &Transaction<'_>,
+    keep: usize,
+    spare: &[u8; 32],
+) -> rusqlite::Result<usize> {
+    let held: i64 = tx
+        .prepare_cached("SELECT count(*) FROM events WHERE pubkey != ?1")?
+        .query_row([&spare[..]], |r| r.get(0))?;
+    let over = usize::try_from(held).unwrap_or(0).saturating_sub(keep);
+    if over == 0 {
+        return Ok(0);
+    }
+    let rids: Vec<i64> = tx
+        .prepare_cached(
+            "SELECT rid FROM events WHERE pubkey != ?1 ORDER BY created_at, rid LIMIT ?2",
+        )?
+        .query_map(params![&spare[..], over as i64], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for &rid in &rids {
+        delete_rid(tx, rid)?;
+    }
+    Ok(rids.len())
+}

@@ -199,6 +199,21 @@ impl EventStore for MemoryStore {
         Ok(doomed.len())
     }
 
+    fn evict_oldest(&mut self, keep: usize, spare: &[u8; 32]) -> Result<usize> {
+        let mut others: Vec<(u64, Order)> = self
+            .events
+            .iter()
+            .filter(|(_, s)| s.event.pubkey != *spare)
+            .map(|(k, s)| (s.event.created_at, *k))
+            .collect();
+        let over = others.len().saturating_sub(keep);
+        others.sort_unstable();
+        for (_, k) in &others[..over] {
+            self.remove(k);
+        }
+        Ok(over)
+    }
+
     fn query_keys(&self, filters: &[Filter], cap: u64, now: u64) -> Result<Vec<EventKey>> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();

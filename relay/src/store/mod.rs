@@ -373,6 +373,18 @@ impl EventStore for Store {
         Ok(n)
     }
 
+    /// The oldest events beyond `keep` deleted, `spare`'s never; returns how many.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if SQLite fails.
+    fn evict_oldest(&mut self, keep: usize, spare: &[u8; 32]) -> Result<usize> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(sql_err(&path))?;
+        let n = insert::evict_oldest(&tx, keep, spare).map_err(sql_err(&path))?;
+        tx.commit().map_err(sql_err(&path))?;
+        Ok(n)
+    }
+
     /// The keys of the events [`EventStore::query`] returns, in its order, without reading a
     /// single event body: at most `filters.len() × cap` small items.
     ///

@@ -28,12 +28,27 @@ enum Job {
         json: Arc<str>,
         done: InsertDone,
     },
+    /// Store maintenance between commits: expired events, or a cache's oldest.
     Purge {
-        now: u64,
+        what: Purge,
         done: Box<dyn FnOnce(Result<usize, String>) + Send>,
     },
     /// Commit what came before, then end.
     Stop,
+}
+
+/// What a purge deletes.
+#[derive(Debug, Clone, Copy)]
+pub enum Purge {
+    /// Events whose NIP-40 expiration is at or before this time.
+    Expired(u64),
+    /// The oldest events beyond this many, not counting those by `spare`'s author.
+    Oldest {
+        /// Events kept.
+        keep: usize,
+        /// The author whose events are never evicted (the node's own).
+        spare: [u8; 32],
+    },
 }
 
 /// A handle to the writer thread; clone it freely. The thread ends when every handle is
@@ -133,18 +148,18 @@ impl Writer {
         let _ = self.tx.send(Job::Stop);
     }
 
-    /// Queues a purge of expired events.
+    /// Queues a purge (expired events, or a cache's oldest), run between two commits.
     ///
     /// # Errors
     /// [`QueueError::Full`] when the queue is full (the caller skips this round),
     /// [`QueueError::Stopped`] after the thread ended.
-    pub fn purge_expired(
+    pub fn purge(
         &self,
-        now: u64,
+        what: Purge,
         done: Box<dyn FnOnce(Result<usize, String>) + Send>,
     ) -> Result<(), QueueError> {
         self.tx
-            .try_send(Job::Purge { now, done })
+            .try_send(Job::Purge { what, done })
             .map_err(|e| match e {
                 TrySendError::Full(_) => QueueError::Full,
                 TrySendError::Disconnected(_) => QueueError::Stopped,
@@ -159,12 +174,16 @@ fn run(mut store: Store, rx: Receiver<Job>, max_batch: usize) {
         while let Some(job) = next.take() {
             match job {
                 Job::Insert { event, json, done } => batch.push((event, json, done)),
-                Job::Purge { now, done } => {
+                Job::Purge { what, done } => {
                     // Commit what is gathered first, so order is kept.
                     commit(&mut store, &mut batch);
-                    let r = store.purge_expired(now).map_err(|e| e.to_string());
+                    let r = match what {
+                        Purge::Expired(now) => store.purge_expired(now),
+                        Purge::Oldest { keep, spare } => store.evict_oldest(keep, &spare),
+                    }
+                    .map_err(|e| e.to_string());
                     if let Ok(n) = &r {
-                        debug!(purged = n, "expired events purged");
+                        debug!(purged = n, ?what, "events purged");
                     }
                     done(r);
                 }

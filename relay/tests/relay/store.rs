@@ -598,3 +598,27 @@ fn the_wal_is_copied_back_beside_the_writer_or_in_line_past_the_hard_limit() {
     assert!(after > before, "no in-line checkpoint: {before} -> {after}");
     assert_eq!(stored, 400);
 }
+
+#[test]
+fn a_bounded_cache_evicts_the_oldest_beyond_its_size_and_never_the_spared_author() {
+    each_store(|s| {
+        let (me, other) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+        let mine = ev(&me, 1, 10, &[&["t", "mine"]], "mine, oldest of all");
+        s.insert_event(&mine).unwrap();
+        let theirs: Vec<_> = (0..8)
+            .map(|i| ev(&other, 1, 100 + i, &[&["t", "x"]], &format!("theirs {i}")))
+            .collect();
+        for e in &theirs {
+            s.insert_event(e).unwrap();
+        }
+        assert_eq!(s.evict_oldest(8, &me.nostr_pubkey()).unwrap(), 0);
+        assert_eq!(s.evict_oldest(5, &me.nostr_pubkey()).unwrap(), 3);
+        let mut left = ids(s, json!({}));
+        left.sort_unstable();
+        let mut want: Vec<_> = theirs[3..].iter().map(|e| e.id).chain([mine.id]).collect();
+        want.sort_unstable();
+        assert_eq!(left, want);
+        // their tag entries went with them: a tag query finds only what is left
+        assert_eq!(ids(s, json!({"#t": ["x"]})).len(), 5);
+    });
+}
