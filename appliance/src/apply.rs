@@ -16,8 +16,9 @@
 //!   says.
 //! - `ComputeProvider`, `InferenceRouter`: reconciled ([`crate::reconcile`]); stored ones
 //!   are read again at every start and `meshnode ctl reload`.
-//! - `Peering`, `GrantPolicy`: validated and stored; they take effect when peering and
-//!   grants exist.
+//! - `Peering`: validated and stored; the federation's link with the peer it names reads
+//!   it before each round (`crate::federation`: enabled, direction, interval, filters).
+//! - `GrantPolicy`: validated and stored; it takes effect when grants exist.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -167,9 +168,10 @@ fn apply_one(dir: &Path, doc: &Value, notes: &Notes) -> Result<Value, String> {
     }
     let effect = match kind {
         manifest::MESH_NODE => reconcile_node(dir, doc)?,
-        manifest::PEERING | manifest::GRANT_POLICY => {
-            "stored; it takes effect when this node has peers and grants".to_owned()
+        manifest::PEERING => {
+            "stored; the QUIC link with this peer follows it from its next round".to_owned()
         }
+        manifest::GRANT_POLICY => "stored; it takes effect when this node has grants".to_owned(),
         _ => "reconciled".to_owned(),
     };
     let me = format!("{kind}/{name}");

@@ -112,6 +112,8 @@ fn ed25519_of(content: &DescriptorContent) -> Option<[u8; 32]> {
 /// What a peer task needs from the node.
 #[derive(Clone)]
 struct Ctx {
+    /// The node directory (its stored Peering manifests).
+    dir: PathBuf,
     db: PathBuf,
     durability: fleetmesh_relay::store::Durability,
     table: Arc<Peers>,
@@ -180,6 +182,7 @@ pub async fn start(
         )));
         let ours = descriptor.pubkey;
         let ctx = Ctx {
+            dir: db.parent().map(PathBuf::from).unwrap_or_default(),
             db,
             durability: config.store.durability,
             table: table.clone(),
@@ -384,23 +387,14 @@ async fn peer(
         });
         tracing::info!(peer = %key, "QUIC peer link up");
         loop {
-            let outcome = match link.session().await {
-                Ok(session) => {
-                    let (c, k) = (ctx.clone(), key.clone());
-                    tokio::task::spawn_blocking(move || {
-                        crate::peering::round(
-                            &c.db,
-                            c.durability,
-                            &c.filter,
-                            None,
-                            crate::peering::Target::Link(k, session),
-                        )
-                    })
-                    .await
-                    .unwrap_or_else(|e| Err(anyhow::anyhow!("the round panicked: {e}")))
-                }
-                Err(e) => Err(e.into()),
-            };
+            let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::of(&ctx));
+            if !pol.enabled {
+                ctx.table
+                    .update(&key, |v| v.link = "disabled (Peering manifest)".into());
+                tokio::time::sleep(pol.every).await;
+                continue;
+            }
+            let outcome = rounds(&ctx, &key, &link, &pol).await;
             let fetched = outcome.as_ref().is_ok_and(|r| r.fetched > 0);
             let failed = outcome.is_err();
             wait = crate::peering::record(&ctx.table, &key, outcome, ctx.every, wait);
@@ -410,7 +404,8 @@ async fn peer(
             if failed && link.is_closed() {
                 break;
             }
-            if wait > ctx.every {
+            let wait = if wait == ctx.every { pol.every } else { wait };
+            if wait > pol.every {
                 let _ = tokio::time::timeout(wait, wake.beat.notified()).await;
             } else {
                 let _ = tokio::time::timeout(wait, async {
@@ -424,4 +419,82 @@ async fn peer(
             }
         }
     }
+}
+
+/// What a stored Peering manifest says about one peer; without one, `[peering]`'s.
+struct Policy {
+    enabled: bool,
+    direction: fleetmesh_relay::sync::Direction,
+    every: Duration,
+    /// NIP-01 filters (JSON), one round each.
+    filters: Vec<String>,
+}
+
+impl Policy {
+    fn of(ctx: &Ctx) -> Policy {
+        Policy {
+            enabled: true,
+            direction: fleetmesh_relay::sync::Direction::Both,
+            every: ctx.every,
+            filters: vec![ctx.filter.clone()],
+        }
+    }
+}
+
+/// The Peering manifest stored for the peer `key` (`DIR/manifests/Peering/*.json` whose
+/// `spec.peer` is it; `meshnode apply` validated it): read before each round, so an apply
+/// takes effect at the next one. Its `sync`: `enabled`, `direction`, `intervalSecs`,
+/// `filters` (one round each; default, as the schema says: the fleetmesh kinds).
+fn policy(dir: &std::path::Path, key: &str) -> Option<Policy> {
+    let stored = dir.join(crate::apply::MANIFESTS_DIR).join("Peering");
+    let doc = std::fs::read_dir(stored).ok()?.find_map(|e| {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(e.ok()?.path()).ok()?).ok()?;
+        (doc["spec"]["peer"] == key).then_some(doc)
+    })?;
+    let sync = &doc["spec"]["sync"];
+    Some(Policy {
+        enabled: sync["enabled"].as_bool().unwrap_or(true),
+        direction: sync["direction"].as_str().unwrap_or("both").parse().ok()?,
+        every: Duration::from_secs(sync["intervalSecs"].as_u64().unwrap_or(300).max(1)),
+        filters: match sync["filters"].as_array() {
+            Some(fs) if !fs.is_empty() => fs.iter().map(ToString::to_string).collect(),
+            _ => vec![
+                serde_json::json!({"kinds": fleetmesh_schemas::constants::kind::FLEETMESH})
+                    .to_string(),
+            ],
+        },
+    })
+}
+
+/// One round per filter of `pol` with the peer over `link`, the reports added up.
+async fn rounds(
+    ctx: &Ctx,
+    key: &str,
+    link: &fleetmesh_transport::link::PeerLink,
+    pol: &Policy,
+) -> anyhow::Result<fleetmesh_relay::sync::SyncReport> {
+    let mut sum = fleetmesh_relay::sync::SyncReport::default();
+    for filter in &pol.filters {
+        let session = link.session().await?;
+        let (c, name, f, direction) = (ctx.clone(), key.to_owned(), filter.clone(), pol.direction);
+        let r = tokio::task::spawn_blocking(move || {
+            let target = crate::peering::Target::Link {
+                name,
+                link: session,
+                direction,
+            };
+            crate::peering::round(&c.db, c.durability, &f, None, target)
+        })
+        .await
+        .unwrap_or_else(|e| Err(anyhow::anyhow!("the round panicked: {e}")))?;
+        sum.fetched += r.fetched;
+        sum.pushed += r.pushed;
+        sum.fetch_failed += r.fetch_failed;
+        sum.push_refused += r.push_refused;
+        sum.neg_bytes_up += r.neg_bytes_up;
+        sum.neg_bytes_down += r.neg_bytes_down;
+        sum.transfer_bytes += r.transfer_bytes;
+    }
+    Ok(sum)
 }

@@ -24,9 +24,13 @@ pub(crate) enum Target {
         via: fleetmesh_relay::bridge::Via,
         since: Option<u64>,
     },
-    /// A peer link of another transport (QUIC), named for errors.
+    /// A peer link of another transport (QUIC), named for errors, moving events `direction`.
     #[cfg_attr(not(feature = "federation"), allow(dead_code))]
-    Link(String, fleetmesh_relay::sync::Link),
+    Link {
+        name: String,
+        link: fleetmesh_relay::sync::Link,
+        direction: fleetmesh_relay::sync::Direction,
+    },
 }
 
 /// One round with `target`: the store at `db` reconciled with it over `filter` (JSON);
@@ -67,8 +71,12 @@ pub(crate) fn round(
         ca_pem,
         // a QUIC link keeps itself alive: silence past its idle timeout is a dead peer
         timeout: match target {
-            Target::Link(..) => Duration::from_secs(10),
+            Target::Link { .. } => Duration::from_secs(10),
             Target::Url { .. } => Duration::from_secs(30),
+        },
+        direction: match &target {
+            Target::Link { direction, .. } => *direction,
+            Target::Url { .. } => fleetmesh_relay::sync::Direction::Both,
         },
         ..Default::default()
     };
@@ -83,7 +91,7 @@ pub(crate) fn round(
                     .await
                     .map(|(report, _)| report)
             }
-            Target::Link(name, link) => {
+            Target::Link { name, link, .. } => {
                 fleetmesh_relay::sync::sync_over(&mut store, &name, link, &opts, |_| {}).await
             }
         }

@@ -43,6 +43,8 @@ pub enum Topology {
     Star,
     /// Node i with node i + 1.
     Line,
+    /// No one: nodes that do not peer (a baseline of hand-run `meshnode sync`).
+    None,
 }
 
 /// How the nodes reach each other.
@@ -104,6 +106,7 @@ fn peers_of(topology: Topology, i: usize, n: usize) -> Vec<usize> {
         Topology::Star if i > 0 => vec![0],
         Topology::Star => Vec::new(),
         Topology::Line => (i + 1 < n).then_some(i + 1).into_iter().collect(),
+        Topology::None => Vec::new(),
     }
 }
 

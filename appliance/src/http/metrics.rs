@@ -149,6 +149,11 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         "Events moved with each peer of [peering], by direction (fetched, sent, refused: fetched and not stored, or not taken by the peer).",
     ),
     (
+        "fleetmesh_peering_bytes_total",
+        Kind::Counter,
+        "Bytes of the peering rounds with each peer, both ways (negentropy messages, REQ/EVENT/OK traffic).",
+    ),
+    (
         "fleetmesh_gossip_messages_total",
         Kind::Counter,
         "Gossip announcements heard, by outcome (descriptor, heartbeat: accepted; foreign: another protocol digest, not peered; refused: invalid, not passed on).",

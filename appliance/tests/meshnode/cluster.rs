@@ -15,8 +15,27 @@ impl Drop for Stop<'_> {
     }
 }
 
+/// The nodes `cluster start` printed.
+struct Nodes(Vec<Value>);
+
+impl Nodes {
+    fn url(&self, i: usize) -> String {
+        self.0[i]["url"].as_str().unwrap().to_owned()
+    }
+
+    fn ws(&self, i: usize) -> String {
+        self.url(i).replace("http://", "ws://") + "/"
+    }
+
+    /// Node i's Nostr key (hex).
+    fn key(&self, i: usize) -> String {
+        let did = self.0[i]["did"].as_str().unwrap();
+        did.trim_start_matches("did:nostr:").to_owned()
+    }
+}
+
 /// `meshnode cluster start --dir DIR ARGS…`: its stopper and the nodes it printed.
-fn start<'a>(dir: &'a Path, args: &[&str]) -> (Stop<'a>, Vec<Value>) {
+fn start<'a>(dir: &'a Path, args: &[&str]) -> (Stop<'a>, Nodes) {
     let mut all = vec!["cluster", "start", "--dir", dir.to_str().unwrap()];
     all.extend_from_slice(args);
     let o = run(&all);
@@ -26,7 +45,7 @@ fn start<'a>(dir: &'a Path, args: &[&str]) -> (Stop<'a>, Vec<Value>) {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    (stop, nodes)
+    (stop, Nodes(nodes))
 }
 
 #[test]
@@ -47,17 +66,16 @@ fn a_cluster_in_a_line_converges_reports_its_health_and_stops() {
             "ws",
         ],
     );
-    assert_eq!(nodes.len(), 3);
-    let ws = |n: &Value| n["url"].as_str().unwrap().replace("http://", "ws://") + "/";
-    for n in &nodes {
+    assert_eq!(nodes.0.len(), 3);
+    for n in &nodes.0 {
         assert!(n["did"].as_str().unwrap().starts_with("did:nostr:"), "{n}");
     }
     // published at one end, held at the other: node 0 ↔ 1 ↔ 2
     let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
     let e = note(&keys, "from node 0");
-    runtime().block_on(publish_all(&ws(&nodes[0]), std::slice::from_ref(&e)));
+    runtime().block_on(publish_all(&nodes.ws(0), std::slice::from_ref(&e)));
     wait_until("node 2 holds node 0's event", || {
-        holds(&ws(&nodes[2]), &e.id_hex())
+        holds(&nodes.ws(2), &e.id_hex())
     });
     // status: all healthy; a second start is refused
     let o = run(&["cluster", "status", "--dir", d]);
@@ -92,9 +110,9 @@ fn five_nodes_find_each_other_by_gossip_peer_over_quic_and_converge() {
     let dir = tmp.path().join("cluster");
     // bootstrapped in a line: each node knows only the next one's gossip address
     let (_stop, nodes) = start(&dir, &["--nodes", "5", "--topology", "line"]);
-    let url = |i: usize| nodes[i]["url"].as_str().unwrap().to_owned();
-    let ws = |i: usize| url(i).replace("http://", "ws://") + "/";
-    let dids: Vec<&str> = nodes.iter().map(|n| n["did"].as_str().unwrap()).collect();
+    let url = |i: usize| nodes.url(i);
+    let ws = |i: usize| nodes.ws(i);
+    let dids: Vec<&str> = nodes.0.iter().map(|n| n["did"].as_str().unwrap()).collect();
     // every node finds the four others by gossip and holds a QUIC link with each
     for i in 0..5 {
         wait_until(&format!("node {i} links with the four others"), || {
@@ -209,15 +227,9 @@ fn a_node_killed_mid_federation_is_linked_again_when_it_returns_and_catches_up()
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cluster");
     let (_stop, nodes) = start(&dir, &["--nodes", "3", "--topology", "star"]);
-    let url = |i: usize| nodes[i]["url"].as_str().unwrap().to_owned();
-    let ws = |i: usize| url(i).replace("http://", "ws://") + "/";
-    let key = |i: usize| {
-        nodes[i]["did"]
-            .as_str()
-            .unwrap()
-            .trim_start_matches("did:nostr:")
-            .to_owned()
-    };
+    let url = |i: usize| nodes.url(i);
+    let ws = |i: usize| nodes.ws(i);
+    let key = |i: usize| nodes.key(i);
     let link_of = |i: usize, j: usize| {
         peers_of(&url(i))["peers"]
             .as_array()
@@ -229,7 +241,7 @@ fn a_node_killed_mid_federation_is_linked_again_when_it_returns_and_catches_up()
     };
     wait_until("node 0 links with node 2", || link_of(0, 2)["link"] == "up");
     // node 2 dies without a word; node 0 takes an event meanwhile
-    let pid = nodes[2]["pid"].as_u64().unwrap().to_string();
+    let pid = nodes.0[2]["pid"].as_u64().unwrap().to_string();
     assert!(
         Command::new("kill")
             .args(["-9", &pid])
@@ -261,4 +273,67 @@ fn a_node_killed_mid_federation_is_linked_again_when_it_returns_and_catches_up()
     });
     back.kill().unwrap();
     let _ = back.wait();
+}
+
+#[test]
+fn a_peering_manifest_bounds_what_a_link_carries_from_its_next_round() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let (_stop, nodes) = start(&dir, &["--nodes", "2", "--interval-secs", "1"]);
+    let url = |i: usize| nodes.url(i);
+    let ws = |i: usize| nodes.ws(i);
+    let key = |i: usize| nodes.key(i);
+    // each node: with the other, only the shard tagged "a"
+    for (me, other) in [(0, 1), (1, 0)] {
+        let manifest = serde_json::json!({
+            "apiVersion": "fleetmesh.org/v1alpha1",
+            "kind": "Peering",
+            "metadata": {"name": "the-other"},
+            "spec": {"peer": key(other), "sync": {"intervalSecs": 1, "filters": [{"kinds": [1], "#t": ["a"]}]}},
+        });
+        let file = tmp.path().join(format!("peering-{me}.json"));
+        std::fs::write(&file, manifest.to_string()).unwrap();
+        let node_dir = dir.join(format!("node-{me}"));
+        let o = run(&[
+            "apply",
+            node_dir.to_str().unwrap(),
+            "-f",
+            file.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            stdout(&o).contains("follows it from its next round"),
+            "{}",
+            stdout(&o)
+        );
+    }
+    // at node 1: first an event of shard "b", then one of shard "a"; the "a" one crosses,
+    // and by then the "b" one would have too, were it carried
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let tagged = |t: &str, text: &str| {
+        keys.sign(fleetmesh_proto::UnsignedEvent {
+            created_at: unix_now(),
+            kind: 1,
+            tags: vec![vec!["t".into(), t.into()]],
+            content: text.into(),
+        })
+        .unwrap()
+    };
+    let (b, a) = (tagged("b", "shard b"), tagged("a", "shard a"));
+    runtime().block_on(publish_all(&ws(1), std::slice::from_ref(&b)));
+    runtime().block_on(publish_all(&ws(1), std::slice::from_ref(&a)));
+    wait_until("node 0 holds the shard-a event", || {
+        holds(&ws(0), &a.id_hex())
+    });
+    // one more round each way after it
+    let rounds = |i: usize| {
+        peers_of(&url(i))["peers"][0]["rounds_ok"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let (r0, r1) = (rounds(0), rounds(1));
+    wait_until("another round each way", || {
+        rounds(0) > r0 && rounds(1) > r1
+    });
+    assert!(!holds(&ws(0), &b.id_hex()), "the shard-b event crossed");
 }

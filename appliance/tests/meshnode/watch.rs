@@ -250,11 +250,11 @@ fn apply_validates_everything_first_stores_manifests_and_writes_mesh_node_settin
         "{err}"
     );
     assert!(!dir.join("manifests/Peering").exists(), "half applied");
-    // the Peering alone (JSON): stored, and said to wait for peering
+    // the Peering alone (JSON): stored, and said to govern the link from its next round
     let o = apply(&[&file("peering.json", &peering.to_string())]);
     assert!(o.status.success(), "{}", super::stderr(&o));
     assert!(
-        stdout(&o).contains(" created: stored; it takes effect when"),
+        stdout(&o).contains(" created: stored; the QUIC link with this peer follows it"),
         "{}",
         stdout(&o)
     );

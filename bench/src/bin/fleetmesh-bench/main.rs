@@ -3,6 +3,8 @@
 //! ```text
 //! cargo run --release -p fleetmesh-bench -- attacks [--meshnode PATH]   (bench/attacks.sh)
 //! cargo run --release -p fleetmesh-bench -- events [N]
+//! cargo run --release -p fleetmesh-bench -- federation [--meshnode PATH] [--nodes 3,5,10]
+//!     [--topologies line,full] [--events N] [--interval-secs S]
 //! cargo run --release -p fleetmesh-bench -- giftwrap [N]
 //! cargo run --release -p fleetmesh-bench -- didcomm [N] [--rounds R] [--python PATH]
 //! cargo run --release -p fleetmesh-bench -- relay [--prefill N,..] [--events N] [--conns K]
@@ -18,6 +20,7 @@
 mod attacks;
 mod didcomm;
 mod events;
+mod federation;
 mod giftwrap;
 mod groth16;
 mod llm;
@@ -29,7 +32,7 @@ mod wasi;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench giftwrap [N]\n       fleetmesh-bench didcomm [N] [--rounds R] [--python PATH]\n       fleetmesh-bench relay [--prefill N,..] [--events N] [--conns K] [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]\n       fleetmesh-bench store [--events N] [--window W] [--dir DIR]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
+        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench federation [--meshnode PATH] [--nodes 3,5,10] [--topologies line,full] [--events N] [--interval-secs S]\n       fleetmesh-bench giftwrap [N]\n       fleetmesh-bench didcomm [N] [--rounds R] [--python PATH]\n       fleetmesh-bench relay [--prefill N,..] [--events N] [--conns K] [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]\n       fleetmesh-bench store [--events N] [--window W] [--dir DIR]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
     );
     std::process::exit(2);
 }
@@ -51,6 +54,7 @@ fn main() {
             giftwrap::run(n.max(1));
         }
         Some("didcomm") => didcomm::run(&args[1..]),
+        Some("federation") => federation::run(&args[1..]),
         Some("relay") => relay::run(&args[1..]),
         Some("relay-client") => relay_client::client(&args[1..]),
         Some("store") => store::run(&args[1..]),
