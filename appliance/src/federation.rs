@@ -54,12 +54,10 @@ impl Federation {
     }
 }
 
-/// Adds to `config`'s `[node] endpoints` what the transports listen on where the address
-/// is a specific one (an unspecified `0.0.0.0` cannot be advertised: name the public
-/// address in `[node] endpoints` yourself): `iroh` = `IP:PORT`, `libp2p` = the multiaddr
-/// with `/p2p/<peer id>`.
-pub fn advertise(config: &mut Config, keys: &NodeKeys) -> anyhow::Result<()> {
-    let p = &config.peering;
+/// What the transports listen on where the address is a specific one (an unspecified
+/// `0.0.0.0` cannot be advertised: name the public address in `[node] endpoints`
+/// yourself): `iroh` = `IP:PORT`, `libp2p` = the multiaddr with `/p2p/<peer id>`.
+pub fn transport_endpoints(p: &PeeringSection, keys: &NodeKeys) -> anyhow::Result<Vec<Endpoint>> {
     let mut add = Vec::new();
     if let Some(q) = p.quic_listen
         && !q.ip().is_unspecified()
@@ -86,12 +84,7 @@ pub fn advertise(config: &mut Config, keys: &NodeKeys) -> anyhow::Result<()> {
             });
         }
     }
-    for e in add {
-        if !config.node.endpoints.iter().any(|x| x.scheme == e.scheme) {
-            config.node.endpoints.push(e);
-        }
-    }
-    Ok(())
+    Ok(add)
 }
 
 /// The `iroh` addresses a descriptor advertises.

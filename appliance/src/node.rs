@@ -368,6 +368,29 @@ pub fn predecessor(keys: &Path) -> anyhow::Result<Option<fleetmesh_proto::identi
     }
 }
 
+/// The endpoints the descriptor lists: `[node] endpoints`, and what the federation
+/// transports listen on where `[peering]` names a specific address
+/// (`crate::federation::transport_endpoints`).
+pub fn advertised(
+    config: &Config,
+    keys: &NodeKeys,
+) -> anyhow::Result<Vec<fleetmesh_proto::Endpoint>> {
+    let all = config.node.endpoints.clone();
+    #[cfg(feature = "federation")]
+    let all = {
+        let mut all = all;
+        for e in crate::federation::transport_endpoints(&config.peering, keys)? {
+            if !all.iter().any(|x| x.scheme == e.scheme) {
+                all.push(e);
+            }
+        }
+        all
+    };
+    #[cfg(not(feature = "federation"))]
+    let _ = keys;
+    Ok(all)
+}
+
 /// Builds, signs and schema-checks the node's descriptor, dated `created_at`; `dir` is
 /// the node directory (its key directory may name a predecessor).
 pub fn descriptor(
@@ -382,7 +405,7 @@ pub fn descriptor(
         class: config.node.class,
         operator: config.node.operator.clone(),
         relays: config.node.relays.clone(),
-        endpoints: config.node.endpoints.clone(),
+        endpoints: advertised(config, keys)?,
         protocol_digest: schemas.digest().to_hex(),
         predecessor: predecessor(&dir.join(KEYS_DIR))?,
     };
@@ -453,7 +476,7 @@ impl Node {
                     && c.class == self.config.node.class
                     && c.operator == self.config.node.operator
                     && c.relays == self.config.node.relays
-                    && c.endpoints == self.config.node.endpoints
+                    && advertised(&self.config, &self.keys).is_ok_and(|a| c.endpoints == a)
             })
         });
         if fresh_enough && let Some(event) = stored {

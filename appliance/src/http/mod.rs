@@ -297,11 +297,6 @@ pub async fn run(
         );
     }
     relay.spawn_rejection_summary(std::time::Duration::from_secs(60));
-    #[cfg(feature = "federation")]
-    crate::federation::advertise(
-        &mut node.config,
-        &fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
-    )?;
     let peers = Arc::new(crate::peers::Peers::default());
     let (app, live, didcomm) = router(
         &mut node,

@@ -11,8 +11,9 @@
 //! limits. Use [`Quic::bind`] for the endpoint, [`Quic::serve`] to answer, [`Quic::dial`]
 //! to connect, [`PeerLink::session`] for a [`Link`] that `fleetmesh_relay::sync` runs over.
 
-use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use fleetmesh_proto::event::Event;
@@ -40,8 +41,9 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const HELLO_CAP: usize = 64 * 1024;
 /// Relay sessions open at once on one connection.
 const SESSIONS_PER_PEER: u32 = 8;
-/// Peer connections served at once; more are refused.
+/// Peer connections served at once, and from one IP address; more are refused.
 const MAX_INBOUND: usize = 256;
+const MAX_PER_IP: usize = 8;
 /// A link silent this long is closed.
 const IDLE: Duration = Duration::from_secs(10);
 /// Close codes.
@@ -76,6 +78,9 @@ struct Ours {
 pub struct Quic {
     endpoint: Endpoint,
     ours: Arc<Ours>,
+    /// Inbound connections at once: in all, and from one IP address.
+    max_inbound: usize,
+    max_per_ip: usize,
 }
 
 impl std::fmt::Debug for Quic {
@@ -83,6 +88,39 @@ impl std::fmt::Debug for Quic {
         f.debug_struct("Quic")
             .field("id", &self.endpoint.id().to_string())
             .finish_non_exhaustive()
+    }
+}
+
+/// One connection's place in the per-IP count, given back when dropped.
+struct IpSlot {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl IpSlot {
+    fn take(counts: &Arc<Mutex<HashMap<IpAddr, usize>>>, ip: IpAddr, max: usize) -> Option<IpSlot> {
+        let mut c = counts.lock().unwrap_or_else(|p| p.into_inner());
+        let n = c.entry(ip).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            counts: counts.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = c.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                c.remove(&self.ip);
+            }
+        }
     }
 }
 
@@ -159,7 +197,17 @@ impl Quic {
                 descriptor: RwLock::new(descriptor.to_json()),
                 digest,
             }),
+            max_inbound: MAX_INBOUND,
+            max_per_ip: MAX_PER_IP,
         })
+    }
+
+    /// Other caps on inbound connections than 256 in all and 8 from one IP address.
+    #[must_use]
+    pub fn with_limits(mut self, max_inbound: usize, max_per_ip: usize) -> Quic {
+        self.max_inbound = max_inbound.max(1);
+        self.max_per_ip = max_per_ip.max(1);
+        self
     }
 
     /// The descriptor later hellos send (after the node's descriptor changed).
@@ -243,17 +291,43 @@ impl Quic {
     /// session served by `relay`. What happens goes to `seen`.
     pub fn serve(&self, relay: Arc<Relay>, seen: mpsc::UnboundedSender<Seen>) -> JoinHandle<()> {
         let me = self.clone();
-        let slots = Arc::new(Semaphore::new(MAX_INBOUND));
+        let slots = Arc::new(Semaphore::new(self.max_inbound));
+        let per_ip: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
         tokio::spawn(async move {
             while let Some(incoming) = me.endpoint.accept().await {
+                let ip = match incoming.remote_addr() {
+                    iroh::endpoint::IncomingAddr::Ip(a) => Some(a.ip()),
+                    _ => None,
+                };
+                let refused = |reason: String| Seen::Refused {
+                    remote: ip.map_or_else(|| "?".into(), |i| i.to_string()),
+                    reason,
+                };
                 let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    tracing::warn!("peer connection refused: {MAX_INBOUND} already open");
+                    let _ = seen.send(refused(format!(
+                        "{} peer connections already open",
+                        me.max_inbound
+                    )));
                     incoming.refuse();
                     continue;
                 };
+                let ip_slot = match ip {
+                    Some(ip) => match IpSlot::take(&per_ip, ip, me.max_per_ip) {
+                        Some(s) => Some(s),
+                        None => {
+                            let _ = seen.send(refused(format!(
+                                "{} connections from {ip} already open",
+                                me.max_per_ip
+                            )));
+                            incoming.refuse();
+                            continue;
+                        }
+                    },
+                    None => None,
+                };
                 let (me, relay, seen) = (me.clone(), relay.clone(), seen.clone());
                 tokio::spawn(async move {
-                    let _slot = slot;
+                    let _held = (slot, ip_slot);
                     let Ok(conn) = incoming.await else { return };
                     me.answer(conn, relay, seen).await;
                 });
@@ -368,6 +442,11 @@ impl PeerLink {
             .await
             .map_err(|e| fail(e.to_string()))?;
         Ok(frame::client(recv, send, 16 << 20))
+    }
+
+    /// Closes the link.
+    pub fn close(&self) {
+        self.conn.close(VarInt::from_u32(0), b"bye");
     }
 
     /// Whether the connection is closed (then dial again).

@@ -231,6 +231,67 @@ async fn iroh_hello_refuses_a_foreign_digest_and_a_borrowed_descriptor() {
     }
 }
 
+#[tokio::test]
+async fn an_address_past_its_connection_cap_is_refused_before_the_hello() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.sqlite");
+    Store::create(&db).unwrap();
+    let (relay, _) = Relay::start(&db, RelayConfig::default()).unwrap();
+    let keys = NodeKeys::generate().unwrap();
+    let digest = SchemaSet::embedded().digest();
+    let a = Quic::bind(
+        &keys.ed25519_secret(),
+        "127.0.0.1:0".parse().unwrap(),
+        &descriptor(&keys, &digest, vec![]),
+        digest,
+    )
+    .await
+    .unwrap()
+    .with_limits(256, 1);
+    let (tx, mut seen) = mpsc::unbounded_channel();
+    a.serve(relay, tx);
+    let b = node(dir.path(), "b").await;
+    let c = node(dir.path(), "c").await;
+    // one connection from 127.0.0.1 is served; a second one from there is refused
+    let first = b
+        .quic
+        .dial(&keys.ed25519_public(), &a.local_addrs())
+        .await
+        .unwrap();
+    assert!(matches!(seen.recv().await.unwrap(), Seen::Peered { .. }));
+    let err = c
+        .quic
+        .dial(&keys.ed25519_public(), &a.local_addrs())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, crate::Error::Connect { .. }), "{err}");
+    match seen.recv().await.unwrap() {
+        Seen::Refused { remote, reason } => {
+            assert_eq!(remote, "127.0.0.1");
+            assert!(reason.contains("1 connections from 127.0.0.1"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // once the first is gone, there is room again
+    first.close();
+    drop(first);
+    let mut again = None;
+    for _ in 0..100 {
+        match c.quic.dial(&keys.ed25519_public(), &a.local_addrs()).await {
+            Ok(l) => {
+                again = Some(l);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+    let again = again.expect("room again once the first link closed");
+    assert_eq!(again.content.did, keys.did());
+    for q in [&a, &b.quic, &c.quic] {
+        q.close().await;
+    }
+}
+
 mod gossip {
     use super::*;
     use crate::gossip::{Gossip, Heard};
