@@ -139,7 +139,8 @@ pub async fn start(
         Some(addr) => {
             let q = Quic::bind(&secret, addr, descriptor, digest)
                 .await
-                .with_context(|| format!("[peering] quic_listen = \"{addr}\""))?;
+                .with_context(|| format!("[peering] quic_listen = \"{addr}\""))?
+                .with_limits(256, 8, config.face.per_ip_exempt.clone());
             tracing::info!(addrs = ?q.local_addrs(), "QUIC peer links");
             if !leaf {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -158,7 +159,7 @@ pub async fn start(
             .map(|b| b.parse())
             .collect::<Result<Vec<Multiaddr>, _>>()
             .context("[peering] bootstrap")?;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(fleetmesh_transport::gossip::HEARD_QUEUE);
         let (gossip, task) = Gossip::start(&secret, &listen, bootstrap, digest, tx)
             .await
             .with_context(|| format!("[peering] gossip_listen = \"{listen}\""))?;
@@ -259,12 +260,7 @@ async fn announce(
 }
 
 /// What the gossip heard: the table updated, peer tasks started and kicked.
-async fn heard(
-    mut rx: mpsc::UnboundedReceiver<Heard>,
-    ctx: Ctx,
-    quic: Option<Quic>,
-    ours: [u8; 32],
-) {
+async fn heard(mut rx: mpsc::Receiver<Heard>, ctx: Ctx, quic: Option<Quic>, ours: [u8; 32]) {
     let table = ctx.table.clone();
     // per peer task: its wake-up on new events, on the peer's heartbeats, and its addresses
     type Handle = (

@@ -189,7 +189,7 @@ fn five_nodes_find_each_other_by_gossip_peer_over_quic_and_converge() {
         .enable_all()
         .build()
         .unwrap();
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, _rx) = tokio::sync::mpsc::channel(16);
     let (g, _task) = rt
         .block_on(fleetmesh_transport::gossip::Gossip::start(
             &rogue.ed25519_secret(),
@@ -257,12 +257,17 @@ fn a_node_killed_mid_federation_is_linked_again_when_it_returns_and_catches_up()
     });
     // it comes back on the same directory: dialled again (its heartbeat says it is alive),
     // and it catches up without anyone running sync
-    let mut back = Command::new(env!("CARGO_BIN_EXE_meshnode"))
+    let back = Command::new(env!("CARGO_BIN_EXE_meshnode"))
         .args(["run", dir.join("node-2").to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // killed on drop, also when an assertion below fails
+    let _back = Daemon {
+        child: back,
+        addr: String::new(),
+    };
     let addr = url(2).trim_start_matches("http://").to_owned();
     wait_until("node 2 listens again", || {
         std::net::TcpStream::connect(&addr).is_ok()
@@ -271,8 +276,6 @@ fn a_node_killed_mid_federation_is_linked_again_when_it_returns_and_catches_up()
     wait_until("node 0 links with node 2 again", || {
         link_of(0, 2)["link"] == "up"
     });
-    back.kill().unwrap();
-    let _ = back.wait();
 }
 
 #[test]

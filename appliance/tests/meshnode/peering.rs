@@ -74,6 +74,8 @@ fn a_peered_node_converges_with_its_peer_both_ways_on_its_schedule() {
         &[("peer", b_url.as_str()), ("direction", "fetched")],
     );
     assert!(b_fetched.unwrap_or(0.0) >= 1.0, "{}", scrape.text);
+    let b_bytes = scrape.value("fleetmesh_peering_bytes_total", &[("peer", b_url.as_str())]);
+    assert!(b_bytes.unwrap_or(0.0) > 0.0, "{}", scrape.text);
     let failed = scrape.value(
         "fleetmesh_peering_rounds_total",
         &[

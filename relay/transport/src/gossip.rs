@@ -42,6 +42,9 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 const HEARTBEAT_SKEW: u64 = 300;
 /// How often unreachable bootstrap peers are dialled again.
 const REDIAL: Duration = Duration::from_secs(5);
+/// Messages judged and not yet read by the node before more are dropped: a bound on the
+/// memory a flood can take (each at most [`MAX_MESSAGE`]).
+pub const HEARD_QUEUE: usize = 1024;
 /// How long after a new subscription the latest announcement goes out again.
 const REPUBLISH_AFTER: Duration = Duration::from_millis(500);
 
@@ -192,7 +195,8 @@ fn unix_now() -> u64 {
 impl Gossip {
     /// Starts the swarm with `secret` (the node's Ed25519 key) as identity, listening on
     /// `listen` and dialling each of `bootstrap` (again every few seconds while it is not
-    /// connected). What it hears goes to `heard`; messages of another `digest` are not
+    /// connected). What it hears goes to `heard` (make it with [`HEARD_QUEUE`] places);
+    /// messages of another `digest` are not
     /// passed on.
     ///
     /// # Errors
@@ -203,7 +207,7 @@ impl Gossip {
         listen: &Multiaddr,
         bootstrap: Vec<Multiaddr>,
         digest: ProtocolDigest,
-        heard: mpsc::UnboundedSender<Heard>,
+        heard: mpsc::Sender<Heard>,
     ) -> Result<(Gossip, JoinHandle<()>)> {
         let g = |e: String| Error::Gossip(e);
         let key = identity::Keypair::ed25519_from_bytes(*secret).map_err(|e| g(e.to_string()))?;
@@ -285,8 +289,14 @@ impl Gossip {
                             if let Heard::Invalid { via, reason } = &what {
                                 tracing::info!(%via, %reason, "gossip message refused");
                             }
-                            if heard.send(what).is_err() {
-                                break;
+                            // a reader that fell this far behind loses the excess (the
+                            // gossip repeats descriptors and heartbeats)
+                            match heard.try_send(what) {
+                                Ok(()) => {}
+                                Err(mpsc::error::TrySendError::Full(_)) => {
+                                    tracing::warn!("gossip: {HEARD_QUEUE} messages unread; one dropped");
+                                }
+                                Err(mpsc::error::TrySendError::Closed(_)) => break,
                             }
                         }
                         _ => {}

@@ -78,9 +78,11 @@ struct Ours {
 pub struct Quic {
     endpoint: Endpoint,
     ours: Arc<Ours>,
-    /// Inbound connections at once: in all, and from one IP address.
+    /// Inbound connections at once: in all, and from one IP address other than those of
+    /// `exempt` (a local cluster's nodes all arrive from loopback).
     max_inbound: usize,
     max_per_ip: usize,
+    exempt: Arc<Vec<IpAddr>>,
 }
 
 impl std::fmt::Debug for Quic {
@@ -199,14 +201,26 @@ impl Quic {
             }),
             max_inbound: MAX_INBOUND,
             max_per_ip: MAX_PER_IP,
+            exempt: Arc::new(vec![
+                IpAddr::from([127, 0, 0, 1]),
+                IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1]),
+            ]),
         })
     }
 
-    /// Other caps on inbound connections than 256 in all and 8 from one IP address.
+    /// Other caps on inbound connections than 256 in all and 8 from one IP address, and
+    /// other addresses the per-IP cap does not apply to than loopback's (the node passes
+    /// `[face] per_ip_exempt`).
     #[must_use]
-    pub fn with_limits(mut self, max_inbound: usize, max_per_ip: usize) -> Quic {
+    pub fn with_limits(
+        mut self,
+        max_inbound: usize,
+        max_per_ip: usize,
+        exempt: Vec<IpAddr>,
+    ) -> Quic {
         self.max_inbound = max_inbound.max(1);
         self.max_per_ip = max_per_ip.max(1);
+        self.exempt = Arc::new(exempt);
         self
     }
 
@@ -311,7 +325,7 @@ impl Quic {
                     incoming.refuse();
                     continue;
                 };
-                let ip_slot = match ip {
+                let ip_slot = match ip.filter(|ip| !me.exempt.contains(ip)) {
                     Some(ip) => match IpSlot::take(&per_ip, ip, me.max_per_ip) {
                         Some(s) => Some(s),
                         None => {

@@ -247,7 +247,7 @@ async fn an_address_past_its_connection_cap_is_refused_before_the_hello() {
     )
     .await
     .unwrap()
-    .with_limits(256, 1);
+    .with_limits(256, 1, vec![]);
     let (tx, mut seen) = mpsc::unbounded_channel();
     a.serve(relay, tx);
     let b = node(dir.path(), "b").await;
@@ -302,8 +302,8 @@ mod gossip {
         keys: &NodeKeys,
         bootstrap: Vec<libp2p::Multiaddr>,
         digest: ProtocolDigest,
-    ) -> (Gossip, mpsc::UnboundedReceiver<Heard>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    ) -> (Gossip, mpsc::Receiver<Heard>) {
+        let (tx, rx) = mpsc::channel(crate::gossip::HEARD_QUEUE);
         let (g, _task) = Gossip::start(
             &keys.ed25519_secret(),
             &"/ip4/127.0.0.1/tcp/0".parse().unwrap(),
@@ -317,7 +317,7 @@ mod gossip {
     }
 
     /// The next thing heard that is not about `skip`'s own announcements.
-    async fn next(rx: &mut mpsc::UnboundedReceiver<Heard>) -> Heard {
+    async fn next(rx: &mut mpsc::Receiver<Heard>) -> Heard {
         tokio::time::timeout(std::time::Duration::from_secs(60), rx.recv())
             .await
             .expect("heard nothing")
