@@ -166,7 +166,7 @@ pub async fn start(
         tracing::info!(peer_id = %gossip.peer_id(), "gossip discovery on {}", fleetmesh_transport::gossip::TOPIC);
         tasks.push(task);
         tasks.push(tokio::spawn(announce(
-            gossip,
+            gossip.clone(),
             descriptor.clone(),
             keys,
             (!leaf).then(|| Duration::from_secs(p.heartbeat_secs)),
@@ -183,7 +183,7 @@ pub async fn start(
             filter: p.filter.clone(),
             every: Duration::from_secs(p.interval_secs),
         };
-        tasks.push(tokio::spawn(heard(rx, ctx, quic.clone(), ours)));
+        tasks.push(tokio::spawn(heard(rx, ctx, quic.clone(), ours, gossip)));
     }
     Ok(Some(Federation {
         tasks: Tasks(tasks),
@@ -260,7 +260,13 @@ async fn announce(
 }
 
 /// What the gossip heard: the table updated, peer tasks started and kicked.
-async fn heard(mut rx: mpsc::Receiver<Heard>, ctx: Ctx, quic: Option<Quic>, ours: [u8; 32]) {
+async fn heard(
+    mut rx: mpsc::Receiver<Heard>,
+    ctx: Ctx,
+    quic: Option<Quic>,
+    ours: [u8; 32],
+    gossip: Gossip,
+) {
     let table = ctx.table.clone();
     // per peer task: its wake-up on new events, on the peer's heartbeats, and its addresses
     type Handle = (
@@ -278,6 +284,10 @@ async fn heard(mut rx: mpsc::Receiver<Heard>, ctx: Ctx, quic: Option<Quic>, ours
                     continue;
                 }
                 let key = hex::encode(event.pubkey);
+                if table.get(&key).is_none() {
+                    // a node new to us: it may not have heard of us yet
+                    gossip.republish().await;
+                }
                 let addrs = iroh_addrs(&content);
                 let libp2p = ed25519_of(&content).and_then(|k| peer_id_of(&k).ok());
                 let dialable =

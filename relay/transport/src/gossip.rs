@@ -85,6 +85,7 @@ pub enum Heard {
 
 pub(crate) enum Cmd {
     Announce(Vec<u8>),
+    Republish,
     Dial(Multiaddr),
 }
 
@@ -100,6 +101,7 @@ impl std::fmt::Debug for Cmd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Cmd::Announce(_) => "Announce",
+            Cmd::Republish => "Republish",
             Cmd::Dial(_) => "Dial",
         })
     }
@@ -215,6 +217,9 @@ impl Gossip {
             .validate_messages()
             .validation_mode(ValidationMode::Strict)
             .heartbeat_interval(Duration::from_millis(500))
+            // the mesh forms at the first heartbeat: announcements pass beyond the first
+            // hop only from then on (the default waits 5 s)
+            .heartbeat_initial_delay(Duration::from_millis(100))
             .mesh_outbound_min(1)
             .mesh_n_low(2)
             .mesh_n(4)
@@ -263,6 +268,9 @@ impl Gossip {
                             last = Some(data);
                         }
                         Some(Cmd::Dial(addr)) => dial(&mut swarm, &addr),
+                        Some(Cmd::Republish) => {
+                            republish_at.get_or_insert_with(|| tokio::time::Instant::now() + REPUBLISH_AFTER);
+                        }
                         None => break,
                     },
                     _ = redial.tick() => {
@@ -327,6 +335,13 @@ impl Gossip {
     /// announces with [`Gossip::announce`].
     pub async fn publish_bytes(&self, data: &[u8]) {
         let _ = self.cmds.send(Cmd::Announce(data.to_vec())).await;
+    }
+
+    /// Publishes the latest announcement again shortly (once for a burst of calls): when a
+    /// node new to us is heard, so that it learns of us without waiting for the next
+    /// periodic announcement.
+    pub async fn republish(&self) {
+        let _ = self.cmds.send(Cmd::Republish).await;
     }
 
     /// Dials `addr` (a peer learnt elsewhere).
