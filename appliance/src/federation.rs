@@ -124,7 +124,7 @@ pub async fn start(
     keys: NodeKeys,
     descriptor: &Event,
     relay: Arc<Relay>,
-    db: PathBuf,
+    dir: &std::path::Path,
     table: Arc<Peers>,
 ) -> anyhow::Result<Option<Federation>> {
     let p: &PeeringSection = &config.peering;
@@ -176,8 +176,8 @@ pub async fn start(
         )));
         let ours = descriptor.pubkey;
         let ctx = Ctx {
-            dir: db.parent().map(PathBuf::from).unwrap_or_default(),
-            db,
+            dir: dir.to_path_buf(),
+            db: dir.join(crate::node::DB_FILE),
             durability: config.store.durability,
             table: table.clone(),
             filter: p.filter.clone(),
@@ -195,20 +195,20 @@ pub async fn start(
 async fn seen(mut rx: mpsc::UnboundedReceiver<Seen>, table: Arc<Peers>) {
     while let Some(s) = rx.recv().await {
         match s {
-            Seen::Peered { descriptor, .. } => {
+            Seen::Peered {
+                descriptor,
+                content,
+            } => {
                 metrics::counter!("fleetmesh_quic_hellos_total", "outcome" => "accepted")
                     .increment(1);
-                let content = fleetmesh_proto::identity::verify_descriptor(&descriptor).ok();
                 table.update(&hex::encode(descriptor.pubkey), |v| {
                     v.digest_match = true;
                     v.transport = Some("iroh".into());
                     if v.link != "up" {
                         v.link = "inbound".into();
                     }
-                    if let Some(c) = content {
-                        v.did = Some(c.did);
-                        v.class = Some(c.class.to_string());
-                    }
+                    v.did = Some(content.did);
+                    v.class = Some(content.class.to_string());
                 });
             }
             Seen::Refused { remote, .. } => {

@@ -340,7 +340,7 @@ pub async fn run(
         fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
         &descriptor,
         relay.clone(),
-        node.dir.join(crate::node::DB_FILE),
+        &node.dir,
         peers.clone(),
     )
     .await?;

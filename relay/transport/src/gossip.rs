@@ -86,7 +86,6 @@ pub enum Heard {
 pub(crate) enum Cmd {
     Announce(Vec<u8>),
     Republish,
-    Dial(Multiaddr),
 }
 
 /// The running gossip: send announcements through it; dropping it stops the swarm.
@@ -102,7 +101,6 @@ impl std::fmt::Debug for Cmd {
         f.write_str(match self {
             Cmd::Announce(_) => "Announce",
             Cmd::Republish => "Republish",
-            Cmd::Dial(_) => "Dial",
         })
     }
 }
@@ -267,7 +265,6 @@ impl Gossip {
                             publish(&mut swarm, &topic, &data);
                             last = Some(data);
                         }
-                        Some(Cmd::Dial(addr)) => dial(&mut swarm, &addr),
                         Some(Cmd::Republish) => {
                             republish_at.get_or_insert_with(|| tokio::time::Instant::now() + REPUBLISH_AFTER);
                         }
@@ -342,11 +339,6 @@ impl Gossip {
     /// periodic announcement.
     pub async fn republish(&self) {
         let _ = self.cmds.send(Cmd::Republish).await;
-    }
-
-    /// Dials `addr` (a peer learnt elsewhere).
-    pub async fn dial(&self, addr: Multiaddr) {
-        let _ = self.cmds.send(Cmd::Dial(addr)).await;
     }
 
     /// This node's libp2p peer id.

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fleetmesh_proto::event::Event;
@@ -53,11 +53,12 @@ const REFUSED: u32 = 1;
 #[derive(Debug, Clone)]
 pub enum Seen {
     /// A peer link is up.
+    /// A peer that dialled us passed the hello.
     Peered {
         /// Its descriptor, checked.
         descriptor: Box<Event>,
-        /// It dialled us.
-        inbound: bool,
+        /// Its content.
+        content: Box<DescriptorContent>,
     },
     /// A connection was refused at the hello.
     Refused {
@@ -69,7 +70,7 @@ pub enum Seen {
 }
 
 struct Ours {
-    descriptor: RwLock<String>,
+    descriptor: String,
     digest: ProtocolDigest,
 }
 
@@ -159,7 +160,7 @@ fn check_hello(
 
 impl Quic {
     /// Binds the endpoint at `addr` (UDP) with `secret` (the node's Ed25519 key) as its
-    /// identity; `descriptor` is what the hello sends (see [`Quic::set_descriptor`]).
+    /// identity; `descriptor` is what the hello sends.
     ///
     /// # Errors
     /// [`Error::Bind`] when the address cannot be bound.
@@ -196,7 +197,7 @@ impl Quic {
         Ok(Quic {
             endpoint,
             ours: Arc::new(Ours {
-                descriptor: RwLock::new(descriptor.to_json()),
+                descriptor: descriptor.to_json(),
                 digest,
             }),
             max_inbound: MAX_INBOUND,
@@ -224,21 +225,8 @@ impl Quic {
         self
     }
 
-    /// The descriptor later hellos send (after the node's descriptor changed).
-    pub fn set_descriptor(&self, descriptor: &Event) {
-        *self
-            .ours
-            .descriptor
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = descriptor.to_json();
-    }
-
     fn descriptor(&self) -> String {
-        self.ours
-            .descriptor
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.ours.descriptor.clone()
     }
 
     /// The addresses the endpoint is bound to (the real port when bound to port 0).
@@ -351,6 +339,7 @@ impl Quic {
 
     async fn answer(&self, conn: Connection, relay: Arc<Relay>, seen: mpsc::UnboundedSender<Seen>) {
         let remote = *conn.remote_id().as_bytes();
+        // the address the relay's per-connection logs name: the direct path's
         let addr = conn
             .paths()
             .iter()
@@ -393,8 +382,8 @@ impl Quic {
         let outcome = tokio::time::timeout(HELLO_TIMEOUT, hello)
             .await
             .unwrap_or_else(|_| Err(format!("no hello within {HELLO_TIMEOUT:?}")));
-        let descriptor = match outcome {
-            Ok((descriptor, _)) => descriptor,
+        let (descriptor, content) = match outcome {
+            Ok(checked) => checked,
             Err(reason) => {
                 tracing::info!(remote = %hex::encode(remote), %reason, "peer refused at the hello");
                 let _ = seen.send(Seen::Refused {
@@ -407,7 +396,7 @@ impl Quic {
         };
         let _ = seen.send(Seen::Peered {
             descriptor: Box::new(descriptor),
-            inbound: true,
+            content: Box::new(content),
         });
         let cap = frame_cap(&relay);
         while let Ok((send, mut recv)) = conn.accept_bi().await {
@@ -466,16 +455,5 @@ impl PeerLink {
     /// Whether the connection is closed (then dial again).
     pub fn is_closed(&self) -> bool {
         self.conn.close_reason().is_some()
-    }
-
-    /// The peer's address, where a direct path is known.
-    pub fn remote_addr(&self) -> Option<SocketAddr> {
-        self.conn
-            .paths()
-            .iter()
-            .find_map(|p| match p.remote_addr() {
-                iroh::TransportAddr::Ip(a) => Some(*a),
-                _ => None,
-            })
     }
 }

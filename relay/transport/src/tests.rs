@@ -144,10 +144,10 @@ async fn iroh_link_checks_both_descriptors_then_syncs_both_ways() {
     match a.seen.recv().await.unwrap() {
         Seen::Peered {
             descriptor,
-            inbound,
+            content,
         } => {
-            assert!(inbound);
             assert_eq!(descriptor.pubkey, b.keys.nostr_pubkey());
+            assert_eq!(content.did, b.keys.did());
         }
         other => panic!("{other:?}"),
     }
