@@ -84,7 +84,11 @@ pub enum Heard {
 }
 
 pub(crate) enum Cmd {
-    Announce(Vec<u8>),
+    /// Bytes to publish; `again`: published anew when peers subscribe (the descriptor).
+    Announce {
+        data: Vec<u8>,
+        again: bool,
+    },
     Republish,
 }
 
@@ -99,7 +103,7 @@ pub struct Gossip {
 impl std::fmt::Debug for Cmd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Cmd::Announce(_) => "Announce",
+            Cmd::Announce { .. } => "Announce",
             Cmd::Republish => "Republish",
         })
     }
@@ -261,9 +265,11 @@ impl Gossip {
             loop {
                 tokio::select! {
                     cmd = rx.recv() => match cmd {
-                        Some(Cmd::Announce(data)) => {
+                        Some(Cmd::Announce { data, again }) => {
                             publish(&mut swarm, &topic, &data);
-                            last = Some(data);
+                            if again {
+                                last = Some(data);
+                            }
                         }
                         Some(Cmd::Republish) => {
                             republish_at.get_or_insert_with(|| tokio::time::Instant::now() + REPUBLISH_AFTER);
@@ -319,19 +325,20 @@ impl Gossip {
         ))
     }
 
-    /// Publishes `event` (the node's descriptor or heartbeat) on the topic; the latest one
-    /// is published again when new peers subscribe.
+    /// Publishes `event` (the node's descriptor or heartbeat) on the topic; the latest
+    /// descriptor is published again when new peers subscribe (a heartbeat never is: a
+    /// stale one would only be refused).
     pub async fn announce(&self, event: &Event) {
-        let _ = self
-            .cmds
-            .send(Cmd::Announce(event.to_json().into_bytes()))
-            .await;
+        let data = event.to_json().into_bytes();
+        let again = event.kind == kind::NODE_DESCRIPTOR;
+        let _ = self.cmds.send(Cmd::Announce { data, again }).await;
     }
 
     /// Publishes `data` as it is: what receivers must refuse, for tests of them. A node
     /// announces with [`Gossip::announce`].
     pub async fn publish_bytes(&self, data: &[u8]) {
-        let _ = self.cmds.send(Cmd::Announce(data.to_vec())).await;
+        let data = data.to_vec();
+        let _ = self.cmds.send(Cmd::Announce { data, again: false }).await;
     }
 
     /// Publishes the latest announcement again shortly (once for a burst of calls): when a

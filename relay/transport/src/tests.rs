@@ -379,7 +379,8 @@ mod gossip {
         let foreign = NodeKeys::generate().unwrap();
         a.announce(&heartbeat(&foreign, &ProtocolDigest([7; 32]), now()))
             .await;
-        a.announce(&descriptor(&kb, &ours, vec![])).await;
+        a.publish_bytes(descriptor(&kb, &ours, vec![]).to_json().as_bytes())
+            .await;
         a.announce(&heartbeat(&ka, &ours, now() - 3600)).await;
         a.announce(&heartbeat(&ka, &ours, now())).await;
         let mut seen_by_b = Vec::new();
