@@ -139,7 +139,11 @@ fn blobs_are_stored_by_hash_served_counted_and_deleted_by_their_uploader() {
         };
         assert_eq!(del(&stranger).await.unwrap().status().as_u16(), 403);
         assert_eq!(del(&alice).await.unwrap().status().as_u16(), 200);
-        assert_eq!(status(&http, d.url(&format!("/{hash}"))).await, 200);
+        // read whole: bytes are counted as the client takes them, and a response dropped
+        // unread may never be taken
+        let r = http.get(d.url(&format!("/{hash}"))).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        assert_eq!(r.bytes().await.unwrap().as_ref(), body.as_slice());
         assert_eq!(del(&bob).await.unwrap().status().as_u16(), 200);
         assert_eq!(status(&http, d.url(&format!("/{hash}"))).await, 404);
         // (a blob over the size limit: see
