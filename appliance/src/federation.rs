@@ -13,6 +13,9 @@
 //! - A node of another digest is listed in [`Peers`] as such and never dialled; refused
 //!   gossip messages and hellos are counted per peer.
 //!
+//! - Peers (and buyers) may send DIDComm messages over a link's message streams: they are
+//!   answered as `POST /didcomm` answers them ([`exchange_over`] is the sending side).
+//!
 //! What it sees goes to the [`Peers`] table (`GET /v1/peers`, `meshnode peers`) and the
 //! metrics `fleetmesh_gossip_messages_total{outcome}` and `fleetmesh_quic_hellos_total{outcome}`.
 
@@ -32,9 +35,11 @@ use fleetmesh_relay::face::Relay;
 use fleetmesh_transport::Multiaddr;
 use fleetmesh_transport::gossip::{Gossip, Heard, peer_id_of};
 use fleetmesh_transport::link::{Quic, Seen};
+use serde_json::json;
 use tokio::sync::{Notify, mpsc};
 
 use crate::config::{Config, PeeringSection};
+use crate::didcomm::{DidComm, Outcome};
 use crate::peers::{Peers, now};
 use crate::tasks::Tasks;
 
@@ -126,6 +131,7 @@ pub async fn start(
     relay: Arc<Relay>,
     dir: &std::path::Path,
     table: Arc<Peers>,
+    didcomm: Arc<DidComm>,
 ) -> anyhow::Result<Option<Federation>> {
     let p: &PeeringSection = &config.peering;
     if p.quic_listen.is_none() && p.gossip_listen.is_none() {
@@ -135,16 +141,25 @@ pub async fn start(
     let secret = keys.ed25519_secret();
     let leaf = config.node.class == NodeClass::Leaf;
     let mut tasks = Vec::new();
+    let ctx = Ctx {
+        dir: dir.to_path_buf(),
+        db: dir.join(crate::node::DB_FILE),
+        durability: config.store.durability,
+        table: table.clone(),
+        filter: p.filter.clone(),
+        every: Duration::from_secs(p.interval_secs),
+    };
     let quic = match p.quic_listen {
         Some(addr) => {
             let q = Quic::bind(&secret, addr, descriptor, digest)
                 .await
                 .with_context(|| format!("[peering] quic_listen = \"{addr}\""))?
-                .with_limits(256, 8, config.face.per_ip_exempt.clone());
+                .with_limits(256, 8, config.face.per_ip_exempt.clone())
+                .with_messages(messages(didcomm));
             tracing::info!(addrs = ?q.local_addrs(), "QUIC peer links");
             if !leaf {
                 let (tx, rx) = mpsc::unbounded_channel();
-                tasks.push(q.serve(relay.clone(), tx));
+                tasks.push(q.serve(relay.clone(), tx, sessions(ctx.clone())));
                 tasks.push(tokio::spawn(seen(rx, table.clone())));
             }
             Some(q)
@@ -175,20 +190,105 @@ pub async fn start(
             config.node.class,
         )));
         let ours = descriptor.pubkey;
-        let ctx = Ctx {
-            dir: dir.to_path_buf(),
-            db: dir.join(crate::node::DB_FILE),
-            durability: config.store.durability,
-            table: table.clone(),
-            filter: p.filter.clone(),
-            every: Duration::from_secs(p.interval_secs),
-        };
         tasks.push(tokio::spawn(heard(rx, ctx, quic.clone(), ours, gossip)));
     }
     Ok(Some(Federation {
         tasks: Tasks(tasks),
         quic,
     }))
+}
+
+/// What a peer's sessions on our relay face are held to: the filters our Peering manifest
+/// for it (or `[peering] filter`) agrees — read at each session, so an apply holds from the
+/// next one; none when the manifest disables the peering — and its tally in the table.
+fn sessions(ctx: Ctx) -> fleetmesh_transport::link::Sessions {
+    Arc::new(move |descriptor: &Event, _: &DescriptorContent| {
+        let key = hex::encode(descriptor.pubkey);
+        let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::of(&ctx));
+        let filters = if pol.enabled {
+            pol.filters
+                .iter()
+                .filter_map(|f| {
+                    let v = serde_json::from_str(f).ok()?;
+                    let parsed = fleetmesh_proto::filter::Filter::from_value(&v, Default::default());
+                    if let Err(e) = &parsed {
+                        tracing::warn!(peer = %key, filter = %f, error = %e, "a peering filter does not parse; it admits nothing");
+                    }
+                    parsed.ok()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        fleetmesh_relay::face::PeerSession {
+            tally: ctx.table.tally(&key),
+            name: key,
+            filters: Some(Arc::new(filters)),
+            rate: None,
+        }
+    })
+}
+
+/// The node's DIDComm endpoint over peer links: a message a peer sends on a message stream
+/// (a compute/1.0 job, a forward carrying a hop envelope for a mediator) is handled as
+/// `POST /didcomm` handles it, and answered `{"status": 200, "message": PACKED}`,
+/// `{"status": 202}` (taken, no reply) or `{"status": N, "error": {"code", "message"}}`.
+fn messages(dc: Arc<DidComm>) -> fleetmesh_transport::link::Messages {
+    Arc::new(move |text: String, _from: Arc<Event>| {
+        let dc = dc.clone();
+        Box::pin(async move {
+            let outcome = tokio::task::spawn_blocking(move || dc.handle(text.as_bytes())).await;
+            match outcome {
+                Ok(Outcome::Reply(_, packed)) => json!({"status": 200, "message": packed}),
+                Ok(Outcome::Accepted) => json!({"status": 202}),
+                Ok(Outcome::Refused(status, code, why)) => {
+                    json!({"status": status, "error": {"code": code, "message": why}})
+                }
+                Err(_) => {
+                    json!({"status": 500, "error": {"code": "internal", "message": "the handler panicked"}})
+                }
+            }
+            .to_string()
+        })
+    })
+}
+
+/// Sends the DIDComm message `packed` to the peer of `link` and opens its reply for
+/// `keys` (`docs`: the sender documents it may be authcrypted by); `None` when the peer
+/// took it without one. What `job submit --via iroh` speaks.
+///
+/// # Errors
+/// The link's, the peer's refusal (its status, code and message), or a reply that does
+/// not open.
+pub async fn exchange_over(
+    link: &fleetmesh_transport::link::PeerLink,
+    packed: &serde_json::Value,
+    keys: &NodeKeys,
+    docs: &Vec<fleetmesh_proto::didcomm::PeerDoc>,
+) -> anyhow::Result<Option<fleetmesh_proto::didcomm::Unpacked>> {
+    let peer = &link.content.did;
+    let answer = link.message(packed.to_string()).await?;
+    let v: serde_json::Value = serde_json::from_str(&answer)
+        .with_context(|| format!("{peer}: an answer that is not JSON"))?;
+    match v["status"].as_u64() {
+        Some(200) => {
+            let message = v["message"].to_string();
+            let now = crate::node::unix_now();
+            Ok(Some(fleetmesh_proto::didcomm::unpack(
+                message.as_bytes(),
+                keys,
+                docs,
+                now,
+            )?))
+        }
+        Some(202) => Ok(None),
+        _ => anyhow::bail!(
+            "{peer}: {} {}: {}",
+            v["status"],
+            v["error"]["code"].as_str().unwrap_or("?"),
+            v["error"]["message"].as_str().unwrap_or("")
+        ),
+    }
 }
 
 /// Inbound links and refused hellos, into the table.
@@ -493,7 +593,11 @@ async fn rounds(
         sum.push_refused += r.push_refused;
         sum.neg_bytes_up += r.neg_bytes_up;
         sum.neg_bytes_down += r.neg_bytes_down;
-        sum.transfer_bytes += r.transfer_bytes;
+        sum.transfer_bytes_up += r.transfer_bytes_up;
+        sum.transfer_bytes_down += r.transfer_bytes_down;
+        sum.returned += r.returned;
+        sum.out_of_filter += r.out_of_filter;
+        sum.forged += r.forged;
     }
     Ok(sum)
 }

@@ -111,7 +111,8 @@ pub(crate) fn record(
     match outcome {
         Ok(r) => {
             metrics::counter!("fleetmesh_peering_rounds_total", "peer" => peer.to_owned(), "outcome" => "ok").increment(1);
-            let bytes = r.neg_bytes_up + r.neg_bytes_down + r.transfer_bytes;
+            let bytes =
+                r.neg_bytes_up + r.neg_bytes_down + r.transfer_bytes_up + r.transfer_bytes_down;
             metrics::counter!("fleetmesh_peering_bytes_total", "peer" => peer.to_owned())
                 .increment(bytes as u64);
             for (direction, n) in [

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use fleetmesh_relay::face::{PeerRefusal, Tally, TallyCounts};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
@@ -57,6 +58,10 @@ pub struct PeerView {
     /// Why the last round or link failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The traffic with it both ways (its sessions on our relay face and our rounds with
+    /// it) and what was refused from it, by reason: the ledger's measurements.
+    #[serde(default)]
+    pub traffic: TallyCounts,
 }
 
 /// The table, shared by the tasks and the API.
@@ -67,6 +72,8 @@ pub struct Peers {
     gossip_refused: Mutex<BTreeMap<String, u64>>,
     /// Hello refusals on the QUIC endpoint, by the remote's Ed25519 key.
     hello_refused: Mutex<BTreeMap<String, u64>>,
+    /// Traffic per peer key, shared with the relay sessions it opens.
+    tallies: Mutex<BTreeMap<String, Arc<Tally>>>,
     kicks: Mutex<Vec<Arc<Notify>>>,
 }
 
@@ -97,8 +104,29 @@ impl Peers {
         lock(&self.peers).get(id).cloned()
     }
 
+    /// The traffic tally of the peer `id` (made if new), for its relay sessions.
+    pub fn tally(&self, id: &str) -> Arc<Tally> {
+        lock(&self.tallies)
+            .entry(id.to_owned())
+            .or_default()
+            .clone()
+    }
+
     /// Records a round with `id`: what it moved, or why it failed.
     pub fn round(&self, id: &str, outcome: Result<&fleetmesh_relay::sync::SyncReport, String>) {
+        if let Ok(r) = outcome {
+            let t = self.tally(id);
+            t.received(
+                r.returned as u64,
+                (r.neg_bytes_down + r.transfer_bytes_down) as u64,
+            );
+            t.sent(
+                (r.pushed + r.push_refused) as u64,
+                (r.neg_bytes_up + r.transfer_bytes_up) as u64,
+            );
+            t.refused_n(PeerRefusal::OutOfFilter, r.out_of_filter as u64);
+            t.refused_n(PeerRefusal::Forged, r.forged as u64);
+        }
         self.update(id, |v| match outcome {
             Ok(r) => {
                 v.link = "up".into();
@@ -177,8 +205,16 @@ impl Peers {
 
     /// The table as served by `GET /v1/peers`.
     pub fn snapshot(&self) -> serde_json::Value {
+        let tallies = lock(&self.tallies);
+        let peers: Vec<PeerView> = lock(&self.peers)
+            .values()
+            .map(|v| PeerView {
+                traffic: tallies.get(&v.id).map(|t| t.counts()).unwrap_or_default(),
+                ..v.clone()
+            })
+            .collect();
         serde_json::json!({
-            "peers": lock(&self.peers).values().collect::<Vec<_>>(),
+            "peers": peers,
             "gossip_refused": *lock(&self.gossip_refused),
             "hello_refused": *lock(&self.hello_refused),
         })

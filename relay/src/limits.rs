@@ -178,8 +178,16 @@ impl Limits {
     /// `meshnode sync` to every event it fetches.
     ///
     /// # Errors
-    /// The NIP-01 `invalid:` message for the `OK`.
-    pub fn admit(&self, event: &Event, schemas: &SchemaSet, now: u64) -> Result<(), String> {
+    /// Why not, with the NIP-01 `invalid:` message for the `OK`.
+    pub fn admit(&self, event: &Event, schemas: &SchemaSet, now: u64) -> Result<(), Inadmissible> {
+        self.admit_reason(event, schemas, now)
+            .map_err(|reason| Inadmissible {
+                forged: reason == FORGED_ID || reason == FORGED_SIG,
+                reason,
+            })
+    }
+
+    fn admit_reason(&self, event: &Event, schemas: &SchemaSet, now: u64) -> Result<(), String> {
         if event.tags.len() > self.max_event_tags {
             return Err(format!(
                 "invalid: {} tags, the most allowed is {}",
@@ -202,10 +210,8 @@ impl Limits {
         }
         if let Err(e) = event.verify() {
             return Err(match &e {
-                Error::InvalidEvent { field: "id", .. } => {
-                    "invalid: event id does not match its content".to_owned()
-                }
-                Error::InvalidEvent { field: "sig", .. } => "invalid: bad signature".to_owned(),
+                Error::InvalidEvent { field: "id", .. } => FORGED_ID.to_owned(),
+                Error::InvalidEvent { field: "sig", .. } => FORGED_SIG.to_owned(),
                 other => format!("invalid: {other}"),
             });
         }
@@ -268,5 +274,24 @@ impl TokenBucket {
         } else {
             false
         }
+    }
+}
+
+const FORGED_ID: &str = "invalid: event id does not match its content";
+const FORGED_SIG: &str = "invalid: bad signature";
+
+/// Why [`Limits::admit`] refused an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inadmissible {
+    /// Its id or signature does not hold: whoever sent it forged it or corrupted it (the
+    /// ledger's S4 evidence), rather than broke a limit.
+    pub forged: bool,
+    /// The NIP-01 `invalid:` message for the `OK`.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Inadmissible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
     }
 }

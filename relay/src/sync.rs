@@ -103,12 +103,21 @@ pub struct SyncReport {
     pub fetched: usize,
     /// Events fetched but refused (bad id, signature or schema), or not returned.
     pub fetch_failed: usize,
+    /// Of those, events outside the filter of the round (the peer reconciled or returned
+    /// what was not asked for).
+    pub out_of_filter: usize,
+    /// Of those, events whose id or signature did not hold.
+    pub forged: usize,
     /// Events the peer accepted (`OK true`).
     pub pushed: usize,
     /// Events the peer refused.
     pub push_refused: usize,
-    /// Bytes of EVENT/REQ traffic both ways.
-    pub transfer_bytes: usize,
+    /// Bytes of EVENT/REQ/OK traffic sent.
+    pub transfer_bytes_up: usize,
+    /// Bytes of EVENT/REQ/OK traffic received.
+    pub transfer_bytes_down: usize,
+    /// Events the peer returned when asked for them, taken or refused.
+    pub returned: usize,
 }
 
 /// TLS for a `wss://` peer: rustls on ring (the one provider this project uses), the web's
@@ -525,12 +534,12 @@ async fn pull<S: EventStore + ?Sized>(
         let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
         let sub = format!("fetch-{n}");
         let req = json!(["REQ", sub, {"ids": ids, "limit": ids.len()}]).to_string();
-        report.transfer_bytes += p.send(req).await?;
+        report.transfer_bytes_up += p.send(req).await?;
         let mut got: Vec<(Event, String)> = Vec::with_capacity(chunk.len());
         let mut returned = 0usize;
         loop {
             let (v, size) = p.recv().await?;
-            report.transfer_bytes += size;
+            report.transfer_bytes_down += size;
             match v[0].as_str() {
                 Some("EVENT") if v[1] == sub.as_str() => {
                     returned += 1;
@@ -539,19 +548,21 @@ async fn pull<S: EventStore + ?Sized>(
                     }
                     // Verified here: the peer is not trusted.
                     // The checks the relay face applies on ingest, at its default limits.
-                    let ok = Event::from_value(&v[2]).ok().filter(|e| {
-                        wanted.contains(e.id_hex().as_str())
-                            // a peer that reconciled ids outside the agreed filter gets
-                            // nothing of them stored
-                            && filter.matches(e)
-                            && limits.admit(e, schemas, now()).is_ok()
-                    });
-                    match ok {
-                        Some(e) => {
-                            let json = e.to_json();
-                            got.push((e, json));
-                        }
-                        None => report.fetch_failed += 1,
+                    let Ok(e) = Event::from_value(&v[2]) else {
+                        report.fetch_failed += 1;
+                        continue;
+                    };
+                    if let Err(why) = limits.admit(&e, schemas, now()) {
+                        report.fetch_failed += 1;
+                        report.forged += usize::from(why.forged);
+                    } else if !wanted.contains(e.id_hex().as_str()) || !filter.matches(&e) {
+                        // a peer that reconciled ids outside the agreed filter gets
+                        // nothing of them stored
+                        report.fetch_failed += 1;
+                        report.out_of_filter += 1;
+                    } else {
+                        let json = e.to_json();
+                        got.push((e, json));
                     }
                 }
                 Some("EOSE") if v[1] == sub.as_str() => break,
@@ -573,6 +584,7 @@ async fn pull<S: EventStore + ?Sized>(
                 InsertOutcome::Superseded | InsertOutcome::Deleted => report.fetch_failed += 1,
             }
         }
+        report.returned += returned;
         // Ids the peer reconciled but did not return (deleted or expired meanwhile).
         report.fetch_failed += chunk.len().saturating_sub(returned);
         progress(&SyncProgress::Fetched {
@@ -604,12 +616,12 @@ async fn push<S: EventStore + ?Sized>(
         for attempt in 0.. {
             let mut waiting: HashSet<&str> = pending.iter().map(|(id, _)| id.as_str()).collect();
             for (_, raw) in &pending {
-                report.transfer_bytes += p.send(format!("[\"EVENT\",{raw}]")).await?;
+                report.transfer_bytes_up += p.send(format!("[\"EVENT\",{raw}]")).await?;
             }
             let mut limited: HashSet<String> = HashSet::new();
             while !waiting.is_empty() {
                 let (v, size) = p.recv().await?;
-                report.transfer_bytes += size;
+                report.transfer_bytes_down += size;
                 if v[0] == "OK"
                     && let Some(id) = v[1].as_str()
                     && waiting.remove(id)

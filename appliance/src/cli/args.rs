@@ -173,21 +173,24 @@ pub struct ByKey {
     /// http: POST to --node. giftwrap: a NIP-59 gift wrap to --to through --relay, and
     /// its answer (status, result, receipt) wrapped back the same way. didcomm: DIDComm v2
     /// to the endpoint --to's DID document names (resolved through --relay), directly or
-    /// through its mediator, the answer back the same way.
+    /// through its mediator, the answer back the same way. iroh: the same DIDComm
+    /// messages over a QUIC peer link to the iroh endpoint --to's DID document names
+    /// ([peering] quic_listen), the link's hello checking both ends' descriptors.
     /// [default: auto with --to and without --node: didcomm when the provider's DID
     /// document names a DIDComm endpoint, else giftwrap through the relays it names and
     /// --relay; http otherwise]
-    #[arg(long, value_name = "auto|http|giftwrap|didcomm")]
+    #[arg(long, value_name = "auto|http|giftwrap|didcomm|iroh")]
     pub via: Option<String>,
     /// giftwrap: a relay the provider reads (its own, or one its descriptor names), where
-    /// the wrap is sent and the answer awaited. didcomm: a relay holding the provider's
-    /// (and its mediator's) descriptor. Repeatable.
+    /// the wrap is sent and the answer awaited. didcomm, iroh: a relay holding the
+    /// provider's (and its mediator's) descriptor. Repeatable.
     #[arg(long = "relay", value_name = "URL")]
     pub relays: Vec<String>,
-    /// giftwrap, didcomm: seconds to wait for the final answer.
+    /// giftwrap, didcomm, iroh: seconds to wait for the final answer.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub wait_secs: u64,
-    /// giftwrap, didcomm: where to write the result's files (as `job result --out` does).
+    /// giftwrap, didcomm, iroh: where to write the result's files (as `job result --out`
+    /// does).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

@@ -1,7 +1,8 @@
-//! `meshnode job submit --to DID|HEX --via giftwrap|didcomm`: a job sent to a provider
-//! known only by its key — gift-wrapped through relays (NIP-59), or by DIDComm v2 to the
-//! endpoint its DID document names, directly or through its mediator — and the answer
-//! (status, result, receipt) taken back the same way and checked.
+//! `meshnode job submit --to DID|HEX --via giftwrap|didcomm|iroh`: a job sent to a provider
+//! known only by its key — gift-wrapped through relays (NIP-59), by DIDComm v2 to the
+//! endpoint its DID document names (directly or through its mediator), or by the same
+//! DIDComm messages over a QUIC peer link to its iroh endpoint — and the answer (status,
+//! result, receipt) taken back the same way and checked.
 
 use std::path::Path;
 
@@ -206,6 +207,116 @@ pub(crate) fn by_didcomm(
     didcomm_with(keys, provider, body, job_id, by_key, &doc)
 }
 
+/// `--via iroh`: resolves the provider's DID through `--relay`, dials the iroh endpoint
+/// its document names with the buyer's keys (a leaf's descriptor in the hello), and sends
+/// the DIDComm messages of `--via didcomm` over the link's message streams.
+#[cfg(feature = "federation")]
+pub(crate) fn by_iroh(
+    keys: &NodeKeys,
+    provider: &str,
+    body: &Value,
+    job_id: &str,
+    by_key: &ByKey,
+) -> anyhow::Result<Outcome> {
+    use fleetmesh_proto::didcomm::VerifyKey;
+    let value = provider_document(provider, &by_key.relays, "--via iroh")?;
+    let doc = PeerDoc::parse(&value)?;
+    let addrs: Vec<std::net::SocketAddr> = value["service"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["type"] == "iroh")
+        .filter_map(|s| s["serviceEndpoint"].as_str()?.parse().ok())
+        .collect();
+    anyhow::ensure!(
+        !addrs.is_empty(),
+        "{} names no iroh endpoint (its [peering] quic_listen); try --via didcomm or giftwrap",
+        doc.did
+    );
+    let ed25519 = doc
+        .authentication
+        .iter()
+        .find_map(|(_, k)| match k {
+            VerifyKey::Ed25519(k) => Some(*k),
+            VerifyKey::Secp256k1(_) => None,
+        })
+        .with_context(|| format!("{} has no Ed25519 key to dial", doc.did))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let descriptor = crate::node::leaf_descriptor(keys, crate::node::unix_now())?;
+    let bind: std::net::SocketAddr = if addrs[0].is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let digest = fleetmesh_schemas::SchemaSet::embedded().digest();
+    let (quic, link) = runtime.block_on(async {
+        let quic = fleetmesh_transport::link::Quic::bind(
+            &keys.ed25519_secret(),
+            bind,
+            &descriptor,
+            digest,
+        )
+        .await?;
+        let link = quic.dial(&ed25519, &addrs).await?;
+        anyhow::Ok((quic, link))
+    })?;
+    let route = Route {
+        url: format!("iroh://{}", addrs[0]),
+        mediator: None,
+    };
+    let carrier = Carrier::Iroh(Box::new((runtime, link)));
+    let outcome = didcomm_over(keys, provider, body, job_id, by_key, &doc, &route, &carrier);
+    if let Carrier::Iroh(iroh) = carrier {
+        let (runtime, link) = *iroh;
+        link.close();
+        runtime.block_on(quic.close());
+    }
+    outcome
+}
+
+/// `--via iroh` in a build without the federation transports.
+#[cfg(not(feature = "federation"))]
+pub(crate) fn by_iroh(
+    _: &NodeKeys,
+    _: &str,
+    _: &Value,
+    _: &str,
+    _: &ByKey,
+) -> anyhow::Result<Outcome> {
+    bail!("--via iroh needs a meshnode built with the `federation` feature")
+}
+
+/// What carries the DIDComm messages of a job: HTTP POSTs to a URL, or a peer link.
+enum Carrier {
+    Http(reqwest::blocking::Client),
+    #[cfg(feature = "federation")]
+    Iroh(Box<(tokio::runtime::Runtime, fleetmesh_transport::link::PeerLink)>),
+}
+
+impl Carrier {
+    /// `packed` to `url` (or over the link), and the reply opened for `keys`.
+    fn exchange(
+        &self,
+        url: &str,
+        packed: &Value,
+        keys: &NodeKeys,
+        docs: &Vec<PeerDoc>,
+    ) -> anyhow::Result<Option<didcomm::Unpacked>> {
+        match self {
+            Carrier::Http(client) => exchange(client, url, packed, keys, docs),
+            #[cfg(feature = "federation")]
+            Carrier::Iroh(iroh) => {
+                let (runtime, link) = &**iroh;
+                runtime.block_on(crate::federation::exchange_over(link, packed, keys, docs))
+            }
+        }
+    }
+}
+
 /// The provider's DID document, resolved through `relays` (which `what`, the option that
 /// asked for it, needs).
 fn provider_document(provider: &str, relays: &[String], what: &str) -> anyhow::Result<Value> {
@@ -248,7 +359,7 @@ pub(crate) fn by_auto(
     by_giftwrap(keys, provider, body, job_id, by_key, &relays)
 }
 
-/// A job by DIDComm to the provider whose document is `doc`.
+/// A job by DIDComm over HTTP to the provider whose document is `doc`.
 fn didcomm_with(
     keys: &NodeKeys,
     provider: &str,
@@ -258,11 +369,27 @@ fn didcomm_with(
     doc: &PeerDoc,
 ) -> anyhow::Result<Outcome> {
     let route = route(doc, &by_key.relays)?;
-    let now = crate::node::unix_now();
-    let descriptor = crate::node::leaf_descriptor(keys, now)?;
     let client = reqwest::blocking::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
         .build()?;
+    let carrier = Carrier::Http(client);
+    didcomm_over(keys, provider, body, job_id, by_key, doc, &route, &carrier)
+}
+
+/// A job by DIDComm to the provider whose document is `doc`, along `route` by `carrier`.
+#[allow(clippy::too_many_arguments)]
+fn didcomm_over(
+    keys: &NodeKeys,
+    provider: &str,
+    body: &Value,
+    job_id: &str,
+    by_key: &ByKey,
+    doc: &PeerDoc,
+    route: &Route,
+    carrier: &Carrier,
+) -> anyhow::Result<Outcome> {
+    let now = crate::node::unix_now();
+    let descriptor = crate::node::leaf_descriptor(keys, now)?;
     let docs = vec![doc.clone()];
     // one message to the provider, by the route; the provider's answer when direct
     let send = |type_: &str, body: Value| -> anyhow::Result<Option<didcomm::Unpacked>> {
@@ -270,14 +397,14 @@ fn didcomm_with(
         if let Some((mediator, key)) = &route.mediator {
             packed = crate::didcomm::enveloped_forward(keys, &packed, &doc.did, mediator, key)?;
         }
-        exchange(&client, &route.url, &packed, keys, &docs)
+        carrier.exchange(&route.url, &packed, keys, &docs)
     };
     // the provider's answers held for the buyer by the mediator
     let pick_up = |mediator: &PeerDoc| -> anyhow::Result<Vec<didcomm::Unpacked>> {
         let mdocs = vec![mediator.clone()];
         let ask = json!({"limit": 32, "recipient_did": keys.did()});
         let req = request(keys, &descriptor, mediator, DELIVERY_REQUEST, ask)?;
-        let Some(got) = exchange(&client, &route.url, &req, keys, &mdocs)? else {
+        let Some(got) = carrier.exchange(&route.url, &req, keys, &mdocs)? else {
             return Ok(Vec::new());
         };
         if got.message.type_ != DELIVERY {
@@ -317,7 +444,7 @@ fn didcomm_with(
             RECEIVED,
             json!({"message_id_list": taken}),
         )?;
-        exchange(&client, &route.url, &ack, keys, &mdocs)?;
+        carrier.exchange(&route.url, &ack, keys, &mdocs)?;
         Ok(opened)
     };
     eprintln!(

@@ -170,8 +170,8 @@ fn submit(
         None => "http",
     };
     anyhow::ensure!(
-        ["auto", "http", "giftwrap", "didcomm"].contains(&via),
-        "--via {via:?}: one of auto, http, giftwrap, didcomm"
+        ["auto", "http", "giftwrap", "didcomm", "iroh"].contains(&via),
+        "--via {via:?}: one of auto, http, giftwrap, didcomm, iroh"
     );
     anyhow::ensure!(
         via == "http" || by_key.provider.is_some(),
@@ -309,6 +309,7 @@ fn submit(
         "didcomm" => {
             return crate::cli::bykey::by_didcomm(&keys, &provider, &body, &job_id, by_key);
         }
+        "iroh" => return crate::cli::bykey::by_iroh(&keys, &provider, &body, &job_id, by_key),
         _ => {}
     }
     let mut post = client()?.post(node_url(to, "/v1/jobs"));

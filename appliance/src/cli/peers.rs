@@ -1,7 +1,7 @@
 //! `meshnode peers`: the peers a running node sees (`GET /v1/peers`): each one's key, DID,
 //! class, transport, whether its protocol digest is ours, its last heartbeat, its last
-//! sync round and what the rounds moved; and the gossip messages and QUIC hellos refused,
-//! per sender.
+//! sync round and what the rounds moved, the traffic with it both ways and what was
+//! refused from it by reason; and the gossip messages and QUIC hellos refused, per sender.
 
 use std::time::Duration;
 
@@ -87,6 +87,21 @@ pub fn peers(args: &PeersArgs) -> anyhow::Result<Outcome> {
                 .map(|e| format!(" error: {e}"))
                 .unwrap_or_default(),
         );
+        let t = &p["traffic"];
+        if t.is_object() {
+            println!(
+                "  traffic: in {} events / {} bytes, out {} events / {} bytes; refused from it: {} outside the agreed shards, {} malformed, {} forged, {} invalid, {} over its rate",
+                t["events_in"],
+                t["bytes_in"],
+                t["events_out"],
+                t["bytes_out"],
+                t["out_of_filter"],
+                t["malformed"],
+                t["forged"],
+                t["invalid"],
+                t["rate_limited"],
+            );
+        }
     }
     for (what, key) in [
         ("gossip refused from", "gossip_refused"),

@@ -342,6 +342,7 @@ pub async fn run(
         relay.clone(),
         &node.dir,
         peers.clone(),
+        didcomm.clone(),
     )
     .await?;
     // new events here start peering rounds at once

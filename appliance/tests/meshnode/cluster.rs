@@ -286,13 +286,12 @@ fn a_peering_manifest_bounds_what_a_link_carries_from_its_next_round() {
     let url = |i: usize| nodes.url(i);
     let ws = |i: usize| nodes.ws(i);
     let key = |i: usize| nodes.key(i);
-    // each node: with the other, only the shard tagged "a"
-    for (me, other) in [(0, 1), (1, 0)] {
+    let agree = |me: usize, other: usize, filter: Value| {
         let manifest = serde_json::json!({
             "apiVersion": "fleetmesh.org/v1alpha1",
             "kind": "Peering",
             "metadata": {"name": "the-other"},
-            "spec": {"peer": key(other), "sync": {"intervalSecs": 1, "filters": [{"kinds": [1], "#t": ["a"]}]}},
+            "spec": {"peer": key(other), "sync": {"intervalSecs": 1, "filters": [filter]}},
         });
         let file = tmp.path().join(format!("peering-{me}.json"));
         std::fs::write(&file, manifest.to_string()).unwrap();
@@ -309,6 +308,10 @@ fn a_peering_manifest_bounds_what_a_link_carries_from_its_next_round() {
             "{}",
             stdout(&o)
         );
+    };
+    // each node: with the other, only the shard tagged "a"
+    for (me, other) in [(0, 1), (1, 0)] {
+        agree(me, other, serde_json::json!({"kinds": [1], "#t": ["a"]}));
     }
     // at node 1: first an event of shard "b", then one of shard "a"; the "a" one crosses,
     // and by then the "b" one would have too, were it carried
@@ -339,4 +342,96 @@ fn a_peering_manifest_bounds_what_a_link_carries_from_its_next_round() {
         rounds(0) > r0 && rounds(1) > r1
     });
     assert!(!holds(&ws(0), &b.id_hex()), "the shard-b event crossed");
+    // node 1 widens its side to every shard; node 0 holds to the agreement: what node 1
+    // pushes outside it is refused and counted against node 1, and nothing else is
+    assert_eq!(peers_of(&url(0))["peers"][0]["traffic"]["out_of_filter"], 0);
+    agree(1, 0, serde_json::json!({"kinds": [1]}));
+    wait_until("node 0 refuses node 1's shard-b push", || {
+        let t = &peers_of(&url(0))["peers"][0]["traffic"];
+        t["out_of_filter"].as_u64().unwrap_or(0) >= 1
+    });
+    let p = &peers_of(&url(0))["peers"][0];
+    assert_eq!(p["id"], key(1).as_str());
+    let t = &p["traffic"];
+    assert!(t["events_in"].as_u64().unwrap() >= 2, "{t}");
+    assert!(t["bytes_in"].as_u64().unwrap() > 0, "{t}");
+    for clean in ["malformed", "forged", "invalid", "rate_limited"] {
+        assert_eq!(t[clean], 0, "{t}");
+    }
+    assert!(!holds(&ws(0), &b.id_hex()), "the shard-b event crossed");
+}
+
+#[test]
+fn a_buyer_sends_a_job_over_a_quic_link_and_gets_its_answer_back_on_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let (_stop, nodes) = start(&dir, &["--nodes", "1"]);
+    let buyer = tmp.path().join("buyer");
+    assert!(init(&buyer, &[]).status.success());
+    let buyer_key = fleetmesh_proto::NodeKeys::load(&buyer.join("keys"))
+        .unwrap()
+        .nostr_pubkey_hex();
+    let file = upper_job(tmp.path(), "over a peer link", "linked-1");
+    let out = tmp.path().join("out");
+    let submit = |to: &str, relay: &str| {
+        run(&[
+            "job",
+            "submit",
+            file.to_str().unwrap(),
+            "--to",
+            to,
+            "--key-dir",
+            buyer.to_str().unwrap(),
+            "--via",
+            "iroh",
+            "--relay",
+            relay,
+            "--wait-secs",
+            "60",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let o = submit(&nodes.key(0), &nodes.ws(0));
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains(" at iroh://127.0.0.1:"),
+        "{}",
+        stderr(&o)
+    );
+    let answer: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(answer["job"]["state"], "verified", "{answer}");
+    assert_eq!(answer["receipt"]["pubkey"], nodes.key(0).as_str());
+    assert_eq!(
+        std::fs::read_to_string(out.join("stdout")).unwrap(),
+        "OVER A PEER LINK"
+    );
+    // the node saw the buyer dial in as a leaf, and counted what it sent
+    let p = peers_of(&nodes.url(0));
+    let b = p["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == buyer_key.as_str())
+        .unwrap_or_else(|| panic!("the buyer is not among the peers: {p}"));
+    assert_eq!(
+        (&b["link"], &b["class"]),
+        (&Value::from("inbound"), &Value::from("leaf"))
+    );
+    assert!(b["traffic"]["bytes_in"].as_u64().unwrap() > 0, "{b}");
+    assert!(b["traffic"]["bytes_out"].as_u64().unwrap() > 0, "{b}");
+    // a node whose descriptor names no iroh endpoint is refused, saying so
+    let plain = tempfile::tempdir().unwrap();
+    assert!(init(plain.path(), &[]).status.success());
+    let d = run_node(plain.path());
+    let plain_key = fleetmesh_proto::NodeKeys::load(&plain.path().join("keys"))
+        .unwrap()
+        .nostr_pubkey_hex();
+    let o = submit(&plain_key, &format!("ws://{}/", d.addr));
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("names no iroh endpoint"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -465,16 +465,7 @@ fn did_of_node(dir: &Path) -> String {
 #[test]
 fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through_a_mediator() {
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(
-        work.path().join("upper.wat"),
-        include_str!("../../demo/upper.wat"),
-    )
-    .unwrap();
-    std::fs::write(work.path().join("in.txt"), "by didcomm").unwrap();
-    let file = work.path().join("upper.json");
-    let job = serde_json::json!({"engine": "wasm", "mode": "delivery", "module": "upper.wat",
-        "input": "in.txt", "limits": {"fuel": 10_000_000}, "name": "didcomm-1"});
-    std::fs::write(&file, job.to_string()).unwrap();
+    let file = upper_job(work.path(), "by didcomm", "didcomm-1");
     let buyer = tempfile::tempdir().unwrap();
     assert!(init(buyer.path(), &[]).status.success());
     // without --via: auto, which takes DIDComm when the DID document names an endpoint

@@ -15,20 +15,7 @@ fn a_job_gift_wrapped_through_the_relay_runs_and_its_answer_comes_back_wrapped()
     let buyer = tempfile::tempdir().unwrap();
     assert!(init(buyer.path(), &[]).status.success());
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(
-        work.path().join("upper.wat"),
-        include_str!("../../demo/upper.wat"),
-    )
-    .unwrap();
-    std::fs::write(work.path().join("in.txt"), "by gift wrap").unwrap();
-    let file = work.path().join("upper.json");
-    std::fs::write(
-        &file,
-        serde_json::json!({"engine": "wasm", "mode": "delivery", "module": "upper.wat",
-            "input": "in.txt", "limits": {"fuel": 10_000_000}, "name": "wrapped-1"})
-        .to_string(),
-    )
-    .unwrap();
+    let file = upper_job(work.path(), "by gift wrap", "wrapped-1");
     let out = work.path().join("out");
     let submit = |to: &str, extra: &[&str]| -> Output {
         let mut args = vec![

@@ -377,3 +377,15 @@ fn http_client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }
+
+/// A delivery-mode WASI job that upper-cases `input`, written into `dir` (the module, the
+/// input, the job file named `name`): the job file's path.
+fn upper_job(dir: &Path, input: &str, name: &str) -> PathBuf {
+    std::fs::write(dir.join("upper.wat"), include_str!("../../demo/upper.wat")).unwrap();
+    std::fs::write(dir.join("in.txt"), input).unwrap();
+    let file = dir.join("upper.json");
+    let job = serde_json::json!({"engine": "wasm", "mode": "delivery", "module": "upper.wat",
+        "input": "in.txt", "limits": {"fuel": 10_000_000}, "name": name});
+    std::fs::write(&file, job.to_string()).unwrap();
+    file
+}

@@ -54,6 +54,8 @@ pub(super) struct Connection {
     pub(super) turn: Arc<tokio::sync::Mutex<()>>,
     /// Background tasks of this connection, cancelled when it ends.
     pub(super) tasks: Vec<AbortHandle>,
+    /// A federation peer's session: its shard filters, rate and tally.
+    pub(super) session: Option<PeerSession>,
 }
 
 pub(super) fn text(s: String) -> Message {
@@ -94,6 +96,19 @@ impl Connection {
         self.send(message::notice(msg))
     }
 
+    /// A NOTICE for a message that is not a NIP-01 one, counted against a peer.
+    pub(super) fn malformed(&self, msg: &str) -> bool {
+        self.count(PeerRefusal::Malformed);
+        self.notice(msg)
+    }
+
+    /// Counts a refusal against the peer of a peer session.
+    pub(super) fn count(&self, why: PeerRefusal) {
+        if let Some(p) = &self.session {
+            p.tally.refused(why);
+        }
+    }
+
     pub(super) fn reject(&self, id: &str, why: Rejection, msg: &str) -> bool {
         self.relay.metrics.reject(why);
         // one line per refusal only at debug: a flood of them is summarised instead
@@ -105,7 +120,7 @@ impl Connection {
     pub(super) fn handle_text(&mut self, text: &str, queries: &mpsc::Sender<Done>) -> bool {
         let limits = &self.relay.limits;
         if text.len() > limits.max_message_length {
-            return self.notice(&format!(
+            return self.malformed(&format!(
                 "invalid: message of {} bytes exceeds the limit of {} bytes",
                 text.len(),
                 limits.max_message_length
@@ -117,6 +132,7 @@ impl Connection {
         {
             self.relay.metrics.events_received.fetch_add(1, Relaxed);
             if !self.events.take() {
+                self.count(PeerRefusal::RateLimited);
                 return self.reject(
                     &event.id_hex(),
                     Rejection::RateLimited,
@@ -127,10 +143,10 @@ impl Connection {
         }
         let value: Value = match serde_json::from_str(text) {
             Ok(v) => v,
-            Err(e) => return self.notice(&format!("invalid: message is not JSON: {e}")),
+            Err(e) => return self.malformed(&format!("invalid: message is not JSON: {e}")),
         };
         let Some(arr) = value.as_array() else {
-            return self.notice("invalid: a message must be a JSON array");
+            return self.malformed("invalid: a message must be a JSON array");
         };
         match arr.first().and_then(Value::as_str) {
             Some("EVENT") => self.on_event(arr),
@@ -141,9 +157,9 @@ impl Connection {
             }
             Some(other) => {
                 let other = other.chars().take(32).collect::<String>();
-                self.notice(&format!("invalid: unknown message type {other:?}"))
+                self.malformed(&format!("invalid: unknown message type {other:?}"))
             }
-            None => self.notice("invalid: a message must start with its type as a string"),
+            None => self.malformed("invalid: a message must start with its type as a string"),
         }
     }
 
@@ -152,7 +168,7 @@ impl Connection {
         relay.metrics.events_received.fetch_add(1, Relaxed);
         let raw = match arr {
             [_, ev] => ev,
-            _ => return self.notice("invalid: EVENT takes exactly one event"),
+            _ => return self.malformed("invalid: EVENT takes exactly one event"),
         };
         // The id as sent, for the OK even when the event is malformed.
         let claimed_id = raw
@@ -161,6 +177,7 @@ impl Connection {
             .unwrap_or("")
             .to_owned();
         if !self.events.take() {
+            self.count(PeerRefusal::RateLimited);
             return self.reject(
                 &claimed_id,
                 Rejection::RateLimited,
@@ -170,6 +187,7 @@ impl Connection {
         let event = match Event::from_value(raw) {
             Ok(e) => e,
             Err(e) => {
+                self.count(PeerRefusal::Malformed);
                 let msg = format!(
                     "invalid: {}",
                     e.to_string().trim_start_matches("invalid event: ")
@@ -190,8 +208,23 @@ impl Connection {
         let relay = self.relay.clone();
         let limits = &relay.limits;
         let id = event.id_hex();
-        if let Err(msg) = limits.admit(&event, relay.schemas, now()) {
-            return self.reject(&id, Rejection::Invalid, &msg);
+        if let Err(why) = limits.admit(&event, relay.schemas, now()) {
+            self.count(if why.forged {
+                PeerRefusal::Forged
+            } else {
+                PeerRefusal::Invalid
+            });
+            return self.reject(&id, Rejection::Invalid, &why.reason);
+        }
+        if let Some(p) = &self.session
+            && !p.admits(&event)
+        {
+            p.tally.refused(PeerRefusal::OutOfFilter);
+            return self.reject(
+                &id,
+                Rejection::Blocked,
+                "blocked: outside the shard filters agreed with this peer",
+            );
         }
         if let Err(msg) = relay.revoked.check(&event) {
             return self.reject(&id, Rejection::Blocked, &msg);

@@ -14,7 +14,9 @@
 //! per subscription id until NEG-CLOSE. Every rejection carries a NIP-01 prefix; a
 //! malformed message gets a NOTICE and the connection stays. A connection with nothing
 //! open that sends nothing for `idle_timeout_secs`, or that answers no ping, is closed;
-//! oversized frames close with 1009, invalid UTF-8 with 1007.
+//! oversized frames close with 1009, invalid UTF-8 with 1007. A session a federation peer
+//! opens over a peer link ([`Relay::serve_frames`] with a [`PeerSession`]) is also held to
+//! the shard filters agreed with that peer and its rate, and counted in its [`Tally`].
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -39,9 +41,11 @@ use crate::Result;
 mod connection;
 mod negentropy;
 mod outbox;
+mod peer;
 use self::connection::{Connection, Done};
 use self::negentropy::{NegOpened, NegSession};
 use self::outbox::{Outbox, OutputBudget, Refused};
+pub use self::peer::{PeerRefusal, PeerSession, Tally, TallyCounts};
 use crate::limits::{Limits, TokenBucket};
 use crate::message;
 use crate::metrics::{Metrics, Rejection};
@@ -364,18 +368,20 @@ impl Relay {
     /// Serves one WebSocket connection until it closes.
     pub async fn serve(self: Arc<Self>, socket: WebSocket, peer: SocketAddr) {
         let (sink, stream) = socket.split();
-        self.serve_frames(stream, sink, peer).await;
+        self.serve_frames(stream, sink, peer, None).await;
     }
 
     /// Serves one connection of WebSocket-shaped messages carried by any transport (an iroh
     /// QUIC stream framed by `fleetmesh-transport`, say) until it closes: the same limits,
     /// budgets, pings and idle timeout as a WebSocket connection. `peer` is the address
-    /// that the per-connection logs name.
+    /// that the per-connection logs name; `session`, for a peer the transport
+    /// authenticated, what its session is held to and where its traffic is counted.
     pub async fn serve_frames<St, Si>(
         self: Arc<Self>,
         mut stream: St,
         mut sink: Si,
         peer: SocketAddr,
+        session: Option<PeerSession>,
     ) where
         St: futures_util::Stream<Item = std::result::Result<Message, axum::Error>>
             + Unpin
@@ -391,6 +397,7 @@ impl Relay {
             self.output.clone(),
             self.limits.max_queued_bytes_total,
         );
+        let tally = session.as_ref().map(|s| s.tally.clone());
         let send_task = tokio::spawn(async move {
             // Write whatever is queued, then flush once: a REQ's results or a batch of OKs
             // go out in a few syscalls instead of one per message.
@@ -400,6 +407,12 @@ impl Relay {
                 while let Some(q) = next.take() {
                     let closing = matches!(q.msg, Message::Close(_));
                     bytes += q.bytes;
+                    if let (Some(t), Message::Text(text)) = (&tally, &q.msg) {
+                        t.sent(
+                            u64::from(text.as_str().starts_with("[\"EVENT\"")),
+                            q.bytes as u64,
+                        );
+                    }
                     if sink.feed(q.msg).await.is_err() || closing {
                         let _ = sink.flush().await;
                         break 'outer;
@@ -421,7 +434,11 @@ impl Relay {
             out,
             subs: HashMap::new(),
             generation: 0,
-            events: TokenBucket::new(self.limits.events_per_second, self.limits.event_burst),
+            events: match session.as_ref().and_then(|s| s.rate) {
+                Some((rate, burst)) => TokenBucket::new(rate, burst),
+                None => TokenBucket::new(self.limits.events_per_second, self.limits.event_burst),
+            },
+            session,
             reqs: TokenBucket::new(self.limits.reqs_per_second, self.limits.req_burst),
             peer,
             live: None,
@@ -445,13 +462,17 @@ impl Relay {
                     match msg {
                         Some(Ok(Message::Text(text))) => {
                             spoke = heard;
+                            if let Some(p) = &conn.session {
+                                let event = text.as_str().trim_start().starts_with("[\"EVENT\"");
+                                p.tally.received(u64::from(event), text.len() as u64);
+                            }
                             if !conn.handle_text(text.as_str(), &query_tx) {
                                 break ("too slow", None);
                             }
                         }
                         Some(Ok(Message::Binary(_))) => {
                             spoke = heard;
-                            if !conn.notice("invalid: binary messages are not supported; send text") {
+                            if !conn.malformed("invalid: binary messages are not supported; send text") {
                                 break ("too slow", None);
                             }
                         }

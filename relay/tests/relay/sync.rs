@@ -475,5 +475,7 @@ async fn events_a_peer_reconciles_outside_the_filter_are_refused_and_counted() {
         .unwrap();
     assert_eq!(report.need, 3, "{report:?}");
     assert_eq!((report.fetched, report.fetch_failed), (1, 2), "{report:?}");
+    // named as what they are: outside the filter, not forged
+    assert_eq!((report.out_of_filter, report.forged), (2, 0), "{report:?}");
     assert_eq!(ids_of(&store), HashSet::from([claimed[0].id]));
 }

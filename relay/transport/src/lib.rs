@@ -3,7 +3,7 @@
 //!
 //! - [`link`]: iroh QUIC peer links (ALPN `fleetmesh/1`, the node's Ed25519 key as its
 //!   endpoint identity, both ends checked against each other's descriptor), carrying NIP-77
-//!   sync sessions with the peer's relay face.
+//!   sync sessions with the peer's relay face and DIDComm messages for its handler.
 //! - [`gossip`]: libp2p gossipsub discovery on `/fleetmesh/announce/1` — signed descriptors
 //!   (kind 11801) and heartbeats (kind 21801), validated before they are passed on, and the
 //!   protocol digest gate.

@@ -8,8 +8,11 @@
 //! Ed25519 key is the key the QUIC handshake authenticated. Only then are relay sessions
 //! opened: each further stream carries one NIP-01/NIP-77 conversation with the peer's relay
 //! face ([`frame`](crate::frame)), served by [`Relay::serve_frames`] under the relay's own
-//! limits. Use [`Quic::bind`] for the endpoint, [`Quic::serve`] to answer, [`Quic::dial`]
-//! to connect, [`PeerLink::session`] for a [`Link`] that `fleetmesh_relay::sync` runs over.
+//! limits and what [`Sessions`] says for the peer (the shards agreed with it, its tally),
+//! or one message (a DIDComm message: a compute/1.0 job, a forward carrying a hop
+//! envelope) answered by the node's [`Messages`] handler ([`PeerLink::message`]). Use
+//! [`Quic::bind`] for the endpoint, [`Quic::serve`] to answer, [`Quic::dial`] to connect,
+//! [`PeerLink::session`] for a [`Link`] that `fleetmesh_relay::sync` runs over.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -18,7 +21,7 @@ use std::time::Duration;
 
 use fleetmesh_proto::event::Event;
 use fleetmesh_proto::identity::{DescriptorContent, check_peer};
-use fleetmesh_relay::face::Relay;
+use fleetmesh_relay::face::{PeerSession, Relay};
 use fleetmesh_relay::sync::Link;
 use fleetmesh_schemas::ProtocolDigest;
 use iroh::endpoint::{Connection, QuicTransportConfig, VarInt, presets};
@@ -35,6 +38,12 @@ use crate::{Error, Result};
 pub const ALPN: &[u8] = b"fleetmesh/1";
 const HELLO: u8 = b'H';
 const RELAY: u8 = b'R';
+const MESSAGE: u8 = b'D';
+/// The largest message a message stream carries, and the largest answer.
+const MESSAGE_CAP: usize = 8 << 20;
+const ANSWER_CAP: usize = 64 << 20;
+/// A message must be answered within this.
+const MESSAGE_TIMEOUT: Duration = Duration::from_secs(60);
 /// A hello must be over within this.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest hello frame (a descriptor).
@@ -48,6 +57,29 @@ const MAX_PER_IP: usize = 8;
 const IDLE: Duration = Duration::from_secs(10);
 /// Close codes.
 const REFUSED: u32 = 1;
+
+/// What each relay session a peer opens over its link is held to ([`PeerSession`]: the
+/// shard filters agreed with it, its rate, its tally): asked with the peer's checked
+/// descriptor at every session it opens, so a changed agreement applies to the next one.
+pub type Sessions = Arc<dyn Fn(&Event, &DescriptorContent) -> PeerSession + Send + Sync>;
+
+/// [`Sessions`] that take every event at the relay's own rate, each peer counted in a
+/// tally of its own per session.
+pub fn open_sessions() -> Sessions {
+    Arc::new(|descriptor: &Event, _: &DescriptorContent| PeerSession {
+        name: hex::encode(descriptor.pubkey),
+        filters: None,
+        rate: None,
+        tally: Arc::default(),
+    })
+}
+
+/// Answers one message a peer sends over its link (a DIDComm message: compute/1.0, or a
+/// forward carrying a hop envelope), with the peer's checked descriptor: the answer's
+/// text. The transport knows nothing of what the text says.
+pub type Messages = Arc<
+    dyn Fn(String, Arc<Event>) -> futures_util::future::BoxFuture<'static, String> + Send + Sync,
+>;
 
 /// What the endpoint saw: a peer that passed the hello, or one that did not.
 #[derive(Debug, Clone)]
@@ -84,6 +116,7 @@ pub struct Quic {
     max_inbound: usize,
     max_per_ip: usize,
     exempt: Arc<Vec<IpAddr>>,
+    messages: Option<Messages>,
 }
 
 impl std::fmt::Debug for Quic {
@@ -206,7 +239,16 @@ impl Quic {
                 IpAddr::from([127, 0, 0, 1]),
                 IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1]),
             ]),
+            messages: None,
         })
+    }
+
+    /// Answers message streams ([`PeerLink::message`]) with `handler`; without one they
+    /// are refused (the stream is reset).
+    #[must_use]
+    pub fn with_messages(mut self, handler: Messages) -> Quic {
+        self.messages = Some(handler);
+        self
     }
 
     /// Other caps on inbound connections than 256 in all and 8 from one IP address, and
@@ -290,8 +332,14 @@ impl Quic {
     }
 
     /// Answers peer connections until the endpoint closes: the hello, then each relay
-    /// session served by `relay`. What happens goes to `seen`.
-    pub fn serve(&self, relay: Arc<Relay>, seen: mpsc::UnboundedSender<Seen>) -> JoinHandle<()> {
+    /// session served by `relay` under what `sessions` says for the peer. What happens
+    /// goes to `seen`.
+    pub fn serve(
+        &self,
+        relay: Arc<Relay>,
+        seen: mpsc::UnboundedSender<Seen>,
+        sessions: Sessions,
+    ) -> JoinHandle<()> {
         let me = self.clone();
         let slots = Arc::new(Semaphore::new(self.max_inbound));
         let per_ip: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
@@ -328,16 +376,23 @@ impl Quic {
                     None => None,
                 };
                 let (me, relay, seen) = (me.clone(), relay.clone(), seen.clone());
+                let sessions = sessions.clone();
                 tokio::spawn(async move {
                     let _held = (slot, ip_slot);
                     let Ok(conn) = incoming.await else { return };
-                    me.answer(conn, relay, seen).await;
+                    me.answer(conn, relay, seen, sessions).await;
                 });
             }
         })
     }
 
-    async fn answer(&self, conn: Connection, relay: Arc<Relay>, seen: mpsc::UnboundedSender<Seen>) {
+    async fn answer(
+        &self,
+        conn: Connection,
+        relay: Arc<Relay>,
+        seen: mpsc::UnboundedSender<Seen>,
+        sessions: Sessions,
+    ) {
         let remote = *conn.remote_id().as_bytes();
         // the address the relay's per-connection logs name: the direct path's
         let addr = conn
@@ -395,19 +450,34 @@ impl Quic {
             }
         };
         let _ = seen.send(Seen::Peered {
-            descriptor: Box::new(descriptor),
-            content: Box::new(content),
+            descriptor: Box::new(descriptor.clone()),
+            content: Box::new(content.clone()),
         });
         let cap = frame_cap(&relay);
+        let descriptor = Arc::new(descriptor);
         while let Ok((send, mut recv)) = conn.accept_bi().await {
             let relay = relay.clone();
+            let session = sessions(&descriptor, &content);
+            let (messages, from) = (self.messages.clone(), descriptor.clone());
             tokio::spawn(async move {
                 let mut kind = [0u8; 1];
-                if recv.read_exact(&mut kind).await.is_err() || kind[0] != RELAY {
+                if recv.read_exact(&mut kind).await.is_err() {
+                    return;
+                }
+                if kind[0] == MESSAGE {
+                    answer_message(send, recv, messages, from, &session).await;
+                    return;
+                }
+                if kind[0] != RELAY {
+                    session
+                        .tally
+                        .refused(fleetmesh_relay::face::PeerRefusal::Malformed);
                     return;
                 }
                 let (incoming, outgoing) = frame::server(recv, send, cap);
-                relay.serve_frames(incoming, outgoing, addr).await;
+                relay
+                    .serve_frames(incoming, outgoing, addr, Some(session))
+                    .await;
             });
         }
     }
@@ -415,6 +485,40 @@ impl Quic {
     /// Closes every connection and the endpoint.
     pub async fn close(&self) {
         self.endpoint.close().await;
+    }
+}
+
+/// One message stream: the message in, `handler`'s answer out; counted in the peer's
+/// tally (a frame that is not one text message is malformed).
+async fn answer_message(
+    mut send: iroh::endpoint::SendStream,
+    mut recv: iroh::endpoint::RecvStream,
+    handler: Option<Messages>,
+    from: Arc<Event>,
+    session: &PeerSession,
+) {
+    use fleetmesh_relay::face::PeerRefusal;
+    let Some(handler) = handler else {
+        let _ = send.reset(VarInt::from_u32(REFUSED));
+        return;
+    };
+    let text = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut recv, MESSAGE_CAP)).await {
+        Ok(Ok(Some(Frame::Text(t)))) => t,
+        _ => {
+            session.tally.refused(PeerRefusal::Malformed);
+            let _ = send.reset(VarInt::from_u32(REFUSED));
+            return;
+        }
+    };
+    session.tally.received(0, text.len() as u64);
+    let Ok(answer) = tokio::time::timeout(MESSAGE_TIMEOUT, handler(text, from)).await else {
+        let _ = send.reset(VarInt::from_u32(REFUSED));
+        return;
+    };
+    session.tally.sent(0, answer.len() as u64);
+    if write_frame(&mut send, &Frame::Text(answer)).await.is_ok() {
+        let _ = send.finish();
+        let _ = tokio::time::timeout(Duration::from_secs(5), send.stopped()).await;
     }
 }
 
@@ -445,6 +549,38 @@ impl PeerLink {
             .await
             .map_err(|e| fail(e.to_string()))?;
         Ok(frame::client(recv, send, 16 << 20))
+    }
+
+    /// Sends one message (a DIDComm message) to the peer's message handler
+    /// ([`Quic::with_messages`]) and returns its answer.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when the connection is gone, the peer answers no messages, or
+    /// no answer comes within a minute.
+    pub async fn message(&self, text: String) -> Result<String> {
+        let peer = hex::encode(self.conn.remote_id().as_bytes());
+        let fail = |e: String| Error::Connect {
+            peer: peer.clone(),
+            reason: e,
+        };
+        let exchange = async {
+            let (mut send, mut recv) = self.conn.open_bi().await.map_err(|e| e.to_string())?;
+            send.write_all(&[MESSAGE])
+                .await
+                .map_err(|e| e.to_string())?;
+            write_frame(&mut send, &Frame::Text(text))
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = send.finish();
+            match read_frame(&mut recv, ANSWER_CAP).await? {
+                Some(Frame::Text(answer)) => Ok(answer),
+                _ => Err("the peer answered no message (it takes none over links)".to_owned()),
+            }
+        };
+        tokio::time::timeout(MESSAGE_TIMEOUT + HELLO_TIMEOUT, exchange)
+            .await
+            .map_err(|_| fail(format!("no answer within {MESSAGE_TIMEOUT:?}")))?
+            .map_err(fail)
     }
 
     /// Closes the link.

@@ -84,7 +84,7 @@ async fn node_as(
     .await
     .unwrap();
     let (tx, seen) = mpsc::unbounded_channel();
-    quic.serve(relay.clone(), tx);
+    quic.serve(relay.clone(), tx, crate::link::open_sessions());
     Node {
         keys,
         db,
@@ -92,6 +92,25 @@ async fn node_as(
         quic,
         seen,
     }
+}
+
+/// A relay on a fresh SQLite file in `dir`, and an endpoint on loopback for a new key,
+/// not serving yet.
+async fn endpoint(dir: &std::path::Path) -> (Arc<Relay>, NodeKeys, Quic) {
+    let db = dir.join("a.sqlite");
+    Store::create(&db).unwrap();
+    let (relay, _) = Relay::start(&db, RelayConfig::default()).unwrap();
+    let keys = NodeKeys::generate().unwrap();
+    let digest = SchemaSet::embedded().digest();
+    let quic = Quic::bind(
+        &keys.ed25519_secret(),
+        "127.0.0.1:0".parse().unwrap(),
+        &descriptor(&keys, &digest, vec![]),
+        digest,
+    )
+    .await
+    .unwrap();
+    (relay, keys, quic)
 }
 
 fn stored(db: &std::path::Path) -> usize {
@@ -234,22 +253,10 @@ async fn iroh_hello_refuses_a_foreign_digest_and_a_borrowed_descriptor() {
 #[tokio::test]
 async fn an_address_past_its_connection_cap_is_refused_before_the_hello() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("a.sqlite");
-    Store::create(&db).unwrap();
-    let (relay, _) = Relay::start(&db, RelayConfig::default()).unwrap();
-    let keys = NodeKeys::generate().unwrap();
-    let digest = SchemaSet::embedded().digest();
-    let a = Quic::bind(
-        &keys.ed25519_secret(),
-        "127.0.0.1:0".parse().unwrap(),
-        &descriptor(&keys, &digest, vec![]),
-        digest,
-    )
-    .await
-    .unwrap()
-    .with_limits(256, 1, vec![]);
+    let (relay, keys, a) = endpoint(dir.path()).await;
+    let a = a.with_limits(256, 1, vec![]);
     let (tx, mut seen) = mpsc::unbounded_channel();
-    a.serve(relay, tx);
+    a.serve(relay, tx, crate::link::open_sessions());
     let b = node(dir.path(), "b").await;
     let c = node(dir.path(), "c").await;
     // one connection from 127.0.0.1 is served; a second one from there is refused
@@ -288,6 +295,178 @@ async fn an_address_past_its_connection_cap_is_refused_before_the_hello() {
     let again = again.expect("room again once the first link closed");
     assert_eq!(again.content.did, keys.did());
     for q in [&a, &b.quic, &c.quic] {
+        q.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_peers_sessions_are_held_to_the_agreed_shards_and_its_traffic_is_counted() {
+    use fleetmesh_relay::face::{PeerSession, Tally, TallyCounts};
+    let dir = tempfile::tempdir().unwrap();
+    let (relay, keys, a) = endpoint(dir.path()).await;
+    // the agreement with every peer: kind 1 only, four events and then one an hour
+    let tally = Arc::new(Tally::default());
+    let kinds_1 = fleetmesh_proto::filter::Filter::from_value(
+        &serde_json::json!({"kinds": [1]}),
+        Default::default(),
+    )
+    .unwrap();
+    let (t, f) = (tally.clone(), Arc::new(vec![kinds_1]));
+    let who = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let w = who.clone();
+    let sessions: crate::link::Sessions = Arc::new(
+        move |d: &Event, c: &fleetmesh_proto::identity::DescriptorContent| {
+            w.lock()
+                .unwrap()
+                .push((hex::encode(d.pubkey), c.did.clone()));
+            PeerSession {
+                name: hex::encode(d.pubkey),
+                filters: Some(f.clone()),
+                rate: Some((1.0 / 3600.0, 4.0)),
+                tally: t.clone(),
+            }
+        },
+    );
+    let (tx, _seen) = mpsc::unbounded_channel();
+    a.serve(relay.clone(), tx, sessions);
+    let b = node(dir.path(), "b").await;
+    let link = b
+        .quic
+        .dial(&keys.ed25519_public(), &a.local_addrs())
+        .await
+        .unwrap();
+    let mut s = link.session().await.unwrap();
+    let good = note(&b.keys, "in the shard");
+    let outside = b
+        .keys
+        .sign(UnsignedEvent {
+            created_at: now(),
+            kind: 7,
+            tags: vec![],
+            content: "+".into(),
+        })
+        .unwrap();
+    let mut forged = note(&b.keys, "signed by someone else").to_value();
+    let sig = forged["sig"].as_str().unwrap().to_owned();
+    let flipped = if sig.ends_with('0') { "1" } else { "0" };
+    forged["sig"] = format!("{}{flipped}", &sig[..sig.len() - 1]).into();
+    let late = note(&b.keys, "one too many");
+    let sent = [
+        serde_json::json!(["EVENT", good.to_value()]).to_string(),
+        serde_json::json!(["EVENT", outside.to_value()]).to_string(),
+        serde_json::json!(["EVENT", forged]).to_string(),
+        serde_json::json!(["EVENT", {"id": "ab", "kind": "one"}]).to_string(),
+        "hello?".to_owned(),
+        serde_json::json!(["EVENT", late.to_value()]).to_string(),
+    ];
+    for m in &sent {
+        s.tx.send(m.clone()).await.unwrap();
+    }
+    let mut answers = Vec::new();
+    while answers.len() < sent.len() {
+        let v: serde_json::Value = serde_json::from_str(&s.rx.recv().await.unwrap()).unwrap();
+        answers.push(v);
+    }
+    // by id: a stored event's OK comes after its commit, a refusal's at once
+    let oks: std::collections::HashMap<String, (bool, String)> = answers
+        .iter()
+        .filter(|v| v[0] == "OK")
+        .map(|v| {
+            let id = v[1].as_str().unwrap().to_owned();
+            (
+                id,
+                (v[2].as_bool().unwrap(), v[3].as_str().unwrap().to_owned()),
+            )
+        })
+        .collect();
+    assert_eq!(oks.len(), 5, "{answers:?}");
+    let ok = |id: &str| oks[id].clone();
+    assert_eq!(ok(&good.id_hex()), (true, String::new()));
+    let (taken, why) = ok(&outside.id_hex());
+    assert!(
+        !taken && why.starts_with("blocked: outside the shard"),
+        "{why}"
+    );
+    let forged_id = forged["id"].as_str().unwrap();
+    assert_eq!(ok(forged_id), (false, "invalid: bad signature".to_owned()));
+    let (taken, why) = ok("ab");
+    assert!(!taken && why.starts_with("invalid:"), "{why}");
+    let (taken, why) = ok(&late.id_hex());
+    assert!(!taken && why.starts_with("rate-limited:"), "{why}");
+    let inbound: usize = sent.iter().map(String::len).sum();
+    let counts = tally.counts();
+    assert_eq!(
+        TallyCounts {
+            bytes_out: 0,
+            ..counts
+        },
+        TallyCounts {
+            events_in: 5,
+            bytes_in: inbound as u64,
+            events_out: 0,
+            bytes_out: 0,
+            out_of_filter: 1,
+            malformed: 2,
+            forged: 1,
+            invalid: 0,
+            rate_limited: 1,
+        }
+    );
+    // every answer above counts as sent; the event read back counts as one event out
+    let before = counts.bytes_out;
+    assert!(before > 0);
+    s.tx.send(serde_json::json!(["REQ", "r", {"kinds": [1]}]).to_string())
+        .await
+        .unwrap();
+    let mut back = 0;
+    loop {
+        let m = s.rx.recv().await.unwrap();
+        back += m.len();
+        if m.starts_with("[\"EOSE\"") {
+            break;
+        }
+    }
+    let after = tally.counts();
+    assert_eq!(after.events_out, 1);
+    assert_eq!(after.bytes_out, before + back as u64);
+    // asked once per session, with the peer the hello checked
+    assert_eq!(
+        *who.lock().unwrap(),
+        vec![(b.keys.nostr_pubkey_hex(), b.keys.did())]
+    );
+    for q in [&a, &b.quic] {
+        q.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_message_over_a_link_is_answered_by_the_handler_with_the_checked_sender() {
+    let dir = tempfile::tempdir().unwrap();
+    let (relay, keys, a) = endpoint(dir.path()).await;
+    let handler: crate::link::Messages = Arc::new(|text: String, from: Arc<Event>| {
+        Box::pin(async move { format!("{} said {text}", hex::encode(from.pubkey)) })
+    });
+    let a = a.with_messages(handler);
+    let (tx, _seen) = mpsc::unbounded_channel();
+    a.serve(relay, tx, crate::link::open_sessions());
+    let b = node(dir.path(), "b").await;
+    let link = b
+        .quic
+        .dial(&keys.ed25519_public(), &a.local_addrs())
+        .await
+        .unwrap();
+    let answer = link.message("hello".into()).await.unwrap();
+    assert_eq!(answer, format!("{} said hello", b.keys.nostr_pubkey_hex()));
+    // a node that takes no messages resets the stream: an error, not a hang
+    let back = node(dir.path(), "c").await;
+    let to_c = b
+        .quic
+        .dial(&back.keys.ed25519_public(), &back.quic.local_addrs())
+        .await
+        .unwrap();
+    let err = to_c.message("anyone?".into()).await.unwrap_err();
+    assert!(matches!(err, crate::Error::Connect { .. }), "{err}");
+    for q in [&a, &b.quic, &back.quic] {
         q.close().await;
     }
 }

@@ -1,0 +1,140 @@
+//! Relay sessions with federation peers: what a session opened over a peer link (rather
+//! than by an anonymous client) is held to, and the per-peer tally of what it moved and
+//! what was refused from it.
+//!
+//! The transport that authenticated the peer (an iroh link's hello) hands
+//! [`Relay::serve_frames`](super::Relay::serve_frames) a [`PeerSession`]: events the peer
+//! pushes outside the shard filter agreed with it are refused (`blocked:`), its own
+//! event rate replaces the relay's per-connection one, and everything it sends or is sent
+//! is counted in its [`Tally`], shared by all of the peer's sessions. The counts are the
+//! wire measurements the accountability ledger meters peers by.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use fleetmesh_proto::event::Event;
+use fleetmesh_proto::filter::Filter;
+use serde::{Deserialize, Serialize};
+
+/// What one relay session with a peer is held to.
+#[derive(Debug, Clone)]
+pub struct PeerSession {
+    /// The peer, as logs name it (its key, hex).
+    pub name: String,
+    /// The shard filters agreed with the peer: an event it pushes must match one. `None`:
+    /// every event; an empty list: none (peering disabled).
+    pub filters: Option<Arc<Vec<Filter>>>,
+    /// Events per second it may push, and the burst; `None`: the relay's per-connection
+    /// limits.
+    pub rate: Option<(f64, f64)>,
+    /// Where its traffic is counted.
+    pub tally: Arc<Tally>,
+}
+
+impl PeerSession {
+    /// Whether `event` lies within the agreed shards.
+    pub fn admits(&self, event: &Event) -> bool {
+        self.filters
+            .as_ref()
+            .is_none_or(|fs| fs.iter().any(|f| f.matches(event)))
+    }
+}
+
+/// Why something a peer sent was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRefusal {
+    /// An event outside the shard filters agreed with it.
+    OutOfFilter,
+    /// A frame that is not a NIP-01 message, or an event of the wrong shape.
+    Malformed,
+    /// An event whose id or signature does not hold.
+    Forged,
+    /// An event past a limit, expired, or failing its kind's schema.
+    Invalid,
+    /// An event over its rate.
+    RateLimited,
+}
+
+/// The traffic with one peer, both ways, from this node's side; shared by its sessions
+/// and the rounds this node runs with it. Counters only grow.
+#[derive(Debug, Default)]
+pub struct Tally {
+    events_in: AtomicU64,
+    bytes_in: AtomicU64,
+    events_out: AtomicU64,
+    bytes_out: AtomicU64,
+    out_of_filter: AtomicU64,
+    malformed: AtomicU64,
+    forged: AtomicU64,
+    invalid: AtomicU64,
+    rate_limited: AtomicU64,
+}
+
+/// A [`Tally`] read at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TallyCounts {
+    /// Events received from the peer (pushed by it, or fetched from it), taken or not.
+    pub events_in: u64,
+    /// Bytes received from it (frames as sent, NIP-77 messages included).
+    pub bytes_in: u64,
+    /// Events sent to it.
+    pub events_out: u64,
+    /// Bytes sent to it.
+    pub bytes_out: u64,
+    /// Its events refused for lying outside the agreed shard filters.
+    pub out_of_filter: u64,
+    /// Its frames that were not NIP-01 messages, or events of the wrong shape.
+    pub malformed: u64,
+    /// Its events whose id or signature did not hold.
+    pub forged: u64,
+    /// Its events refused for a limit, expiry or schema.
+    pub invalid: u64,
+    /// Its events refused for coming faster than its rate.
+    pub rate_limited: u64,
+}
+
+impl Tally {
+    /// Counts `events` (carried in `bytes`) received from the peer.
+    pub fn received(&self, events: u64, bytes: u64) {
+        self.events_in.fetch_add(events, Relaxed);
+        self.bytes_in.fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts `events` (carried in `bytes`) sent to the peer.
+    pub fn sent(&self, events: u64, bytes: u64) {
+        self.events_out.fetch_add(events, Relaxed);
+        self.bytes_out.fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts one refusal.
+    pub fn refused(&self, why: PeerRefusal) {
+        self.refused_n(why, 1);
+    }
+
+    /// Counts `n` refusals for the same reason.
+    pub fn refused_n(&self, why: PeerRefusal, n: u64) {
+        let c = match why {
+            PeerRefusal::OutOfFilter => &self.out_of_filter,
+            PeerRefusal::Malformed => &self.malformed,
+            PeerRefusal::Forged => &self.forged,
+            PeerRefusal::Invalid => &self.invalid,
+            PeerRefusal::RateLimited => &self.rate_limited,
+        };
+        c.fetch_add(n, Relaxed);
+    }
+
+    /// The counts now.
+    pub fn counts(&self) -> TallyCounts {
+        TallyCounts {
+            events_in: self.events_in.load(Relaxed),
+            bytes_in: self.bytes_in.load(Relaxed),
+            events_out: self.events_out.load(Relaxed),
+            bytes_out: self.bytes_out.load(Relaxed),
+            out_of_filter: self.out_of_filter.load(Relaxed),
+            malformed: self.malformed.load(Relaxed),
+            forged: self.forged.load(Relaxed),
+            invalid: self.invalid.load(Relaxed),
+            rate_limited: self.rate_limited.load(Relaxed),
+        }
+    }
+}
