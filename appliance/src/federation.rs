@@ -10,6 +10,10 @@
 //!   over the link every `interval_secs`, when the peer's heartbeat arrives and when new
 //!   events reach this node; a broken link is dialled again with backoff. Leaf peers are
 //!   not dialled (they connect outbound only); a leaf node answers no peer connections.
+//! - With `[peering] iroh_relays` the QUIC endpoint homes on those relay servers (the
+//!   federation's own, never a default third-party one) and advertises them (`iroh-relay`
+//!   endpoints); a peer is dialled at its `iroh` addresses and through its relays, and iroh
+//!   punches a direct path from there. `iroh_relay_listen` serves such a relay.
 //! - A node of another digest is listed in [`Peers`] as such and never dialled; refused
 //!   gossip messages and hellos are counted per peer.
 //!
@@ -35,6 +39,7 @@ use fleetmesh_relay::face::Relay;
 use fleetmesh_transport::Multiaddr;
 use fleetmesh_transport::gossip::{Gossip, Heard, peer_id_of};
 use fleetmesh_transport::link::{Quic, Seen};
+use fleetmesh_transport::relays::{CLIENT_BYTES_PER_SECOND, RelayServer, RelayServers};
 use serde_json::json;
 use tokio::sync::{Notify, mpsc};
 
@@ -47,21 +52,26 @@ use crate::tasks::Tasks;
 pub struct Federation {
     tasks: Tasks,
     quic: Option<Quic>,
+    relay_server: Option<RelayServer>,
 }
 
 impl Federation {
-    /// Ends the tasks and closes the QUIC endpoint.
+    /// Ends the tasks, closes the QUIC endpoint and stops the relay server.
     pub async fn stop(self) {
         self.tasks.stop().await;
         if let Some(q) = self.quic {
             q.close().await;
+        }
+        if let Some(r) = self.relay_server {
+            r.stop().await;
         }
     }
 }
 
 /// What the transports listen on where the address is a specific one (an unspecified
 /// `0.0.0.0` cannot be advertised: name the public address in `[node] endpoints`
-/// yourself): `iroh` = `IP:PORT`, `libp2p` = the multiaddr with `/p2p/<peer id>`.
+/// yourself; nor can port 0): `iroh` = `IP:PORT`, `libp2p` = the multiaddr with
+/// `/p2p/<peer id>`; and `iroh-relay` = each of `iroh_relays`, where the endpoint is homed.
 pub fn transport_endpoints(p: &PeeringSection, keys: &NodeKeys) -> anyhow::Result<Vec<Endpoint>> {
     let mut add = Vec::new();
     if let Some(q) = p.quic_listen
@@ -72,6 +82,12 @@ pub fn transport_endpoints(p: &PeeringSection, keys: &NodeKeys) -> anyhow::Resul
             scheme: "iroh".into(),
             url: q.to_string(),
         });
+    }
+    if p.quic_listen.is_some() {
+        add.extend(p.iroh_relays.iter().map(|u| Endpoint {
+            scheme: IROH_RELAY.into(),
+            url: u.clone(),
+        }));
     }
     if let Some(g) = &p.gossip_listen {
         let addr: Multiaddr = g.parse().context("[peering] gossip_listen")?;
@@ -92,14 +108,36 @@ pub fn transport_endpoints(p: &PeeringSection, keys: &NodeKeys) -> anyhow::Resul
     Ok(add)
 }
 
-/// The `iroh` addresses a descriptor advertises.
-fn iroh_addrs(content: &DescriptorContent) -> Vec<SocketAddr> {
-    content
-        .endpoints
-        .iter()
-        .filter(|e| e.scheme == "iroh")
-        .filter_map(|e| e.url.parse().ok())
-        .collect()
+/// The endpoint scheme of an iroh relay server a node is homed on.
+pub const IROH_RELAY: &str = "iroh-relay";
+
+/// Where a peer's QUIC endpoint is reached: the `iroh` addresses and the `iroh-relay`
+/// servers its descriptor advertises.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct At {
+    ips: Vec<SocketAddr>,
+    relays: Vec<String>,
+}
+
+impl At {
+    fn of(content: &DescriptorContent) -> At {
+        let of =
+            |scheme: &'static str| content.endpoints.iter().filter(move |e| e.scheme == scheme);
+        At {
+            ips: of("iroh").filter_map(|e| e.url.parse().ok()).collect(),
+            relays: of(IROH_RELAY).map(|e| e.url.clone()).collect(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ips.is_empty() && self.relays.is_empty()
+    }
+
+    fn names(&self) -> Vec<String> {
+        let ips = self.ips.iter().map(ToString::to_string);
+        ips.chain(self.relays.iter().map(|r| format!("via {r}")))
+            .collect()
+    }
 }
 
 fn ed25519_of(content: &DescriptorContent) -> Option<[u8; 32]> {
@@ -134,9 +172,20 @@ pub async fn start(
     didcomm: Arc<DidComm>,
 ) -> anyhow::Result<Option<Federation>> {
     let p: &PeeringSection = &config.peering;
-    if p.quic_listen.is_none() && p.gossip_listen.is_none() {
+    if p.quic_listen.is_none() && p.gossip_listen.is_none() && p.iroh_relay_listen.is_none() {
         return Ok(None);
     }
+    let relay_server = match (p.iroh_relay_listen, p.relay_identity()) {
+        (Some(addr), Ok(Some((chain, key)))) => {
+            let r = RelayServer::spawn(addr, chain, key, CLIENT_BYTES_PER_SECOND)
+                .await
+                .with_context(|| format!("[peering] iroh_relay_listen = \"{addr}\""))?;
+            tracing::info!(addr = ?r.addr(), "iroh relay server");
+            Some(r)
+        }
+        (_, Err(e)) => anyhow::bail!(e),
+        _ => None,
+    };
     let digest = fleetmesh_schemas::SchemaSet::embedded().digest();
     let secret = keys.ed25519_secret();
     let leaf = config.node.class == NodeClass::Leaf;
@@ -151,7 +200,11 @@ pub async fn start(
     };
     let quic = match p.quic_listen {
         Some(addr) => {
-            let q = Quic::bind(&secret, addr, descriptor, digest)
+            let relays = RelayServers {
+                urls: p.iroh_relays.clone(),
+                roots: p.relay_roots().map_err(anyhow::Error::msg)?,
+            };
+            let q = Quic::bind_with(&secret, addr, descriptor, digest, &relays)
                 .await
                 .with_context(|| format!("[peering] quic_listen = \"{addr}\""))?
                 .with_limits(256, 8, config.face.per_ip_exempt.clone())
@@ -195,6 +248,7 @@ pub async fn start(
     Ok(Some(Federation {
         tasks: Tasks(tasks),
         quic,
+        relay_server,
     }))
 }
 
@@ -369,11 +423,7 @@ async fn heard(
 ) {
     let table = ctx.table.clone();
     // per peer task: its wake-up on new events, on the peer's heartbeats, and its addresses
-    type Handle = (
-        Arc<Notify>,
-        Arc<Notify>,
-        tokio::sync::watch::Sender<Vec<SocketAddr>>,
-    );
+    type Handle = (Arc<Notify>, Arc<Notify>, tokio::sync::watch::Sender<At>);
     let mut links: HashMap<String, Handle> = HashMap::new();
     while let Some(h) = rx.recv().await {
         match h {
@@ -388,7 +438,7 @@ async fn heard(
                     // a node new to us: it may not have heard of us yet
                     gossip.republish().await;
                 }
-                let addrs = iroh_addrs(&content);
+                let addrs = At::of(&content);
                 let libp2p = ed25519_of(&content).and_then(|k| peer_id_of(&k).ok());
                 let dialable =
                     quic.is_some() && !addrs.is_empty() && content.class != NodeClass::Leaf;
@@ -397,7 +447,7 @@ async fn heard(
                     v.class = Some(content.class.to_string());
                     v.libp2p = libp2p.map(|p| p.to_string());
                     v.digest_match = true;
-                    v.addrs = addrs.iter().map(ToString::to_string).collect();
+                    v.addrs = addrs.names();
                     if !dialable && v.link == "down" {
                         v.link = "not peered".into();
                     }
@@ -462,7 +512,7 @@ async fn peer(
     ctx: Ctx,
     key: String,
     ed25519: [u8; 32],
-    addrs: tokio::sync::watch::Receiver<Vec<SocketAddr>>,
+    addrs: tokio::sync::watch::Receiver<At>,
     wake: Wake,
 ) {
     let mut wait = ctx.every;
@@ -473,7 +523,7 @@ async fn peer(
         }
         first = false;
         let at = addrs.borrow().clone();
-        let link = match quic.dial(&ed25519, &at).await {
+        let link = match quic.dial_at(&ed25519, &at.ips, &at.relays).await {
             Ok(l) => l,
             Err(e) => {
                 wait = crate::peering::record(&ctx.table, &key, Err(e.into()), ctx.every, wait);

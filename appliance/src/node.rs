@@ -379,8 +379,9 @@ pub fn advertised(
     #[cfg(feature = "federation")]
     let all = {
         let mut all = all;
+        // what the operator named for a scheme replaces what the transports would say
         for e in crate::federation::transport_endpoints(&config.peering, keys)? {
-            if !all.iter().any(|x| x.scheme == e.scheme) {
+            if !config.node.endpoints.iter().any(|x| x.scheme == e.scheme) {
                 all.push(e);
             }
         }

@@ -1,21 +1,50 @@
-//! Test support for this crate's users (feature `test-utils`): a TLS front with a CA of
-//! its own, for tests of `wss://` peers reached with a given CA.
+//! Test support for this crate's users (feature `test-utils`): a test CA and a loopback
+//! certificate signed by it, and a TLS front with them, for tests of `wss://` peers (and
+//! TLS servers of other kinds) reached with a given CA.
+
+/// A test CA and a certificate for `127.0.0.1` and `localhost` signed by it, DER.
+#[derive(Debug, Clone)]
+pub struct LoopbackCert {
+    /// The CA's certificate.
+    pub ca: Vec<u8>,
+    /// The server's certificate.
+    pub cert: Vec<u8>,
+    /// The server's private key, PKCS #8.
+    pub key: Vec<u8>,
+}
+
+impl LoopbackCert {
+    /// A new CA and server certificate.
+    pub fn generate() -> LoopbackCert {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap()
+            .signed_by(&key, &Issuer::from_params(&ca_params, &ca_key))
+            .unwrap();
+        LoopbackCert {
+            ca: ca.der().to_vec(),
+            cert: cert.der().to_vec(),
+            key: key.serialize_der(),
+        }
+    }
+
+    /// The server's private key as PEM.
+    pub fn key_pem(&self) -> String {
+        pem_of("PRIVATE KEY", &self.key)
+    }
+}
 
 /// A TLS front for the relay at `plain` (`ws://HOST:PORT`): a test CA, a certificate for
 /// `127.0.0.1` and `localhost` signed by it, and a task that decrypts each connection and
 /// copies its bytes to and from the relay. The `wss://` URL and the CA's PEM.
 pub async fn tls_front(plain: &str) -> (String, String, tokio::task::JoinHandle<()>) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &Issuer::from_params(&ca_params, &ca_key))
-        .unwrap();
+    let certs = LoopbackCert::generate();
     let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -23,8 +52,8 @@ pub async fn tls_front(plain: &str) -> (String, String, tokio::task::JoinHandle<
     .unwrap()
     .with_no_client_auth()
     .with_single_cert(
-        vec![CertificateDer::from(cert.der().to_vec())],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        vec![CertificateDer::from(certs.cert.clone())],
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certs.key.clone())),
     )
     .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
@@ -48,11 +77,16 @@ pub async fn tls_front(plain: &str) -> (String, String, tokio::task::JoinHandle<
             });
         }
     });
-    (format!("wss://{addr}/"), pem(ca.der()), task)
+    (format!("wss://{addr}/"), pem(&certs.ca), task)
 }
 
 /// A DER certificate as PEM.
 pub fn pem(der: &[u8]) -> String {
+    pem_of("CERTIFICATE", der)
+}
+
+/// DER as PEM under `label`.
+fn pem_of(label: &str, der: &[u8]) -> String {
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
     let lines: Vec<&str> = b64
@@ -61,7 +95,7 @@ pub fn pem(der: &[u8]) -> String {
         .map(|c| std::str::from_utf8(c).unwrap())
         .collect();
     format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
         lines.join("\n")
     )
 }

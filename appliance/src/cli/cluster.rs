@@ -74,6 +74,12 @@ pub struct StartArgs {
     /// How they reach each other.
     #[arg(long, value_enum, default_value = "quic")]
     pub transport: Transport,
+    /// With --transport quic: node 0 serves an iroh relay (HTTPS on loopback, certified
+    /// by a CA made for the cluster, `DIR/iroh-relay-ca.pem`), every node homes its QUIC
+    /// endpoint there, and the other nodes advertise no direct address: they are reached
+    /// through the relay only, iroh punching a direct path from there.
+    #[arg(long)]
+    pub iroh_relay: bool,
 }
 
 /// `meshnode cluster status|stop`.
@@ -179,6 +185,10 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
     let dirs: Vec<PathBuf> = (0..args.nodes)
         .map(|i| args.dir.join(format!("node-{i}")))
         .collect();
+    anyhow::ensure!(
+        !args.iroh_relay || args.transport == Transport::Quic,
+        "--iroh-relay needs --transport quic"
+    );
     for (dir, (port, _, _)) in dirs.iter().zip(&ports) {
         if !dir.join(crate::config::FILE).exists() {
             let o = std::process::Command::new(&me)
@@ -195,12 +205,23 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
             );
         }
     }
+    let relay = if args.iroh_relay {
+        Some(relay_for(
+            &args.dir,
+            &dirs[0],
+            tcp().context("choosing a free port")?,
+        )?)
+    } else {
+        None
+    };
     let keys = dirs
         .iter()
         .map(|d| fleetmesh_proto::NodeKeys::load(&d.join(crate::node::KEYS_DIR)))
         .collect::<Result<Vec<_>, _>>()?;
     // recorded as each starts, so that `cluster stop` ends what did start if a later
     // node fails
+    let client = client()?;
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut record = Record {
         topology: args.topology,
         nodes: Vec::with_capacity(args.nodes),
@@ -233,6 +254,18 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
                     .into_iter()
                     .map(|j| bootstrap_addr(ports[j].1, &keys[j]))
                     .collect::<anyhow::Result<_>>()?;
+                if let Some(r) = &relay {
+                    config.peering.iroh_relays = vec![r.url.clone()];
+                    config.peering.iroh_relay_ca = Some(r.ca.clone());
+                    if i == 0 {
+                        config.peering.iroh_relay_listen = Some(r.listen);
+                        config.peering.iroh_relay_cert = Some(r.cert.clone());
+                        config.peering.iroh_relay_key = Some(r.key.clone());
+                    } else {
+                        // port 0 is not advertised: reached through the relay only
+                        config.peering.quic_listen = Some(([127, 0, 0, 1], 0).into());
+                    }
+                }
             }
         }
         fleetmesh_proto::identity::write_private(
@@ -264,19 +297,13 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
             pid: child.id(),
         });
         std::fs::write(args.dir.join(FILE), serde_json::to_vec_pretty(&record)?)?;
-    }
-    let client = client()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for m in &record.nodes {
-        while !healthy(&client, &m.url) {
-            anyhow::ensure!(
-                alive(m.pid) && Instant::now() < deadline,
-                "node {} did not come up; see {}",
-                m.index,
-                m.dir.join("meshnode.log").display()
-            );
-            std::thread::sleep(Duration::from_millis(200));
+        // the relay's host first: the others home on its relay as they start
+        if i == 0 && relay.is_some() {
+            wait_healthy(&client, &record.nodes[0], deadline)?;
         }
+    }
+    for m in &record.nodes {
+        wait_healthy(&client, m, deadline)?;
     }
     for m in &record.nodes {
         println!(
@@ -285,6 +312,59 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
         );
     }
     Ok(Outcome::Ok)
+}
+
+/// Waits until `m` answers `/healthz`.
+fn wait_healthy(
+    client: &reqwest::blocking::Client,
+    m: &Member,
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    while !healthy(client, &m.url) {
+        anyhow::ensure!(
+            alive(m.pid) && Instant::now() < deadline,
+            "node {} did not come up; see {}",
+            m.index,
+            m.dir.join("meshnode.log").display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+/// The cluster's iroh relay: node 0 serves it at `listen` with `cert` and `key`, every
+/// node trusts `ca` and homes at `url`.
+#[cfg_attr(not(feature = "federation"), allow(dead_code))]
+struct ClusterRelay {
+    listen: std::net::SocketAddr,
+    url: String,
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+/// A CA for the cluster (`dir/iroh-relay-ca.pem`) and node 0's relay certificate for
+/// loopback signed by it (in `node0`), the relay to listen on `port`.
+#[cfg(feature = "federation")]
+fn relay_for(dir: &Path, node0: &Path, port: u16) -> anyhow::Result<ClusterRelay> {
+    use fleetmesh_relay::testing::{LoopbackCert, pem};
+    let certs = LoopbackCert::generate();
+    let r = ClusterRelay {
+        listen: ([127, 0, 0, 1], port).into(),
+        url: format!("https://127.0.0.1:{port}"),
+        ca: dir.join("iroh-relay-ca.pem"),
+        cert: node0.join("iroh-relay-cert.pem"),
+        key: node0.join("iroh-relay-key.pem"),
+    };
+    std::fs::write(&r.ca, pem(&certs.ca))?;
+    std::fs::write(&r.cert, pem(&certs.cert))?;
+    fleetmesh_proto::identity::write_private(&r.key, certs.key_pem().as_bytes())?;
+    Ok(r)
+}
+
+#[cfg(not(feature = "federation"))]
+fn relay_for(_: &Path, _: &Path, _: u16) -> anyhow::Result<ClusterRelay> {
+    anyhow::bail!("--iroh-relay: this meshnode was built without the federation feature")
 }
 
 /// Node `keys`' gossip address on loopback at `port`.

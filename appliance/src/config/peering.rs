@@ -1,5 +1,9 @@
 //! `[peering]`: how the node keeps its store in sync with other nodes, and how it finds them.
 
+use std::path::{Path, PathBuf};
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
 
 /// `[peering]`: peers whose stores the node reconciles with its own by NIP-77 on a
@@ -46,6 +50,27 @@ pub struct PeeringSection {
     /// `created_at`) are deleted every `interval_secs`. Its own events are always kept.
     /// Only for `[node] class = "leaf"`. 10 to 1 000 000 000. Default 100 000.
     pub leaf_cache_events: u64,
+    /// iroh relay servers of the federation's own (`https://` URLs) the QUIC endpoint
+    /// homes on: peers that cannot reach it directly reach it through them, and iroh
+    /// punches a direct path from there where NAT allows. Advertised in the descriptor
+    /// (`iroh-relay` endpoints); peers are dialled through the relays theirs name. Never
+    /// a default third-party relay. Needs `quic_listen`. Default: none (direct links only).
+    pub iroh_relays: Vec<String>,
+    /// A PEM file of CA certificates trusted for `iroh_relays` beside the web's roots.
+    /// Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iroh_relay_ca: Option<PathBuf>,
+    /// Serve an iroh relay server over HTTPS at this address, e.g. `0.0.0.0:3340` (a
+    /// backbone node's; each client may send 4 MiB/s through it). Needs
+    /// `iroh_relay_cert` and `iroh_relay_key`. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iroh_relay_listen: Option<std::net::SocketAddr>,
+    /// The relay server's certificate chain, PEM (the server's certificate first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iroh_relay_cert: Option<PathBuf>,
+    /// The relay server's private key, PEM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iroh_relay_key: Option<PathBuf>,
     /// The peers: `[[peering.peers]] url = "wss://…"`, and optionally `filter`, the NIP-01
     /// filter (JSON) of the events exchanged (default: all), and `ca`, a PEM file of
     /// certificates trusted for that peer's `wss://` beside the web's roots. Default: none.
@@ -65,6 +90,11 @@ impl Default for PeeringSection {
             announce_secs: 300,
             heartbeat_secs: 30,
             leaf_cache_events: 100_000,
+            iroh_relays: Vec::new(),
+            iroh_relay_ca: None,
+            iroh_relay_listen: None,
+            iroh_relay_cert: None,
+            iroh_relay_key: None,
         }
     }
 }
@@ -148,19 +178,84 @@ impl PeeringSection {
             }
         }
         #[cfg(not(feature = "federation"))]
-        if self.quic_listen.is_some() || self.gossip_listen.is_some() {
+        if self.quic_listen.is_some()
+            || self.gossip_listen.is_some()
+            || self.iroh_relay_listen.is_some()
+        {
             return Err(
-                "[peering] quic_listen and gossip_listen: this meshnode was built \
-                        without the federation feature"
+                "[peering] quic_listen, gossip_listen and iroh_relay_listen: this meshnode \
+                 was built without the federation feature"
                     .into(),
             );
         }
+        self.check_relays()?;
         #[cfg(feature = "federation")]
         self.check_transports()?;
         if !self.bootstrap.is_empty() && self.gossip_listen.is_none() {
             return Err("[peering] bootstrap needs gossip_listen".into());
         }
         Ok(())
+    }
+
+    /// `iroh_relays`, their CA, and the relay server's address, certificate and key.
+    fn check_relays(&self) -> Result<(), String> {
+        for u in &self.iroh_relays {
+            let ok = u.starts_with("https://") && u.parse::<reqwest::Url>().is_ok();
+            if !ok {
+                return Err(format!(
+                    "[peering] iroh_relays {u:?}: an https:// URL of an iroh relay server"
+                ));
+            }
+        }
+        if !self.iroh_relays.is_empty() && self.quic_listen.is_none() {
+            return Err("[peering] iroh_relays needs quic_listen".into());
+        }
+        if let Some(ca) = &self.iroh_relay_ca {
+            self.relay_roots()
+                .map_err(|e| format!("[peering] iroh_relay_ca = {}: {e}", ca.display()))?;
+        }
+        match (
+            &self.iroh_relay_listen,
+            &self.iroh_relay_cert,
+            &self.iroh_relay_key,
+        ) {
+            (None, None, None) => Ok(()),
+            (Some(_), Some(_), Some(_)) => self.relay_identity().map(|_| ()),
+            _ => Err(
+                "[peering] iroh_relay_listen, iroh_relay_cert and iroh_relay_key go together"
+                    .into(),
+            ),
+        }
+    }
+
+    /// The CA certificates of `iroh_relay_ca` (DER), none without it.
+    pub(crate) fn relay_roots(&self) -> Result<Vec<Vec<u8>>, String> {
+        let Some(ca) = &self.iroh_relay_ca else {
+            return Ok(Vec::new());
+        };
+        let certs = pem_certs(ca)?;
+        if certs.is_empty() {
+            return Err("no PEM certificate in it".into());
+        }
+        Ok(certs)
+    }
+
+    /// The relay server's certificate chain and key (DER), read from their PEM files.
+    pub(crate) fn relay_identity(&self) -> Result<Option<RelayIdentity>, String> {
+        let (Some(cert), Some(key)) = (&self.iroh_relay_cert, &self.iroh_relay_key) else {
+            return Ok(None);
+        };
+        let chain = pem_certs(cert)
+            .map_err(|e| format!("[peering] iroh_relay_cert = {}: {e}", cert.display()))?;
+        if chain.is_empty() {
+            return Err(format!(
+                "[peering] iroh_relay_cert = {}: no PEM certificate in it",
+                cert.display()
+            ));
+        }
+        let key_der = PrivateKeyDer::from_pem_file(key)
+            .map_err(|e| format!("[peering] iroh_relay_key = {}: {e}", key.display()))?;
+        Ok(Some((chain, key_der.secret_der().to_vec())))
     }
 
     #[cfg(feature = "federation")]
@@ -183,4 +278,15 @@ impl PeeringSection {
         }
         Ok(())
     }
+}
+
+/// An iroh relay server's certificate chain and private key, DER.
+pub(crate) type RelayIdentity = (Vec<Vec<u8>>, Vec<u8>);
+
+/// The certificates of a PEM file, DER.
+fn pem_certs(path: &Path) -> Result<Vec<Vec<u8>>, String> {
+    CertificateDer::pem_file_iter(path)
+        .map_err(|e| e.to_string())?
+        .map(|c| c.map(|c| c.to_vec()).map_err(|e| e.to_string()))
+        .collect()
 }

@@ -435,3 +435,73 @@ fn a_buyer_sends_a_job_over_a_quic_link_and_gets_its_answer_back_on_it() {
         stderr(&o)
     );
 }
+
+#[test]
+fn nodes_without_a_reachable_address_peer_through_the_clusters_own_iroh_relay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let (_stop, nodes) = start(
+        &dir,
+        &[
+            "--nodes",
+            "3",
+            "--topology",
+            "star",
+            "--iroh-relay",
+            "--interval-secs",
+            "1",
+        ],
+    );
+    // nodes 1 and 2 advertise no address, only node 0's relay: they find each other by
+    // gossip and link through it
+    let peer = |i: usize, j: usize| {
+        let p = peers_of(&nodes.url(i));
+        p["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == nodes.key(j).as_str())
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    wait_until("node 1 links with node 2 through the relay", || {
+        peer(1, 2)["link"] == "up"
+    });
+    let two = peer(1, 2);
+    let addrs: Vec<&str> = two["addrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(addrs.len(), 1, "{two}");
+    assert!(addrs[0].starts_with("via https://127.0.0.1:"), "{two}");
+    assert_eq!(two["transport"], "iroh");
+    // node 0, the relay's host, is reached directly: an address and its relay
+    let zero = peer(1, 0);
+    assert_eq!(zero["addrs"].as_array().unwrap().len(), 2, "{zero}");
+    // an event published at node 2 reaches node 1
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let e = note(&keys, "from behind the relay");
+    runtime().block_on(publish_all(&nodes.ws(2), std::slice::from_ref(&e)));
+    wait_until("node 1 holds node 2's event", || {
+        holds(&nodes.ws(1), &e.id_hex())
+    });
+    // the relay settings are checked at start-up: a relay server without its key
+    let node = tempfile::tempdir().unwrap();
+    assert!(init(node.path(), &[]).status.success());
+    edit_config(
+        node.path(),
+        &[(
+            "peers = []\n",
+            "iroh_relay_listen = \"127.0.0.1:0\"\niroh_relay_cert = \"/nonexistent.pem\"\npeers = []\n",
+        )],
+    );
+    let o = run(&["run", node.path().to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("iroh_relay_listen, iroh_relay_cert and iroh_relay_key go together"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -8,6 +8,8 @@
 //!   (kind 11801) and heartbeats (kind 21801), validated before they are passed on, and the
 //!   protocol digest gate.
 //! - [`frame`]: the relay's messages framed over a QUIC stream.
+//! - [`relays`]: iroh relay servers of the federation's own, which endpoints home on and
+//!   punch holes from (only those the operator names), and the server a backbone runs.
 //!
 //! The appliance's peer manager (`meshnode up`) puts them together; this crate holds no
 //! policy about whom to peer with.
@@ -15,6 +17,7 @@
 pub mod frame;
 pub mod gossip;
 pub mod link;
+pub mod relays;
 
 pub use libp2p::{Multiaddr, PeerId, multiaddr};
 

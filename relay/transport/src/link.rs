@@ -1,6 +1,7 @@
 //! iroh QUIC peer links: the node's Ed25519 key is its iroh endpoint identity, the ALPN is
-//! `fleetmesh/1`, and no relay server or address lookup is used (peers are dialled at the
-//! addresses their descriptors or the gossip give).
+//! `fleetmesh/1`, and no address lookup is used: peers are dialled at the addresses their
+//! descriptors give, and through the relay servers they name when the operator configured
+//! relays of the federation's own ([`Quic::bind_with`]; never a default third-party one).
 //!
 //! A connection starts with a hello on its first stream: each side sends its signed
 //! descriptor (kind 11801), and the other checks it ([`check_peer`]: signature, Ed25519
@@ -32,6 +33,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::frame::{self, Frame, read_frame, write_frame};
+use crate::relays::RelayServers;
 use crate::{Error, Result};
 
 /// The ALPN of fleetmesh peer links.
@@ -193,7 +195,7 @@ fn check_hello(
 
 impl Quic {
     /// Binds the endpoint at `addr` (UDP) with `secret` (the node's Ed25519 key) as its
-    /// identity; `descriptor` is what the hello sends.
+    /// identity; `descriptor` is what the hello sends. Direct links only.
     ///
     /// # Errors
     /// [`Error::Bind`] when the address cannot be bound.
@@ -202,6 +204,22 @@ impl Quic {
         addr: SocketAddr,
         descriptor: &Event,
         digest: ProtocolDigest,
+    ) -> Result<Quic> {
+        Quic::bind_with(secret, addr, descriptor, digest, &RelayServers::default()).await
+    }
+
+    /// As [`Quic::bind`], homed on `relays` (when it names any): peers that cannot reach
+    /// the endpoint directly reach it through them, and iroh punches a direct path from
+    /// there where NAT allows.
+    ///
+    /// # Errors
+    /// [`Error::Bind`] when the address cannot be bound or a relay URL does not parse.
+    pub async fn bind_with(
+        secret: &[u8; 32],
+        addr: SocketAddr,
+        descriptor: &Event,
+        digest: ProtocolDigest,
+        relays: &RelayServers,
     ) -> Result<Quic> {
         let bind = |e: String| Error::Bind {
             addr: addr.to_string(),
@@ -215,9 +233,13 @@ impl Quic {
             .max_idle_timeout(Some(idle))
             .max_concurrent_bidi_streams(VarInt::from_u32(SESSIONS_PER_PEER + 1))
             .build();
-        let endpoint = Endpoint::builder(presets::Minimal)
+        let mut builder = Endpoint::builder(presets::Minimal)
             .secret_key(SecretKey::from_bytes(secret))
-            .relay_mode(RelayMode::Disabled)
+            .relay_mode(RelayMode::Disabled);
+        if let Some((mode, roots)) = relays.iroh().map_err(bind)? {
+            builder = builder.relay_mode(mode).ca_tls_config(roots);
+        }
+        let endpoint = builder
             .clear_address_lookup()
             .clear_ip_transports()
             .bind_addr(addr)
@@ -282,6 +304,20 @@ impl Quic {
     /// [`Error::Connect`] when no address answers, [`Error::Hello`] when either side
     /// refuses the other's descriptor.
     pub async fn dial(&self, key: &[u8; 32], addrs: &[SocketAddr]) -> Result<PeerLink> {
+        self.dial_at(key, addrs, &[]).await
+    }
+
+    /// As [`Quic::dial`], also through the relay servers (`https://` URLs) the peer is
+    /// homed on, as its descriptor says (this endpoint must be bound with relays).
+    ///
+    /// # Errors
+    /// As [`Quic::dial`]; a relay URL that does not parse.
+    pub async fn dial_at(
+        &self,
+        key: &[u8; 32],
+        addrs: &[SocketAddr],
+        relays: &[String],
+    ) -> Result<PeerLink> {
         let peer = hex::encode(key);
         let fail = |reason: String| Error::Connect {
             peer: peer.clone(),
@@ -291,6 +327,12 @@ impl Quic {
         let mut at = EndpointAddr::new(id);
         for a in addrs {
             at = at.with_ip_addr(*a);
+        }
+        for r in relays {
+            let url: iroh::RelayUrl = r
+                .parse()
+                .map_err(|e| fail(format!("relay server {r:?}: {e}")))?;
+            at = at.with_relay_url(url);
         }
         let conn = tokio::time::timeout(HELLO_TIMEOUT, self.endpoint.connect(at, ALPN))
             .await

@@ -471,6 +471,110 @@ async fn a_message_over_a_link_is_answered_by_the_handler_with_the_checked_sende
     }
 }
 
+#[tokio::test]
+async fn peers_reach_each_other_through_a_relay_server_of_their_own() {
+    use crate::relays::{RelayServer, RelayServers};
+    let certs = fleetmesh_relay::testing::LoopbackCert::generate();
+    let loopback = "127.0.0.1:0".parse().unwrap();
+    // a certificate with another's key is refused
+    let other = fleetmesh_relay::testing::LoopbackCert::generate();
+    let err = RelayServer::spawn(
+        loopback,
+        vec![certs.cert.clone()],
+        other.key.clone(),
+        1 << 20,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, crate::Error::Bind { .. }), "{err}");
+    let server = RelayServer::spawn(
+        loopback,
+        vec![certs.cert.clone()],
+        certs.key.clone(),
+        1 << 20,
+    )
+    .await
+    .unwrap();
+    let url = format!("https://127.0.0.1:{}", server.addr().unwrap().port());
+    let relays = RelayServers {
+        urls: vec![url.clone()],
+        roots: vec![certs.ca.clone()],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let homed = |name: &'static str| {
+        let (dir, relays) = (dir.path().to_path_buf(), relays.clone());
+        async move {
+            let db = dir.join(format!("{name}.sqlite"));
+            Store::create(&db).unwrap();
+            let (relay, _) = Relay::start(&db, RelayConfig::default()).unwrap();
+            let keys = NodeKeys::generate().unwrap();
+            let digest = SchemaSet::embedded().digest();
+            let quic = Quic::bind_with(
+                &keys.ed25519_secret(),
+                loopback,
+                &descriptor(&keys, &digest, vec![]),
+                digest,
+                &relays,
+            )
+            .await
+            .unwrap();
+            let (tx, _seen) = mpsc::unbounded_channel();
+            quic.serve(relay.clone(), tx, crate::link::open_sessions());
+            (keys, db, relay, quic)
+        }
+    };
+    let (a_keys, _, a_relay, a) = homed("a").await;
+    let (_, b_db, _, b) = homed("b").await;
+    a_relay
+        .publish(note(&a_keys, "through the relay"))
+        .await
+        .unwrap();
+    // b knows a's key and a's relay only, no address: it reaches a through the relay
+    // (once a is homed there)
+    let mut link = None;
+    for _ in 0..40 {
+        match b
+            .dial_at(&a_keys.ed25519_public(), &[], std::slice::from_ref(&url))
+            .await
+        {
+            Ok(l) => {
+                link = Some(l);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+        }
+    }
+    let link = link.expect("b reaches a through the relay server");
+    assert_eq!(link.content.did, a_keys.did());
+    let mut b_store = Store::open(&b_db).unwrap();
+    let report = round(&mut b_store, &link).await;
+    assert_eq!(report.fetched, 1, "{report:?}");
+    // an endpoint without relays, given no address, reaches nobody
+    let c = node(dir.path(), "c").await;
+    assert!(c.quic.dial(&a_keys.ed25519_public(), &[]).await.is_err());
+    // a relay URL that is not one is refused at bind time
+    let bad = RelayServers {
+        urls: vec!["not a url".into()],
+        roots: vec![],
+    };
+    let keys = NodeKeys::generate().unwrap();
+    let digest = SchemaSet::embedded().digest();
+    let err = Quic::bind_with(
+        &keys.ed25519_secret(),
+        loopback,
+        &descriptor(&keys, &digest, vec![]),
+        digest,
+        &bad,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("not a url"), "{err}");
+    for q in [&a, &b, &c.quic] {
+        q.close().await;
+    }
+    server.stop().await;
+}
+
 mod gossip {
     use super::*;
     use crate::gossip::{Gossip, Heard};
