@@ -544,6 +544,8 @@ async fn peer(
                 continue;
             }
             let outcome = rounds(&ctx, &key, &link, &pol).await;
+            ctx.table
+                .update(&key, |v| v.path = Some(link.route().to_owned()));
             let fetched = outcome.as_ref().is_ok_and(|r| r.fetched > 0);
             let failed = outcome.is_err();
             wait = crate::peering::record(&ctx.table, &key, outcome, ctx.every, wait);

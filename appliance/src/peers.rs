@@ -35,6 +35,10 @@ pub struct PeerView {
     /// Where it is reached.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addrs: Vec<String>,
+    /// For a QUIC link, the path its traffic took at the last round: `direct` (punched
+    /// through NAT where it had to be) or `relay` (through an iroh relay server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     /// `up` (a link or a last round that worked), `down`, `inbound` (it dials us), or
     /// `not peered` (another digest, no reachable endpoint).
     pub link: String,

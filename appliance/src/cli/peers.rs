@@ -64,11 +64,15 @@ pub fn peers(args: &PeersArgs) -> anyhow::Result<Outcome> {
     for p in &peers {
         let s = |k: &str| p[k].as_str().unwrap_or("-").to_owned();
         println!(
-            "{} {} class={} transport={} digest={} link={} heartbeat={} sync={} rounds={}/{} fetched={} sent={} refused={}{}",
+            "{} {} class={} transport={}{} digest={} link={} heartbeat={} sync={} rounds={}/{} fetched={} sent={} refused={}{}",
             s("id"),
             s("did"),
             s("class"),
             s("transport"),
+            p["path"]
+                .as_str()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default(),
             if p["digest_match"] == true {
                 "ours".to_owned()
             } else {

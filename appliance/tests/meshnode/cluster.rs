@@ -159,7 +159,7 @@ fn five_nodes_find_each_other_by_gossip_peer_over_quic_and_converge() {
     let o = run(&["peers", "--node", &url(0)]);
     assert_eq!(
         stdout(&o)
-            .matches("transport=iroh digest=ours link=up")
+            .matches("transport=iroh (direct) digest=ours link=up")
             .count(),
         4,
         "{}",
@@ -477,6 +477,10 @@ fn nodes_without_a_reachable_address_peer_through_the_clusters_own_iroh_relay() 
     assert_eq!(addrs.len(), 1, "{two}");
     assert!(addrs[0].starts_with("via https://127.0.0.1:"), "{two}");
     assert_eq!(two["transport"], "iroh");
+    // and iroh punched a direct path from there (on loopback nothing is in the way)
+    wait_until("node 1's link with node 2 goes direct", || {
+        peer(1, 2)["path"] == "direct"
+    });
     // node 0, the relay's host, is reached directly: an address and its relay
     let zero = peer(1, 0);
     assert_eq!(zero["addrs"].as_array().unwrap().len(), 2, "{zero}");

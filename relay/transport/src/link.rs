@@ -625,6 +625,18 @@ impl PeerLink {
             .map_err(fail)
     }
 
+    /// The path the link's traffic takes now: `direct` (UDP between the two endpoints,
+    /// punched through NAT when it had to be), `relay` (through an iroh relay server), or
+    /// `none` (being set up, or gone).
+    pub fn route(&self) -> &'static str {
+        let paths = self.conn.paths();
+        match paths.iter().find(|p| p.is_selected()) {
+            Some(p) if p.is_ip() => "direct",
+            Some(p) if p.is_relay() => "relay",
+            _ => "none",
+        }
+    }
+
     /// Closes the link.
     pub fn close(&self) {
         self.conn.close(VarInt::from_u32(0), b"bye");

@@ -546,6 +546,16 @@ async fn peers_reach_each_other_through_a_relay_server_of_their_own() {
     }
     let link = link.expect("b reaches a through the relay server");
     assert_eq!(link.content.did, a_keys.did());
+    // from there iroh punches a direct path (on loopback, nothing is in the way)
+    let mut route = link.route();
+    for _ in 0..100 {
+        if route == "direct" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        route = link.route();
+    }
+    assert_eq!(route, "direct");
     let mut b_store = Store::open(&b_db).unwrap();
     let report = round(&mut b_store, &link).await;
     assert_eq!(report.fetched, 1, "{report:?}");
