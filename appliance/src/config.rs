@@ -67,7 +67,9 @@ pub struct DidcommSection {
     pub hold_secs: u64,
     /// The mediator this node picks its messages up from (`did:nostr:HEX`), for a node
     /// others cannot reach: give `[node] endpoints` a `didcomm=did:nostr:HEX` so that
-    /// senders route through it. Needs `mediator_url`. Default: none.
+    /// senders route through it. Reached at `mediator_url`, or without one over the node's
+    /// QUIC link to it (found by gossip: needs `[peering] quic_listen` and
+    /// `gossip_listen`) — how a node nobody can dial uses a backbone. Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mediator: Option<String>,
     /// The mediator's base URL (`https://mediator.example/`): its DID document is read
@@ -621,8 +623,24 @@ impl Config {
                     ));
                 }
             }
-            _ => {
-                return Err("[didcomm] mediator and mediator_url: give both or neither".to_string());
+            (Some(m), None) => {
+                fleetmesh_proto::did::parse_did(m)
+                    .map_err(|e| format!("[didcomm] mediator: {e}"))?;
+                // picked up over the QUIC link to the mediator, found by gossip
+                if !cfg!(feature = "federation")
+                    || self.peering.quic_listen.is_none()
+                    || self.peering.gossip_listen.is_none()
+                {
+                    return Err(
+                        "[didcomm] mediator without mediator_url is reached over a QUIC \
+                                link: it needs [peering] quic_listen and gossip_listen (or give \
+                                mediator_url)"
+                            .to_string(),
+                    );
+                }
+            }
+            (None, Some(_)) => {
+                return Err("[didcomm] mediator_url needs mediator".to_string());
             }
         }
         range(

@@ -48,14 +48,24 @@ use crate::didcomm::{DidComm, Outcome};
 use crate::peers::{Peers, now};
 use crate::tasks::Tasks;
 
+/// The QUIC links up now, by the peer's Nostr key (hex): what the DIDComm pickup reaches
+/// a mediator over when it has no URL.
+pub type Links = Arc<std::sync::Mutex<HashMap<String, fleetmesh_transport::link::PeerLink>>>;
+
 /// The running transports: stop them with [`Federation::stop`].
 pub struct Federation {
     tasks: Tasks,
     quic: Option<Quic>,
     relay_server: Option<RelayServer>,
+    links: Links,
 }
 
 impl Federation {
+    /// The links up now.
+    pub fn links(&self) -> Links {
+        self.links.clone()
+    }
+
     /// Ends the tasks, closes the QUIC endpoint and stops the relay server.
     pub async fn stop(self) {
         self.tasks.stop().await;
@@ -155,6 +165,7 @@ struct Ctx {
     table: Arc<Peers>,
     filter: String,
     every: Duration,
+    links: Links,
 }
 
 /// Starts what `[peering]` asks for (nothing when neither `quic_listen` nor
@@ -197,6 +208,7 @@ pub async fn start(
         table: table.clone(),
         filter: p.filter.clone(),
         every: Duration::from_secs(p.interval_secs),
+        links: Links::default(),
     };
     let quic = match p.quic_listen {
         Some(addr) => {
@@ -243,12 +255,19 @@ pub async fn start(
             config.node.class,
         )));
         let ours = descriptor.pubkey;
-        tasks.push(tokio::spawn(heard(rx, ctx, quic.clone(), ours, gossip)));
+        tasks.push(tokio::spawn(heard(
+            rx,
+            ctx.clone(),
+            quic.clone(),
+            ours,
+            gossip,
+        )));
     }
     Ok(Some(Federation {
         tasks: Tasks(tasks),
         quic,
         relay_server,
+        links: ctx.links,
     }))
 }
 
@@ -535,6 +554,7 @@ async fn peer(
             v.transport = Some("iroh".into());
         });
         tracing::info!(peer = %key, "QUIC peer link up");
+        lock(&ctx.links).insert(key.clone(), link.clone());
         loop {
             let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::of(&ctx));
             if !pol.enabled {
@@ -553,6 +573,7 @@ async fn peer(
                 ctx.table.kick_all();
             }
             if failed && link.is_closed() {
+                lock(&ctx.links).remove(&key);
                 break;
             }
             let wait = if wait == ctx.every { pol.every } else { wait };
@@ -652,4 +673,8 @@ async fn rounds(
         sum.forged += r.forged;
     }
     Ok(sum)
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

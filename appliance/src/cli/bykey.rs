@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{ByKey, Outcome};
 use crate::didcomm::{
-    ANSWER, DELIVERY, DELIVERY_REQUEST, PROBLEM, RECEIVED, STATUS, SUBMIT, exchange, request,
+    ANSWER, Carrier, DELIVERY, DELIVERY_REQUEST, PROBLEM, RECEIVED, STATUS, SUBMIT, request,
 };
 
 /// `--via giftwrap`: wraps the submission `body` to `provider` (NIP-59, rumor kind
@@ -268,13 +268,10 @@ pub(crate) fn by_iroh(
         url: format!("iroh://{}", addrs[0]),
         mediator: None,
     };
-    let carrier = Carrier::Iroh(Box::new((runtime, link)));
+    let carrier = Carrier::Link(runtime.handle().clone(), Box::new(link.clone()));
     let outcome = didcomm_over(keys, provider, body, job_id, by_key, &doc, &route, &carrier);
-    if let Carrier::Iroh(iroh) = carrier {
-        let (runtime, link) = *iroh;
-        link.close();
-        runtime.block_on(quic.close());
-    }
+    link.close();
+    runtime.block_on(quic.close());
     outcome
 }
 
@@ -288,33 +285,6 @@ pub(crate) fn by_iroh(
     _: &ByKey,
 ) -> anyhow::Result<Outcome> {
     bail!("--via iroh needs a meshnode built with the `federation` feature")
-}
-
-/// What carries the DIDComm messages of a job: HTTP POSTs to a URL, or a peer link.
-enum Carrier {
-    Http(reqwest::blocking::Client),
-    #[cfg(feature = "federation")]
-    Iroh(Box<(tokio::runtime::Runtime, fleetmesh_transport::link::PeerLink)>),
-}
-
-impl Carrier {
-    /// `packed` to `url` (or over the link), and the reply opened for `keys`.
-    fn exchange(
-        &self,
-        url: &str,
-        packed: &Value,
-        keys: &NodeKeys,
-        docs: &Vec<PeerDoc>,
-    ) -> anyhow::Result<Option<didcomm::Unpacked>> {
-        match self {
-            Carrier::Http(client) => exchange(client, url, packed, keys, docs),
-            #[cfg(feature = "federation")]
-            Carrier::Iroh(iroh) => {
-                let (runtime, link) = &**iroh;
-                runtime.block_on(crate::federation::exchange_over(link, packed, keys, docs))
-            }
-        }
-    }
 }
 
 /// The provider's DID document, resolved through `relays` (which `what`, the option that
@@ -372,7 +342,7 @@ fn didcomm_with(
     let client = reqwest::blocking::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
         .build()?;
-    let carrier = Carrier::Http(client);
+    let carrier = Carrier::Http(client, route.url.clone());
     didcomm_over(keys, provider, body, job_id, by_key, doc, &route, &carrier)
 }
 
@@ -397,14 +367,14 @@ fn didcomm_over(
         if let Some((mediator, key)) = &route.mediator {
             packed = crate::didcomm::enveloped_forward(keys, &packed, &doc.did, mediator, key)?;
         }
-        carrier.exchange(&route.url, &packed, keys, &docs)
+        carrier.exchange(&packed, keys, &docs)
     };
     // the provider's answers held for the buyer by the mediator
     let pick_up = |mediator: &PeerDoc| -> anyhow::Result<Vec<didcomm::Unpacked>> {
         let mdocs = vec![mediator.clone()];
         let ask = json!({"limit": 32, "recipient_did": keys.did()});
         let req = request(keys, &descriptor, mediator, DELIVERY_REQUEST, ask)?;
-        let Some(got) = carrier.exchange(&route.url, &req, keys, &mdocs)? else {
+        let Some(got) = carrier.exchange(&req, keys, &mdocs)? else {
             return Ok(Vec::new());
         };
         if got.message.type_ != DELIVERY {
@@ -444,7 +414,7 @@ fn didcomm_over(
             RECEIVED,
             json!({"message_id_list": taken}),
         )?;
-        carrier.exchange(&route.url, &ack, keys, &mdocs)?;
+        carrier.exchange(&ack, keys, &mdocs)?;
         Ok(opened)
     };
     eprintln!(

@@ -540,27 +540,113 @@ pub fn exchange(
     Ok(Some(didcomm::unpack(&bytes, keys, docs, now)?))
 }
 
+/// What carries DIDComm messages to another agent: HTTP POSTs to its endpoint, or a QUIC
+/// peer link's message streams.
+pub enum Carrier {
+    /// `POST` to this URL.
+    Http(reqwest::blocking::Client, String),
+    /// Over this link, its async side run on this runtime.
+    #[cfg(feature = "federation")]
+    Link(
+        tokio::runtime::Handle,
+        Box<fleetmesh_transport::link::PeerLink>,
+    ),
+}
+
+impl Carrier {
+    /// `packed` to the agent, and its reply opened for `keys` (`docs`: the documents it
+    /// may be authcrypted by); `None` when it took the message without one. Blocking.
+    ///
+    /// # Errors
+    /// The carrier's, the agent's refusal, or a reply that does not open.
+    pub fn exchange(
+        &self,
+        packed: &Value,
+        keys: &NodeKeys,
+        docs: &Vec<PeerDoc>,
+    ) -> anyhow::Result<Option<Unpacked>> {
+        match self {
+            Carrier::Http(client, url) => exchange(client, url, packed, keys, docs),
+            #[cfg(feature = "federation")]
+            Carrier::Link(runtime, link) => {
+                runtime.block_on(crate::federation::exchange_over(link, packed, keys, docs))
+            }
+        }
+    }
+}
+
+/// The federation's links to other nodes by Nostr key (hex): how a node without
+/// `mediator_url` reaches its mediator.
+#[cfg(feature = "federation")]
+pub type Links = crate::federation::Links;
+
 impl DidComm {
     /// With `[didcomm] mediator`: picks the node's messages up from its mediator every
-    /// `pickup_secs`, handles each as if POSTed here, and forwards each reply to the
-    /// mediator for its recipient to pick up. Failures are logged and tried again.
-    pub fn spawn_pickup(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+    /// `pickup_secs` — at `mediator_url`, or without one over the node's QUIC link to the
+    /// mediator (in `links`, once the federation has it up) — handles each as if POSTed
+    /// here, and forwards each reply to the mediator for its recipient to pick up.
+    /// Failures are logged and tried again.
+    pub fn spawn_pickup(
+        self: &Arc<Self>,
+        #[cfg(feature = "federation")] links: Option<Links>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
         let mediator = self.config.mediator.clone()?;
-        let url = self.config.mediator_url.clone()?;
+        let url = self.config.mediator_url.clone();
         let every = std::time::Duration::from_secs(self.config.pickup_secs);
         let me = self.clone();
         Some(tokio::spawn(async move {
             let mut doc: Option<PeerDoc> = None;
             loop {
                 tokio::time::sleep(every).await;
-                let (m, mediator, base, known) =
-                    (me.clone(), mediator.clone(), url.clone(), doc.take());
-                match tokio::task::spawn_blocking(move || m.pickup_once(&mediator, &base, known))
-                    .await
-                {
+                let (m, who, base, known) = (me.clone(), mediator.clone(), url.clone(), doc.take());
+                #[cfg(feature = "federation")]
+                let link = links.as_ref().and_then(|l| {
+                    let key = mediator.strip_prefix("did:nostr:")?;
+                    l.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(key)
+                        .cloned()
+                });
+                #[cfg(not(feature = "federation"))]
+                let link: Option<()> = None;
+                if base.is_none() && link.is_none() {
+                    tracing::debug!(%mediator, "no link to the mediator yet");
+                    continue;
+                }
+                let runtime = tokio::runtime::Handle::current();
+                let once = move || -> anyhow::Result<PeerDoc> {
+                    let _ = &runtime;
+                    let client = reqwest::blocking::Client::builder()
+                        .timeout(std::time::Duration::from_secs(30))
+                        .build()?;
+                    let (carrier, doc) = match (base, link) {
+                        (Some(base), _) => {
+                            let doc = match known {
+                                Some(d) => d,
+                                None => mediator_doc(&client, &base, &who)?,
+                            };
+                            let url = format!("{}/didcomm", base.trim_end_matches('/'));
+                            (Carrier::Http(client, url), doc)
+                        }
+                        #[cfg(feature = "federation")]
+                        (None, Some(link)) => {
+                            let doc = PeerDoc::parse(&did::document(&link.content))?;
+                            anyhow::ensure!(
+                                doc.did == who,
+                                "the link is to {}, not {who}",
+                                doc.did
+                            );
+                            (Carrier::Link(runtime, Box::new(link)), doc)
+                        }
+                        _ => anyhow::bail!("no way to the mediator"),
+                    };
+                    m.pickup_once(&carrier, &doc)?;
+                    Ok(doc)
+                };
+                match tokio::task::spawn_blocking(once).await {
                     Ok(Ok(d)) => doc = Some(d),
                     Ok(Err(e)) => {
-                        tracing::warn!(mediator = %url, error = %e, "picking up from the mediator")
+                        tracing::warn!(%mediator, error = %e, "picking up from the mediator")
                     }
                     Err(_) => return,
                 }
@@ -568,48 +654,21 @@ impl DidComm {
         }))
     }
 
-    /// One pickup; the mediator's document (read from its `/.well-known/did.json` the
-    /// first time, and checked to be `mediator`'s).
-    fn pickup_once(
-        &self,
-        mediator: &str,
-        base: &str,
-        known: Option<PeerDoc>,
-    ) -> anyhow::Result<PeerDoc> {
-        let client = reqwest::blocking::Client::builder()
-            .timeout(std::time::Duration::from_secs(30))
-            .build()?;
-        let base = base.trim_end_matches('/');
-        let doc = match known {
-            Some(d) => d,
-            None => {
-                let v: Value = client
-                    .get(format!("{base}/.well-known/did.json"))
-                    .send()?
-                    .error_for_status()?
-                    .json()?;
-                let d = PeerDoc::parse(&v)?;
-                anyhow::ensure!(
-                    d.did == mediator,
-                    "{base} is {}, not the mediator {mediator}",
-                    d.did
-                );
-                d
-            }
-        };
-        let (url, docs) = (format!("{base}/didcomm"), vec![doc.clone()]);
+    /// One pickup from the mediator whose document is `doc`, by `carrier`.
+    fn pickup_once(&self, carrier: &Carrier, doc: &PeerDoc) -> anyhow::Result<()> {
+        let docs = vec![doc.clone()];
         let routing_key = doc
             .agreement
             .first()
             .map(|(k, _)| k.clone())
             .unwrap_or_default();
         let ask = json!({"limit": DELIVERY_LIMIT, "recipient_did": self.keys.did()});
-        let req = request(&self.keys, &self.descriptor, &doc, DELIVERY_REQUEST, ask)?;
-        let Some(got) = exchange(&client, &url, &req, &self.keys, &docs)? else {
-            return Ok(doc);
+        let req = request(&self.keys, &self.descriptor, doc, DELIVERY_REQUEST, ask)?;
+        let Some(got) = carrier.exchange(&req, &self.keys, &docs)? else {
+            return Ok(());
         };
         if got.message.type_ != DELIVERY {
-            return Ok(doc);
+            return Ok(());
         }
         let mut taken = Vec::new();
         for a in &got.message.attachments {
@@ -624,8 +683,8 @@ impl DidComm {
             };
             match outcome {
                 Outcome::Reply(to, packed) => {
-                    let fwd = enveloped_forward(&self.keys, &packed, &to, &doc, &routing_key)?;
-                    exchange(&client, &url, &fwd, &self.keys, &docs)?;
+                    let fwd = enveloped_forward(&self.keys, &packed, &to, doc, &routing_key)?;
+                    carrier.exchange(&fwd, &self.keys, &docs)?;
                 }
                 Outcome::Refused(_, code, why) => {
                     tracing::info!(
@@ -640,13 +699,35 @@ impl DidComm {
         let ack = request(
             &self.keys,
             &self.descriptor,
-            &doc,
+            doc,
             RECEIVED,
             json!({"message_id_list": taken}),
         )?;
-        exchange(&client, &url, &ack, &self.keys, &docs)?;
-        Ok(doc)
+        carrier.exchange(&ack, &self.keys, &docs)?;
+        Ok(())
     }
+}
+
+/// The mediator's DID document, read from `base`'s `/.well-known/did.json` and checked to
+/// be `mediator`'s.
+fn mediator_doc(
+    client: &reqwest::blocking::Client,
+    base: &str,
+    mediator: &str,
+) -> anyhow::Result<PeerDoc> {
+    let base = base.trim_end_matches('/');
+    let v: Value = client
+        .get(format!("{base}/.well-known/did.json"))
+        .send()?
+        .error_for_status()?
+        .json()?;
+    let d = PeerDoc::parse(&v)?;
+    anyhow::ensure!(
+        d.did == mediator,
+        "{base} is {}, not the mediator {mediator}",
+        d.did
+    );
+    Ok(d)
 }
 
 #[cfg(test)]

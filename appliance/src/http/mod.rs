@@ -348,6 +348,9 @@ pub async fn run(
     // new events here start peering rounds at once
     let kicker = peers.spawn_kicker(&relay);
     // messages held for this node by its mediator ([didcomm] mediator)
+    #[cfg(feature = "federation")]
+    let pickup = didcomm.spawn_pickup(federation.as_ref().map(|f| f.links()));
+    #[cfg(not(feature = "federation"))]
     let pickup = didcomm.spawn_pickup();
     let watcher = node.config.manifests.watch.then(|| {
         let m = &node.config.manifests;

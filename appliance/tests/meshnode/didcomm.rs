@@ -543,18 +543,7 @@ fn a_buyer_who_knows_only_the_did_gets_a_job_run_by_didcomm_directly_and_through
     });
     let out = work.path().join("mediated");
     let o = submit(&q_did, &[&m_relay], &out, &["--via", "didcomm"]);
-    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
-    assert!(
-        stderr(&o).contains(&format!("mediator {m_did}")),
-        "{}",
-        stderr(&o)
-    );
-    let answer: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-    assert_eq!(answer["job"]["state"], "verified", "{answer}");
-    assert_eq!(
-        std::fs::read_to_string(out.join("stdout")).unwrap(),
-        "BY DIDCOMM"
-    );
+    mediated_answer(&o, &m_did, &out, "BY DIDCOMM");
     assert_eq!(counted(&q, "accepted"), 1.0);
     assert!(counted(&m, "held") >= 2.0 && counted(&m, "delivered") >= 2.0);
 
@@ -688,4 +677,113 @@ fn write_doc(dir: &Path, d: &Daemon) -> PathBuf {
     let path = dir.join(format!("{}.json", d.addr.replace([':', '.'], "-")));
     std::fs::write(&path, doc).unwrap();
     path
+}
+
+#[test]
+fn a_node_nobody_can_dial_is_mediated_by_a_backbone_over_its_outbound_quic_link() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let work = tempfile::tempdir().unwrap();
+    let file = upper_job(work.path(), "behind the backbone", "linked-mediated-1");
+    let free = |udp: bool| {
+        if udp {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap().port()
+        } else {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        }
+    };
+    // m: mediates, answers DIDComm at a URL, peers over QUIC and gossips on loopback
+    let m_peering = format!(
+        "[peering]\ninterval_secs = 1\nquic_listen = \"127.0.0.1:{}\"\n\
+         gossip_listen = \"/ip4/127.0.0.1/tcp/{}\"\n",
+        free(true),
+        free(false)
+    );
+    let (m_dir, m, _) = didcomm_node(
+        |port| format!("didcomm=http://127.0.0.1:{port}/didcomm"),
+        &[
+            ("mediate = false", "mediate = true"),
+            ("[peering]\ninterval_secs = 30\n", m_peering.as_str()),
+        ],
+    );
+    let m_did = did_of_node(m_dir.path());
+    let m_relay = format!("ws://{}/", m.addr);
+    let m_doc: Value = reqwest::blocking::get(m.url("/.well-known/did.json"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let gossip = m_doc["service"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["type"] == "libp2p")
+        .and_then(|s| s["serviceEndpoint"].as_str())
+        .unwrap_or_else(|| panic!("m advertises no gossip address: {m_doc}"))
+        .to_owned();
+    // l: a leaf (it answers no connections, advertises no address) naming m as its
+    // mediator without a URL: it finds m by gossip, dials it, and picks up over that link
+    let l_peering = format!(
+        "[peering]\ninterval_secs = 1\nquic_listen = \"127.0.0.1:0\"\n\
+         gossip_listen = \"/ip4/127.0.0.1/tcp/0\"\nbootstrap = [\"{gossip}\"]\n"
+    );
+    let l_didcomm = format!("mediator = \"{m_did}\"\npickup_secs = 1");
+    let (l_dir, _l, _) = didcomm_node(
+        |_| format!("didcomm={m_did}"),
+        &[
+            ("class = \"edge\"", "class = \"leaf\""),
+            ("pickup_secs = 2", l_didcomm.as_str()),
+            (
+                "[peering]\ninterval_secs = 30\nbootstrap = []\n",
+                l_peering.as_str(),
+            ),
+        ],
+    );
+    let l_did = did_of_node(l_dir.path());
+    let l_key = l_did.strip_prefix("did:nostr:").unwrap().to_owned();
+    // its descriptor reaches m's relay over the link, for buyers to resolve there
+    super::peering::wait_until("m holds l's descriptor", || {
+        let filter = serde_json::json!({"kinds": [11801], "authors": [l_key]});
+        !runtime().block_on(req_events(&m_relay, filter)).is_empty()
+    });
+    let buyer = tempfile::tempdir().unwrap();
+    assert!(init(buyer.path(), &[]).status.success());
+    let out = work.path().join("out");
+    let o = run(&[
+        "job",
+        "submit",
+        file.to_str().unwrap(),
+        "--to",
+        &l_did,
+        "--key-dir",
+        buyer.path().to_str().unwrap(),
+        "--via",
+        "didcomm",
+        "--relay",
+        &m_relay,
+        "--wait-secs",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let answer = mediated_answer(&o, &m_did, &out, "BEHIND THE BACKBONE");
+    assert_eq!(answer["receipt"]["pubkey"], l_key.as_str());
+}
+
+/// The answer `job submit` printed (`o`) for a job through the mediator `m_did`: verified,
+/// its result's stdout in `out` `expected`.
+fn mediated_answer(o: &Output, m_did: &str, out: &Path, expected: &str) -> Value {
+    assert!(o.status.success(), "{} {}", stdout(o), stderr(o));
+    assert!(
+        stderr(o).contains(&format!("mediator {m_did}")),
+        "{}",
+        stderr(o)
+    );
+    let answer: Value = serde_json::from_str(stdout(o).trim()).unwrap();
+    assert_eq!(answer["job"]["state"], "verified", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("stdout")).unwrap(),
+        expected
+    );
+    answer
 }

@@ -173,18 +173,16 @@ fn peering_settings_are_checked_at_start_up() {
         let text = std::fs::read_to_string(dir.path().join("meshnode.toml")).unwrap();
         std::fs::write(dir.path().join("meshnode.toml"), text.replace(edit, "")).unwrap();
     }
-    // and so are [didcomm]'s: a mediator without its URL
-    edit_config(
-        dir.path(),
-        &[("[didcomm]\n", "[didcomm]\nmediator = \"did:nostr:ab\"\n")],
-    );
+    // and so are [didcomm]'s: a mediator without its URL, and no QUIC link to reach it by
+    let mediator = format!("[didcomm]\nmediator = \"did:nostr:{}\"\n", "ab".repeat(32));
+    edit_config(dir.path(), &[("[didcomm]\n", mediator.as_str())]);
     let o = run(&[
         "run",
         dir.path().to_str().unwrap(),
         "--listen",
         "127.0.0.1:0",
     ]);
-    assert_usage_error(&o, "give both or neither");
+    assert_usage_error(&o, "is reached over a QUIC link");
 }
 
 #[test]
