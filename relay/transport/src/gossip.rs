@@ -40,7 +40,9 @@ pub const TOPIC: &str = "/fleetmesh/announce/1";
 pub const MAX_MESSAGE: usize = 64 * 1024;
 /// A heartbeat older (or further ahead) than this is stale.
 const HEARTBEAT_SKEW: u64 = 300;
-/// How often unreachable bootstrap peers are dialled again.
+/// How often unreachable bootstrap peers are dialled again: after 250 ms at first (nodes
+/// started together come up a moment apart), doubling up to every 5 s.
+const REDIAL_FIRST: Duration = Duration::from_millis(250);
 const REDIAL: Duration = Duration::from_secs(5);
 /// Messages judged and not yet read by the node before more are dropped: a bound on the
 /// memory a flood can take (each at most [`MAX_MESSAGE`]).
@@ -198,10 +200,9 @@ fn unix_now() -> u64 {
 
 impl Gossip {
     /// Starts the swarm with `secret` (the node's Ed25519 key) as identity, listening on
-    /// `listen` and dialling each of `bootstrap` (again every few seconds while it is not
-    /// connected). What it hears goes to `heard` (make it with [`HEARD_QUEUE`] places);
-    /// messages of another `digest` are not
-    /// passed on.
+    /// `listen` and dialling each of `bootstrap` (again after 250 ms, then ever less often
+    /// up to every 5 s, while it is not connected). What it hears goes to `heard` (make it
+    /// with [`HEARD_QUEUE`] places); messages of another `digest` are not passed on.
     ///
     /// # Errors
     /// [`Error::Gossip`] for a bad address or key, [`Error::Bind`] when `listen` cannot
@@ -258,7 +259,8 @@ impl Gossip {
         let peer_id = *swarm.local_peer_id();
         let task = tokio::spawn(async move {
             let mut last: Option<Vec<u8>> = None;
-            let mut redial = tokio::time::interval(REDIAL);
+            let mut redial_gap = REDIAL_FIRST;
+            let mut redial_at = tokio::time::Instant::now();
             // a peer that subscribed learns our descriptor a moment later rather than at
             // the next periodic announcement (one publication for a burst of subscriptions)
             let mut republish_at: Option<tokio::time::Instant> = None;
@@ -276,10 +278,12 @@ impl Gossip {
                         }
                         None => break,
                     },
-                    _ = redial.tick() => {
+                    _ = tokio::time::sleep_until(redial_at) => {
                         for addr in &bootstrap {
                             dial(&mut swarm, addr);
                         }
+                        redial_at = tokio::time::Instant::now() + redial_gap;
+                        redial_gap = (redial_gap * 2).min(REDIAL);
                     },
                     _ = tokio::time::sleep_until(republish_at.unwrap_or_else(tokio::time::Instant::now)), if republish_at.is_some() => {
                         republish_at = None;
