@@ -11,6 +11,7 @@ use fleetmesh_schemas::{ProtocolDigest, SchemaSet};
 use tokio::sync::mpsc;
 
 use crate::link::{Quic, Seen};
+use crate::relays::RelayServers;
 
 pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
@@ -97,20 +98,31 @@ async fn node_as(
 /// A relay on a fresh SQLite file in `dir`, and an endpoint on loopback for a new key,
 /// not serving yet.
 async fn endpoint(dir: &std::path::Path) -> (Arc<Relay>, NodeKeys, Quic) {
-    let db = dir.join("a.sqlite");
+    let (relay, keys, quic, _) = endpoint_at(dir, "a", &RelayServers::default()).await;
+    (relay, keys, quic)
+}
+
+/// As [`endpoint`], its store `dir/NAME.sqlite` (also returned), homed on `relays`.
+async fn endpoint_at(
+    dir: &std::path::Path,
+    name: &str,
+    relays: &RelayServers,
+) -> (Arc<Relay>, NodeKeys, Quic, std::path::PathBuf) {
+    let db = dir.join(format!("{name}.sqlite"));
     Store::create(&db).unwrap();
     let (relay, _) = Relay::start(&db, RelayConfig::default()).unwrap();
     let keys = NodeKeys::generate().unwrap();
     let digest = SchemaSet::embedded().digest();
-    let quic = Quic::bind(
+    let quic = Quic::bind_with(
         &keys.ed25519_secret(),
         "127.0.0.1:0".parse().unwrap(),
         &descriptor(&keys, &digest, vec![]),
         digest,
+        relays,
     )
     .await
     .unwrap();
-    (relay, keys, quic)
+    (relay, keys, quic, db)
 }
 
 fn stored(db: &std::path::Path) -> usize {
@@ -473,7 +485,7 @@ async fn a_message_over_a_link_is_answered_by_the_handler_with_the_checked_sende
 
 #[tokio::test]
 async fn peers_reach_each_other_through_a_relay_server_of_their_own() {
-    use crate::relays::{RelayServer, RelayServers};
+    use crate::relays::RelayServer;
     let certs = fleetmesh_relay::testing::LoopbackCert::generate();
     let loopback = "127.0.0.1:0".parse().unwrap();
     // a certificate with another's key is refused
@@ -504,20 +516,7 @@ async fn peers_reach_each_other_through_a_relay_server_of_their_own() {
     let homed = |name: &'static str| {
         let (dir, relays) = (dir.path().to_path_buf(), relays.clone());
         async move {
-            let db = dir.join(format!("{name}.sqlite"));
-            Store::create(&db).unwrap();
-            let (relay, _) = Relay::start(&db, RelayConfig::default()).unwrap();
-            let keys = NodeKeys::generate().unwrap();
-            let digest = SchemaSet::embedded().digest();
-            let quic = Quic::bind_with(
-                &keys.ed25519_secret(),
-                loopback,
-                &descriptor(&keys, &digest, vec![]),
-                digest,
-                &relays,
-            )
-            .await
-            .unwrap();
+            let (relay, keys, quic, db) = endpoint_at(&dir, name, &relays).await;
             let (tx, _seen) = mpsc::unbounded_channel();
             quic.serve(relay.clone(), tx, crate::link::open_sessions());
             (keys, db, relay, quic)
