@@ -142,7 +142,8 @@ fn peering_settings_are_checked_at_start_up() {
     std::fs::remove_file(&ca).unwrap();
     let ca_line = format!("ca = {:?}\n", ca.display().to_string());
     // the federation transports: a bootstrap address without its peer id, a gossip address
-    // that is not a multiaddr, a bootstrap without a gossip listener, a heartbeat out of range
+    // that is not a multiaddr, a bootstrap without a gossip listener, a heartbeat out of
+    // range, bad iroh relay settings
     for (edit, says) in [
         (
             "bootstrap = [\"/ip4/127.0.0.1/tcp/7779\"]\n",
@@ -157,6 +158,19 @@ fn peering_settings_are_checked_at_start_up() {
             "bootstrap needs gossip_listen",
         ),
         ("heartbeat_secs = 0\n", "[peering] heartbeat_secs = 0"),
+        // iroh relays: not https, no QUIC endpoint to home, a CA file that is not there
+        (
+            "iroh_relays = [\"http://relay.example/\"]\n",
+            "an https:// URL of an iroh relay server",
+        ),
+        (
+            "iroh_relays = [\"https://relay.example/\"]\n",
+            "iroh_relays needs quic_listen",
+        ),
+        (
+            "iroh_relay_ca = \"/nonexistent/relay-ca.pem\"\n",
+            "[peering] iroh_relay_ca = /nonexistent/relay-ca.pem",
+        ),
     ] {
         let key = edit.split(" = ").next().unwrap();
         let text = std::fs::read_to_string(dir.path().join("meshnode.toml")).unwrap();
