@@ -112,7 +112,8 @@ impl Connection {
     pub(super) fn reject(&self, id: &str, why: Rejection, msg: &str) -> bool {
         self.relay.metrics.reject(why);
         // one line per refusal only at debug: a flood of them is summarised instead
-        debug!(peer = %self.peer, id, reason = msg, "event rejected");
+        let key = self.session.as_ref().map(|p| p.name.as_str());
+        debug!(peer = %self.peer, key, id, reason = msg, "event rejected");
         self.send(message::ok(id, false, msg))
     }
 
