@@ -12,7 +12,9 @@ use fleetmesh_proto::{Endpoint, Mode, NodeClass};
 use serde::{Deserialize, Serialize};
 
 mod peering;
-pub use peering::{PeerSection, PeeringSection};
+#[cfg(feature = "federation")]
+pub(crate) use peering::pem_certs;
+pub use peering::{DEFAULT_MAX_PEERS, PeerSection, PeeringSection};
 
 /// File name of the configuration inside a node directory.
 pub const FILE: &str = "meshnode.toml";

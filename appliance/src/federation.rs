@@ -39,7 +39,9 @@ use fleetmesh_relay::face::Relay;
 use fleetmesh_transport::Multiaddr;
 use fleetmesh_transport::gossip::{Gossip, Heard, peer_id_of};
 use fleetmesh_transport::link::{Quic, Seen};
-use fleetmesh_transport::relays::{CLIENT_BYTES_PER_SECOND, RelayServer, RelayServers};
+use fleetmesh_transport::relays::{
+    Admission, CLIENT_BYTES_PER_SECOND, Members, RelayServer, RelayServers,
+};
 use serde_json::json;
 use tokio::sync::{Notify, mpsc};
 
@@ -150,6 +152,16 @@ impl At {
     }
 }
 
+/// Lets a node of the federation (its descriptor checked, its digest ours) use our iroh
+/// relay server, when it serves members only.
+fn admit(admitted: Option<&Members>, content: &DescriptorContent) {
+    if let (Some(m), Some(ed)) = (admitted, ed25519_of(content))
+        && !m.admit(ed)
+    {
+        tracing::debug!(did = %content.did, "iroh relay server: its members are at their bound");
+    }
+}
+
 fn ed25519_of(content: &DescriptorContent) -> Option<[u8; 32]> {
     let k = content.keys.iter().find(|k| k.key_type == "ed25519")?;
     hex::decode(&k.public).ok()?.try_into().ok()
@@ -166,7 +178,15 @@ struct Ctx {
     filter: String,
     every: Duration,
     links: Links,
+    /// The most peers dialled at once (`[peering] max_peers`).
+    max_dialled: usize,
+    /// Who may use our iroh relay server, when it serves the federation's nodes only:
+    /// every node whose descriptor is heard or that peers with us is added.
+    admitted: Option<Members>,
 }
+
+/// Dials in a row that fail before a peer is let go (until it is heard again).
+const DIAL_ATTEMPTS: u32 = 6;
 
 /// Starts what `[peering]` asks for (nothing when neither `quic_listen` nor
 /// `gossip_listen` is set).
@@ -186,9 +206,17 @@ pub async fn start(
     if p.quic_listen.is_none() && p.gossip_listen.is_none() && p.iroh_relay_listen.is_none() {
         return Ok(None);
     }
+    let admitted = (p.iroh_relay_listen.is_some() && !p.iroh_relay_open)
+        .then(|| Members::new(p.max_peers as usize * 4));
+    if let Some(m) = &admitted {
+        m.admit(keys.ed25519_public());
+    }
     let relay_server = match (p.iroh_relay_listen, p.relay_identity()) {
         (Some(addr), Ok(Some((chain, key)))) => {
-            let r = RelayServer::spawn(addr, chain, key, CLIENT_BYTES_PER_SECOND)
+            let admission = admitted
+                .clone()
+                .map_or(Admission::Anyone, Admission::Members);
+            let r = RelayServer::spawn(addr, chain, key, CLIENT_BYTES_PER_SECOND, admission)
                 .await
                 .with_context(|| format!("[peering] iroh_relay_listen = \"{addr}\""))?;
             tracing::info!(addr = ?r.addr(), "iroh relay server");
@@ -209,6 +237,8 @@ pub async fn start(
         filter: p.filter.clone(),
         every: Duration::from_secs(p.interval_secs),
         links: Links::default(),
+        max_dialled: p.max_peers as usize,
+        admitted,
     };
     let quic = match p.quic_listen {
         Some(addr) => {
@@ -225,7 +255,7 @@ pub async fn start(
             if !leaf {
                 let (tx, rx) = mpsc::unbounded_channel();
                 tasks.push(q.serve(relay.clone(), tx, sessions(ctx.clone())));
-                tasks.push(tokio::spawn(seen(rx, table.clone())));
+                tasks.push(tokio::spawn(seen(rx, table.clone(), ctx.admitted.clone())));
             }
             Some(q)
         }
@@ -365,7 +395,7 @@ pub async fn exchange_over(
 }
 
 /// Inbound links and refused hellos, into the table.
-async fn seen(mut rx: mpsc::UnboundedReceiver<Seen>, table: Arc<Peers>) {
+async fn seen(mut rx: mpsc::UnboundedReceiver<Seen>, table: Arc<Peers>, admitted: Option<Members>) {
     while let Some(s) = rx.recv().await {
         match s {
             Seen::Peered {
@@ -374,6 +404,7 @@ async fn seen(mut rx: mpsc::UnboundedReceiver<Seen>, table: Arc<Peers>) {
             } => {
                 metrics::counter!("fleetmesh_quic_hellos_total", "outcome" => "accepted")
                     .increment(1);
+                admit(admitted.as_ref(), &content);
                 table.update(&hex::encode(descriptor.pubkey), |v| {
                     v.digest_match = true;
                     v.transport = Some("iroh".into());
@@ -453,6 +484,7 @@ async fn heard(
                     continue;
                 }
                 let key = hex::encode(event.pubkey);
+                admit(ctx.admitted.as_ref(), &content);
                 if table.get(&key).is_none() {
                     // a node new to us: it may not have heard of us yet
                     gossip.republish().await;
@@ -471,9 +503,16 @@ async fn heard(
                         v.link = "not peered".into();
                     }
                 });
+                // peers let go (their tasks ended) make room
+                links.retain(|_, (_, _, at)| !at.is_closed());
                 match (links.get(&key), &quic, ed25519_of(&content)) {
                     (Some((_, _, at)), _, _) => {
                         let _ = at.send(addrs);
+                    }
+                    (None, Some(_), Some(_)) if dialable && links.len() >= ctx.max_dialled => {
+                        metrics::counter!("fleetmesh_gossip_messages_total", "outcome" => "over_max_peers")
+                            .increment(1);
+                        tracing::debug!(peer = %key, max = ctx.max_dialled, "not dialled: [peering] max_peers are dialled already");
                     }
                     (None, Some(q), Some(ed)) if dialable => {
                         let kick = ctx.table.kick();
@@ -536,6 +575,7 @@ async fn peer(
 ) {
     let mut wait = ctx.every;
     let mut first = true;
+    let mut failed_dials = 0;
     loop {
         if !first {
             let _ = tokio::time::timeout(wait, wake.beat.notified()).await;
@@ -546,9 +586,16 @@ async fn peer(
             Ok(l) => l,
             Err(e) => {
                 wait = crate::peering::record(&ctx.table, &key, Err(e.into()), ctx.every, wait);
+                failed_dials += 1;
+                if failed_dials >= DIAL_ATTEMPTS {
+                    // its place among the dialled peers goes to the next one heard
+                    tracing::info!(peer = %key, dials = failed_dials, "peer let go until it is heard again");
+                    return;
+                }
                 continue;
             }
         };
+        failed_dials = 0;
         ctx.table.update(&key, |v| {
             v.link = "up".into();
             v.transport = Some("iroh".into());

@@ -2,8 +2,15 @@
 //! transport in use, their last heartbeat, the last sync round and what it moved, and what
 //! was refused from them. Written by the peering tasks ([`crate::peering`], the federation
 //! transports), read by `GET /v1/peers` and `meshnode peers`.
+//!
+//! Anyone can make a key and announce a valid descriptor, so nothing here grows with what
+//! strangers send: the table holds at most its capacity (a new peer takes the place of the
+//! one heard from least recently among those without a working link, or is left out and
+//! counted when every entry has one), and the refusal counts keep
+//! [`REFUSAL_SOURCES`] sources each, the rest under `"(others)"`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fleetmesh_relay::face::{PeerRefusal, Tally, TallyCounts};
@@ -68,10 +75,20 @@ pub struct PeerView {
     pub traffic: TallyCounts,
 }
 
+/// The most sources each refusal count keeps by name.
+pub const REFUSAL_SOURCES: usize = 256;
+
+/// Where refusals from sources past [`REFUSAL_SOURCES`] are counted.
+const OTHERS: &str = "(others)";
+
 /// The table, shared by the tasks and the API.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Peers {
+    /// The most entries in `peers` (and tallies kept).
+    cap: usize,
     peers: Mutex<BTreeMap<String, PeerView>>,
+    /// Peers left out because the table was full of peers with working links.
+    left_out: AtomicU64,
     /// Gossip messages refused, by the libp2p peer they came through.
     gossip_refused: Mutex<BTreeMap<String, u64>>,
     /// Hello refusals on the QUIC endpoint, by the remote's Ed25519 key.
@@ -85,21 +102,73 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Counts one refusal from `source`, by name while fewer than [`REFUSAL_SOURCES`] are.
+fn count_refusal(counts: &Mutex<BTreeMap<String, u64>>, source: &str) {
+    let mut counts = lock(counts);
+    let key = if counts.contains_key(source) || counts.len() < REFUSAL_SOURCES {
+        source
+    } else {
+        OTHERS
+    };
+    *counts.entry(key.to_owned()).or_default() += 1;
+}
+
+impl Default for Peers {
+    fn default() -> Self {
+        Peers::new(crate::config::DEFAULT_MAX_PEERS * 4)
+    }
+}
+
 /// Unix time now.
 pub fn now() -> u64 {
     crate::node::unix_now()
 }
 
 impl Peers {
-    /// Changes the peer `id`'s entry (made if new).
+    /// A table of at most `cap` peers.
+    pub fn new(cap: usize) -> Peers {
+        Peers {
+            cap: cap.max(1),
+            peers: Mutex::default(),
+            left_out: AtomicU64::new(0),
+            gossip_refused: Mutex::default(),
+            hello_refused: Mutex::default(),
+            tallies: Mutex::default(),
+            kicks: Mutex::default(),
+        }
+    }
+
+    /// Changes the peer `id`'s entry, made if new. A full table makes room by dropping the
+    /// entry heard from least recently among those whose link is not up; when every link
+    /// is up, a new peer is left out (counted as `left_out`) and `f` is not run.
     pub fn update(&self, id: &str, f: impl FnOnce(&mut PeerView)) {
         let mut peers = lock(&self.peers);
+        let mut dropped = None;
+        if !peers.contains_key(id) && peers.len() >= self.cap {
+            let stalest = peers
+                .values()
+                .filter(|v| v.link != "up")
+                .min_by_key(|v| v.last_heartbeat.max(v.last_sync))
+                .map(|v| v.id.clone());
+            let Some(old) = stalest else {
+                self.left_out.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(peer = %id, "the peers table is full of linked peers: left out");
+                return;
+            };
+            peers.remove(&old);
+            dropped = Some(old);
+        }
         let view = peers.entry(id.to_owned()).or_insert_with(|| PeerView {
             id: id.to_owned(),
             link: "down".into(),
             ..PeerView::default()
         });
         f(view);
+        drop(peers);
+        if let Some(old) = dropped {
+            tracing::debug!(peer = %old, "dropped from the full peers table");
+            lock(&self.tallies).remove(&old);
+        }
     }
 
     /// The entry of `id`.
@@ -108,12 +177,14 @@ impl Peers {
         lock(&self.peers).get(id).cloned()
     }
 
-    /// The traffic tally of the peer `id` (made if new), for its relay sessions.
+    /// The traffic tally of the peer `id` (made if new), for its relay sessions. Past the
+    /// table's capacity a new peer's tally counts without being kept.
     pub fn tally(&self, id: &str) -> Arc<Tally> {
-        lock(&self.tallies)
-            .entry(id.to_owned())
-            .or_default()
-            .clone()
+        let mut tallies = lock(&self.tallies);
+        if !tallies.contains_key(id) && tallies.len() >= self.cap {
+            return Arc::default();
+        }
+        tallies.entry(id.to_owned()).or_default().clone()
     }
 
     /// Records a round with `id`: what it moved, or why it failed.
@@ -152,17 +223,13 @@ impl Peers {
     /// Counts a gossip message refused from `via`.
     #[cfg_attr(not(feature = "federation"), allow(dead_code))]
     pub fn gossip_refused(&self, via: &str) {
-        *lock(&self.gossip_refused)
-            .entry(via.to_owned())
-            .or_default() += 1;
+        count_refusal(&self.gossip_refused, via);
     }
 
     /// Counts a QUIC hello refused from `remote`.
     #[cfg_attr(not(feature = "federation"), allow(dead_code))]
     pub fn hello_refused(&self, remote: &str) {
-        *lock(&self.hello_refused)
-            .entry(remote.to_owned())
-            .or_default() += 1;
+        count_refusal(&self.hello_refused, remote);
     }
 
     /// A wake-up for a peering task: [`Peers::kick_all`] notifies it.
@@ -221,6 +288,62 @@ impl Peers {
             "peers": peers,
             "gossip_refused": *lock(&self.gossip_refused),
             "hello_refused": *lock(&self.hello_refused),
+            "left_out": self.left_out.load(Ordering::Relaxed),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_table_drops_the_stalest_unlinked_peer_and_leaves_out_new_ones_when_all_are_up() {
+        let t = Peers::new(3);
+        for (id, beat) in [("a", 30), ("b", 10), ("c", 20)] {
+            t.update(id, |v| v.last_heartbeat = Some(beat));
+            t.tally(id).received(1, 10);
+        }
+        t.update("a", |v| v.link = "up".into());
+        // b is the stalest of those not up: it makes room for d, its tally goes with it
+        t.update("d", |v| v.link = "up".into());
+        assert!(t.get("b").is_none());
+        assert!(t.get("a").is_some() && t.get("c").is_some() && t.get("d").is_some());
+        t.update("e", |v| v.link = "up".into());
+        assert!(
+            t.get("c").is_none(),
+            "c was the only one left without a link"
+        );
+        // every entry is up: a newcomer is left out and counted, known peers still change
+        let mut ran = false;
+        t.update("f", |_| ran = true);
+        assert!(!ran && t.get("f").is_none());
+        t.update("a", |v| v.rounds_ok = 7);
+        assert_eq!(t.get("a").unwrap().rounds_ok, 7);
+        let snap = t.snapshot();
+        assert_eq!(snap["left_out"], 1);
+        assert_eq!(snap["peers"].as_array().unwrap().len(), 3);
+        // tallies are kept for at most as many peers; b's went with it
+        assert!(!lock(&t.tallies).contains_key("b"));
+        t.tally("g").received(1, 1);
+        t.tally("h").received(1, 1);
+        assert!(lock(&t.tallies).len() <= 3);
+    }
+
+    #[test]
+    fn refusals_are_counted_by_source_up_to_a_bound_and_the_rest_together() {
+        let t = Peers::new(8);
+        for i in 0..REFUSAL_SOURCES + 50 {
+            t.hello_refused(&format!("key{i}"));
+            t.gossip_refused(&format!("peer{i}"));
+        }
+        t.hello_refused("key0");
+        let snap = t.snapshot();
+        for field in ["hello_refused", "gossip_refused"] {
+            let counts = snap[field].as_object().unwrap();
+            assert_eq!(counts.len(), REFUSAL_SOURCES + 1, "{field}");
+            assert_eq!(counts[OTHERS], 50, "{field}");
+        }
+        assert_eq!(snap["hello_refused"]["key0"], 2);
     }
 }

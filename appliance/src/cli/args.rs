@@ -186,6 +186,10 @@ pub struct ByKey {
     /// provider's (and its mediator's) descriptor. Repeatable.
     #[arg(long = "relay", value_name = "URL")]
     pub relays: Vec<String>,
+    /// iroh: a PEM file of CA certificates trusted for the provider's iroh relay servers
+    /// (beside the web's roots), for a provider reached through one.
+    #[arg(long = "iroh-relay-ca", value_name = "FILE")]
+    pub iroh_relay_ca: Option<PathBuf>,
     /// giftwrap, didcomm, iroh: seconds to wait for the final answer.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub wait_secs: u64,

@@ -221,15 +221,29 @@ pub(crate) fn by_iroh(
     use fleetmesh_proto::didcomm::VerifyKey;
     let value = provider_document(provider, &by_key.relays, "--via iroh")?;
     let doc = PeerDoc::parse(&value)?;
-    let addrs: Vec<std::net::SocketAddr> = value["service"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|s| s["type"] == "iroh")
-        .filter_map(|s| s["serviceEndpoint"].as_str()?.parse().ok())
-        .collect();
+    let services = |kind: &'static str| {
+        value["service"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(move |s| s["type"] == kind)
+            .filter_map(|s| s["serviceEndpoint"].as_str())
+    };
+    let addrs: Vec<std::net::SocketAddr> =
+        services("iroh").filter_map(|a| a.parse().ok()).collect();
+    // the iroh relay servers it homes on: reached through them where no address answers
+    let relays = fleetmesh_transport::relays::RelayServers {
+        urls: services(crate::federation::IROH_RELAY)
+            .map(str::to_owned)
+            .collect(),
+        roots: match &by_key.iroh_relay_ca {
+            Some(ca) => crate::config::pem_certs(ca)
+                .map_err(|e| anyhow::anyhow!("--iroh-relay-ca {}: {e}", ca.display()))?,
+            None => Vec::new(),
+        },
+    };
     anyhow::ensure!(
-        !addrs.is_empty(),
+        !addrs.is_empty() || !relays.urls.is_empty(),
         "{} names no iroh endpoint (its [peering] quic_listen); try --via didcomm or giftwrap",
         doc.did
     );
@@ -247,25 +261,43 @@ pub(crate) fn by_iroh(
         .build()
         .context("starting the async runtime")?;
     let descriptor = crate::node::leaf_descriptor(keys, crate::node::unix_now())?;
-    let bind: std::net::SocketAddr = if addrs[0].is_ipv4() {
+    let bind: std::net::SocketAddr = if addrs.first().is_none_or(std::net::SocketAddr::is_ipv4) {
         ([0, 0, 0, 0], 0).into()
     } else {
         (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
     };
     let digest = fleetmesh_schemas::SchemaSet::embedded().digest();
     let (quic, link) = runtime.block_on(async {
-        let quic = fleetmesh_transport::link::Quic::bind(
+        let quic = fleetmesh_transport::link::Quic::bind_with(
             &keys.ed25519_secret(),
             bind,
             &descriptor,
             digest,
+            &relays,
         )
         .await?;
-        let link = quic.dial(&ed25519, &addrs).await?;
-        anyhow::Ok((quic, link))
+        match quic.dial_at(&ed25519, &addrs, &relays.urls).await {
+            Ok(link) => anyhow::Ok((quic, link)),
+            Err(e) => {
+                quic.close().await;
+                let through = if relays.urls.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (reached through {}: a relay for its federation's nodes turns away \
+                         keys it does not know — peer with one of them first)",
+                        relays.urls.join(", ")
+                    )
+                };
+                Err(anyhow::Error::new(e).context(format!("dialling {provider}{through}")))
+            }
+        }
     })?;
     let route = Route {
-        url: format!("iroh://{}", addrs[0]),
+        url: match addrs.first() {
+            Some(a) => format!("iroh://{a}"),
+            None => format!("iroh via {}", relays.urls.join(", ")),
+        },
         mediator: None,
     };
     let carrier = Carrier::Link(runtime.handle().clone(), Box::new(link.clone()));

@@ -6,6 +6,9 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
 
+/// `[peering] max_peers` by default.
+pub const DEFAULT_MAX_PEERS: usize = 256;
+
 /// `[peering]`: peers whose stores the node reconciles with its own by NIP-77 on a
 /// schedule, both ways; every fetched event is verified before it is stored.
 ///
@@ -50,6 +53,10 @@ pub struct PeeringSection {
     /// `created_at`) are deleted every `interval_secs`. Its own events are always kept.
     /// Only for `[node] class = "leaf"`. 10 to 1 000 000 000. Default 100 000.
     pub leaf_cache_events: u64,
+    /// The most peers found by gossip that are dialled at once; a peer that cannot be
+    /// dialled six times in a row is let go until it is heard again. The peers table
+    /// (`meshnode peers`) keeps four times as many. 1 to 65 536. Default 256.
+    pub max_peers: u64,
     /// iroh relay servers of the federation's own (`https://` URLs) the QUIC endpoint
     /// homes on: peers that cannot reach it directly reach it through them, and iroh
     /// punches a direct path from there where NAT allows. Advertised in the descriptor
@@ -71,6 +78,11 @@ pub struct PeeringSection {
     /// The relay server's private key, PEM.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iroh_relay_key: Option<PathBuf>,
+    /// Let any endpoint use the relay server (a public relay). Default false: only the
+    /// federation's nodes — this one, those whose descriptors it has heard on the gossip
+    /// (its digest) and those that peered with it — may home on it and be reached
+    /// through it; others are turned away at the relay handshake.
+    pub iroh_relay_open: bool,
     /// The peers: `[[peering.peers]] url = "wss://…"`, and optionally `filter`, the NIP-01
     /// filter (JSON) of the events exchanged (default: all), and `ca`, a PEM file of
     /// certificates trusted for that peer's `wss://` beside the web's roots. Default: none.
@@ -90,11 +102,13 @@ impl Default for PeeringSection {
             announce_secs: 300,
             heartbeat_secs: 30,
             leaf_cache_events: 100_000,
+            max_peers: DEFAULT_MAX_PEERS as u64,
             iroh_relays: Vec::new(),
             iroh_relay_ca: None,
             iroh_relay_listen: None,
             iroh_relay_cert: None,
             iroh_relay_key: None,
+            iroh_relay_open: false,
         }
     }
 }
@@ -155,6 +169,7 @@ impl PeeringSection {
             10,
             1_000_000_000,
         )?;
+        range("[peering] max_peers", self.max_peers, 1, 65_536)?;
         filter("[peering]", &self.filter)?;
         for p in &self.peers {
             if !(p.url.starts_with("ws://") || p.url.starts_with("wss://")) {
@@ -219,7 +234,20 @@ impl PeeringSection {
             &self.iroh_relay_cert,
             &self.iroh_relay_key,
         ) {
+            (None, None, None) if self.iroh_relay_open => {
+                Err("[peering] iroh_relay_open needs iroh_relay_listen".into())
+            }
             (None, None, None) => Ok(()),
+            (Some(_), Some(_), Some(_))
+                if !self.iroh_relay_open && self.gossip_listen.is_none() =>
+            {
+                Err(
+                    "[peering] iroh_relay_listen: a relay for the federation's nodes learns them \
+                     on the gossip, so it needs gossip_listen (or iroh_relay_open = true for a \
+                     relay open to anyone)"
+                        .into(),
+                )
+            }
             (Some(_), Some(_), Some(_)) => self.relay_identity().map(|_| ()),
             _ => Err(
                 "[peering] iroh_relay_listen, iroh_relay_cert and iroh_relay_key go together"
@@ -284,7 +312,7 @@ impl PeeringSection {
 pub(crate) type RelayIdentity = (Vec<Vec<u8>>, Vec<u8>);
 
 /// The certificates of a PEM file, DER.
-fn pem_certs(path: &Path) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) fn pem_certs(path: &Path) -> Result<Vec<Vec<u8>>, String> {
     CertificateDer::pem_file_iter(path)
         .map_err(|e| e.to_string())?
         .map(|c| c.map(|c| c.to_vec()).map_err(|e| e.to_string()))

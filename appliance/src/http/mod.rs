@@ -297,7 +297,9 @@ pub async fn run(
         );
     }
     relay.spawn_rejection_summary(std::time::Duration::from_secs(60));
-    let peers = Arc::new(crate::peers::Peers::default());
+    let peers = Arc::new(crate::peers::Peers::new(
+        node.config.peering.max_peers as usize * 4,
+    ));
     let (app, live, didcomm) = router(
         &mut node,
         relay.clone(),

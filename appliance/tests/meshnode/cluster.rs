@@ -361,6 +361,37 @@ fn a_peering_manifest_bounds_what_a_link_carries_from_its_next_round() {
     assert!(!holds(&ws(0), &b.id_hex()), "the shard-b event crossed");
 }
 
+/// `meshnode job submit FILE --via iroh --to TO` with the buyer's keys, the provider's
+/// descriptor read at `relay`, the result's files to `out`.
+fn submit_via_iroh(
+    file: &Path,
+    to: &str,
+    buyer: &Path,
+    relay: &str,
+    out: &Path,
+    more: &[&str],
+) -> Output {
+    let (file, buyer, out) = (
+        file.to_str().unwrap(),
+        buyer.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    let mut args = vec![
+        "job",
+        "submit",
+        file,
+        "--to",
+        to,
+        "--key-dir",
+        buyer,
+        "--via",
+        "iroh",
+    ];
+    args.extend(["--relay", relay, "--wait-secs", "60", "--out", out]);
+    args.extend(more);
+    run(&args)
+}
+
 #[test]
 fn a_buyer_sends_a_job_over_a_quic_link_and_gets_its_answer_back_on_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -373,25 +404,7 @@ fn a_buyer_sends_a_job_over_a_quic_link_and_gets_its_answer_back_on_it() {
         .nostr_pubkey_hex();
     let file = upper_job(tmp.path(), "over a peer link", "linked-1");
     let out = tmp.path().join("out");
-    let submit = |to: &str, relay: &str| {
-        run(&[
-            "job",
-            "submit",
-            file.to_str().unwrap(),
-            "--to",
-            to,
-            "--key-dir",
-            buyer.to_str().unwrap(),
-            "--via",
-            "iroh",
-            "--relay",
-            relay,
-            "--wait-secs",
-            "60",
-            "--out",
-            out.to_str().unwrap(),
-        ])
-    };
+    let submit = |to: &str, relay: &str| submit_via_iroh(&file, to, &buyer, relay, &out, &[]);
     let o = submit(&nodes.key(0), &nodes.ws(0));
     assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
     assert!(
@@ -491,6 +504,44 @@ fn nodes_without_a_reachable_address_peer_through_the_clusters_own_iroh_relay() 
     wait_until("node 1 holds node 2's event", || {
         holds(&nodes.ws(1), &e.id_hex())
     });
+    // a buyer reaches node 1 (no address) through the relay, once the relay knows it: the
+    // relay serves the federation's nodes only
+    let buyer = tmp.path().join("buyer");
+    assert!(init(&buyer, &[]).status.success());
+    let file = upper_job(tmp.path(), "through the relay", "relayed-1");
+    let ca = dir.join("iroh-relay-ca.pem");
+    let submit = |to: &str, name: &str| {
+        let out = tmp.path().join(name);
+        let ca = ["--iroh-relay-ca", ca.to_str().unwrap()];
+        (
+            submit_via_iroh(&file, to, &buyer, &nodes.ws(0), &out, &ca),
+            out,
+        )
+    };
+    let (o, _) = submit(&nodes.key(1), "stranger");
+    assert!(!o.status.success(), "a stranger went through the relay");
+    assert!(
+        stderr(&o).contains("turns away keys it does not know"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("ERROR"), "{}", stderr(&o));
+    // the buyer peers with node 0 directly (its address is public): now a known node
+    let (o, _) = submit(&nodes.key(0), "direct");
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    let (o, out) = submit(&nodes.key(1), "relayed");
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains(" at iroh via https://127.0.0.1:"),
+        "{}",
+        stderr(&o)
+    );
+    let answer: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(answer["receipt"]["pubkey"], nodes.key(1).as_str());
+    assert_eq!(
+        std::fs::read_to_string(out.join("stdout")).unwrap(),
+        "THROUGH THE RELAY"
+    );
     // the relay settings are checked at start-up: a relay server without its key
     let node = tempfile::tempdir().unwrap();
     assert!(init(node.path(), &[]).status.success());

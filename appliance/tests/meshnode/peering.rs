@@ -171,6 +171,17 @@ fn peering_settings_are_checked_at_start_up() {
             "iroh_relay_ca = \"/nonexistent/relay-ca.pem\"\n",
             "[peering] iroh_relay_ca = /nonexistent/relay-ca.pem",
         ),
+        // a relay server open to anyone without a relay server; one for the federation's
+        // nodes without the gossip it learns them on
+        (
+            "iroh_relay_open = true\n",
+            "iroh_relay_open needs iroh_relay_listen",
+        ),
+        (
+            "iroh_relay_listen = \"127.0.0.1:0\"\niroh_relay_cert = \"/r.pem\"\niroh_relay_key = \"/r.pem\"\n",
+            "learns them on the gossip, so it needs gossip_listen",
+        ),
+        ("max_peers = 0\n", "[peering] max_peers = 0"),
     ] {
         let key = edit.split(" = ").next().unwrap();
         let text = std::fs::read_to_string(dir.path().join("meshnode.toml")).unwrap();
@@ -369,4 +380,106 @@ fn a_leaf_node_keeps_a_bounded_cache_of_others_events_and_all_of_its_own() {
     // its own descriptor stays, and did not count among the ten
     let own = runtime().block_on(req_events(&url, serde_json::json!({"kinds": [11801]})));
     assert_eq!(own.len(), 1);
+}
+
+#[test]
+fn gossip_strangers_past_max_peers_are_listed_but_not_dialled() {
+    use fleetmesh_proto::identity::{DescriptorInfo, Software};
+    let free = || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let gossip_port = free();
+    let peering = format!(
+        "[peering]\ninterval_secs = 1\nquic_listen = \"127.0.0.1:0\"\n\
+         gossip_listen = \"/ip4/127.0.0.1/tcp/{gossip_port}\"\n"
+    );
+    let node = tempfile::tempdir().unwrap();
+    assert!(init(node.path(), &[]).status.success());
+    edit_config(
+        node.path(),
+        &[
+            ("[peering]\ninterval_secs = 30\n", peering.as_str()),
+            ("max_peers = 256", "max_peers = 1"),
+        ],
+    );
+    let d = run_node(node.path());
+    let keys = fleetmesh_proto::NodeKeys::load(&node.path().join("keys")).unwrap();
+    let boot = format!(
+        "/ip4/127.0.0.1/tcp/{gossip_port}/p2p/{}",
+        fleetmesh_transport::gossip::peer_id_of(&keys.ed25519_public()).unwrap()
+    );
+    // two strangers, each on its own swarm, announce descriptors with an iroh address
+    // where nobody answers
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let digest = fleetmesh_schemas::SchemaSet::embedded().digest();
+    let strangers: Vec<_> = (0..2)
+        .map(|_| {
+            let k = fleetmesh_proto::NodeKeys::generate().unwrap();
+            let (tx, rx) = tokio::sync::mpsc::channel(16);
+            let (g, task) = rt
+                .block_on(fleetmesh_transport::gossip::Gossip::start(
+                    &k.ed25519_secret(),
+                    &"/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+                    vec![boot.parse().unwrap()],
+                    digest,
+                    tx,
+                ))
+                .unwrap();
+            let info = DescriptorInfo {
+                software: Software {
+                    name: "stranger".into(),
+                    version: "0".into(),
+                },
+                class: fleetmesh_proto::NodeClass::Edge,
+                operator: None,
+                relays: vec![],
+                endpoints: vec!["iroh=127.0.0.1:9".parse().unwrap()],
+                protocol_digest: digest.to_hex(),
+                predecessor: None,
+            };
+            let event = k.descriptor(&info, fleetmesh_relay::store::now()).unwrap();
+            (k, g, task, rx, event)
+        })
+        .collect();
+    let listed = |key: &str| {
+        super::cluster::peers_of(&d.url(""))["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == key)
+            .cloned()
+    };
+    wait_until("both strangers are heard, one past max_peers", || {
+        for (_, g, _, _, event) in &strangers {
+            rt.block_on(g.announce(event));
+        }
+        strangers
+            .iter()
+            .all(|(k, ..)| listed(&k.nostr_pubkey_hex()).is_some())
+            && d.scrape()
+                .value(
+                    "fleetmesh_gossip_messages_total",
+                    &[("outcome", "over_max_peers")],
+                )
+                .unwrap_or(0.0)
+                >= 1.0
+    });
+    // exactly one is dialled (its failed dials are on record), the other never was
+    wait_until("the dialled stranger's dial fails", || {
+        strangers.iter().any(|(k, ..)| {
+            listed(&k.nostr_pubkey_hex()).is_some_and(|p| p["rounds_failed"].as_u64() > Some(0))
+        })
+    });
+    let dialled = strangers
+        .iter()
+        .filter(|(k, ..)| {
+            listed(&k.nostr_pubkey_hex()).is_some_and(|p| p["last_error"].is_string())
+        })
+        .count();
+    assert_eq!(dialled, 1);
 }

@@ -2,13 +2,17 @@
 //! endpoint, is reached through, and from where iroh punches a direct path between two
 //! peers. Nodes use only the relays their operator names ([`RelayServers`]: never a
 //! default third-party one); a backbone node can serve one ([`RelayServer`]) over HTTPS
-//! with the operator's certificate, each client's bytes per second bounded.
+//! with the operator's certificate, each client's bytes per second bounded, open to
+//! anyone or only to the federation's nodes ([`Admission`]).
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
+use std::sync::{Arc, RwLock};
 
 use iroh_relay::server::{
-    CertConfig, ClientRateLimit, Limits, RelayConfig, Server, ServerConfig, TlsConfig,
+    Access, AccessControl, CertConfig, ClientRateLimit, ClientRequest, Limits, RelayConfig, Server,
+    ServerConfig, TlsConfig,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -48,6 +52,84 @@ impl RelayServers {
     }
 }
 
+/// Who may home on a relay server and be reached through it.
+#[derive(Debug, Clone, Default)]
+pub enum Admission {
+    /// Every endpoint: a public relay.
+    #[default]
+    Anyone,
+    /// Only the endpoints whose ids (Ed25519 keys) are in the set: the nodes of the
+    /// federation the serving node knows of, kept current by it. Others are turned away
+    /// at the relay handshake and use none of its bandwidth.
+    Members(Members),
+}
+
+/// A shared set of admitted endpoint ids, bounded: past its capacity no key is added.
+#[derive(Debug, Clone)]
+pub struct Members {
+    keys: Arc<RwLock<HashSet<[u8; 32]>>>,
+    cap: usize,
+}
+
+impl Members {
+    /// An empty set that holds at most `cap` keys.
+    pub fn new(cap: usize) -> Members {
+        Members {
+            keys: Arc::default(),
+            cap,
+        }
+    }
+
+    /// Admits `key`; `false` when the set is full and it was not in it.
+    pub fn admit(&self, key: [u8; 32]) -> bool {
+        let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        if keys.len() >= self.cap && !keys.contains(&key) {
+            return false;
+        }
+        keys.insert(key);
+        true
+    }
+
+    /// Whether `key` is admitted.
+    pub fn contains(&self, key: &[u8; 32]) -> bool {
+        self.keys
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(key)
+    }
+
+    /// How many keys are admitted.
+    pub fn len(&self) -> usize {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The relay server's access hook.
+#[derive(Debug)]
+struct Gate(Admission);
+
+impl AccessControl for Gate {
+    async fn on_connect(&self, request: &ClientRequest) -> Access {
+        let Admission::Members(members) = &self.0 else {
+            return Access::Allow;
+        };
+        let id = request.endpoint_id();
+        if members.contains(id.as_bytes()) {
+            Access::Allow
+        } else {
+            tracing::debug!(endpoint = %id, "relay server: not a node of this federation");
+            Access::Deny {
+                reason: Some("not a node of this federation".into()),
+            }
+        }
+    }
+}
+
 /// A running iroh relay server; stopped when [`RelayServer::stop`] is called or it drops.
 #[derive(Debug)]
 pub struct RelayServer {
@@ -59,7 +141,8 @@ pub const CLIENT_BYTES_PER_SECOND: u32 = 4 << 20;
 
 impl RelayServer {
     /// Serves a relay on HTTPS at `addr` with `chain` (DER certificates, the server's
-    /// first) and `key` (PKCS #8 DER); each client may send `bytes_per_second`.
+    /// first) and `key` (PKCS #8 DER) to the endpoints `admission` lets in; each client
+    /// may send `bytes_per_second`.
     ///
     /// # Errors
     /// [`Error::Bind`]: the certificate and key do not go together, or the address
@@ -69,6 +152,7 @@ impl RelayServer {
         chain: Vec<Vec<u8>>,
         key: Vec<u8>,
         bytes_per_second: u32,
+        admission: Admission,
     ) -> Result<RelayServer> {
         let bind = |reason: String| Error::Bind {
             addr: addr.to_string(),
@@ -96,6 +180,7 @@ impl RelayServer {
         limits.client_rx = Some(ClientRateLimit::new(rate));
         relay.limits = limits;
         relay.key_cache_capacity = Some(4096);
+        relay.access = Arc::new(Gate(admission));
         let mut config = ServerConfig::default();
         config.relay = Some(relay);
         let server = Server::spawn(config)

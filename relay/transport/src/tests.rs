@@ -485,7 +485,7 @@ async fn a_message_over_a_link_is_answered_by_the_handler_with_the_checked_sende
 
 #[tokio::test]
 async fn peers_reach_each_other_through_a_relay_server_of_their_own() {
-    use crate::relays::RelayServer;
+    use crate::relays::{Admission, Members, RelayServer};
     let certs = fleetmesh_relay::testing::LoopbackCert::generate();
     let loopback = "127.0.0.1:0".parse().unwrap();
     // a certificate with another's key is refused
@@ -495,15 +495,19 @@ async fn peers_reach_each_other_through_a_relay_server_of_their_own() {
         vec![certs.cert.clone()],
         other.key.clone(),
         1 << 20,
+        Admission::Anyone,
     )
     .await
     .unwrap_err();
     assert!(matches!(err, crate::Error::Bind { .. }), "{err}");
+    // the relay serves the federation's nodes only: those it was told of
+    let members = Members::new(2);
     let server = RelayServer::spawn(
         loopback,
         vec![certs.cert.clone()],
         certs.key.clone(),
         1 << 20,
+        Admission::Members(members.clone()),
     )
     .await
     .unwrap();
@@ -523,11 +527,22 @@ async fn peers_reach_each_other_through_a_relay_server_of_their_own() {
         }
     };
     let (a_keys, _, a_relay, a) = homed("a").await;
-    let (_, b_db, _, b) = homed("b").await;
+    let (b_keys, b_db, _, b) = homed("b").await;
     a_relay
         .publish(note(&a_keys, "through the relay"))
         .await
         .unwrap();
+    assert!(members.admit(b_keys.ed25519_public()));
+    // a is not admitted: it cannot home there, so b cannot reach it through the relay
+    assert!(
+        b.dial_at(&a_keys.ed25519_public(), &[], std::slice::from_ref(&url))
+            .await
+            .is_err()
+    );
+    assert!(members.admit(a_keys.ed25519_public()));
+    // the set is bounded
+    assert!(!members.admit(NodeKeys::generate().unwrap().ed25519_public()));
+    assert!(members.admit(a_keys.ed25519_public()), "a member stays one");
     // b knows a's key and a's relay only, no address: it reaches a through the relay
     // (once a is homed there)
     let mut link = None;
