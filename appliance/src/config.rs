@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 mod peering;
 #[cfg(feature = "federation")]
 pub(crate) use peering::pem_certs;
-pub use peering::{DEFAULT_MAX_PEERS, PeerSection, PeeringSection};
+pub use peering::{DEFAULT_MAX_PEERS, PeerSection, PeeringSection, ShardSection};
 
 /// File name of the configuration inside a node directory.
 pub const FILE: &str = "meshnode.toml";
@@ -420,7 +420,7 @@ pub struct NodeSection {
     /// A human-readable name, served in NIP-11. Default: `fleetmesh node <pubkey prefix>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// backbone, edge or leaf. Default: edge.
+    /// backbone, community (holds `[[peering.shards]]`), edge or leaf. Default: edge.
     pub class: NodeClass,
     /// The operator's Nostr public key (hex). Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -644,6 +644,13 @@ impl Config {
             (None, Some(_)) => {
                 return Err("[didcomm] mediator_url needs mediator".to_string());
             }
+        }
+        if !self.peering.shards.is_empty() && self.node.class != NodeClass::Community {
+            return Err(format!(
+                "[[peering.shards]]: only a community node holds authoritative shards; this \
+                 one is [node] class = \"{}\"",
+                self.node.class.as_str()
+            ));
         }
         range(
             "[blobs] body_timeout_secs",

@@ -180,6 +180,10 @@ struct Ctx {
     links: Links,
     /// The most peers dialled at once (`[peering] max_peers`).
     max_dialled: usize,
+    /// The ids our rounds with all peers are fetching: each missing event is fetched once.
+    in_flight: Arc<fleetmesh_relay::sync::InFlight>,
+    /// Events per second a peer may push over its link (`[peering] peer_events_per_second`).
+    peer_rate: f64,
     /// Who may use our iroh relay server, when it serves the federation's nodes only:
     /// every node whose descriptor is heard or that peers with us is added.
     admitted: Option<Members>,
@@ -238,6 +242,8 @@ pub async fn start(
         every: Duration::from_secs(p.interval_secs),
         links: Links::default(),
         max_dialled: p.max_peers as usize,
+        in_flight: Arc::default(),
+        peer_rate: p.peer_events_per_second as f64,
         admitted,
     };
     let quic = match p.quic_listen {
@@ -327,7 +333,7 @@ fn sessions(ctx: Ctx) -> fleetmesh_transport::link::Sessions {
             tally: ctx.table.tally(&key),
             name: key,
             filters: Some(Arc::new(filters)),
-            rate: None,
+            rate: Some((ctx.peer_rate, 2.0 * ctx.peer_rate)),
         }
     })
 }
@@ -603,7 +609,7 @@ async fn peer(
         tracing::info!(peer = %key, "QUIC peer link up");
         lock(&ctx.links).insert(key.clone(), link.clone());
         loop {
-            let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::of(&ctx));
+            let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::mutual(&ctx, &key));
             if !pol.enabled {
                 ctx.table
                     .update(&key, |v| v.link = "disabled (Peering manifest)".into());
@@ -650,6 +656,23 @@ struct Policy {
 }
 
 impl Policy {
+    /// Without a manifest, for our rounds with `key`: both ways, or only pulling when the
+    /// peer runs rounds with us too (it opened one within three intervals), so that each
+    /// event crosses the pair once — fetched by the side that lacks it — not twice.
+    fn mutual(ctx: &Ctx, key: &str) -> Policy {
+        let mut pol = Policy::of(ctx);
+        let now = crate::node::unix_now();
+        let recent = ctx
+            .table
+            .tally(key)
+            .reconciled_at()
+            .is_some_and(|t| now.saturating_sub(t) <= 3 * ctx.every.as_secs().max(1));
+        if recent {
+            pol.direction = fleetmesh_relay::sync::Direction::Pull;
+        }
+        pol
+    }
+
     fn of(ctx: &Ctx) -> Policy {
         Policy {
             enabled: true,
@@ -702,6 +725,7 @@ async fn rounds(
                 name,
                 link: session,
                 direction,
+                in_flight: c.in_flight.clone(),
             };
             crate::peering::round(&c.db, c.durability, &f, None, target)
         })
@@ -718,6 +742,7 @@ async fn rounds(
         sum.returned += r.returned;
         sum.out_of_filter += r.out_of_filter;
         sum.forged += r.forged;
+        sum.in_flight += r.in_flight;
     }
     Ok(sum)
 }

@@ -19,6 +19,7 @@ mod node;
 mod peering;
 mod peers;
 mod reconcile;
+mod shards;
 mod tasks;
 
 use std::io::IsTerminal as _;
@@ -190,6 +191,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Wrap(args) => cli::giftwrap::wrap(&args),
         Command::Unwrap(args) => cli::giftwrap::unwrap(&args),
         Command::Peers(args) => cli::peers::peers(&args),
+        Command::Shards(args) => cli::peers::shards(&args),
         Command::Bridge(cmd) => cli::bridge::run(cmd),
         Command::Cluster(cli::cluster::ClusterCommand::Start(args)) => cli::cluster::start(&args),
         Command::Cluster(cli::cluster::ClusterCommand::Status(args)) => cli::cluster::status(&args),

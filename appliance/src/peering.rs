@@ -24,12 +24,14 @@ pub(crate) enum Target {
         via: fleetmesh_relay::bridge::Via,
         since: Option<u64>,
     },
-    /// A peer link of another transport (QUIC), named for errors, moving events `direction`.
+    /// A peer link of another transport (QUIC), named for errors, moving events `direction`;
+    /// ids the node's other rounds are fetching (`in_flight`) are left to them.
     #[cfg_attr(not(feature = "federation"), allow(dead_code))]
     Link {
         name: String,
         link: fleetmesh_relay::sync::Link,
         direction: fleetmesh_relay::sync::Direction,
+        in_flight: std::sync::Arc<fleetmesh_relay::sync::InFlight>,
     },
 }
 
@@ -77,6 +79,10 @@ pub(crate) fn round(
         direction: match &target {
             Target::Link { direction, .. } => *direction,
             Target::Url { .. } => fleetmesh_relay::sync::Direction::Both,
+        },
+        in_flight: match &target {
+            Target::Link { in_flight, .. } => Some(in_flight.clone()),
+            Target::Url { .. } => None,
         },
         ..Default::default()
     };

@@ -25,7 +25,7 @@ pub struct PeerView {
     /// `did:nostr:…`, once its descriptor is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub did: Option<String>,
-    /// Its class (backbone, edge, leaf), from its descriptor.
+    /// Its class (backbone, community, edge, leaf), from its descriptor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
     /// Its libp2p peer id, once heard on the gossip.

@@ -43,6 +43,11 @@ impl std::str::FromStr for Direction {
     }
 }
 
+mod in_flight;
+mod tls;
+pub use in_flight::InFlight;
+use tls::tls_config;
+
 /// How to sync.
 #[derive(Debug, Clone)]
 pub struct SyncOptions {
@@ -63,6 +68,10 @@ pub struct SyncOptions {
     /// Trust anchors (PEM certificates) for a `wss://` peer, beside the web's public roots
     /// (Mozilla's list): a private CA, or a relay's self-signed certificate. Default none.
     pub ca_pem: Option<Vec<u8>>,
+    /// The ids being fetched by this node's other rounds, shared by them: an id another
+    /// round is fetching is left to it, so rounds with several peers at once fetch each
+    /// missing event once. Default none.
+    pub in_flight: Option<std::sync::Arc<InFlight>>,
 }
 
 impl Default for SyncOptions {
@@ -76,6 +85,7 @@ impl Default for SyncOptions {
             timeout: Duration::from_secs(30),
             dry_run: false,
             ca_pem: None,
+            in_flight: None,
         }
     }
 }
@@ -118,41 +128,8 @@ pub struct SyncReport {
     pub transfer_bytes_down: usize,
     /// Events the peer returned when asked for them, taken or refused.
     pub returned: usize,
-}
-
-/// TLS for a `wss://` peer: rustls on ring (the one provider this project uses), the web's
-/// roots plus the certificates of `ca_pem`.
-fn tls_config(peer: &str, ca_pem: Option<&[u8]>) -> Result<std::sync::Arc<rustls::ClientConfig>> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject as _;
-    let bad = |reason: String| Error::Sync {
-        peer: peer.to_owned(),
-        reason,
-    };
-    let mut roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    if let Some(pem) = ca_pem {
-        let mut added = 0;
-        for cert in CertificateDer::pem_slice_iter(pem) {
-            let cert = cert.map_err(|e| bad(format!("--ca: {e}")))?;
-            roots
-                .add(cert)
-                .map_err(|e| bad(format!("--ca: not a usable CA certificate: {e}")))?;
-            added += 1;
-        }
-        if added == 0 {
-            return Err(bad("--ca: no PEM certificate in it".into()));
-        }
-    }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| bad(format!("TLS: {e}")))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(std::sync::Arc::new(config))
+    /// Ids we lack that another round of ours was fetching already (left to it).
+    pub in_flight: usize,
 }
 
 /// A conversation with a peer relay over a transport other than a WebSocket (an iroh QUIC
@@ -496,11 +473,21 @@ async fn run<S: EventStore + ?Sized>(
         p.close().await;
         return Ok(report);
     }
+    // what another round is fetching is left to it
+    let claimed = opts.in_flight.as_ref().map(|f| {
+        let (claimed, skipped) = f.claim(std::mem::take(&mut need));
+        report.in_flight = skipped;
+        claimed
+    });
+    let need = match &claimed {
+        Some(c) => c.ids.as_slice(),
+        None => need.as_slice(),
+    };
     if opts.direction != Direction::Push && !need.is_empty() {
         pull(
             store,
             &mut p,
-            &need,
+            need,
             &filter,
             opts,
             &mut report,

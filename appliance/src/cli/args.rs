@@ -91,6 +91,10 @@ pub enum Command {
     /// The peers a running node sees: key, DID, class, transport, digest match, last
     /// heartbeat, last sync and what it moved (`GET /v1/peers`).
     Peers(crate::cli::peers::PeersArgs),
+    /// The shards a running node knows (kind 30803: a community node's authoritative
+    /// ones, its own) and the state of its copy of each: in sync, behind, differs
+    /// (`GET /v1/shards`).
+    Shards(crate::cli::peers::PeersArgs),
     /// The node's keys: rotate them, or revoke one (kind 11802).
     #[command(subcommand)]
     Keys(crate::cli::keys::KeysCommand),

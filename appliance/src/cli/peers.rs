@@ -2,6 +2,7 @@
 //! class, transport, whether its protocol digest is ours, its last heartbeat, its last
 //! sync round and what the rounds moved, the traffic with it both ways and what was
 //! refused from it by reason; and the gossip messages and QUIC hellos refused, per sender.
+//! `meshnode shards`: the shards it knows (`GET /v1/shards`) and the state of its copy.
 
 use std::time::Duration;
 
@@ -36,12 +37,12 @@ fn ago(now: u64, t: &Value) -> String {
     })
 }
 
-/// `meshnode peers`.
-pub fn peers(args: &PeersArgs) -> anyhow::Result<Outcome> {
+/// `GET path` on the node, with its token; `None` when printed whole (`--json`).
+fn ask(args: &PeersArgs, path: &str) -> anyhow::Result<Option<Value>> {
     let client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(30))
         .build()?;
-    let url = format!("{}/v1/peers", args.node.trim_end_matches('/'));
+    let url = format!("{}{path}", args.node.trim_end_matches('/'));
     let mut req = client.get(&url);
     if let Some(t) = &args.token {
         req = req.bearer_auth(t);
@@ -54,8 +55,50 @@ pub fn peers(args: &PeersArgs) -> anyhow::Result<Outcome> {
     anyhow::ensure!(status.is_success(), "{url}: {status}: {body}");
     if args.json {
         println!("{body}");
-        return Ok(Outcome::Ok);
+        return Ok(None);
     }
+    Ok(Some(body))
+}
+
+/// `meshnode shards`.
+pub fn shards(args: &PeersArgs) -> anyhow::Result<Outcome> {
+    let Some(body) = ask(args, "/v1/shards")? else {
+        return Ok(Outcome::Ok);
+    };
+    let shards = body["shards"].as_array().cloned().unwrap_or_default();
+    if shards.is_empty() {
+        println!("no shards");
+    }
+    for s in &shards {
+        let copy = &s["copy"];
+        println!(
+            "{} held by {} ({}{}): {} events, digest {} — ours: {}{}",
+            s["id"].as_str().unwrap_or("-"),
+            s["holder"].as_str().unwrap_or("-"),
+            s["class"].as_str().unwrap_or("class unknown"),
+            if s["authoritative"] == true {
+                ", authoritative"
+            } else {
+                ""
+            },
+            s["event_count"],
+            s["digest"].as_str().unwrap_or("-"),
+            copy["state"].as_str().unwrap_or("-"),
+            match (copy["event_count"].as_u64(), copy["why"].as_str()) {
+                (Some(n), _) => format!(" ({n} events)"),
+                (None, Some(why)) => format!(" ({why})"),
+                _ => String::new(),
+            },
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `meshnode peers`.
+pub fn peers(args: &PeersArgs) -> anyhow::Result<Outcome> {
+    let Some(body) = ask(args, "/v1/peers")? else {
+        return Ok(Outcome::Ok);
+    };
     let now = crate::node::unix_now();
     let peers = body["peers"].as_array().cloned().unwrap_or_default();
     if peers.is_empty() {

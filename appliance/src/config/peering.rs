@@ -57,6 +57,11 @@ pub struct PeeringSection {
     /// dialled six times in a row is let go until it is heard again. The peers table
     /// (`meshnode peers`) keeps four times as many. 1 to 65 536. Default 256.
     pub max_peers: u64,
+    /// Events per second a peer may push over its QUIC link (its sessions on our relay
+    /// face; the burst is twice that), instead of the per-connection `[relay]
+    /// events_per_second` anonymous clients get: one link carries a whole shard's sync.
+    /// 1 to 1 000 000. Default 5 000.
+    pub peer_events_per_second: u64,
     /// iroh relay servers of the federation's own (`https://` URLs) the QUIC endpoint
     /// homes on: peers that cannot reach it directly reach it through them, and iroh
     /// punches a direct path from there where NAT allows. Advertised in the descriptor
@@ -83,6 +88,11 @@ pub struct PeeringSection {
     /// (its digest) and those that peered with it — may home on it and be reached
     /// through it; others are turned away at the relay handshake.
     pub iroh_relay_open: bool,
+    /// The shards of the store a community node (`[node] class = "community"`) holds for
+    /// the federation: `[[peering.shards]] id = "notes"`, `kinds = [1]`, optionally
+    /// `since`/`until` (Unix times). Each one's count and digest is published as a shard
+    /// descriptor (kind 30803) and again whenever it changes. Default: none.
+    pub shards: Vec<ShardSection>,
     /// The peers: `[[peering.peers]] url = "wss://…"`, and optionally `filter`, the NIP-01
     /// filter (JSON) of the events exchanged (default: all), and `ca`, a PEM file of
     /// certificates trusted for that peer's `wss://` beside the web's roots. Default: none.
@@ -90,11 +100,28 @@ pub struct PeeringSection {
     pub peers: Vec<PeerSection>,
 }
 
+/// One `[[peering.shards]]`: the events of some kinds, within optional times.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardSection {
+    /// Its id (`d` tag): lowercase letters, digits, `.`, `_`, `-`; 1 to 64 characters.
+    pub id: String,
+    /// The kinds it holds (at least one; never 30803, shard descriptors themselves).
+    pub kinds: Vec<u16>,
+    /// The oldest `created_at` it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    /// The newest `created_at` it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<u64>,
+}
+
 impl Default for PeeringSection {
     fn default() -> Self {
         PeeringSection {
             interval_secs: 30,
             peers: Vec::new(),
+            shards: Vec::new(),
             quic_listen: None,
             gossip_listen: None,
             bootstrap: Vec::new(),
@@ -103,6 +130,7 @@ impl Default for PeeringSection {
             heartbeat_secs: 30,
             leaf_cache_events: 100_000,
             max_peers: DEFAULT_MAX_PEERS as u64,
+            peer_events_per_second: 5_000,
             iroh_relays: Vec::new(),
             iroh_relay_ca: None,
             iroh_relay_listen: None,
@@ -170,7 +198,42 @@ impl PeeringSection {
             1_000_000_000,
         )?;
         range("[peering] max_peers", self.max_peers, 1, 65_536)?;
+        range(
+            "[peering] peer_events_per_second",
+            self.peer_events_per_second,
+            1,
+            1_000_000,
+        )?;
         filter("[peering]", &self.filter)?;
+        let mut ids = std::collections::HashSet::new();
+        for s in &self.shards {
+            let at = format!("[[peering.shards]] id = {:?}", s.id);
+            let id_ok = (1..=64).contains(&s.id.len())
+                && s.id
+                    .starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && s.id
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c));
+            if !id_ok {
+                return Err(format!(
+                    "{at}: lowercase letters, digits, . _ - (1 to 64, a letter or digit first)"
+                ));
+            }
+            if !ids.insert(s.id.as_str()) {
+                return Err(format!("{at}: named twice"));
+            }
+            if s.kinds.is_empty() || s.kinds.contains(&fleetmesh_schemas::constants::kind::SHARD) {
+                return Err(format!(
+                    "{at}: kinds = [...] names at least one kind, and not 30803 (shard \
+                     descriptors belong to no shard)"
+                ));
+            }
+            if let (Some(a), Some(b)) = (s.since, s.until)
+                && a > b
+            {
+                return Err(format!("{at}: since = {a} is after until = {b}"));
+            }
+        }
         for p in &self.peers {
             if !(p.url.starts_with("ws://") || p.url.starts_with("wss://")) {
                 return Err(format!(

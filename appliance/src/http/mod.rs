@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use axum::Router;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::get;
 use fleetmesh_relay::face::{Relay, RelayConfig};
 use tracing::info;
@@ -204,6 +204,17 @@ pub fn router(
             get(crate::http::jobs::receipt).with_state(jobs),
         )
         .route(
+            "/v1/shards",
+            get(|axum::extract::State((db, ours)): axum::extract::State<(std::path::PathBuf, String)>| async move {
+                match tokio::task::spawn_blocking(move || crate::shards::list(&db, &ours)).await {
+                    Ok(Ok(v)) => axum::Json(v).into_response(),
+                    Ok(Err(e)) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(serde_json::json!({"error": e.to_string()}))).into_response(),
+                    Err(_) => axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                }
+            })
+            .with_state((node.dir.join(crate::node::DB_FILE), node.keys.nostr_pubkey_hex())),
+        )
+        .route(
             "/v1/peers",
             get(|axum::extract::State(p): axum::extract::State<Arc<crate::peers::Peers>>| async move {
                 axum::Json(p.snapshot())
@@ -349,6 +360,14 @@ pub async fn run(
     .await?;
     // new events here start peering rounds at once
     let kicker = peers.spawn_kicker(&relay);
+    // a community node's authoritative shards, summarized and published as they change
+    let shards = crate::shards::spawn(
+        relay.clone(),
+        node.dir.join(crate::node::DB_FILE),
+        fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
+        node.config.peering.shards.clone(),
+        std::time::Duration::from_secs(node.config.peering.interval_secs),
+    );
     // messages held for this node by its mediator ([didcomm] mediator)
     #[cfg(feature = "federation")]
     let pickup = didcomm.spawn_pickup(federation.as_ref().map(|f| f.links()));
@@ -401,6 +420,9 @@ pub async fn run(
     }
     mailbox.stop().await;
     kicker.abort();
+    if let Some(s) = shards {
+        s.abort();
+    }
     peering.stop().await;
     #[cfg(feature = "federation")]
     if let Some(f) = federation {

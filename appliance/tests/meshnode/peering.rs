@@ -182,6 +182,10 @@ fn peering_settings_are_checked_at_start_up() {
             "learns them on the gossip, so it needs gossip_listen",
         ),
         ("max_peers = 0\n", "[peering] max_peers = 0"),
+        (
+            "peer_events_per_second = 0\n",
+            "[peering] peer_events_per_second = 0",
+        ),
     ] {
         let key = edit.split(" = ").next().unwrap();
         let text = std::fs::read_to_string(dir.path().join("meshnode.toml")).unwrap();
@@ -482,4 +486,143 @@ fn gossip_strangers_past_max_peers_are_listed_but_not_dialled() {
         })
         .count();
     assert_eq!(dialled, 1);
+}
+
+/// A new node of `class` holding the shards of `tables` (`[[peering.shards]]` bodies), its
+/// rounds every second.
+fn shard_node(class: &str, tables: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(init(dir.path(), &[]).status.success());
+    let class = format!("class = \"{class}\"");
+    edit_config(
+        dir.path(),
+        &[
+            ("class = \"edge\"", class.as_str()),
+            (
+                "[peering]\ninterval_secs = 30\n",
+                "[peering]\ninterval_secs = 1\n",
+            ),
+            ("shards = []\n", ""),
+        ],
+    );
+    let path = dir.path().join("meshnode.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for t in tables {
+        text.push_str(&format!("\n[[peering.shards]]\n{t}"));
+    }
+    std::fs::write(&path, text).unwrap();
+    dir
+}
+
+/// `meshnode shards --node URL --json`: the shard called `id`, when listed.
+fn shard_seen(url: &str, id: &str) -> Option<Value> {
+    let o = run(&["shards", "--node", url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    v["shards"]
+        .as_array()?
+        .iter()
+        .find(|s| s["id"] == id)
+        .cloned()
+}
+
+#[test]
+fn a_community_node_publishes_its_shards_and_a_peer_checks_its_copy_against_them() {
+    use sha2::{Digest as _, Sha256};
+    let a_dir = shard_node("community", &["id = \"notes\"\nkinds = [1]\n"]);
+    let a = run_node(a_dir.path());
+    let a_key = fleetmesh_proto::NodeKeys::load(&a_dir.path().join("keys"))
+        .unwrap()
+        .nostr_pubkey_hex();
+    let a_ws = format!("ws://{}/", a.addr);
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let mut notes: Vec<_> = (0..3).map(|i| note(&keys, &format!("note {i}"))).collect();
+    let reaction = keys
+        .sign(fleetmesh_proto::event::UnsignedEvent {
+            created_at: fleetmesh_relay::store::now(),
+            kind: 7,
+            tags: vec![],
+            content: "+".into(),
+        })
+        .unwrap();
+    runtime().block_on(publish_all(&a_ws, &notes));
+    runtime().block_on(publish_all(&a_ws, std::slice::from_ref(&reaction)));
+    // the digest as kind 30803 defines it, computed here: SHA-256 over the ids, sorted by
+    // (created_at, id)
+    let digest = |events: &mut Vec<fleetmesh_proto::Event>| {
+        events.sort_by_key(|e| (e.created_at, e.id));
+        let mut h = Sha256::new();
+        for e in events.iter() {
+            h.update(e.id);
+        }
+        hex::encode(h.finalize())
+    };
+    let want = digest(&mut notes);
+    wait_until("the community node publishes its shard", || {
+        shard_seen(&a.url(""), "notes").is_some_and(|s| s["digest"] == want.as_str())
+    });
+    let s = shard_seen(&a.url(""), "notes").unwrap();
+    assert_eq!(s["event_count"], 3, "{s}");
+    assert_eq!(s["holder"], a_key.as_str());
+    assert_eq!(
+        (&s["class"], &s["authoritative"]),
+        (&serde_json::json!("community"), &serde_json::json!(true))
+    );
+    assert_eq!(s["copy"]["state"], "ours", "{s}");
+    // an edge node syncing with it finds the shard and checks its own copy against it
+    let (_b_dir, b) = peered_node(std::slice::from_ref(&a_ws), 1);
+    wait_until("the peer's copy is in sync", || {
+        shard_seen(&b.url(""), "notes").is_some_and(|s| s["copy"]["state"] == "in sync")
+    });
+    // a new note: the holder publishes the shard again, and the peer follows
+    let fourth = note(&keys, "note 3");
+    runtime().block_on(publish_all(&a_ws, std::slice::from_ref(&fourth)));
+    notes.push(fourth);
+    let want = digest(&mut notes);
+    wait_until("the peer is in sync with four notes", || {
+        shard_seen(&b.url(""), "notes").is_some_and(|s| {
+            s["digest"] == want.as_str()
+                && s["copy"]["state"] == "in sync"
+                && s["copy"]["event_count"] == 4
+        })
+    });
+    let o = run(&["shards", "--node", &b.url("")]);
+    assert!(
+        stdout(&o).contains(&format!(
+            "notes held by {a_key} (community, authoritative): 4 events"
+        )) && stdout(&o).contains("ours: in sync (4 events)"),
+        "{}",
+        stdout(&o)
+    );
+    // only a community node holds shards, and they are checked at start-up
+    for (class, table, says) in [
+        (
+            "edge",
+            "id = \"notes\"\nkinds = [1]\n",
+            "only a community node holds authoritative shards",
+        ),
+        (
+            "community",
+            "id = \"Notes\"\nkinds = [1]\n",
+            "lowercase letters",
+        ),
+        ("community", "id = \"s\"\nkinds = [30803]\n", "not 30803"),
+        ("community", "id = \"s\"\nkinds = []\n", "at least one kind"),
+        (
+            "community",
+            "id = \"s\"\nkinds = [1]\nsince = 9\nuntil = 3\n",
+            "since = 9 is after until = 3",
+        ),
+    ] {
+        let dir = shard_node(class, &[table]);
+        assert_usage_error(
+            &run(&[
+                "run",
+                dir.path().to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ]),
+            says,
+        );
+    }
 }

@@ -96,6 +96,8 @@ pub fn predecessor(event: &Event) -> Result<Option<String>> {
 pub enum NodeClass {
     /// Long-lived, well-connected relay and sync hub.
     Backbone,
+    /// Peers directly and holds authoritative shards of the store (kind 30803).
+    Community,
     /// A provider or buyer node at the edge (the default).
     #[default]
     Edge,
@@ -108,6 +110,7 @@ impl NodeClass {
     pub fn as_str(self) -> &'static str {
         match self {
             NodeClass::Backbone => "backbone",
+            NodeClass::Community => "community",
             NodeClass::Edge => "edge",
             NodeClass::Leaf => "leaf",
         }
@@ -125,9 +128,12 @@ impl FromStr for NodeClass {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "backbone" => Ok(NodeClass::Backbone),
+            "community" => Ok(NodeClass::Community),
             "edge" => Ok(NodeClass::Edge),
             "leaf" => Ok(NodeClass::Leaf),
-            _ => Err(format!("unknown node class {s:?} (backbone, edge or leaf)")),
+            _ => Err(format!(
+                "unknown node class {s:?} (backbone, community, edge or leaf)"
+            )),
         }
     }
 }

@@ -138,6 +138,9 @@ impl Connection {
                         ),
                     ));
                 }
+                if let Some(s) = &self.session {
+                    s.tally.reconciling(crate::store::now());
+                }
                 self.generation += 1;
                 let generation = self.generation;
                 self.negs.insert(

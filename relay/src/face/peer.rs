@@ -68,6 +68,8 @@ pub struct Tally {
     forged: AtomicU64,
     invalid: AtomicU64,
     rate_limited: AtomicU64,
+    /// Unix time of the peer's last NIP-77 reconciliation on our face (0: never).
+    reconciled_at: AtomicU64,
 }
 
 /// A [`Tally`] read at one moment.
@@ -121,6 +123,17 @@ impl Tally {
             PeerRefusal::RateLimited => &self.rate_limited,
         };
         c.fetch_add(n, Relaxed);
+    }
+
+    /// Notes that the peer opened a NIP-77 reconciliation with us at unix time `now`: it
+    /// runs rounds with us, so ours with it need only pull.
+    pub fn reconciling(&self, now: u64) {
+        self.reconciled_at.fetch_max(now, Relaxed);
+    }
+
+    /// When the peer last opened a reconciliation with us.
+    pub fn reconciled_at(&self) -> Option<u64> {
+        Some(self.reconciled_at.load(Relaxed)).filter(|t| *t > 0)
     }
 
     /// The counts now.
