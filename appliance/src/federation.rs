@@ -124,11 +124,13 @@ pub fn transport_endpoints(p: &PeeringSection, keys: &NodeKeys) -> anyhow::Resul
 pub const IROH_RELAY: &str = "iroh-relay";
 
 /// Where a peer's QUIC endpoint is reached: the `iroh` addresses and the `iroh-relay`
-/// servers its descriptor advertises.
+/// servers its descriptor advertises; and its relay faces (`wss`, then `ws` endpoints),
+/// where rounds go when QUIC is blocked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct At {
     ips: Vec<SocketAddr>,
     relays: Vec<String>,
+    faces: Vec<String>,
 }
 
 impl At {
@@ -138,16 +140,18 @@ impl At {
         At {
             ips: of("iroh").filter_map(|e| e.url.parse().ok()).collect(),
             relays: of(IROH_RELAY).map(|e| e.url.clone()).collect(),
+            faces: of("wss").chain(of("ws")).map(|e| e.url.clone()).collect(),
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.ips.is_empty() && self.relays.is_empty()
+        self.ips.is_empty() && self.relays.is_empty() && self.faces.is_empty()
     }
 
     fn names(&self) -> Vec<String> {
         let ips = self.ips.iter().map(ToString::to_string);
         ips.chain(self.relays.iter().map(|r| format!("via {r}")))
+            .chain(self.faces.iter().cloned())
             .collect()
     }
 }
@@ -591,6 +595,25 @@ async fn peer(
         let link = match quic.dial_at(&ed25519, &at.ips, &at.relays).await {
             Ok(l) => l,
             Err(e) => {
+                // where QUIC is blocked, the same rounds over its relay face
+                if let Some(url) = at.faces.first() {
+                    tracing::debug!(peer = %key, error = %e, %url, "no QUIC link: rounds over its relay face");
+                    let outcome = face_rounds(&ctx, &key, url).await;
+                    if outcome.is_ok() {
+                        failed_dials = 0;
+                        let ws = if url.starts_with("wss://") {
+                            "wss"
+                        } else {
+                            "ws"
+                        };
+                        ctx.table.update(&key, |v| {
+                            v.transport = Some(ws.into());
+                            v.path = None;
+                        });
+                    }
+                    wait = crate::peering::record(&ctx.table, &key, outcome, ctx.every, wait);
+                    continue;
+                }
                 wait = crate::peering::record(&ctx.table, &key, Err(e.into()), ctx.every, wait);
                 failed_dials += 1;
                 if failed_dials >= DIAL_ATTEMPTS {
@@ -731,18 +754,34 @@ async fn rounds(
         })
         .await
         .unwrap_or_else(|e| Err(anyhow::anyhow!("the round panicked: {e}")))?;
-        sum.fetched += r.fetched;
-        sum.pushed += r.pushed;
-        sum.fetch_failed += r.fetch_failed;
-        sum.push_refused += r.push_refused;
-        sum.neg_bytes_up += r.neg_bytes_up;
-        sum.neg_bytes_down += r.neg_bytes_down;
-        sum.transfer_bytes_up += r.transfer_bytes_up;
-        sum.transfer_bytes_down += r.transfer_bytes_down;
-        sum.returned += r.returned;
-        sum.out_of_filter += r.out_of_filter;
-        sum.forged += r.forged;
-        sum.in_flight += r.in_flight;
+        sum.absorb(&r);
+    }
+    Ok(sum)
+}
+
+/// Rounds with `key` over its relay face at `url` (the web's roots for `wss://`), one per
+/// filter of its policy, both ways: for a peer whose QUIC endpoint cannot be reached.
+async fn face_rounds(
+    ctx: &Ctx,
+    key: &str,
+    url: &str,
+) -> anyhow::Result<fleetmesh_relay::sync::SyncReport> {
+    let pol = policy(&ctx.dir, key).unwrap_or_else(|| Policy::of(ctx));
+    anyhow::ensure!(pol.enabled, "peering disabled by its Peering manifest");
+    let mut sum = fleetmesh_relay::sync::SyncReport::default();
+    for filter in &pol.filters {
+        let (c, f, url) = (ctx.clone(), filter.clone(), url.to_owned());
+        let r = tokio::task::spawn_blocking(move || {
+            let target = crate::peering::Target::Url {
+                url,
+                via: fleetmesh_relay::bridge::Via::Nip77,
+                since: None,
+            };
+            crate::peering::round(&c.db, c.durability, &f, None, target)
+        })
+        .await
+        .unwrap_or_else(|e| Err(anyhow::anyhow!("the round panicked: {e}")))?;
+        sum.absorb(&r);
     }
     Ok(sum)
 }

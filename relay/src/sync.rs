@@ -132,6 +132,24 @@ pub struct SyncReport {
     pub in_flight: usize,
 }
 
+impl SyncReport {
+    /// Adds what another round moved (its counts, not its reconciliation state) to this.
+    pub fn absorb(&mut self, r: &SyncReport) {
+        self.fetched += r.fetched;
+        self.pushed += r.pushed;
+        self.fetch_failed += r.fetch_failed;
+        self.push_refused += r.push_refused;
+        self.neg_bytes_up += r.neg_bytes_up;
+        self.neg_bytes_down += r.neg_bytes_down;
+        self.transfer_bytes_up += r.transfer_bytes_up;
+        self.transfer_bytes_down += r.transfer_bytes_down;
+        self.returned += r.returned;
+        self.out_of_filter += r.out_of_filter;
+        self.forged += r.forged;
+        self.in_flight += r.in_flight;
+    }
+}
+
 /// A conversation with a peer relay over a transport other than a WebSocket (an iroh QUIC
 /// stream, say): NIP-01 text messages each way. The transport pumps its frames through the
 /// two channels; either channel closing ends the conversation.

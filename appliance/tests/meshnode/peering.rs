@@ -626,3 +626,81 @@ fn a_community_node_publishes_its_shards_and_a_peer_checks_its_copy_against_them
         );
     }
 }
+
+#[test]
+fn a_peer_whose_quic_cannot_be_reached_is_synced_over_its_relay_face() {
+    let port = || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (face, gossip) = (port(), port());
+    // b advertises an iroh address where nothing answers (its UDP "blocked") and its
+    // relay face
+    let b_dir = tempfile::tempdir().unwrap();
+    let ws = format!("ws=ws://127.0.0.1:{face}/");
+    assert!(
+        init(
+            b_dir.path(),
+            &["--endpoint", "iroh=127.0.0.1:9", "--endpoint", &ws]
+        )
+        .status
+        .success()
+    );
+    let b_peering = format!(
+        "[peering]\ninterval_secs = 1\nquic_listen = \"127.0.0.1:0\"\n\
+         gossip_listen = \"/ip4/127.0.0.1/tcp/{gossip}\"\n"
+    );
+    edit_config(
+        b_dir.path(),
+        &[("[peering]\ninterval_secs = 30\n", b_peering.as_str())],
+    );
+    let mut cmd = meshnode();
+    let listen = format!("127.0.0.1:{face}");
+    cmd.args(["run", b_dir.path().to_str().unwrap(), "--listen", &listen]);
+    let _b = Daemon::start(cmd);
+    let b_keys = fleetmesh_proto::NodeKeys::load(&b_dir.path().join("keys")).unwrap();
+    let boot = format!(
+        "/ip4/127.0.0.1/tcp/{gossip}/p2p/{}",
+        fleetmesh_transport::gossip::peer_id_of(&b_keys.ed25519_public()).unwrap()
+    );
+    // a finds b by gossip, cannot link over QUIC, and runs its rounds over b's face
+    let a_peering = format!(
+        "[peering]\ninterval_secs = 1\nquic_listen = \"127.0.0.1:0\"\n\
+         gossip_listen = \"/ip4/127.0.0.1/tcp/0\"\nbootstrap = [\"{boot}\"]\n"
+    );
+    let (_a_dir, a) = {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(init(dir.path(), &[]).status.success());
+        edit_config(
+            dir.path(),
+            &[(
+                "[peering]\ninterval_secs = 30\nbootstrap = []\n",
+                a_peering.as_str(),
+            )],
+        );
+        let d = run_node(dir.path());
+        (dir, d)
+    };
+    let b_key = b_keys.nostr_pubkey_hex();
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let e = note(&keys, "over the face");
+    runtime().block_on(publish_all(
+        &format!("ws://{listen}/"),
+        std::slice::from_ref(&e),
+    ));
+    wait_until("a syncs with b over its relay face", || {
+        super::cluster::peers_of(&a.url(""))["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| {
+                p["id"] == b_key.as_str()
+                    && p["transport"] == "ws"
+                    && p["link"] == "up"
+                    && p["rounds_ok"].as_u64() > Some(0)
+            })
+    });
+    wait_until("a holds b's event", || {
+        holds(&format!("ws://{}/", a.addr), &e.id_hex())
+    });
+}
