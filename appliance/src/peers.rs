@@ -139,15 +139,16 @@ impl Peers {
     }
 
     /// Changes the peer `id`'s entry, made if new. A full table makes room by dropping the
-    /// entry heard from least recently among those whose link is not up; when every link
-    /// is up, a new peer is left out (counted as `left_out`) and `f` is not run.
+    /// entry heard from least recently among those without a working link (`up`, or
+    /// `inbound`: it dials us); when every entry has one, a new peer is left out (counted
+    /// as `left_out`) and `f` is not run.
     pub fn update(&self, id: &str, f: impl FnOnce(&mut PeerView)) {
         let mut peers = lock(&self.peers);
         let mut dropped = None;
         if !peers.contains_key(id) && peers.len() >= self.cap {
             let stalest = peers
                 .values()
-                .filter(|v| v.link != "up")
+                .filter(|v| v.link != "up" && v.link != "inbound")
                 .min_by_key(|v| v.last_heartbeat.max(v.last_sync))
                 .map(|v| v.id.clone());
             let Some(old) = stalest else {
@@ -328,6 +329,15 @@ mod tests {
         t.tally("g").received(1, 1);
         t.tally("h").received(1, 1);
         assert!(lock(&t.tallies).len() <= 3);
+    }
+
+    #[test]
+    fn a_peer_that_dials_us_keeps_its_place() {
+        let t = Peers::new(2);
+        t.update("x", |v| v.link = "inbound".into());
+        t.update("y", |v| v.last_heartbeat = Some(99));
+        t.update("z", |_| {});
+        assert!(t.get("x").is_some() && t.get("z").is_some() && t.get("y").is_none());
     }
 
     #[test]
