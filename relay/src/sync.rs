@@ -491,8 +491,9 @@ async fn run<S: EventStore + ?Sized>(
         p.close().await;
         return Ok(report);
     }
-    // what another round is fetching is left to it
-    let claimed = opts.in_flight.as_ref().map(|f| {
+    // what another round is fetching is left to it (a round that only pushes claims none)
+    let pulls = opts.direction != Direction::Push;
+    let claimed = opts.in_flight.as_ref().filter(|_| pulls).map(|f| {
         let (claimed, skipped) = f.claim(std::mem::take(&mut need));
         report.in_flight = skipped;
         claimed
@@ -501,7 +502,7 @@ async fn run<S: EventStore + ?Sized>(
         Some(c) => c.ids.as_slice(),
         None => need.as_slice(),
     };
-    if opts.direction != Direction::Push && !need.is_empty() {
+    if pulls && !need.is_empty() {
         pull(
             store,
             &mut p,

@@ -4,7 +4,7 @@
 
 use negentropy::Id;
 
-/// Ids some round of a node is fetching now (see [`SyncOptions::in_flight`]).
+/// Ids some round of a node is fetching now (see [`super::SyncOptions::in_flight`]).
 #[derive(Debug, Default)]
 pub struct InFlight(std::sync::Mutex<std::collections::HashSet<[u8; 32]>>);
 
@@ -28,13 +28,9 @@ impl InFlight {
     }
 
     /// How many ids are held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
