@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 mod peering;
 #[cfg(feature = "federation")]
 pub(crate) use peering::pem_certs;
-pub use peering::{DEFAULT_MAX_PEERS, PeerSection, PeeringSection, ShardSection};
+pub use peering::{PeerSection, PeeringSection, ShardSection};
 
 /// File name of the configuration inside a node directory.
 pub const FILE: &str = "meshnode.toml";

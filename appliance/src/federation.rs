@@ -598,7 +598,12 @@ async fn peer(
                 // where QUIC is blocked, the same rounds over its relay face
                 if let Some(url) = at.faces.first() {
                     tracing::debug!(peer = %key, error = %e, %url, "no QUIC link: rounds over its relay face");
-                    let outcome = face_rounds(&ctx, &key, url).await;
+                    let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::of(&ctx));
+                    let outcome = if pol.enabled {
+                        rounds(&ctx, &key, Over::Face(url), &pol).await
+                    } else {
+                        Err(anyhow::anyhow!("peering disabled by its Peering manifest"))
+                    };
                     if outcome.is_ok() {
                         failed_dials = 0;
                         let ws = if url.starts_with("wss://") {
@@ -639,7 +644,7 @@ async fn peer(
                 tokio::time::sleep(pol.every).await;
                 continue;
             }
-            let outcome = rounds(&ctx, &key, &link, &pol).await;
+            let outcome = rounds(&ctx, &key, Over::Link(&link), &pol).await;
             ctx.table
                 .update(&key, |v| v.path = Some(link.route().to_owned()));
             let fetched = outcome.as_ref().is_ok_and(|r| r.fetched > 0);
@@ -732,51 +737,40 @@ fn policy(dir: &std::path::Path, key: &str) -> Option<Policy> {
     })
 }
 
-/// One round per filter of `pol` with the peer over `link`, the reports added up.
+/// Where a peer's rounds go: its QUIC link, or — where QUIC is blocked — its relay face
+/// (`wss://` with the web's roots, or `ws://`).
+#[derive(Clone, Copy)]
+enum Over<'a> {
+    Link(&'a fleetmesh_transport::link::PeerLink),
+    Face(&'a str),
+}
+
+/// One round with `key` per filter of its policy, over `over`: on its link in the policy's
+/// direction (sharing the ids in flight with the node's other rounds), on its face both
+/// ways.
 async fn rounds(
     ctx: &Ctx,
     key: &str,
-    link: &fleetmesh_transport::link::PeerLink,
+    over: Over<'_>,
     pol: &Policy,
 ) -> anyhow::Result<fleetmesh_relay::sync::SyncReport> {
     let mut sum = fleetmesh_relay::sync::SyncReport::default();
     for filter in &pol.filters {
-        let session = link.session().await?;
-        let (c, name, f, direction) = (ctx.clone(), key.to_owned(), filter.clone(), pol.direction);
-        let r = tokio::task::spawn_blocking(move || {
-            let target = crate::peering::Target::Link {
-                name,
-                link: session,
-                direction,
-                in_flight: c.in_flight.clone(),
-            };
-            crate::peering::round(&c.db, c.durability, &f, None, target)
-        })
-        .await
-        .unwrap_or_else(|e| Err(anyhow::anyhow!("the round panicked: {e}")))?;
-        sum.absorb(&r);
-    }
-    Ok(sum)
-}
-
-/// Rounds with `key` over its relay face at `url` (the web's roots for `wss://`), one per
-/// filter of its policy, both ways: for a peer whose QUIC endpoint cannot be reached.
-async fn face_rounds(
-    ctx: &Ctx,
-    key: &str,
-    url: &str,
-) -> anyhow::Result<fleetmesh_relay::sync::SyncReport> {
-    let pol = policy(&ctx.dir, key).unwrap_or_else(|| Policy::of(ctx));
-    anyhow::ensure!(pol.enabled, "peering disabled by its Peering manifest");
-    let mut sum = fleetmesh_relay::sync::SyncReport::default();
-    for filter in &pol.filters {
-        let (c, f, url) = (ctx.clone(), filter.clone(), url.to_owned());
-        let r = tokio::task::spawn_blocking(move || {
-            let target = crate::peering::Target::Url {
-                url,
+        let target = match over {
+            Over::Link(link) => crate::peering::Target::Link {
+                name: key.to_owned(),
+                link: link.session().await?,
+                direction: pol.direction,
+                in_flight: ctx.in_flight.clone(),
+            },
+            Over::Face(url) => crate::peering::Target::Url {
+                url: url.to_owned(),
                 via: fleetmesh_relay::bridge::Via::Nip77,
                 since: None,
-            };
+            },
+        };
+        let (c, f) = (ctx.clone(), filter.clone());
+        let r = tokio::task::spawn_blocking(move || {
             crate::peering::round(&c.db, c.durability, &f, None, target)
         })
         .await

@@ -113,12 +113,6 @@ fn count_refusal(counts: &Mutex<BTreeMap<String, u64>>, source: &str) {
     *counts.entry(key.to_owned()).or_default() += 1;
 }
 
-impl Default for Peers {
-    fn default() -> Self {
-        Peers::new(crate::config::DEFAULT_MAX_PEERS * 4)
-    }
-}
-
 /// Unix time now.
 pub fn now() -> u64 {
     crate::node::unix_now()

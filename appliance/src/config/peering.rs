@@ -6,9 +6,6 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
 
-/// `[peering] max_peers` by default.
-pub const DEFAULT_MAX_PEERS: usize = 256;
-
 /// `[peering]`: peers whose stores the node reconciles with its own by NIP-77 on a
 /// schedule, both ways; every fetched event is verified before it is stored.
 ///
@@ -129,7 +126,7 @@ impl Default for PeeringSection {
             announce_secs: 300,
             heartbeat_secs: 30,
             leaf_cache_events: 100_000,
-            max_peers: DEFAULT_MAX_PEERS as u64,
+            max_peers: 256,
             peer_events_per_second: 5_000,
             iroh_relays: Vec::new(),
             iroh_relay_ca: None,

@@ -97,16 +97,6 @@ impl Members {
             .unwrap_or_else(|p| p.into_inner())
             .contains(key)
     }
-
-    /// How many keys are admitted.
-    pub fn len(&self) -> usize {
-        self.keys.read().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// The relay server's access hook.
