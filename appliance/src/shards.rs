@@ -129,16 +129,31 @@ pub fn spawn(
     Some(tokio::spawn(async move {
         let mut published: Vec<Option<(u64, String)>> = vec![None; shards.len()];
         let mut last_at = 0;
+        // one read connection for the task's life, opened at its first summary
+        let mut conn: Option<Store> = None;
         loop {
             for (def, last) in shards.iter().zip(published.iter_mut()) {
-                let (db, extent) = (db.clone(), Extent::of_config(def));
+                let (db, extent, open) = (db.clone(), Extent::of_config(def), conn.take());
                 let now = crate::node::unix_now();
                 let summary = tokio::task::spawn_blocking(move || {
-                    summarize(&Store::open_read_only(&db)?, &extent, MAX_SHARD_EVENTS, now)
+                    let store = match open {
+                        Some(s) => s,
+                        None => Store::open_read_only(&db)?,
+                    };
+                    let s = summarize(&store, &extent, MAX_SHARD_EVENTS, now);
+                    anyhow::Ok((store, s))
                 })
                 .await;
                 let (count, digest) = match summary {
-                    Ok(Ok(s)) => s,
+                    Ok(Ok((store, Ok(s)))) => {
+                        conn = Some(store);
+                        s
+                    }
+                    Ok(Ok((store, Err(e)))) => {
+                        conn = Some(store);
+                        tracing::warn!(shard = %def.id, error = %e, "shard not summarized");
+                        continue;
+                    }
                     Ok(Err(e)) => {
                         tracing::warn!(shard = %def.id, error = %e, "shard not summarized");
                         continue;

@@ -594,6 +594,37 @@ fn a_community_node_publishes_its_shards_and_a_peer_checks_its_copy_against_them
         "{}",
         stdout(&o)
     );
+    // a node holding the shard descriptor but not the notes is behind; one holding as many
+    // other notes differs; without the holder's node descriptor, its class is unknown
+    let descriptor = fleetmesh_proto::Event::from_json(
+        &runtime()
+            .block_on(req_events(
+                &a_ws,
+                serde_json::json!({"kinds": [30803], "authors": [a_key]}),
+            ))
+            .remove(0)
+            .to_string(),
+    )
+    .unwrap();
+    let c_dir = tempfile::tempdir().unwrap();
+    assert!(init(c_dir.path(), &[]).status.success());
+    let c = run_node(c_dir.path());
+    let c_ws = format!("ws://{}/", c.addr);
+    runtime().block_on(publish_all(&c_ws, std::slice::from_ref(&descriptor)));
+    let s = shard_seen(&c.url(""), "notes").unwrap();
+    assert_eq!(
+        (&s["copy"]["state"], &s["copy"]["event_count"]),
+        (&serde_json::json!("behind"), &serde_json::json!(0)),
+        "{s}"
+    );
+    assert_eq!(
+        (&s["class"], &s["authoritative"]),
+        (&Value::Null, &serde_json::json!(false))
+    );
+    let others: Vec<_> = (0..4).map(|i| note(&keys, &format!("other {i}"))).collect();
+    runtime().block_on(publish_all(&c_ws, &others));
+    let s = shard_seen(&c.url(""), "notes").unwrap();
+    assert_eq!(s["copy"]["state"], "differs", "{s}");
     // only a community node holds shards, and they are checked at start-up
     for (class, table, says) in [
         (
