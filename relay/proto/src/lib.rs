@@ -14,7 +14,7 @@
 //!   [`didcomm`]: DIDComm Messaging v2 (signed, anoncrypt, authcrypt, forward) by it;
 //!   [`hop`]: signed hop envelopes, the path a payload took across nodes;
 //! - a typed noun for every fleetmesh kind: [`ask::Ask`] (30810) and [`receipt::Receipt`]
-//!   (30811) of the market; [`ledger::Budget`] (30801) and [`ledger::Report`] (30802);
+//!   (30811) of the market; [`ledger::Grant`] (30801), [`ledger::BudgetReceipt`] (budget/1.0) and [`ledger::Report`] (30802);
 //!   [`nodes::Revocation`] (11802), [`nodes::Heartbeat`] (21801) and [`nodes::Shard`]
 //!   (30803); the projections [`projection::Assertion`] (NIP-85, 30385) and
 //!   [`projection::RelayMonitor`] (NIP-66, 30166); the descriptor (11801) is [`identity`]'s.
@@ -46,7 +46,7 @@ pub mod words;
 pub use error::{Error, Result};
 pub use event::{Event, UnsignedEvent};
 pub use identity::{DescriptorInfo, Endpoint, NodeClass, NodeKeys};
-pub use words::{Engine, KeyType, Mode, RevocationReason, Rung, Unit};
+pub use words::{Engine, KeyType, Mode, Remedy, RevocationReason, Rung, Unit};
 
 /// Unix seconds by the system clock (0 before 1970).
 pub(crate) fn unix_now() -> u64 {

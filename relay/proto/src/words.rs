@@ -90,18 +90,34 @@ words! {
 }
 
 words! {
-    /// The remedy-ladder rung applied to a peer.
+    /// A severity on the remedy ladder (docs/protocol.md).
     Rung, "rung" {
-        /// Normal.
+        /// Drift: traffic within 110 % of the capacity, receipts matching; a clean window.
         S0 = "S0",
-        /// Warned.
+        /// Overrun: more than the grant allows, reported accurately; capacity halved.
         S1 = "S1",
-        /// Throttled: the AIMD window cut.
+        /// Misreport: the peer's receipt diverges from what was measured; probation.
         S2 = "S2",
-        /// Credit suspended: prepay only.
+        /// Abuse: traffic outside the granted shards, malformed frames; suspended 24 h.
         S3 = "S3",
-        /// Disconnected.
+        /// Malice: invalid signatures, a corrupted receipt chain; peering revoked.
         S4 = "S4",
+    }
+}
+
+words! {
+    /// The remedy a ladder decision carries out.
+    Remedy, "remedy" {
+        /// S0: the capacity grows along the grant's AIMD schedule.
+        Increase = "increase",
+        /// S1: the capacity halved, a private notice sent.
+        Halve = "halve",
+        /// S2: the peer on probation, a public report published.
+        Probation = "probation",
+        /// S3: the grant suspended for 24 hours, an adverse report published.
+        Suspend = "suspend",
+        /// S4: peering revoked, grants deleted, a permanent adverse report.
+        Revoke = "revoke",
     }
 }
 

@@ -1,0 +1,231 @@
+//! The evidence log, `DIR/ledger/evidence.jsonl`: every wire artefact the ledger acted on,
+//! exactly as it arrived, one JSON object per line with the time it was recorded. The
+//! ledger's state is a fold over these lines ([`crate::Ledger::apply`]), so the same file
+//! gives the same decisions on any machine ([`replay`]).
+//!
+//! A line's id is the SHA-256 of its bytes (without the newline): decisions and reports
+//! name their evidence by it.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::{Decision, Ledger, LedgerError, Result};
+
+/// The longest line the log takes or reads (a grant event or a receipt is far smaller).
+pub const MAX_LINE: usize = 256 << 10;
+
+/// What the node measured of one peer's traffic in one window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Events received from the peer (pushed by it or fetched from it).
+    pub events_in: u64,
+    /// Bytes of NIP-01 text received from it.
+    pub bytes_in: u64,
+    /// Events sent to it.
+    pub events_out: u64,
+    /// Bytes sent to it.
+    pub bytes_out: u64,
+    /// Its events outside the shards agreed with it.
+    pub out_of_filter: u64,
+    /// Its frames that were not NIP-01 messages, or events of the wrong shape.
+    pub malformed: u64,
+    /// Its events whose id or signature did not hold.
+    pub forged: u64,
+}
+
+/// One line of the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Line {
+    /// The log's owner: the first line.
+    Node {
+        /// Recorded at (Unix seconds).
+        at: u64,
+        /// The node's Nostr key (x-only, hex).
+        pubkey: String,
+    },
+    /// A grant (kind 30801) between the node and `peer`: one the node issued, or one the
+    /// peer sent it.
+    Grant {
+        /// Recorded at.
+        at: u64,
+        /// The other side of the pair.
+        peer: String,
+        /// The signed event, as received.
+        event: Value,
+    },
+    /// A budget/1.0 receipt the peer sent, as received.
+    Receipt {
+        /// Recorded at.
+        at: u64,
+        /// The peer it came from (the link's authenticated key).
+        peer: String,
+        /// The receipt.
+        receipt: Value,
+    },
+    /// A receipt the node sent the peer: its own chain.
+    Sent {
+        /// Recorded at.
+        at: u64,
+        /// The peer it went to.
+        peer: String,
+        /// The receipt.
+        receipt: Value,
+    },
+    /// The node's own measurement of a window, written once the window is over (and its
+    /// receipts had time to arrive): the line that has the window judged.
+    Measure {
+        /// Recorded at.
+        at: u64,
+        /// The peer.
+        peer: String,
+        /// The window number (Unix time / window_secs).
+        window: u64,
+        /// The window length.
+        window_secs: u64,
+        /// What was measured.
+        counts: Counts,
+    },
+    /// The operator revoked the node's grant to `peer`.
+    Revoke {
+        /// Recorded at.
+        at: u64,
+        /// The peer.
+        peer: String,
+    },
+}
+
+/// A line's id: SHA-256 of its bytes, hex.
+pub fn line_id(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// The append-only log file.
+#[derive(Debug)]
+pub struct EvidenceLog {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl EvidenceLog {
+    /// Opens (creating) the log at `path` for appending.
+    ///
+    /// # Errors
+    /// [`LedgerError::Log`].
+    pub fn open(path: &Path) -> Result<EvidenceLog> {
+        let err = |source| LedgerError::Log {
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        Ok(EvidenceLog {
+            path: path.to_owned(),
+            file,
+        })
+    }
+
+    /// Appends `line` (one write, flushed to the file) and returns its text and id.
+    ///
+    /// # Errors
+    /// [`LedgerError::Log`].
+    pub fn append(&mut self, line: &Line) -> Result<(String, String)> {
+        let text = serde_json::to_string(line).expect("a line serializes");
+        let mut bytes = text.clone().into_bytes();
+        bytes.push(b'\n');
+        self.file
+            .write_all(&bytes)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|source| LedgerError::Log {
+                path: self.path.display().to_string(),
+                source,
+            })?;
+        let id = line_id(&text);
+        Ok((text, id))
+    }
+}
+
+/// A line of a log that was not taken: its number (from 1) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refused {
+    /// The line number.
+    pub line: usize,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a replay found.
+#[derive(Debug, Default)]
+pub struct Replayed {
+    /// The ledger after the last line.
+    pub ledger: Ledger,
+    /// Every decision, in the order taken.
+    pub decisions: Vec<Decision>,
+    /// Lines not taken.
+    pub refused: Vec<Refused>,
+}
+
+/// Recomputes every decision from the log at `path` alone: each line through
+/// [`Ledger::apply`], in order. Lines that do not parse are listed, never fatal.
+///
+/// # Errors
+/// [`LedgerError::Log`] when the file cannot be read.
+pub fn replay(path: &Path) -> Result<Replayed> {
+    let err = |source| LedgerError::Log {
+        path: path.display().to_string(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(err)?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut out = Replayed::default();
+    let mut buf = Vec::new();
+    let mut n = 0;
+    loop {
+        buf.clear();
+        let got = std::io::Read::take(&mut reader, MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(err)?;
+        if got == 0 {
+            break;
+        }
+        n += 1;
+        if buf.len() > MAX_LINE && buf.last() != Some(&b'\n') {
+            out.refused.push(Refused {
+                line: n,
+                reason: format!("longer than {MAX_LINE} bytes"),
+            });
+            // Skip the rest of the long line.
+            let mut rest = Vec::new();
+            reader.read_until(b'\n', &mut rest).map_err(err)?;
+            continue;
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        let Ok(text) = std::str::from_utf8(&buf) else {
+            out.refused.push(Refused {
+                line: n,
+                reason: "not UTF-8".into(),
+            });
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        match out.ledger.apply(text) {
+            Ok(mut d) => out.decisions.append(&mut d),
+            Err(reason) => out.refused.push(Refused { line: n, reason }),
+        }
+    }
+    Ok(out)
+}

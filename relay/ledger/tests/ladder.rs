@@ -1,0 +1,365 @@
+//! The ladder on real keys, real signed grants and receipts, and real log files: each row
+//! of the S0–S4 table from its wire evidence, the AIMD arithmetic, bad input mapped to a
+//! row or a refusal, and a replay of the log (also moved elsewhere) taking exactly the
+//! decisions the books took live.
+
+use fleetmesh_ledger::evidence::{Counts, Line, replay};
+use fleetmesh_ledger::{Books, Decision};
+use fleetmesh_proto::ledger::{Aimd, BudgetReceipt, Grant, Moved, ZERO, pair_id};
+use fleetmesh_proto::noun::Noun as _;
+use fleetmesh_proto::{NodeKeys, Remedy, Rung};
+use serde_json::Value;
+
+const T0: u64 = 1_800_000_000;
+const W: u64 = 10;
+
+fn grant(from: &NodeKeys, to: &NodeKeys, events: u64, min: u64) -> Value {
+    let g = Grant {
+        events,
+        bytes: events * 1000,
+        window_secs: W,
+        aimd: Aimd {
+            initial: events,
+            min,
+            increase: events / 10,
+        },
+        shards: None,
+        starts_at: None,
+        pair: pair_id(&from.nostr().secret_key(), &to.nostr_pubkey_hex()).unwrap(),
+        expires_at: None,
+    };
+    g.sign(from, T0).unwrap().to_value()
+}
+
+/// The chain a peer signs, receipt by receipt.
+struct Chain<'k> {
+    keys: &'k NodeKeys,
+    next: u64,
+    prev: String,
+}
+
+impl<'k> Chain<'k> {
+    fn new(keys: &'k NodeKeys) -> Chain<'k> {
+        Chain {
+            keys,
+            next: 0,
+            prev: ZERO.into(),
+        }
+    }
+
+    fn receipt(&mut self, window: u64, sent: (u64, u64)) -> BudgetReceipt {
+        let r = BudgetReceipt::new(
+            self.keys.nostr_pubkey_hex(),
+            ZERO.into(),
+            window,
+            W,
+            self.next,
+            self.prev.clone(),
+            Moved {
+                events: sent.0,
+                bytes: sent.1,
+            },
+            Moved::default(),
+            T0,
+        )
+        .sign(self.keys)
+        .unwrap();
+        self.next += 1;
+        self.prev = r.hash();
+        r
+    }
+}
+
+fn counts(events: u64, bytes: u64) -> Counts {
+    Counts {
+        events_in: events,
+        bytes_in: bytes,
+        ..Counts::default()
+    }
+}
+
+struct Node {
+    books: Books,
+    dir: tempfile::TempDir,
+    peer: String,
+    decided: Vec<Decision>,
+}
+
+impl Node {
+    fn new(us: &NodeKeys, peer: &NodeKeys, events: u64, min: u64) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut books, refused) = Books::open(dir.path(), &us.nostr_pubkey_hex(), T0).unwrap();
+        assert!(refused.is_empty());
+        let peer_hex = peer.nostr_pubkey_hex();
+        let d = books
+            .record(Line::Grant {
+                at: T0,
+                peer: peer_hex.clone(),
+                event: grant(us, peer, events, min),
+            })
+            .unwrap();
+        assert!(d.is_empty());
+        Node {
+            books,
+            dir,
+            peer: peer_hex,
+            decided: Vec::new(),
+        }
+    }
+
+    fn line(&mut self, line: Line) -> Vec<Decision> {
+        let d = self.books.record(line).unwrap();
+        self.decided.extend(d.clone());
+        d
+    }
+
+    fn receipt(&mut self, r: &BudgetReceipt) -> Vec<Decision> {
+        let receipt = serde_json::to_value(r).unwrap();
+        self.line(Line::Receipt {
+            at: T0,
+            peer: self.peer.clone(),
+            receipt,
+        })
+    }
+
+    fn measure(&mut self, window: u64, c: Counts) -> Decision {
+        let at = window * W + W + 2;
+        let mut d = self.line(Line::Measure {
+            at,
+            peer: self.peer.clone(),
+            window,
+            window_secs: W,
+            counts: c,
+        });
+        assert_eq!(d.len(), 1, "{d:?}");
+        d.pop().unwrap()
+    }
+
+    /// A replay of the log, and of a copy moved to another directory, takes exactly what
+    /// was taken live; so do the books' own records.
+    fn replays_the_same(&self) {
+        let log = self.dir.path().join("evidence.jsonl");
+        let r = replay(&log).unwrap();
+        assert!(r.refused.is_empty(), "{:?}", r.refused);
+        assert_eq!(r.decisions, self.decided);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let moved = elsewhere.path().join("copy.jsonl");
+        std::fs::copy(&log, &moved).unwrap();
+        assert_eq!(replay(&moved).unwrap().decisions, self.decided);
+        assert_eq!(self.books.decisions(None).unwrap(), self.decided);
+    }
+}
+
+#[test]
+fn a_flood_is_halved_along_the_schedule_then_suspended_at_the_floor_and_clean_windows_grow_it() {
+    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let mut n = Node::new(&a, &b, 100, 25);
+    let mut chain = Chain::new(&b);
+    let w0 = T0 / W;
+    // Within 110 %: clean, the capacity stays at the ceiling.
+    n.receipt(&chain.receipt(w0, (110, 50_000)));
+    let d = n.measure(w0, counts(110, 50_000));
+    assert_eq!((d.severity, d.remedy, d.capacity), (Rung::S0, Remedy::Increase, 100));
+    assert_eq!(d.evidence.len(), 3, "measure, grant, receipt");
+    // Over, reported accurately: halved, down to the floor.
+    for (w, cap) in [(w0 + 1, 50), (w0 + 2, 25)] {
+        n.receipt(&chain.receipt(w, (300, 90_000)));
+        let d = n.measure(w, counts(300, 90_000));
+        assert_eq!((d.severity, d.remedy, d.capacity), (Rung::S1, Remedy::Halve, cap));
+    }
+    // Bytes count too: 25 events allow 25 000 bytes.
+    n.receipt(&chain.receipt(w0 + 3, (20, 20_000)));
+    let d = n.measure(w0 + 3, counts(20, 20_000));
+    assert_eq!((d.severity, d.capacity), (Rung::S0, 35), "increase by 10");
+    n.receipt(&chain.receipt(w0 + 4, (20, 60_000)));
+    assert_eq!(n.measure(w0 + 4, counts(20, 60_000)).severity, Rung::S1);
+    // Over again at the floor: persistent, suspended 24 h; windows inside it are not judged.
+    n.receipt(&chain.receipt(w0 + 5, (300, 90_000)));
+    let d = n.measure(w0 + 5, counts(300, 90_000));
+    assert_eq!((d.severity, d.remedy), (Rung::S3, Remedy::Suspend));
+    let s = n.books.ledger().standing(&n.peer).unwrap().clone();
+    assert_eq!(s.suspended_until, Some(d.at + 86_400));
+    let quiet = n.line(Line::Measure {
+        at: d.at + 10,
+        peer: n.peer.clone(),
+        window: w0 + 6,
+        window_secs: W,
+        counts: counts(0, 0),
+    });
+    assert!(quiet.is_empty());
+    n.replays_the_same();
+}
+
+#[test]
+fn a_receipt_that_diverges_from_the_measurement_puts_the_peer_on_probation() {
+    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let mut n = Node::new(&a, &b, 1000, 100);
+    let mut chain = Chain::new(&b);
+    let w0 = T0 / W;
+    // Off by a few events (a window boundary between the two counts): not a lie.
+    n.receipt(&chain.receipt(w0, (500, 200_000)));
+    assert_eq!(n.measure(w0, counts(510, 203_000)).severity, Rung::S0);
+    // Claims half of what it sent.
+    n.receipt(&chain.receipt(w0 + 1, (250, 100_000)));
+    let d = n.measure(w0 + 1, counts(500, 200_000));
+    assert_eq!((d.severity, d.remedy), (Rung::S2, Remedy::Probation));
+    assert!(d.why.contains("250"), "{}", d.why);
+    assert!(n.books.ledger().standing(&n.peer).unwrap().probation);
+    n.replays_the_same();
+}
+
+#[test]
+fn forks_gaps_broken_links_forged_signatures_and_foreign_signers_revoke() {
+    let w0 = T0 / W;
+    let cases: Vec<(&str, Box<dyn Fn(&mut Chain<'_>, &NodeKeys) -> BudgetReceipt>)> = vec![
+        (
+            "fork",
+            Box::new(|c: &mut Chain<'_>, _: &NodeKeys| {
+                c.next -= 1;
+                let mut r = c.receipt(w0 + 1, (7, 700));
+                r.sent.events = 8;
+                r.sign(c.keys).unwrap()
+            }),
+        ),
+        (
+            "gap",
+            Box::new(|c: &mut Chain<'_>, _: &NodeKeys| {
+                c.next += 1;
+                c.receipt(w0 + 1, (1, 100))
+            }),
+        ),
+        (
+            "does not link",
+            Box::new(|c: &mut Chain<'_>, _: &NodeKeys| {
+                c.prev = "ab".repeat(32);
+                c.receipt(w0 + 1, (1, 100))
+            }),
+        ),
+        (
+            "signature",
+            Box::new(|c: &mut Chain<'_>, _: &NodeKeys| {
+                let mut r = c.receipt(w0 + 1, (1, 100));
+                r.sent.events = 0;
+                r
+            }),
+        ),
+        (
+            "signed for",
+            Box::new(|c: &mut Chain<'_>, other: &NodeKeys| {
+                let mut third = Chain::new(other);
+                third.next = c.next;
+                third.prev = c.prev.clone();
+                third.receipt(w0 + 1, (1, 100))
+            }),
+        ),
+    ];
+    for (what, bad) in cases {
+        let (a, b, c) = (
+            NodeKeys::generate().unwrap(),
+            NodeKeys::generate().unwrap(),
+            NodeKeys::generate().unwrap(),
+        );
+        let mut n = Node::new(&a, &b, 100, 10);
+        let mut chain = Chain::new(&b);
+        assert!(n.receipt(&chain.receipt(w0, (5, 500))).is_empty());
+        let r = bad(&mut chain, &c);
+        let d = n.receipt(&r);
+        assert_eq!(d.len(), 1, "{what}");
+        assert_eq!((d[0].severity, d[0].remedy), (Rung::S4, Remedy::Revoke), "{what}");
+        assert!(d[0].why.contains(what), "{what}: {}", d[0].why);
+        let s = n.books.ledger().standing(&n.peer).unwrap();
+        assert!(s.revoked && s.grant_out.is_none() && s.capacity == 0, "{what}");
+        // Nothing more is judged of a revoked peer.
+        assert!(n.receipt(&chain.receipt(w0 + 2, (1, 1))).is_empty());
+        n.replays_the_same();
+    }
+}
+
+#[test]
+fn forged_events_revoke_out_of_filter_and_malformed_suspend_and_bad_lines_are_refused() {
+    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let w0 = T0 / W;
+    let mut n = Node::new(&a, &b, 100, 10);
+    let c = Counts {
+        out_of_filter: 2,
+        ..counts(5, 500)
+    };
+    assert_eq!(n.measure(w0, c).severity, Rung::S3);
+    let mut n = Node::new(&a, &b, 100, 10);
+    let c = Counts {
+        forged: 1,
+        ..counts(5, 500)
+    };
+    assert_eq!(n.measure(w0, c).remedy, Remedy::Revoke);
+    // The same receipt twice is a retry, not a fork.
+    let mut n = Node::new(&a, &b, 100, 10);
+    let r = Chain::new(&b).receipt(w0, (5, 500));
+    assert!(n.receipt(&r).is_empty());
+    assert!(n.receipt(&r).is_empty());
+    assert_eq!(n.measure(w0, counts(5, 500)).severity, Rung::S0);
+    // A malformed receipt is S3; a grant signed by a third key says nothing of the pair;
+    // the peer's grant with a broken signature is S4.
+    let mut n = Node::new(&a, &b, 100, 10);
+    let d = n.line(Line::Receipt {
+        at: T0,
+        peer: n.peer.clone(),
+        receipt: serde_json::json!({"protocol": "budget/1.0", "type": "receipt"}),
+    });
+    assert_eq!(d[0].severity, Rung::S3);
+    let third = NodeKeys::generate().unwrap();
+    let foreign = grant(&third, &a, 5, 1);
+    assert!(n.line(Line::Grant { at: T0, peer: n.peer.clone(), event: foreign }).is_empty());
+    let mut theirs = grant(&b, &a, 50, 5);
+    theirs["content"] = Value::String(theirs["content"].as_str().unwrap().replace("50", "99"));
+    let d = n.line(Line::Grant {
+        at: T0,
+        peer: n.peer.clone(),
+        event: theirs,
+    });
+    assert_eq!(d[0].severity, Rung::S4);
+    n.replays_the_same();
+    // Lines that do not parse are listed with their number, and the rest still replays.
+    let log = n.dir.path().join("evidence.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str("{not json\n{\"type\":\"measure\"}\n\u{0}\n");
+    std::fs::write(&log, text).unwrap();
+    let r = replay(&log).unwrap();
+    assert_eq!(r.decisions, n.decided);
+    assert_eq!(r.refused.len(), 3, "{:?}", r.refused);
+    // A log is one node's: the books refuse another's.
+    let other = NodeKeys::generate().unwrap();
+    let err = Books::open(n.dir.path(), &other.nostr_pubkey_hex(), T0).unwrap_err();
+    assert!(err.to_string().contains("evidence log"), "{err}");
+}
+
+#[test]
+fn books_reopened_hold_the_standing_and_catch_up_decisions_the_file_missed() {
+    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let w0 = T0 / W;
+    let mut n = Node::new(&a, &b, 100, 10);
+    n.measure(w0, counts(500, 1000));
+    let dir = n.dir.path().to_owned();
+    let (before, peer) = (n.books.ledger().standing(&n.peer).cloned(), n.peer.clone());
+    let Node { books, dir: keep, .. } = n;
+    drop(books);
+    // The file lost its last decision (a crash between the log and the file).
+    drop_last_decision(&dir);
+    let (books, _) = Books::open(&dir, &a.nostr_pubkey_hex(), T0).unwrap();
+    assert_eq!(books.ledger().standing(&peer).cloned(), before);
+    assert_eq!(books.decisions(None).unwrap().len(), 1);
+    assert_eq!(books.ledger().standing(&peer).unwrap().capacity, 50);
+    drop(keep);
+}
+
+/// Deletes the last decision from the books' SQLite file, as a crash before its write.
+fn drop_last_decision(dir: &std::path::Path) {
+    let db = dir.join("ledger.sqlite");
+    let conn = fleetmesh_relay::store::sqlite::open(
+        &db,
+        fleetmesh_relay::store::sqlite::Mode::Existing,
+        false,
+    )
+    .unwrap();
+    conn.execute("DELETE FROM decisions WHERE n = (SELECT max(n) FROM decisions)", [])
+        .unwrap();
+}
