@@ -11,7 +11,9 @@ use fleetmesh_kernels::BackendChoice;
 use fleetmesh_proto::{Endpoint, Mode, NodeClass};
 use serde::{Deserialize, Serialize};
 
+mod ledger;
 mod peering;
+pub use ledger::LedgerSection;
 #[cfg(feature = "federation")]
 pub(crate) use peering::pem_certs;
 pub use peering::{PeerSection, PeeringSection, ShardSection};
@@ -47,6 +49,8 @@ pub struct Config {
     pub didcomm: DidcommSection,
     /// Peers whose stores the node keeps reconciled with its own.
     pub peering: PeeringSection,
+    /// The accountability ledger: windows, and the grant every linked peer gets.
+    pub ledger: LedgerSection,
 }
 
 /// `[didcomm]`: the node takes DIDComm v2 messages at `POST /didcomm` (compute/1.0 jobs
@@ -609,6 +613,7 @@ impl Config {
             3600,
         )?;
         self.peering.check()?;
+        self.ledger.check()?;
         let d = &self.didcomm;
         range("[didcomm] hold_per_did", d.hold_per_did as u64, 1, 100_000)?;
         range("[didcomm] hold_bytes", d.hold_bytes, 1 << 20, 4 << 30)?;

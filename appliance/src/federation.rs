@@ -318,7 +318,7 @@ fn sessions(ctx: Ctx) -> fleetmesh_transport::link::Sessions {
     Arc::new(move |descriptor: &Event, _: &DescriptorContent| {
         let key = hex::encode(descriptor.pubkey);
         let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::of(&ctx));
-        let filters = if pol.enabled {
+        let filters = if pol.enabled && !ctx.table.barred(&key) {
             pol.filters
                 .iter()
                 .filter_map(|f| {
@@ -501,8 +501,10 @@ async fn heard(
                 }
                 let addrs = At::of(&content);
                 let libp2p = ed25519_of(&content).and_then(|k| peer_id_of(&k).ok());
-                let dialable =
-                    quic.is_some() && !addrs.is_empty() && content.class != NodeClass::Leaf;
+                let dialable = quic.is_some()
+                    && !addrs.is_empty()
+                    && content.class != NodeClass::Leaf
+                    && !table.barred(&key);
                 table.update(&key, |v| {
                     v.did = Some(content.did.clone());
                     v.class = Some(content.class.to_string());
@@ -616,10 +618,12 @@ async fn peer(
                             v.path = None;
                         });
                     }
-                    wait = crate::peering::record(&ctx.table, &key, outcome, ctx.every, wait);
+                    wait =
+                        crate::peering::record(&ctx.table, &key, outcome, ctx.every, wait, false);
                     continue;
                 }
-                wait = crate::peering::record(&ctx.table, &key, Err(e.into()), ctx.every, wait);
+                wait =
+                    crate::peering::record(&ctx.table, &key, Err(e.into()), ctx.every, wait, false);
                 failed_dials += 1;
                 if failed_dials >= DIAL_ATTEMPTS {
                     // its place among the dialled peers goes to the next one heard
@@ -637,6 +641,16 @@ async fn peer(
         tracing::info!(peer = %key, "QUIC peer link up");
         lock(&ctx.links).insert(key.clone(), link.clone());
         loop {
+            if ctx.table.barred(&key) {
+                // suspended or revoked by the ledger: no rounds, and a revoked peer's link
+                // is closed for good
+                if link.is_closed() {
+                    lock(&ctx.links).remove(&key);
+                    return;
+                }
+                tokio::time::sleep(ctx.every).await;
+                continue;
+            }
             let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::mutual(&ctx, &key));
             if !pol.enabled {
                 ctx.table
@@ -649,7 +663,7 @@ async fn peer(
                 .update(&key, |v| v.path = Some(link.route().to_owned()));
             let fetched = outcome.as_ref().is_ok_and(|r| r.fetched > 0);
             let failed = outcome.is_err();
-            wait = crate::peering::record(&ctx.table, &key, outcome, ctx.every, wait);
+            wait = crate::peering::record(&ctx.table, &key, outcome, ctx.every, wait, true);
             if fetched {
                 ctx.table.kick_all();
             }
@@ -759,7 +773,7 @@ async fn rounds(
         let target = match over {
             Over::Link(link) => crate::peering::Target::Link {
                 name: key.to_owned(),
-                link: link.session().await?,
+                link: link.session_counted(Some(ctx.table.tally(key))).await?,
                 direction: pol.direction,
                 in_flight: ctx.in_flight.clone(),
             },

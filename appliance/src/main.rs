@@ -12,6 +12,8 @@ mod didcomm;
 #[cfg(feature = "federation")]
 mod federation;
 mod http;
+#[cfg(feature = "federation")]
+mod ledger;
 mod mailbox;
 mod manifest;
 mod models;
@@ -192,6 +194,9 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Unwrap(args) => cli::giftwrap::unwrap(&args),
         Command::Peers(args) => cli::peers::peers(&args),
         Command::Shards(args) => cli::peers::shards(&args),
+        Command::Ledger(cli::ledger::LedgerCommand::Replay(args)) => cli::ledger::replay(&args),
+        Command::Ledger(cli::ledger::LedgerCommand::Show(args)) => cli::ledger::show(&args),
+        Command::Grant(cmd) => cli::ledger::grant(&cmd),
         Command::Bridge(cmd) => cli::bridge::run(cmd),
         Command::Cluster(cli::cluster::ClusterCommand::Start(args)) => cli::cluster::start(&args),
         Command::Cluster(cli::cluster::ClusterCommand::Status(args)) => cli::cluster::status(&args),

@@ -106,13 +106,14 @@ pub(crate) fn round(
 
 /// Records a finished round with `peer` (its URL or key, as labelled) in the metrics, the
 /// log and `table`; the wait before the next round (`every`, or `wait` doubled after a
-/// failure, up to ten times `every`).
+/// failure, up to ten times `every`). `live`: as [`Peers::round`].
 pub(crate) fn record(
     table: &Peers,
     peer: &str,
     outcome: anyhow::Result<fleetmesh_relay::sync::SyncReport>,
     every: Duration,
     wait: Duration,
+    live: bool,
 ) -> Duration {
     match outcome {
         Ok(r) => {
@@ -131,14 +132,14 @@ pub(crate) fn record(
             if r.fetched + r.pushed + r.fetch_failed + r.push_refused > 0 {
                 tracing::info!(%peer, fetched = r.fetched, sent = r.pushed, refused = r.fetch_failed + r.push_refused, "peering round");
             }
-            table.round(peer, Ok(&r));
+            table.round(peer, Ok(&r), live);
             every
         }
         Err(e) => {
             let next = (wait * 2).min(every * 10);
             metrics::counter!("fleetmesh_peering_rounds_total", "peer" => peer.to_owned(), "outcome" => "failed").increment(1);
             tracing::warn!(%peer, error = %format!("{e:#}"), next_secs = next.as_secs(), "peering round failed");
-            table.round(peer, Err(format!("{e:#}")));
+            table.round(peer, Err(format!("{e:#}")), live);
             next
         }
     }
@@ -197,7 +198,7 @@ pub fn start(
                     if done.is_ok() {
                         last_ok = Some(began);
                     }
-                    wait = record(&table, &peer.url, done, every, wait);
+                    wait = record(&table, &peer.url, done, every, wait, false);
                     if fetched {
                         table.kick_all();
                     }

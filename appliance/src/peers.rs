@@ -96,6 +96,11 @@ pub struct Peers {
     /// Traffic per peer key, shared with the relay sessions it opens.
     tallies: Mutex<BTreeMap<String, Arc<Tally>>>,
     kicks: Mutex<Vec<Arc<Notify>>>,
+    /// Peers the ledger suspended (until then) or revoked (`u64::MAX`).
+    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
+    barred: Mutex<BTreeMap<String, u64>>,
+    /// The ledger's window, seconds (0: none): each tally counts per window of it.
+    window_secs: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -129,6 +134,38 @@ impl Peers {
             hello_refused: Mutex::default(),
             tallies: Mutex::default(),
             kicks: Mutex::default(),
+            barred: Mutex::default(),
+            window_secs: AtomicU64::new(0),
+        }
+    }
+
+    /// Bars the peer `id` until `until` (Unix seconds; `u64::MAX`: for good): no rounds
+    /// with it, its sessions admit nothing.
+    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
+    pub fn bar(&self, id: &str, until: u64) {
+        lock(&self.barred).insert(id.to_owned(), until);
+        self.update(id, |v| {
+            v.link = if until == u64::MAX {
+                "revoked (ledger)".into()
+            } else {
+                "suspended (ledger)".into()
+            }
+        });
+    }
+
+    /// Whether the peer `id` is barred now.
+    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
+    pub fn barred(&self, id: &str) -> bool {
+        lock(&self.barred).get(id).is_some_and(|u| *u > now())
+    }
+
+    /// Has every tally count per window of `secs` seconds (the ledger's).
+    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
+    pub fn set_window(&self, secs: u64) {
+        self.window_secs
+            .store(secs, std::sync::atomic::Ordering::Relaxed);
+        for t in lock(&self.tallies).values() {
+            t.set_window(secs);
         }
     }
 
@@ -179,21 +216,38 @@ impl Peers {
         if !tallies.contains_key(id) && tallies.len() >= self.cap {
             return Arc::default();
         }
-        tallies.entry(id.to_owned()).or_default().clone()
+        let secs = self.window_secs.load(std::sync::atomic::Ordering::Relaxed);
+        tallies
+            .entry(id.to_owned())
+            .or_insert_with(|| {
+                let t = Arc::new(Tally::default());
+                t.set_window(secs);
+                t
+            })
+            .clone()
     }
 
-    /// Records a round with `id`: what it moved, or why it failed.
-    pub fn round(&self, id: &str, outcome: Result<&fleetmesh_relay::sync::SyncReport, String>) {
+    /// Records a round with `id`: what it moved, or why it failed. `live`: its messages
+    /// were counted in the tally as they crossed (a round over a peer link), so only its
+    /// refusals are added here.
+    pub fn round(
+        &self,
+        id: &str,
+        outcome: Result<&fleetmesh_relay::sync::SyncReport, String>,
+        live: bool,
+    ) {
         if let Ok(r) = outcome {
             let t = self.tally(id);
-            t.received(
-                r.returned as u64,
-                (r.neg_bytes_down + r.transfer_bytes_down) as u64,
-            );
-            t.sent(
-                (r.pushed + r.push_refused) as u64,
-                (r.neg_bytes_up + r.transfer_bytes_up) as u64,
-            );
+            if !live {
+                t.received(
+                    r.returned as u64,
+                    (r.neg_bytes_down + r.transfer_bytes_down) as u64,
+                );
+                t.sent(
+                    (r.pushed + r.push_refused) as u64,
+                    (r.neg_bytes_up + r.transfer_bytes_up) as u64,
+                );
+            }
             t.refused_n(PeerRefusal::OutOfFilter, r.out_of_filter as u64);
             t.refused_n(PeerRefusal::Forged, r.forged as u64);
         }

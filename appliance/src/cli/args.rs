@@ -95,6 +95,13 @@ pub enum Command {
     /// ones, its own) and the state of its copy of each: in sync, behind, differs
     /// (`GET /v1/shards`).
     Shards(crate::cli::peers::PeersArgs),
+    /// The accountability ledger: `replay FILE` recomputes the decisions from an evidence
+    /// log alone; `show` prints each peer's standing.
+    #[command(subcommand)]
+    Ledger(crate::cli::ledger::LedgerCommand),
+    /// The node's traffic grants (kind 30801) on its control socket: issue, list, revoke.
+    #[command(subcommand)]
+    Grant(crate::cli::ledger::GrantCommand),
     /// The node's keys: rotate them, or revoke one (kind 11802).
     #[command(subcommand)]
     Keys(crate::cli::keys::KeysCommand),

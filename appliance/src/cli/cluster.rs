@@ -80,6 +80,14 @@ pub struct StartArgs {
     /// through the relay only, iroh punching a direct path from there.
     #[arg(long)]
     pub iroh_relay: bool,
+    /// With --transport quic: every peered pair grants each other this many events per
+    /// window (`[ledger] grant_events`), so the ledger meters, receipts and judges their
+    /// traffic; publishing more at one node than that is an overrun its peers answer.
+    #[arg(long, value_name = "EVENTS_PER_WINDOW")]
+    pub grants: Option<u64>,
+    /// The ledger's window with --grants, seconds (`[ledger] window_secs`).
+    #[arg(long, value_name = "SECS", default_value_t = 10, requires = "grants")]
+    pub window: u64,
 }
 
 /// `meshnode cluster status|stop`.
@@ -231,6 +239,10 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
         let mut config = crate::config::Config::load(dir)?;
         config.face.listen.set_port(port);
         config.peering.interval_secs = args.interval_secs;
+        if let Some(events) = args.grants {
+            config.ledger.grant_events = events;
+            config.ledger.window_secs = args.window;
+        }
         let neighbours = peers_of(args.topology, i, args.nodes);
         match args.transport {
             Transport::Ws => {

@@ -1,6 +1,6 @@
 //! `meshnode`'s command line: the arguments ([`args`], clap) and a module per command
 //! group that is more than a call into the node — [`attest`], [`cluster`], [`did`], [`didcomm`], [`doctor`], [`giftwrap`], [`infer`],
-//! [`job`], [`keys`], [`proof`], [`schema`], [`sync`], [`wasi`], [`watch`] — and how a command ended
+//! [`job`], [`keys`], [`ledger`], [`proof`], [`schema`], [`sync`], [`wasi`], [`watch`] — and how a command ended
 //! ([`Outcome`]). `main.rs` dispatches to them and runs the daemon.
 
 mod args;
@@ -16,6 +16,7 @@ pub mod giftwrap;
 pub mod infer;
 pub mod job;
 pub mod keys;
+pub mod ledger;
 pub mod peers;
 pub mod progress;
 pub mod proof;

@@ -38,7 +38,7 @@ fn ago(now: u64, t: &Value) -> String {
 }
 
 /// `GET path` on the node, with its token; `None` when printed whole (`--json`).
-fn ask(args: &PeersArgs, path: &str) -> anyhow::Result<Option<Value>> {
+pub(crate) fn ask(args: &PeersArgs, path: &str) -> anyhow::Result<Option<Value>> {
     let client = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?;

@@ -215,6 +215,17 @@ pub fn router(
             .with_state((node.dir.join(crate::node::DB_FILE), node.keys.nostr_pubkey_hex())),
         )
         .route(
+            "/v1/ledger",
+            get(|axum::extract::State(dir): axum::extract::State<std::path::PathBuf>| async move {
+                match tokio::task::spawn_blocking(move || crate::cli::ledger::standing(&dir)).await {
+                    Ok(Ok(v)) => axum::Json(v).into_response(),
+                    Ok(Err(e)) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(serde_json::json!({"error": e.to_string()}))).into_response(),
+                    Err(_) => axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                }
+            })
+            .with_state(node.dir.clone()),
+        )
+        .route(
             "/v1/peers",
             get(|axum::extract::State(p): axum::extract::State<Arc<crate::peers::Peers>>| async move {
                 axum::Json(p.snapshot())
@@ -322,8 +333,17 @@ pub async fn run(
         .await
         .with_context(|| format!("binding {listen}"))?;
     let local = listener.local_addr().context("reading the bound address")?;
+    #[cfg(feature = "federation")]
+    let accounts: Arc<std::sync::OnceLock<Arc<crate::ledger::Accounts>>> = Arc::default();
     let control = crate::control::bind(&node.dir)?.map(|(socket, control)| {
-        let handler = control_handler(&node, local, relay.clone(), live.clone());
+        let handler = control_handler(
+            &node,
+            local,
+            relay.clone(),
+            live.clone(),
+            #[cfg(feature = "federation")]
+            accounts.clone(),
+        );
         (
             tokio::spawn(crate::control::serve(socket, handler)),
             control,
@@ -358,6 +378,25 @@ pub async fn run(
         didcomm.clone(),
     )
     .await?;
+    // the accountability ledger over the federation's links ([ledger])
+    #[cfg(feature = "federation")]
+    let ledger = match &federation {
+        Some(f) => {
+            let ledger = crate::ledger::Accounts::open(
+                &node.dir,
+                descriptor.clone(),
+                relay.clone(),
+                peers.clone(),
+                f.links(),
+                node.config.ledger.clone(),
+            )?;
+            let (tx, rx) = tokio::sync::mpsc::channel(crate::ledger::INBOX);
+            didcomm.set_ledger(tx);
+            let _ = accounts.set(ledger.clone());
+            ledger.spawn(rx)
+        }
+        None => Vec::new(),
+    };
     // new events here start peering rounds at once
     let kicker = peers.spawn_kicker(&relay);
     // a community node's authoritative shards, summarized and published as they change
@@ -425,6 +464,10 @@ pub async fn run(
     }
     peering.stop().await;
     #[cfg(feature = "federation")]
+    for task in ledger {
+        task.abort();
+    }
+    #[cfg(feature = "federation")]
     if let Some(f) = federation {
         f.stop().await;
     }
@@ -454,6 +497,7 @@ fn control_handler(
     listen: SocketAddr,
     relay: Arc<Relay>,
     live: Arc<crate::reconcile::Live>,
+    #[cfg(feature = "federation")] accounts: Arc<std::sync::OnceLock<Arc<crate::ledger::Accounts>>>,
 ) -> crate::control::Handler {
     let started = std::time::Instant::now();
     let identity = serde_json::json!({
@@ -499,8 +543,54 @@ fn control_handler(
                 crate::apply::apply(&dir, docs, &live),
             ))
         }
+        #[cfg(feature = "federation")]
+        "grant.issue" | "grant.list" | "grant.revoke" => Some(grant_command(&accounts, cmd, req)),
         _ => None,
     })
+}
+
+/// `meshnode grant issue|list|revoke` on the control socket.
+#[cfg(feature = "federation")]
+fn grant_command(
+    accounts: &std::sync::OnceLock<Arc<crate::ledger::Accounts>>,
+    cmd: &str,
+    req: &serde_json::Value,
+) -> serde_json::Value {
+    let refuse = |code: &str, m: String| serde_json::json!({"error": {"code": code, "message": m}});
+    let Some(acc) = accounts.get() else {
+        return refuse(
+            "no_ledger",
+            "the ledger runs with the federation ([peering] quic_listen or gossip_listen)".into(),
+        );
+    };
+    let peer = req["peer"].as_str().unwrap_or_default().to_owned();
+    let rt = tokio::runtime::Handle::current();
+    match cmd {
+        "grant.list" => serde_json::json!({"grants": acc.grants()}),
+        "grant.revoke" => serde_json::json!({"revoked": rt.block_on(acc.revoke(&peer))}),
+        _ => {
+            let n = |k: &str| req[k].as_u64().unwrap_or(0);
+            let events = n("events");
+            if events == 0 {
+                return refuse("bad_request", "events: at least 1".into());
+            }
+            let terms = crate::config::LedgerSection {
+                window_secs: n("window_secs").max(1),
+                grant_events: events,
+                grant_bytes: n("bytes"),
+                grant_min: n("min"),
+                grant_increase: n("increase"),
+            };
+            if let Err(why) = terms.check() {
+                return refuse("bad_request", why);
+            }
+            let t = terms.terms().expect("events ≥ 1");
+            match rt.block_on(acc.issue(&peer, t, terms.window_secs)) {
+                Ok(e) => serde_json::json!({"grant": e.to_value()}),
+                Err(e) => refuse("bad_request", format!("{e:#}")),
+            }
+        }
+    }
 }
 
 /// Registers the SIGINT and SIGTERM handlers now, so a signal that arrives as soon as the

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use fleetmesh_proto::ask::Ask;
 use fleetmesh_proto::event::canonical;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
-use fleetmesh_proto::ledger::{Budget, Report};
+use fleetmesh_proto::ledger::{Grant, Report};
 use fleetmesh_proto::nodes::{Heartbeat, Revocation, Shard};
 use fleetmesh_proto::noun::Noun;
 use fleetmesh_proto::projection::{Assertion, RelayMonitor};
@@ -98,7 +98,7 @@ fn nouns_sign_back(ev: &Event) {
             assert_eq!(N::from_event(&again).expect("a noun signed back reads"), n);
         }
     }
-    hold::<Budget>(ev);
+    hold::<Grant>(ev);
     hold::<Report>(ev);
     hold::<Revocation>(ev);
     hold::<Heartbeat>(ev);

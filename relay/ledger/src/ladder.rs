@@ -129,18 +129,15 @@ impl Ledger {
     /// reason, and nothing changed.
     pub fn apply(&mut self, text: &str) -> Result<Vec<Decision>, String> {
         if text.len() > crate::evidence::MAX_LINE {
-            return Err(format!(
-                "longer than {} bytes",
-                crate::evidence::MAX_LINE
-            ));
+            return Err(format!("longer than {} bytes", crate::evidence::MAX_LINE));
         }
         let line: Line = serde_json::from_str(text).map_err(|e| format!("not a log line: {e}"))?;
         let id = line_id(text);
         if let Line::Node { pubkey, .. } = &line {
             return match &self.us {
-                Some(us) if us != pubkey => Err(format!(
-                    "a second node line ({pubkey}) in the log of {us}"
-                )),
+                Some(us) if us != pubkey => {
+                    Err(format!("a second node line ({pubkey}) in the log of {us}"))
+                }
                 _ => {
                     self.us = Some(pubkey.clone());
                     Ok(Vec::new())
@@ -256,7 +253,11 @@ impl Ledger {
         let signer = event["pubkey"].as_str().unwrap_or_default();
         let read = Event::from_value(event)
             .map_err(|e| e.to_string())
-            .and_then(|e| Grant::from_event(&e).map(|g| (g, e.id)).map_err(|e| e.to_string()));
+            .and_then(|e| {
+                Grant::from_event(&e)
+                    .map(|g| (g, e.id))
+                    .map_err(|e| e.to_string())
+            });
         match read {
             Ok((g, eid)) if signer == us => {
                 let eid = hex::encode(eid);
@@ -321,7 +322,10 @@ impl Ledger {
         let hash = r.hash();
         let p = self.peers.entry(peer.to_owned()).or_default();
         if p.receipts.values().any(|(old, _)| old.hash() == hash)
-            || p.standing.chain_in.as_ref().is_some_and(|(_, h)| *h == hash)
+            || p.standing
+                .chain_in
+                .as_ref()
+                .is_some_and(|(_, h)| *h == hash)
         {
             // The same receipt again (a retry): nothing new.
             return Vec::new();
@@ -372,7 +376,10 @@ impl Ledger {
         let (limit_e, limit_b) = (cap, g.bytes_at(cap));
         let over = m.events_in * 10 > limit_e * 11 || m.bytes_in * 10 > limit_b * 11;
         let (severity, why) = if m.forged > 0 {
-            (Rung::S4, format!("{} events with a forged id or signature", m.forged))
+            (
+                Rung::S4,
+                format!("{} events with a forged id or signature", m.forged),
+            )
         } else if m.out_of_filter + m.malformed > 0 {
             (
                 Rung::S3,

@@ -44,10 +44,11 @@ impl Books {
             path: dir.display().to_string(),
             source,
         })?;
-        let conn = sqlite::open(&db, Mode::CreateIfAbsent, true).map_err(|e| LedgerError::Store {
-            path: db.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        let conn =
+            sqlite::open(&db, Mode::CreateIfAbsent, true).map_err(|e| LedgerError::Store {
+                path: db.display().to_string(),
+                reason: e.to_string(),
+            })?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS decisions (n INTEGER PRIMARY KEY, peer TEXT NOT NULL, \
              window INTEGER NOT NULL, json TEXT NOT NULL);
@@ -161,4 +162,32 @@ impl Books {
         }
         Ok(out)
     }
+}
+
+/// The decisions recorded in the books in `dir`, in order, read without opening the books
+/// for writing (`GET /v1/ledger` while the daemon runs); empty when there are none yet.
+///
+/// # Errors
+/// [`LedgerError::Store`] for a damaged file.
+pub fn recorded(dir: &Path) -> Result<Vec<Decision>> {
+    let db = dir.join("ledger.sqlite");
+    if !db.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = sqlite::open(&db, Mode::Existing, false).map_err(|e| LedgerError::Store {
+        path: db.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let err = store_err(&db);
+    let mut st = conn
+        .prepare("SELECT json FROM decisions ORDER BY n")
+        .map_err(&err)?;
+    let rows = st.query_map([], |r| r.get::<_, String>(0)).map_err(&err)?;
+    let mut out = Vec::new();
+    for json in rows {
+        if let Ok(d) = serde_json::from_str(&json.map_err(&err)?) {
+            out.push(d);
+        }
+    }
+    Ok(out)
 }

@@ -78,6 +78,9 @@ fn counts(events: u64, bytes: u64) -> Counts {
     }
 }
 
+/// Makes the next receipt of a chain a bad one (the third key at hand).
+type Breaker<'a> = Box<dyn Fn(&mut Chain<'_>, &NodeKeys) -> BudgetReceipt + 'a>;
+
 struct Node {
     books: Books,
     dir: tempfile::TempDir,
@@ -159,13 +162,19 @@ fn a_flood_is_halved_along_the_schedule_then_suspended_at_the_floor_and_clean_wi
     // Within 110 %: clean, the capacity stays at the ceiling.
     n.receipt(&chain.receipt(w0, (110, 50_000)));
     let d = n.measure(w0, counts(110, 50_000));
-    assert_eq!((d.severity, d.remedy, d.capacity), (Rung::S0, Remedy::Increase, 100));
+    assert_eq!(
+        (d.severity, d.remedy, d.capacity),
+        (Rung::S0, Remedy::Increase, 100)
+    );
     assert_eq!(d.evidence.len(), 3, "measure, grant, receipt");
     // Over, reported accurately: halved, down to the floor.
     for (w, cap) in [(w0 + 1, 50), (w0 + 2, 25)] {
         n.receipt(&chain.receipt(w, (300, 90_000)));
         let d = n.measure(w, counts(300, 90_000));
-        assert_eq!((d.severity, d.remedy, d.capacity), (Rung::S1, Remedy::Halve, cap));
+        assert_eq!(
+            (d.severity, d.remedy, d.capacity),
+            (Rung::S1, Remedy::Halve, cap)
+        );
     }
     // Bytes count too: 25 events allow 25 000 bytes.
     n.receipt(&chain.receipt(w0 + 3, (20, 20_000)));
@@ -211,7 +220,7 @@ fn a_receipt_that_diverges_from_the_measurement_puts_the_peer_on_probation() {
 #[test]
 fn forks_gaps_broken_links_forged_signatures_and_foreign_signers_revoke() {
     let w0 = T0 / W;
-    let cases: Vec<(&str, Box<dyn Fn(&mut Chain<'_>, &NodeKeys) -> BudgetReceipt>)> = vec![
+    let cases: Vec<(&str, Breaker<'_>)> = vec![
         (
             "fork",
             Box::new(|c: &mut Chain<'_>, _: &NodeKeys| {
@@ -265,10 +274,17 @@ fn forks_gaps_broken_links_forged_signatures_and_foreign_signers_revoke() {
         let r = bad(&mut chain, &c);
         let d = n.receipt(&r);
         assert_eq!(d.len(), 1, "{what}");
-        assert_eq!((d[0].severity, d[0].remedy), (Rung::S4, Remedy::Revoke), "{what}");
+        assert_eq!(
+            (d[0].severity, d[0].remedy),
+            (Rung::S4, Remedy::Revoke),
+            "{what}"
+        );
         assert!(d[0].why.contains(what), "{what}: {}", d[0].why);
         let s = n.books.ledger().standing(&n.peer).unwrap();
-        assert!(s.revoked && s.grant_out.is_none() && s.capacity == 0, "{what}");
+        assert!(
+            s.revoked && s.grant_out.is_none() && s.capacity == 0,
+            "{what}"
+        );
         // Nothing more is judged of a revoked peer.
         assert!(n.receipt(&chain.receipt(w0 + 2, (1, 1))).is_empty());
         n.replays_the_same();
@@ -308,7 +324,14 @@ fn forged_events_revoke_out_of_filter_and_malformed_suspend_and_bad_lines_are_re
     assert_eq!(d[0].severity, Rung::S3);
     let third = NodeKeys::generate().unwrap();
     let foreign = grant(&third, &a, 5, 1);
-    assert!(n.line(Line::Grant { at: T0, peer: n.peer.clone(), event: foreign }).is_empty());
+    assert!(
+        n.line(Line::Grant {
+            at: T0,
+            peer: n.peer.clone(),
+            event: foreign
+        })
+        .is_empty()
+    );
     let mut theirs = grant(&b, &a, 50, 5);
     theirs["content"] = Value::String(theirs["content"].as_str().unwrap().replace("50", "99"));
     let d = n.line(Line::Grant {
@@ -340,7 +363,9 @@ fn books_reopened_hold_the_standing_and_catch_up_decisions_the_file_missed() {
     n.measure(w0, counts(500, 1000));
     let dir = n.dir.path().to_owned();
     let (before, peer) = (n.books.ledger().standing(&n.peer).cloned(), n.peer.clone());
-    let Node { books, dir: keep, .. } = n;
+    let Node {
+        books, dir: keep, ..
+    } = n;
     drop(books);
     // The file lost its last decision (a crash between the log and the file).
     drop_last_decision(&dir);
@@ -360,6 +385,9 @@ fn drop_last_decision(dir: &std::path::Path) {
         false,
     )
     .unwrap();
-    conn.execute("DELETE FROM decisions WHERE n = (SELECT max(n) FROM decisions)", [])
-        .unwrap();
+    conn.execute(
+        "DELETE FROM decisions WHERE n = (SELECT max(n) FROM decisions)",
+        [],
+    )
+    .unwrap();
 }

@@ -70,7 +70,19 @@ pub struct Tally {
     rate_limited: AtomicU64,
     /// Unix time of the peer's last NIP-77 reconciliation on our face (0: never).
     reconciled_at: AtomicU64,
+    /// The counts per window of Unix time, when windows are set ([`Tally::set_window`]).
+    windows: std::sync::Mutex<Windows>,
 }
+
+/// Counts per window: window length (0: not kept) and the last few windows' counts.
+#[derive(Debug, Default)]
+struct Windows {
+    secs: u64,
+    slots: std::collections::VecDeque<(u64, TallyCounts)>,
+}
+
+/// Windows a tally keeps.
+const WINDOWS_KEPT: usize = 8;
 
 /// A [`Tally`] read at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,12 +112,73 @@ impl Tally {
     pub fn received(&self, events: u64, bytes: u64) {
         self.events_in.fetch_add(events, Relaxed);
         self.bytes_in.fetch_add(bytes, Relaxed);
+        self.in_window(|c| {
+            c.events_in += events;
+            c.bytes_in += bytes;
+        });
     }
 
     /// Counts `events` (carried in `bytes`) sent to the peer.
     pub fn sent(&self, events: u64, bytes: u64) {
         self.events_out.fetch_add(events, Relaxed);
         self.bytes_out.fetch_add(bytes, Relaxed);
+        self.in_window(|c| {
+            c.events_out += events;
+            c.bytes_out += bytes;
+        });
+    }
+
+    /// Keeps counts per window of `secs` seconds of Unix time from now on (window n covers
+    /// [n × secs, (n + 1) × secs)): what the ledger meters a peer by. A change of length
+    /// starts over.
+    pub fn set_window(&self, secs: u64) {
+        let mut w = self
+            .windows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.secs != secs {
+            *w = Windows {
+                secs,
+                slots: Default::default(),
+            };
+        }
+    }
+
+    /// The counts of window `n` (all zero when nothing was counted in it or it is no
+    /// longer kept: the last eight are).
+    pub fn window(&self, n: u64) -> TallyCounts {
+        let w = self
+            .windows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        w.slots
+            .iter()
+            .find(|(k, _)| *k == n)
+            .map(|(_, c)| *c)
+            .unwrap_or_default()
+    }
+
+    fn in_window(&self, add: impl FnOnce(&mut TallyCounts)) {
+        let mut w = self
+            .windows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.secs == 0 {
+            return;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let n = now / w.secs;
+        if w.slots.back().is_none_or(|(k, _)| *k != n) {
+            w.slots.push_back((n, TallyCounts::default()));
+            while w.slots.len() > WINDOWS_KEPT {
+                w.slots.pop_front();
+            }
+        }
+        if let Some((_, c)) = w.slots.back_mut() {
+            add(c);
+        }
     }
 
     /// Counts one refusal.
@@ -123,6 +196,13 @@ impl Tally {
             PeerRefusal::RateLimited => &self.rate_limited,
         };
         c.fetch_add(n, Relaxed);
+        self.in_window(|c| match why {
+            PeerRefusal::OutOfFilter => c.out_of_filter += n,
+            PeerRefusal::Malformed => c.malformed += n,
+            PeerRefusal::Forged => c.forged += n,
+            PeerRefusal::Invalid => c.invalid += n,
+            PeerRefusal::RateLimited => c.rate_limited += n,
+        });
     }
 
     /// Notes that the peer opened a NIP-77 reconciliation with us at unix time `now`: it

@@ -378,12 +378,16 @@ fn an_ask_signed_by_its_body_reads_back() {
 #[test]
 fn a_grant_names_its_pair_only_by_the_blinded_id_and_holds_its_schedule_in_order() {
     use fleetmesh_proto::ledger::{Grant, pair_id};
+    use fleetmesh_proto::noun::Noun as _;
     let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
     let ab = pair_id(&a.nostr().secret_key(), &b.nostr_pubkey_hex()).unwrap();
     let ba = pair_id(&b.nostr().secret_key(), &a.nostr_pubkey_hex()).unwrap();
     assert_eq!(ab, ba, "both sides compute the same pair id");
     let c = NodeKeys::generate().unwrap();
-    assert_ne!(ab, pair_id(&a.nostr().secret_key(), &c.nostr_pubkey_hex()).unwrap());
+    assert_ne!(
+        ab,
+        pair_id(&a.nostr().secret_key(), &c.nostr_pubkey_hex()).unwrap()
+    );
     let mut v = examples(30801)["valid"][0].clone();
     v["tags"][0][1] = json!(ab);
     let g = Grant::from_event(&resigned(&a, &v)).unwrap();
@@ -407,8 +411,17 @@ fn a_budget_receipt_is_canonical_json_signed_by_its_sender_and_chained_by_hash()
     let keys = NodeKeys::generate().unwrap();
     let me = keys.nostr_pubkey_hex();
     let moved = |events, bytes| Moved { events, bytes };
-    let first = BudgetReceipt::new(me.clone(), ZERO.into(), 29_470_426, 60, 0, ZERO.into(),
-        moved(120, 48_211), moved(0, 1_733), 1_768_225_605)
+    let first = BudgetReceipt::new(
+        me.clone(),
+        ZERO.into(),
+        29_470_426,
+        60,
+        0,
+        ZERO.into(),
+        moved(120, 48_211),
+        moved(0, 1_733),
+        1_768_225_605,
+    )
     .sign(&keys)
     .unwrap();
     assert!(first.verify());
@@ -421,12 +434,23 @@ fn a_budget_receipt_is_canonical_json_signed_by_its_sender_and_chained_by_hash()
     use sha2::Digest as _;
     assert_eq!(
         first.hash(),
-        hex::encode(sha2::Sha256::digest(serde_json_canonicalizer::to_vec(&v).unwrap()))
+        hex::encode(sha2::Sha256::digest(
+            serde_json_canonicalizer::to_vec(&v).unwrap()
+        ))
     );
     // It reads back through the schema; the next one links to it.
     assert_eq!(BudgetReceipt::from_value(&v).unwrap(), first);
-    let next = BudgetReceipt::new(me.clone(), ZERO.into(), 29_470_427, 60, 1, first.hash(),
-        moved(3, 900), moved(1, 300), 1_768_225_665)
+    let next = BudgetReceipt::new(
+        me.clone(),
+        ZERO.into(),
+        29_470_427,
+        60,
+        1,
+        first.hash(),
+        moved(3, 900),
+        moved(1, 300),
+        1_768_225_665,
+    )
     .sign(&keys)
     .unwrap();
     assert_eq!(next.prev, first.hash());
@@ -439,8 +463,14 @@ fn a_budget_receipt_is_canonical_json_signed_by_its_sender_and_chained_by_hash()
     // Unknown fields and a receipt without a signature are refused by the schema.
     let mut extra = v.clone();
     extra["amount"] = json!(5);
-    assert!(matches!(BudgetReceipt::from_value(&extra), Err(Error::Schema(_))));
+    assert!(matches!(
+        BudgetReceipt::from_value(&extra),
+        Err(Error::Schema(_))
+    ));
     let mut unsigned = v;
     unsigned.as_object_mut().unwrap().remove("sig");
-    assert!(matches!(BudgetReceipt::from_value(&unsigned), Err(Error::Schema(_))));
+    assert!(matches!(
+        BudgetReceipt::from_value(&unsigned),
+        Err(Error::Schema(_))
+    ));
 }

@@ -89,7 +89,15 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, frame: &Frame) -> std
 /// The client end: text messages through a [`Link`], pings answered. The link's `rx`
 /// ends when the peer closes the stream or breaks the framing; dropping the link's `tx`
 /// finishes the stream.
-pub(crate) fn client<R, W>(mut recv: R, mut send: W, cap: usize) -> Link
+///
+/// With `tally`, every text message is counted in it as it crosses (an `EVENT` message as
+/// an event), as the peer's face counts the same messages on its side.
+pub(crate) fn client<R, W>(
+    mut recv: R,
+    mut send: W,
+    cap: usize,
+    tally: Option<std::sync::Arc<fleetmesh_relay::face::Tally>>,
+) -> Link
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -97,11 +105,18 @@ where
     let (out_tx, mut out_rx) = mpsc::channel::<String>(64);
     let (in_tx, in_rx) = mpsc::channel::<String>(64);
     let (pong_tx, mut pong_rx) = mpsc::channel::<Vec<u8>>(4);
+    let tally_in = tally.clone();
+    let is_event = |t: &str| u64::from(t.trim_start().starts_with("[\"EVENT\""));
     tokio::spawn(async move {
         loop {
             let frame = tokio::select! {
                 text = out_rx.recv() => match text {
-                    Some(t) => Frame::Text(t),
+                    Some(t) => {
+                        if let Some(tally) = &tally {
+                            tally.sent(is_event(&t), t.len() as u64);
+                        }
+                        Frame::Text(t)
+                    }
                     None => break,
                 },
                 Some(p) = pong_rx.recv() => Frame::Pong(p),
@@ -117,6 +132,9 @@ where
         loop {
             match read_frame(&mut recv, cap).await {
                 Ok(Some(Frame::Text(t))) => {
+                    if let Some(tally) = &tally_in {
+                        tally.received(is_event(&t), t.len() as u64);
+                    }
                     if in_tx.send(t).await.is_err() {
                         return;
                     }

@@ -581,6 +581,18 @@ impl PeerLink {
     /// # Errors
     /// [`Error::Connect`] when the connection is gone.
     pub async fn session(&self) -> Result<Link> {
+        self.session_counted(None).await
+    }
+
+    /// [`PeerLink::session`], every message counted in `tally` as it crosses: the same
+    /// counts the peer's face keeps of it, so the two sides' receipts agree.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when the connection is gone.
+    pub async fn session_counted(
+        &self,
+        tally: Option<Arc<fleetmesh_relay::face::Tally>>,
+    ) -> Result<Link> {
         let peer = hex::encode(self.conn.remote_id().as_bytes());
         let fail = |e: String| Error::Connect {
             peer: peer.clone(),
@@ -590,7 +602,7 @@ impl PeerLink {
         send.write_all(&[RELAY])
             .await
             .map_err(|e| fail(e.to_string()))?;
-        Ok(frame::client(recv, send, 16 << 20))
+        Ok(frame::client(recv, send, 16 << 20, tally))
     }
 
     /// Sends one message (a DIDComm message) to the peer's message handler

@@ -1,0 +1,212 @@
+//! `meshnode ledger replay FILE` and `meshnode ledger show DIR|--node URL`: the
+//! accountability ledger's decisions recomputed from an evidence log alone, and each
+//! peer's standing ([`fleetmesh_ledger`], [`crate::ledger`]).
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use crate::cli::Outcome;
+
+/// `meshnode ledger …`.
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Recompute every decision from an evidence log (`DIR/ledger/evidence.jsonl`) alone
+    /// and print them, one per line: what the node decided live. Lines that do not parse
+    /// are named on stderr (exit 2 after the decisions).
+    Replay(ReplayArgs),
+    /// Each peer's standing (severity, capacity, probation, suspension, revocation,
+    /// grants, chain heads), from a node directory's log or a running node's
+    /// `GET /v1/ledger`; with `--decisions`, the decisions too.
+    Show(ShowArgs),
+}
+
+/// `meshnode grant …`: the node's grants, on its control socket.
+#[derive(Debug, Subcommand)]
+pub enum GrantCommand {
+    /// Grant one peer (its Nostr key, hex) EVENTS per window: a kind 30801 event, logged,
+    /// published and sent to the peer; replaces the grant it had.
+    Issue {
+        /// The peer's Nostr key (hex).
+        peer: String,
+        /// Events per window (the AIMD ceiling and first capacity).
+        #[arg(long)]
+        events: u64,
+        /// Bytes per window at full capacity [default: 4 KiB per event].
+        #[arg(long, default_value_t = 0)]
+        bytes: u64,
+        /// Window length, seconds.
+        #[arg(long, default_value_t = 60)]
+        window: u64,
+        /// The capacity's floor [default: a quarter of the events].
+        #[arg(long, default_value_t = 0)]
+        min: u64,
+        /// Added after each clean window [default: a tenth of the events].
+        #[arg(long, default_value_t = 0)]
+        increase: u64,
+        /// The node directory [default: $MESHNODE_HOME or the platform data directory].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// The grants the node gives, with the capacity in force.
+    List {
+        /// The node directory.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Revoke the node's grant to a peer (logged; deleted by NIP-09 from its relay).
+    Revoke {
+        /// The peer's Nostr key (hex).
+        peer: String,
+        /// The node directory.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// `meshnode grant …`.
+pub fn grant(cmd: &GrantCommand) -> anyhow::Result<Outcome> {
+    let (req, dir) = match cmd {
+        GrantCommand::Issue {
+            peer,
+            events,
+            bytes,
+            window,
+            min,
+            increase,
+            dir,
+        } => (
+            json!({"cmd": "grant.issue", "peer": peer, "events": events, "bytes": bytes,
+                "window_secs": window, "min": min, "increase": increase}),
+            dir,
+        ),
+        GrantCommand::List { dir } => (json!({"cmd": "grant.list"}), dir),
+        GrantCommand::Revoke { peer, dir } => (json!({"cmd": "grant.revoke", "peer": peer}), dir),
+    };
+    let dir = crate::node::dir_or_home(dir.clone())?;
+    let answer = crate::control::request(&dir, &req)?;
+    if let Some(why) = answer["error"]["message"].as_str() {
+        eprintln!("meshnode grant: {why}");
+        return Ok(Outcome::Failing);
+    }
+    println!("{answer}");
+    Ok(Outcome::Ok)
+}
+
+/// `meshnode ledger replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The evidence log.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// JSON lines (`peer`, `window`, `severity`, `remedy`, `capacity`, `evidence`, `why`,
+    /// `at`) instead of a line of words each.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `meshnode ledger show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A node directory (its `ledger/evidence.jsonl` is replayed).
+    #[arg(value_name = "DIR", conflicts_with = "node")]
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: crate::cli::peers::PeersArgs,
+    /// The decisions too, one JSON line each (as `ledger replay --json` prints them).
+    #[arg(long)]
+    pub decisions: bool,
+}
+
+/// The standing of the node in `dir`'s peers, from its evidence log, and the decisions
+/// it recorded as it took them (its `ledger.sqlite`): what `GET /v1/ledger` answers;
+/// empty when it keeps no ledger yet.
+///
+/// # Errors
+/// A log that cannot be read.
+pub fn standing(dir: &Path) -> anyhow::Result<Value> {
+    let log = dir.join("ledger").join("evidence.jsonl");
+    if !log.exists() {
+        return Ok(json!({"node": null, "peers": {}, "decisions": []}));
+    }
+    let r = fleetmesh_ledger::evidence::replay(&log)?;
+    let recorded = fleetmesh_ledger::store::recorded(&dir.join("ledger"))?;
+    Ok(json!({
+        "node": r.ledger.us(),
+        "peers": r.ledger.standings(),
+        "decisions": recorded,
+        "refused": r.refused,
+    }))
+}
+
+/// `meshnode ledger replay`.
+pub fn replay(args: &ReplayArgs) -> anyhow::Result<Outcome> {
+    let r = fleetmesh_ledger::evidence::replay(&args.file)?;
+    for d in &r.decisions {
+        if args.json {
+            println!("{}", serde_json::to_string(d)?);
+        } else {
+            println!(
+                "window {} {} {} {} → capacity {}: {}",
+                d.window, d.peer, d.severity, d.remedy, d.capacity, d.why
+            );
+        }
+    }
+    for x in &r.refused {
+        eprintln!("{}: line {}: {}", args.file.display(), x.line, x.reason);
+    }
+    Ok(if r.refused.is_empty() {
+        Outcome::Ok
+    } else {
+        Outcome::Malformed
+    })
+}
+
+/// `meshnode ledger show`.
+pub fn show(args: &ShowArgs) -> anyhow::Result<Outcome> {
+    let body = match &args.dir {
+        Some(dir) => standing(dir)?,
+        None => {
+            let quiet = crate::cli::peers::PeersArgs {
+                node: args.remote.node.clone(),
+                token: args.remote.token.clone(),
+                json: false,
+            };
+            crate::cli::peers::ask(&quiet, "/v1/ledger")?.unwrap_or_default()
+        }
+    };
+    if args.remote.json {
+        println!("{body}");
+        return Ok(Outcome::Ok);
+    }
+    let peers = body["peers"].as_object().cloned().unwrap_or_default();
+    if peers.is_empty() {
+        println!("no peers in the ledger");
+    }
+    for (peer, s) in &peers {
+        let state = if s["revoked"] == true {
+            "revoked".to_owned()
+        } else if let Some(u) = s["suspended_until"].as_u64() {
+            format!("suspended until {u}")
+        } else if s["probation"] == true {
+            "on probation".to_owned()
+        } else {
+            "in good standing".to_owned()
+        };
+        println!(
+            "{peer}: {} {state}, capacity {} events/window, last window {}, grant out {}, grant in {}",
+            s["severity"].as_str().unwrap_or("S0"),
+            s["capacity"],
+            s["last_window"],
+            s["grant_out"].as_str().unwrap_or("none"),
+            s["grant_in"].as_str().unwrap_or("none"),
+        );
+    }
+    if args.decisions {
+        for d in body["decisions"].as_array().into_iter().flatten() {
+            println!("{d}");
+        }
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,81 @@
+//! `[ledger]`: the accountability ledger's window, and the grant the node gives every peer
+//! it links with (see [`crate::ledger`]).
+
+use serde::{Deserialize, Serialize};
+
+/// `[ledger]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LedgerSection {
+    /// Window length, seconds: receipts are exchanged and traffic judged once a window.
+    /// 1 to 86 400. Default 60. Short windows judge sooner and cost a receipt per peer
+    /// each time.
+    pub window_secs: u64,
+    /// Events per window granted to every peer the node links with (kind 30801, the AIMD
+    /// ceiling and the first window's capacity); 0 (the default) grants nothing by itself
+    /// — `meshnode grant issue` grants one peer.
+    pub grant_events: u64,
+    /// Bytes per window at full capacity. Default 0: 4 KiB per granted event.
+    pub grant_bytes: u64,
+    /// The capacity's floor, events per window; an overrun at the floor suspends. Default
+    /// 0: a quarter of `grant_events` (at least 1).
+    pub grant_min: u64,
+    /// Events added to the capacity after each clean window. Default 0: a tenth of
+    /// `grant_events`.
+    pub grant_increase: u64,
+}
+
+impl Default for LedgerSection {
+    fn default() -> Self {
+        LedgerSection {
+            window_secs: 60,
+            grant_events: 0,
+            grant_bytes: 0,
+            grant_min: 0,
+            grant_increase: 0,
+        }
+    }
+}
+
+impl LedgerSection {
+    /// The terms of the automatic grant (`grant_events` > 0), defaults filled in.
+    pub fn terms(&self) -> Option<(u64, u64, u64, u64)> {
+        (self.grant_events > 0).then(|| {
+            let e = self.grant_events;
+            let bytes = if self.grant_bytes > 0 {
+                self.grant_bytes
+            } else {
+                e.saturating_mul(4096)
+            };
+            let min = if self.grant_min > 0 {
+                self.grant_min
+            } else {
+                (e / 4).max(1)
+            };
+            let inc = if self.grant_increase > 0 {
+                self.grant_increase
+            } else {
+                e / 10
+            };
+            (e, bytes, min, inc)
+        })
+    }
+
+    /// Refuses values out of range, naming the key.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if !(1..=86_400).contains(&self.window_secs) {
+            return Err(format!(
+                "[ledger] window_secs = {}: must be between 1 and 86400",
+                self.window_secs
+            ));
+        }
+        if let Some((e, _, min, _)) = self.terms()
+            && min > e
+        {
+            return Err(format!(
+                "[ledger] grant_min = {min}: must not exceed grant_events = {e}"
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,480 @@
+//! The accountability ledger in the daemon ([`fleetmesh_ledger`] does the arithmetic):
+//! grants to linked peers, the receipts of every window, the window judged on the S0–S4
+//! ladder, and the remedies carried out. Everything it acts on goes to the evidence log
+//! `DIR/ledger/evidence.jsonl` first; `meshnode ledger replay` of that file takes the
+//! same decisions.
+//!
+//! - **Grants**: with `[ledger] grant_events`, every peer whose QUIC link is up gets a
+//!   grant (kind 30801, `d` = the blinded pair id), published on the node's relay and
+//!   sent to the peer over the link; `meshnode grant issue|list|revoke` for one peer.
+//! - **Windows**: at the end of each `[ledger] window_secs` window of Unix time, a
+//!   budget/1.0 receipt (what was sent and received over the pair's links in the window,
+//!   as the peer's tally counted it message by message) is signed, logged and sent to each
+//!   linked peer as a signed DIDComm message over the link; a quarter window later (at
+//!   least a second) the node's own measurement of each granted peer is logged, which has
+//!   the window judged.
+//! - **Remedies**: S1 halves the capacity and sends the peer a complaint/1.0 notice; S2
+//!   (probation), S3 (suspended 24 h: no rounds, its sessions admit nothing) and S4
+//!   (peering revoked, our grant deleted by NIP-09, the link closed, never dialled again)
+//!   publish a kind 30802 report naming the evidence lines.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use fleetmesh_ledger::{Books, Counts, Decision, Line};
+use fleetmesh_proto::ledger::{
+    BudgetReceipt, ChainHead, Complaints, Grant, Moved, Period, Report, Traffic, ZERO, pair_id,
+};
+use fleetmesh_proto::noun::Noun as _;
+use fleetmesh_proto::{Event, NodeKeys, Remedy, Rung, UnsignedEvent};
+use fleetmesh_relay::face::Relay;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::config::LedgerSection;
+use crate::federation::Links;
+use crate::peers::Peers;
+
+/// The ledger's directory in the node directory.
+pub const DIR: &str = "ledger";
+/// A budget/1.0 receipt, as a DIDComm message type.
+pub const RECEIPT: &str = crate::didcomm::LEDGER_TYPES[0];
+/// A grant (kind 30801 event) sent to its peer.
+pub const GRANT: &str = crate::didcomm::LEDGER_TYPES[1];
+/// A complaint/1.0 notice.
+pub const COMPLAINT: &str = crate::didcomm::LEDGER_TYPES[2];
+/// Ledger messages waiting to be recorded; past it a peer's message is refused (429).
+pub const INBOX: usize = 1024;
+
+/// A ledger message from a peer: its key (hex, the DIDComm signer), the type, the body.
+pub type Inbound = (String, String, Value);
+
+/// The ledger of a running node.
+pub struct Accounts {
+    books: Mutex<Books>,
+    keys: NodeKeys,
+    descriptor: Event,
+    relay: Arc<Relay>,
+    table: Arc<Peers>,
+    links: Links,
+    config: LedgerSection,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Accounts {
+    /// Opens the books of the node in `dir` (replaying its evidence log) and bars the
+    /// peers they say are suspended or revoked.
+    ///
+    /// # Errors
+    /// The books' (a damaged file is refused, never recreated), the keys'.
+    pub fn open(
+        dir: &Path,
+        descriptor: Event,
+        relay: Arc<Relay>,
+        table: Arc<Peers>,
+        links: Links,
+        config: LedgerSection,
+    ) -> anyhow::Result<Arc<Accounts>> {
+        let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
+        let now = crate::node::unix_now();
+        let (books, refused) = Books::open(&dir.join(DIR), &keys.nostr_pubkey_hex(), now)?;
+        for r in refused {
+            tracing::warn!(line = r.line, reason = %r.reason, "evidence log: a line not taken");
+        }
+        for (peer, s) in books.ledger().standings() {
+            if s.revoked {
+                table.bar(&peer, u64::MAX);
+            } else if let Some(until) = s.suspended_until.filter(|u| *u > now) {
+                table.bar(&peer, until);
+            }
+        }
+        table.set_window(config.window_secs);
+        Ok(Arc::new(Accounts {
+            books: Mutex::new(books),
+            keys,
+            descriptor,
+            relay,
+            table,
+            links,
+            config,
+        }))
+    }
+
+    /// Records `line` and carries out what it decided.
+    async fn record(&self, line: Line) {
+        let decided = match lock(&self.books).record(line) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!(error = %e, "the ledger could not record a line");
+                return;
+            }
+        };
+        for d in decided {
+            self.carry_out(&d).await;
+        }
+    }
+
+    /// Issues (or re-issues) our grant to `peer` with these terms; logs, publishes and
+    /// sends it. Returns the event.
+    ///
+    /// # Errors
+    /// Signing, or a peer key that is not one.
+    pub async fn issue(
+        &self,
+        peer: &str,
+        (events, bytes, min, increase): (u64, u64, u64, u64),
+        window_secs: u64,
+    ) -> anyhow::Result<Event> {
+        let g = Grant {
+            events,
+            bytes,
+            window_secs,
+            aimd: fleetmesh_proto::ledger::Aimd {
+                initial: events,
+                min,
+                increase,
+            },
+            shards: None,
+            starts_at: None,
+            pair: pair_id(&self.keys.nostr().secret_key(), peer)
+                .with_context(|| format!("{peer} is not a Nostr key"))?,
+            expires_at: None,
+        };
+        let event = g.sign(&self.keys, crate::node::unix_now())?;
+        self.record(Line::Grant {
+            at: crate::node::unix_now(),
+            peer: peer.to_owned(),
+            event: event.to_value(),
+        })
+        .await;
+        if let Err(e) = self.relay.publish(event.clone()).await {
+            tracing::warn!(%peer, error = %e, "our grant was not stored");
+        }
+        self.send(peer, GRANT, event.to_value()).await;
+        tracing::info!(%peer, events, bytes, window_secs, "grant issued");
+        Ok(event)
+    }
+
+    /// Revokes our grant to `peer`: logged, and deleted (NIP-09) from our relay.
+    pub async fn revoke(&self, peer: &str) -> bool {
+        let had = lock(&self.books)
+            .ledger()
+            .grant_out(peer)
+            .map(|(_, id)| id.to_owned());
+        self.record(Line::Revoke {
+            at: crate::node::unix_now(),
+            peer: peer.to_owned(),
+        })
+        .await;
+        self.delete_grant(peer).await;
+        had.is_some()
+    }
+
+    /// Our grants: peer, terms, event id, capacity now.
+    pub fn grants(&self) -> Value {
+        let books = lock(&self.books);
+        let l = books.ledger();
+        let out: Vec<Value> = l
+            .standings()
+            .into_iter()
+            .filter_map(|(peer, s)| {
+                let (g, _) = l.grant_out(&peer)?;
+                Some(
+                    json!({"peer": peer, "grant": s.grant_out, "events": g.events, "bytes": g.bytes,
+                    "window_secs": g.window_secs, "aimd": g.aimd, "capacity": s.capacity}),
+                )
+            })
+            .collect();
+        Value::Array(out)
+    }
+
+    async fn delete_grant(&self, peer: &str) {
+        let Ok(pair) = pair_id(&self.keys.nostr().secret_key(), peer) else {
+            return;
+        };
+        let coordinate = format!(
+            "{}:{}:{pair}",
+            fleetmesh_schemas::constants::kind::BUDGET,
+            self.keys.nostr_pubkey_hex()
+        );
+        let deletion = UnsignedEvent {
+            created_at: crate::node::unix_now(),
+            kind: 5,
+            tags: vec![
+                vec!["a".into(), coordinate],
+                vec!["k".into(), "30801".into()],
+            ],
+            content: "grant revoked".into(),
+        };
+        if let Ok(e) = self.keys.sign(deletion)
+            && let Err(why) = self.relay.publish(e).await
+        {
+            tracing::warn!(%peer, error = %why, "the grant's deletion was not stored");
+        }
+    }
+
+    /// Sends `body` as a signed DIDComm message of `type_` over the link to `peer`.
+    async fn send(&self, peer: &str, type_: &str, body: Value) {
+        let link = lock(&self.links).get(peer).cloned();
+        let Some(link) = link else {
+            tracing::debug!(%peer, type_, "no link: not sent");
+            return;
+        };
+        let sent = async {
+            let doc = fleetmesh_proto::didcomm::PeerDoc::parse(&fleetmesh_proto::did::document(
+                &link.content,
+            ))?;
+            let packed = crate::didcomm::request(&self.keys, &self.descriptor, &doc, type_, body)?;
+            crate::federation::exchange_over(&link, &packed, &self.keys, &vec![doc]).await?;
+            anyhow::Ok(())
+        };
+        if let Err(e) = sent.await {
+            tracing::debug!(%peer, type_, error = %format!("{e:#}"), "a ledger message was not taken");
+        }
+    }
+
+    /// Takes a ledger message from a peer.
+    async fn inbound(&self, (from, type_, body): Inbound) {
+        let at = crate::node::unix_now();
+        match type_.as_str() {
+            RECEIPT => {
+                self.record(Line::Receipt {
+                    at,
+                    peer: from,
+                    receipt: body,
+                })
+                .await
+            }
+            GRANT => {
+                self.record(Line::Grant {
+                    at,
+                    peer: from,
+                    event: body,
+                })
+                .await
+            }
+            COMPLAINT => {
+                metrics::counter!("fleetmesh_ledger_complaints_total", "direction" => "received")
+                    .increment(1);
+                tracing::warn!(peer = %from, complaint = %body, "a peer complains about us");
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends window `w`: a receipt to every linked peer; grants to new ones.
+    async fn close_window(&self, w: u64) {
+        let secs = self.config.window_secs;
+        let peers: Vec<String> = lock(&self.links).keys().cloned().collect();
+        for peer in peers {
+            if self.table.barred(&peer) {
+                continue;
+            }
+            if let Some(terms) = self.config.terms()
+                && lock(&self.books).ledger().grant_out(&peer).is_none()
+                && lock(&self.books)
+                    .ledger()
+                    .standing(&peer)
+                    .is_none_or(|s| !s.revoked)
+                && let Err(e) = self.issue(&peer, terms, secs).await
+            {
+                tracing::warn!(%peer, error = %format!("{e:#}"), "no grant issued");
+            }
+            let c = self.table.tally(&peer).window(w);
+            let (seq, prev, grant) = {
+                let books = lock(&self.books);
+                let s = books.ledger().standing(&peer).cloned().unwrap_or_default();
+                let (seq, prev) = s
+                    .chain_out
+                    .map_or((0, ZERO.to_owned()), |(n, h)| (n + 1, h));
+                (seq, prev, s.grant_in.unwrap_or_else(|| ZERO.to_owned()))
+            };
+            let r = BudgetReceipt::new(
+                self.keys.nostr_pubkey_hex(),
+                grant,
+                w,
+                secs,
+                seq,
+                prev,
+                Moved {
+                    events: c.events_out,
+                    bytes: c.bytes_out,
+                },
+                Moved {
+                    events: c.events_in,
+                    bytes: c.bytes_in,
+                },
+                crate::node::unix_now(),
+            );
+            let Ok(r) = r.sign(&self.keys) else { continue };
+            let body = serde_json::to_value(&r).expect("a receipt serializes");
+            self.record(Line::Sent {
+                at: crate::node::unix_now(),
+                peer: peer.clone(),
+                receipt: body.clone(),
+            })
+            .await;
+            self.send(&peer, RECEIPT, body).await;
+        }
+    }
+
+    /// Judges window `w` of every peer we grant to.
+    async fn measure(&self, w: u64) {
+        let granted: Vec<String> = {
+            let books = lock(&self.books);
+            let l = books.ledger();
+            l.standings()
+                .into_keys()
+                .filter(|p| l.grant_out(p).is_some())
+                .collect()
+        };
+        for peer in granted {
+            let c = self.table.tally(&peer).window(w);
+            self.record(Line::Measure {
+                at: crate::node::unix_now(),
+                peer,
+                window: w,
+                window_secs: self.config.window_secs,
+                counts: Counts {
+                    events_in: c.events_in,
+                    bytes_in: c.bytes_in,
+                    events_out: c.events_out,
+                    bytes_out: c.bytes_out,
+                    out_of_filter: c.out_of_filter,
+                    malformed: c.malformed,
+                    forged: c.forged,
+                },
+            })
+            .await;
+        }
+    }
+
+    async fn carry_out(&self, d: &Decision) {
+        metrics::counter!("fleetmesh_ledger_decisions_total", "severity" => d.severity.as_str(), "remedy" => d.remedy.as_str()).increment(1);
+        if d.severity == Rung::S0 {
+            tracing::debug!(peer = %d.peer, window = d.window, capacity = d.capacity, "clean window");
+            return;
+        }
+        tracing::warn!(peer = %d.peer, window = d.window, severity = %d.severity, remedy = %d.remedy, why = %d.why, "ledger decision");
+        match d.remedy {
+            Remedy::Increase | Remedy::Probation => {}
+            Remedy::Halve => {
+                let complaint = json!({
+                    "protocol": "complaint/1.0",
+                    "type": "complaint",
+                    "id": fleetmesh_ledger::evidence::line_id(&format!("{}{}", d.peer, d.window)),
+                    "subject": d.peer,
+                    "reason": "over-limit",
+                    "evidence": d.evidence.iter().take(32).map(|id| json!({"type": "note", "digest": id})).collect::<Vec<_>>(),
+                });
+                metrics::counter!("fleetmesh_ledger_complaints_total", "direction" => "sent")
+                    .increment(1);
+                self.send(&d.peer, COMPLAINT, complaint).await;
+            }
+            Remedy::Suspend => self
+                .table
+                .bar(&d.peer, d.at + fleetmesh_ledger::ladder::SUSPENSION_SECS),
+            Remedy::Revoke => {
+                self.table.bar(&d.peer, u64::MAX);
+                self.delete_grant(&d.peer).await;
+                if let Some(link) = lock(&self.links).remove(&d.peer) {
+                    link.close();
+                }
+            }
+        }
+        if d.severity >= Rung::S2 {
+            self.report(d).await;
+        }
+    }
+
+    /// Publishes a kind 30802 report of decision `d`.
+    async fn report(&self, d: &Decision) {
+        let s = lock(&self.books)
+            .ledger()
+            .standing(&d.peer)
+            .cloned()
+            .unwrap_or_default();
+        let secs = self.config.window_secs;
+        let c = self.table.tally(&d.peer).window(d.window);
+        let (seq, head) = s.chain_in.clone().unwrap_or((0, ZERO.to_owned()));
+        let report = Report {
+            subject: d.peer.clone(),
+            period: Period {
+                start: d.window * secs,
+                end: (d.window + 1) * secs,
+            },
+            served: Traffic {
+                bytes: c.bytes_out,
+                jobs: 0,
+                events: Some(c.events_out),
+            },
+            consumed: Some(Traffic {
+                bytes: c.bytes_in,
+                jobs: 0,
+                events: Some(c.events_in),
+            }),
+            receipt_chain: ChainHead {
+                budget: s.grant_out.clone().unwrap_or_else(|| ZERO.to_owned()),
+                head,
+                seq,
+                unacked: None,
+            },
+            complaints: Complaints {
+                filed: 0,
+                open: 0,
+                resolved: None,
+            },
+            rung: d.severity,
+            rung_since: Some(d.at),
+            outstanding: None,
+            remedy: Some(d.remedy),
+            window: Some(d.window),
+            evidence: Some(d.evidence.iter().take(32).cloned().collect()),
+            note: Some(d.why.chars().take(280).collect()),
+            expires_at: None,
+        };
+        match report.sign(&self.keys, crate::node::unix_now()) {
+            Ok(e) => {
+                if let Err(why) = self.relay.publish(e).await {
+                    tracing::warn!(peer = %d.peer, error = %why, "the report was not stored");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "the report could not be signed"),
+        }
+    }
+
+    /// Runs the windows and takes the peers' messages until aborted.
+    pub fn spawn(
+        self: &Arc<Self>,
+        mut inbox: mpsc::Receiver<Inbound>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let me = self.clone();
+        let messages = tokio::spawn(async move {
+            while let Some(m) = inbox.recv().await {
+                me.inbound(m).await;
+            }
+        });
+        let me = self.clone();
+        let windows = tokio::spawn(async move {
+            let secs = me.config.window_secs;
+            let grace = Duration::from_millis((secs * 250).max(1000));
+            loop {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                let w = now.as_secs() / secs;
+                let end = Duration::from_secs((w + 1) * secs);
+                tokio::time::sleep(end.saturating_sub(now)).await;
+                me.close_window(w).await;
+                tokio::time::sleep(grace).await;
+                me.measure(w).await;
+            }
+        });
+        vec![messages, windows]
+    }
+}
