@@ -146,10 +146,10 @@ pub struct BudgetReceipt {
     pub protocol: String,
     /// What the signer received from the other side.
     pub received: Moved,
-    /// Position in the signer's chain.
-    pub seq: u64,
     /// What the signer sent the other side.
     pub sent: Moved,
+    /// Position in the signer's chain.
+    pub seq: u64,
     /// BIP-340 signature over SHA-256 of the receipt without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sig: Option<String>,
