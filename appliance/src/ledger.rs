@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use fleetmesh_ledger::{Books, Counts, Decision, Line};
+use fleetmesh_ledger::{Books, Decision, Line};
 use fleetmesh_proto::ledger::{
     BudgetReceipt, ChainHead, Complaints, Grant, Moved, Period, Report, Traffic, ZERO, pair_id,
 };
@@ -334,21 +334,13 @@ impl Accounts {
                 .collect()
         };
         for peer in granted {
-            let c = self.table.tally(&peer).window(w);
+            let counts = self.table.tally(&peer).window(w).into();
             self.record(Line::Measure {
                 at: crate::node::unix_now(),
                 peer,
                 window: w,
                 window_secs: self.config.window_secs,
-                counts: Counts {
-                    events_in: c.events_in,
-                    bytes_in: c.bytes_in,
-                    events_out: c.events_out,
-                    bytes_out: c.bytes_out,
-                    out_of_filter: c.out_of_filter,
-                    malformed: c.malformed,
-                    forged: c.forged,
-                },
+                counts,
             })
             .await;
         }

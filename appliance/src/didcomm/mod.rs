@@ -34,6 +34,9 @@ use serde_json::{Value, json};
 use crate::config::DidcommSection;
 
 pub mod held;
+mod inbox;
+
+pub use inbox::LEDGER_TYPES;
 
 /// Submit a job: the body is what `POST /v1/jobs` takes.
 pub const SUBMIT: &str = "https://fleetmesh.org/compute/1.0/submit";
@@ -93,14 +96,6 @@ pub struct DidComm {
     /// Where ledger messages (budget/1.0, complaint/1.0) go, once the ledger runs.
     ledger: Mutex<Option<tokio::sync::mpsc::Sender<(String, String, Value)>>>,
 }
-
-/// The DIDComm types of the accountability ledger's messages between peers: a budget/1.0
-/// receipt, a grant, a complaint/1.0 notice ([`crate::ledger`]).
-pub const LEDGER_TYPES: &[&str] = &[
-    "https://fleetmesh.org/budget/1.0/receipt",
-    "https://fleetmesh.org/budget/1.0/grant",
-    "https://fleetmesh.org/complaint/1.0/complaint",
-];
 
 /// A message of `type_` from `keys` to `to`, in the thread of `thid`.
 fn message(
@@ -196,15 +191,6 @@ impl DidComm {
         }
     }
 
-    /// Hands ledger messages to `inbox` from now on (before: refused, 503).
-    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
-    pub fn set_ledger(&self, inbox: tokio::sync::mpsc::Sender<(String, String, Value)>) {
-        *self
-            .ledger
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(inbox);
-    }
-
     /// Handles one packed message.
     pub fn handle(&self, packed: &[u8]) -> Outcome {
         self.handle_from(packed, None)
@@ -254,26 +240,7 @@ impl DidComm {
             );
         }
         if LEDGER_TYPES.contains(&u.message.type_.as_str()) {
-            let inbox = self
-                .ledger
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone();
-            let Some(inbox) = inbox else {
-                count("refused");
-                return Outcome::Refused(503, "no_ledger", "this node keeps no ledger".into());
-            };
-            let m = &u.message;
-            return match inbox.try_send((sender, m.type_.clone(), m.body.clone())) {
-                Ok(()) => {
-                    count("accepted");
-                    Outcome::Accepted
-                }
-                Err(_) => {
-                    count("refused");
-                    Outcome::Refused(429, "busy", "the ledger's inbox is full".into())
-                }
-            };
+            return self.to_ledger(sender, &u.message);
         }
         let Some(doc) = sender_doc(&u.message, now) else {
             count("refused");

@@ -37,6 +37,22 @@ pub struct Counts {
     pub forged: u64,
 }
 
+impl From<fleetmesh_relay::face::TallyCounts> for Counts {
+    /// A peer's tally for a window: what the ledger measures it by (the refusals for a
+    /// limit or a rate are the relay's business, not evidence against the peer).
+    fn from(c: fleetmesh_relay::face::TallyCounts) -> Counts {
+        Counts {
+            events_in: c.events_in,
+            bytes_in: c.bytes_in,
+            events_out: c.events_out,
+            bytes_out: c.bytes_out,
+            out_of_filter: c.out_of_filter,
+            malformed: c.malformed,
+            forged: c.forged,
+        }
+    }
+}
+
 /// One line of the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

@@ -251,13 +251,7 @@ impl Ledger {
             return Vec::new();
         }
         let signer = event["pubkey"].as_str().unwrap_or_default();
-        let read = Event::from_value(event)
-            .map_err(|e| e.to_string())
-            .and_then(|e| {
-                Grant::from_event(&e)
-                    .map(|g| (g, e.id))
-                    .map_err(|e| e.to_string())
-            });
+        let read = Event::from_value(event).and_then(|e| Grant::from_event(&e).map(|g| (g, e.id)));
         match read {
             Ok((g, eid)) if signer == us => {
                 let eid = hex::encode(eid);
@@ -282,11 +276,15 @@ impl Ledger {
             // The peer's grant that does not verify: an invalid signature (S4) when it
             // claims to be the peer's, malformed (S3) otherwise.
             Err(why) if signer == peer => {
-                let severity = if why.contains("sig") || why.contains("id") {
-                    Rung::S4
-                } else {
-                    Rung::S3
-                };
+                // an id or signature that does not hold is S4; any other failure, malformed
+                let forged = matches!(
+                    why,
+                    fleetmesh_proto::Error::InvalidEvent {
+                        field: "id" | "sig",
+                        ..
+                    }
+                );
+                let severity = if forged { Rung::S4 } else { Rung::S3 };
                 vec![self.decide(peer, 0, severity, vec![id], format!("its grant: {why}"), at)]
             }
             Err(_) => Vec::new(),

@@ -145,22 +145,7 @@ impl Books {
     /// # Errors
     /// [`LedgerError::Store`].
     pub fn decisions(&self, peer: Option<&str>) -> Result<Vec<Decision>> {
-        let err = store_err(&self.path);
-        let mut st = self
-            .conn
-            .prepare("SELECT json FROM decisions WHERE ?1 IS NULL OR peer = ?1 ORDER BY n")
-            .map_err(&err)?;
-        let rows = st
-            .query_map(params![peer], |r| r.get::<_, String>(0))
-            .map_err(&err)?;
-        let mut out = Vec::new();
-        for json in rows {
-            let json = json.map_err(&err)?;
-            if let Ok(d) = serde_json::from_str(&json) {
-                out.push(d);
-            }
-        }
-        Ok(out)
+        read_decisions(&self.conn, &self.path, peer)
     }
 }
 
@@ -178,11 +163,18 @@ pub fn recorded(dir: &Path) -> Result<Vec<Decision>> {
         path: db.display().to_string(),
         reason: e.to_string(),
     })?;
-    let err = store_err(&db);
+    read_decisions(&conn, &db, None)
+}
+
+/// The decisions in the file behind `conn` (at `path`), in order; `peer`'s only when given.
+fn read_decisions(conn: &Connection, path: &Path, peer: Option<&str>) -> Result<Vec<Decision>> {
+    let err = store_err(path);
     let mut st = conn
-        .prepare("SELECT json FROM decisions ORDER BY n")
+        .prepare("SELECT json FROM decisions WHERE ?1 IS NULL OR peer = ?1 ORDER BY n")
         .map_err(&err)?;
-    let rows = st.query_map([], |r| r.get::<_, String>(0)).map_err(&err)?;
+    let rows = st
+        .query_map(params![peer], |r| r.get::<_, String>(0))
+        .map_err(&err)?;
     let mut out = Vec::new();
     for json in rows {
         if let Ok(d) = serde_json::from_str(&json.map_err(&err)?) {
