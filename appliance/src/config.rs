@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 mod ledger;
 mod peering;
-pub use ledger::LedgerSection;
+pub use ledger::{Fault, LedgerSection};
 #[cfg(feature = "federation")]
 pub(crate) use peering::pem_certs;
 pub use peering::{PeerSection, PeeringSection, ShardSection};

@@ -17,6 +17,8 @@
 //!   (probation), S3 (suspended 24 h: no rounds, its sessions admit nothing) and S4
 //!   (peering revoked, our grant deleted by NIP-09, the link closed, never dialled again)
 //!   publish a kind 30802 report naming the evidence lines.
+//! - **Faults** (`[ledger] fault`, for federation tests): receipts that understate what
+//!   was sent, or a chain whose links are wrong from the third receipt on.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -33,7 +35,7 @@ use fleetmesh_relay::face::Relay;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::config::LedgerSection;
+use crate::config::{Fault, LedgerSection};
 use crate::federation::Links;
 use crate::peers::Peers;
 
@@ -94,6 +96,9 @@ impl Accounts {
             }
         }
         table.set_window(config.window_secs);
+        if config.fault != Fault::None {
+            tracing::error!(fault = ?config.fault, "[ledger] fault is set: this node misbehaves on purpose towards its peers");
+        }
         Ok(Arc::new(Accounts {
             books: Mutex::new(books),
             keys,
@@ -294,6 +299,12 @@ impl Accounts {
                     .map_or((0, ZERO.to_owned()), |(n, h)| (n + 1, h));
                 (seq, prev, s.grant_in.unwrap_or_else(|| ZERO.to_owned()))
             };
+            let (prev, shrink) = match self.config.fault {
+                Fault::None => (prev, 1),
+                Fault::Understate => (prev, 4),
+                Fault::CorruptChain if seq >= 2 => (fleetmesh_ledger::evidence::line_id(&prev), 1),
+                Fault::CorruptChain => (prev, 1),
+            };
             let r = BudgetReceipt::new(
                 self.keys.nostr_pubkey_hex(),
                 grant,
@@ -302,8 +313,8 @@ impl Accounts {
                 seq,
                 prev,
                 Moved {
-                    events: c.events_out,
-                    bytes: c.bytes_out,
+                    events: c.events_out / shrink,
+                    bytes: c.bytes_out / shrink,
                 },
                 Moved {
                     events: c.events_in,

@@ -102,6 +102,9 @@ pub enum Command {
     /// The node's traffic grants (kind 30801) on its control socket: issue, list, revoke.
     #[command(subcommand)]
     Grant(crate::cli::ledger::GrantCommand),
+    /// Standing reports (kind 30802) on a relay: who reported whom, rung, remedy, evidence.
+    #[command(subcommand)]
+    Report(crate::cli::ledger::ReportCommand),
     /// The node's keys: rotate them, or revoke one (kind 11802).
     #[command(subcommand)]
     Keys(crate::cli::keys::KeysCommand),

@@ -88,6 +88,23 @@ pub struct StartArgs {
     /// The ledger's window with --grants, seconds (`[ledger] window_secs`).
     #[arg(long, value_name = "SECS", default_value_t = 10, requires = "grants")]
     pub window: u64,
+    /// With --grants: node I misbehaves on purpose (`[ledger] fault`), so that its peers'
+    /// remedies can be watched: `I=understate` (receipts claim a quarter of what it sent:
+    /// probation and a report), `I=corrupt-chain` (wrong links from its third receipt:
+    /// revoked). Repeatable.
+    #[arg(long, value_name = "I=KIND", requires = "grants", value_parser = fault)]
+    pub fault: Vec<(usize, crate::config::Fault)>,
+}
+
+fn fault(s: &str) -> Result<(usize, crate::config::Fault), String> {
+    use clap::ValueEnum as _;
+    let (i, kind) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected I=KIND, e.g. 0=understate"))?;
+    let i = i.parse().map_err(|_| format!("{i:?}: not a node number"))?;
+    let kind = crate::config::Fault::from_str(kind, false)
+        .map_err(|_| format!("{kind:?}: not one of none, understate, corrupt-chain"))?;
+    Ok((i, kind))
 }
 
 /// `meshnode cluster status|stop`.
@@ -160,6 +177,9 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
         "--interval-secs {}: 1 to 86 400",
         args.interval_secs
     );
+    if let Some((i, _)) = args.fault.iter().find(|(i, _)| *i >= args.nodes) {
+        anyhow::bail!("--fault {i}=…: there is no node {i} of {}", args.nodes);
+    }
     if let Ok(r) = read_record(&args.dir) {
         anyhow::ensure!(
             !r.nodes.iter().any(|m| alive(m.pid)),
@@ -242,6 +262,9 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
         if let Some(events) = args.grants {
             config.ledger.grant_events = events;
             config.ledger.window_secs = args.window;
+            if let Some((_, f)) = args.fault.iter().rev().find(|(j, _)| *j == i) {
+                config.ledger.fault = *f;
+            }
         }
         let neighbours = peers_of(args.topology, i, args.nodes);
         match args.transport {

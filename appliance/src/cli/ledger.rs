@@ -1,6 +1,7 @@
 //! `meshnode ledger replay FILE` and `meshnode ledger show DIR|--node URL`: the
 //! accountability ledger's decisions recomputed from an evidence log alone, and each
-//! peer's standing ([`fleetmesh_ledger`], [`crate::ledger`]).
+//! peer's standing ([`fleetmesh_ledger`], [`crate::ledger`]); `meshnode grant …` on the
+//! control socket; `meshnode report list`: the standing reports (kind 30802) on a relay.
 
 use std::path::{Path, PathBuf};
 
@@ -92,6 +93,117 @@ pub fn grant(cmd: &GrantCommand) -> anyhow::Result<Outcome> {
     }
     println!("{answer}");
     Ok(Outcome::Ok)
+}
+
+/// `meshnode report …`: standing reports (kind 30802).
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// The standing reports a relay holds (a node's face by default), each checked
+    /// (signature, schema): who reported whom, the rung, the remedy, the window, the
+    /// evidence lines it rests on. A node keeps its latest report per peer.
+    List(ReportArgs),
+}
+
+/// `meshnode report list`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The relay to ask (a node's face).
+    #[arg(long, value_name = "URL", default_value = "ws://127.0.0.1:7777/")]
+    pub relay: String,
+    /// Only reports about this peer (its Nostr key, hex).
+    #[arg(long, value_name = "KEY")]
+    pub about: Option<String>,
+    /// Only reports by this node (its Nostr key, hex).
+    #[arg(long, value_name = "KEY")]
+    pub by: Option<String>,
+    /// A CA certificate (PEM) to trust for a wss:// relay.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// Seconds to wait for each answer.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub timeout_secs: u64,
+    /// One JSON object per report (`id`, `by`, `at`, and the report's content) instead of
+    /// a line of words each.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The most reports `meshnode report list` takes from one relay.
+const MAX_REPORTS: usize = 4096;
+
+/// `meshnode report list`.
+pub fn reports(args: &ReportArgs) -> anyhow::Result<Outcome> {
+    use anyhow::Context as _;
+    use fleetmesh_proto::noun::Noun as _;
+    let url = args
+        .relay
+        .replacen("http://", "ws://", 1)
+        .replacen("https://", "wss://", 1);
+    anyhow::ensure!(
+        url.starts_with("ws://") || url.starts_with("wss://"),
+        "--relay must be a ws:// or wss:// URL, not {:?}",
+        args.relay
+    );
+    let mut filter =
+        json!({"kinds": [fleetmesh_schemas::constants::kind::REPORT], "limit": MAX_REPORTS});
+    for (key, tag) in [(&args.about, "#p"), (&args.by, "authors")] {
+        if let Some(k) = key {
+            anyhow::ensure!(
+                k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{k:?}: a Nostr key is 64 hex digits"
+            );
+            filter[tag] = json!([k.to_ascii_lowercase()]);
+        }
+    }
+    let ca = match &args.ca {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
+        None => None,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let mut events = runtime.block_on(fleetmesh_relay::sync::query(
+        &url,
+        &filter,
+        ca.as_deref(),
+        std::time::Duration::from_secs(args.timeout_secs),
+        MAX_REPORTS,
+    ))?;
+    events.sort_by_key(|e| std::cmp::Reverse(e.created_at));
+    let mut bad = false;
+    for e in &events {
+        let r = match fleetmesh_proto::ledger::Report::from_event(e) {
+            Ok(r) => r,
+            Err(why) => {
+                eprintln!("meshnode report: {} refused: {why}", e.id_hex());
+                bad = true;
+                continue;
+            }
+        };
+        if args.json {
+            let mut v = serde_json::to_value(&r)?;
+            v["id"] = json!(e.id_hex());
+            v["by"] = json!(hex::encode(e.pubkey));
+            v["at"] = json!(e.created_at);
+            println!("{v}");
+        } else {
+            println!(
+                "{} about {}: {} {} (window {}, {} evidence lines){}",
+                hex::encode(e.pubkey),
+                r.subject,
+                r.rung,
+                r.remedy.map_or("-", |m| m.as_str()),
+                r.window.map_or("-".into(), |w| w.to_string()),
+                r.evidence.as_ref().map_or(0, Vec::len),
+                r.note.map(|n| format!(": {n}")).unwrap_or_default(),
+            );
+        }
+    }
+    if events.is_empty() && !args.json {
+        println!("no reports");
+    }
+    Ok(if bad { Outcome::Malformed } else { Outcome::Ok })
 }
 
 /// `meshnode ledger replay`.

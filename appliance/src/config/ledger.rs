@@ -23,6 +23,23 @@ pub struct LedgerSection {
     /// Events added to the capacity after each clean window. Default 0: a tenth of
     /// `grant_events`.
     pub grant_increase: u64,
+    /// Fault injection for federation tests: this node misbehaves on purpose so that its
+    /// peers' remedies can be watched (`meshnode cluster start --fault I=KIND`); logged as
+    /// an error at start-up. Never set it on a node that serves anyone. Default `none`.
+    pub fault: Fault,
+}
+
+/// A misbehaviour a node can be told to show its peers (`[ledger] fault`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// None: the node is honest.
+    #[default]
+    None,
+    /// Its receipts claim a quarter of what it sent (S2 at its peers: probation, report).
+    Understate,
+    /// From its third receipt on, each names a wrong previous receipt (S4: revoked).
+    CorruptChain,
 }
 
 impl Default for LedgerSection {
@@ -33,6 +50,7 @@ impl Default for LedgerSection {
             grant_bytes: 0,
             grant_min: 0,
             grant_increase: 0,
+            fault: Fault::None,
         }
     }
 }

@@ -580,6 +580,7 @@ fn grant_command(
                 grant_bytes: n("bytes"),
                 grant_min: n("min"),
                 grant_increase: n("increase"),
+                ..Default::default()
             };
             if let Err(why) = terms.check() {
                 return refuse("bad_request", why);

@@ -15,6 +15,7 @@ mod inference;
 mod init;
 mod jobs;
 mod keys;
+mod ledger;
 mod mailbox;
 mod peering;
 mod proof;

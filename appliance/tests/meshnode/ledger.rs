@@ -1,0 +1,377 @@
+//! The accountability ledger across a running cluster (`meshnode cluster start --grants`):
+//! a peer that floods is halved then suspended, one that understates its receipts is put
+//! on probation and reported, one that corrupts its receipt chain is revoked — and every
+//! node's evidence log, replayed alone, prints exactly the decisions the node took.
+
+use super::cluster::{Nodes, peers_of, start};
+use super::peering::{note, wait_until};
+use super::*;
+
+/// A node's ledger (`GET /v1/ledger`): standings and the decisions it recorded live.
+fn ledger_of(url: &str) -> Value {
+    let o = run(&["ledger", "show", "--node", url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(stdout(&o).trim()).unwrap()
+}
+
+/// Node `i`'s decisions about `peer`, as (severity, remedy).
+fn decided_about(url: &str, peer: &str) -> Vec<(String, String)> {
+    ledger_of(url)["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["peer"] == peer)
+        .map(|d| {
+            (
+                d["severity"].as_str().unwrap().to_owned(),
+                d["remedy"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Each node's evidence log, copied to `elsewhere` and replayed there alone, prints exactly
+/// the decisions the node recorded as it took them (`GET /v1/ledger`), as JSON and words.
+fn replays_as_decided(dir: &Path, nodes: &Nodes, elsewhere: &Path) {
+    for i in 0..nodes.len() {
+        let live: Vec<Value> = ledger_of(&nodes.url(i))["decisions"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let log = dir
+            .join(format!("node-{i}"))
+            .join("ledger")
+            .join("evidence.jsonl");
+        let moved = elsewhere.join(format!("node-{i}.jsonl"));
+        std::fs::copy(&log, &moved).unwrap();
+        let o = run(&["ledger", "replay", moved.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let replayed: Vec<Value> = stdout(&o)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        // the live list may have grown since the copy: compare the copy's span
+        assert!(!replayed.is_empty(), "node {i}");
+        assert_eq!(replayed[..], live[..replayed.len()], "node {i}");
+        let words = run(&["ledger", "replay", moved.to_str().unwrap()]);
+        assert!(stdout(&words).contains("window "), "{}", stdout(&words));
+    }
+}
+
+#[test]
+fn granted_peers_that_flood_are_halved_then_suspended_and_replay_takes_the_same_decisions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    // every pair grants 10 events per 4 s window (floor 2); rounds every second
+    let (_stop, nodes) = start(
+        &dir,
+        &[
+            "--nodes",
+            "3",
+            "--grants",
+            "10",
+            "--window",
+            "4",
+            "--interval-secs",
+            "1",
+        ],
+    );
+    let flooder = nodes.key(0);
+    for i in 0..3 {
+        wait_until(&format!("node {i} grants both others"), || {
+            let l = ledger_of(&nodes.url(i));
+            let peers = l["peers"].as_object().unwrap();
+            peers.len() == 2 && peers.values().all(|s| s["grant_out"].is_string())
+        });
+    }
+    // quiet windows are clean (S0) at every node: receipts and measurements agree
+    wait_until("a clean window judged at node 1", || {
+        decided_about(&nodes.url(1), &flooder)
+            .iter()
+            .any(|(s, r)| s == "S0" && r == "increase")
+    });
+    // node 0 floods: 60 events a window against 10 granted; its peers take them (from it,
+    // or from each other) and halve, then suspend, whoever delivered them
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let mut suspended_by = None;
+    for round in 0..8 {
+        let batch: Vec<_> = (0..60)
+            .map(|k| note(&keys, &format!("flood {round} {k}")))
+            .collect();
+        runtime().block_on(publish_all(&nodes.ws(0), &batch));
+        let before: Vec<usize> = (1..3)
+            .map(|i| {
+                ledger_of(&nodes.url(i))["decisions"]
+                    .as_array()
+                    .unwrap()
+                    .len()
+            })
+            .collect();
+        // the next window is judged at both
+        wait_until("the flood's window judged", || {
+            (1..3).all(|i| {
+                ledger_of(&nodes.url(i))["decisions"]
+                    .as_array()
+                    .unwrap()
+                    .len()
+                    > before[i - 1]
+            })
+        });
+        suspended_by = (1..3).find(|&i| {
+            decided_about(&nodes.url(i), &flooder)
+                .iter()
+                .any(|(s, r)| s == "S3" && r == "suspend")
+        });
+        if suspended_by.is_some() {
+            break;
+        }
+    }
+    let j = suspended_by.expect("node 0 suspended by a peer within 8 floods");
+    let about = decided_about(&nodes.url(j), &flooder);
+    let halved = about.iter().filter(|(_, r)| r == "halve").count();
+    let first_halve = about.iter().position(|(_, r)| r == "halve").unwrap();
+    let suspend = about.iter().position(|(_, r)| r == "suspend").unwrap();
+    assert!(halved >= 2 && first_halve < suspend, "{about:?}");
+    assert!(
+        !about.iter().any(|(s, _)| s == "S2" || s == "S4"),
+        "an honest flooder's receipts match: {about:?}"
+    );
+    let l = ledger_of(&nodes.url(j));
+    let s = &l["peers"][&flooder];
+    assert!(s["suspended_until"].as_u64() > Some(unix_now()), "{s}");
+    assert_eq!(s["capacity"], 2, "halved to the floor: {s}");
+    // the peers list shows it; its report (kind 30802) is on the node's relay
+    wait_until("the suspension shows in the peers table", || {
+        peers_of(&nodes.url(j))["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == flooder.as_str() && p["link"] == "suspended (ledger)")
+    });
+    let reports = runtime().block_on(req_events(
+        &nodes.ws(j),
+        serde_json::json!({"kinds": [30802], "#p": [flooder]}),
+    ));
+    assert!(
+        reports.iter().any(|r| r["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t[0] == "rung" && t[1] == "S3")),
+        "{reports:?}"
+    );
+    // every node's evidence log, replayed alone — and moved elsewhere — prints exactly the
+    // decisions the node recorded as it took them
+    let elsewhere = tempfile::tempdir().unwrap();
+    replays_as_decided(&dir, &nodes, elsewhere.path());
+    // the grants on the control socket: listed with their capacity, revoked, refused
+    let node2 = dir.join("node-2");
+    let o = run(&["grant", "list", "--dir", node2.to_str().unwrap()]);
+    let grants: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(grants["grants"].as_array().unwrap().len(), 2, "{grants}");
+    let other = nodes.key(1);
+    let o = run(&["grant", "revoke", &other, "--dir", node2.to_str().unwrap()]);
+    assert!(stdout(&o).contains("\"revoked\":true"), "{}", stdout(&o));
+    let o = run(&[
+        "grant",
+        "issue",
+        "zz",
+        "--events",
+        "5",
+        "--dir",
+        node2.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = run(&[
+        "grant",
+        "issue",
+        &other,
+        "--events",
+        "7",
+        "--window",
+        "4",
+        "--dir",
+        node2.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let l = ledger_of(&nodes.url(2));
+    assert!(l["peers"][&other]["grant_out"].is_string(), "{l}");
+    // a log line that does not parse is named, and the rest still replays
+    let broken = elsewhere.path().join("node-1.jsonl");
+    let mut text = std::fs::read_to_string(&broken).unwrap();
+    text.push_str("{\"type\":\"measure\",\"at\":\n");
+    std::fs::write(&broken, text).unwrap();
+    let o = run(&["ledger", "replay", broken.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("line "), "{}", stderr(&o));
+    assert!(!stdout(&o).is_empty());
+}
+
+/// `meshnode report list --relay WS --about KEY --json`: the reports on node `ws`'s relay
+/// about `peer`, as (rung, remedy, evidence lines).
+fn reports_about(ws: &str, peer: &str) -> Vec<(String, String, usize)> {
+    let o = run(&["report", "list", "--relay", ws, "--about", peer, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(r["subject"], peer, "{r}");
+            (
+                r["rung"].as_str().unwrap().to_owned(),
+                r["remedy"].as_str().unwrap().to_owned(),
+                r["evidence"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_peer_that_understates_its_receipts_is_reported_and_one_that_corrupts_its_chain_is_revoked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    // a generous grant (no overrun anywhere); node 0 lies in its receipts, node 1 breaks
+    // its chain from its third receipt on; node 2 is honest
+    let (_stop, nodes) = start(
+        &dir,
+        &[
+            "--nodes",
+            "3",
+            "--grants",
+            "1000",
+            "--window",
+            "3",
+            "--interval-secs",
+            "1",
+            "--fault",
+            "0=understate",
+            "--fault",
+            "1=corrupt-chain",
+        ],
+    );
+    let (liar, corruptor) = (nodes.key(0), nodes.key(1));
+    // the corruptor is revoked by both others on its first broken link: S4, its grant
+    // deleted from their relays, its link closed and barred for good
+    for i in [0, 2] {
+        wait_until(&format!("node {i} revokes node 1"), || {
+            decided_about(&nodes.url(i), &corruptor)
+                .iter()
+                .any(|(s, r)| s == "S4" && r == "revoke")
+        });
+        let s = &ledger_of(&nodes.url(i))["peers"][&corruptor];
+        assert_eq!(s["revoked"], true, "{s}");
+        wait_until("the revocation shows in the peers table", || {
+            peers_of(&nodes.url(i))["peers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["id"] == corruptor.as_str() && p["link"] == "revoked (ledger)")
+        });
+        wait_until("the revocation's report is listed", || {
+            reports_about(&nodes.ws(i), &corruptor)
+                .iter()
+                .any(|(rung, remedy, evidence)| rung == "S4" && remedy == "revoke" && *evidence > 0)
+        });
+        // its grant to the corruptor is gone (NIP-09); the one to the honest peer stays
+        let me = nodes.key(i);
+        let grants = runtime().block_on(req_events(
+            &nodes.ws(i),
+            serde_json::json!({"kinds": [30801], "authors": [me]}),
+        ));
+        assert_eq!(grants.len(), 1, "{grants:?}");
+    }
+    assert!(
+        !decided_about(&nodes.url(2), &liar)
+            .iter()
+            .any(|(s, _)| s == "S4"),
+        "an understating peer's chain is sound"
+    );
+    // the liar moves real traffic within its grant and claims a quarter of it: whoever
+    // takes it from the liar puts it on probation and reports it
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let mut reported_by = None;
+    for round in 0..8 {
+        let batch: Vec<_> = (0..80)
+            .map(|k| note(&keys, &format!("traffic {round} {k}")))
+            .collect();
+        runtime().block_on(publish_all(&nodes.ws(0), &batch));
+        let before = ledger_of(&nodes.url(2))["decisions"]
+            .as_array()
+            .unwrap()
+            .len();
+        wait_until("the traffic's window judged at node 2", || {
+            ledger_of(&nodes.url(2))["decisions"]
+                .as_array()
+                .unwrap()
+                .len()
+                > before
+        });
+        reported_by = [2, 1].into_iter().find(|&i| {
+            decided_about(&nodes.url(i), &liar)
+                .iter()
+                .any(|(s, r)| s == "S2" && r == "probation")
+        });
+        if reported_by.is_some() {
+            break;
+        }
+    }
+    let j = reported_by.expect("node 0 put on probation by a peer within 8 windows of traffic");
+    let s = &ledger_of(&nodes.url(j))["peers"][&liar];
+    assert_eq!(s["probation"], true, "{s}");
+    assert_ne!(s["revoked"], true, "{s}");
+    wait_until("the liar's report is listed", || {
+        reports_about(&nodes.ws(j), &liar)
+            .iter()
+            .any(|(rung, remedy, evidence)| rung == "S2" && remedy == "probation" && *evidence > 0)
+    });
+    let o = run(&["report", "list", "--relay", &nodes.ws(j)]);
+    assert!(
+        stdout(&o).contains(&format!("about {liar}: S2 probation")),
+        "{}",
+        stdout(&o)
+    );
+    // the honest node is never reported by anyone
+    for i in [0, 1] {
+        assert!(
+            decided_about(&nodes.url(i), &nodes.key(2))
+                .iter()
+                .all(|(s, _)| s == "S0"),
+            "node {i} about node 2: {:?}",
+            decided_about(&nodes.url(i), &nodes.key(2))
+        );
+    }
+    let elsewhere = tempfile::tempdir().unwrap();
+    replays_as_decided(&dir, &nodes, elsewhere.path());
+    // bad input to `report list` and `cluster start --fault` is refused, named
+    let ws = nodes.ws(2);
+    let start = ["cluster", "start", "--dir", "/nonexistent", "--nodes", "2"];
+    for (args, why) in [
+        (
+            vec!["report", "list", "--relay", &ws, "--about", "zz"],
+            "64 hex",
+        ),
+        (
+            vec!["report", "list", "--relay", "ftp://x"],
+            "ws:// or wss://",
+        ),
+        (
+            [&start[..], &["--grants", "5", "--fault", "7=understate"]].concat(),
+            "no node 7",
+        ),
+        (
+            [&start[..], &["--grants", "5", "--fault", "0=lie"]].concat(),
+            "\"lie\"",
+        ),
+        (
+            [&start[..], &["--fault", "0=understate"]].concat(),
+            "--grants",
+        ),
+    ] {
+        let o = run(&args);
+        assert!(
+            !o.status.success() && stderr(&o).contains(why),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}
