@@ -124,6 +124,31 @@ impl Accounts {
         }
     }
 
+    /// Whether `peer` (hex) is one the ledger takes messages from: linked now, or known
+    /// to the books (granted, or judged before).
+    pub fn knows(&self, peer: &str) -> bool {
+        lock(&self.links).contains_key(peer) || lock(&self.books).ledger().standing(peer).is_some()
+    }
+
+    /// The NIP-85 assertions (kind 30385) about the peers judged so far, at `now`
+    /// ([`fleetmesh_ledger::projection`]).
+    pub fn assertions(&self, now: u64) -> Vec<fleetmesh_proto::projection::Assertion> {
+        let books = lock(&self.books);
+        let decisions = match books.decisions(None) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(error = %e, "the ledger's decisions could not be read");
+                return Vec::new();
+            }
+        };
+        books
+            .ledger()
+            .standings()
+            .iter()
+            .filter_map(|(p, s)| fleetmesh_ledger::projection::assertion(p, s, &decisions, now))
+            .collect()
+    }
+
     /// Issues (or re-issues) our grant to `peer` with these terms; logs, publishes and
     /// sends it. Returns the event.
     ///
@@ -379,9 +404,10 @@ impl Accounts {
                     .increment(1);
                 self.send(&d.peer, COMPLAINT, complaint).await;
             }
-            Remedy::Suspend => self
-                .table
-                .bar(&d.peer, d.at + fleetmesh_ledger::ladder::SUSPENSION_SECS),
+            Remedy::Suspend => self.table.bar(
+                &d.peer,
+                d.at.saturating_add(fleetmesh_ledger::ladder::SUSPENSION_SECS),
+            ),
             Remedy::Revoke => {
                 self.table.bar(&d.peer, u64::MAX);
                 self.delete_grant(&d.peer).await;
@@ -408,8 +434,8 @@ impl Accounts {
         let report = Report {
             subject: d.peer.clone(),
             period: Period {
-                start: d.window * secs,
-                end: (d.window + 1) * secs,
+                start: d.window.saturating_mul(secs),
+                end: d.window.saturating_add(1).saturating_mul(secs),
             },
             served: Traffic {
                 bytes: c.bytes_out,

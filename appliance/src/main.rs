@@ -20,6 +20,7 @@ mod models;
 mod node;
 mod peering;
 mod peers;
+mod projections;
 mod reconcile;
 mod shards;
 mod tasks;

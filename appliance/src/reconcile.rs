@@ -443,6 +443,11 @@ impl Live {
         self.reconcile(&[])
     }
 
+    /// The NIP-11 document served, as it is now.
+    pub fn nip11(&self) -> Arc<std::sync::RwLock<String>> {
+        self.nip11.clone()
+    }
+
     /// The job service.
     pub fn jobs(&self) -> Arc<fleetmesh_market::service::JobService> {
         self.jobs.clone()

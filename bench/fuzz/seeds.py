@@ -121,6 +121,44 @@ put("relay_didcomm", "plain.json", b"\x00" + js({"id": "1", "type": "t", "body":
 put("relay_didcomm", "body.txt", b"\x01compute/1.0 \xe2\x9c\x93")
 put("relay_didcomm", "tamper.bin", b"\x02\x01\x10\x01")
 
+# ---- ledger: scripts of operations the harness turns into signed, well-formed lines ----
+def n(v):
+    """A script number, 8 bytes wide."""
+    return bytes([3]) + int(v).to_bytes(8, "little")
+
+
+def grant(ours, events, nbytes, secs, initial, low, inc):
+    return bytes([0 if ours else 1]) + n(0) + n(events) + n(nbytes) + n(secs) + n(initial) + n(low) + n(inc)
+
+
+def receipt(honest, window, secs, sent, received, seq=0):
+    head = bytes([2]) + n(1) + bytes([1 if honest else 0]) + n(window) + n(secs)
+    return head + (b"" if honest else n(seq)) + n(sent[0]) + n(sent[1]) + n(received[0]) + n(received[1])
+
+
+def measure(window, secs, e_in, b_in, e_out, b_out, bad=(0, 0, 0)):
+    return bytes([3]) + n(2) + n(window) + n(secs) + b"".join(n(v) for v in (e_in, b_in, e_out, b_out) + bad)
+
+
+grants = grant(True, 10, 40960, 4, 10, 2, 1) + grant(False, 10, 40960, 4, 10, 2, 1)
+put("ledger_evidence", "clean.bin", b"!" + grants + receipt(True, 5, 4, (3, 300), (2, 200)) + measure(5, 4, 3, 300, 2, 200))
+put("ledger_evidence", "flood.bin", b"!" + grants + b"".join(
+    receipt(True, w, 4, (60, 6000), (0, 0)) + measure(w, 4, 60, 6000, 0, 0) for w in range(1, 6)))
+put("ledger_evidence", "misreport.bin", b"!" + grants + receipt(True, 7, 4, (10, 100), (0, 0)) + measure(7, 4, 90, 9000, 0, 0))
+put("ledger_evidence", "fork.bin", b"!" + grants + receipt(True, 1, 4, (1, 1), (1, 1)) + receipt(False, 2, 4, (1, 1), (1, 1), seq=0))
+put("ledger_evidence", "huge.bin", b"!" + grant(True, 2**64 - 1, 2**64 - 1, 2**64 - 1, 2**64 - 1, 2**64 - 1, 2**64 - 1)
+    + receipt(True, 2**64 - 1, 2**64 - 1, (2**64 - 1, 2**64 - 1), (2**64 - 1, 2**64 - 1))
+    + measure(2**64 - 1, 2**64 - 1, 2**64 - 1, 2**64 - 1, 2**64 - 1, 2**64 - 1, (1, 1, 1)))
+put("ledger_evidence", "log.jsonl", "\n".join([
+    js({"type": "node", "at": 1, "pubkey": "ab" * 32}),
+    js({"type": "measure", "at": 2, "peer": "cd" * 32, "window": 1, "window_secs": 4,
+        "counts": {"events_in": 1, "bytes_in": 1, "events_out": 0, "bytes_out": 0,
+                   "out_of_filter": 0, "malformed": 0, "forged": 0}}),
+    js({"type": "receipt", "at": 3, "peer": "cd" * 32, "receipt": {"type": "receipt"}}),
+    js({"type": "revoke", "at": 4, "peer": "cd" * 32}),
+    "{\"type\":\"measure\",\"at\":",
+]) + "\n")
+
 # ---- prover ----
 fx = "prover/tests/fixtures/circom/"
 vk, proof, public = (json.loads(read(fx + f)) for f in ["tiny_vk.json", "tiny_proof.json", "tiny_public.json"])

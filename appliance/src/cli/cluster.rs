@@ -85,7 +85,8 @@ pub struct StartArgs {
     /// traffic; publishing more at one node than that is an overrun its peers answer.
     #[arg(long, value_name = "EVENTS_PER_WINDOW")]
     pub grants: Option<u64>,
-    /// The ledger's window with --grants, seconds (`[ledger] window_secs`).
+    /// The ledger's window with --grants, seconds (`[ledger] window_secs`; the
+    /// projections, `[ledger] publish_secs`, are published as often).
     #[arg(long, value_name = "SECS", default_value_t = 10, requires = "grants")]
     pub window: u64,
     /// With --grants: node I misbehaves on purpose (`[ledger] fault`), so that its peers'
@@ -262,6 +263,7 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
         if let Some(events) = args.grants {
             config.ledger.grant_events = events;
             config.ledger.window_secs = args.window;
+            config.ledger.publish_secs = args.window;
             if let Some((_, f)) = args.fault.iter().rev().find(|(j, _)| *j == i) {
                 config.ledger.fault = *f;
             }

@@ -23,6 +23,11 @@ pub struct LedgerSection {
     /// Events added to the capacity after each clean window. Default 0: a tenth of
     /// `grant_events`.
     pub grant_increase: u64,
+    /// Seconds between two publications of the node's projections for standard Nostr
+    /// clients: a NIP-85 trusted assertion (kind 30385) about each peer the ledger judged,
+    /// and a NIP-66 relay discovery event (kind 30166) about this face; on the node's relay
+    /// and on `[node] relays`. 0 publishes none. 1 to 86 400. Default 600.
+    pub publish_secs: u64,
     /// Fault injection for federation tests: this node misbehaves on purpose so that its
     /// peers' remedies can be watched (`meshnode cluster start --fault I=KIND`); logged as
     /// an error at start-up. Never set it on a node that serves anyone. Default `none`.
@@ -50,6 +55,7 @@ impl Default for LedgerSection {
             grant_bytes: 0,
             grant_min: 0,
             grant_increase: 0,
+            publish_secs: 600,
             fault: Fault::None,
         }
     }
@@ -85,6 +91,12 @@ impl LedgerSection {
             return Err(format!(
                 "[ledger] window_secs = {}: must be between 1 and 86400",
                 self.window_secs
+            ));
+        }
+        if self.publish_secs > 86_400 {
+            return Err(format!(
+                "[ledger] publish_secs = {}: must be between 0 (none) and 86400",
+                self.publish_secs
             ));
         }
         if let Some((e, _, min, _)) = self.terms()

@@ -15,28 +15,49 @@ pub const LEDGER_TYPES: &[&str] = &[
     "https://fleetmesh.org/complaint/1.0/complaint",
 ];
 
+/// Whether the ledger takes messages from a key (hex): a linked or granted peer.
+pub type Knows = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// Where ledger messages go, and from whom they are taken.
+#[derive(Clone)]
+pub(super) struct LedgerInbox(tokio::sync::mpsc::Sender<(String, String, Value)>, Knows);
+
 impl DidComm {
-    /// Hands ledger messages to `inbox` from now on (before: refused, 503).
+    /// Hands ledger messages from the keys `knows` accepts to `inbox` from now on (before:
+    /// refused, 503; from anyone else: refused, 403).
     #[cfg_attr(not(feature = "federation"), allow(dead_code))]
-    pub fn set_ledger(&self, inbox: tokio::sync::mpsc::Sender<(String, String, Value)>) {
+    pub fn set_ledger(
+        &self,
+        inbox: tokio::sync::mpsc::Sender<(String, String, Value)>,
+        knows: Knows,
+    ) {
         *self
             .ledger
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(inbox);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(LedgerInbox(inbox, knows));
     }
 
     /// Hands the ledger message `m` from `sender` (hex) to the ledger's inbox: 202 when
-    /// taken, 429 when the inbox is full, 503 when the node keeps no ledger.
+    /// taken, 403 from a key that is not a peer's (its messages would only grow the
+    /// evidence log), 429 when the inbox is full, 503 when the node keeps no ledger.
     pub(super) fn to_ledger(&self, sender: String, m: &Message) -> Outcome {
         let inbox = self
             .ledger
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let Some(inbox) = inbox else {
+        let Some(LedgerInbox(inbox, knows)) = inbox else {
             count("refused");
             return Outcome::Refused(503, "no_ledger", "this node keeps no ledger".into());
         };
+        if !knows(&sender) {
+            count("refused");
+            return Outcome::Refused(
+                403,
+                "not_a_peer",
+                format!("{sender} is neither linked with this node nor granted by it"),
+            );
+        }
         match inbox.try_send((sender, m.type_.clone(), m.body.clone())) {
             Ok(()) => {
                 count("accepted");

@@ -94,7 +94,7 @@ pub struct DidComm {
     /// `[api] jobs_by_key`.
     by_key: bool,
     /// Where ledger messages (budget/1.0, complaint/1.0) go, once the ledger runs.
-    ledger: Mutex<Option<tokio::sync::mpsc::Sender<(String, String, Value)>>>,
+    ledger: Mutex<Option<inbox::LedgerInbox>>,
 }
 
 /// A message of `type_` from `keys` to `to`, in the thread of `thid`.

@@ -391,7 +391,8 @@ pub async fn run(
                 node.config.ledger.clone(),
             )?;
             let (tx, rx) = tokio::sync::mpsc::channel(crate::ledger::INBOX);
-            didcomm.set_ledger(tx);
+            let knows = ledger.clone();
+            didcomm.set_ledger(tx, Arc::new(move |peer: &str| knows.knows(peer)));
             let _ = accounts.set(ledger.clone());
             ledger.spawn(rx)
         }
@@ -407,6 +408,19 @@ pub async fn run(
         node.config.peering.shards.clone(),
         std::time::Duration::from_secs(node.config.peering.interval_secs),
     );
+    // NIP-66 (this face) and NIP-85 (the ledger's peers) for standard clients
+    let projections = crate::projections::Projector {
+        keys: fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?,
+        relay: relay.clone(),
+        nip11: live.nip11(),
+        face: crate::projections::face_url(&node.config, local),
+        relays: node.config.node.relays.clone(),
+        #[cfg(feature = "federation")]
+        accounts: accounts.clone(),
+    }
+    .spawn(std::time::Duration::from_secs(
+        node.config.ledger.publish_secs,
+    ));
     // messages held for this node by its mediator ([didcomm] mediator)
     #[cfg(feature = "federation")]
     let pickup = didcomm.spawn_pickup(federation.as_ref().map(|f| f.links()));
@@ -461,6 +475,9 @@ pub async fn run(
     kicker.abort();
     if let Some(s) = shards {
         s.abort();
+    }
+    if let Some(p) = projections {
+        p.abort();
     }
     peering.stop().await;
     #[cfg(feature = "federation")]

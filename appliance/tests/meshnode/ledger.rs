@@ -6,6 +6,7 @@
 use super::cluster::{Nodes, peers_of, start};
 use super::peering::{note, wait_until};
 use super::*;
+use nostr::JsonUtil as _;
 
 /// A node's ledger (`GET /v1/ledger`): standings and the decisions it recorded live.
 fn ledger_of(url: &str) -> Value {
@@ -340,6 +341,89 @@ fn a_peer_that_understates_its_receipts_is_reported_and_one_that_corrupts_its_ch
             decided_about(&nodes.url(i), &nodes.key(2))
         );
     }
+    // the projections for standard clients, as the `nostr` crate reads them: NIP-85
+    // assertions (kind 30385) of the standing — the corruptor ranked 0 at S4, the liar at
+    // most 40 at S2 — and NIP-66 (kind 30166) about the face, its NIP-11 document inside
+    let assertion = |about: &str| {
+        let found = runtime().block_on(req_events(
+            &nodes.ws(j),
+            serde_json::json!({"kinds": [30385], "authors": [nodes.key(j)], "#d": [format!("did:nostr:{about}")]}),
+        ));
+        let e = found.first()?;
+        let theirs = nostr::Event::from_json(e.to_string()).unwrap();
+        theirs.verify().unwrap();
+        let tag = |name: &str| {
+            theirs
+                .tags
+                .iter()
+                .find(|t| t.kind().to_string() == name)
+                .and_then(|t| t.content())
+                .map(str::to_owned)
+        };
+        Some((tag("rank")?.parse::<u8>().unwrap(), tag("rung")?, tag("k")?))
+    };
+    wait_until("the liar's assertion says probation", || {
+        assertion(&liar)
+            .is_some_and(|(rank, rung, k)| rank <= 40 && rung == "S2" && k == "did:nostr")
+    });
+    if j == 2 {
+        wait_until("the corruptor's assertion says revoked", || {
+            assertion(&corruptor).is_some_and(|(rank, rung, _)| rank == 0 && rung == "S4")
+        });
+    }
+    let monitor = runtime().block_on(req_events(
+        &nodes.ws(j),
+        serde_json::json!({"kinds": [30166], "authors": [nodes.key(j)]}),
+    ));
+    let m = nostr::Event::from_json(monitor[0].to_string()).unwrap();
+    m.verify().unwrap();
+    let tags: Vec<Vec<String>> = m.tags.iter().map(|t| t.clone().to_vec()).collect();
+    assert!(tags.contains(&vec!["d".into(), nodes.ws(j)]), "{tags:?}");
+    assert!(tags.contains(&vec!["N".into(), "11".into()]), "{tags:?}");
+    assert!(
+        tags.iter().any(|t| t[0] == "R" && t[1].ends_with("auth")),
+        "{tags:?}"
+    );
+    let doc: Value = serde_json::from_str(&m.content).unwrap();
+    assert_eq!(doc["self"], nodes.key(j), "{doc}");
+    // a stranger's ledger message (signed, so its sender is known) is refused before it
+    // reaches the evidence log
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let work = tempfile::tempdir().unwrap();
+    let stranger = work.path().join("stranger");
+    assert!(run(&["init", stranger.to_str().unwrap()]).status.success());
+    let doc = work.path().join("node-2.json");
+    let d: Value = reqwest::blocking::get(format!("{}/.well-known/did.json", nodes.url(2)))
+        .unwrap()
+        .json()
+        .unwrap();
+    std::fs::write(&doc, d.to_string()).unwrap();
+    let receipt = "https://fleetmesh.org/budget/1.0/receipt";
+    let (doc, key_dir) = (doc.to_str().unwrap(), stranger.to_str().unwrap());
+    let o = run(&[
+        "didcomm",
+        "pack",
+        "--to",
+        doc,
+        "--key-dir",
+        key_dir,
+        "--sign",
+        "secp256k1",
+        "--anon",
+        "--type",
+        receipt,
+        "--body",
+        "{}",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/didcomm", nodes.url(2)))
+        .header("content-type", "application/didcomm-encrypted+json")
+        .body(o.stdout)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    assert!(r.text().unwrap().contains("not_a_peer"));
     let elsewhere = tempfile::tempdir().unwrap();
     replays_as_decided(&dir, &nodes, elsewhere.path());
     // bad input to `report list` and `cluster start --fault` is refused, named

@@ -18,6 +18,7 @@
 
 pub mod appliance;
 pub mod inference;
+pub mod ledger;
 pub mod prover;
 pub mod relay;
 pub mod tee;
@@ -35,6 +36,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("relay_giftwrap", relay::giftwrap),
     ("relay_didcomm", relay::didcomm),
     ("relay_hop", relay::hop),
+    ("ledger_evidence", ledger::evidence),
     ("transport_frame", relay::transport_frame),
     ("transport_gossip", relay::transport_gossip),
     ("prover_snarkjs", prover::snarkjs),

@@ -469,7 +469,7 @@ pub fn didcomm(data: &[u8]) {
 }
 
 /// A DIDComm sender and recipient with fixed keys.
-fn didcomm_keys() -> &'static (fleetmesh_proto::NodeKeys, fleetmesh_proto::NodeKeys) {
+pub(crate) fn didcomm_keys() -> &'static (fleetmesh_proto::NodeKeys, fleetmesh_proto::NodeKeys) {
     static KEYS: OnceLock<(fleetmesh_proto::NodeKeys, fleetmesh_proto::NodeKeys)> = OnceLock::new();
     KEYS.get_or_init(|| {
         let k =

@@ -89,7 +89,7 @@ pub struct Ledger {
 /// more than `floor` (what crosses a window boundary between the two sides' counts).
 fn diverge(a: u64, b: u64, floor: u64) -> bool {
     let gap = a.abs_diff(b);
-    gap > floor && gap * 10 > a.max(b)
+    gap > floor && u128::from(gap) * 10 > u128::from(a.max(b))
 }
 
 impl Ledger {
@@ -189,9 +189,9 @@ impl Ledger {
         let remedy = match severity {
             Rung::S0 => {
                 if let Some((g, _)) = &p.ours {
-                    s.capacity = (s.capacity + g.aimd.increase).min(g.events);
+                    s.capacity = s.capacity.saturating_add(g.aimd.increase).min(g.events);
                 }
-                s.clean_run += 1;
+                s.clean_run = s.clean_run.saturating_add(1);
                 if s.probation && s.clean_run >= PROBATION_WINDOWS {
                     s.probation = false;
                 }
@@ -210,7 +210,7 @@ impl Ledger {
                 Remedy::Probation
             }
             Rung::S3 => {
-                s.suspended_until = Some(at + SUSPENSION_SECS);
+                s.suspended_until = Some(at.saturating_add(SUSPENSION_SECS));
                 s.clean_run = 0;
                 Remedy::Suspend
             }
@@ -329,7 +329,7 @@ impl Ledger {
             return Vec::new();
         }
         let (want_seq, want_prev) = match &p.standing.chain_in {
-            Some((seq, h)) => (seq + 1, h.clone()),
+            Some((seq, h)) => (seq.saturating_add(1), h.clone()),
             None => (0, ZERO.to_owned()),
         };
         if r.seq != want_seq || r.prev != want_prev {
@@ -372,13 +372,14 @@ impl Ledger {
         }
         let cap = s.capacity;
         let (limit_e, limit_b) = (cap, g.bytes_at(cap));
-        let over = m.events_in * 10 > limit_e * 11 || m.bytes_in * 10 > limit_b * 11;
+        let past = |n: u64, limit: u64| u128::from(n) * 10 > u128::from(limit) * 11;
+        let over = past(m.events_in, limit_e) || past(m.bytes_in, limit_b);
         let (severity, why) = if m.forged > 0 {
             (
                 Rung::S4,
                 format!("{} events with a forged id or signature", m.forged),
             )
-        } else if m.out_of_filter + m.malformed > 0 {
+        } else if m.out_of_filter > 0 || m.malformed > 0 {
             (
                 Rung::S3,
                 format!(

@@ -13,12 +13,15 @@
 //!   machine — and takes the same decisions.
 //! - [`Books`] keeps the log, the fold and a SQLite file of decisions and standings in
 //!   step for the daemon.
+//! - [`projection`] turns a peer's standing into a NIP-85 trusted assertion (kind 30385)
+//!   for standard Nostr clients.
 //!
 //! The rules, in integers, are docs/protocol.md's "Ledger" section.
 
 mod error;
 pub mod evidence;
 pub mod ladder;
+pub mod projection;
 pub mod store;
 
 pub use error::{LedgerError, Result};

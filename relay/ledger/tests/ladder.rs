@@ -140,6 +140,17 @@ impl Node {
 
     /// A replay of the log, and of a copy moved to another directory, takes exactly what
     /// was taken live; so do the books' own records.
+    /// The NIP-85 assertion about the peer at `now`, signed and read back under its schema.
+    fn assertion(&self, now: u64) -> Option<fleetmesh_proto::projection::Assertion> {
+        let s = self.books.ledger().standing(&self.peer)?;
+        let a = fleetmesh_ledger::projection::assertion(&self.peer, s, &self.decided, now)?;
+        let e = a.sign(&NodeKeys::generate().unwrap(), now).unwrap();
+        let back = fleetmesh_proto::projection::Assertion::from_event(&e).unwrap();
+        assert_eq!(back, a);
+        assert_eq!(back.subject, format!("did:nostr:{}", self.peer));
+        Some(back)
+    }
+
     fn replays_the_same(&self) {
         let log = self.dir.path().join("evidence.jsonl");
         let r = replay(&log).unwrap();
@@ -196,6 +207,14 @@ fn a_flood_is_halved_along_the_schedule_then_suspended_at_the_floor_and_clean_wi
         counts: counts(0, 0),
     });
     assert!(quiet.is_empty());
+    // Its NIP-85 projection: 2 clean of 6 judged, 3 complaints; 10 at most while suspended.
+    let until = s.suspended_until.unwrap();
+    let a = n.assertion(until - 1).unwrap();
+    assert_eq!(
+        (a.rank, a.rung, a.complaints),
+        (Some(10), Some(Rung::S3), Some(3))
+    );
+    assert_eq!(n.assertion(until).unwrap().rank, Some(33));
     n.replays_the_same();
 }
 
@@ -214,6 +233,17 @@ fn a_receipt_that_diverges_from_the_measurement_puts_the_peer_on_probation() {
     assert_eq!((d.severity, d.remedy), (Rung::S2, Remedy::Probation));
     assert!(d.why.contains("250"), "{}", d.why);
     assert!(n.books.ledger().standing(&n.peer).unwrap().probation);
+    let a = n.assertion(T0).unwrap();
+    assert_eq!(
+        (a.rank, a.rung),
+        (Some(40), Some(Rung::S2)),
+        "50 % clean, capped"
+    );
+    assert!(
+        fleetmesh_ledger::projection::assertion("ab", &Default::default(), &n.decided, T0)
+            .is_none(),
+        "nothing said about a peer never judged"
+    );
     n.replays_the_same();
 }
 
