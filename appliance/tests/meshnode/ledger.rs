@@ -459,3 +459,70 @@ fn a_peer_that_understates_its_receipts_is_reported_and_one_that_corrupts_its_ch
         );
     }
 }
+
+#[test]
+fn the_face_is_projected_as_nip66_on_the_configured_relays_on_schedule() {
+    // B is any relay; A names it in [node] relays and publishes every second
+    let node = |edits: &[(&str, &str)]| {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(init(dir.path(), &[]).status.success());
+        edit_config(dir.path(), edits);
+        let mut cmd = meshnode();
+        cmd.args([
+            "run",
+            dir.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        (Daemon::start(cmd), dir)
+    };
+    let (b, _b_dir) = node(&[]);
+    let b_ws = b.url("/").replace("http://", "ws://");
+    let relays = format!("\nrelays = [{b_ws:?}]");
+    let (a, a_dir) = node(&[
+        ("\nrelays = []", &relays),
+        ("publish_secs = 600", "publish_secs = 1"),
+    ]);
+    let a_key = fleetmesh_proto::NodeKeys::load(&a_dir.path().join("keys"))
+        .unwrap()
+        .nostr_pubkey_hex();
+    let a_ws = a.url("/").replace("http://", "ws://");
+    let mut seen = Vec::new();
+    wait_until("A's NIP-66 event on B", || {
+        seen = runtime().block_on(req_events(
+            &b_ws,
+            serde_json::json!({"kinds": [30166], "authors": [a_key]}),
+        ));
+        !seen.is_empty()
+    });
+    let m = nostr::Event::from_json(seen[0].to_string()).unwrap();
+    m.verify().unwrap();
+    let tags: Vec<Vec<String>> = m.tags.iter().map(|t| t.clone().to_vec()).collect();
+    assert!(tags.contains(&vec!["d".into(), a_ws]), "{tags:?}");
+    assert!(
+        tags.contains(&vec!["n".into(), "clearnet".into()]),
+        "{tags:?}"
+    );
+    for nip in ["1", "11"] {
+        assert!(tags.contains(&vec!["N".into(), nip.into()]), "{tags:?}");
+    }
+    let doc: Value = serde_json::from_str(&m.content).unwrap();
+    assert_eq!(doc["self"], a_key.as_str(), "{doc}");
+    // no ledger here (no federation transports): nothing to assert about peers
+    let none = runtime().block_on(req_events(
+        &b_ws,
+        serde_json::json!({"kinds": [30385], "authors": [a_key]}),
+    ));
+    assert!(none.is_empty(), "{none:?}");
+    // and it is published again on schedule: a newer one replaces it
+    let first = m.created_at.as_u64();
+    wait_until("a newer NIP-66 event on B", || {
+        runtime()
+            .block_on(req_events(
+                &b_ws,
+                serde_json::json!({"kinds": [30166], "authors": [a_key]}),
+            ))
+            .iter()
+            .any(|e| e["created_at"].as_u64() > Some(first))
+    });
+}
