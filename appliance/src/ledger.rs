@@ -130,6 +130,22 @@ impl Accounts {
         lock(&self.links).contains_key(peer) || lock(&self.books).ledger().standing(peer).is_some()
     }
 
+    /// What `peer` (hex) may write while the relay sheds at rung 2: the capacity of our
+    /// grant in force, per window; `None` when we do not grant it (or it is barred).
+    pub fn allowance(&self, peer: &str) -> Option<fleetmesh_relay::face::Allowance> {
+        if self.table.barred(peer) {
+            return None;
+        }
+        let books = lock(&self.books);
+        let l = books.ledger();
+        let (g, _) = l.grant_out(peer)?;
+        let capacity = l.standing(peer).map_or(g.events, |s| s.capacity);
+        Some(fleetmesh_relay::face::Allowance {
+            events: capacity,
+            window_secs: g.window_secs.max(1),
+        })
+    }
+
     /// The NIP-85 assertions (kind 30385) about the peers judged so far, at `now`
     /// ([`fleetmesh_ledger::projection`]).
     pub fn assertions(&self, now: u64) -> Vec<fleetmesh_proto::projection::Assertion> {

@@ -66,6 +66,10 @@ pub struct PeerView {
     /// Its events refused here (bad signature, outside the filter, revoked) and ours it
     /// refused, in all.
     pub refused: u64,
+    /// Outbound strain: our events it answered as over a limit (`rate-limited:`,
+    /// `auth-required:`: it sheds load), every attempt counted, in all.
+    #[serde(default)]
+    pub strained: u64,
     /// Why the last round or link failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
@@ -144,13 +148,16 @@ impl Peers {
     #[cfg_attr(not(feature = "federation"), allow(dead_code))]
     pub fn bar(&self, id: &str, until: u64) {
         lock(&self.barred).insert(id.to_owned(), until);
-        self.update(id, |v| {
-            v.link = if until == u64::MAX {
-                "revoked (ledger)".into()
-            } else {
-                "suspended (ledger)".into()
-            }
-        });
+        self.update(id, |_| {});
+    }
+
+    /// What the link column says of a peer barred until `until`, if it still is.
+    fn barred_link(&self, id: &str) -> Option<&'static str> {
+        match lock(&self.barred).get(id) {
+            Some(&u64::MAX) => Some("revoked (ledger)"),
+            Some(&u) if u > now() => Some("suspended (ledger)"),
+            _ => None,
+        }
     }
 
     /// Whether the peer `id` is barred now.
@@ -172,8 +179,10 @@ impl Peers {
     /// Changes the peer `id`'s entry, made if new. A full table makes room by dropping the
     /// entry heard from least recently among those without a working link (`up`, or
     /// `inbound`: it dials us); when every entry has one, a new peer is left out (counted
-    /// as `left_out`) and `f` is not run.
+    /// as `left_out`) and `f` is not run. A barred peer's link column keeps saying so
+    /// whatever a round or a link ending in the meantime says.
     pub fn update(&self, id: &str, f: impl FnOnce(&mut PeerView)) {
+        let barred = self.barred_link(id);
         let mut peers = lock(&self.peers);
         let mut dropped = None;
         if !peers.contains_key(id) && peers.len() >= self.cap {
@@ -196,6 +205,9 @@ impl Peers {
             ..PeerView::default()
         });
         f(view);
+        if let Some(b) = barred {
+            view.link = b.into();
+        }
         drop(peers);
         if let Some(old) = dropped {
             tracing::debug!(peer = %old, "dropped from the full peers table");
@@ -259,6 +271,7 @@ impl Peers {
                 v.fetched += r.fetched as u64;
                 v.sent += r.pushed as u64;
                 v.refused += (r.fetch_failed + r.push_refused) as u64;
+                v.strained += r.push_limited as u64;
                 v.last_error = None;
             }
             Err(e) => {

@@ -66,6 +66,10 @@ pub struct Limits {
     /// Seconds a connection with no subscription and no negentropy session may send
     /// nothing before it is closed. 1 to 86 400. Default 60.
     pub idle_timeout_secs: u64,
+    /// Load shedding: `auto` (the rung follows the pressure), `off`, or pinned at
+    /// `rung1` (writes and new subscriptions from granted peers only) or `rung2` (granted
+    /// peers only, within their grants). Default `auto`.
+    pub shedding: crate::face::Shedding,
 }
 
 impl Default for Limits {
@@ -92,6 +96,7 @@ impl Default for Limits {
             max_queued_bytes_total: 256 << 20,
             ping_interval_secs: 30,
             idle_timeout_secs: 60,
+            shedding: crate::face::Shedding::Auto,
         }
     }
 }

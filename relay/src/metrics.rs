@@ -47,6 +47,8 @@ pub struct Metrics {
     pub reqs: AtomicU64,
     /// NOTICEs sent for malformed or oversized messages.
     pub notices: AtomicU64,
+    /// Messages refused by load shedding (writes, new subscriptions).
+    pub shed: AtomicU64,
     /// Store operations that failed (commits, queries): a damaged or full disk.
     store_errors: AtomicU64,
     /// The last store failure's message.
@@ -167,6 +169,12 @@ impl Metrics {
             "counter",
             "NOTICEs sent for malformed or oversized messages.",
             self.notices.load(Relaxed),
+        );
+        metric(
+            "fleetmesh_relay_shed_total",
+            "counter",
+            "Writes and new subscriptions refused by load shedding.",
+            self.shed.load(Relaxed),
         );
         metric(
             "fleetmesh_store_events",

@@ -122,6 +122,9 @@ pub struct SyncReport {
     pub pushed: usize,
     /// Events the peer refused.
     pub push_refused: usize,
+    /// Answers `OK false` as over a limit (`rate-limited:`, `auth-required:`), each
+    /// attempt counted: the strain we put on the peer.
+    pub push_limited: usize,
     /// Bytes of EVENT/REQ/OK traffic sent.
     pub transfer_bytes_up: usize,
     /// Bytes of EVENT/REQ/OK traffic received.
@@ -139,6 +142,7 @@ impl SyncReport {
         self.pushed += r.pushed;
         self.fetch_failed += r.fetch_failed;
         self.push_refused += r.push_refused;
+        self.push_limited += r.push_limited;
         self.neg_bytes_up += r.neg_bytes_up;
         self.neg_bytes_down += r.neg_bytes_down;
         self.transfer_bytes_up += r.transfer_bytes_up;
@@ -633,6 +637,11 @@ async fn push<S: EventStore + ?Sized>(
                     && waiting.remove(id)
                 {
                     let msg = v[3].as_str().unwrap_or("");
+                    let over =
+                        msg.starts_with("rate-limited:") || msg.starts_with("auth-required:");
+                    if v[2] != true && over {
+                        report.push_limited += 1;
+                    }
                     if v[2] == true {
                         report.pushed += 1;
                     } else if msg.starts_with("rate-limited:") && attempt < 5 {

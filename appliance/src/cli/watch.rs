@@ -286,6 +286,25 @@ fn daemon_checks(url: &str, out: &mut Vec<Finding>) {
             metric("fleetmesh_relay_output_queued_bytes ").unwrap_or(0.0)
         ),
     );
+    let rung = metric("fleetmesh_relay_shedding_rung ").unwrap_or(0.0);
+    found(
+        out,
+        "shedding",
+        if rung > 0.0 {
+            Level::Degraded
+        } else {
+            Level::Ok
+        },
+        format!(
+            "rung {rung}{}; {} writes and subscriptions shed since start",
+            match rung as u8 {
+                0 => " (normal)",
+                1 => " (writes and new subscriptions from granted peers only)",
+                _ => " (granted peers only, within their grants)",
+            },
+            metric("fleetmesh_relay_shed_total ").unwrap_or(0.0)
+        ),
+    );
     // a full proving queue turns requests away (503); the others only wait
     let proving = metric("fleetmesh_prover_queue_depth ").unwrap_or(0.0);
     let full = proving >= fleetmesh_prover::queue::QUEUE as f64;

@@ -164,6 +164,21 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         "Hellos on the QUIC peer-link endpoint, by outcome (accepted, refused).",
     ),
     (
+        "fleetmesh_ledger_decisions_total",
+        Kind::Counter,
+        "Windows judged by the accountability ledger, by severity (S0-S4) and remedy.",
+    ),
+    (
+        "fleetmesh_ledger_complaints_total",
+        Kind::Counter,
+        "complaint/1.0 notices, by direction (sent to an overrunning peer, received about us).",
+    ),
+    (
+        "fleetmesh_projections_published_total",
+        Kind::Counter,
+        "Projections published for standard clients (NIP-85 assertions, NIP-66 events).",
+    ),
+    (
         "fleetmesh_manifest_applies_total",
         Kind::Counter,
         "Manifest applies and reloads, by source (socket, reload, watch) and outcome (applied, refused: nothing changed).",
@@ -281,6 +296,7 @@ mod tests {
         // what the node exports: the relay's own text, its output gauge, and the facade's
         let mut exported = names(&fleetmesh_relay::metrics::Metrics::default().render(0, 0));
         exported.insert("fleetmesh_relay_output_queued_bytes".into());
+        exported.insert("fleetmesh_relay_shedding_rung".into());
         exported.extend(DESCRIBED.iter().map(|(n, _, _)| (*n).to_owned()));
         // and what `meshnode sync --metrics-file` leaves for node_exporter
         exported.extend(

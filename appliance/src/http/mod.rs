@@ -205,32 +205,41 @@ pub fn router(
         )
         .route(
             "/v1/shards",
-            get(|axum::extract::State((db, ours)): axum::extract::State<(std::path::PathBuf, String)>| async move {
-                match tokio::task::spawn_blocking(move || crate::shards::list(&db, &ours)).await {
-                    Ok(Ok(v)) => axum::Json(v).into_response(),
-                    Ok(Err(e)) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(serde_json::json!({"error": e.to_string()}))).into_response(),
-                    Err(_) => axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-                }
-            })
-            .with_state((node.dir.join(crate::node::DB_FILE), node.keys.nostr_pubkey_hex())),
+            get(
+                |axum::extract::State((db, ours)): axum::extract::State<(
+                    std::path::PathBuf,
+                    String,
+                )>| blocking_json(move || crate::shards::list(&db, &ours)),
+            )
+            .with_state((
+                node.dir.join(crate::node::DB_FILE),
+                node.keys.nostr_pubkey_hex(),
+            )),
         )
         .route(
             "/v1/ledger",
-            get(|axum::extract::State(dir): axum::extract::State<std::path::PathBuf>| async move {
-                match tokio::task::spawn_blocking(move || crate::cli::ledger::standing(&dir)).await {
-                    Ok(Ok(v)) => axum::Json(v).into_response(),
-                    Ok(Err(e)) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(serde_json::json!({"error": e.to_string()}))).into_response(),
-                    Err(_) => axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-                }
-            })
+            get(
+                |axum::extract::State(dir): axum::extract::State<std::path::PathBuf>| {
+                    blocking_json(move || crate::cli::ledger::standing(&dir))
+                },
+            )
             .with_state(node.dir.clone()),
         )
         .route(
             "/v1/peers",
-            get(|axum::extract::State(p): axum::extract::State<Arc<crate::peers::Peers>>| async move {
-                axum::Json(p.snapshot())
-            })
-            .with_state(peers),
+            get(
+                |axum::extract::State((p, r)): axum::extract::State<(
+                    Arc<crate::peers::Peers>,
+                    Arc<fleetmesh_relay::face::Relay>,
+                )>| async move {
+                    // the peers, and the load shedding: the rung, the strain with each key
+                    let mut v = p.snapshot();
+                    v["shedding_rung"] = r.shedding_rung().into();
+                    v["strain"] = serde_json::to_value(r.strain()).unwrap_or_default();
+                    axum::Json(v)
+                },
+            )
+            .with_state((peers, state.relay.clone())),
         )
         .route_layer(guard);
     let app = Router::new()
@@ -283,6 +292,21 @@ pub fn router(
     Ok((app, live, didcomm))
 }
 
+/// Runs `f` on the blocking pool and answers its JSON, or 500 naming what failed.
+async fn blocking_json(
+    f: impl FnOnce() -> anyhow::Result<serde_json::Value> + Send + 'static,
+) -> Response {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => axum::Json(v).into_response(),
+        Ok(Err(e)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(serde_json::json!({"error": e.to_string()})),
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
 async fn not_found() -> Response {
     api_error(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
 }
@@ -310,6 +334,8 @@ pub async fn run(
         },
     )?;
     relay.spawn_expiry_purge(std::time::Duration::from_secs(60));
+    // [relay] shedding = "auto": the rung follows the pressure (ends with the relay)
+    let _ = relay.spawn_shedder();
     if node.config.node.class == fleetmesh_proto::NodeClass::Leaf {
         // a leaf keeps a bounded cache of others' events, its own always
         relay.spawn_eviction(
@@ -393,6 +419,8 @@ pub async fn run(
             let (tx, rx) = tokio::sync::mpsc::channel(crate::ledger::INBOX);
             let knows = ledger.clone();
             didcomm.set_ledger(tx, Arc::new(move |peer: &str| knows.knows(peer)));
+            let granted = ledger.clone();
+            relay.set_granted(Arc::new(move |peer: &str| granted.allowance(peer)));
             let _ = accounts.set(ledger.clone());
             ledger.spawn(rx)
         }

@@ -42,7 +42,7 @@ pub struct RelayState {
 }
 
 /// NIPs this build serves; 77 is added when negentropy is enabled.
-const BASE_NIPS: &[u16] = &[1, 9, 11, 40];
+const BASE_NIPS: &[u16] = &[1, 9, 11, 40, 42];
 
 /// The NIPs served with these relay limits.
 pub fn supported_nips(relay: &Relay) -> Vec<u16> {
@@ -98,7 +98,11 @@ pub async fn root(
                 "this origin is not in [face] websocket_origins",
             );
         }
-        return state.relay.clone().upgrade(ws, peer);
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned);
+        return state.relay.clone().upgrade(ws, peer, host);
     }
     if accepts(&headers, NOSTR_JSON) {
         let mut response = (

@@ -31,7 +31,10 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
         let doc: Value = r.json().await.unwrap();
         assert_eq!(doc["software"], "https://github.com/fleetmesh/fleetmesh");
         assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
-        assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40, 77]));
+        assert_eq!(
+            doc["supported_nips"],
+            serde_json::json!([1, 9, 11, 40, 42, 77])
+        );
         // The limits advertised are the configured ones (enforcement is tested in the
         // relay crate's face tests).
         assert_eq!(doc["limitation"]["max_subscriptions"], 7);
@@ -566,7 +569,7 @@ fn nip11_lists_77_only_when_negentropy_is_enabled() {
     edit_config(&dir, &[("negentropy = true", "negentropy = false")]);
     let daemon = run_node(&dir);
     let doc = runtime().block_on(nip11(&daemon));
-    assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40]));
+    assert_eq!(doc["supported_nips"], serde_json::json!([1, 9, 11, 40, 42]));
     assert!(daemon.stop("-TERM").success());
 }
 

@@ -515,7 +515,7 @@ fn the_face_is_projected_as_nip66_on_the_configured_relays_on_schedule() {
     ));
     assert!(none.is_empty(), "{none:?}");
     // and it is published again on schedule: a newer one replaces it
-    let first = m.created_at.as_u64();
+    let first = m.created_at.as_secs();
     wait_until("a newer NIP-66 event on B", || {
         runtime()
             .block_on(req_events(
@@ -525,4 +525,153 @@ fn the_face_is_projected_as_nip66_on_the_configured_relays_on_schedule() {
             .iter()
             .any(|e| e["created_at"].as_u64() > Some(first))
     });
+}
+
+/// `["AUTH", event]` (NIP-42) for `challenge` at `relay`, signed by `keys`.
+fn auth_message(keys: &fleetmesh_proto::NodeKeys, challenge: &str, relay: &str) -> String {
+    let e = keys
+        .sign(fleetmesh_proto::UnsignedEvent {
+            created_at: unix_now(),
+            kind: 22242,
+            tags: vec![
+                vec!["relay".into(), relay.into()],
+                vec!["challenge".into(), challenge.into()],
+            ],
+            content: String::new(),
+        })
+        .unwrap();
+    format!("[\"AUTH\",{}]", e.to_json())
+}
+
+#[test]
+fn a_node_shedding_at_rung_2_serves_its_granted_peer_within_the_grant_and_nobody_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let args = [
+        "--nodes",
+        "2",
+        "--grants",
+        "5",
+        "--window",
+        "3",
+        "--interval-secs",
+        "1",
+    ];
+    {
+        let (_stop, _) = start(&dir, &args);
+    }
+    // node 0 pinned at rung 2 by its operator, then the cluster started again
+    let config = dir.join("node-0").join("meshnode.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("\nshedding = \"auto\"\n"), "{text}");
+    let text = text.replacen("\nshedding = \"auto\"\n", "\nshedding = \"rung2\"\n", 1);
+    std::fs::write(&config, text).unwrap();
+    let (_stop, nodes) = start(&dir, &args);
+    let peer = nodes.key(1);
+    wait_until("node 0 grants node 1", || {
+        ledger_of(&nodes.url(0))["peers"][&peer]["grant_out"].is_string()
+    });
+    let ws = nodes.ws(0);
+    let writer = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let peer_keys = fleetmesh_proto::NodeKeys::load(&dir.join("node-1").join("keys")).unwrap();
+    let stranger = fleetmesh_proto::NodeKeys::generate().unwrap();
+    runtime().block_on(async {
+        // publishes `n` notes on `c`; the OKs' messages, and the challenge if one came
+        async fn publish(
+            c: &mut Ws,
+            keys: &fleetmesh_proto::NodeKeys,
+            n: usize,
+            tag: &str,
+        ) -> (Vec<(bool, String)>, Option<String>) {
+            for k in 0..n {
+                let e = note(keys, &format!("{tag} {k}"));
+                c.send(WsMessage::Text(
+                    format!("[\"EVENT\",{}]", e.to_json()).into(),
+                ))
+                .await
+                .unwrap();
+            }
+            let (mut oks, mut challenge) = (Vec::new(), None);
+            while oks.len() < n {
+                let v = next_json(c).await;
+                match v[0].as_str() {
+                    Some("AUTH") => challenge = v[1].as_str().map(str::to_owned),
+                    Some("OK") => oks.push((v[2] == true, v[3].as_str().unwrap().to_owned())),
+                    _ => panic!("unexpected {v}"),
+                }
+            }
+            (oks, challenge)
+        }
+        // anonymous: challenged and refused
+        let (mut c, _) = tokio_tungstenite::connect_async(&ws).await.unwrap();
+        let (oks, challenge) = publish(&mut c, &writer, 1, "anonymous").await;
+        assert!(
+            !oks[0].0 && oks[0].1.starts_with("auth-required:"),
+            "{oks:?}"
+        );
+        let challenge = challenge.expect("a NIP-42 challenge");
+        // as the granted peer: within its grant (capacity ≤ 5 a window), then refused
+        c.send(WsMessage::Text(
+            auth_message(&peer_keys, &challenge, &ws).into(),
+        ))
+        .await
+        .unwrap();
+        let v = next_json(&mut c).await;
+        assert_eq!(
+            (&v[0], &v[2]),
+            (&Value::from("OK"), &Value::from(true)),
+            "{v}"
+        );
+        let (oks, _) = publish(&mut c, &writer, 30, "granted").await;
+        let taken = oks.iter().filter(|(ok, _)| *ok).count();
+        assert!((1..=10).contains(&taken), "{oks:?}");
+        assert!(
+            oks.iter().any(|(ok, why)| !ok && why.contains("is spent")),
+            "{oks:?}"
+        );
+        // as a stranger: authenticated, but not granted
+        let (mut s, _) = tokio_tungstenite::connect_async(&ws).await.unwrap();
+        let (_, challenge) = publish(&mut s, &writer, 1, "stranger").await;
+        s.send(WsMessage::Text(
+            auth_message(&stranger, &challenge.unwrap(), &ws).into(),
+        ))
+        .await
+        .unwrap();
+        assert_eq!(next_json(&mut s).await[2], true);
+        let (oks, _) = publish(&mut s, &writer, 1, "stranger again").await;
+        assert!(oks[0].1.starts_with("rate-limited:"), "{oks:?}");
+        // the granted peer's link is served all along: node 1's events reach node 0,
+        // where the granted peer's connection may still read
+        let e = note(&writer, "over the link");
+        publish_all(&nodes.ws(1), std::slice::from_ref(&e)).await;
+        let req = serde_json::json!(["REQ", "q", {"ids": [e.id_hex()]}]).to_string();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            c.send(WsMessage::Text(req.clone().into())).await.unwrap();
+            let mut found = false;
+            loop {
+                let v = next_json(&mut c).await;
+                match v[0].as_str() {
+                    Some("EVENT") => found = true,
+                    Some("EOSE") => break,
+                    _ => panic!("unexpected {v}"),
+                }
+            }
+            if found {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node 0 never got node 1's event"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    // the peers view shows the rung and the strain; watch and the metrics too
+    let p = peers_of(&nodes.url(0));
+    assert_eq!(p["shedding_rung"], 2, "{p}");
+    assert!(p["strain"]["ip:127.0.0.1"].as_u64() >= Some(2), "{p}");
+    assert_eq!(p["strain"][stranger.nostr_pubkey_hex()], 1, "{p}");
+    let o = run(&["watch", "--node", &nodes.url(0)]);
+    assert!(stdout(&o).contains("rung 2"), "{}", stdout(&o));
 }

@@ -56,6 +56,12 @@ pub(super) struct Connection {
     pub(super) tasks: Vec<AbortHandle>,
     /// A federation peer's session: its shard filters, rate and tally.
     pub(super) session: Option<PeerSession>,
+    /// The `Host` the client connected to (what a NIP-42 `relay` tag must name).
+    pub(super) host: Option<String>,
+    /// The key the client authenticated as (NIP-42), hex.
+    pub(super) authed: Option<String>,
+    /// The NIP-42 challenge sent on this connection.
+    pub(super) challenge: Option<String>,
 }
 
 pub(super) fn text(s: String) -> Message {
@@ -153,6 +159,7 @@ impl Connection {
             Some("EVENT") => self.on_event(arr),
             Some("REQ") => self.on_req(arr, queries),
             Some("CLOSE") => self.on_close(arr),
+            Some("AUTH") => self.on_auth(arr),
             Some(kind @ ("NEG-OPEN" | "NEG-MSG" | "NEG-CLOSE")) if self.relay.limits.negentropy => {
                 self.on_neg(kind, arr, queries)
             }
@@ -209,6 +216,10 @@ impl Connection {
         let relay = self.relay.clone();
         let limits = &relay.limits;
         let id = event.id_hex();
+        // shed before any work on the event (its signature is the costly part)
+        if let Some(why) = self.shed(super::auth::Ask::Event) {
+            return why.is_empty() || self.reject(&id, Rejection::RateLimited, &why);
+        }
         if let Err(why) = limits.admit(&event, relay.schemas, now()) {
             self.count(if why.forged {
                 PeerRefusal::Forged
@@ -319,6 +330,9 @@ impl Connection {
             ));
         }
         let subid = subid.to_owned();
+        if let Some(why) = self.shed(super::auth::Ask::Subscribe) {
+            return why.is_empty() || self.send(message::closed(&subid, &why));
+        }
         let filters_json = &arr[2..];
         if filters_json.is_empty() {
             return self.send(message::closed(
@@ -441,6 +455,16 @@ impl Connection {
     }
 
     pub(super) fn on_live(&mut self, ev: &Arc<LiveEvent>) -> bool {
+        if !self.served_live() {
+            // rung 2 serves granted peers only: this connection's subscriptions end
+            let why = "rate-limited: the relay is shedding load and serves granted peers only";
+            let closed: Vec<String> = self.subs.drain().map(|(id, _)| id).collect();
+            self.relay
+                .metrics
+                .subscriptions_open
+                .fetch_sub(closed.len() as u64, Relaxed);
+            return closed.iter().all(|id| self.send(message::closed(id, why)));
+        }
         for (subid, sub) in &mut self.subs {
             if !sub.filters.iter().any(|f| f.matches(&ev.event)) {
                 continue;

@@ -38,14 +38,17 @@ use tracing::{debug, info, warn};
 
 use crate::Result;
 
+mod auth;
 mod connection;
 mod negentropy;
 mod outbox;
 mod peer;
+mod shed;
 use self::connection::{Connection, Done};
 use self::negentropy::{NegOpened, NegSession};
 use self::outbox::{Outbox, OutputBudget, Refused};
 pub use self::peer::{PeerRefusal, PeerSession, Tally, TallyCounts};
+pub use self::shed::{Allowance, Granted, Shedding, next_rung};
 use crate::limits::{Limits, TokenBucket};
 use crate::message;
 use crate::metrics::{Metrics, Rejection};
@@ -87,6 +90,8 @@ pub struct Relay {
     output: Arc<OutputBudget>,
     /// Keys revoked by their owners (kind 11802): their later events are refused.
     revoked: Arc<crate::revoked::Revoked>,
+    /// Load shedding: the rung, the granted keys, the strain ledger.
+    shed: shed::Shed,
 }
 
 impl std::fmt::Debug for Relay {
@@ -128,6 +133,7 @@ impl Relay {
         )?);
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let (shutdown, _) = watch::channel(false);
+        let shed = shed::Shed::new(config.limits.shedding);
         let relay = Arc::new(Relay {
             limits: config.limits,
             writer,
@@ -138,6 +144,7 @@ impl Relay {
             shutdown,
             output: Arc::new(OutputBudget::default()),
             revoked,
+            shed,
         });
         Ok((relay, handle))
     }
@@ -226,8 +233,12 @@ impl Relay {
             format_args!(
                 "# HELP fleetmesh_relay_output_queued_bytes Bytes queued for output on all relay \
                  connections.\n# TYPE fleetmesh_relay_output_queued_bytes gauge\n\
-                 fleetmesh_relay_output_queued_bytes {}\n",
-                self.queued_output_bytes()
+                 fleetmesh_relay_output_queued_bytes {}\n\
+                 # HELP fleetmesh_relay_shedding_rung The load shedding rung: 0 normal, 1 writes \
+                 and new subscriptions from granted peers only, 2 granted peers only.\n\
+                 # TYPE fleetmesh_relay_shedding_rung gauge\nfleetmesh_relay_shedding_rung {}\n",
+                self.queued_output_bytes(),
+                self.shed.rung()
             ),
         );
         Ok(text)
@@ -332,7 +343,14 @@ impl Relay {
                 axum::routing::get(
                     |State(relay): State<Arc<Relay>>,
                      ConnectInfo(peer): ConnectInfo<SocketAddr>,
-                     ws: WebSocketUpgrade| async move { relay.upgrade(ws, peer) },
+                     headers: axum::http::HeaderMap,
+                     ws: WebSocketUpgrade| async move {
+                        let host = headers
+                            .get(axum::http::header::HOST)
+                            .and_then(|h| h.to_str().ok())
+                            .map(str::to_owned);
+                        relay.upgrade(ws, peer, host)
+                    },
                 ),
             )
             .with_state(self.clone());
@@ -351,8 +369,14 @@ impl Relay {
         Ok((local, task))
     }
 
-    /// Upgrades an HTTP request to a relay connection.
-    pub fn upgrade(self: Arc<Self>, ws: WebSocketUpgrade, peer: SocketAddr) -> Response {
+    /// Upgrades an HTTP request to a relay connection; `host`, the request's `Host`, is
+    /// what a NIP-42 `relay` tag must name.
+    pub fn upgrade(
+        self: Arc<Self>,
+        ws: WebSocketUpgrade,
+        peer: SocketAddr,
+        host: Option<String>,
+    ) -> Response {
         // Frames far past the advertised limit are a protocol error and end the
         // connection; those up to 4x get a NOTICE and the connection stays.
         let hard = self
@@ -362,13 +386,13 @@ impl Relay {
             .max(1 << 20);
         ws.max_message_size(hard)
             .max_frame_size(hard)
-            .on_upgrade(move |socket| self.serve(socket, peer))
+            .on_upgrade(move |socket| self.serve(socket, peer, host))
     }
 
     /// Serves one WebSocket connection until it closes.
-    pub async fn serve(self: Arc<Self>, socket: WebSocket, peer: SocketAddr) {
+    pub async fn serve(self: Arc<Self>, socket: WebSocket, peer: SocketAddr, host: Option<String>) {
         let (sink, stream) = socket.split();
-        self.serve_frames(stream, sink, peer, None).await;
+        self.serve_connection(stream, sink, peer, None, host).await;
     }
 
     /// Serves one connection of WebSocket-shaped messages carried by any transport (an iroh
@@ -378,10 +402,28 @@ impl Relay {
     /// authenticated, what its session is held to and where its traffic is counted.
     pub async fn serve_frames<St, Si>(
         self: Arc<Self>,
+        stream: St,
+        sink: Si,
+        peer: SocketAddr,
+        session: Option<PeerSession>,
+    ) where
+        St: futures_util::Stream<Item = std::result::Result<Message, axum::Error>>
+            + Unpin
+            + Send
+            + 'static,
+        Si: futures_util::Sink<Message> + Unpin + Send + 'static,
+    {
+        self.serve_connection(stream, sink, peer, session, None)
+            .await;
+    }
+
+    async fn serve_connection<St, Si>(
+        self: Arc<Self>,
         mut stream: St,
         mut sink: Si,
         peer: SocketAddr,
         session: Option<PeerSession>,
+        host: Option<String>,
     ) where
         St: futures_util::Stream<Item = std::result::Result<Message, axum::Error>>
             + Unpin
@@ -439,6 +481,9 @@ impl Relay {
                 None => TokenBucket::new(self.limits.events_per_second, self.limits.event_burst),
             },
             session,
+            host,
+            authed: None,
+            challenge: None,
             reqs: TokenBucket::new(self.limits.reqs_per_second, self.limits.req_burst),
             peer,
             live: None,

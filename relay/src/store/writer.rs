@@ -9,6 +9,8 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 
@@ -27,6 +29,8 @@ enum Job {
         event: Arc<Event>,
         json: Arc<str>,
         done: InsertDone,
+        /// When it was queued.
+        at: std::time::Instant,
     },
     /// Store maintenance between commits: expired events, or a cache's oldest.
     Purge {
@@ -56,6 +60,8 @@ pub enum Purge {
 #[derive(Clone)]
 pub struct Writer {
     tx: SyncSender<Job>,
+    /// How long inserts wait for their commit, µs, smoothed over commits.
+    sojourn: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -105,10 +111,12 @@ impl Writer {
         let mut store = Store::open_durable(path, durability)?;
         let checkpointer = checkpointer::start(&mut store, durability, checkpoints)?;
         let (tx, rx) = sync_channel(queue.max(1));
+        let sojourn = Arc::new(AtomicU64::new(0));
+        let waits = sojourn.clone();
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
-                run(store, rx, max_batch.max(1));
+                run(store, rx, max_batch.max(1), &waits);
                 // The store (and with it the hook that wakes the checkpointer) is gone.
                 if checkpointer.join().is_err() {
                     error!("the store checkpointer panicked");
@@ -119,7 +127,7 @@ impl Writer {
                 path: path.to_path_buf(),
                 source,
             })?;
-        Ok((Writer { tx }, handle))
+        Ok((Writer { tx, sojourn }, handle))
     }
 
     /// Queues an insert; `done` runs on the writer thread after the commit.
@@ -134,11 +142,29 @@ impl Writer {
         done: InsertDone,
     ) -> Result<(), QueueError> {
         self.tx
-            .try_send(Job::Insert { event, json, done })
+            .try_send(Job::Insert {
+                event,
+                json,
+                done,
+                at: std::time::Instant::now(),
+            })
             .map_err(|e| match e {
                 TrySendError::Full(_) => QueueError::Full,
                 TrySendError::Disconnected(_) => QueueError::Stopped,
             })
+    }
+
+    /// How long inserts have waited for their commit lately, µs (smoothed).
+    pub fn sojourn_us(&self) -> u64 {
+        self.sojourn.load(Relaxed)
+    }
+
+    /// Lets the smoothed wait fade by an eighth (called by whoever samples it, so that it
+    /// falls back once commits stop).
+    pub fn fade_sojourn(&self) {
+        let _ = self
+            .sojourn
+            .fetch_update(Relaxed, Relaxed, |v| Some(v - v / 8));
     }
 
     /// Asks the thread to commit everything queued so far and end, even while handles
@@ -167,13 +193,22 @@ impl Writer {
     }
 }
 
-fn run(mut store: Store, rx: Receiver<Job>, max_batch: usize) {
+fn run(mut store: Store, rx: Receiver<Job>, max_batch: usize, sojourn: &AtomicU64) {
     let mut batch: Vec<(Arc<Event>, Arc<str>, InsertDone)> = Vec::with_capacity(max_batch);
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
+        let mut oldest: Option<std::time::Instant> = None;
         while let Some(job) = next.take() {
             match job {
-                Job::Insert { event, json, done } => batch.push((event, json, done)),
+                Job::Insert {
+                    event,
+                    json,
+                    done,
+                    at,
+                } => {
+                    oldest = Some(oldest.map_or(at, |o| o.min(at)));
+                    batch.push((event, json, done));
+                }
                 Job::Purge { what, done } => {
                     // Commit what is gathered first, so order is kept.
                     commit(&mut store, &mut batch);
@@ -198,6 +233,11 @@ fn run(mut store: Store, rx: Receiver<Job>, max_batch: usize) {
             }
         }
         commit(&mut store, &mut batch);
+        if let Some(o) = oldest {
+            let waited = u64::try_from(o.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let old = sojourn.load(Relaxed);
+            sojourn.store((old.saturating_mul(7) + waited) / 8, Relaxed);
+        }
     }
     debug!("store writer stopped");
 }

@@ -10,6 +10,7 @@ mod hostile;
 mod nostr_core;
 mod nouns;
 mod revocation;
+mod shedding;
 mod store;
 mod sync;
 

@@ -1,0 +1,167 @@
+//! NIP-42 on the relay face, and what the shedding rung refuses a connection.
+//!
+//! The relay sends `["AUTH", challenge]` when it first refuses an unauthenticated
+//! connection for shedding (NIP-42 lets a relay send it at any time); the client answers
+//! with a signed kind 22242 event naming the challenge and this relay, and is then known
+//! by its key. A federation link's session is known by its link key without AUTH.
+
+use super::*;
+
+/// The kind of a NIP-42 authentication event.
+pub const AUTH_KIND: u16 = 22242;
+/// How far an AUTH event's `created_at` may be from now, seconds.
+const AUTH_WINDOW: u64 = 600;
+
+/// What a connection asks for that the shedding rung may refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ask {
+    /// A write.
+    Event,
+    /// A new subscription (REQ or NEG-OPEN).
+    Subscribe,
+}
+
+/// The `host[:port]` of a relay URL, lower-cased.
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}
+
+impl Connection {
+    /// The key this connection speaks for: its NIP-42 key, or its link's.
+    pub(super) fn key(&self) -> Option<&str> {
+        self.authed
+            .as_deref()
+            .or(self.session.as_ref().map(|s| s.name.as_str()))
+    }
+
+    /// Sends this connection's NIP-42 challenge, once.
+    fn challenge(&mut self) -> bool {
+        if self.challenge.is_some() {
+            return true;
+        }
+        let mut c = [0u8; 16];
+        if getrandom::fill(&mut c).is_err() {
+            return true;
+        }
+        let c = hex::encode(c);
+        self.challenge = Some(c.clone());
+        self.send(serde_json::json!(["AUTH", c]).to_string())
+    }
+
+    /// Why the shedding rung refuses `ask` from this connection, or `None` (served).
+    /// Counts the refusal as the key's inbound strain; an unauthenticated connection is
+    /// sent a challenge first.
+    pub(super) fn shed(&mut self, ask: Ask) -> Option<String> {
+        let relay = self.relay.clone();
+        let rung = relay.shed.rung();
+        if rung == 0 {
+            return None;
+        }
+        let allowance = self.key().and_then(|k| relay.shed.allowance(k));
+        let why = match allowance {
+            Some(a) if rung >= 2 && ask == Ask::Event => {
+                let key = self.key().unwrap_or_default().to_owned();
+                if relay.shed.take(&key, a) {
+                    return None;
+                }
+                format!(
+                    "rate-limited: the relay is shedding load and this peer's grant of {} events per {} s is spent",
+                    a.events, a.window_secs
+                )
+            }
+            Some(_) => return None,
+            None if self.key().is_none() => {
+                if !self.challenge() {
+                    return Some(String::new());
+                }
+                format!(
+                    "auth-required: the relay is shedding load (rung {rung}); it serves granted peers only, who authenticate (NIP-42)"
+                )
+            }
+            None => format!(
+                "rate-limited: the relay is shedding load (rung {rung}); it serves granted peers only"
+            ),
+        };
+        let key = self
+            .key()
+            .map_or_else(|| format!("ip:{}", self.peer.ip()), str::to_owned);
+        relay.shed.strained_inbound(&key);
+        self.count(PeerRefusal::RateLimited);
+        relay.metrics.shed.fetch_add(1, Relaxed);
+        Some(why)
+    }
+
+    /// Whether this connection's subscriptions are still served at the current rung
+    /// (rung 2 serves granted peers only).
+    pub(super) fn served_live(&self) -> bool {
+        self.relay.shed.rung() < 2
+            || self
+                .key()
+                .is_some_and(|k| self.relay.shed.allowance(k).is_some())
+    }
+
+    /// `["AUTH", event]`: checks the event (signature, kind 22242, this connection's
+    /// challenge, this relay, a recent `created_at`) and answers `OK`.
+    pub(super) fn on_auth(&mut self, arr: &[Value]) -> bool {
+        let [_, raw] = arr else {
+            return self.malformed("invalid: AUTH takes exactly one event");
+        };
+        let claimed = raw
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let event = match Event::from_value(raw).and_then(|e| e.verify().map(|()| e)) {
+            Ok(e) => e,
+            Err(e) => return self.send(message::ok(&claimed, false, &format!("invalid: {e}"))),
+        };
+        let id = event.id_hex();
+        let why = if event.kind != AUTH_KIND {
+            Some(format!("invalid: AUTH takes a kind {AUTH_KIND} event"))
+        } else if self.challenge.is_none() {
+            Some("invalid: no challenge was sent on this connection".into())
+        } else if event.tag_value("challenge") != self.challenge.as_deref() {
+            Some("invalid: the challenge is not this connection's".into())
+        } else if now().abs_diff(event.created_at) > AUTH_WINDOW {
+            Some(format!(
+                "invalid: created_at is more than {AUTH_WINDOW} s from now"
+            ))
+        } else if let (Some(host), relay) = (&self.host, event.tag_value("relay").unwrap_or(""))
+            && host_of(relay) != host.to_ascii_lowercase()
+        {
+            Some(format!(
+                "invalid: the relay tag {relay:?} names another relay than {host}"
+            ))
+        } else if event.tag_value("relay").is_none_or(str::is_empty) {
+            Some("invalid: the relay tag is missing".into())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return self.send(message::ok(&id, false, &why));
+        }
+        let key = hex::encode(event.pubkey);
+        debug!(peer = %self.peer, %key, "authenticated (NIP-42)");
+        self.authed = Some(key);
+        self.send(message::ok(&id, true, ""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hosts_of_relay_urls() {
+        for (url, host) in [
+            ("wss://Relay.Example.com/", "relay.example.com"),
+            ("ws://127.0.0.1:7777", "127.0.0.1:7777"),
+            ("ws://[::1]:80/path?q", "[::1]:80"),
+            ("relay.example.com", "relay.example.com"),
+        ] {
+            assert_eq!(super::host_of(url), host);
+        }
+    }
+}
