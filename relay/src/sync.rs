@@ -591,7 +591,9 @@ async fn pull<S: EventStore + ?Sized>(
         for outcome in store.insert_batch(&refs)? {
             match outcome {
                 InsertOutcome::Stored | InsertOutcome::Duplicate => report.fetched += 1,
-                InsertOutcome::Superseded | InsertOutcome::Deleted => report.fetch_failed += 1,
+                InsertOutcome::Superseded | InsertOutcome::Deleted | InsertOutcome::Shed => {
+                    report.fetch_failed += 1
+                }
             }
         }
         report.returned += returned;

@@ -258,7 +258,17 @@ impl Connection {
         let revoked = relay.revoked.clone();
         let json_for_live = json.clone();
         let done_id = id.clone();
-        let queued = relay.writer.insert(
+        // a granted peer's events skip the queue others fill
+        let priority = self
+            .key()
+            .is_some_and(|k| relay.shed.allowance(k).is_some());
+        let insert = if priority {
+            Writer::insert_priority
+        } else {
+            Writer::insert
+        };
+        let queued = insert(
+            &relay.writer,
             event,
             json,
             Box::new(move |outcome| {
@@ -281,6 +291,11 @@ impl Connection {
                         false,
                         "duplicate: a newer version of this event is stored".into(),
                         Some(Rejection::Duplicate),
+                    ),
+                    Ok(InsertOutcome::Shed) => (
+                        false,
+                        "rate-limited: the relay is shedding load; try again later".into(),
+                        Some(Rejection::RateLimited),
                     ),
                     Ok(InsertOutcome::Deleted) => (
                         false,

@@ -48,7 +48,7 @@ use self::connection::{Connection, Done};
 use self::negentropy::{NegOpened, NegSession};
 use self::outbox::{Outbox, OutputBudget, Refused};
 pub use self::peer::{PeerRefusal, PeerSession, Tally, TallyCounts};
-pub use self::shed::{Allowance, Granted, Shedding, next_rung};
+pub use self::shed::{Allowance, CALM, Granted, Shedding, next_rung};
 use crate::limits::{Limits, TokenBucket};
 use crate::message;
 use crate::metrics::{Metrics, Rejection};
@@ -514,6 +514,10 @@ impl Relay {
                             if !conn.handle_text(text.as_str(), &query_tx) {
                                 break ("too slow", None);
                             }
+                            // frames already buffered are read without touching the socket,
+                            // so without this a flooding connection would keep its worker
+                            // (and every task queued behind it) for as long as it sends
+                            tokio::task::coop::consume_budget().await;
                         }
                         Some(Ok(Message::Binary(_))) => {
                             spoke = heard;

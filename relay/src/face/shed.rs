@@ -4,8 +4,8 @@
 //! are refused from connections that are not a granted peer's; **2** only granted peers
 //! are served (others' subscriptions are closed), each within its grant's events per
 //! window. The rung follows the relay's pressure — how late its tasks are scheduled, how
-//! long an event waits for the store's writer (both smoothed), and how much of the output
-//! budget is queued — rising at once and stepping down one rung after a calm second; or
+//! long an event waits for the store's writer and how long the writer's queue will take
+//! (smoothed), and how much of the output budget is queued — rising at once and stepping down one rung after five calm seconds; or
 //! the operator pins it (`[relay] shedding`).
 //!
 //! A granted peer is a key the node grants to (its ledger says so through
@@ -58,7 +58,7 @@ pub const RUNG1_MS: u64 = 50;
 /// Pressure (ms) from which rung 2 holds.
 pub const RUNG2_MS: u64 = 250;
 /// How long the pressure must stay below a rung's threshold before stepping down.
-pub const CALM: Duration = Duration::from_secs(1);
+pub const CALM: Duration = Duration::from_secs(5);
 /// How often the pressure is sampled.
 const TICK: Duration = Duration::from_millis(50);
 /// Keys in the strain ledger; past it, new ones are counted under `others`.
@@ -176,6 +176,16 @@ impl Relay {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(granted);
     }
 
+    /// The pressure the shedder last saw: (scheduling lag, writer sojourn, writer
+    /// backlog), ms.
+    pub fn pressure(&self) -> (u64, u64, u64) {
+        (
+            self.shed.lag_us.load(Relaxed) / 1000,
+            self.writer.sojourn_us() / 1000,
+            self.writer.backlog_us() / 1000,
+        )
+    }
+
     /// The inbound strain ledger: messages refused while shedding, per key (`ip:ADDR`
     /// for an anonymous client). The outbound side — what peers refused of ours as over a
     /// limit — is counted by the sync client ([`crate::sync::SyncReport::push_limited`]).
@@ -208,7 +218,8 @@ impl Relay {
                 let s = &relay.shed;
                 let lag = (s.lag_us.load(Relaxed).saturating_mul(7) + late) / 8;
                 s.lag_us.store(lag, Relaxed);
-                let pressure_ms = lag.max(relay.writer.sojourn_us()) / 1000;
+                let w = &relay.writer;
+                let pressure_ms = lag.max(w.sojourn_us()).max(w.backlog_us()) / 1000;
                 relay.writer.fade_sojourn();
                 let total = relay.limits.max_queued_bytes_total.max(1) as u64;
                 let output_pct = relay.output.used() as u64 * 100 / total;
@@ -220,6 +231,11 @@ impl Relay {
                 let next = next_rung(current, pressure_ms, output_pct, calm_since.elapsed());
                 if next != current {
                     s.rung.store(next, Relaxed);
+                    // shedding: what waited past the rung-2 threshold in the store's queue
+                    // is refused rather than committed late
+                    relay
+                        .writer
+                        .set_shed_after((next > 0).then(|| Duration::from_millis(RUNG2_MS)));
                     calm_since = Instant::now();
                     info!(
                         rung = next,

@@ -124,6 +124,9 @@ pub enum InsertOutcome {
     Superseded,
     /// Its author deleted it (NIP-09); it is not taken back.
     Deleted,
+    /// Not stored: it waited in the writer's queue past what a shedding relay allows
+    /// (see [`crate::store::writer::Writer::set_shed_after`]); the client may try again.
+    Shed,
 }
 
 /// An event as stored: its sort key and its JSON.

@@ -39,7 +39,12 @@ enum Job {
     },
     /// Commit what came before, then end.
     Stop,
+    /// Look at the priority lane (it has inserts).
+    Wake,
 }
+
+/// Inserts waiting in the priority lane at most.
+pub const PRIORITY_QUEUE: usize = 4096;
 
 /// What a purge deletes.
 #[derive(Debug, Clone, Copy)]
@@ -60,8 +65,24 @@ pub enum Purge {
 #[derive(Clone)]
 pub struct Writer {
     tx: SyncSender<Job>,
-    /// How long inserts wait for their commit, µs, smoothed over commits.
-    sojourn: Arc<AtomicU64>,
+    /// Inserts of granted peers, taken before anything in `tx` at every batch.
+    priority: Arc<std::sync::Mutex<std::collections::VecDeque<Job>>>,
+    /// How long inserts wait, how many wait, what one costs.
+    gauges: Arc<Gauges>,
+}
+
+/// What the writer's load looks like, for load shedding.
+#[derive(Default)]
+struct Gauges {
+    /// How long inserts waited for their commit, µs, smoothed over commits.
+    sojourn_us: AtomicU64,
+    /// Inserts queued in the channel.
+    depth: AtomicU64,
+    /// What committing one event cost lately, ns (smoothed).
+    per_event_ns: AtomicU64,
+    /// Inserts from the channel (not the priority lane) that waited longer than this, µs,
+    /// are answered [`InsertOutcome::Shed`]; 0: never.
+    shed_after_us: AtomicU64,
 }
 
 impl std::fmt::Debug for Writer {
@@ -111,12 +132,14 @@ impl Writer {
         let mut store = Store::open_durable(path, durability)?;
         let checkpointer = checkpointer::start(&mut store, durability, checkpoints)?;
         let (tx, rx) = sync_channel(queue.max(1));
-        let sojourn = Arc::new(AtomicU64::new(0));
-        let waits = sojourn.clone();
+        let gauges = Arc::new(Gauges::default());
+        let waits = gauges.clone();
+        let priority = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        let lane = priority.clone();
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
-                run(store, rx, max_batch.max(1), &waits);
+                run(store, rx, &lane, max_batch.max(1), &waits);
                 // The store (and with it the hook that wakes the checkpointer) is gone.
                 if checkpointer.join().is_err() {
                     error!("the store checkpointer panicked");
@@ -127,7 +150,14 @@ impl Writer {
                 path: path.to_path_buf(),
                 source,
             })?;
-        Ok((Writer { tx, sojourn }, handle))
+        Ok((
+            Writer {
+                tx,
+                priority,
+                gauges,
+            },
+            handle,
+        ))
     }
 
     /// Queues an insert; `done` runs on the writer thread after the commit.
@@ -141,6 +171,8 @@ impl Writer {
         json: Arc<str>,
         done: InsertDone,
     ) -> Result<(), QueueError> {
+        // counted before it is sent, so that the thread never takes one not yet counted
+        self.gauges.depth.fetch_add(1, Relaxed);
         self.tx
             .try_send(Job::Insert {
                 event,
@@ -148,22 +180,80 @@ impl Writer {
                 done,
                 at: std::time::Instant::now(),
             })
-            .map_err(|e| match e {
-                TrySendError::Full(_) => QueueError::Full,
-                TrySendError::Disconnected(_) => QueueError::Stopped,
+            .map_err(|e| {
+                self.gauges.depth.fetch_sub(1, Relaxed);
+                match e {
+                    TrySendError::Full(_) => QueueError::Full,
+                    TrySendError::Disconnected(_) => QueueError::Stopped,
+                }
             })
+    }
+
+    /// Queues an insert in the priority lane, which every batch takes first (a granted
+    /// peer's event while others flood the queue); `done` as for [`Writer::insert`].
+    ///
+    /// # Errors
+    /// [`QueueError::Full`] past [`PRIORITY_QUEUE`] waiting.
+    pub fn insert_priority(
+        &self,
+        event: Arc<Event>,
+        json: Arc<str>,
+        done: InsertDone,
+    ) -> Result<(), QueueError> {
+        {
+            let mut lane = self
+                .priority
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if lane.len() >= PRIORITY_QUEUE {
+                return Err(QueueError::Full);
+            }
+            lane.push_back(Job::Insert {
+                event,
+                json,
+                done,
+                at: std::time::Instant::now(),
+            });
+        }
+        // a full queue means the thread is busy and looks at the lane before its next batch
+        match self.tx.try_send(Job::Wake) {
+            Err(TrySendError::Disconnected(_)) => Err(QueueError::Stopped),
+            _ => Ok(()),
+        }
     }
 
     /// How long inserts have waited for their commit lately, µs (smoothed).
     pub fn sojourn_us(&self) -> u64 {
-        self.sojourn.load(Relaxed)
+        self.gauges.sojourn_us.load(Relaxed)
+    }
+
+    /// While the relay sheds load: inserts from the channel (never the priority lane)
+    /// that waited longer than `after` are answered [`InsertOutcome::Shed`] instead of
+    /// committed, so a backlog built before the shedding began does not stand in front of
+    /// what comes after. `None`: everything is committed.
+    pub fn set_shed_after(&self, after: Option<std::time::Duration>) {
+        let us = after.map_or(0, |d| {
+            u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+        });
+        self.gauges.shed_after_us.store(us, Relaxed);
+    }
+
+    /// How long the inserts queued now will take to commit at the recent cost per event,
+    /// µs: the wait a new insert faces before its commit shows it.
+    pub fn backlog_us(&self) -> u64 {
+        let g = &self.gauges;
+        g.depth
+            .load(Relaxed)
+            .saturating_mul(g.per_event_ns.load(Relaxed))
+            / 1000
     }
 
     /// Lets the smoothed wait fade by an eighth (called by whoever samples it, so that it
     /// falls back once commits stop).
     pub fn fade_sojourn(&self) {
         let _ = self
-            .sojourn
+            .gauges
+            .sojourn_us
             .fetch_update(Relaxed, Relaxed, |v| Some(v - v / 8));
     }
 
@@ -193,13 +283,35 @@ impl Writer {
     }
 }
 
-fn run(mut store: Store, rx: Receiver<Job>, max_batch: usize, sojourn: &AtomicU64) {
+fn run(
+    mut store: Store,
+    rx: Receiver<Job>,
+    priority: &std::sync::Mutex<std::collections::VecDeque<Job>>,
+    max_batch: usize,
+    gauges: &Gauges,
+) {
     let mut batch: Vec<(Arc<Event>, Arc<str>, InsertDone)> = Vec::with_capacity(max_batch);
     while let Ok(first) = rx.recv() {
-        let mut next = Some(first);
+        let first = match first {
+            Job::Insert { .. } => {
+                gauges.depth.fetch_sub(1, Relaxed);
+                // a stale one answered, the priority lane is still looked at
+                stale(first, gauges).unwrap_or(Job::Wake)
+            }
+            other => other,
+        };
+        // the priority lane first, then what the channel holds
+        let mut lane: std::collections::VecDeque<Job> = std::mem::take(
+            &mut *priority
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        lane.push_back(first);
+        let mut next = lane.pop_front();
         let mut oldest: Option<std::time::Instant> = None;
         while let Some(job) = next.take() {
             match job {
+                Job::Wake => {}
                 Job::Insert {
                     event,
                     json,
@@ -228,18 +340,57 @@ fn run(mut store: Store, rx: Receiver<Job>, max_batch: usize, sojourn: &AtomicU6
                     return;
                 }
             }
-            if batch.len() < max_batch {
-                next = rx.try_recv().ok();
+            next = lane.pop_front();
+            if next.is_none() && batch.len() < max_batch {
+                next = loop {
+                    match rx.try_recv() {
+                        Ok(job @ Job::Insert { .. }) => {
+                            gauges.depth.fetch_sub(1, Relaxed);
+                            if let Some(job) = stale(job, gauges) {
+                                break Some(job);
+                            }
+                        }
+                        Ok(job) => break Some(job),
+                        Err(_) => break None,
+                    }
+                };
             }
         }
+        let (n, t) = (batch.len() as u64, std::time::Instant::now());
         commit(&mut store, &mut batch);
+        let smooth = |a: &AtomicU64, sample: u64| {
+            let old = a.load(Relaxed);
+            a.store((old.saturating_mul(7).saturating_add(sample)) / 8, Relaxed);
+        };
+        if let Some(per) = u64::try_from(t.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .checked_div(n)
+        {
+            smooth(&gauges.per_event_ns, per);
+        }
         if let Some(o) = oldest {
-            let waited = u64::try_from(o.elapsed().as_micros()).unwrap_or(u64::MAX);
-            let old = sojourn.load(Relaxed);
-            sojourn.store((old.saturating_mul(7) + waited) / 8, Relaxed);
+            smooth(
+                &gauges.sojourn_us,
+                u64::try_from(o.elapsed().as_micros()).unwrap_or(u64::MAX),
+            );
         }
     }
     debug!("store writer stopped");
+}
+
+/// `job` (an insert from the channel), or `None` when it waited past the shedding limit
+/// and was answered [`InsertOutcome::Shed`].
+fn stale(job: Job, gauges: &Gauges) -> Option<Job> {
+    let limit = gauges.shed_after_us.load(Relaxed);
+    match job {
+        Job::Insert { done, at, .. }
+            if limit > 0 && at.elapsed().as_micros() > u128::from(limit) =>
+        {
+            done(Ok(InsertOutcome::Shed));
+            None
+        }
+        job => Some(job),
+    }
 }
 
 fn commit(store: &mut Store, batch: &mut Vec<(Arc<Event>, Arc<str>, InsertDone)>) {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetmesh_relay::face::{Allowance, Shedding, next_rung};
+
 use fleetmesh_relay::limits::Limits;
 use nostr_sdk::prelude as sdk;
 use serde_json::{Value, json};
@@ -229,8 +230,8 @@ async fn at_rung_2_a_granted_peer_writes_within_its_grant_and_rust_nostr_authent
 }
 
 #[test]
-fn the_rung_rises_at_once_and_steps_down_one_rung_after_a_calm_second() {
-    let calm = Duration::from_secs(1);
+fn the_rung_rises_at_once_and_steps_down_one_rung_after_a_calm_spell() {
+    let calm = fleetmesh_relay::face::CALM;
     let busy = Duration::ZERO;
     assert_eq!(next_rung(0, 10, 0, busy), 0);
     assert_eq!(next_rung(0, 60, 0, busy), 1);
@@ -241,4 +242,48 @@ fn the_rung_rises_at_once_and_steps_down_one_rung_after_a_calm_second() {
     assert_eq!(next_rung(2, 0, 0, calm), 1, "one rung at a time");
     assert_eq!(next_rung(1, 0, 0, calm), 0);
     assert_eq!(next_rung(2, 100, 0, calm), 1);
+}
+
+#[test]
+fn while_shedding_the_writer_refuses_what_waited_too_long_but_never_the_priority_lane() {
+    use fleetmesh_relay::store::writer::Writer;
+    use fleetmesh_relay::store::{InsertOutcome, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    drop(Store::create(&path).unwrap());
+    let (w, thread) = Writer::start(&path, Default::default(), 64, 16).unwrap();
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let insert = |text: &str, priority: bool| {
+        let e = Arc::new(super::signed(
+            &keys,
+            1,
+            fleetmesh_relay::store::now(),
+            &[],
+            text,
+        ));
+        let json: Arc<str> = e.to_json().into();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let done = Box::new(move |o| tx.send(o).unwrap());
+        if priority {
+            w.insert_priority(e, json, done).unwrap();
+        } else {
+            w.insert(e, json, done).unwrap();
+        }
+        rx.recv_timeout(Duration::from_secs(5)).unwrap().unwrap()
+    };
+    assert_eq!(insert("before", false), InsertOutcome::Stored);
+    // anything that waited at all is past a nanosecond
+    w.set_shed_after(Some(Duration::from_nanos(1)));
+    assert_eq!(insert("shed", false), InsertOutcome::Shed);
+    assert_eq!(insert("granted", true), InsertOutcome::Stored);
+    w.set_shed_after(None);
+    assert_eq!(insert("after", false), InsertOutcome::Stored);
+    w.stop();
+    drop(w);
+    thread.join().unwrap();
+    let store = Store::open_read_only(&path).unwrap();
+    assert_eq!(
+        fleetmesh_relay::store::EventStore::event_count(&store).unwrap(),
+        3
+    );
 }
