@@ -52,9 +52,10 @@ impl Connection {
         self.send(serde_json::json!(["AUTH", c]).to_string())
     }
 
-    /// Why the shedding rung refuses `ask` from this connection, or `None` (served).
-    /// Counts the refusal as the key's inbound strain; an unauthenticated connection is
-    /// sent a challenge first.
+    /// Why the shedding rung refuses `ask` from this connection, or `None` (served); an
+    /// empty reason when the connection could not even be sent its challenge (too slow: it
+    /// closes). Counts the refusal as the key's inbound strain; an unauthenticated
+    /// connection is sent a challenge first.
     pub(super) fn shed(&mut self, ask: Ask) -> Option<String> {
         let relay = self.relay.clone();
         let rung = relay.shed.rung();

@@ -218,7 +218,7 @@ impl Connection {
         let id = event.id_hex();
         // shed before any work on the event (its signature is the costly part)
         if let Some(why) = self.shed(super::auth::Ask::Event) {
-            return why.is_empty() || self.reject(&id, Rejection::RateLimited, &why);
+            return !why.is_empty() && self.reject(&id, Rejection::RateLimited, &why);
         }
         if let Err(why) = limits.admit(&event, relay.schemas, now()) {
             self.count(if why.forged {
@@ -346,7 +346,7 @@ impl Connection {
         }
         let subid = subid.to_owned();
         if let Some(why) = self.shed(super::auth::Ask::Subscribe) {
-            return why.is_empty() || self.send(message::closed(&subid, &why));
+            return !why.is_empty() && self.send(message::closed(&subid, &why));
         }
         let filters_json = &arr[2..];
         if filters_json.is_empty() {

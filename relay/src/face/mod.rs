@@ -134,6 +134,10 @@ impl Relay {
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         let (shutdown, _) = watch::channel(false);
         let shed = shed::Shed::new(config.limits.shedding);
+        if shed.rung() > 0 {
+            // pinned: stale writes of others are refused from the start
+            writer.set_shed_after(Some(std::time::Duration::from_millis(shed::RUNG2_MS)));
+        }
         let relay = Arc::new(Relay {
             limits: config.limits,
             writer,

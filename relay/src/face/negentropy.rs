@@ -75,7 +75,7 @@ impl Connection {
         if kind == "NEG-OPEN"
             && let Some(why) = self.shed(super::auth::Ask::Subscribe)
         {
-            return why.is_empty() || self.send(message::neg_err(&subid, &why));
+            return !why.is_empty() && self.send(message::neg_err(&subid, &why));
         }
         let msg_hex = |i: usize| -> Result<Vec<u8>, String> {
             let s = arr
