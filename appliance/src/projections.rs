@@ -3,7 +3,8 @@
 //! serves, its supported NIPs (`N`) and requirements (`R`: auth, payment, writes) read from
 //! that document — and, with the ledger, a NIP-85 trusted assertion (kind 30385) about
 //! each peer the ledger judged ([`fleetmesh_ledger::projection`]). Both go to the node's
-//! own relay and to each of `[node] relays`; a relay that cannot be reached is logged and
+//! own relay and to each of `[node] relays` (the 30166 only when the face is advertised
+//! by a `ws`/`wss` endpoint: a bare listener address means nothing elsewhere); a relay that cannot be reached is logged and
 //! tried again next time.
 
 use std::sync::{Arc, RwLock};
@@ -25,8 +26,9 @@ pub struct Projector {
     pub relay: Arc<Relay>,
     /// The NIP-11 document it serves (kept current by reloads).
     pub nip11: Arc<RwLock<String>>,
-    /// The face's URL: the `d` of the 30166 event.
-    pub face: String,
+    /// The face's URL: the `d` of the 30166 event; `None` when no `ws`/`wss` endpoint is
+    /// advertised (the listener's address then names it, and it stays on this relay).
+    pub face: (String, bool),
     /// `[node] relays`.
     pub relays: Vec<String>,
     /// The ledger, once it runs.
@@ -34,15 +36,18 @@ pub struct Projector {
     pub accounts: Arc<std::sync::OnceLock<Arc<crate::ledger::Accounts>>>,
 }
 
-/// The URL the face is known by: an advertised `wss`/`ws` endpoint, else the address it
-/// listens on (`local`).
-pub fn face_url(config: &crate::config::Config, local: std::net::SocketAddr) -> String {
+/// The URL the face is known by, and whether it is advertised: a `wss`/`ws` endpoint of
+/// `[node] endpoints`, else the address it listens on (`local`), not advertised.
+pub fn face_url(config: &crate::config::Config, local: std::net::SocketAddr) -> (String, bool) {
     config
         .node
         .endpoints
         .iter()
         .find(|e| e.scheme == "wss" || e.scheme == "ws")
-        .map_or_else(|| format!("ws://{local}/"), |e| e.url.clone())
+        .map_or_else(
+            || (format!("ws://{local}/"), false),
+            |e| (e.url.clone(), true),
+        )
 }
 
 /// The NIP-66 event a monitor would write about the relay at `url` serving `doc`.
@@ -98,7 +103,7 @@ impl Projector {
         )
         .unwrap_or_default();
         let mut events = Vec::new();
-        match monitor(&self.face, &doc).sign(&self.keys, now) {
+        match monitor(&self.face.0, &doc).sign(&self.keys, now) {
             Ok(e) => events.push(e),
             Err(e) => tracing::warn!(error = %e, "the relay projection could not be signed"),
         }
@@ -122,8 +127,20 @@ impl Projector {
                 tracing::debug!(kind = e.kind, error = %why, "a projection was not stored here");
             }
         }
+        // a face nobody was told of (no ws/wss endpoint) is not announced to other relays
+        let outward: Vec<Event> = events
+            .iter()
+            .filter(|e| {
+                self.face.1
+                    || e.kind != fleetmesh_schemas::constants::kind::RELAY_MONITOR_PROJECTION
+            })
+            .cloned()
+            .collect();
         for url in &self.relays {
-            match fleetmesh_relay::sync::publish(url, &events, None, RELAY_TIMEOUT).await {
+            if outward.is_empty() {
+                break;
+            }
+            match fleetmesh_relay::sync::publish(url, &outward, None, RELAY_TIMEOUT).await {
                 Ok(verdicts) => {
                     let refused = verdicts.iter().filter(|(_, ok, _)| !ok).count();
                     tracing::debug!(relay = %url, published = events.len(), refused, "projections published");

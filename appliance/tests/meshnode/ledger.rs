@@ -463,26 +463,37 @@ fn a_peer_that_understates_its_receipts_is_reported_and_one_that_corrupts_its_ch
 #[test]
 fn the_face_is_projected_as_nip66_on_the_configured_relays_on_schedule() {
     // B is any relay; A names it in [node] relays and publishes every second
-    let node = |edits: &[(&str, &str)]| {
+    // (A advertises its face as a ws endpoint: a bare listener is not announced elsewhere)
+    let node = |edits: &[(&str, &str)], advertised: bool| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let dir = tempfile::tempdir().unwrap();
-        assert!(init(dir.path(), &[]).status.success());
+        let endpoint = format!("ws=ws://127.0.0.1:{port}/");
+        let flags: &[&str] = if advertised {
+            &["--endpoint", &endpoint]
+        } else {
+            &[]
+        };
+        assert!(init(dir.path(), flags).status.success());
         edit_config(dir.path(), edits);
         let mut cmd = meshnode();
-        cmd.args([
-            "run",
-            dir.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ]);
+        let listen = format!("127.0.0.1:{port}");
+        cmd.args(["run", dir.path().to_str().unwrap(), "--listen", &listen]);
         (Daemon::start(cmd), dir)
     };
-    let (b, _b_dir) = node(&[]);
+    let (b, _b_dir) = node(&[], true);
     let b_ws = b.url("/").replace("http://", "ws://");
     let relays = format!("\nrelays = [{b_ws:?}]");
-    let (a, a_dir) = node(&[
-        ("\nrelays = []", &relays),
+    let edits = [
+        ("\nrelays = []", relays.as_str()),
         ("publish_secs = 600", "publish_secs = 1"),
-    ]);
+    ];
+    let (a, a_dir) = node(&edits, true);
+    // C names B too, but advertises no endpoint: its face stays on its own relay
+    let (c, c_dir) = node(&edits, false);
     let a_key = fleetmesh_proto::NodeKeys::load(&a_dir.path().join("keys"))
         .unwrap()
         .nostr_pubkey_hex();
@@ -525,6 +536,30 @@ fn the_face_is_projected_as_nip66_on_the_configured_relays_on_schedule() {
             .iter()
             .any(|e| e["created_at"].as_u64() > Some(first))
     });
+    let c_key = fleetmesh_proto::NodeKeys::load(&c_dir.path().join("keys"))
+        .unwrap()
+        .nostr_pubkey_hex();
+    let c_ws = c.url("/").replace("http://", "ws://");
+    let mut c_first = None;
+    wait_until(
+        "C published its NIP-66 event twice on its own relay",
+        || {
+            let got = runtime().block_on(req_events(
+                &c_ws,
+                serde_json::json!({"kinds": [30166], "authors": [c_key]}),
+            ));
+            let at = got.first().and_then(|e| e["created_at"].as_u64());
+            if c_first.is_none() {
+                c_first = at;
+            }
+            at.is_some() && at > c_first
+        },
+    );
+    let on_b = runtime().block_on(req_events(
+        &b_ws,
+        serde_json::json!({"kinds": [30166], "authors": [c_key]}),
+    ));
+    assert!(on_b.is_empty(), "{on_b:?}");
 }
 
 /// `["AUTH", event]` (NIP-42) for `challenge` at `relay`, signed by `keys`.
