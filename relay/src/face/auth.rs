@@ -9,6 +9,8 @@ use super::*;
 
 /// The kind of a NIP-42 authentication event.
 pub const AUTH_KIND: u16 = 22242;
+/// How long a connection keeps the answer to "is this key granted?".
+const GRANT_CACHE: Duration = Duration::from_secs(1);
 /// How far an AUTH event's `created_at` may be from now, seconds.
 const AUTH_WINDOW: u64 = 600;
 
@@ -38,6 +40,20 @@ impl Connection {
             .or(self.session.as_ref().map(|s| s.name.as_str()))
     }
 
+    /// This connection's key's allowance, when it is a granted peer's: asked of the node
+    /// at most once a second (the answer takes the ledger's lock), and again at once after
+    /// an AUTH.
+    pub(super) fn allowance(&mut self) -> Option<Allowance> {
+        if let Some((at, a)) = self.granted
+            && at.elapsed() < GRANT_CACHE
+        {
+            return a;
+        }
+        let a = self.key().and_then(|k| self.relay.shed.allowance(k));
+        self.granted = Some((Instant::now(), a));
+        a
+    }
+
     /// Sends this connection's NIP-42 challenge, once.
     fn challenge(&mut self) -> bool {
         if self.challenge.is_some() {
@@ -62,7 +78,7 @@ impl Connection {
         if rung == 0 {
             return None;
         }
-        let allowance = self.key().and_then(|k| relay.shed.allowance(k));
+        let allowance = self.allowance();
         let why = match allowance {
             Some(a) if rung >= 2 && ask == Ask::Event => {
                 let key = self.key().unwrap_or_default().to_owned();
@@ -98,11 +114,8 @@ impl Connection {
 
     /// Whether this connection's subscriptions are still served at the current rung
     /// (rung 2 serves granted peers only).
-    pub(super) fn served_live(&self) -> bool {
-        self.relay.shed.rung() < 2
-            || self
-                .key()
-                .is_some_and(|k| self.relay.shed.allowance(k).is_some())
+    pub(super) fn served_live(&mut self) -> bool {
+        self.relay.shed.rung() < 2 || self.allowance().is_some()
     }
 
     /// `["AUTH", event]`: checks the event (signature, kind 22242, this connection's
@@ -148,6 +161,7 @@ impl Connection {
         let key = hex::encode(event.pubkey);
         debug!(peer = %self.peer, %key, "authenticated (NIP-42)");
         self.authed = Some(key);
+        self.granted = None;
         self.send(message::ok(&id, true, ""))
     }
 }

@@ -62,6 +62,8 @@ pub(super) struct Connection {
     pub(super) authed: Option<String>,
     /// The NIP-42 challenge sent on this connection.
     pub(super) challenge: Option<String>,
+    /// Whether its key is granted, and when that was asked ([`Connection::allowance`]).
+    pub(super) granted: Option<(Instant, Option<Allowance>)>,
 }
 
 pub(super) fn text(s: String) -> Message {
@@ -259,9 +261,7 @@ impl Connection {
         let json_for_live = json.clone();
         let done_id = id.clone();
         // a granted peer's events skip the queue others fill
-        let priority = self
-            .key()
-            .is_some_and(|k| relay.shed.allowance(k).is_some());
+        let priority = self.allowance().is_some();
         let insert = if priority {
             Writer::insert_priority
         } else {

@@ -488,6 +488,7 @@ impl Relay {
             host,
             authed: None,
             challenge: None,
+            granted: None,
             reqs: TokenBucket::new(self.limits.reqs_per_second, self.limits.req_burst),
             peer,
             live: None,
