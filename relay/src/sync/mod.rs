@@ -19,6 +19,9 @@ use crate::{Error, Result};
 use fleetmesh_proto::event::Event;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
 
+mod client;
+pub use client::{publish, query, subscribe};
+
 /// Which way events flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Direction {
@@ -670,135 +673,4 @@ async fn push<S: EventStore + ?Sized>(
         });
     }
     Ok(())
-}
-
-/// The stored events of the relay at `peer` that match `filter` (a NIP-01 filter), up to
-/// its EOSE: each checked (id, signature) and matched against the filter here too, at most
-/// `max` of them; each answer awaited at most `timeout`. What `meshnode did resolve` reads
-/// descriptors and revocations with.
-///
-/// # Errors
-/// [`Error::Sync`] when the peer cannot be reached, closes the subscription, sends an
-/// event that does not verify or match, more than `max`, or is silent past `timeout`.
-pub async fn query(
-    peer: &str,
-    filter: &Value,
-    ca_pem: Option<&[u8]>,
-    timeout: Duration,
-    max: usize,
-) -> Result<Vec<Event>> {
-    let parsed = parse_filter(peer, filter)?;
-    let mut p = Peer::connect(peer, ca_pem, timeout).await?;
-    let subid = "fleetmesh-query";
-    p.send(json!(["REQ", subid, filter]).to_string()).await?;
-    let mut out = Vec::new();
-    loop {
-        let (v, _) = p.recv().await?;
-        match (v[0].as_str(), v[1].as_str()) {
-            (Some("EVENT"), Some(s)) if s == subid => {
-                let event = Event::from_value(&v[2])
-                    .and_then(|e| e.verify().map(|()| e))
-                    .map_err(|e| p.err(format!("an event that does not verify: {e}")))?;
-                if !parsed.matches(&event) {
-                    return Err(p.err(format!(
-                        "event {} does not match the filter",
-                        event.id_hex()
-                    )));
-                }
-                if out.len() == max {
-                    return Err(p.err(format!("more than {max} events")));
-                }
-                out.push(event);
-            }
-            (Some("EOSE"), Some(s)) if s == subid => break,
-            (Some("CLOSED"), Some(s)) if s == subid => {
-                return Err(p.err(format!("CLOSED: {}", v[2].as_str().unwrap_or(""))));
-            }
-            _ => {}
-        }
-    }
-    let _ = p.send(json!(["CLOSE", subid]).to_string()).await;
-    p.close().await;
-    Ok(out)
-}
-
-/// Publishes `events` on `peer` and waits for each one's `OK`: the relay's verdict per
-/// event, in the order the OKs came (id hex, accepted, message).
-///
-/// # Errors
-/// [`Error::Sync`] when the peer cannot be reached, or an OK does not come within
-/// `timeout`.
-pub async fn publish(
-    peer: &str,
-    events: &[Event],
-    ca_pem: Option<&[u8]>,
-    timeout: Duration,
-) -> Result<Vec<(String, bool, String)>> {
-    let mut p = Peer::connect(peer, ca_pem, timeout).await?;
-    for e in events {
-        p.send(json!(["EVENT", e.to_value()]).to_string()).await?;
-    }
-    let mut verdicts = Vec::with_capacity(events.len());
-    while verdicts.len() < events.len() {
-        let (v, _) = p.recv().await?;
-        if v[0] == "OK" {
-            let text = |i: usize| v[i].as_str().unwrap_or_default().to_owned();
-            verdicts.push((text(1), v[2].as_bool().unwrap_or(false), text(3)));
-        }
-    }
-    Ok(verdicts)
-}
-
-/// Holds a subscription with `filter` open on `peer` until the connection ends or
-/// `incoming`'s receiver is gone: each event that verifies and matches goes to `incoming`,
-/// and each event from `outgoing` is published on the same connection (its OK is not
-/// awaited). The node's mailbox reads gift wraps this way; `meshnode job submit --via
-/// giftwrap` waits for its answer this way.
-///
-/// # Errors
-/// [`Error::Sync`] when the peer cannot be reached, closes the subscription or the
-/// connection breaks.
-pub async fn subscribe(
-    peer: &str,
-    filter: &Value,
-    ca_pem: Option<&[u8]>,
-    incoming: &tokio::sync::mpsc::Sender<Event>,
-    outgoing: &mut tokio::sync::broadcast::Receiver<Event>,
-) -> Result<()> {
-    let parsed = parse_filter(peer, filter)?;
-    let mut p = Peer::connect(peer, ca_pem, Duration::from_secs(30)).await?;
-    let subid = "fleetmesh-subscribe";
-    p.send(json!(["REQ", subid, filter]).to_string()).await?;
-    loop {
-        tokio::select! {
-            msg = p.next_text() => {
-                let t = msg.ok_or_else(|| p.err("the connection closed"))??;
-                let Ok(v) = serde_json::from_str::<Value>(&t) else { continue };
-                match (v[0].as_str(), v[1].as_str()) {
-                    (Some("EVENT"), Some(s)) if s == subid => {
-                        let event = Event::from_value(&v[2]).and_then(|e| e.verify().map(|()| e));
-                        if let Ok(e) = event
-                            && parsed.matches(&e)
-                            && incoming.send(e).await.is_err()
-                        {
-                            return Ok(());
-                        }
-                    }
-                    (Some("CLOSED"), Some(s)) if s == subid => {
-                        return Err(p.err(format!("CLOSED: {}", v[2].as_str().unwrap_or(""))));
-                    }
-                    _ => {}
-                }
-            }
-            out = outgoing.recv() => match out {
-                Ok(e) => {
-                    p.send(json!(["EVENT", e.to_value()]).to_string()).await?;
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(peer, skipped = n, "events to publish were dropped");
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
-            },
-        }
-    }
 }
