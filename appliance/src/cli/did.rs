@@ -88,10 +88,7 @@ pub(crate) fn resolve_document(
             "--relay must be a ws:// or wss:// URL, not {relay:?}"
         );
     }
-    let ca = match ca {
-        Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
-        None => None,
-    };
+    let ca = crate::cli::read_ca(ca)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

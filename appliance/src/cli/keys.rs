@@ -118,12 +118,7 @@ fn publish(events: &[Event], p: &Publish) -> anyhow::Result<bool> {
     if p.relays.is_empty() {
         return Ok(true);
     }
-    let ca = match &p.ca {
-        Some(path) => {
-            Some(std::fs::read(path).with_context(|| format!("--ca {}", path.display()))?)
-        }
-        None => None,
-    };
+    let ca = crate::cli::read_ca(p.ca.as_deref())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -155,10 +155,7 @@ pub fn reports(args: &ReportArgs) -> anyhow::Result<Outcome> {
             filter[tag] = json!([k.to_ascii_lowercase()]);
         }
     }
-    let ca = match &args.ca {
-        Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
-        None => None,
-    };
+    let ca = crate::cli::read_ca(args.ca.as_deref())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -40,6 +40,13 @@ pub(crate) enum Outcome {
     Failing,
 }
 
+/// The PEM file named by a `--ca FILE` flag, read whole; `None` without the flag.
+pub(crate) fn read_ca(path: Option<&std::path::Path>) -> anyhow::Result<Option<Vec<u8>>> {
+    use anyhow::Context as _;
+    path.map(|p| std::fs::read(p).with_context(|| format!("--ca {}", p.display())))
+        .transpose()
+}
+
 /// Reads a file (`-`: standard input) of at most `max` bytes; `what` names it in errors.
 pub(crate) fn read_input(path: &std::path::Path, max: u64, what: &str) -> anyhow::Result<String> {
     use anyhow::Context as _;

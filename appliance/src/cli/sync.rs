@@ -27,10 +27,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<Outcome> {
     if !(args.peer.starts_with("ws://") || args.peer.starts_with("wss://")) {
         anyhow::bail!("--peer must be a ws:// or wss:// URL, not {:?}", args.peer);
     }
-    let ca_pem = match &args.ca {
-        Some(p) => Some(std::fs::read(p).with_context(|| format!("--ca {}", p.display()))?),
-        None => None,
-    };
+    let ca_pem = crate::cli::read_ca(args.ca.as_deref())?;
     let node = crate::node::Node::open(&args.dir)?;
     let mut store = node.store;
     let opts = SyncOptions {
