@@ -109,3 +109,53 @@ impl LedgerSection {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::LedgerSection;
+
+    #[test]
+    fn out_of_range_ledger_settings_are_refused_naming_the_key() {
+        assert_eq!(LedgerSection::default().check(), Ok(()));
+        for (bad, key) in [
+            (
+                LedgerSection {
+                    window_secs: 0,
+                    ..Default::default()
+                },
+                "window_secs = 0",
+            ),
+            (
+                LedgerSection {
+                    window_secs: 86_401,
+                    ..Default::default()
+                },
+                "window_secs = 86401",
+            ),
+            (
+                LedgerSection {
+                    publish_secs: 86_401,
+                    ..Default::default()
+                },
+                "publish_secs = 86401",
+            ),
+            (
+                LedgerSection {
+                    grant_events: 4,
+                    grant_min: 5,
+                    ..Default::default()
+                },
+                "grant_min = 5",
+            ),
+        ] {
+            let why = bad.check().unwrap_err();
+            assert!(why.starts_with("[ledger] ") && why.contains(key), "{why}");
+        }
+        // 0 publishes nothing, and is allowed
+        let off = LedgerSection {
+            publish_secs: 0,
+            ..Default::default()
+        };
+        assert_eq!(off.check(), Ok(()));
+    }
+}
