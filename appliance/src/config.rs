@@ -139,6 +139,10 @@ pub struct BlobsSection {
     /// Most peers `GET /v1/blobs/served` keeps a byte count for; past it the peer with the
     /// fewest bytes is dropped to make room. 1 to 1 000 000. Default 1024.
     pub served_peers: usize,
+    /// Most bytes of blobs one key may hold (its uploads, each counted whole whoever else
+    /// uploaded it too); an upload past it is refused 413 `quota` before its body is read
+    /// when its length is declared, else when it is in. 1 MiB to 1 TiB. Default 1 GiB.
+    pub per_key_bytes: u64,
 }
 
 impl Default for BlobsSection {
@@ -146,6 +150,7 @@ impl Default for BlobsSection {
         BlobsSection {
             body_timeout_secs: 30,
             served_peers: 1024,
+            per_key_bytes: 1 << 30,
         }
     }
 }
@@ -164,8 +169,9 @@ pub struct ApiSection {
     /// origin).
     pub allowed_origins: Vec<String>,
     /// A bearer token every state-changing API request must carry
-    /// (`Authorization: Bearer TOKEN`). Default: none; required when `[face] listen` is
-    /// not a loopback address.
+    /// (`Authorization: Bearer TOKEN`), and the job API's reads but a buyer's own (signed
+    /// by its key, NIP-98). Default: none; required when `[face] listen` is not a loopback
+    /// address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
     /// Take market jobs by key — gift-wrapped through relays, or by DIDComm — from any
@@ -566,6 +572,7 @@ impl Config {
         range("[jobs] workers", j.workers as u64, 1, 64)?;
         range("[jobs] max_fuel", j.max_fuel, 1, 1_000_000_000_000_000)?;
         range("[jobs] max_wall_secs", j.max_wall_secs, 1, 86_400)?;
+        range("[jobs] per_buyer", j.per_buyer, 1, 100_000)?;
         range(
             "[jobs] max_memory_bytes",
             j.max_memory_bytes,
@@ -668,6 +675,12 @@ impl Config {
             self.blobs.served_peers as u64,
             1,
             1_000_000,
+        )?;
+        range(
+            "[blobs] per_key_bytes",
+            self.blobs.per_key_bytes,
+            1 << 20,
+            1 << 40,
         )?;
         let i = &self.inference;
         range("[inference] max_batch", i.max_batch as u64, 1, 256)?;

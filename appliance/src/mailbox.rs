@@ -78,7 +78,8 @@ pub fn wrap_compute(
 /// Submits a compute/1.0 submission `content` (`{"ask", "payload"}`, what `POST /v1/jobs`
 /// takes) that arrived by key from `sender` (x-only, hex): only when the ask's buyer is
 /// the sender, and when the node takes jobs by key at all (`by_key`, `[api] jobs_by_key`).
-/// The gift-wrap mailbox and the DIDComm endpoint use it.
+/// The gift-wrap mailbox, the DIDComm endpoint and `POST /v1/jobs` by a key (NIP-98) use
+/// it. The job, and whether it is new.
 ///
 /// # Errors
 /// The job service's refusal; `mismatch` when the ask's buyer is not the sender.
@@ -87,7 +88,7 @@ pub(crate) fn submit_from(
     by_key: bool,
     sender: &str,
     content: &[u8],
-) -> Result<JobRecord, Refusal> {
+) -> Result<(JobRecord, bool), Refusal> {
     if !by_key {
         return Err(refuse(
             "by_key_off",
@@ -103,7 +104,7 @@ pub(crate) fn submit_from(
             "the ask's buyer is not the message's sender",
         ));
     }
-    jobs.submit(content).map(|(rec, _)| rec)
+    jobs.submit(content)
 }
 
 /// What a buyer is told about its job: `{"job": <status>, "result": <the result, NIP-44
@@ -260,7 +261,7 @@ impl Mailbox {
             &sender,
             opened.rumor.content.as_bytes(),
         ) {
-            Ok(rec) => {
+            Ok((rec, _)) => {
                 count("accepted");
                 tracing::info!(job = %rec.id, buyer = %sender, "job by gift wrap");
                 let mut pending = self

@@ -189,20 +189,68 @@ impl BlobStore {
         })
     }
 
-    /// Moves a received upload into place as blob `hash` claimed by `owner`, under the
-    /// index lock (so that a release of the same blob cannot interleave).
+    /// Bytes of the blobs `owner` claims: its share of the store, each blob counted whole
+    /// whoever else claims it too.
     ///
     /// # Errors
-    /// The rename or the index write failed; the temporary file is then removed.
+    /// `storage`: the index cannot be read.
+    pub fn claimed_bytes(&self, owner: &str) -> Result<u64, Refusal> {
+        Self::claimed_in(&self.db(), owner).map_err(|e| refuse("storage", e.to_string()))
+    }
+
+    /// Whether `owner` claims blob `hash`.
+    pub fn claims(&self, hash: &str, owner: &str) -> bool {
+        Self::holds(&self.db(), hash, owner).unwrap_or(false)
+    }
+
+    fn holds(db: &Connection, hash: &str, owner: &str) -> rusqlite::Result<bool> {
+        Ok(db
+            .query_row(
+                "SELECT 1 FROM owners WHERE sha256 = ?1 AND pubkey = ?2",
+                params![hash, owner],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    fn claimed_in(db: &Connection, owner: &str) -> rusqlite::Result<u64> {
+        db.query_row(
+            "SELECT COALESCE(SUM(b.size), 0) FROM owners o JOIN blobs b ON b.sha256 = o.sha256 \
+             WHERE o.pubkey = ?1",
+            params![owner],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n.max(0) as u64)
+    }
+
+    /// Moves a received upload into place as blob `hash` claimed by `owner`, under the
+    /// index lock (so that a release of the same blob cannot interleave), when `owner`
+    /// claims it already or its blobs and this one come to at most `quota` bytes.
+    ///
+    /// # Errors
+    /// [`std::io::ErrorKind::QuotaExceeded`] past the quota; the rename or the index write
+    /// failed. The temporary file is then removed.
     pub fn place(
         &self,
         mut upload: Upload,
         hash: &str,
         size: u64,
         media: &str,
-        owner: &str,
+        (owner, quota): (&str, u64),
     ) -> std::io::Result<()> {
         let db = self.db();
+        let held = Self::holds(&db, hash, owner).map_err(std::io::Error::other)?;
+        let claimed = Self::claimed_in(&db, owner).map_err(std::io::Error::other)?;
+        if !held && claimed.saturating_add(size) > quota {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::QuotaExceeded,
+                format!(
+                    "{owner} holds {claimed} bytes of blobs; {size} more passes its quota of \
+                     {quota} ([blobs] per_key_bytes)"
+                ),
+            ));
+        }
         std::fs::rename(&upload.path, self.dir.join(hash))?;
         upload.placed = true;
         Self::claim(&db, hash, size, media, owner).map_err(std::io::Error::other)

@@ -205,7 +205,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
 
 /// The job store's schema, one step per version (`PRAGMA user_version`). Version 1 is the
 /// first layout; its `IF NOT EXISTS` adopts files made before versions were counted.
-const MIGRATIONS: &[&str] = &["CREATE TABLE IF NOT EXISTS jobs (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS jobs (
          id TEXT PRIMARY KEY,
          address TEXT NOT NULL UNIQUE,
          ask_id TEXT NOT NULL,
@@ -224,7 +225,10 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE IF NOT EXISTS jobs (
          payload TEXT NOT NULL,
          result TEXT
      );
-     CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created_at);"];
+     CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created_at);",
+    // version 2: a buyer's unfinished jobs counted for `[jobs] per_buyer`
+    "CREATE INDEX IF NOT EXISTS jobs_buyer ON jobs (buyer, state);",
+];
 
 impl JobStore {
     /// Opens (or creates) the store at `path`; jobs left `running` are `accepted` again.
@@ -289,17 +293,19 @@ impl JobStore {
     }
 
     /// Records job `job_id` for `ask` with its encrypted `payload`, or returns the job it
-    /// already is (`false`: not new).
+    /// already is (`false`: not new). A new job is taken only while the ask's buyer holds
+    /// fewer than `per_buyer` unfinished (accepted or running) jobs.
     ///
     /// # Errors
     /// `conflict` when the ask's address already holds another job, or the job id belongs
-    /// to another ask; `storage`.
+    /// to another ask; `quota` when the buyer holds `per_buyer` unfinished jobs; `storage`.
     pub fn submit(
         &self,
         ask: &Ask,
         job_id: &str,
         payload: &str,
         now: u64,
+        per_buyer: u64,
     ) -> Result<(JobRecord, bool), Refusal> {
         let address = ask.address();
         let conn = self.conn();
@@ -327,6 +333,24 @@ impl JobStore {
             return Err(refuse(
                 "conflict",
                 format!("job {job_id} belongs to another ask"),
+            ));
+        }
+        let unfinished = conn
+            .query_row(
+                "SELECT COUNT(*) FROM jobs WHERE buyer = ?1 AND state IN ('accepted', 'running')",
+                params![ask.buyer()],
+                |r| r.get::<_, i64>(0),
+            )
+            .map_err(storage)?
+            .max(0) as u64;
+        if unfinished >= per_buyer {
+            return Err(refuse(
+                "quota",
+                format!(
+                    "buyer {} holds {unfinished} unfinished jobs, this node's most per buyer \
+                     ([jobs] per_buyer); submit again when one has finished",
+                    ask.buyer()
+                ),
             ));
         }
         conn.execute(

@@ -102,6 +102,56 @@ fn asks_are_checked_signature_schema_tags_and_expiry() {
 }
 
 #[test]
+fn a_buyer_holds_at_most_per_buyer_unfinished_jobs_and_others_are_not_held_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JobStore::open(&dir.path().join("jobs.sqlite"), NOW).unwrap();
+    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let ask = |k: &NodeKeys, d: &str| Ask::parse(&wasm_ask(k, d, 1000), NOW).unwrap();
+    let (first, _) = store
+        .submit(&ask(&a, "a-1"), &"a1".repeat(32), "s", NOW, 2)
+        .unwrap();
+    store
+        .submit(&ask(&a, "a-2"), &"a2".repeat(32), "s", NOW, 2)
+        .unwrap();
+    // the third unfinished job of a: refused, naming the quota; b is not held back
+    let r = store
+        .submit(&ask(&a, "a-3"), &"a3".repeat(32), "s", NOW, 2)
+        .unwrap_err();
+    assert_eq!(r.code, "quota", "{}", r.message);
+    assert!(r.message.contains("per_buyer"), "{}", r.message);
+    store
+        .submit(&ask(&b, "b-1"), &"b1".repeat(32), "s", NOW, 2)
+        .unwrap();
+    // the same job again is not a new one, so it is answered at the quota too
+    assert!(
+        !store
+            .submit(&ask(&a, "a-2"), &"a2".repeat(32), "s", NOW, 2)
+            .unwrap()
+            .1
+    );
+    // once one of a's jobs is final, a may submit again; a running job still counts
+    store
+        .transition(&first.id, State::Running, None, NOW + 1)
+        .unwrap();
+    assert_eq!(
+        store
+            .submit(&ask(&a, "a-3"), &"a3".repeat(32), "s", NOW + 1, 2)
+            .unwrap_err()
+            .code,
+        "quota"
+    );
+    store
+        .transition(&first.id, State::Failed, Some("test"), NOW + 2)
+        .unwrap();
+    assert!(
+        store
+            .submit(&ask(&a, "a-3"), &"a3".repeat(32), "s", NOW + 2, 2)
+            .unwrap()
+            .1
+    );
+}
+
+#[test]
 fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jobs.sqlite");
@@ -109,25 +159,34 @@ fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
     let ask = Ask::parse(&wasm_ask(&buyer, "job-a", 1000), NOW).unwrap();
     let store = JobStore::open(&path, NOW).unwrap();
     let id = "11".repeat(32);
-    let (job, new) = store.submit(&ask, &id, "sealed", NOW).unwrap();
+    let (job, new) = store.submit(&ask, &id, "sealed", NOW, 16).unwrap();
     assert!(new);
     assert_eq!(job.state, State::Accepted);
     assert_eq!(job.payload, "sealed");
     // the same job again is that job, also from a re-signed ask at the same address
-    let (again, new) = store.submit(&ask, &id, "sealed", NOW + 5).unwrap();
+    let (again, new) = store.submit(&ask, &id, "sealed", NOW + 5, 16).unwrap();
     assert!(!new);
     assert_eq!(again, job);
     let replacement = Ask::parse(&wasm_ask(&buyer, "job-a", 2000), NOW).unwrap();
-    assert_eq!(store.submit(&replacement, &id, "x", NOW).unwrap().0, job);
+    assert_eq!(
+        store.submit(&replacement, &id, "x", NOW, 16).unwrap().0,
+        job
+    );
     // another job for that ask, or that job id for another ask: conflicts
     let other_id = "22".repeat(32);
     assert_eq!(
-        store.submit(&ask, &other_id, "x", NOW).unwrap_err().code,
+        store
+            .submit(&ask, &other_id, "x", NOW, 16)
+            .unwrap_err()
+            .code,
         "conflict"
     );
     let elsewhere = Ask::parse(&wasm_ask(&buyer, "job-z", 1000), NOW).unwrap();
     assert_eq!(
-        store.submit(&elsewhere, &id, "x", NOW).unwrap_err().code,
+        store
+            .submit(&elsewhere, &id, "x", NOW, 16)
+            .unwrap_err()
+            .code,
         "conflict"
     );
     // states
@@ -180,7 +239,7 @@ fn jobs_are_idempotent_follow_their_states_and_survive_a_restart() {
     // expiry of unfinished jobs only
     let other = Ask::parse(&wasm_ask(&buyer, "job-b", 1000), NOW).unwrap();
     let (b, _) = store
-        .submit(&other, &"33".repeat(32), "sealed", NOW)
+        .submit(&other, &"33".repeat(32), "sealed", NOW, 16)
         .unwrap();
     assert!(store.expire_due(NOW + 1).unwrap().is_empty());
     assert_eq!(store.expire_due(1_767_226_200).unwrap(), vec![b.id.clone()]);
@@ -209,7 +268,9 @@ fn receipts_verify_with_nostr_pass_the_schema_and_blind_the_job_for_the_pair_onl
     );
     let ask = Ask::parse(&wasm_ask(&buyer, "r-1", 1000), NOW).unwrap();
     let store = JobStore::open(&dir.path().join("jobs.sqlite"), NOW).unwrap();
-    let (job, _) = store.submit(&ask, &"44".repeat(32), "sealed", NOW).unwrap();
+    let (job, _) = store
+        .submit(&ask, &"44".repeat(32), "sealed", NOW, 16)
+        .unwrap();
     let done = Finished {
         output_digest: "cd".repeat(32),
         metered: json!({"fuel": 1234, "wall_ms": 5}),
@@ -355,7 +416,9 @@ fn the_watchdog_fails_running_jobs_past_their_wall_limit_and_no_others() {
     let mut ids = Vec::new();
     for (d, fill) in [("slow", "aa"), ("quick", "bb"), ("waiting", "cc")] {
         let ask = Ask::parse(&wasm_ask(&buyer, d, 1000), NOW).unwrap();
-        let (job, _) = store.submit(&ask, &fill.repeat(32), "sealed", NOW).unwrap();
+        let (job, _) = store
+            .submit(&ask, &fill.repeat(32), "sealed", NOW, 16)
+            .unwrap();
         ids.push(job.id);
     }
     // two start running at NOW; the third stays accepted
@@ -395,7 +458,9 @@ fn a_job_is_finished_with_its_receipt_in_one_write_or_not_at_all() {
     let store = JobStore::open(&path, NOW).unwrap();
     let buyer = NodeKeys::generate().unwrap();
     let ask = Ask::parse(&wasm_ask(&buyer, "atomic", 1000), NOW).unwrap();
-    let (job, _) = store.submit(&ask, &"dd".repeat(32), "sealed", NOW).unwrap();
+    let (job, _) = store
+        .submit(&ask, &"dd".repeat(32), "sealed", NOW, 16)
+        .unwrap();
     store
         .transition(&job.id, State::Running, None, NOW)
         .unwrap();

@@ -280,7 +280,9 @@ pub struct JobNode {
     /// directory, e.g. ~/.local/share/fleetmesh/buyer, created on first use].
     #[arg(long, value_name = "DIR")]
     pub key_dir: Option<PathBuf>,
-    /// The node's API token (its `[api] token`), when it has one.
+    /// The node's API token (its `[api] token`): requests then come from the operator,
+    /// who sees every job. Without it they are signed by the buyer's key (NIP-98), and the
+    /// node shows the buyer its own jobs only.
     #[arg(
         long,
         env = "MESHNODE_TOKEN",

@@ -58,11 +58,31 @@ fn client() -> anyhow::Result<reqwest::blocking::Client> {
         .build()?)
 }
 
-/// GETs `url`; the JSON body and the status.
-fn get(url: &str) -> anyhow::Result<(u16, Value)> {
-    let r = client()?
-        .get(url)
-        .header("accept", "application/json")
+/// Who a request to the node's job API is from: with `--token`, the operator (who sees
+/// every job); else the buyer `keys`, by a NIP-98 signature over the method, the URL and
+/// the body (the node shows a key only its own jobs).
+fn signed(
+    req: reqwest::blocking::RequestBuilder,
+    to: &JobNode,
+    keys: &NodeKeys,
+    (method, url, body): (&str, &str, Option<&[u8]>),
+) -> anyhow::Result<reqwest::blocking::RequestBuilder> {
+    Ok(match &to.token {
+        Some(t) => req.bearer_auth(t),
+        None => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_secs();
+            let auth = crate::http::nip98::sign(keys, method, url, body, now)?;
+            req.header("authorization", auth)
+        }
+    })
+}
+
+/// GETs `url` of the job API as [`signed`] says; the JSON body and the status.
+fn get(url: &str, to: &JobNode, keys: &NodeKeys) -> anyhow::Result<(u16, Value)> {
+    let req = client()?.get(url).header("accept", "application/json");
+    let r = signed(req, to, keys, ("GET", url, None))?
         .send()
         .with_context(|| format!("GET {url}"))?;
     let status = r.status().as_u16();
@@ -134,7 +154,8 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
             by_key,
         } => submit(&file, idempotency_key.as_deref(), &to, &by_key),
         JobCommand::Status { id, to } => {
-            let (code, v) = get(&node_url(&to, &format!("/v1/jobs/{id}")))?;
+            let keys = buyer_keys(&to)?;
+            let (code, v) = get(&node_url(&to, &format!("/v1/jobs/{id}")), &to, &keys)?;
             println!("{v}");
             if code != 200 {
                 return Ok(Outcome::Malformed);
@@ -147,7 +168,9 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
         }
         JobCommand::Result { id, out, to } => result(&id, &out, &to),
         JobCommand::Receipt { id, to } => {
-            let (code, v) = get(&node_url(&to, &format!("/v1/jobs/{id}/receipt")))?;
+            let keys = buyer_keys(&to)?;
+            let url = node_url(&to, &format!("/v1/jobs/{id}/receipt"));
+            let (code, v) = get(&url, &to, &keys)?;
             println!("{v}");
             Ok(match code {
                 200 => Outcome::Ok,
@@ -312,12 +335,13 @@ fn submit(
         "iroh" => return crate::cli::bykey::by_iroh(&keys, &provider, &body, &job_id, by_key),
         _ => {}
     }
-    let mut post = client()?.post(node_url(to, "/v1/jobs"));
-    if let Some(t) = &to.token {
-        post = post.bearer_auth(t);
-    }
-    let r = post
-        .json(&body)
+    let url = node_url(to, "/v1/jobs");
+    let body = body.to_string();
+    let post = client()?
+        .post(&url)
+        .header("content-type", "application/json");
+    let r = signed(post, to, &keys, ("POST", &url, Some(body.as_bytes())))?
+        .body(body)
         .send()
         .with_context(|| format!("submitting to {}", to.node()))?;
     let status = r.status().as_u16();
@@ -535,7 +559,8 @@ impl JobParts {
 const DEFAULT_FUEL: u64 = 1_000_000_000;
 
 fn result(id: &str, out: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
-    let (code, v) = get(&node_url(to, &format!("/v1/jobs/{id}/result")))?;
+    let keys = buyer_keys(to)?;
+    let (code, v) = get(&node_url(to, &format!("/v1/jobs/{id}/result")), to, &keys)?;
     match code {
         200 => {}
         409 => {
@@ -547,7 +572,6 @@ fn result(id: &str, out: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Malformed);
         }
     }
-    let keys = buyer_keys(to)?;
     let provider = node_key(to)?;
     let summary = open_result(
         &keys,

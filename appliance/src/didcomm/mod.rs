@@ -261,7 +261,7 @@ impl DidComm {
                 &sender,
                 m.body.to_string().as_bytes(),
             ) {
-                Ok(rec) => {
+                Ok((rec, _)) => {
                     count("accepted");
                     tracing::info!(job = %rec.id, buyer = %sender, "job by DIDComm");
                     (ANSWER, crate::mailbox::answer(&rec))

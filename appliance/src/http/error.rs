@@ -57,6 +57,7 @@ impl From<Refusal> for ApiError {
             "conflict" | "bad_transition" => StatusCode::CONFLICT,
             "storage" | "internal" => StatusCode::INTERNAL_SERVER_ERROR,
             "busy" => StatusCode::SERVICE_UNAVAILABLE,
+            "quota" => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, r.code, r.message)

@@ -8,11 +8,17 @@
 //!   headers and their preflights are answered; other preflights get 403.
 //! - **JSON only.** Their bodies must be `Content-Type: application/json` (415 otherwise),
 //!   which a browser cannot send cross-site without a preflight.
-//! - **A bearer token** (`[api] token`), when set, on every state-changing request:
-//!   `Authorization: Bearer TOKEN`, else 401 with `WWW-Authenticate`. A node listening on
-//!   a non-loopback address must have one (checked at start-up).
+//! - **Who is asking** ([`Principal`]): the operator — `Authorization: Bearer TOKEN` with
+//!   the `[api] token`, or any client of a node without a token (which listens on loopback
+//!   only) — or a key, by a NIP-98 signature ([`crate::http::nip98`]; one that does not
+//!   hold is 401 with its reason), or nobody. Every state-changing request needs the
+//!   operator, else 401 with `WWW-Authenticate`; the job routes also take a key (the
+//!   market is open to buyers who sign, `[api] jobs_by_key`), and keep each key to its own
+//!   jobs (see [`crate::http::jobs`]). A node listening on a non-loopback address must have
+//!   a token (checked at start-up).
 //!
-//! Checked in the middleware, so a refused request's body is never read.
+//! Checked in the middleware, so a refused request's body is never read; the principal
+//! travels to the handler as a request extension.
 
 use std::sync::Arc;
 
@@ -31,6 +37,19 @@ pub struct Policy {
     pub allowed_origins: Vec<String>,
     /// SHA-256 of the bearer token, when one is set.
     pub token: Option<[u8; 32]>,
+    /// Whether a key (NIP-98) may make state-changing requests here, token or not.
+    pub keys: bool,
+}
+
+/// Who a request comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// The operator: the `[api] token`, or any client of a node without one.
+    Operator,
+    /// A key that signed the request (NIP-98).
+    Key(crate::http::nip98::Signed),
+    /// Nobody: a node with a token, a request with neither it nor a signature.
+    Anonymous,
 }
 
 impl Policy {
@@ -42,7 +61,42 @@ impl Policy {
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
                 .collect(),
             token: token.map(|t| Sha256::digest(t.as_bytes()).into()),
+            keys: false,
         }
+    }
+
+    /// This policy, letting keys (NIP-98) make state-changing requests when `keys`.
+    pub fn with_keys(mut self, keys: bool) -> Policy {
+        self.keys = keys;
+        self
+    }
+
+    /// Who sent a request with `headers` to `path_and_query` by `method`, at `now`; why
+    /// not, when it carries a NIP-98 authorization that does not hold.
+    fn principal(
+        &self,
+        method: &Method,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        now: u64,
+    ) -> Result<Principal, String> {
+        let auth = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if auth.starts_with("Nostr ") {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default();
+            return crate::http::nip98::check(auth, method.as_str(), host, path_and_query, now)
+                .map(Principal::Key);
+        }
+        Ok(if self.token_ok(headers) {
+            Principal::Operator
+        } else {
+            Principal::Anonymous
+        })
     }
 
     fn allows(&self, origin: &str) -> bool {
@@ -141,25 +195,27 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
         return r;
     }
     let changes_state = !matches!(*req.method(), Method::GET | Method::HEAD);
+    if changes_state && cross_site(&policy, &headers) {
+        return api_error(
+            StatusCode::FORBIDDEN,
+            "cross_site",
+            "a cross-site request; add the page's origin to [api] allowed_origins to allow it",
+        );
+    }
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let principal = match policy.principal(req.method(), path, &headers, unix_now()) {
+        Ok(p) => p,
+        Err(why) => return unauthorized(&why),
+    };
     if changes_state {
-        if cross_site(&policy, &headers) {
-            return api_error(
-                StatusCode::FORBIDDEN,
-                "cross_site",
-                "a cross-site request; add the page's origin to [api] allowed_origins to allow it",
-            );
-        }
-        if !policy.token_ok(&headers) {
-            let mut r = api_error(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "this node needs `Authorization: Bearer <[api] token>`",
-            );
-            r.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"fleetmesh\""),
-            );
-            return r;
+        let allowed = match &principal {
+            Principal::Operator => true,
+            // a key may where keys are let in, and anywhere on a node without a token
+            Principal::Key(_) => policy.keys || policy.token.is_none(),
+            Principal::Anonymous => false,
+        };
+        if !allowed {
+            return unauthorized("this node needs `Authorization: Bearer <[api] token>`");
         }
         let json = headers
             .get(header::CONTENT_TYPE)
@@ -174,9 +230,27 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
             );
         }
     }
+    let mut req = req;
+    req.extensions_mut().insert(principal);
     let mut response = next.run(req).await;
     cors(&policy, &headers, &mut response);
     response
+}
+
+/// 401 saying `why`, with the schemes this node takes.
+pub(crate) fn unauthorized(why: &str) -> Response {
+    let mut r = api_error(StatusCode::UNAUTHORIZED, "unauthorized", why);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"fleetmesh\", Nostr"),
+    );
+    r
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Whether a WebSocket upgrade may go ahead: no `Origin` (not a browser), or one in

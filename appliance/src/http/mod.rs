@@ -30,6 +30,7 @@ pub mod inference;
 pub mod jobs;
 pub mod listener;
 pub mod metrics;
+pub mod nip98;
 pub mod proofs;
 pub mod relay;
 pub mod status;
@@ -160,7 +161,10 @@ pub fn router(
         &node.config.api.allowed_origins,
         node.config.api.token.as_deref(),
     ));
+    // the job routes take keys (NIP-98) too, each kept to its own jobs
+    let jobs_policy = Arc::new((*policy).clone().with_keys(node.config.api.jobs_by_key));
     let guard = axum::middleware::from_fn_with_state(policy, crate::http::guard::guard);
+    let jobs_guard = axum::middleware::from_fn_with_state(jobs_policy, crate::http::guard::guard);
     // the compute, proof and job APIs, behind the guard (checked before bodies are read)
     let api = Router::new()
         .route(
@@ -186,22 +190,6 @@ pub fn router(
         .route(
             "/v1/chat/completions",
             axum::routing::post(crate::http::inference::chat_completions).with_state(inference),
-        )
-        .route(
-            "/v1/jobs",
-            axum::routing::post(crate::http::jobs::submit).with_state(jobs.clone()),
-        )
-        .route(
-            "/v1/jobs/{id}",
-            get(crate::http::jobs::status).with_state(jobs.clone()),
-        )
-        .route(
-            "/v1/jobs/{id}/result",
-            get(crate::http::jobs::result).with_state(jobs.clone()),
-        )
-        .route(
-            "/v1/jobs/{id}/receipt",
-            get(crate::http::jobs::receipt).with_state(jobs),
         )
         .route(
             "/v1/shards",
@@ -242,6 +230,24 @@ pub fn router(
             .with_state((peers, state.relay.clone())),
         )
         .route_layer(guard);
+    let jobs_api = Router::new()
+        .route(
+            "/v1/jobs",
+            axum::routing::post(crate::http::jobs::submit).with_state(jobs.clone()),
+        )
+        .route(
+            "/v1/jobs/{id}",
+            get(crate::http::jobs::status).with_state(jobs.clone()),
+        )
+        .route(
+            "/v1/jobs/{id}/result",
+            get(crate::http::jobs::result).with_state(jobs.clone()),
+        )
+        .route(
+            "/v1/jobs/{id}/receipt",
+            get(crate::http::jobs::receipt).with_state(jobs),
+        )
+        .route_layer(jobs_guard);
     let app = Router::new()
         .route("/", get(relay::root).options(relay::preflight))
         .route("/healthz", get(relay::healthz))
@@ -257,6 +263,7 @@ pub fn router(
                 .with_state(didcomm.clone()),
         )
         .merge(api)
+        .merge(jobs_api)
         .route(
             "/upload",
             // the handler checks the authorization before it reads the body, then streams

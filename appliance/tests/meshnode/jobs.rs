@@ -164,18 +164,7 @@ fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
     );
 
     // a job that runs out of fuel fails cleanly, with a receipt saying so
-    std::fs::write(
-        work.path().join("spin.wat"),
-        "(module (func (export \"_start\") (loop $l (br $l))))",
-    )
-    .unwrap();
-    let spin = work.path().join("spin.json");
-    std::fs::write(
-        &spin,
-        serde_json::json!({"module": "spin.wat", "limits": {"fuel": 20_000}, "name": "spin-1"})
-            .to_string(),
-    )
-    .unwrap();
+    let spin = super::spin_job(work.path(), "spin-1", serde_json::json!({"fuel": 20_000}));
     let (o, sub) = job(&["submit", spin.to_str().unwrap()], &d, buyer.path());
     assert!(o.status.success(), "{}", stdout(&o));
     let spin_id = sub["job"].as_str().unwrap().to_string();
@@ -752,11 +741,7 @@ fn a_job_asking_for_everything_gets_the_nodes_maxima_and_the_next_job_still_runs
     assert_eq!(doc["fleetmesh"]["jobs"]["max_wall_secs"], 2, "{doc}");
     assert_eq!(doc["fleetmesh"]["jobs"]["workers"], 1, "{doc}");
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(
-        work.path().join("spin.wat"),
-        "(module (func (export \"_start\") (loop $l (br $l))))",
-    )
-    .unwrap();
+    std::fs::write(work.path().join("spin.wat"), super::SPIN_WAT).unwrap();
     std::fs::write(work.path().join("upper.wat"), UPPER).unwrap();
     std::fs::write(work.path().join("in.txt"), "after").unwrap();
     // fuel u64::MAX and a year of wall time, on the only worker

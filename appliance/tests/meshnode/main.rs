@@ -9,6 +9,7 @@ mod daemon;
 mod did;
 mod didcomm;
 mod first_run;
+mod gateway;
 mod giftwrap;
 mod hostile;
 mod inference;
@@ -381,6 +382,19 @@ fn http_client() -> reqwest::Client {
 
 /// A delivery-mode WASI job that upper-cases `input`, written into `dir` (the module, the
 /// input, the job file named `name`): the job file's path.
+/// A wasm module that loops forever: a job that runs until a limit stops it.
+const SPIN_WAT: &str = "(module (func (export \"_start\") (loop $l (br $l))))";
+
+/// A job of [`SPIN_WAT`] under `limits`, written into `dir` (its module `spin.wat`, the job
+/// file `<name>.json`): the job file's path.
+fn spin_job(dir: &Path, name: &str, limits: Value) -> PathBuf {
+    std::fs::write(dir.join("spin.wat"), SPIN_WAT).unwrap();
+    let file = dir.join(format!("{name}.json"));
+    let job = serde_json::json!({"module": "spin.wat", "name": name, "limits": limits});
+    std::fs::write(&file, job.to_string()).unwrap();
+    file
+}
+
 fn upper_job(dir: &Path, input: &str, name: &str) -> PathBuf {
     std::fs::write(dir.join("upper.wat"), include_str!("../../demo/upper.wat")).unwrap();
     std::fs::write(dir.join("in.txt"), input).unwrap();

@@ -1,11 +1,31 @@
 //! The appliance's readers of outside text: the Bacalhau job-spec reader
 //! (`fleetmesh_market::bacalhau`) and, since the appliance is a binary crate, its Blossom
-//! authorization reader compiled here from its source file (`#[path]`).
+//! and NIP-98 authorization readers compiled here from their source files (`#[path]`).
 
 use fleetmesh_market::bacalhau;
 
 #[path = "../../../appliance/src/http/blobs/auth.rs"]
 pub mod blossom_auth;
+
+#[path = "../../../appliance/src/http/nip98.rs"]
+pub mod nip98;
+
+/// The host and paths the NIP-98 harness checks authorizations against (its seeds are
+/// signed for them).
+pub const NIP98_HOST: &str = "127.0.0.1:7777";
+
+/// A NIP-98 `Authorization` header value, checked for a job read and a submission at the
+/// fixed [`crate::NOW`], and a checked one's body commitment.
+pub fn nip98_authorization(data: &[u8]) {
+    let Ok(value) = std::str::from_utf8(data) else {
+        return;
+    };
+    for (method, path) in [("GET", "/v1/jobs/abc?x=1"), ("POST", "/v1/jobs")] {
+        if let Ok(signed) = nip98::check(value, method, NIP98_HOST, path, crate::NOW) {
+            let _ = signed.covers(b"{}");
+        }
+    }
+}
 
 /// A Blossom `Authorization` header value, checked for an upload and a delete (with and
 /// without a blob hash) at the fixed [`crate::NOW`].

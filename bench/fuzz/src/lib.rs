@@ -57,6 +57,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("schema_grammar", inference::schema),
     ("bacalhau_spec", appliance::bacalhau_spec),
     ("blossom_auth", appliance::blossom_authorization),
+    ("nip98_auth", appliance::nip98_authorization),
 ];
 
 /// The harness named `name`.

@@ -257,3 +257,27 @@ fn replay() {
         h(&std::fs::read(file).unwrap());
     }
 }
+
+/// Writes the NIP-98 authorization seeds: valid headers for a job read and a submission
+/// (signed for the harness's host, paths and fixed time) and a few broken ones. Run by hand:
+/// `cargo test -p fleetmesh-fuzz --test corpus -- --ignored write_nip98_seeds`.
+#[test]
+#[ignore = "regenerates committed seeds"]
+fn write_nip98_seeds() {
+    use fleetmesh_fuzz::appliance::{NIP98_HOST, nip98};
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let now = fleetmesh_fuzz::NOW;
+    let url = |path: &str| format!("http://{NIP98_HOST}{path}");
+    let write = |name: &str, data: &str| {
+        std::fs::write(corpus_dir("nip98_auth").join(name), data).unwrap();
+    };
+    std::fs::create_dir_all(corpus_dir("nip98_auth")).unwrap();
+    let read = nip98::sign(&keys, "GET", &url("/v1/jobs/abc?x=1"), None, now).unwrap();
+    write("read", &read);
+    let submit = nip98::sign(&keys, "POST", &url("/v1/jobs"), Some(b"{}"), now).unwrap();
+    write("submit", &submit);
+    let stale = nip98::sign(&keys, "GET", &url("/v1/jobs/abc?x=1"), None, now - 61).unwrap();
+    write("stale", &stale);
+    write("not_base64", "Nostr %%%");
+    write("other_scheme", "Bearer abc");
+}

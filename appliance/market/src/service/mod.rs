@@ -137,6 +137,10 @@ pub struct JobLimits {
     /// Most tokens an `llm` job may ask to generate (`max_tokens`); more is refused
     /// `limit-exceeded`. 1 to 1 000 000. Default 4096.
     pub max_tokens: u64,
+    /// Most unfinished jobs (accepted or running) one buyer key may hold, across HTTP,
+    /// DIDComm and gift wrap; past it a submission is refused `quota` until one finishes.
+    /// 1 to 100 000. Default 16.
+    pub per_buyer: u64,
     /// Most bytes of a submission's sealed job message (its inline inputs); more is
     /// refused `limit-exceeded`. 1 KiB to 1 GiB; the HTTP API reads at most 2 MiB of a body
     /// whatever this says. Default 1 MiB.
@@ -161,6 +165,7 @@ impl Default for JobLimits {
             max_memory_bytes: 1 << 30,
             max_output_bytes: 64 << 20,
             max_tokens: 4096,
+            per_buyer: 16,
             max_input_bytes: 1 << 20,
             engines: Engine::ALL.to_vec(),
             modes: Mode::ALL.to_vec(),
@@ -421,7 +426,9 @@ impl JobService {
         }
         let job = self.open_job(&ask, sealed)?;
         let id = job["job_id"].as_str().unwrap_or_default().to_string();
-        let (rec, new) = self.store.submit(&ask, &id, sealed, now)?;
+        let (rec, new) = self
+            .store
+            .submit(&ask, &id, sealed, now, self.limits().per_buyer)?;
         if new {
             let _ = self
                 .queue

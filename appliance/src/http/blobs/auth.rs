@@ -2,7 +2,6 @@
 //! Nostr …` header. A pure function of the header's value and the clock (no other part of
 //! the appliance), so the fuzz harnesses compile this file as it is.
 
-use base64::Engine as _;
 use fleetmesh_proto::Event;
 
 /// Who authorized, and the blob hashes the event lists (`x` tags).
@@ -28,16 +27,7 @@ pub fn check_authorization(
     hash: Option<&str>,
     now: u64,
 ) -> Result<Authorized, String> {
-    let b64 = value
-        .strip_prefix("Nostr ")
-        .ok_or_else(|| "the Authorization scheme must be Nostr".to_string())?;
-    let json = base64::engine::general_purpose::STANDARD
-        .decode(b64.trim())
-        .map_err(|e| format!("the authorization is not base64: {e}"))?;
-    let ev = Event::from_json(&String::from_utf8_lossy(&json))
-        .map_err(|e| format!("the authorization is not an event: {e}"))?;
-    ev.verify()
-        .map_err(|e| format!("the authorization does not verify: {e}"))?;
+    let ev = Event::from_authorization(value)?;
     if ev.kind != 24242 {
         return Err(format!("authorization kind {} (24242 expected)", ev.kind));
     }

@@ -220,7 +220,12 @@ pub async fn upload(State(s): State<Arc<Blossom>>, headers: HeaderMap, body: Bod
     match length(&headers, header::CONTENT_LENGTH.as_str()) {
         Err(r) => return r.into_response(),
         Ok(Some(n)) if n > MAX_BLOB as u64 => return too_large().into_response(),
-        Ok(_) => {}
+        Ok(Some(n)) => {
+            if let Err(r) = s.within_quota(&auth.pubkey, declared.as_deref(), n) {
+                return r.into_response();
+            }
+        }
+        Ok(None) => {}
     }
     let media = clean_media(headers.get(header::CONTENT_TYPE));
     let (partial, hash, size) = match s.receive(body).await {
@@ -244,8 +249,13 @@ pub async fn upload(State(s): State<Arc<Blossom>>, headers: HeaderMap, body: Bod
         }
         _ => {}
     }
-    if let Err(e) = s.store.place(partial, &hash, size, &media, &auth.pubkey) {
-        return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string());
+    let owner = (auth.pubkey.as_str(), s.per_key_bytes);
+    match s.store.place(partial, &hash, size, &media, owner) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::QuotaExceeded => {
+            return over_quota(e.to_string()).into_response();
+        }
+        Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string()),
     }
     metrics::counter!("fleetmesh_blobs_bytes_total", "direction" => "in").increment(size);
     match s.descriptor(&base_url(&headers), &hash) {
@@ -260,7 +270,7 @@ pub async fn upload(State(s): State<Arc<Blossom>>, headers: HeaderMap, body: Bod
 
 /// `HEAD /upload` (BUD-06): whether `PUT /upload` would take the blob described by
 /// `X-SHA-256`, `X-Content-Length` and `X-Content-Type` with this Authorization.
-pub async fn upload_check(headers: HeaderMap) -> Response {
+pub async fn upload_check(State(s): State<Arc<Blossom>>, headers: HeaderMap) -> Response {
     let declared = match declared_hash(&headers) {
         Ok(Some(d)) => d,
         Ok(None) => {
@@ -272,9 +282,10 @@ pub async fn upload_check(headers: HeaderMap) -> Response {
         }
         Err(r) => return r.into_response(),
     };
-    if let Err(why) = authorize(&headers, "upload", Some(&declared)) {
-        return fail(StatusCode::UNAUTHORIZED, "unauthorized", why);
-    }
+    let auth = match authorize(&headers, "upload", Some(&declared)) {
+        Ok(a) => a,
+        Err(why) => return fail(StatusCode::UNAUTHORIZED, "unauthorized", why),
+    };
     match length(&headers, "x-content-length") {
         Err(r) => r.into_response(),
         Ok(None) => fail(
@@ -284,7 +295,10 @@ pub async fn upload_check(headers: HeaderMap) -> Response {
         ),
         Ok(Some(n)) if n > MAX_BLOB as u64 => too_large().into_response(),
         // every media type is taken (active ones are served as attachments)
-        Ok(Some(_)) => StatusCode::OK.into_response(),
+        Ok(Some(n)) => match s.within_quota(&auth.pubkey, Some(&declared), n) {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(r) => r.into_response(),
+        },
     }
 }
 

@@ -84,6 +84,8 @@ pub struct Blossom {
     body_timeout: Duration,
     /// SHA-256 of `[api] token`, when one is set.
     operator_token: Option<[u8; 32]>,
+    /// `[blobs] per_key_bytes`.
+    per_key_bytes: u64,
 }
 
 impl std::fmt::Debug for Blossom {
@@ -202,6 +204,7 @@ impl Blossom {
             served: Mutex::new(Served::new(config.served_peers)),
             body_timeout: Duration::from_secs(config.body_timeout_secs),
             operator_token: operator_token.map(|t| Sha256::digest(t.as_bytes()).into()),
+            per_key_bytes: config.per_key_bytes,
         }))
     }
 
@@ -308,6 +311,32 @@ impl Blossom {
         drop(file);
         Ok((partial, hex::encode(hasher.finalize()), size))
     }
+}
+
+impl Blossom {
+    /// 413 `quota` when `owner` (who does not hold blob `hash` yet) cannot store `size`
+    /// more bytes under `[blobs] per_key_bytes`.
+    fn within_quota(&self, owner: &str, hash: Option<&str>, size: u64) -> Result<(), Refusal> {
+        if hash.is_some_and(|h| self.store.claims(h, owner)) {
+            return Ok(());
+        }
+        let claimed = self
+            .store
+            .claimed_bytes(owner)
+            .map_err(|r| Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, "storage", r.message))?;
+        if claimed.saturating_add(size) > self.per_key_bytes {
+            return Err(over_quota(format!(
+                "{owner} holds {claimed} bytes of blobs; {size} more passes its quota of {} \
+                 ([blobs] per_key_bytes)",
+                self.per_key_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn over_quota(why: String) -> Refusal {
+    Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "quota", why)
 }
 
 fn too_large() -> Refusal {

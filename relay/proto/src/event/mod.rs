@@ -182,6 +182,28 @@ impl Event {
         Event::from_wire(wire)
     }
 
+    /// The signed event of an HTTP `Authorization: Nostr <base64 event>` header value (the
+    /// scheme of NIP-98 and Blossom's BUD-01), decoded and verified; what it authorizes is
+    /// the caller's to check (kind, tags, times).
+    ///
+    /// # Errors
+    /// Why not, in words: another scheme, not base64, not an event, or an event whose id or
+    /// signature does not hold.
+    pub fn from_authorization(value: &str) -> std::result::Result<Event, String> {
+        use base64::Engine as _;
+        let b64 = value
+            .strip_prefix("Nostr ")
+            .ok_or_else(|| "the Authorization scheme must be Nostr".to_string())?;
+        let json = base64::engine::general_purpose::STANDARD
+            .decode(b64.trim())
+            .map_err(|e| format!("the authorization is not base64: {e}"))?;
+        let ev = Event::from_json(&String::from_utf8_lossy(&json))
+            .map_err(|e| format!("the authorization is not an event: {e}"))?;
+        ev.verify()
+            .map_err(|e| format!("the authorization does not verify: {e}"))?;
+        Ok(ev)
+    }
+
     /// Parses a whole `["EVENT", {...}]` client message in one pass, borrowing the hex
     /// fields from `text` instead of building a JSON tree first (the relay's hot path).
     /// Checks the shape only: **does not verify**. `None` for anything else, a malformed
