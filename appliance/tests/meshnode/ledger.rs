@@ -598,16 +598,8 @@ fn a_node_shedding_at_rung_2_serves_its_granted_peer_within_the_grant_and_nobody
         "--interval-secs",
         "1",
     ];
-    {
-        let (_stop, _) = start(&dir, &args);
-    }
     // node 0 pinned at rung 2 by its operator, then the cluster started again
-    let config = dir.join("node-0").join("meshnode.toml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    assert!(text.contains("\nshedding = \"auto\"\n"), "{text}");
-    let text = text.replacen("\nshedding = \"auto\"\n", "\nshedding = \"rung2\"\n", 1);
-    std::fs::write(&config, text).unwrap();
-    let (_stop, nodes) = start(&dir, &args);
+    let (_stop, nodes) = start_pinned(&dir, &args, "rung2");
     let peer = nodes.key(1);
     wait_until("node 0 grants node 1", || {
         ledger_of(&nodes.url(0))["peers"][&peer]["grant_out"].is_string()
@@ -715,4 +707,81 @@ fn a_node_shedding_at_rung_2_serves_its_granted_peer_within_the_grant_and_nobody
     assert_eq!(p["strain"][stranger.nostr_pubkey_hex()], 1, "{p}");
     let o = run(&["watch", "--node", &nodes.url(0)]);
     assert!(stdout(&o).contains("rung 2"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_shedding_node_pauses_rounds_with_peers_it_grants_nothing_until_it_grants_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let args = ["--nodes", "2", "--interval-secs", "1"];
+    // node 0 pinned at rung 1 by its operator, with no grant to node 1
+    let (_stop, nodes) = start_pinned(&dir, &args, "rung1");
+    let peer = nodes.key(1);
+    let link = |want: &str| {
+        peers_of(&nodes.url(0))["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == peer.as_str() && p["link"] == want)
+    };
+    wait_until("node 0 pauses its rounds with node 1", || {
+        link("paused (shedding)")
+    });
+    // an event at node 1 stays there: node 0 refuses node 1's pushes at rung 1 and does not
+    // pull from it (which would take the writer from the peers it grants)
+    let e = note(
+        &fleetmesh_proto::NodeKeys::generate().unwrap(),
+        "while shedding",
+    );
+    runtime().block_on(publish_all(&nodes.ws(1), std::slice::from_ref(&e)));
+    let db = dir.join("node-0").join("fleetmesh.db");
+    let stored = || {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row(
+            "SELECT COUNT(*) FROM events WHERE id = ?1",
+            [e.id.to_vec()],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
+            == 1
+    };
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(!stored(), "node 0 took the event while shedding");
+    assert!(link("paused (shedding)"));
+    // granted, node 1 is served again: the rounds resume and the event arrives
+    let node0 = dir.join("node-0");
+    let o = run(&[
+        "grant",
+        "issue",
+        &peer,
+        "--events",
+        "100",
+        "--dir",
+        node0.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    wait_until("the event reaches node 0", stored);
+    wait_until("node 0's rounds with node 1 resume", || link("up"));
+}
+
+/// Makes the cluster of `args` in `dir`, stops it, pins node 0's relay at `rung`
+/// (`[relay] shedding`, as its operator would) and starts the cluster again.
+fn start_pinned<'a>(
+    dir: &'a Path,
+    args: &[&str],
+    rung: &str,
+) -> (super::cluster::Stop<'a>, super::cluster::Nodes) {
+    {
+        let (_stop, _) = start(dir, args);
+    }
+    let config = dir.join("node-0").join("meshnode.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("\nshedding = \"auto\"\n"), "{text}");
+    let pinned = format!("\nshedding = \"{rung}\"\n");
+    std::fs::write(
+        &config,
+        text.replacen("\nshedding = \"auto\"\n", &pinned, 1),
+    )
+    .unwrap();
+    start(dir, args)
 }

@@ -176,6 +176,12 @@ impl Relay {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(granted);
     }
 
+    /// Key `key`'s allowance when the node grants it (see [`Relay::set_granted`]); `None`
+    /// for a key it grants nothing, or before a ledger is set.
+    pub fn allowance(&self, key: &str) -> Option<Allowance> {
+        self.shed.allowance(key)
+    }
+
     /// The pressure the shedder last saw: (scheduling lag, writer sojourn, writer
     /// backlog), ms.
     pub fn pressure(&self) -> (u64, u64, u64) {

@@ -20,6 +20,9 @@
 //! - Peers (and buyers) may send DIDComm messages over a link's message streams: they are
 //!   answered as `POST /didcomm` answers them ([`exchange_over`] is the sending side).
 //!
+//! - While the relay sheds load, rounds with peers the node grants nothing pause
+//!   ([`policy::paused`]).
+//!
 //! What it sees goes to the [`Peers`] table (`GET /v1/peers`, `meshnode peers`) and the
 //! metrics `fleetmesh_gossip_messages_total{outcome}` and `fleetmesh_quic_hellos_total{outcome}`.
 
@@ -49,6 +52,9 @@ use crate::config::{Config, PeeringSection};
 use crate::didcomm::{DidComm, Outcome};
 use crate::peers::{Peers, now};
 use crate::tasks::Tasks;
+
+mod policy;
+use policy::{Policy, paused, policy};
 
 /// The QUIC links up now, by the peer's Nostr key (hex): what the DIDComm pickup reaches
 /// a mediator over when it has no URL.
@@ -191,6 +197,8 @@ struct Ctx {
     /// Who may use our iroh relay server, when it serves the federation's nodes only:
     /// every node whose descriptor is heard or that peers with us is added.
     admitted: Option<Members>,
+    /// The node's relay: its shedding rung and whom the ledger grants to.
+    relay: Arc<Relay>,
 }
 
 /// Dials in a row that fail before a peer is let go (until it is heard again).
@@ -249,6 +257,7 @@ pub async fn start(
         in_flight: Arc::default(),
         peer_rate: p.peer_events_per_second as f64,
         admitted,
+        relay: relay.clone(),
     };
     let quic = match p.quic_listen {
         Some(addr) => {
@@ -601,6 +610,10 @@ async fn peer(
                 if let Some(url) = at.faces.first() {
                     tracing::debug!(peer = %key, error = %e, %url, "no QUIC link: rounds over its relay face");
                     let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::of(&ctx));
+                    if paused(&ctx, &key) {
+                        wait = ctx.every;
+                        continue;
+                    }
                     let outcome = if pol.enabled {
                         rounds(&ctx, &key, Over::Face(url), &pol).await
                     } else {
@@ -651,6 +664,10 @@ async fn peer(
                 tokio::time::sleep(ctx.every).await;
                 continue;
             }
+            if paused(&ctx, &key) {
+                tokio::time::sleep(ctx.every).await;
+                continue;
+            }
             let pol = policy(&ctx.dir, &key).unwrap_or_else(|| Policy::mutual(&ctx, &key));
             if !pol.enabled {
                 ctx.table
@@ -686,69 +703,6 @@ async fn peer(
             }
         }
     }
-}
-
-/// What a stored Peering manifest says about one peer; without one, `[peering]`'s.
-struct Policy {
-    enabled: bool,
-    direction: fleetmesh_relay::sync::Direction,
-    every: Duration,
-    /// NIP-01 filters (JSON), one round each.
-    filters: Vec<String>,
-}
-
-impl Policy {
-    /// Without a manifest, for our rounds with `key`: both ways, or only pulling when the
-    /// peer runs rounds with us too (it opened one within three intervals), so that each
-    /// event crosses the pair once — fetched by the side that lacks it — not twice.
-    fn mutual(ctx: &Ctx, key: &str) -> Policy {
-        let mut pol = Policy::of(ctx);
-        let now = crate::node::unix_now();
-        let recent = ctx
-            .table
-            .tally(key)
-            .reconciled_at()
-            .is_some_and(|t| now.saturating_sub(t) <= 3 * ctx.every.as_secs().max(1));
-        if recent {
-            pol.direction = fleetmesh_relay::sync::Direction::Pull;
-        }
-        pol
-    }
-
-    fn of(ctx: &Ctx) -> Policy {
-        Policy {
-            enabled: true,
-            direction: fleetmesh_relay::sync::Direction::Both,
-            every: ctx.every,
-            filters: vec![ctx.filter.clone()],
-        }
-    }
-}
-
-/// The Peering manifest stored for the peer `key` (`DIR/manifests/Peering/*.json` whose
-/// `spec.peer` is it; `meshnode apply` validated it): read before each round, so an apply
-/// takes effect at the next one. Its `sync`: `enabled`, `direction`, `intervalSecs`,
-/// `filters` (one round each; default, as the schema says: the fleetmesh kinds).
-fn policy(dir: &std::path::Path, key: &str) -> Option<Policy> {
-    let stored = dir.join(crate::apply::MANIFESTS_DIR).join("Peering");
-    let doc = std::fs::read_dir(stored).ok()?.find_map(|e| {
-        let doc: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(e.ok()?.path()).ok()?).ok()?;
-        (doc["spec"]["peer"] == key).then_some(doc)
-    })?;
-    let sync = &doc["spec"]["sync"];
-    Some(Policy {
-        enabled: sync["enabled"].as_bool().unwrap_or(true),
-        direction: sync["direction"].as_str().unwrap_or("both").parse().ok()?,
-        every: Duration::from_secs(sync["intervalSecs"].as_u64().unwrap_or(300).max(1)),
-        filters: match sync["filters"].as_array() {
-            Some(fs) if !fs.is_empty() => fs.iter().map(ToString::to_string).collect(),
-            _ => vec![
-                serde_json::json!({"kinds": fleetmesh_schemas::constants::kind::FLEETMESH})
-                    .to_string(),
-            ],
-        },
-    })
 }
 
 /// Where a peer's rounds go: its QUIC link, or — where QUIC is blocked — its relay face
