@@ -25,13 +25,15 @@ pub(crate) enum Target {
         since: Option<u64>,
     },
     /// A peer link of another transport (QUIC), named for errors, moving events `direction`;
-    /// ids the node's other rounds are fetching (`in_flight`) are left to them.
+    /// ids the node's other rounds are fetching (`in_flight`) are left to them; at most
+    /// `max_fetch` events are fetched.
     #[cfg_attr(not(feature = "federation"), allow(dead_code))]
     Link {
         name: String,
         link: fleetmesh_relay::sync::Link,
         direction: fleetmesh_relay::sync::Direction,
         in_flight: std::sync::Arc<fleetmesh_relay::sync::InFlight>,
+        max_fetch: usize,
     },
 }
 
@@ -83,6 +85,10 @@ pub(crate) fn round(
         in_flight: match &target {
             Target::Link { in_flight, .. } => Some(in_flight.clone()),
             Target::Url { .. } => None,
+        },
+        max_fetch: match &target {
+            Target::Link { max_fetch, .. } => *max_fetch,
+            Target::Url { .. } => usize::MAX,
         },
         ..Default::default()
     };

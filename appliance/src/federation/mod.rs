@@ -21,7 +21,8 @@
 //!   answered as `POST /didcomm` answers them ([`exchange_over`] is the sending side).
 //!
 //! - While the relay sheds load, rounds with peers the node grants nothing pause
-//!   ([`policy::paused`]).
+//!   ([`policy::paused`]); at rung 2 a granted peer's are held to its grant
+//!   ([`policy::pull_allowance`]).
 //!
 //! What it sees goes to the [`Peers`] table (`GET /v1/peers`, `meshnode peers`) and the
 //! metrics `fleetmesh_gossip_messages_total{outcome}` and `fleetmesh_quic_hellos_total{outcome}`.
@@ -730,6 +731,7 @@ async fn rounds(
                 link: link.session_counted(Some(ctx.table.tally(key))).await?,
                 direction: pol.direction,
                 in_flight: ctx.in_flight.clone(),
+                max_fetch: policy::pull_allowance(ctx, key),
             },
             Over::Face(url) => crate::peering::Target::Url {
                 url: url.to_owned(),

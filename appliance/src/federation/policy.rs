@@ -1,6 +1,6 @@
 //! Per-peer rules of the federation's rounds: what a stored Peering manifest says about a
-//! peer (its direction, interval and filters; without one, `[peering]`'s), and when rounds
-//! with a peer pause for load shedding.
+//! peer (its direction, interval and filters; without one, `[peering]`'s), and how load
+//! shedding holds rounds back: paused with peers granted nothing, capped to the grant.
 
 use std::time::Duration;
 
@@ -27,6 +27,20 @@ pub(super) fn paused(ctx: &Ctx, key: &str) -> bool {
         tracing::debug!(peer = %key, rung, "rounds paused: shedding, and no grant to this peer");
     }
     pause
+}
+
+/// The most events a round may fetch from `key`: while the relay sheds at rung 2, what the
+/// peer's grant leaves of its events in the current window (what it pushed to us counted
+/// too), so a granted peer is served within its grant both ways; else no limit.
+pub(super) fn pull_allowance(ctx: &Ctx, key: &str) -> usize {
+    if ctx.relay.shedding_rung() < 2 {
+        return usize::MAX;
+    }
+    let Some(a) = ctx.relay.allowance(key) else {
+        return 0;
+    };
+    let taken = ctx.table.tally(key).this_window().events_in;
+    usize::try_from(a.events.saturating_sub(taken)).unwrap_or(usize::MAX)
 }
 
 /// What a stored Peering manifest says about one peer; without one, `[peering]`'s.

@@ -158,6 +158,22 @@ impl Tally {
             .unwrap_or_default()
     }
 
+    /// The counts of the window now running (all zero when windows are not kept).
+    pub fn this_window(&self) -> TallyCounts {
+        let secs = self
+            .windows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .secs;
+        if secs == 0 {
+            return TallyCounts::default();
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.window(now / secs)
+    }
+
     fn in_window(&self, add: impl FnOnce(&mut TallyCounts)) {
         let mut w = self
             .windows

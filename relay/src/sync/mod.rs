@@ -75,6 +75,10 @@ pub struct SyncOptions {
     /// round is fetching is left to it, so rounds with several peers at once fetch each
     /// missing event once. Default none.
     pub in_flight: Option<std::sync::Arc<InFlight>>,
+    /// Most events fetched this round; the ids past it are left for later rounds (counted
+    /// in [`SyncReport::held_back`]). A node shedding load holds a granted peer's pulls to
+    /// what its grant leaves in the window. Default: no limit.
+    pub max_fetch: usize,
 }
 
 impl Default for SyncOptions {
@@ -89,6 +93,7 @@ impl Default for SyncOptions {
             dry_run: false,
             ca_pem: None,
             in_flight: None,
+            max_fetch: usize::MAX,
         }
     }
 }
@@ -136,6 +141,8 @@ pub struct SyncReport {
     pub returned: usize,
     /// Ids we lack that another round of ours was fetching already (left to it).
     pub in_flight: usize,
+    /// Ids we lack left for a later round: past [`SyncOptions::max_fetch`].
+    pub held_back: usize,
 }
 
 impl SyncReport {
@@ -154,6 +161,7 @@ impl SyncReport {
         self.out_of_filter += r.out_of_filter;
         self.forged += r.forged;
         self.in_flight += r.in_flight;
+        self.held_back += r.held_back;
     }
 }
 
@@ -509,6 +517,8 @@ async fn run<S: EventStore + ?Sized>(
         Some(c) => c.ids.as_slice(),
         None => need.as_slice(),
     };
+    report.held_back = need.len().saturating_sub(opts.max_fetch);
+    let need = &need[..need.len().min(opts.max_fetch)];
     if pulls && !need.is_empty() {
         pull(
             store,

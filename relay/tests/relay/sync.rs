@@ -147,6 +147,41 @@ async fn directions_filters_and_empty_sets() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_fetches_at_most_max_fetch_and_leaves_the_rest_for_the_next() {
+    let r = start(Limits::default()).await;
+    let (_d, mut local) = local_store();
+    fill(
+        &mut Store::open(&r.db).unwrap(),
+        &events(10, 1_700_000_000, "r"),
+    );
+    let capped = || SyncOptions {
+        direction: Direction::Pull,
+        max_fetch: 4,
+        ..Default::default()
+    };
+    let first = run_sync(&mut local, &r.url, capped()).await;
+    assert_eq!(
+        (first.need, first.fetched, first.held_back),
+        (10, 4, 6),
+        "{first:?}"
+    );
+    assert_eq!(ids_of(&local).len(), 4);
+    let second = run_sync(&mut local, &r.url, capped()).await;
+    assert_eq!(
+        (second.need, second.fetched, second.held_back),
+        (6, 4, 2),
+        "{second:?}"
+    );
+    let last = run_sync(&mut local, &r.url, capped()).await;
+    assert_eq!(
+        (last.need, last.fetched, last.held_back),
+        (2, 2, 0),
+        "{last:?}"
+    );
+    assert_eq!(ids_of(&local).len(), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sets_larger_than_a_frame_take_several_rounds() {
     let r = start(Limits::default()).await;
     let (_d, mut local) = local_store();
