@@ -167,6 +167,8 @@ pub fn start(
     }));
     for url in relays {
         let (tx, out, me) = (tx.clone(), mailbox.out.clone(), me.clone());
+        // the relays may serve gift wraps only to their recipient, authenticated (NIP-42)
+        let key = *mailbox.keys.nostr();
         tasks.push(tokio::spawn(async move {
             let mut backoff = Duration::from_secs(1);
             loop {
@@ -175,7 +177,8 @@ pub fn start(
                 let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since});
                 let mut outgoing = out.subscribe();
                 let ended =
-                    fleetmesh_relay::sync::subscribe(&url, &filter, None, &tx, &mut outgoing).await;
+                    fleetmesh_relay::sync::subscribe(&url, &filter, (None, Some(key)), &tx, &mut outgoing)
+                        .await;
                 if tx.is_closed() {
                     return;
                 }

@@ -70,6 +70,12 @@ pub struct Limits {
     /// `rung1` (writes and new subscriptions from granted peers only) or `rung2` (granted
     /// peers only, within their grants). Default `auto`.
     pub shedding: crate::face::Shedding,
+    /// Kinds served only to the keys they are addressed to: a client must authenticate
+    /// (NIP-42) and ask for them by its own key (`#p` or `authors`); other filters never
+    /// match them. Federation links read them within their agreed shards. `[]` serves them
+    /// to anyone. Default `[1059, 21059]` (NIP-59 gift wraps and their ephemeral form, as
+    /// NIP-17 asks of relays).
+    pub private_kinds: Vec<u16>,
 }
 
 impl Default for Limits {
@@ -97,6 +103,10 @@ impl Default for Limits {
             ping_interval_secs: 30,
             idle_timeout_secs: 60,
             shedding: crate::face::Shedding::Auto,
+            private_kinds: vec![
+                fleetmesh_schemas::constants::kind::GIFT_WRAP,
+                fleetmesh_schemas::constants::kind::EPHEMERAL_GIFT_WRAP,
+            ],
         }
     }
 }

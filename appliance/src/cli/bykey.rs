@@ -55,10 +55,18 @@ pub(crate) fn by_giftwrap(
         let (out, _) = tokio::sync::broadcast::channel(4);
         for url in relays {
             let (url, filter, tx) = (url.clone(), filter.clone(), tx.clone());
+            // the relay may serve the answer only to its recipient, authenticated (NIP-42)
+            let key = *keys.nostr();
             let mut outgoing = out.subscribe();
             tokio::spawn(async move {
-                if let Err(e) =
-                    fleetmesh_relay::sync::subscribe(&url, &filter, None, &tx, &mut outgoing).await
+                if let Err(e) = fleetmesh_relay::sync::subscribe(
+                    &url,
+                    &filter,
+                    (None, Some(key)),
+                    &tx,
+                    &mut outgoing,
+                )
+                .await
                 {
                     eprintln!("meshnode: {e}");
                 }

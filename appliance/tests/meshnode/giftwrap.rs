@@ -37,10 +37,12 @@ fn js(npm: &Path, args: &[&str]) -> Value {
     serde_json::from_str(stdout(&o).trim()).unwrap()
 }
 
+fn keys(dir: &Path) -> fleetmesh_proto::NodeKeys {
+    fleetmesh_proto::NodeKeys::load(&dir.join("keys")).unwrap()
+}
+
 fn pubkey(dir: &Path) -> String {
-    fleetmesh_proto::NodeKeys::load(&dir.join("keys"))
-        .unwrap()
-        .nostr_pubkey_hex()
+    keys(dir).nostr_pubkey_hex()
 }
 
 fn secret(dir: &Path) -> String {
@@ -118,7 +120,8 @@ fn gift_wraps_cross_with_nostr_tools_both_ways_and_through_the_relay() {
     std::fs::write(&live_file, stdout(&o)).unwrap();
     assert!(unwrap(b, &live_file).status.success());
 
-    // through a relay: the wrap is stored, found by its p tag, and opens
+    // through a relay: the wrap is stored, and served only to bob, who authenticates
+    // (NIP-42) and finds it by its p tag
     let node = run_node(&bob);
     let url = format!("ws://{}/", node.addr);
     runtime().block_on(async {
@@ -127,13 +130,38 @@ fn gift_wraps_cross_with_nostr_tools_both_ways_and_through_the_relay() {
             &[fleetmesh_proto::Event::from_json(&ours.to_string()).unwrap()],
         )
         .await;
-        let found = req_events(
+        assert!(
+            req_events(&url, serde_json::json!({}))
+                .await
+                .iter()
+                .all(|e| e["kind"] != 1059)
+        );
+        let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+        let req = serde_json::json!(["REQ", "w", {"kinds": [1059], "#p": [pubkey(&bob)]}]);
+        ws.send(WsMessage::Text(req.to_string().into()))
+            .await
+            .unwrap();
+        let challenge = next_json(&mut ws).await;
+        assert_eq!(challenge[0], "AUTH", "{challenge}");
+        let closed = next_json(&mut ws).await;
+        assert!(
+            closed[2].as_str().unwrap().starts_with("auth-required:"),
+            "{closed}"
+        );
+        let auth = fleetmesh_relay::sync::auth_message(
+            keys(&bob).nostr(),
             &url,
-            serde_json::json!({"kinds": [1059], "#p": [pubkey(&bob)]}),
+            challenge[1].as_str().unwrap(),
         )
-        .await;
-        assert_eq!(found.len(), 1);
-        assert_eq!(found[0], ours);
+        .unwrap();
+        ws.send(WsMessage::Text(auth.into())).await.unwrap();
+        assert_eq!(next_json(&mut ws).await[2], true);
+        ws.send(WsMessage::Text(req.to_string().into()))
+            .await
+            .unwrap();
+        let found = next_json(&mut ws).await;
+        assert_eq!(found[2], ours, "{found}");
+        assert_eq!(next_json(&mut ws).await[0], "EOSE");
     });
 
     // nostr-tools, both ways

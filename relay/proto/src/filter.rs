@@ -26,6 +26,9 @@ pub struct Filter {
     pub until: Option<u64>,
     /// Most events the initial query returns (newest first).
     pub limit: Option<u64>,
+    /// Kinds left out whatever else matches: set by a relay for what a connection may not
+    /// read (its private kinds), never read from the wire.
+    pub exclude_kinds: Vec<u16>,
 }
 
 /// Why a filter was refused; the text follows NIP-01's `invalid:` convention.
@@ -167,6 +170,9 @@ impl Filter {
         if let Some(kinds) = &self.kinds
             && !kinds.contains(&event.kind)
         {
+            return false;
+        }
+        if self.exclude_kinds.contains(&event.kind) {
             return false;
         }
         if self.since.is_some_and(|s| event.created_at < s)

@@ -55,7 +55,7 @@ impl Connection {
     }
 
     /// Sends this connection's NIP-42 challenge, once.
-    fn challenge(&mut self) -> bool {
+    pub(super) fn challenge(&mut self) -> bool {
         if self.challenge.is_some() {
             return true;
         }

@@ -387,13 +387,15 @@ impl Connection {
             .iter()
             .map(|f| Filter::from_value(f, fl))
             .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("invalid: {e}"))
+            .and_then(|f| self.private_view(f))
         {
             Ok(f) => Arc::new(f),
-            Err(e) => {
+            Err(why) => {
                 if self.subs.remove(&subid).is_some() {
                     relay.metrics.subscriptions_open.fetch_sub(1, Relaxed);
                 }
-                return self.send(message::closed(&subid, &format!("invalid: {e}")));
+                return !why.is_empty() && self.send(message::closed(&subid, &why));
             }
         };
         relay.metrics.reqs.fetch_add(1, Relaxed);

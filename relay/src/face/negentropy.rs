@@ -121,9 +121,14 @@ impl Connection {
                 let fl = FilterLimits {
                     max_values: limits.max_filter_values,
                 };
-                let filter = match Filter::from_value(filter, fl) {
-                    Ok(f) => f,
-                    Err(e) => return self.send(message::neg_err(&subid, &format!("invalid: {e}"))),
+                let filter = match Filter::from_value(filter, fl)
+                    .map_err(|e| format!("invalid: {e}"))
+                    .and_then(|f| self.private_view(vec![f]))
+                {
+                    Ok(mut f) => f.remove(0),
+                    Err(why) => {
+                        return !why.is_empty() && self.send(message::neg_err(&subid, &why));
+                    }
                 };
                 // NEG-OPEN costs a scan of up to max_neg_items rows: it takes a REQ token,
                 // and sessions still loading count against the limit even when reopened.

@@ -573,6 +573,15 @@ fn filter_sql(f: &Filter, limit: Option<u64>, now: u64) -> (String, Vec<rusqlite
             kinds.iter().map(|k| V::Integer(i64::from(*k))).collect(),
         );
     }
+    if !f.exclude_kinds.is_empty() {
+        list(
+            "e.kind NOT",
+            f.exclude_kinds
+                .iter()
+                .map(|k| V::Integer(i64::from(*k)))
+                .collect(),
+        );
+    }
     let mut range = String::new();
     let mut range_params = Vec::new();
     if let Some(since) = f.since {

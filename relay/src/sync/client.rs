@@ -81,11 +81,36 @@ pub async fn publish(
     Ok(verdicts)
 }
 
+/// The NIP-42 answer to `challenge` from the relay at `peer`, signed by `key` (a Nostr
+/// key pair).
+///
+/// # Errors
+/// [`Error::Sync`] when it cannot be signed (no randomness).
+pub fn auth_message(key: &secp256k1::Keypair, peer: &str, challenge: &str) -> Result<String> {
+    let e = fleetmesh_proto::UnsignedEvent {
+        created_at: now(),
+        kind: crate::face::AUTH_KIND,
+        tags: vec![
+            vec!["relay".into(), peer.into()],
+            vec!["challenge".into(), challenge.into()],
+        ],
+        content: String::new(),
+    }
+    .sign(key)
+    .map_err(|e| Error::Sync {
+        peer: peer.into(),
+        reason: format!("signing the NIP-42 answer: {e}"),
+    })?;
+    Ok(json!(["AUTH", e.to_value()]).to_string())
+}
+
 /// Holds a subscription with `filter` open on `peer` until the connection ends or
 /// `incoming`'s receiver is gone: each event that verifies and matches goes to `incoming`,
 /// and each event from `outgoing` is published on the same connection (its OK is not
-/// awaited). The node's mailbox reads gift wraps this way; `meshnode job submit --via
-/// giftwrap` waits for its answer this way.
+/// awaited). With `auth`, a NIP-42 challenge is answered as that key, and a subscription
+/// closed `auth-required:` is asked again once (a relay that serves gift wraps only to
+/// their recipients). The node's mailbox reads gift wraps this way; `meshnode job submit
+/// --via giftwrap` waits for its answer this way.
 ///
 /// # Errors
 /// [`Error::Sync`] when the peer cannot be reached, closes the subscription or the
@@ -93,14 +118,16 @@ pub async fn publish(
 pub async fn subscribe(
     peer: &str,
     filter: &Value,
-    ca_pem: Option<&[u8]>,
+    (ca_pem, auth): (Option<&[u8]>, Option<secp256k1::Keypair>),
     incoming: &tokio::sync::mpsc::Sender<Event>,
     outgoing: &mut tokio::sync::broadcast::Receiver<Event>,
 ) -> Result<()> {
     let parsed = parse_filter(peer, filter)?;
     let mut p = Peer::connect(peer, ca_pem, Duration::from_secs(30)).await?;
     let subid = "fleetmesh-subscribe";
-    p.send(json!(["REQ", subid, filter]).to_string()).await?;
+    let req = json!(["REQ", subid, filter]).to_string();
+    p.send(req.clone()).await?;
+    let (mut authed, mut asked_again) = (false, false);
     loop {
         tokio::select! {
             msg = p.next_text() => {
@@ -116,8 +143,21 @@ pub async fn subscribe(
                             return Ok(());
                         }
                     }
+                    (Some("AUTH"), Some(challenge)) => {
+                        if let Some(key) = &auth {
+                            p.send(auth_message(key, peer, challenge)?).await?;
+                            authed = true;
+                        }
+                    }
                     (Some("CLOSED"), Some(s)) if s == subid => {
-                        return Err(p.err(format!("CLOSED: {}", v[2].as_str().unwrap_or(""))));
+                        let why = v[2].as_str().unwrap_or("");
+                        if authed && !asked_again && why.starts_with("auth-required:") {
+                            // the AUTH went first on this connection: asked again, once
+                            asked_again = true;
+                            p.send(req.clone()).await?;
+                            continue;
+                        }
+                        return Err(p.err(format!("CLOSED: {why}")));
                     }
                     _ => {}
                 }

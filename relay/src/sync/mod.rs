@@ -20,7 +20,7 @@ use fleetmesh_proto::event::Event;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
 
 mod client;
-pub use client::{publish, query, subscribe};
+pub use client::{auth_message, publish, query, subscribe};
 
 /// Which way events flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,6 +9,7 @@ mod giftwrap;
 mod hostile;
 mod nostr_core;
 mod nouns;
+mod private;
 mod revocation;
 mod shedding;
 mod store;
