@@ -64,12 +64,13 @@ fn client() -> anyhow::Result<reqwest::blocking::Client> {
 fn signed(
     req: reqwest::blocking::RequestBuilder,
     to: &JobNode,
-    keys: &NodeKeys,
+    keys: Option<&NodeKeys>,
     (method, url, body): (&str, &str, Option<&[u8]>),
 ) -> anyhow::Result<reqwest::blocking::RequestBuilder> {
-    Ok(match &to.token {
-        Some(t) => req.bearer_auth(t),
-        None => {
+    Ok(match (&to.token, keys) {
+        (Some(t), _) => req.bearer_auth(t),
+        (None, None) => req,
+        (None, Some(keys)) => {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)?
                 .as_secs();
@@ -80,7 +81,7 @@ fn signed(
 }
 
 /// GETs `url` of the job API as [`signed`] says; the JSON body and the status.
-fn get(url: &str, to: &JobNode, keys: &NodeKeys) -> anyhow::Result<(u16, Value)> {
+fn get(url: &str, to: &JobNode, keys: Option<&NodeKeys>) -> anyhow::Result<(u16, Value)> {
     let req = client()?.get(url).header("accept", "application/json");
     let r = signed(req, to, keys, ("GET", url, None))?
         .send()
@@ -110,6 +111,12 @@ fn buyer_keys(to: &JobNode) -> anyhow::Result<NodeKeys> {
         dir.display()
     );
     Ok(keys)
+}
+
+/// The keys a job read is signed with: none with `--token` (the operator's view), else
+/// the buyer's ([`buyer_keys`]).
+fn reader_keys(to: &JobNode) -> anyhow::Result<Option<NodeKeys>> {
+    to.token.is_none().then(|| buyer_keys(to)).transpose()
 }
 
 /// The keys in `given` (a key directory, or a node directory with its `keys/`); `what`
@@ -154,8 +161,9 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
             by_key,
         } => submit(&file, idempotency_key.as_deref(), &to, &by_key),
         JobCommand::Status { id, to } => {
-            let keys = buyer_keys(&to)?;
-            let (code, v) = get(&node_url(&to, &format!("/v1/jobs/{id}")), &to, &keys)?;
+            let keys = reader_keys(&to)?;
+            let url = node_url(&to, &format!("/v1/jobs/{id}"));
+            let (code, v) = get(&url, &to, keys.as_ref())?;
             println!("{v}");
             if code != 200 {
                 return Ok(Outcome::Malformed);
@@ -168,9 +176,9 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
         }
         JobCommand::Result { id, out, to } => result(&id, &out, &to),
         JobCommand::Receipt { id, to } => {
-            let keys = buyer_keys(&to)?;
+            let keys = reader_keys(&to)?;
             let url = node_url(&to, &format!("/v1/jobs/{id}/receipt"));
-            let (code, v) = get(&url, &to, &keys)?;
+            let (code, v) = get(&url, &to, keys.as_ref())?;
             println!("{v}");
             Ok(match code {
                 200 => Outcome::Ok,
@@ -340,7 +348,7 @@ fn submit(
     let post = client()?
         .post(&url)
         .header("content-type", "application/json");
-    let r = signed(post, to, &keys, ("POST", &url, Some(body.as_bytes())))?
+    let r = signed(post, to, Some(&keys), ("POST", &url, Some(body.as_bytes())))?
         .body(body)
         .send()
         .with_context(|| format!("submitting to {}", to.node()))?;
@@ -560,7 +568,11 @@ const DEFAULT_FUEL: u64 = 1_000_000_000;
 
 fn result(id: &str, out: &Path, to: &JobNode) -> anyhow::Result<Outcome> {
     let keys = buyer_keys(to)?;
-    let (code, v) = get(&node_url(to, &format!("/v1/jobs/{id}/result")), to, &keys)?;
+    let (code, v) = get(
+        &node_url(to, &format!("/v1/jobs/{id}/result")),
+        to,
+        Some(&keys),
+    )?;
     match code {
         200 => {}
         409 => {

@@ -474,3 +474,39 @@ fn a_budget_receipt_is_canonical_json_signed_by_its_sender_and_chained_by_hash()
         Err(Error::Schema(_))
     ));
 }
+
+/// A replayed report (kind 30802, one per subject and reporter: addressable by the
+/// subject) maps to a refusal with its reason, never to a stored or acted-on report: an
+/// older version of a report is refused `duplicate:` naming the newer one kept, the same
+/// one again is a duplicate, and the relay still serves the newest alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_report_is_refused_and_the_newest_stays() {
+    use fleetmesh_proto::ledger::Report;
+    use fleetmesh_proto::noun::Noun as _;
+    let r = super::face::start(fleetmesh_relay::limits::Limits::default()).await;
+    let keys = NodeKeys::generate().unwrap();
+    let example = &examples(30802)["valid"][0];
+    let report = Report::from_event(&resigned(&keys, example)).unwrap();
+    let now = fleetmesh_relay::store::now();
+    let (older, newer) = (
+        report.sign(&keys, now - 60).unwrap(),
+        report.sign(&keys, now).unwrap(),
+    );
+    let mut c = super::face::Raw::connect(&r.url).await;
+    assert_eq!(c.publish(&newer).await, (true, String::new()));
+    let (ok, why) = c.publish(&older).await;
+    assert!(
+        !ok && why.starts_with("duplicate: a newer version"),
+        "{why}"
+    );
+    let (ok, why) = c.publish(&newer).await;
+    assert!(ok && why.starts_with("duplicate:"), "{why}");
+    let stored = c
+        .req(
+            "r",
+            &[json!({"kinds": [30802], "authors": [keys.nostr_pubkey_hex()]})],
+        )
+        .await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0]["id"], newer.id_hex());
+}
