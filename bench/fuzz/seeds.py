@@ -253,6 +253,10 @@ schemas = {
                  "$ref": "#/$defs/node"}, '{"v":1.5e3,"next":{"v":-0.25}}'),
     "types.txt": ({"type": ["string", "null", "number"], "const": None}, "null"),
     "any.txt": ({}, '{"a":[1,2,{"b":"\\n"}],"c":null}'),
+    "bounds.txt": ({"type": "object", "properties": {
+                        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                        "t": {"type": "number", "exclusiveMinimum": -2.5, "exclusiveMaximum": 1e3}},
+                    "required": ["age", "t"]}, '{"age":42,"t":-2}'),
 }
 for name, (s, doc) in schemas.items():
     put("schema_grammar", name, js(s) + "\x00" + doc)

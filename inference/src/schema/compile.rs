@@ -33,6 +33,10 @@ const STRUCTURAL: &[&str] = &[
     "maxItems",
     "minLength",
     "maxLength",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
     "$ref",
     "$defs",
     "definitions",
@@ -85,6 +89,60 @@ pub(crate) struct Node {
     pub max_len: Option<usize>,
     /// The fewest bytes of any document valid under this node ([`NEVER`] if none).
     pub min_bytes: usize,
+    /// `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` as the integers they
+    /// allow, inclusive (within the matcher's 18 digits): numbers here are generated as
+    /// integers in this range, exactly.
+    pub int_range: Option<(i128, i128)>,
+}
+
+/// The largest magnitude of an integer the matcher writes (18 digits).
+pub(crate) const INT_LIMIT: i128 = 999_999_999_999_999_999;
+
+/// The bounds keywords of a schema object, as the integers they allow: (lowest, highest),
+/// or None when it has none.
+fn int_bounds(obj: &serde_json::Map<String, Value>, at: &str) -> Result<Option<(i128, i128)>> {
+    let mut range = None;
+    for key in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+        let Some(v) = obj.get(key) else { continue };
+        let x = v.as_number().ok_or_else(|| {
+            schema_err(
+                at,
+                format!("`{key}` must be a number (JSON Schema 2020-12; not draft 4's boolean)"),
+            )
+        })?;
+        // exact for integers; a fractional bound is rounded toward the inside
+        let (floor, ceil) = match (x.as_i64(), x.as_u64(), x.as_f64()) {
+            (Some(i), _, _) => (i128::from(i), i128::from(i)),
+            (_, Some(u), _) => (i128::from(u), i128::from(u)),
+            (_, _, Some(f)) if f.is_finite() => {
+                let clamp = |g: f64| g.clamp(-1e30, 1e30) as i128;
+                (clamp(f.floor()), clamp(f.ceil()))
+            }
+            _ => return Err(schema_err(at, format!("`{key}` is not a finite number"))),
+        };
+        let (lo, hi) = range.unwrap_or((-INT_LIMIT, INT_LIMIT));
+        range = Some(match key {
+            "minimum" => (lo.max(ceil), hi),
+            "maximum" => (lo, hi.min(floor)),
+            "exclusiveMinimum" => (lo.max(floor.saturating_add(1)), hi),
+            _ => (lo, hi.min(ceil.saturating_sub(1))),
+        });
+    }
+    Ok(range)
+}
+
+/// The fewest bytes of an integer in `lo..=hi` (`NEVER` when the range is empty).
+pub(crate) fn shortest_int(lo: i128, hi: i128) -> usize {
+    let digits = |m: i128| m.unsigned_abs().to_string().len();
+    if lo > hi {
+        NEVER
+    } else if lo <= 0 && hi >= 0 {
+        1
+    } else if lo > 0 {
+        digits(lo)
+    } else {
+        1 + digits(hi)
+    }
 }
 
 impl Node {
@@ -100,6 +158,7 @@ impl Node {
             min_len: 0,
             max_len: None,
             min_bytes: NEVER,
+            int_range: None,
         }
     }
 
@@ -394,6 +453,7 @@ impl Compiler<'_> {
         if n.max_len.is_some_and(|m| m < n.min_len) {
             n.kinds &= !STRING;
         }
+        n.int_range = int_bounds(obj, at)?;
 
         // properties, in the order the schema lists them
         let required: Vec<String> = match obj.get("required") {
@@ -486,6 +546,15 @@ impl Compiler<'_> {
                 .collect();
             n.literals = Some(kept);
         }
+        if let Some((lo, hi)) = n.int_range {
+            // bounded numbers are written as integers in the range (valid numbers too)
+            if n.kinds & NUMBER != 0 {
+                n.kinds = (n.kinds & !NUMBER) | INTEGER;
+            }
+            if lo > hi {
+                n.kinds &= !INTEGER;
+            }
+        }
         self.nodes[id] = n;
         Ok(id)
     }
@@ -532,6 +601,21 @@ fn literal_fits(n: &Node, v: &Value) -> bool {
         Value::Bool(_) => BOOLEAN,
         Value::Number(x) => {
             let whole = x.is_i64() || x.is_u64() || x.as_f64().is_some_and(|f| f.fract() == 0.0);
+            if let Some((lo, hi)) = n.int_range {
+                // exact for whole values; a fractional one is kept when the integers
+                // around it are both in range (inside the bounds, if not all it allows)
+                let inside = match (x.as_i64(), x.as_u64(), x.as_f64()) {
+                    (Some(i), _, _) => (lo..=hi).contains(&i128::from(i)),
+                    (_, Some(u), _) => (lo..=hi).contains(&i128::from(u)),
+                    (_, _, Some(f)) if f.is_finite() && f.abs() < 1e30 => {
+                        lo <= f.floor() as i128 && f.ceil() as i128 <= hi
+                    }
+                    _ => false,
+                };
+                if !inside {
+                    return false;
+                }
+            }
             if whole { NUMBER | INTEGER } else { NUMBER }
         }
         Value::String(s) => {
@@ -591,7 +675,7 @@ fn shortest(nodes: &[Node], i: usize) -> usize {
         best = best.min(n.min_len.saturating_add(2));
     }
     if n.kinds & (NUMBER | INTEGER) != 0 {
-        best = best.min(1);
+        best = best.min(n.int_range.map_or(1, |(lo, hi)| shortest_int(lo, hi)));
     }
     if n.kinds & (BOOLEAN | NULL) != 0 {
         best = best.min(4);

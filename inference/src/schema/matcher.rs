@@ -4,12 +4,47 @@
 //!
 //! The documents it accepts are a subset of those the schema allows: no key twice, keys
 //! other than the declared ones carry no escapes, numbers have at most 18 integer digits, 20 fraction digits and a
-//! two-digit exponent, `\u` escapes do not start with `d` (no surrogate halves), and at
-//! most 16 whitespace bytes stand together. Every document it accepts is valid.
+//! two-digit exponent, a bounded number (`minimum`…) is an integer in its range, `\u`
+//! escapes do not start with `d` (no surrogate halves), and at most 16 whitespace bytes
+//! stand together. Every document it accepts is valid.
 
 use std::sync::Arc;
 
 use super::compile::{ARRAY, BOOLEAN, Grammar, INTEGER, NEVER, NULL, NUMBER, OBJECT, STRING};
+
+/// The fewest digits still to write so that the integer read so far — sign `neg`,
+/// magnitude `mag`, `k` digits — ends inside `range` (0: it is there now); None when no
+/// ending is (within [`INT_DIGITS`] digits). "0" and "-0" take no more digits.
+fn digits_to_range(neg: bool, mag: u64, k: u8, (lo, hi): (i128, i128)) -> Option<usize> {
+    let reaches = |m_lo: i128, m_hi: i128| {
+        let (v_lo, v_hi) = if neg { (-m_hi, -m_lo) } else { (m_lo, m_hi) };
+        v_lo <= hi && lo <= v_hi
+    };
+    let pow = |j: u8| 10i128.pow(u32::from(j));
+    if k == 0 {
+        // a sign alone: then "0", or j digits not starting with 0
+        return (1..=INT_DIGITS)
+            .find(|&j| {
+                let (a, b) = if j == 1 {
+                    (0, 9)
+                } else {
+                    (pow(j - 1), pow(j) - 1)
+                };
+                reaches(a, b)
+            })
+            .map(usize::from);
+    }
+    let mag = i128::from(mag);
+    if mag == 0 {
+        return reaches(0, 0).then_some(0);
+    }
+    (0..=INT_DIGITS.saturating_sub(k))
+        .find(|&j| {
+            let a = mag * pow(j);
+            reaches(a, a + pow(j) - 1)
+        })
+        .map(usize::from)
+}
 
 const WS_MAX: u8 = 16;
 const INT_DIGITS: u8 = 18;
@@ -189,6 +224,11 @@ enum Frame {
     Num {
         int_only: bool,
         st: Num,
+        /// An integer read so far: its sign and magnitude (while `st` is in its integer
+        /// part), and the range it must end in (`minimum`…), if any.
+        neg: bool,
+        mag: u64,
+        range: Option<(i128, i128)>,
     },
     Lit {
         src: Lits,
@@ -301,7 +341,15 @@ impl Matcher {
     pub fn complete(&self) -> bool {
         match self.stack.as_slice() {
             [] => true,
-            [Frame::Num { st, .. }] => st.accepting(),
+            [
+                Frame::Num {
+                    st,
+                    neg,
+                    mag,
+                    range,
+                    ..
+                },
+            ] => num_complete(*st, *neg, *mag, *range),
             [Frame::Lit { src, cands, pos }] => {
                 cands.iter().any(|c| lit(&self.g, *src, *c).len() == *pos)
             }
@@ -457,8 +505,41 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                 Go::Take
             }
         },
-        Frame::Num { int_only, st } => {
+        Frame::Num {
+            int_only,
+            st,
+            neg,
+            mag,
+            range,
+        } => {
             let digit = b.is_ascii_digit();
+            if let Some(r) = *range {
+                // an integer in a range: a digit only where the range can still be met
+                let k = match *st {
+                    Num::Minus => 0,
+                    Num::Zero => 1,
+                    Num::Int(n) => n,
+                    _ => unreachable!("a bounded number is an integer"),
+                };
+                let here = digits_to_range(*neg, *mag, k, r) == Some(0);
+                let next = match (*st, b) {
+                    (Num::Minus, b'0') => Some(Num::Zero),
+                    (Num::Minus | Num::Int(_), _) if digit && k < INT_DIGITS => {
+                        Some(Num::Int(k + 1))
+                    }
+                    _ => None,
+                };
+                let m = *mag * 10 + u64::from(b.wrapping_sub(b'0'));
+                return match next {
+                    Some(s) if digits_to_range(*neg, m, k + 1, r).is_some() => {
+                        *st = s;
+                        *mag = m;
+                        Go::Take
+                    }
+                    _ if here => Go::Pop,
+                    _ => Go::No,
+                };
+            }
             let next = match (*st, b) {
                 (Num::Minus, b'0') => Some(Num::Zero),
                 (Num::Minus, _) if digit => Some(Num::Int(1)),
@@ -539,14 +620,27 @@ fn start_value(g: &Grammar, node: usize, b: u8) -> Go {
             esc: Esc::None,
             utf8: Utf8::Ready,
         }),
-        b'-' | b'0'..=b'9' if k & (NUMBER | INTEGER) != 0 => Go::Become(Frame::Num {
-            int_only: k & NUMBER == 0,
-            st: match b {
-                b'-' => Num::Minus,
-                b'0' => Num::Zero,
-                _ => Num::Int(1),
-            },
-        }),
+        b'-' | b'0'..=b'9' if k & (NUMBER | INTEGER) != 0 => {
+            let (neg, mag) = (b == b'-', u64::from(b.wrapping_sub(b'0')).min(9));
+            let mag = if neg { 0 } else { mag };
+            let k = u8::from(!neg);
+            if n.int_range
+                .is_some_and(|r| digits_to_range(neg, mag, k, r).is_none())
+            {
+                return Go::No;
+            }
+            Go::Become(Frame::Num {
+                int_only: k_int_only(n.kinds),
+                st: match b {
+                    b'-' => Num::Minus,
+                    b'0' => Num::Zero,
+                    _ => Num::Int(1),
+                },
+                neg,
+                mag,
+                range: n.int_range,
+            })
+        }
         b't' | b'f' if k & BOOLEAN != 0 => Go::Become(Frame::Lit {
             src: Lits::Bool,
             cands: vec![u32::from(b == b'f')],
@@ -637,6 +731,20 @@ fn object_step(
     }
 }
 
+fn k_int_only(kinds: u8) -> bool {
+    kinds & NUMBER == 0
+}
+
+/// Whether a number frame holds a whole value now (in its range, when it has one).
+fn num_complete(st: Num, neg: bool, mag: u64, range: Option<(i128, i128)>) -> bool {
+    match (range, st) {
+        (None, _) => st.accepting(),
+        (Some(r), Num::Zero) => digits_to_range(neg, mag, 1, r) == Some(0),
+        (Some(r), Num::Int(k)) => digits_to_range(neg, mag, k, r) == Some(0),
+        (Some(_), _) => false,
+    }
+}
+
 fn frame_remaining(g: &Grammar, f: &Frame) -> usize {
     let nodes = &g.nodes;
     match f {
@@ -659,6 +767,21 @@ fn frame_remaining(g: &Grammar, f: &Frame) -> usize {
                 Esc::Hex(k) => usize::from(4 - k),
             };
             esc + utf8.owed() + min.saturating_sub(*count) + 1
+        }
+        Frame::Num {
+            st,
+            neg,
+            mag,
+            range: Some(r),
+            ..
+        } => {
+            let k = match st {
+                Num::Minus => 0,
+                Num::Zero => 1,
+                Num::Int(n) => *n,
+                _ => return NEVER,
+            };
+            digits_to_range(*neg, *mag, k, *r).unwrap_or(NEVER)
         }
         Frame::Num { st, .. } => usize::from(!st.accepting()),
         Frame::Array { node, count, stage } => {

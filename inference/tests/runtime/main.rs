@@ -9,6 +9,7 @@ use fleetmesh_inference::tiny::make_tiny;
 use fleetmesh_inference::{Error, KvCache, Llama, LlamaConfig};
 
 mod batch;
+mod bounds;
 mod hostile_files;
 mod quorum;
 mod schema;

@@ -1,0 +1,182 @@
+//! Numeric bounds under constrained decoding (`minimum`, `maximum`, `exclusiveMinimum`,
+//! `exclusiveMaximum`): the matcher takes exactly the integers the `jsonschema` crate
+//! accepts, its shortest completion is exact, and the tiny model's constrained answers are
+//! always in range.
+
+use super::schema::{samplings, shortest_walk, tiny};
+use fleetmesh_inference::Batcher;
+use fleetmesh_inference::batch::{Job, wait};
+use fleetmesh_inference::schema::{Constraint, Grammar, Matcher, TokenVocab};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Bounded schemas, and how a number is placed in a document of each (`{}` for the number).
+fn bounded() -> Vec<(Value, &'static str)> {
+    let age = json!({"type": "object", "properties": {"age":
+        {"type": "integer", "minimum": 0, "maximum": 150}},
+        "required": ["age"], "additionalProperties": false});
+    vec![
+        (
+            json!({"type": "integer", "minimum": 0, "maximum": 150}),
+            "{}",
+        ),
+        (
+            json!({"type": "integer", "exclusiveMinimum": -5, "exclusiveMaximum": 7}),
+            "{}",
+        ),
+        (
+            json!({"type": "integer", "minimum": -1000, "maximum": -37}),
+            "{}",
+        ),
+        (
+            json!({"type": "number", "minimum": 2.5, "maximum": 1000.5}),
+            "{}",
+        ),
+        (json!({"type": "integer", "minimum": 100}), "{}"),
+        (json!({"type": "integer", "maximum": -3}), "{}"),
+        (
+            json!({"type": "integer", "minimum": 1e3, "maximum": 1e3}),
+            "{}",
+        ),
+        (
+            json!({"type": ["integer", "null"], "minimum": 10, "maximum": 12}),
+            "{}",
+        ),
+        (
+            json!({"type": "integer", "exclusiveMinimum": 0.5, "exclusiveMaximum": 9.5}),
+            "{}",
+        ),
+        (age, "{\"age\":{}}"),
+        (
+            json!({"type": "array", "items": {"type": "integer", "minimum": 7, "maximum": 9},
+                "minItems": 2, "maxItems": 2}),
+            "[8,{}]",
+        ),
+    ]
+}
+
+fn accepts(g: &Arc<Grammar>, doc: &str) -> bool {
+    let mut m = Matcher::new(g.clone());
+    m.feed_all(doc.as_bytes()) && m.complete()
+}
+
+#[test]
+fn bounded_integers_are_taken_exactly_when_the_jsonschema_crate_takes_them() {
+    let mut numbers: Vec<String> = (-1200..=1200).map(|n: i64| n.to_string()).collect();
+    numbers.extend(
+        [
+            "-0",
+            "999999999999999999",
+            "-999999999999999999",
+            "1000000000000000000",
+        ]
+        .map(String::from),
+    );
+    let odd = ["01", "-01", "1.0", "1e2", "3.5", "-", "+1", "00", "150.5"];
+    for (schema, place) in bounded() {
+        let g = Arc::new(Grammar::compile(&schema).unwrap());
+        let mut taken = 0;
+        for n in &numbers {
+            let doc = place.replace("{}", n);
+            let valid = jsonschema::is_valid(&schema, &serde_json::from_str(&doc).unwrap());
+            let ok = accepts(&g, &doc);
+            // every integer of up to 18 digits the schema allows is taken, nothing else
+            let in_subset = n.trim_start_matches('-').len() <= 18;
+            assert_eq!(ok, valid && in_subset, "{schema}: {doc}");
+            taken += usize::from(ok);
+        }
+        assert!(taken > 0, "{schema}");
+        for n in odd {
+            let doc = place.replace("{}", n);
+            if accepts(&g, &doc) {
+                let v: Value = serde_json::from_str(&doc).unwrap();
+                assert!(jsonschema::is_valid(&schema, &v), "{schema}: {doc}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_shortest_bounded_document_is_found_byte_by_byte() {
+    for (schema, want) in [
+        (json!({"type": "integer", "minimum": 1000}), "1000"),
+        (json!({"type": "integer", "maximum": -20}), "-20"),
+        (json!({"type": "integer", "minimum": -7, "maximum": 3}), "0"),
+        (json!({"type": "number", "exclusiveMinimum": 41.5}), "42"),
+        (
+            json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 12345}},
+                   "required": ["n"]}),
+            "{\"n\":12345}",
+        ),
+    ] {
+        let g = Arc::new(Grammar::compile(&schema).unwrap());
+        let doc = shortest_walk(&g, &schema.to_string());
+        assert_eq!(String::from_utf8(doc).unwrap(), want, "{schema}");
+        assert_eq!(g.min_bytes(), want.len(), "{schema}");
+    }
+}
+
+#[test]
+fn bounds_no_integer_meets_and_draft_4_booleans_are_refused_with_the_reason() {
+    for (schema, says) in [
+        (
+            json!({"type": "integer", "minimum": 5, "maximum": 4}),
+            "no finite document",
+        ),
+        (
+            json!({"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 4}),
+            "no finite document",
+        ),
+        (
+            json!({"type": "number", "minimum": 0.2, "maximum": 0.8}),
+            "no finite document",
+        ),
+        (
+            json!({"type": "integer", "minimum": 0, "exclusiveMinimum": true}),
+            "`exclusiveMinimum` must be a number",
+        ),
+        (
+            json!({"type": "integer", "multipleOf": 2}),
+            "unsupported keyword `multipleOf`",
+        ),
+    ] {
+        let e = Grammar::compile(&schema).unwrap_err();
+        assert!(e.to_string().contains(says), "{schema}: {e}");
+    }
+}
+
+#[test]
+fn the_tiny_models_constrained_answers_are_always_in_range() {
+    let (_dir, model, tok) = tiny();
+    let vocab = Arc::new(TokenVocab::new(&tok.token_bytes()));
+    let batcher = Batcher::new(model, [7; 32], 8);
+    let mut runs = 0;
+    for (schema, _) in bounded() {
+        let grammar = Arc::new(Grammar::compile(&schema).unwrap());
+        let shortest = grammar.min_bytes();
+        let mut tickets = Vec::new();
+        for sampling in samplings() {
+            for max_tokens in [32, shortest] {
+                let job = Job {
+                    prompt: b"age: ".iter().map(|b| u32::from(*b)).collect(),
+                    max_tokens,
+                    sampling: sampling.clone(),
+                    top_logprobs: 0,
+                    on_step: None,
+                    constraint: Some(Constraint::new(grammar.clone(), vocab.clone(), Vec::new())),
+                };
+                tickets.push((max_tokens, batcher.submit(job).unwrap()));
+            }
+        }
+        for (max_tokens, ticket) in tickets {
+            let t = wait(&ticket).unwrap();
+            let text = tok.decode(&t.output_ids()).unwrap();
+            let v: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{schema}: {text:?} is not JSON: {e}"));
+            assert!(jsonschema::is_valid(&schema, &v), "{schema}: {text}");
+            assert!(t.steps.len() <= max_tokens);
+            runs += 1;
+        }
+    }
+    assert_eq!(runs, bounded().len() * samplings().len() * 2);
+}
