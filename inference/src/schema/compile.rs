@@ -37,6 +37,7 @@ const STRUCTURAL: &[&str] = &[
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
+    "multipleOf",
     "$ref",
     "$defs",
     "definitions",
@@ -89,19 +90,83 @@ pub(crate) struct Node {
     pub max_len: Option<usize>,
     /// The fewest bytes of any document valid under this node ([`NEVER`] if none).
     pub min_bytes: usize,
-    /// `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` as the integers they
-    /// allow, inclusive (within the matcher's 18 digits): numbers here are generated as
-    /// integers in this range, exactly.
-    pub int_range: Option<(i128, i128)>,
+    /// `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` and `multipleOf` as the
+    /// integers they allow (within the matcher's 18 digits): numbers here are generated as
+    /// such integers, exactly.
+    pub int_range: Option<IntSpec>,
 }
 
 /// The largest magnitude of an integer the matcher writes (18 digits).
 pub(crate) const INT_LIMIT: i128 = 999_999_999_999_999_999;
 
-/// The bounds keywords of a schema object, as the integers they allow: (lowest, highest),
-/// or None when it has none.
-fn int_bounds(obj: &serde_json::Map<String, Value>, at: &str) -> Result<Option<(i128, i128)>> {
-    let mut range = None;
+/// The integers a bounded number may be: `lo..=hi`, multiples of `step`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IntSpec {
+    pub lo: i128,
+    pub hi: i128,
+    pub step: i128,
+}
+
+impl IntSpec {
+    /// The first allowed integer at or above `a`, if it is at most `b`.
+    fn first_in(&self, a: i128, b: i128) -> Option<i128> {
+        let (a, b) = (a.max(self.lo), b.min(self.hi));
+        // the smallest multiple of step ≥ a
+        let first = -((-a).div_euclid(self.step)) * self.step;
+        (a <= b && first <= b).then_some(first)
+    }
+
+    /// The last allowed integer at or below `b`, if it is at least `a`.
+    fn last_in(&self, a: i128, b: i128) -> Option<i128> {
+        let (a, b) = (a.max(self.lo), b.min(self.hi));
+        let last = b.div_euclid(self.step) * self.step;
+        (a <= b && last >= a).then_some(last)
+    }
+
+    /// Whether some allowed integer lies in `a..=b`.
+    pub fn meets(&self, a: i128, b: i128) -> bool {
+        self.first_in(a, b).is_some()
+    }
+
+    /// The fewest bytes of an allowed integer (`NEVER` when none is).
+    pub fn shortest(&self) -> usize {
+        let digits = |m: i128| m.unsigned_abs().to_string().len();
+        if self.meets(0, 0) {
+            return 1;
+        }
+        let up = self.first_in(1, INT_LIMIT).map_or(NEVER, digits);
+        let down = self
+            .last_in(-INT_LIMIT, -1)
+            .map_or(NEVER, |m| 1 + digits(m));
+        up.min(down)
+    }
+}
+
+/// The bounds keywords and `multipleOf` of a schema object, as the integers they allow, or
+/// None when it has none of them.
+fn int_bounds(obj: &serde_json::Map<String, Value>, at: &str) -> Result<Option<IntSpec>> {
+    let step = match obj.get("multipleOf") {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .or_else(|| {
+                    v.as_f64()
+                        .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f < 1e18)
+                        .map(|f| f as u64)
+                })
+                .filter(|m| (1..=INT_LIMIT as u64).contains(m))
+                .map(i128::from)
+                .ok_or_else(|| {
+                    schema_err(
+                        at,
+                        format!(
+                            "`multipleOf` {v}: constrained decoding supports positive whole numbers"
+                        ),
+                    )
+                })?,
+        ),
+    };
+    let mut range = step.map(|_| (-INT_LIMIT, INT_LIMIT));
     for key in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
         let Some(v) = obj.get(key) else { continue };
         let x = v.as_number().ok_or_else(|| {
@@ -128,21 +193,11 @@ fn int_bounds(obj: &serde_json::Map<String, Value>, at: &str) -> Result<Option<(
             _ => (lo, hi.min(ceil.saturating_sub(1))),
         });
     }
-    Ok(range)
-}
-
-/// The fewest bytes of an integer in `lo..=hi` (`NEVER` when the range is empty).
-pub(crate) fn shortest_int(lo: i128, hi: i128) -> usize {
-    let digits = |m: i128| m.unsigned_abs().to_string().len();
-    if lo > hi {
-        NEVER
-    } else if lo <= 0 && hi >= 0 {
-        1
-    } else if lo > 0 {
-        digits(lo)
-    } else {
-        1 + digits(hi)
-    }
+    Ok(range.map(|(lo, hi)| IntSpec {
+        lo: lo.max(-INT_LIMIT),
+        hi: hi.min(INT_LIMIT),
+        step: step.unwrap_or(1),
+    }))
 }
 
 impl Node {
@@ -546,12 +601,12 @@ impl Compiler<'_> {
                 .collect();
             n.literals = Some(kept);
         }
-        if let Some((lo, hi)) = n.int_range {
-            // bounded numbers are written as integers in the range (valid numbers too)
+        if let Some(spec) = n.int_range {
+            // bounded numbers are written as the integers allowed (valid numbers too)
             if n.kinds & NUMBER != 0 {
                 n.kinds = (n.kinds & !NUMBER) | INTEGER;
             }
-            if lo > hi {
+            if spec.shortest() >= NEVER {
                 n.kinds &= !INTEGER;
             }
         }
@@ -601,14 +656,18 @@ fn literal_fits(n: &Node, v: &Value) -> bool {
         Value::Bool(_) => BOOLEAN,
         Value::Number(x) => {
             let whole = x.is_i64() || x.is_u64() || x.as_f64().is_some_and(|f| f.fract() == 0.0);
-            if let Some((lo, hi)) = n.int_range {
-                // exact for whole values; a fractional one is kept when the integers
-                // around it are both in range (inside the bounds, if not all it allows)
+            if let Some(spec) = n.int_range {
+                // exact for whole values; a fractional one is kept (without `multipleOf`)
+                // when the integers around it are both in range: inside the bounds
+                let at = |i: i128| spec.meets(i, i);
                 let inside = match (x.as_i64(), x.as_u64(), x.as_f64()) {
-                    (Some(i), _, _) => (lo..=hi).contains(&i128::from(i)),
-                    (_, Some(u), _) => (lo..=hi).contains(&i128::from(u)),
-                    (_, _, Some(f)) if f.is_finite() && f.abs() < 1e30 => {
-                        lo <= f.floor() as i128 && f.ceil() as i128 <= hi
+                    (Some(i), _, _) => at(i128::from(i)),
+                    (_, Some(u), _) => at(i128::from(u)),
+                    (_, _, Some(f)) if f.is_finite() && f.abs() < 1e30 && f.fract() == 0.0 => {
+                        at(f as i128)
+                    }
+                    (_, _, Some(f)) if f.is_finite() && f.abs() < 1e30 && spec.step == 1 => {
+                        spec.lo <= f.floor() as i128 && f.ceil() as i128 <= spec.hi
                     }
                     _ => false,
                 };
@@ -675,7 +734,7 @@ fn shortest(nodes: &[Node], i: usize) -> usize {
         best = best.min(n.min_len.saturating_add(2));
     }
     if n.kinds & (NUMBER | INTEGER) != 0 {
-        best = best.min(n.int_range.map_or(1, |(lo, hi)| shortest_int(lo, hi)));
+        best = best.min(n.int_range.map_or(1, |spec| spec.shortest()));
     }
     if n.kinds & (BOOLEAN | NULL) != 0 {
         best = best.min(4);

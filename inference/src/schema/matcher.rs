@@ -4,21 +4,23 @@
 //!
 //! The documents it accepts are a subset of those the schema allows: no key twice, keys
 //! other than the declared ones carry no escapes, numbers have at most 18 integer digits, 20 fraction digits and a
-//! two-digit exponent, a bounded number (`minimum`…) is an integer in its range, `\u`
+//! two-digit exponent, a bounded number (`minimum`, `multipleOf`…) is an integer it allows, `\u`
 //! escapes do not start with `d` (no surrogate halves), and at most 16 whitespace bytes
 //! stand together. Every document it accepts is valid.
 
 use std::sync::Arc;
 
-use super::compile::{ARRAY, BOOLEAN, Grammar, INTEGER, NEVER, NULL, NUMBER, OBJECT, STRING};
+use super::compile::{
+    ARRAY, BOOLEAN, Grammar, INTEGER, IntSpec, NEVER, NULL, NUMBER, OBJECT, STRING,
+};
 
 /// The fewest digits still to write so that the integer read so far — sign `neg`,
-/// magnitude `mag`, `k` digits — ends inside `range` (0: it is there now); None when no
-/// ending is (within [`INT_DIGITS`] digits). "0" and "-0" take no more digits.
-fn digits_to_range(neg: bool, mag: u64, k: u8, (lo, hi): (i128, i128)) -> Option<usize> {
+/// magnitude `mag`, `k` digits — ends as one `spec` allows (0: it is one now); None when
+/// no ending does (within [`INT_DIGITS`] digits). "0" and "-0" take no more digits.
+fn digits_to_range(neg: bool, mag: u64, k: u8, spec: IntSpec) -> Option<usize> {
     let reaches = |m_lo: i128, m_hi: i128| {
         let (v_lo, v_hi) = if neg { (-m_hi, -m_lo) } else { (m_lo, m_hi) };
-        v_lo <= hi && lo <= v_hi
+        spec.meets(v_lo, v_hi)
     };
     let pow = |j: u8| 10i128.pow(u32::from(j));
     if k == 0 {
@@ -228,7 +230,7 @@ enum Frame {
         /// part), and the range it must end in (`minimum`…), if any.
         neg: bool,
         mag: u64,
-        range: Option<(i128, i128)>,
+        range: Option<IntSpec>,
     },
     Lit {
         src: Lits,
@@ -736,7 +738,7 @@ fn k_int_only(kinds: u8) -> bool {
 }
 
 /// Whether a number frame holds a whole value now (in its range, when it has one).
-fn num_complete(st: Num, neg: bool, mag: u64, range: Option<(i128, i128)>) -> bool {
+fn num_complete(st: Num, neg: bool, mag: u64, range: Option<IntSpec>) -> bool {
     match (range, st) {
         (None, _) => st.accepting(),
         (Some(r), Num::Zero) => digits_to_range(neg, mag, 1, r) == Some(0),

@@ -1,5 +1,5 @@
 //! Numeric bounds under constrained decoding (`minimum`, `maximum`, `exclusiveMinimum`,
-//! `exclusiveMaximum`): the matcher takes exactly the integers the `jsonschema` crate
+//! `exclusiveMaximum`, `multipleOf`): the matcher takes exactly the integers the `jsonschema` crate
 //! accepts, its shortest completion is exact, and the tiny model's constrained answers are
 //! always in range.
 
@@ -44,6 +44,15 @@ fn bounded() -> Vec<(Value, &'static str)> {
         ),
         (
             json!({"type": "integer", "exclusiveMinimum": 0.5, "exclusiveMaximum": 9.5}),
+            "{}",
+        ),
+        (
+            json!({"type": "integer", "multipleOf": 7, "minimum": -50, "maximum": 100}),
+            "{}",
+        ),
+        (json!({"type": "number", "multipleOf": 25.0}), "{}"),
+        (
+            json!({"type": "integer", "multipleOf": 300, "exclusiveMaximum": 0}),
             "{}",
         ),
         (age, "{\"age\":{}}"),
@@ -104,6 +113,18 @@ fn the_shortest_bounded_document_is_found_byte_by_byte() {
         (json!({"type": "integer", "minimum": -7, "maximum": 3}), "0"),
         (json!({"type": "number", "exclusiveMinimum": 41.5}), "42"),
         (
+            json!({"type": "integer", "multipleOf": 10, "minimum": 1}),
+            "10",
+        ),
+        (
+            json!({"type": "integer", "multipleOf": 300, "maximum": -1}),
+            "-300",
+        ),
+        (
+            json!({"type": "integer", "multipleOf": 7, "minimum": -10, "maximum": 10}),
+            "0",
+        ),
+        (
             json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 12345}},
                    "required": ["n"]}),
             "{\"n\":12345}",
@@ -117,7 +138,7 @@ fn the_shortest_bounded_document_is_found_byte_by_byte() {
 }
 
 #[test]
-fn bounds_no_integer_meets_and_draft_4_booleans_are_refused_with_the_reason() {
+fn bounds_no_integer_meets_draft_4_booleans_and_fractional_steps_are_refused_with_the_reason() {
     for (schema, says) in [
         (
             json!({"type": "integer", "minimum": 5, "maximum": 4}),
@@ -136,8 +157,16 @@ fn bounds_no_integer_meets_and_draft_4_booleans_are_refused_with_the_reason() {
             "`exclusiveMinimum` must be a number",
         ),
         (
-            json!({"type": "integer", "multipleOf": 2}),
-            "unsupported keyword `multipleOf`",
+            json!({"type": "integer", "multipleOf": 0.5}),
+            "`multipleOf` 0.5",
+        ),
+        (
+            json!({"type": "integer", "multipleOf": 5, "minimum": 1, "maximum": 4}),
+            "no finite document",
+        ),
+        (
+            json!({"type": "integer", "not": {"const": 3}}),
+            "unsupported keyword `not`",
         ),
     ] {
         let e = Grammar::compile(&schema).unwrap_err();
