@@ -257,6 +257,9 @@ schemas = {
                         "age": {"type": "integer", "minimum": 0, "maximum": 150},
                         "t": {"type": "number", "exclusiveMinimum": -2.5, "exclusiveMaximum": 1e3}},
                     "required": ["age", "t"]}, '{"age":42,"t":-2}'),
+    "tuple.txt": ({"type": "array", "prefixItems": [{"type": "integer", "multipleOf": 3},
+                                                    {"enum": ["a", "b"]}],
+                   "items": False, "minItems": 1}, '[9,"b"]'),
 }
 for name, (s, doc) in schemas.items():
     put("schema_grammar", name, js(s) + "\x00" + doc)

@@ -29,6 +29,7 @@ const STRUCTURAL: &[&str] = &[
     "required",
     "additionalProperties",
     "items",
+    "prefixItems",
     "minItems",
     "maxItems",
     "minLength",
@@ -80,6 +81,9 @@ pub(crate) struct Node {
     pub props: Vec<Prop>,
     /// The schema of other properties; None when `additionalProperties` is false.
     pub extra: Option<usize>,
+    /// The schemas of the first array items, in order (`prefixItems`, at most
+    /// [`MAX_PREFIX`]); `items` is the schema of the items after them.
+    pub prefix: Vec<usize>,
     /// The schema of array items.
     pub items: usize,
     /// `minItems`, `maxItems`.
@@ -207,6 +211,7 @@ impl Node {
             literals: None,
             props: Vec::new(),
             extra: Some(ANY),
+            prefix: Vec::new(),
             items: ANY,
             min_items: 0,
             max_items: None,
@@ -215,6 +220,25 @@ impl Node {
             min_bytes: NEVER,
             int_range: None,
         }
+    }
+
+    /// The node of array item `i` (from 0).
+    pub fn item(&self, i: usize) -> usize {
+        self.prefix.get(i).copied().unwrap_or(self.items)
+    }
+
+    /// Bytes of items `from..to` of an array, each with one byte beside it (a comma, or
+    /// the closing bracket).
+    pub fn items_cost(&self, nodes: &[Node], from: usize, to: usize) -> usize {
+        if from >= to {
+            return 0;
+        }
+        let each = |i: usize| nodes[self.item(i)].min_bytes.saturating_add(1);
+        let in_prefix = to.min(self.prefix.len());
+        let head: usize = (from..in_prefix).map(each).fold(0, usize::saturating_add);
+        let rest = to.saturating_sub(from.max(self.prefix.len()));
+        head.saturating_add(each(usize::MAX).saturating_mul(rest))
+            .min(NEVER)
     }
 
     /// Bytes of one member `"key":value` for property `j` (no comma).
@@ -274,6 +298,8 @@ impl Node {
 /// Most properties one object schema may declare (the matcher keeps a 128-bit set of
 /// those written).
 pub(crate) const MAX_PROPS: usize = 128;
+/// The most `prefixItems` one array schema may list.
+pub(crate) const MAX_PREFIX: usize = 64;
 
 /// Index of the node that accepts any JSON value.
 pub(crate) const ANY: usize = 0;
@@ -567,13 +593,39 @@ impl Compiler<'_> {
                 ),
             ));
         }
+        if let Some(p) = obj.get("prefixItems") {
+            let p = p
+                .as_array()
+                .ok_or_else(|| schema_err(at, "`prefixItems` must be an array of schemas"))?;
+            if p.len() > MAX_PREFIX {
+                return Err(schema_err(
+                    at,
+                    format!(
+                        "{} prefixItems; constrained decoding supports at most {MAX_PREFIX}",
+                        p.len()
+                    ),
+                ));
+            }
+            for i in 0..p.len() {
+                n.prefix.push(self.node(&format!("{at}/prefixItems/{i}"))?);
+            }
+        }
         n.items = match obj.get("items") {
             None => ANY,
             Some(Value::Array(_)) => {
                 return Err(schema_err(
                     at,
-                    "`items` as an array (tuple validation) is not supported",
+                    "`items` as an array (draft 2019 tuples) is not supported; use `prefixItems`",
                 ));
+            }
+            // no items past the prefix
+            Some(Value::Bool(false)) => {
+                let most = n.prefix.len();
+                n.max_items = Some(n.max_items.map_or(most, |m| m.min(most)));
+                if most < n.min_items {
+                    n.kinds &= !ARRAY;
+                }
+                ANY
             }
             Some(_) => self.node(&format!("{at}/items"))?,
         };
@@ -718,16 +770,8 @@ fn shortest(nodes: &[Node], i: usize) -> usize {
         best = best.min(2usize.saturating_add(n.members_cost(nodes, 0, false, false, 0)));
     }
     if n.kinds & ARRAY != 0 {
-        let k = n.min_items;
-        let items = if k == 0 {
-            0
-        } else {
-            nodes[n.items]
-                .min_bytes
-                .saturating_add(1)
-                .saturating_mul(k)
-                .saturating_sub(1)
-        };
+        // the items the array must hold, with a comma between them
+        let items = n.items_cost(nodes, 0, n.min_items).saturating_sub(1);
         best = best.min(items.saturating_add(2).min(NEVER));
     }
     if n.kinds & STRING != 0 {

@@ -437,7 +437,7 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                         return Go::No;
                     }
                     *stage = ArrStage::Item;
-                    Go::PushFeed(Frame::Value(n.items))
+                    Go::PushFeed(Frame::Value(n.item(0)))
                 }
                 ArrStage::Item => Go::No,
                 ArrStage::AfterItem if is_ws(b) => Go::Ws,
@@ -446,7 +446,7 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                         return Go::No;
                     }
                     *stage = ArrStage::Item;
-                    Go::Push(Frame::Value(n.items))
+                    Go::Push(Frame::Value(n.item(*count)))
                 }
                 ArrStage::AfterItem if b == b']' && *count >= n.min_items => Go::Done,
                 ArrStage::AfterItem => Go::No,
@@ -792,13 +792,11 @@ fn frame_remaining(g: &Grammar, f: &Frame) -> usize {
                 ArrStage::Open | ArrStage::AfterItem => *count,
                 ArrStage::Item => *count + 1,
             };
-            let owed = n.min_items.saturating_sub(done);
-            let item = nodes[n.items].min_bytes;
-            let per = item.saturating_add(1);
+            let owed = n.items_cost(nodes, done, n.min_items);
             match stage {
                 // the first item needs no comma
-                ArrStage::Open if owed > 0 => per.saturating_mul(owed),
-                _ => per.saturating_mul(owed).saturating_add(1),
+                ArrStage::Open if done < n.min_items => owed,
+                _ => owed.saturating_add(1),
             }
         }
         Frame::Object {

@@ -1,7 +1,8 @@
-//! Numeric bounds under constrained decoding (`minimum`, `maximum`, `exclusiveMinimum`,
-//! `exclusiveMaximum`, `multipleOf`): the matcher takes exactly the integers the `jsonschema` crate
-//! accepts, its shortest completion is exact, and the tiny model's constrained answers are
-//! always in range.
+//! Numeric bounds (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`,
+//! `multipleOf`) and array shapes (`prefixItems`, `items: false`) under constrained
+//! decoding: the matcher takes exactly the integers the `jsonschema` crate accepts, and
+//! only tuples it accepts; its shortest completion is exact; the tiny model's constrained
+//! answers are always valid.
 
 use super::schema::{samplings, shortest_walk, tiny};
 use fleetmesh_inference::Batcher;
@@ -61,7 +62,17 @@ fn bounded() -> Vec<(Value, &'static str)> {
                 "minItems": 2, "maxItems": 2}),
             "[8,{}]",
         ),
+        (tuple(), "[{},\"a\"]"),
     ]
+}
+
+/// A tuple: a number in 1..=3, a short string, an optional boolean, nothing more.
+fn tuple() -> Value {
+    json!({"type": "array", "prefixItems": [
+        {"type": "integer", "minimum": 1, "maximum": 3},
+        {"type": "string", "maxLength": 2},
+        {"type": "boolean"}],
+        "items": false, "minItems": 2})
 }
 
 fn accepts(g: &Arc<Grammar>, doc: &str) -> bool {
@@ -208,4 +219,53 @@ fn the_tiny_models_constrained_answers_are_always_in_range() {
         }
     }
     assert_eq!(runs, bounded().len() * samplings().len() * 2);
+}
+
+#[test]
+fn tuples_take_each_position_by_its_own_schema_and_nothing_past_them() {
+    let open_ended = json!({"type": "array", "prefixItems": [{"const": "x"}],
+                            "items": {"type": "integer"}});
+    for (schema, docs) in [
+        (
+            tuple(),
+            vec![
+                "[1,\"a\"]",
+                "[1,\"ab\",true]",
+                "[3,\"\",false]",
+                "[0,\"a\"]",
+                "[1]",
+                "[1,\"a\",true,1]",
+                "[1,2]",
+                "[\"a\",1]",
+                "[2,\"abc\"]",
+                "[]",
+            ],
+        ),
+        (
+            open_ended,
+            vec![
+                "[\"x\",1,2]",
+                "[\"x\",\"y\"]",
+                "[1]",
+                "[]",
+                "[\"x\"]",
+                "[\"y\",1]",
+            ],
+        ),
+    ] {
+        let g = Arc::new(Grammar::compile(&schema).unwrap());
+        for doc in docs {
+            let valid = jsonschema::is_valid(&schema, &serde_json::from_str(doc).unwrap());
+            assert_eq!(accepts(&g, doc), valid, "{schema}: {doc}");
+        }
+    }
+    let g = Arc::new(Grammar::compile(&tuple()).unwrap());
+    assert_eq!(shortest_walk(&g, "tuple"), b"[1,\"\"]");
+    assert_eq!(g.min_bytes(), 6);
+    // refused: too many positions, and the draft-2019 array form of items
+    let many: Vec<Value> = (0..65).map(|_| json!({})).collect();
+    let e = Grammar::compile(&json!({"prefixItems": many})).unwrap_err();
+    assert!(e.to_string().contains("at most 64"), "{e}");
+    let e = Grammar::compile(&json!({"items": [{}]})).unwrap_err();
+    assert!(e.to_string().contains("use `prefixItems`"), "{e}");
 }

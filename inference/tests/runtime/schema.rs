@@ -307,7 +307,7 @@ fn unsupported_and_unsatisfiable_schemas_are_refused_up_front() {
             json!({"properties": {"a": {"type": "string", "pattern": "x"}}}),
             "#/properties/a: unsupported keyword `pattern`",
         ),
-        (json!({"items": [{"type": "string"}]}), "tuple validation"),
+        (json!({"items": [{"type": "string"}]}), "use `prefixItems`"),
         (
             json!({"type": "string", "description": 5}),
             "not a valid JSON Schema",
