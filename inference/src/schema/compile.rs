@@ -643,12 +643,15 @@ impl Compiler<'_> {
             n.literals = Some(lits);
         }
         if let Some(lits) = n.literals.take() {
-            // keep the values the other keywords allow (type, string lengths)
+            // keep the values the other keywords allow: type, string lengths and numeric
+            // bounds here, and everything (array and object keywords too) by the
+            // jsonschema crate against this sub-schema where its refs resolve alone
+            let whole = self.sub_validator(obj);
             let kept = lits
                 .into_iter()
                 .filter(|l| {
                     let v: Value = serde_json::from_slice(l).expect("serialized above");
-                    literal_fits(&n, &v)
+                    literal_fits(&n, &v) && whole.as_ref().is_none_or(|w| w.is_valid(&v))
                 })
                 .collect();
             n.literals = Some(kept);
@@ -664,6 +667,40 @@ impl Compiler<'_> {
         }
         self.nodes[id] = n;
         Ok(id)
+    }
+}
+
+impl Compiler<'_> {
+    /// A validator of the schema object `obj` alone, with the document's `$defs` and
+    /// `definitions` beside it; None when one of its refs would point elsewhere (`#`, or
+    /// another place of the document), or it does not build.
+    fn sub_validator(&self, obj: &serde_json::Map<String, Value>) -> Option<jsonschema::Validator> {
+        fn refs_resolve_alone(v: &Value) -> bool {
+            match v {
+                Value::Object(o) => o.iter().all(|(k, v)| {
+                    if k == "$ref" {
+                        v.as_str().is_some_and(|r| {
+                            r.starts_with("#/$defs/") || r.starts_with("#/definitions/")
+                        })
+                    } else {
+                        refs_resolve_alone(v)
+                    }
+                }),
+                Value::Array(a) => a.iter().all(refs_resolve_alone),
+                _ => true,
+            }
+        }
+        let mut sub = obj.clone();
+        for key in ["$defs", "definitions"] {
+            if let Some(d) = self.doc.get(key) {
+                sub.insert(key.to_string(), d.clone());
+            }
+        }
+        let sub = Value::Object(sub);
+        if !refs_resolve_alone(&sub) {
+            return None;
+        }
+        jsonschema::validator_for(&sub).ok()
     }
 }
 

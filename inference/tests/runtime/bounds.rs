@@ -269,3 +269,37 @@ fn tuples_take_each_position_by_its_own_schema_and_nothing_past_them() {
     let e = Grammar::compile(&json!({"items": [{}]})).unwrap_err();
     assert!(e.to_string().contains("use `prefixItems`"), "{e}");
 }
+
+#[test]
+fn enum_values_the_other_keywords_forbid_are_never_written() {
+    // literals are kept only where the whole sub-schema allows them (the jsonschema crate)
+    for (schema, only) in [
+        (json!({"enum": [[1, 2, 3], [1]], "maxItems": 2}), "[1]"),
+        (
+            json!({"enum": [[5, "a"], [2, "a"]], "prefixItems": [{"maximum": 3}]}),
+            "[2,\"a\"]",
+        ),
+        (
+            json!({"enum": [{"a": 1}, {"b": 1}], "required": ["b"]}),
+            "{\"b\":1}",
+        ),
+        (
+            json!({"$defs": {"small": {"type": "integer", "maximum": 3}}, "type": "array",
+                   "items": {"$ref": "#/$defs/small"}, "enum": [[9], [2]]}),
+            "[2]",
+        ),
+    ] {
+        let g = Arc::new(Grammar::compile(&schema).unwrap());
+        assert_eq!(
+            String::from_utf8(shortest_walk(&g, "enum")).unwrap(),
+            only,
+            "{schema}"
+        );
+        let mut other = schema["enum"].as_array().unwrap().clone();
+        let written: Value = serde_json::from_str(only).unwrap();
+        other.retain(|v| *v != written);
+        for v in other {
+            assert!(!accepts(&g, &v.to_string()), "{schema}: {v}");
+        }
+    }
+}
