@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::numbers::{IntSpec, int_bounds};
 use crate::{Error, Result};
 
 /// Type bits of [`Node::kinds`].
@@ -98,110 +99,6 @@ pub(crate) struct Node {
     /// integers they allow (within the matcher's 18 digits): numbers here are generated as
     /// such integers, exactly.
     pub int_range: Option<IntSpec>,
-}
-
-/// The largest magnitude of an integer the matcher writes (18 digits).
-pub(crate) const INT_LIMIT: i128 = 999_999_999_999_999_999;
-
-/// The integers a bounded number may be: `lo..=hi`, multiples of `step`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct IntSpec {
-    pub lo: i128,
-    pub hi: i128,
-    pub step: i128,
-}
-
-impl IntSpec {
-    /// The first allowed integer at or above `a`, if it is at most `b`.
-    fn first_in(&self, a: i128, b: i128) -> Option<i128> {
-        let (a, b) = (a.max(self.lo), b.min(self.hi));
-        // the smallest multiple of step ≥ a
-        let first = -((-a).div_euclid(self.step)) * self.step;
-        (a <= b && first <= b).then_some(first)
-    }
-
-    /// The last allowed integer at or below `b`, if it is at least `a`.
-    fn last_in(&self, a: i128, b: i128) -> Option<i128> {
-        let (a, b) = (a.max(self.lo), b.min(self.hi));
-        let last = b.div_euclid(self.step) * self.step;
-        (a <= b && last >= a).then_some(last)
-    }
-
-    /// Whether some allowed integer lies in `a..=b`.
-    pub fn meets(&self, a: i128, b: i128) -> bool {
-        self.first_in(a, b).is_some()
-    }
-
-    /// The fewest bytes of an allowed integer (`NEVER` when none is).
-    pub fn shortest(&self) -> usize {
-        let digits = |m: i128| m.unsigned_abs().to_string().len();
-        if self.meets(0, 0) {
-            return 1;
-        }
-        let up = self.first_in(1, INT_LIMIT).map_or(NEVER, digits);
-        let down = self
-            .last_in(-INT_LIMIT, -1)
-            .map_or(NEVER, |m| 1 + digits(m));
-        up.min(down)
-    }
-}
-
-/// The bounds keywords and `multipleOf` of a schema object, as the integers they allow, or
-/// None when it has none of them.
-fn int_bounds(obj: &serde_json::Map<String, Value>, at: &str) -> Result<Option<IntSpec>> {
-    let step = match obj.get("multipleOf") {
-        None => None,
-        Some(v) => Some(
-            v.as_u64()
-                .or_else(|| {
-                    v.as_f64()
-                        .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f < 1e18)
-                        .map(|f| f as u64)
-                })
-                .filter(|m| (1..=INT_LIMIT as u64).contains(m))
-                .map(i128::from)
-                .ok_or_else(|| {
-                    schema_err(
-                        at,
-                        format!(
-                            "`multipleOf` {v}: constrained decoding supports positive whole numbers"
-                        ),
-                    )
-                })?,
-        ),
-    };
-    let mut range = step.map(|_| (-INT_LIMIT, INT_LIMIT));
-    for key in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
-        let Some(v) = obj.get(key) else { continue };
-        let x = v.as_number().ok_or_else(|| {
-            schema_err(
-                at,
-                format!("`{key}` must be a number (JSON Schema 2020-12; not draft 4's boolean)"),
-            )
-        })?;
-        // exact for integers; a fractional bound is rounded toward the inside
-        let (floor, ceil) = match (x.as_i64(), x.as_u64(), x.as_f64()) {
-            (Some(i), _, _) => (i128::from(i), i128::from(i)),
-            (_, Some(u), _) => (i128::from(u), i128::from(u)),
-            (_, _, Some(f)) if f.is_finite() => {
-                let clamp = |g: f64| g.clamp(-1e30, 1e30) as i128;
-                (clamp(f.floor()), clamp(f.ceil()))
-            }
-            _ => return Err(schema_err(at, format!("`{key}` is not a finite number"))),
-        };
-        let (lo, hi) = range.unwrap_or((-INT_LIMIT, INT_LIMIT));
-        range = Some(match key {
-            "minimum" => (lo.max(ceil), hi),
-            "maximum" => (lo, hi.min(floor)),
-            "exclusiveMinimum" => (lo.max(floor.saturating_add(1)), hi),
-            _ => (lo, hi.min(ceil.saturating_sub(1))),
-        });
-    }
-    Ok(range.map(|(lo, hi)| IntSpec {
-        lo: lo.max(-INT_LIMIT),
-        hi: hi.min(INT_LIMIT),
-        step: step.unwrap_or(1),
-    }))
 }
 
 impl Node {
@@ -410,7 +307,7 @@ struct Compiler<'a> {
     resolving: Vec<String>,
 }
 
-fn schema_err(at: &str, reason: impl Into<String>) -> Error {
+pub(crate) fn schema_err(at: &str, reason: impl Into<String>) -> Error {
     Error::Schema {
         at: format!("#{at}"),
         reason: reason.into(),

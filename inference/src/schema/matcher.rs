@@ -10,46 +10,11 @@
 
 use std::sync::Arc;
 
-use super::compile::{
-    ARRAY, BOOLEAN, Grammar, INTEGER, IntSpec, NEVER, NULL, NUMBER, OBJECT, STRING,
-};
-
-/// The fewest digits still to write so that the integer read so far — sign `neg`,
-/// magnitude `mag`, `k` digits — ends as one `spec` allows (0: it is one now); None when
-/// no ending does (within [`INT_DIGITS`] digits). "0" and "-0" take no more digits.
-fn digits_to_range(neg: bool, mag: u64, k: u8, spec: IntSpec) -> Option<usize> {
-    let reaches = |m_lo: i128, m_hi: i128| {
-        let (v_lo, v_hi) = if neg { (-m_hi, -m_lo) } else { (m_lo, m_hi) };
-        spec.meets(v_lo, v_hi)
-    };
-    let pow = |j: u8| 10i128.pow(u32::from(j));
-    if k == 0 {
-        // a sign alone: then "0", or j digits not starting with 0
-        return (1..=INT_DIGITS)
-            .find(|&j| {
-                let (a, b) = if j == 1 {
-                    (0, 9)
-                } else {
-                    (pow(j - 1), pow(j) - 1)
-                };
-                reaches(a, b)
-            })
-            .map(usize::from);
-    }
-    let mag = i128::from(mag);
-    if mag == 0 {
-        return reaches(0, 0).then_some(0);
-    }
-    (0..=INT_DIGITS.saturating_sub(k))
-        .find(|&j| {
-            let a = mag * pow(j);
-            reaches(a, a + pow(j) - 1)
-        })
-        .map(usize::from)
-}
+use super::compile::{ARRAY, BOOLEAN, Grammar, INTEGER, NEVER, NULL, NUMBER, OBJECT, STRING};
+use super::numbers::{INT_DIGITS, IntSpec, digits_to_range};
+use super::utf8::Utf8;
 
 const WS_MAX: u8 = 16;
-const INT_DIGITS: u8 = 18;
 const FRAC_DIGITS: u8 = 20;
 const EXP_DIGITS: u8 = 2;
 
@@ -90,56 +55,6 @@ pub(crate) struct InString {
     pub room: usize,
     pub owed: usize,
     pub below: usize,
-}
-
-/// UTF-8 continuation bytes still owed, with the range the next one must fall in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Utf8 {
-    Ready,
-    More { left: u8, lo: u8, hi: u8 },
-}
-
-impl Utf8 {
-    /// The state after `b`, or None if `b` cannot come next.
-    fn step(self, b: u8) -> Option<Utf8> {
-        match self {
-            Utf8::More { left, lo, hi } => {
-                if !(lo..=hi).contains(&b) {
-                    return None;
-                }
-                Some(if left == 1 {
-                    Utf8::Ready
-                } else {
-                    Utf8::More {
-                        left: left - 1,
-                        lo: 0x80,
-                        hi: 0xBF,
-                    }
-                })
-            }
-            Utf8::Ready => {
-                let (left, lo, hi) = match b {
-                    0x00..=0x7F => return Some(Utf8::Ready),
-                    0xC2..=0xDF => (1, 0x80, 0xBF),
-                    0xE0 => (2, 0xA0, 0xBF),
-                    0xED => (2, 0x80, 0x9F),
-                    0xE1..=0xEF => (2, 0x80, 0xBF),
-                    0xF0 => (3, 0x90, 0xBF),
-                    0xF1..=0xF3 => (3, 0x80, 0xBF),
-                    0xF4 => (3, 0x80, 0x8F),
-                    _ => return None,
-                };
-                Some(Utf8::More { left, lo, hi })
-            }
-        }
-    }
-
-    fn owed(self) -> usize {
-        match self {
-            Utf8::Ready => 0,
-            Utf8::More { left, .. } => usize::from(left),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

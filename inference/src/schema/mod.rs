@@ -2,9 +2,11 @@
 //!
 //! [`Grammar::compile`] takes a schema in the supported subset — `type` (one or a list),
 //! `enum`, `const`, `properties`, `required`, `additionalProperties` (false, true or a
-//! schema), `items`, `minItems`/`maxItems`, `minLength`/`maxLength`, `$ref` within the
-//! document (`$defs`, `definitions`, recursion) and annotations (`title`, `description`,
-//! …) — and refuses any other keyword up front with [`crate::Error::Schema`], never
+//! schema), `items` (or `false`), `prefixItems`, `minItems`/`maxItems`,
+//! `minLength`/`maxLength`, `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` and
+//! whole `multipleOf` (integers exactly), `$ref` within the document (`$defs`,
+//! `definitions`, recursion) and annotations (`title`, `description`, …) — and refuses
+//! any other keyword up front with [`crate::Error::Schema`], never
 //! ignoring one. A [`Matcher`] then follows a generation byte by byte; at each step a
 //! [`Constraint`] masks every token whose bytes no valid document continues with, and
 //! every token after which the shortest way to close the document no longer fits in the
@@ -33,6 +35,8 @@
 
 mod compile;
 mod matcher;
+mod numbers;
+mod utf8;
 mod vocab;
 
 use std::sync::Arc;
