@@ -189,18 +189,42 @@ impl BlobStore {
         })
     }
 
-    /// Bytes of the blobs `owner` claims: its share of the store, each blob counted whole
-    /// whoever else claims it too.
+    /// Why `owner` may not store `size` more bytes under a `quota` of bytes of blobs (its
+    /// blobs each counted whole, whoever else claims them too): `None` when it may, or
+    /// when it claims blob `hash` already.
     ///
     /// # Errors
     /// `storage`: the index cannot be read.
-    pub fn claimed_bytes(&self, owner: &str) -> Result<u64, Refusal> {
-        Self::claimed_in(&self.db(), owner).map_err(|e| refuse("storage", e.to_string()))
+    pub fn over_quota(
+        &self,
+        owner: &str,
+        hash: Option<&str>,
+        size: u64,
+        quota: u64,
+    ) -> Result<Option<String>, Refusal> {
+        Self::quota_check(&self.db(), owner, hash, size, quota)
+            .map_err(|e| refuse("storage", e.to_string()))
     }
 
-    /// Whether `owner` claims blob `hash`.
-    pub fn claims(&self, hash: &str, owner: &str) -> bool {
-        Self::holds(&self.db(), hash, owner).unwrap_or(false)
+    fn quota_check(
+        db: &Connection,
+        owner: &str,
+        hash: Option<&str>,
+        size: u64,
+        quota: u64,
+    ) -> rusqlite::Result<Option<String>> {
+        if let Some(h) = hash
+            && Self::holds(db, h, owner)?
+        {
+            return Ok(None);
+        }
+        let claimed = Self::claimed_in(db, owner)?;
+        Ok((claimed.saturating_add(size) > quota).then(|| {
+            format!(
+                "{owner} holds {claimed} bytes of blobs; {size} more passes its quota of \
+                 {quota} ([blobs] per_key_bytes)"
+            )
+        }))
     }
 
     fn holds(db: &Connection, hash: &str, owner: &str) -> rusqlite::Result<bool> {
@@ -240,16 +264,10 @@ impl BlobStore {
         (owner, quota): (&str, u64),
     ) -> std::io::Result<()> {
         let db = self.db();
-        let held = Self::holds(&db, hash, owner).map_err(std::io::Error::other)?;
-        let claimed = Self::claimed_in(&db, owner).map_err(std::io::Error::other)?;
-        if !held && claimed.saturating_add(size) > quota {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::QuotaExceeded,
-                format!(
-                    "{owner} holds {claimed} bytes of blobs; {size} more passes its quota of \
-                     {quota} ([blobs] per_key_bytes)"
-                ),
-            ));
+        if let Some(why) =
+            Self::quota_check(&db, owner, Some(hash), size, quota).map_err(std::io::Error::other)?
+        {
+            return Err(std::io::Error::new(std::io::ErrorKind::QuotaExceeded, why));
         }
         std::fs::rename(&upload.path, self.dir.join(hash))?;
         upload.placed = true;

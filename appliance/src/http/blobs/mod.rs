@@ -317,21 +317,15 @@ impl Blossom {
     /// 413 `quota` when `owner` (who does not hold blob `hash` yet) cannot store `size`
     /// more bytes under `[blobs] per_key_bytes`.
     fn within_quota(&self, owner: &str, hash: Option<&str>, size: u64) -> Result<(), Refusal> {
-        if hash.is_some_and(|h| self.store.claims(h, owner)) {
-            return Ok(());
+        match self.store.over_quota(owner, hash, size, self.per_key_bytes) {
+            Ok(None) => Ok(()),
+            Ok(Some(why)) => Err(over_quota(why)),
+            Err(r) => Err(Refusal::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "storage",
+                r.message,
+            )),
         }
-        let claimed = self
-            .store
-            .claimed_bytes(owner)
-            .map_err(|r| Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, "storage", r.message))?;
-        if claimed.saturating_add(size) > self.per_key_bytes {
-            return Err(over_quota(format!(
-                "{owner} holds {claimed} bytes of blobs; {size} more passes its quota of {} \
-                 ([blobs] per_key_bytes)",
-                self.per_key_bytes
-            )));
-        }
-        Ok(())
     }
 }
 
