@@ -85,6 +85,15 @@ fn lookup(s: &JobService, id: &str, who: &Principal) -> Result<JobRecord, Box<Re
     }
 }
 
+/// 409: job `j` has no result or receipt yet.
+fn not_finished(j: &JobRecord) -> Response {
+    api_error(
+        StatusCode::CONFLICT,
+        "not_finished",
+        format!("job {} is {}", j.id, j.state.as_str()),
+    )
+}
+
 /// `GET /v1/jobs/{id}`.
 pub async fn status(
     State(s): State<Arc<JobService>>,
@@ -111,11 +120,7 @@ pub async fn result(
                 json!({"sha256": hex::encode(Sha256::digest(r.as_bytes())), "size": r.len()});
             axum::Json(json!({"job": id, "payload": r, "blob": blob})).into_response()
         }
-        Ok(j) => api_error(
-            StatusCode::CONFLICT,
-            "not_finished",
-            format!("job {id} is {}", j.state.as_str()),
-        ),
+        Ok(j) => not_finished(&j),
         Err(r) => *r,
     }
 }
@@ -130,11 +135,7 @@ pub async fn receipt(
         Ok(JobRecord {
             receipt: Some(r), ..
         }) => ([(axum::http::header::CONTENT_TYPE, "application/json")], r).into_response(),
-        Ok(j) => api_error(
-            StatusCode::CONFLICT,
-            "not_finished",
-            format!("job {id} is {}", j.state.as_str()),
-        ),
+        Ok(j) => not_finished(&j),
         Err(r) => *r,
     }
 }

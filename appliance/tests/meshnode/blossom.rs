@@ -164,7 +164,7 @@ fn blobs_are_stored_by_hash_served_counted_and_deleted_by_their_uploader() {
 }
 
 /// A fresh node with `edits` to its config, running.
-fn node_with(edits: &[(&str, &str)]) -> (tempfile::TempDir, Daemon) {
+pub(super) fn node_with(edits: &[(&str, &str)]) -> (tempfile::TempDir, Daemon) {
     let dir = tempfile::tempdir().unwrap();
     assert!(init(dir.path(), &[]).status.success());
     edit_config(dir.path(), edits);

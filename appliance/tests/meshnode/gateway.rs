@@ -16,15 +16,10 @@ fn keys_of(dir: &Path) -> NodeKeys {
     NodeKeys::load(&dir.join("keys")).unwrap()
 }
 
-/// `meshnode job ARGS --node URL --key-dir BUYER` (no token: signed by the buyer's key);
-/// its exit code and JSON output.
+/// `meshnode job ARGS` as `buyer`, without the token (signed by the buyer's key): its
+/// exit code and JSON output.
 fn job_as(args: &[&str], d: &Daemon, buyer: &Path) -> (Option<i32>, Value) {
-    let mut all = vec!["job"];
-    all.extend_from_slice(args);
-    let url = d.url("");
-    all.extend(["--node", &url, "--key-dir", buyer.to_str().unwrap()]);
-    let o = run(&all);
-    let v = serde_json::from_str(stdout(&o).trim()).unwrap_or(Value::Null);
+    let (o, v) = super::jobs::job(args, d, buyer);
     (o.status.code(), v)
 }
 
@@ -71,17 +66,11 @@ async fn post_as(http: &reqwest::Client, url: &str, auth: &str, body: &str) -> (
 
 #[test]
 fn each_key_reads_only_its_own_jobs_and_is_held_back_only_by_its_own_quota() {
-    let node = tempfile::tempdir().unwrap();
-    assert!(init(node.path(), &[]).status.success());
     let token_line = format!("allowed_origins = []\ntoken = \"{TOKEN}\"");
-    edit_config(
-        node.path(),
-        &[
-            ("allowed_origins = []", token_line.as_str()),
-            ("per_buyer = 16", "per_buyer = 1"),
-        ],
-    );
-    let d = run_node(node.path());
+    let (_node, d) = super::blossom::node_with(&[
+        ("allowed_origins = []", token_line.as_str()),
+        ("per_buyer = 16", "per_buyer = 1"),
+    ]);
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     assert!(init(a.path(), &[]).status.success());
     assert!(init(b.path(), &[]).status.success());
@@ -204,13 +193,8 @@ fn each_key_reads_only_its_own_jobs_and_is_held_back_only_by_its_own_quota() {
 
 #[test]
 fn blobs_and_events_stay_their_writers_and_each_key_has_its_own_blob_quota() {
-    let node = tempfile::tempdir().unwrap();
-    assert!(init(node.path(), &[]).status.success());
-    edit_config(
-        node.path(),
-        &[("per_key_bytes = 1073741824", "per_key_bytes = 1048576")],
-    );
-    let d = run_node(node.path());
+    let (_node, d) =
+        super::blossom::node_with(&[("per_key_bytes = 1073741824", "per_key_bytes = 1048576")]);
     let (ka, kb) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
     let big = vec![7u8; 700 << 10];
     let more = vec![9u8; 400 << 10];

@@ -11,7 +11,7 @@ use fleetmesh_proto::NodeKeys;
 /// `/outputs/out.txt`.
 const UPPER: &str = include_str!("../../demo/upper.wat");
 
-fn job(args: &[&str], node: &Daemon, buyer: &Path) -> (Output, Value) {
+pub(super) fn job(args: &[&str], node: &Daemon, buyer: &Path) -> (Output, Value) {
     let mut all = vec!["job"];
     all.extend_from_slice(args);
     let url = node.url("");

@@ -9,18 +9,7 @@ use super::*;
 
 /// `["AUTH", event]` (NIP-42) for `challenge` at `relay`, signed by `keys`.
 fn auth_message(keys: &fleetmesh_proto::NodeKeys, challenge: &str, relay: &str) -> String {
-    let e = keys
-        .sign(fleetmesh_proto::UnsignedEvent {
-            created_at: unix_now(),
-            kind: 22242,
-            tags: vec![
-                vec!["relay".into(), relay.into()],
-                vec!["challenge".into(), challenge.into()],
-            ],
-            content: String::new(),
-        })
-        .unwrap();
-    format!("[\"AUTH\",{}]", e.to_json())
+    fleetmesh_relay::sync::auth_message(keys.nostr(), relay, challenge).unwrap()
 }
 
 #[test]

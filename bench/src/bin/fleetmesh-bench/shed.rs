@@ -24,13 +24,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent};
+use fleetmesh_proto::{NodeKeys, UnsignedEvent};
 use fleetmesh_relay::face::{Allowance, Shedding};
 use fleetmesh_relay::limits::Limits;
 use fleetmesh_relay::{Relay, RelayConfig, Store};
 use futures_util::{SinkExt as _, StreamExt as _};
 use rayon::prelude::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
 fn flag(args: &[String], name: &str, default: usize) -> usize {
@@ -287,16 +287,9 @@ async fn granted_writer(
                 let v: Value = serde_json::from_str(t.as_str()).unwrap_or_default();
                 match v[0].as_str() {
                     Some("AUTH") => {
-                        let auth: Event = key.sign(UnsignedEvent {
-                            created_at: fleetmesh_relay::store::now(),
-                            kind: 22242,
-                            tags: vec![
-                                vec!["relay".into(), url.into()],
-                                vec!["challenge".into(), v[1].as_str().unwrap_or("").into()],
-                            ],
-                            content: String::new(),
-                        }).unwrap();
-                        let _ = tx.send(Message::Text(json!(["AUTH", auth.to_value()]).to_string().into())).await;
+                        let challenge = v[1].as_str().unwrap_or("");
+                        let auth = fleetmesh_relay::sync::auth_message(key.nostr(), url, challenge).unwrap();
+                        let _ = tx.send(Message::Text(auth.into())).await;
                     }
                     Some("OK") => {
                         let id = v[1].as_str().unwrap_or("").to_owned();
