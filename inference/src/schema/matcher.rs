@@ -77,6 +77,16 @@ enum Num {
 }
 
 impl Num {
+    /// Digits of the integer part written so far, while in it.
+    fn int_digits(self) -> Option<u8> {
+        match self {
+            Num::Minus => Some(0),
+            Num::Zero => Some(1),
+            Num::Int(n) => Some(n),
+            _ => None,
+        }
+    }
+
     fn accepting(self) -> bool {
         matches!(
             self,
@@ -432,11 +442,8 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
             let digit = b.is_ascii_digit();
             if let Some(r) = *range {
                 // an integer in a range: a digit only where the range can still be met
-                let k = match *st {
-                    Num::Minus => 0,
-                    Num::Zero => 1,
-                    Num::Int(n) => n,
-                    _ => unreachable!("a bounded number is an integer"),
+                let Some(k) = st.int_digits() else {
+                    return Go::No;
                 };
                 let here = digits_to_range(*neg, *mag, k, r) == Some(0);
                 let next = match (*st, b) {
@@ -547,7 +554,7 @@ fn start_value(g: &Grammar, node: usize, b: u8) -> Go {
                 return Go::No;
             }
             Go::Become(Frame::Num {
-                int_only: k_int_only(n.kinds),
+                int_only: n.kinds & NUMBER == 0,
                 st: match b {
                     b'-' => Num::Minus,
                     b'0' => Num::Zero,
@@ -648,17 +655,17 @@ fn object_step(
     }
 }
 
-fn k_int_only(kinds: u8) -> bool {
-    kinds & NUMBER == 0
+/// The digits a bounded integer still needs to end as one `r` allows (0: it is one now).
+fn bounded_left(st: Num, neg: bool, mag: u64, r: IntSpec) -> Option<usize> {
+    st.int_digits()
+        .and_then(|k| digits_to_range(neg, mag, k, r))
 }
 
-/// Whether a number frame holds a whole value now (in its range, when it has one).
+/// Whether a number frame holds a whole value now (one its range allows, when it has one).
 fn num_complete(st: Num, neg: bool, mag: u64, range: Option<IntSpec>) -> bool {
-    match (range, st) {
-        (None, _) => st.accepting(),
-        (Some(r), Num::Zero) => digits_to_range(neg, mag, 1, r) == Some(0),
-        (Some(r), Num::Int(k)) => digits_to_range(neg, mag, k, r) == Some(0),
-        (Some(_), _) => false,
+    match range {
+        None => st.accepting(),
+        Some(r) => bounded_left(st, neg, mag, r) == Some(0),
     }
 }
 
@@ -691,15 +698,7 @@ fn frame_remaining(g: &Grammar, f: &Frame) -> usize {
             mag,
             range: Some(r),
             ..
-        } => {
-            let k = match st {
-                Num::Minus => 0,
-                Num::Zero => 1,
-                Num::Int(n) => *n,
-                _ => return NEVER,
-            };
-            digits_to_range(*neg, *mag, k, *r).unwrap_or(NEVER)
-        }
+        } => bounded_left(*st, *neg, *mag, *r).unwrap_or(NEVER),
         Frame::Num { st, .. } => usize::from(!st.accepting()),
         Frame::Array { node, count, stage } => {
             let n = &nodes[*node];
