@@ -134,6 +134,21 @@ fn now() -> u64 {
     fleetmesh_relay::store::now()
 }
 
+/// rust-nostr's client on `url` signing as `keys`, answering NIP-42 challenges by itself
+/// (and retrying what `auth-required:` refused), connected.
+pub(crate) async fn sdk_client_as(keys: &sdk::Keys, url: &str) -> sdk::Client {
+    let client = sdk::Client::builder()
+        .signer(keys.clone())
+        .opts(sdk::ClientOptions::new().automatic_authentication(true))
+        .build();
+    client.add_relay(url).await.unwrap();
+    client.connect().await;
+    client
+        .wait_for_connection(std::time::Duration::from_secs(5))
+        .await;
+    client
+}
+
 async fn sdk_client(url: &str) -> sdk::Client {
     let client = sdk::Client::new(sdk::Keys::generate());
     client.add_relay(url).await.unwrap();

@@ -134,13 +134,7 @@ async fn gift_wraps_reach_only_their_authenticated_recipient() {
     assert_eq!(stored.len(), 2);
     // rust-nostr's client, as bob: authenticates when asked and reads bob's wraps
     let keys = sdk::Keys::parse(&hex::encode(bob.nostr().to_secret_bytes())).unwrap();
-    let client = sdk::Client::builder()
-        .signer(keys.clone())
-        .opts(sdk::ClientOptions::new().automatic_authentication(true))
-        .build();
-    client.add_relay(&r.url).await.unwrap();
-    client.connect().await;
-    client.wait_for_connection(Duration::from_secs(5)).await;
+    let client = super::face::sdk_client_as(&keys, &r.url).await;
     let got = client
         .fetch_events(
             sdk::Filter::new()

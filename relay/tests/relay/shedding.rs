@@ -196,13 +196,7 @@ async fn at_rung_2_a_granted_peer_writes_within_its_grant_and_rust_nostr_authent
     let granted = sdk::Keys::generate();
     let r = shedding(Shedding::Rung2, granted.public_key().to_hex()).await;
     // nostr-sdk answers the challenge and retries on `auth-required:` by itself
-    let client = sdk::Client::builder()
-        .signer(granted.clone())
-        .opts(sdk::ClientOptions::new().automatic_authentication(true))
-        .build();
-    client.add_relay(&r.url).await.unwrap();
-    client.connect().await;
-    client.wait_for_connection(Duration::from_secs(5)).await;
+    let client = super::face::sdk_client_as(&granted, &r.url).await;
     let mut sent = Vec::new();
     for i in 0..3 {
         let e = sdk::EventBuilder::text_note(format!("granted {i}"))
