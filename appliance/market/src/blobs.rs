@@ -33,6 +33,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
          uploaded INTEGER NOT NULL);
      CREATE TABLE IF NOT EXISTS owners (
          sha256 TEXT NOT NULL, pubkey TEXT NOT NULL, PRIMARY KEY (sha256, pubkey));",
+    // v2. a key's claims by key: its quota (`over_quota`) and its list, without a scan
+    "CREATE INDEX IF NOT EXISTS owners_pubkey ON owners (pubkey);",
 ];
 
 /// What the index says of a blob.

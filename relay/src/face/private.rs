@@ -38,7 +38,8 @@ impl Connection {
     /// (`auth-required:`, `restricted:`) of the first filter that asks for private kinds it
     /// may not read; an empty refusal when the challenge could not be sent.
     pub(super) fn private_view(&mut self, mut filters: Vec<Filter>) -> Result<Vec<Filter>, String> {
-        let private = self.relay.limits.private_kinds.clone();
+        let relay = self.relay.clone();
+        let private = &relay.limits.private_kinds;
         if private.is_empty() {
             return Ok(filters);
         }
@@ -47,16 +48,16 @@ impl Connection {
             let shards_hold_private = s
                 .filters
                 .as_ref()
-                .is_none_or(|fs| fs.iter().any(|f| may_match(f, &private)));
+                .is_none_or(|fs| fs.iter().any(|f| may_match(f, private)));
             if !shards_hold_private {
                 filters
                     .iter_mut()
-                    .for_each(|f| f.exclude_kinds.clone_from(&private));
+                    .for_each(|f| f.exclude_kinds.clone_from(private));
             }
             return Ok(filters);
         }
         for f in &mut filters {
-            if !may_match(f, &private) {
+            if !may_match(f, private) {
                 continue;
             }
             let only_private = f
@@ -64,7 +65,7 @@ impl Connection {
                 .as_ref()
                 .is_some_and(|ks| !ks.is_empty() && ks.iter().all(|k| private.contains(k)));
             if !only_private {
-                f.exclude_kinds.clone_from(&private);
+                f.exclude_kinds.clone_from(private);
                 continue;
             }
             match self.authed.as_deref() {
