@@ -53,6 +53,46 @@ pub const INBOX: usize = 1024;
 /// A ledger message from a peer: its key (hex, the DIDComm signer), the type, the body.
 pub type Inbound = (String, String, Value);
 
+/// The peer a line is about.
+fn line_peer(line: &Line) -> Option<&str> {
+    match line {
+        Line::Node { .. } => None,
+        Line::Grant { peer, .. }
+        | Line::Receipt { peer, .. }
+        | Line::Sent { peer, .. }
+        | Line::Measure { peer, .. }
+        | Line::Revoke { peer, .. } => Some(peer),
+    }
+}
+
+/// A grant's shard filters, parsed (one that does not parse matches nothing); empty for
+/// no grant or one that names no shards.
+fn shard_filters(g: Option<&Grant>) -> Vec<fleetmesh_proto::filter::Filter> {
+    let nothing = || fleetmesh_proto::filter::Filter {
+        ids: Some(Vec::new()),
+        ..Default::default()
+    };
+    g.and_then(|g| g.shards.as_ref())
+        .map(|shards| {
+            shards
+                .iter()
+                .map(|v| {
+                    fleetmesh_proto::filter::Filter::from_value(v, Default::default())
+                        .unwrap_or_else(|_| nothing())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Counts per shard padded (or cut) to a grant's `n` shards; `None` when it names none.
+fn per_shard(mut counts: Vec<Moved>, n: usize) -> Option<Vec<Moved>> {
+    (n > 0).then(|| {
+        counts.resize(n, Moved::default());
+        counts
+    })
+}
+
 /// The ledger of a running node.
 pub struct Accounts {
     books: Mutex<Books>,
@@ -96,6 +136,13 @@ impl Accounts {
             }
         }
         table.set_window(config.window_secs);
+        for peer in books.ledger().standings().into_keys() {
+            let l = books.ledger();
+            table.tally(&peer).set_shards(
+                shard_filters(l.grant_out(&peer).map(|(g, _)| g)),
+                shard_filters(l.grant_in(&peer)),
+            );
+        }
         if config.fault != Fault::None {
             tracing::error!(fault = ?config.fault, "[ledger] fault is set: this node misbehaves on purpose towards its peers");
         }
@@ -112,6 +159,7 @@ impl Accounts {
 
     /// Records `line` and carries out what it decided.
     async fn record(&self, line: Line) {
+        let peer = line_peer(&line).map(str::to_owned);
         let decided = match lock(&self.books).record(line) {
             Ok(d) => d,
             Err(e) => {
@@ -119,9 +167,25 @@ impl Accounts {
                 return;
             }
         };
+        if let Some(p) = peer {
+            self.meter_shards(&p);
+        }
         for d in decided {
             self.carry_out(&d).await;
         }
+    }
+
+    /// Has `peer`'s tally count by the shards of the grants between us as they stand.
+    fn meter_shards(&self, peer: &str) {
+        let (inbound, outbound) = {
+            let books = lock(&self.books);
+            let l = books.ledger();
+            (
+                shard_filters(l.grant_out(peer).map(|(g, _)| g)),
+                shard_filters(l.grant_in(peer)),
+            )
+        };
+        self.table.tally(peer).set_shards(inbound, outbound);
     }
 
     /// Whether `peer` (hex) is one the ledger takes messages from: linked now, or known
@@ -175,6 +239,7 @@ impl Accounts {
         peer: &str,
         (events, bytes, min, increase): (u64, u64, u64, u64),
         window_secs: u64,
+        shards: Option<Vec<Value>>,
     ) -> anyhow::Result<Event> {
         let g = Grant {
             events,
@@ -185,7 +250,7 @@ impl Accounts {
                 min,
                 increase,
             },
-            shards: None,
+            shards,
             starts_at: None,
             pair: pair_id(&self.keys.nostr().secret_key(), peer)
                 .with_context(|| format!("{peer} is not a Nostr key"))?,
@@ -232,7 +297,7 @@ impl Accounts {
                 let (g, _) = l.grant_out(&peer)?;
                 Some(
                     json!({"peer": peer, "grant": s.grant_out, "events": g.events, "bytes": g.bytes,
-                    "window_secs": g.window_secs, "aimd": g.aimd, "capacity": s.capacity}),
+                    "window_secs": g.window_secs, "aimd": g.aimd, "shards": g.shards, "capacity": s.capacity}),
                 )
             })
             .collect();
@@ -327,18 +392,29 @@ impl Accounts {
                     .ledger()
                     .standing(&peer)
                     .is_none_or(|s| !s.revoked)
-                && let Err(e) = self.issue(&peer, terms, secs).await
+                && let Err(e) = self.issue(&peer, terms, secs, self.config.shards()).await
             {
                 tracing::warn!(%peer, error = %format!("{e:#}"), "no grant issued");
             }
-            let c = self.table.tally(&peer).window(w);
-            let (seq, prev, grant) = {
+            let tally = self.table.tally(&peer);
+            let c = tally.window(w);
+            let (seq, prev, grant, shards) = {
                 let books = lock(&self.books);
-                let s = books.ledger().standing(&peer).cloned().unwrap_or_default();
+                let l = books.ledger();
+                let s = l.standing(&peer).cloned().unwrap_or_default();
                 let (seq, prev) = s
                     .chain_out
                     .map_or((0, ZERO.to_owned()), |(n, h)| (n + 1, h));
-                (seq, prev, s.grant_in.unwrap_or_else(|| ZERO.to_owned()))
+                let n = l
+                    .grant_in(&peer)
+                    .and_then(|g| g.shards.as_ref())
+                    .map_or(0, Vec::len);
+                (
+                    seq,
+                    prev,
+                    s.grant_in.unwrap_or_else(|| ZERO.to_owned()),
+                    per_shard(tally.window_shards(w).outbound, n),
+                )
             };
             let (prev, shrink) = match self.config.fault {
                 Fault::None => (prev, 1),
@@ -362,7 +438,8 @@ impl Accounts {
                     bytes: c.bytes_in,
                 },
                 crate::node::unix_now(),
-            );
+            )
+            .with_shards(shards);
             let Ok(r) = r.sign(&self.keys) else { continue };
             let body = serde_json::to_value(&r).expect("a receipt serializes");
             self.record(Line::Sent {
@@ -386,7 +463,14 @@ impl Accounts {
                 .collect()
         };
         for peer in granted {
-            let counts = self.table.tally(&peer).window(w).into();
+            let n = lock(&self.books)
+                .ledger()
+                .grant_out(&peer)
+                .and_then(|(g, _)| g.shards.as_ref())
+                .map_or(0, Vec::len);
+            let tally = self.table.tally(&peer);
+            let mut counts: fleetmesh_ledger::Counts = tally.window(w).into();
+            counts.shards = per_shard(tally.window_shards(w).inbound, n).unwrap_or_default();
             self.record(Line::Measure {
                 at: crate::node::unix_now(),
                 peer,

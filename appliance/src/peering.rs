@@ -34,6 +34,8 @@ pub(crate) enum Target {
         direction: fleetmesh_relay::sync::Direction,
         in_flight: std::sync::Arc<fleetmesh_relay::sync::InFlight>,
         max_fetch: usize,
+        /// The shards of the peer's grant to us: all we push it (empty: anything).
+        push_only: std::sync::Arc<Vec<fleetmesh_proto::filter::Filter>>,
     },
 }
 
@@ -89,6 +91,10 @@ pub(crate) fn round(
         max_fetch: match &target {
             Target::Link { max_fetch, .. } => *max_fetch,
             Target::Url { .. } => usize::MAX,
+        },
+        push_only: match &target {
+            Target::Link { push_only, .. } => push_only.clone(),
+            Target::Url { .. } => Default::default(),
         },
         ..Default::default()
     };

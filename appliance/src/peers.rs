@@ -221,6 +221,13 @@ impl Peers {
         lock(&self.peers).get(id).cloned()
     }
 
+    /// The tally of `id` when it has one already (a peer linked or in session with us):
+    /// what faces open to any key (message streams, Blossom) count a peer's traffic in
+    /// without keeping one per stranger.
+    pub fn tally_known(&self, id: &str) -> Option<Arc<Tally>> {
+        lock(&self.tallies).get(id).cloned()
+    }
+
     /// The traffic tally of the peer `id` (made if new), for its relay sessions. Past the
     /// table's capacity a new peer's tally counts without being kept.
     pub fn tally(&self, id: &str) -> Arc<Tally> {

@@ -89,6 +89,10 @@ pub struct StartArgs {
     /// projections, `[ledger] publish_secs`, are published as often).
     #[arg(long, value_name = "SECS", default_value_t = 10, requires = "grants")]
     pub window: u64,
+    /// With --grants: a shard the grants cover, a NIP-01 filter as JSON (`[ledger]
+    /// grant_shards`; repeatable): receipts count per shard, pushes outside them are S3.
+    #[arg(long, value_name = "FILTER", requires = "grants")]
+    pub grant_shard: Vec<String>,
     /// With --grants: node I misbehaves on purpose (`[ledger] fault`), so that its peers'
     /// remedies can be watched: `I=understate` (receipts claim a quarter of what it sent:
     /// probation and a report), `I=corrupt-chain` (wrong links from its third receipt:
@@ -264,6 +268,7 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
             config.ledger.grant_events = events;
             config.ledger.window_secs = args.window;
             config.ledger.publish_secs = args.window;
+            config.ledger.grant_shards = args.grant_shard.clone();
             if let Some((_, f)) = args.fault.iter().rev().find(|(j, _)| *j == i) {
                 config.ledger.fault = *f;
             }

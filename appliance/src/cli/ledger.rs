@@ -46,6 +46,11 @@ pub enum GrantCommand {
         /// Added after each clean window [default: a tenth of the events].
         #[arg(long, default_value_t = 0)]
         increase: u64,
+        /// A shard the grant covers: a NIP-01 filter, JSON (repeatable, at most 16).
+        /// Receipts then count per shard, and the peer's pushes outside every shard are
+        /// refused (S3) [default: every event].
+        #[arg(long, value_name = "FILTER")]
+        shard: Vec<String>,
         /// The node directory [default: $MESHNODE_HOME or the platform data directory].
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -76,10 +81,11 @@ pub fn grant(cmd: &GrantCommand) -> anyhow::Result<Outcome> {
             window,
             min,
             increase,
+            shard,
             dir,
         } => (
             json!({"cmd": "grant.issue", "peer": peer, "events": events, "bytes": bytes,
-                "window_secs": window, "min": min, "increase": increase}),
+                "window_secs": window, "min": min, "increase": increase, "shards": shard}),
             dir,
         ),
         GrantCommand::List { dir } => (json!({"cmd": "grant.list"}), dir),

@@ -23,6 +23,10 @@ pub struct LedgerSection {
     /// Events added to the capacity after each clean window. Default 0: a tenth of
     /// `grant_events`.
     pub grant_increase: u64,
+    /// The shards the automatic grant covers: NIP-01 filters as JSON text (at most 16),
+    /// e.g. `['{"kinds":[1]}', '{"kinds":[30023]}']`. Receipts count per shard, a peer's
+    /// pushes outside them are refused and count as S3. Default none: every event.
+    pub grant_shards: Vec<String>,
     /// Seconds between two publications of the node's projections for standard Nostr
     /// clients: a NIP-85 trusted assertion (kind 30385) about each peer the ledger judged,
     /// and a NIP-66 relay discovery event (kind 30166) about this face; on the node's relay
@@ -55,6 +59,7 @@ impl Default for LedgerSection {
             grant_bytes: 0,
             grant_min: 0,
             grant_increase: 0,
+            grant_shards: Vec::new(),
             publish_secs: 600,
             fault: Fault::None,
         }
@@ -85,8 +90,20 @@ impl LedgerSection {
         })
     }
 
+    /// The automatic grant's shards as JSON values (`None`: none named). Call after
+    /// [`LedgerSection::check`].
+    pub fn shards(&self) -> Option<Vec<serde_json::Value>> {
+        (!self.grant_shards.is_empty()).then(|| {
+            self.grant_shards
+                .iter()
+                .filter_map(|s| serde_json::from_str(s).ok())
+                .collect()
+        })
+    }
+
     /// Refuses values out of range, naming the key.
     pub(crate) fn check(&self) -> Result<(), String> {
+        check_shards(&self.grant_shards).map_err(|e| format!("[ledger] grant_shards: {e}"))?;
         if !(1..=86_400).contains(&self.window_secs) {
             return Err(format!(
                 "[ledger] window_secs = {}: must be between 1 and 86400",
@@ -108,6 +125,24 @@ impl LedgerSection {
         }
         Ok(())
     }
+}
+
+/// Grant shards as a grant carries them: at most 16 NIP-01 filters, each JSON text that
+/// parses as a filter.
+///
+/// # Errors
+/// Which one does not, and why.
+pub fn check_shards(shards: &[String]) -> Result<(), String> {
+    if shards.len() > 16 {
+        return Err(format!("{} shards; a grant names at most 16", shards.len()));
+    }
+    for s in shards {
+        let v: serde_json::Value =
+            serde_json::from_str(s).map_err(|e| format!("{s:?} is not JSON: {e}"))?;
+        fleetmesh_proto::filter::Filter::from_value(&v, Default::default())
+            .map_err(|e| format!("{s:?} is not a NIP-01 filter: {e}"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -270,7 +270,7 @@ pub async fn start(
                 .await
                 .with_context(|| format!("[peering] quic_listen = \"{addr}\""))?
                 .with_limits(256, 8, config.face.per_ip_exempt.clone())
-                .with_messages(messages(didcomm));
+                .with_messages(messages(didcomm, table.clone()));
             tracing::info!(addrs = ?q.local_addrs(), "QUIC peer links");
             if !leaf {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -356,12 +356,17 @@ fn sessions(ctx: Ctx) -> fleetmesh_transport::link::Sessions {
 /// (a compute/1.0 job, a forward carrying a hop envelope for a mediator) is handled as
 /// `POST /didcomm` handles it, and answered `{"status": 200, "message": PACKED}`,
 /// `{"status": 202}` (taken, no reply) or `{"status": N, "error": {"code", "message"}}`.
-fn messages(dc: Arc<DidComm>) -> fleetmesh_transport::link::Messages {
-    Arc::new(move |text: String, _from: Arc<Event>| {
+fn messages(dc: Arc<DidComm>, table: Arc<Peers>) -> fleetmesh_transport::link::Messages {
+    Arc::new(move |text: String, from: Arc<Event>| {
         let dc = dc.clone();
+        // counted as the sender counts them ([`fleetmesh_transport::link::PeerLink::counted`])
+        let tally = table.tally_known(&hex::encode(from.pubkey));
+        if let Some(t) = &tally {
+            t.received_bytes(text.len() as u64);
+        }
         Box::pin(async move {
             let outcome = tokio::task::spawn_blocking(move || dc.handle(text.as_bytes())).await;
-            match outcome {
+            let answer = match outcome {
                 Ok(Outcome::Reply(_, packed)) => json!({"status": 200, "message": packed}),
                 Ok(Outcome::Accepted) => json!({"status": 202}),
                 Ok(Outcome::Refused(status, code, why)) => {
@@ -371,7 +376,11 @@ fn messages(dc: Arc<DidComm>) -> fleetmesh_transport::link::Messages {
                     json!({"status": 500, "error": {"code": "internal", "message": "the handler panicked"}})
                 }
             }
-            .to_string()
+            .to_string();
+            if let Some(t) = &tally {
+                t.sent_bytes(answer.len() as u64);
+            }
+            answer
         })
     })
 }
@@ -653,6 +662,7 @@ async fn peer(
             v.transport = Some("iroh".into());
         });
         tracing::info!(peer = %key, "QUIC peer link up");
+        let link = link.counted(ctx.table.tally(&key));
         lock(&ctx.links).insert(key.clone(), link.clone());
         loop {
             if ctx.table.barred(&key) {
@@ -732,6 +742,7 @@ async fn rounds(
                 direction: pol.direction,
                 in_flight: ctx.in_flight.clone(),
                 max_fetch: policy::pull_allowance(ctx, key),
+                push_only: ctx.table.tally(key).outbound_shards(),
             },
             Over::Face(url) => crate::peering::Target::Url {
                 url: url.to_owned(),

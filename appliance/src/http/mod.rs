@@ -89,6 +89,7 @@ pub fn router(
         &node.config.blobs,
         node.config.api.token.as_deref(),
     )?;
+    blobs.meter_peers(peers.clone());
     // one proving queue and one verify gatherer for the API and jobs alike
     let prover = fleetmesh_prover::queue::ProvingQueue::new(node.dir.join(CIRCUITS_DIR), backend);
     let verifier = fleetmesh_prover::gather::Gatherer::start();
@@ -632,13 +633,21 @@ fn grant_command(
                 grant_bytes: n("bytes"),
                 grant_min: n("min"),
                 grant_increase: n("increase"),
+                grant_shards: req["shards"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|s| s.as_str().unwrap_or("?").to_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
                 ..Default::default()
             };
             if let Err(why) = terms.check() {
                 return refuse("bad_request", why);
             }
             let t = terms.terms().expect("events ≥ 1");
-            match rt.block_on(acc.issue(&peer, t, terms.window_secs)) {
+            match rt.block_on(acc.issue(&peer, t, terms.window_secs, terms.shards())) {
                 Ok(e) => serde_json::json!({"grant": e.to_value()}),
                 Err(e) => refuse("bad_request", format!("{e:#}")),
             }

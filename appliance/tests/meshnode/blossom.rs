@@ -185,7 +185,7 @@ fn blob_files(node: &Path) -> Vec<String> {
 }
 
 /// `n` bytes that are not all alike (a fixed LCG), so that ranges of them differ.
-fn bytes(n: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn bytes(n: usize, seed: u64) -> Vec<u8> {
     let mut x = seed;
     (0..n)
         .map(|_| {
@@ -197,7 +197,7 @@ fn bytes(n: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-fn sha256_hex(b: &[u8]) -> String {
+pub(crate) fn sha256_hex(b: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(b))
 }
 

@@ -208,6 +208,143 @@ fn granted_peers_that_flood_are_halved_then_suspended_and_replay_takes_the_same_
     assert!(!stdout(&o).is_empty());
 }
 
+/// Node `i`'s evidence log lines of `type_` about `peer`.
+fn logged(dir: &Path, i: usize, type_: &str, peer: &str) -> Vec<Value> {
+    let log = dir.join(format!("node-{i}/ledger/evidence.jsonl"));
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == type_ && v["peer"] == peer)
+        .collect()
+}
+
+/// The sum over `lines` of the number at `path` (absent: 0).
+fn sum(lines: &[Value], path: &str) -> u64 {
+    lines
+        .iter()
+        .map(|v| v.pointer(path).and_then(Value::as_u64).unwrap_or(0))
+        .sum()
+}
+
+#[test]
+fn grant_shards_are_metered_per_shard_on_both_sides_and_a_peers_blob_transfers_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let (notes, reactions) = (r#"{"kinds":[1]}"#, r#"{"kinds":[7]}"#);
+    let (_stop, nodes) = start(
+        &dir,
+        &[
+            "--nodes",
+            "2",
+            "--grants",
+            "500",
+            "--window",
+            "3",
+            "--interval-secs",
+            "1",
+            "--grant-shard",
+            notes,
+            "--grant-shard",
+            reactions,
+        ],
+    );
+    let (a, b) = (nodes.key(0), nodes.key(1));
+    wait_until("the two grant each other", || {
+        ledger_of(&nodes.url(0))["peers"][&b]["grant_out"].is_string()
+            && ledger_of(&nodes.url(1))["peers"][&a]["grant_out"].is_string()
+    });
+    let o = run(&[
+        "grant",
+        "list",
+        "--dir",
+        dir.join("node-0").to_str().unwrap(),
+    ]);
+    let grants: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(
+        grants["grants"][0]["shards"],
+        serde_json::json!([{"kinds": [1]}, {"kinds": [7]}]),
+        "{grants}"
+    );
+    // node 1 gets 5 notes, 3 reactions and 2 articles (outside both shards)
+    let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
+    let event = |kind: u16, i: usize| {
+        keys.sign(fleetmesh_proto::UnsignedEvent {
+            created_at: unix_now(),
+            kind,
+            tags: vec![vec!["d".into(), format!("{i}")]],
+            content: format!("{kind} {i}"),
+        })
+        .unwrap()
+    };
+    let mut batch: Vec<_> = (0..5).map(|i| event(1, i)).collect();
+    batch.extend((0..3).map(|i| event(7, i)));
+    batch.extend((0..2).map(|i| event(30023, i)));
+    runtime().block_on(publish_all(&nodes.ws(1), &batch));
+    // all reach node 0: node 1 pushes only what the grant covers, node 0 pulls the rest
+    wait_until("node 0 holds all ten", || {
+        runtime()
+            .block_on(req_events(
+                &nodes.ws(0),
+                serde_json::json!({"authors": [keys.nostr_pubkey_hex()]}),
+            ))
+            .len()
+            == 10
+    });
+    // node 1's key uploads a blob to node 0's Blossom store
+    let node1 = fleetmesh_proto::NodeKeys::load(&dir.join("node-1/keys")).unwrap();
+    let body = super::blossom::bytes(5000, 3);
+    let hash = super::blossom::sha256_hex(&body);
+    let put = runtime().block_on(
+        http_client()
+            .put(format!("{}/upload", nodes.url(0)))
+            .header(
+                "authorization",
+                super::blossom::auth(&node1, "upload", &hash, 60),
+            )
+            .body(body)
+            .send(),
+    );
+    assert_eq!(put.unwrap().status(), 200);
+    // node 0 measured node 1's deliveries per shard, and its blob bytes apart
+    wait_until("node 0's measurements cover it all", || {
+        let m = logged(&dir, 0, "measure", &b);
+        sum(&m, "/counts/shards/0/events") >= 5
+            && sum(&m, "/counts/shards/1/events") >= 3
+            && sum(&m, "/counts/blob_in") == 5000
+    });
+    let measured = logged(&dir, 0, "measure", &b);
+    // the articles count in the totals, in no shard
+    assert!(
+        sum(&measured, "/counts/events_in")
+            >= sum(&measured, "/counts/shards/0/events")
+                + sum(&measured, "/counts/shards/1/events")
+                + 2,
+        "{measured:?}"
+    );
+    // node 1's receipts say the same per shard, window by window: every window is clean
+    let receipts = logged(&dir, 0, "receipt", &b);
+    assert!(
+        receipts.iter().any(
+            |r| r["receipt"]["shards"].as_array().map(Vec::len) == Some(2)
+                && r["receipt"]["shards"][0]["events"].as_u64() > Some(0)
+        ),
+        "{receipts:?}"
+    );
+    let sent = logged(&dir, 1, "sent", &a);
+    for r in &receipts {
+        assert!(
+            sent.iter().any(|s| s["receipt"] == r["receipt"]),
+            "what node 0 took is what node 1 signed: {r}"
+        );
+    }
+    let about = decided_about(&nodes.url(0), &b);
+    assert!(!about.is_empty());
+    assert!(about.iter().all(|(s, _)| s == "S0"), "{about:?}");
+    let elsewhere = tempfile::tempdir().unwrap();
+    replays_as_decided(&dir, &nodes, elsewhere.path());
+}
+
 /// `meshnode report list --relay WS --about KEY --json`: the reports on node `ws`'s relay
 /// about `peer`, as (rung, remedy, evidence lines).
 fn reports_about(ws: &str, peer: &str) -> Vec<(String, String, usize)> {

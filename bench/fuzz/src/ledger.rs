@@ -101,6 +101,19 @@ impl Script<'_> {
     }
 }
 
+/// A few per-shard counts, or none.
+fn shards(s: &mut Script<'_>) -> Option<Vec<Moved>> {
+    let n = s.byte().unwrap_or(0) % 4;
+    (n > 0).then(|| {
+        (0..n - 1)
+            .map(|_| Moved {
+                events: s.num(),
+                bytes: s.num(),
+            })
+            .collect()
+    })
+}
+
 fn line(l: &Line) -> String {
     serde_json::to_string(l).expect("a line serializes")
 }
@@ -115,6 +128,7 @@ fn scripted(script: &[u8]) -> Vec<String> {
         pubkey: us.nostr_pubkey_hex(),
     })];
     let (mut seq, mut prev, mut grant_id) = (0u64, ZERO.to_owned(), ZERO.to_owned());
+    let mut ours_id = ZERO.to_owned();
     while out.len() < MAX_LINES
         && let Some(op) = s.byte()
     {
@@ -133,14 +147,20 @@ fn scripted(script: &[u8]) -> Vec<String> {
                         min: s.num(),
                         increase: s.num(),
                     },
-                    shards: None,
+                    shards: shards(&mut s).map(|v| {
+                        (0..v.len())
+                            .map(|k| serde_json::json!({"kinds": [k]}))
+                            .collect()
+                    }),
                     starts_at: None,
                     pair: pair_id(&by.nostr().secret_key(), &other.nostr_pubkey_hex())
                         .expect("a valid key"),
                     expires_at: None,
                 };
                 let Ok(e) = g.sign(by, at) else { continue };
-                if !ours {
+                if ours {
+                    ours_id = e.id_hex();
+                } else {
                     grant_id = e.id_hex();
                 }
                 out.push(line(&Line::Grant {
@@ -152,9 +172,14 @@ fn scripted(script: &[u8]) -> Vec<String> {
             // the peer's receipt: the chain's next, or a fuzzed seq
             2 => {
                 let honest = s.byte().unwrap_or(0) % 4 != 0;
+                let spends = if s.byte().unwrap_or(0) % 2 == 0 {
+                    &ours_id
+                } else {
+                    &grant_id
+                };
                 let r = BudgetReceipt::new(
                     peer_hex.clone(),
-                    grant_id.clone(),
+                    spends.clone(),
                     s.num(),
                     s.num(),
                     if honest { seq } else { s.num() },
@@ -168,7 +193,8 @@ fn scripted(script: &[u8]) -> Vec<String> {
                         bytes: s.num(),
                     },
                     at,
-                );
+                )
+                .with_shards(shards(&mut s));
                 let Ok(r) = r.sign(peer) else { continue };
                 if honest {
                     seq += 1;
@@ -194,6 +220,9 @@ fn scripted(script: &[u8]) -> Vec<String> {
                     out_of_filter: s.num() % 2,
                     malformed: s.num() % 2,
                     forged: s.num() % 2,
+                    shards: shards(&mut s).unwrap_or_default(),
+                    blob_in: s.num(),
+                    blob_out: s.num(),
                 },
             })),
         }

@@ -19,7 +19,7 @@ use crate::{Decision, Ledger, LedgerError, Result};
 pub const MAX_LINE: usize = 256 << 10;
 
 /// What the node measured of one peer's traffic in one window.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     /// Events received from the peer (pushed by it or fetched from it).
     pub events_in: u64,
@@ -35,6 +35,22 @@ pub struct Counts {
     pub malformed: u64,
     /// Its events whose id or signature did not hold.
     pub forged: u64,
+    /// What it sent, per shard of our grant to it (in the grant's order; absent when the
+    /// grant names none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<fleetmesh_proto::ledger::Moved>,
+    /// Blossom bytes its key uploaded to us (measured, not judged: its node signs no
+    /// receipt for them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub blob_in: u64,
+    /// Blossom bytes served to its key.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub blob_out: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl From<fleetmesh_relay::face::TallyCounts> for Counts {
@@ -49,6 +65,9 @@ impl From<fleetmesh_relay::face::TallyCounts> for Counts {
             out_of_filter: c.out_of_filter,
             malformed: c.malformed,
             forged: c.forged,
+            shards: Vec::new(),
+            blob_in: c.blob_in,
+            blob_out: c.blob_out,
         }
     }
 }

@@ -92,6 +92,36 @@ fn diverge(a: u64, b: u64, floor: u64) -> bool {
     gap > floor && u128::from(gap) * 10 > u128::from(a.max(b))
 }
 
+/// Whether a receipt's counts per shard diverge from ours (`measured`, by the shards of
+/// our grant `g`, event id `ours`): only for a receipt that spends against that grant and
+/// a grant that names shards. What was found, in words.
+fn shards_diverge(
+    g: &Grant,
+    ours: Option<&str>,
+    r: &BudgetReceipt,
+    measured: &[fleetmesh_proto::ledger::Moved],
+) -> Option<String> {
+    let n = g.shards.as_ref().map_or(0, Vec::len);
+    if n == 0 || ours != Some(r.grant.as_str()) {
+        return None;
+    }
+    let Some(theirs) = r.shards.as_ref().filter(|t| t.len() == n) else {
+        return Some(format!(
+            "its receipt counts {} shards of our grant, which names {n}",
+            r.shards.as_ref().map_or(0, Vec::len)
+        ));
+    };
+    theirs.iter().enumerate().find_map(|(i, t)| {
+        let m = measured.get(i).copied().unwrap_or_default();
+        (diverge(t.events, m.events, 16) || diverge(t.bytes, m.bytes, 16_384)).then(|| {
+            format!(
+                "its receipt says it sent {} events ({} bytes) in shard {i}; measured {} ({})",
+                t.events, t.bytes, m.events, m.bytes
+            )
+        })
+    })
+}
+
 impl Ledger {
     /// The node whose log this is.
     pub fn us(&self) -> Option<&str> {
@@ -408,6 +438,11 @@ impl Ledger {
                     m.bytes_out
                 ),
             )
+        } else if let Some(why) = receipt
+            .as_ref()
+            .and_then(|(r, _)| shards_diverge(&g, s.grant_out.as_deref(), r, &m.shards))
+        {
+            (Rung::S2, why)
         } else if over && cap <= g.aimd.min {
             (
                 Rung::S3,

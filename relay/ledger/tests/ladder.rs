@@ -48,9 +48,20 @@ impl<'k> Chain<'k> {
     }
 
     fn receipt(&mut self, window: u64, sent: (u64, u64)) -> BudgetReceipt {
+        self.spending(window, sent, ZERO, None)
+    }
+
+    /// A receipt spending against grant `grant`, with what was sent per shard of it.
+    fn spending(
+        &mut self,
+        window: u64,
+        sent: (u64, u64),
+        grant: &str,
+        shards: Option<Vec<Moved>>,
+    ) -> BudgetReceipt {
         let r = BudgetReceipt::new(
             self.keys.nostr_pubkey_hex(),
-            ZERO.into(),
+            grant.into(),
             window,
             W,
             self.next,
@@ -62,6 +73,7 @@ impl<'k> Chain<'k> {
             Moved::default(),
             T0,
         )
+        .with_shards(shards)
         .sign(self.keys)
         .unwrap();
         self.next += 1;
@@ -90,6 +102,11 @@ struct Node {
 
 impl Node {
     fn new(us: &NodeKeys, peer: &NodeKeys, events: u64, min: u64) -> Node {
+        Node::granting(us, peer, grant(us, peer, events, min))
+    }
+
+    /// Books of `us` that grant `peer` the signed grant `event`.
+    fn granting(us: &NodeKeys, peer: &NodeKeys, event: Value) -> Node {
         let dir = tempfile::tempdir().unwrap();
         let (mut books, refused) = Books::open(dir.path(), &us.nostr_pubkey_hex(), T0).unwrap();
         assert!(refused.is_empty());
@@ -98,7 +115,7 @@ impl Node {
             .record(Line::Grant {
                 at: T0,
                 peer: peer_hex.clone(),
-                event: grant(us, peer, events, min),
+                event,
             })
             .unwrap();
         assert!(d.is_empty());
@@ -244,6 +261,72 @@ fn a_receipt_that_diverges_from_the_measurement_puts_the_peer_on_probation() {
             .is_none(),
         "nothing said about a peer never judged"
     );
+    n.replays_the_same();
+}
+
+#[test]
+fn receipts_count_per_shard_of_the_grant_and_a_shard_that_diverges_is_a_misreport() {
+    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let g = Grant {
+        events: 1000,
+        bytes: 1_000_000,
+        window_secs: W,
+        aimd: Aimd {
+            initial: 1000,
+            min: 100,
+            increase: 0,
+        },
+        shards: Some(vec![
+            serde_json::json!({"kinds": [1]}),
+            serde_json::json!({"kinds": [7]}),
+        ]),
+        starts_at: None,
+        pair: pair_id(&a.nostr().secret_key(), &b.nostr_pubkey_hex()).unwrap(),
+        expires_at: None,
+    };
+    let event = g.sign(&a, T0).unwrap();
+    let gid = event.id_hex();
+    let mut n = Node::granting(&a, &b, event.to_value());
+    let mut chain = Chain::new(&b);
+    let w0 = T0 / W;
+    let m = |e: u64, b: u64| Moved {
+        events: e,
+        bytes: b,
+    };
+    let sharded = |total: (u64, u64), shards: Vec<Moved>| Counts {
+        shards,
+        ..counts(total.0, total.1)
+    };
+    // The shards agree (within a window boundary's slack): clean.
+    let theirs = vec![m(300, 30_000), m(200, 20_000)];
+    n.receipt(&chain.spending(w0, (500, 50_000), &gid, Some(theirs)));
+    let ours = vec![m(305, 30_500), m(200, 20_000)];
+    let d = n.measure(w0, sharded((505, 50_500), ours));
+    assert_eq!(d.severity, Rung::S0, "{}", d.why);
+    // Totals agree, the split does not: 400 + 100 claimed, 200 + 300 measured.
+    let theirs = vec![m(400, 40_000), m(100, 10_000)];
+    n.receipt(&chain.spending(w0 + 1, (500, 50_000), &gid, Some(theirs)));
+    let ours = vec![m(200, 20_000), m(300, 30_000)];
+    let d = n.measure(w0 + 1, sharded((500, 50_000), ours.clone()));
+    assert_eq!((d.severity, d.remedy), (Rung::S2, Remedy::Probation));
+    assert!(d.why.contains("shard 0"), "{}", d.why);
+    // A receipt for our grant that counts no shards of it: a misreport too.
+    n.receipt(&chain.spending(w0 + 2, (500, 50_000), &gid, None));
+    let d = n.measure(w0 + 2, sharded((500, 50_000), ours.clone()));
+    assert_eq!(d.severity, Rung::S2);
+    assert!(d.why.contains("counts 0 shards"), "{}", d.why);
+    // One spending against no grant it knows (ours had not reached it): totals only.
+    n.receipt(&chain.spending(w0 + 3, (500, 50_000), ZERO, None));
+    assert_eq!(
+        n.measure(w0 + 3, sharded((500, 50_000), ours)).severity,
+        Rung::S0
+    );
+    // The shards are on the wire and in the log as the schema says.
+    let r = chain.spending(w0 + 4, (1, 100), &gid, Some(vec![m(1, 100), m(0, 0)]));
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["shards"][0]["events"], 1);
+    assert_eq!(BudgetReceipt::from_value(&v).unwrap(), r);
+    assert!(r.verify());
     n.replays_the_same();
 }
 

@@ -150,6 +150,10 @@ pub struct BudgetReceipt {
     pub sent: Moved,
     /// Position in the signer's chain.
     pub seq: u64,
+    /// What the signer sent, per shard of `grant` (in the grant's order; an event counts in
+    /// the first shard it matches): present when that grant names shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Vec<Moved>>,
     /// BIP-340 signature over SHA-256 of the receipt without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sig: Option<String>,
@@ -191,12 +195,20 @@ impl BudgetReceipt {
             received,
             seq,
             sent,
+            shards: None,
             sig: None,
             ts,
             type_: "receipt".to_owned(),
             window,
             window_secs,
         }
+    }
+
+    /// The same receipt with what was sent per shard of its grant (`None`: the grant names
+    /// no shards).
+    #[must_use]
+    pub fn with_shards(self, shards: Option<Vec<Moved>>) -> BudgetReceipt {
+        BudgetReceipt { shards, ..self }
     }
 
     /// SHA-256 of the receipt's canonical JSON without its signature: what is signed.

@@ -49,7 +49,7 @@ pub use self::auth::AUTH_KIND;
 use self::connection::{Connection, Done};
 use self::negentropy::{NegOpened, NegSession};
 use self::outbox::{Outbox, OutputBudget, Refused};
-pub use self::peer::{PeerRefusal, PeerSession, Tally, TallyCounts};
+pub use self::peer::{PeerRefusal, PeerSession, ShardCounts, Tally, TallyCounts};
 pub use self::shed::{Allowance, CALM, Granted, Shedding, next_rung};
 use crate::limits::{Limits, TokenBucket};
 use crate::message;
@@ -456,10 +456,7 @@ impl Relay {
                     let closing = matches!(q.msg, Message::Close(_));
                     bytes += q.bytes;
                     if let (Some(t), Message::Text(text)) = (&tally, &q.msg) {
-                        t.sent(
-                            u64::from(text.as_str().starts_with("[\"EVENT\"")),
-                            q.bytes as u64,
-                        );
+                        t.sent_message(text.as_str());
                     }
                     if sink.feed(q.msg).await.is_err() || closing {
                         let _ = sink.flush().await;
@@ -515,8 +512,7 @@ impl Relay {
                         Some(Ok(Message::Text(text))) => {
                             spoke = heard;
                             if let Some(p) = &conn.session {
-                                let event = text.as_str().trim_start().starts_with("[\"EVENT\"");
-                                p.tally.received(u64::from(event), text.len() as u64);
+                                p.tally.received_message(text.as_str());
                             }
                             if !conn.handle_text(text.as_str(), &query_tx) {
                                 break ("too slow", None);

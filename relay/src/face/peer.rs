@@ -7,13 +7,17 @@
 //! pushes outside the shard filter agreed with it are refused (`blocked:`), its own
 //! event rate replaces the relay's per-connection one, and everything it sends or is sent
 //! is counted in its [`Tally`], shared by all of the peer's sessions. The counts are the
-//! wire measurements the accountability ledger meters peers by.
+//! wire measurements the accountability ledger meters peers by: totals, per window, and per
+//! shard of the grants between the two ([`Tally::set_shards`], [`ShardCounts`]); the
+//! appliance adds the DIDComm messages of the link's message streams (hop forwards, jobs,
+//! ledger messages) and, apart, the peer key's Blossom transfers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use fleetmesh_proto::event::Event;
 use fleetmesh_proto::filter::Filter;
+use fleetmesh_proto::ledger::Moved;
 use serde::{Deserialize, Serialize};
 
 /// What one relay session with a peer is held to.
@@ -32,11 +36,13 @@ pub struct PeerSession {
 }
 
 impl PeerSession {
-    /// Whether `event` lies within the agreed shards.
+    /// Whether `event` lies within the agreed shards, and within the shards of our grant
+    /// to the peer when it names some.
     pub fn admits(&self, event: &Event) -> bool {
         self.filters
             .as_ref()
             .is_none_or(|fs| fs.iter().any(|f| f.matches(event)))
+            && self.tally.granted(event)
     }
 }
 
@@ -68,17 +74,72 @@ pub struct Tally {
     forged: AtomicU64,
     invalid: AtomicU64,
     rate_limited: AtomicU64,
+    blob_in: AtomicU64,
+    blob_out: AtomicU64,
     /// Unix time of the peer's last NIP-77 reconciliation on our face (0: never).
     reconciled_at: AtomicU64,
     /// The counts per window of Unix time, when windows are set ([`Tally::set_window`]).
     windows: std::sync::Mutex<Windows>,
+    /// The shard filters events are counted by, each way ([`Tally::set_shards`]).
+    shards: std::sync::RwLock<ShardFilters>,
+}
+
+/// The shard filters of the grants between the two sides: `inbound`, of ours to the peer
+/// (what it delivers us spends against it); `outbound`, of the peer's to us. Empty: no
+/// counts per shard that way.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct ShardFilters {
+    inbound: Arc<Vec<Filter>>,
+    outbound: Arc<Vec<Filter>>,
+}
+
+/// Events and bytes per shard in one window, each way: position *i* counts the events of
+/// shard filter *i* (an event counts in the first shard it matches, in none when it
+/// matches none) and the bytes of their messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardCounts {
+    /// Received from the peer, by the shards of our grant to it.
+    pub inbound: Vec<Moved>,
+    /// Sent to the peer, by the shards of its grant to us.
+    pub outbound: Vec<Moved>,
+}
+
+/// One window's counts.
+#[derive(Debug, Default)]
+struct Slot {
+    n: u64,
+    counts: TallyCounts,
+    shards: ShardCounts,
 }
 
 /// Counts per window: window length (0: not kept) and the last few windows' counts.
 #[derive(Debug, Default)]
 struct Windows {
     secs: u64,
-    slots: std::collections::VecDeque<(u64, TallyCounts)>,
+    slots: std::collections::VecDeque<Slot>,
+}
+
+/// Which way a message crossed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    In,
+    Out,
+}
+
+/// The event an `EVENT` message carries, client's (`["EVENT", ev]`) or relay's
+/// (`["EVENT", sub, ev]`), read for its shard only (not verified).
+fn carried_event(text: &str) -> Option<Event> {
+    Event::from_event_message(text).or_else(|| {
+        let (tag, _, ev): (String, serde::de::IgnoredAny, serde_json::Value) =
+            serde_json::from_str(text).ok()?;
+        (tag == "EVENT").then_some(())?;
+        Event::from_value(&ev).ok()
+    })
+}
+
+/// Whether a NIP-01 message is an `EVENT` one.
+fn is_event(text: &str) -> bool {
+    text.trim_start().starts_with("[\"EVENT\"")
 }
 
 /// Windows a tally keeps.
@@ -105,26 +166,179 @@ pub struct TallyCounts {
     pub invalid: u64,
     /// Its events refused for coming faster than its rate.
     pub rate_limited: u64,
+    /// Blossom bytes its key uploaded to our blob store.
+    #[serde(default)]
+    pub blob_in: u64,
+    /// Blossom bytes served to its key.
+    #[serde(default)]
+    pub blob_out: u64,
 }
 
 impl Tally {
     /// Counts `events` (carried in `bytes`) received from the peer.
     pub fn received(&self, events: u64, bytes: u64) {
-        self.events_in.fetch_add(events, Relaxed);
-        self.bytes_in.fetch_add(bytes, Relaxed);
-        self.in_window(|c| {
-            c.events_in += events;
-            c.bytes_in += bytes;
-        });
+        self.count(Way::In, events, bytes, None);
     }
 
     /// Counts `events` (carried in `bytes`) sent to the peer.
     pub fn sent(&self, events: u64, bytes: u64) {
-        self.events_out.fetch_add(events, Relaxed);
-        self.bytes_out.fetch_add(bytes, Relaxed);
-        self.in_window(|c| {
-            c.events_out += events;
-            c.bytes_out += bytes;
+        self.count(Way::Out, events, bytes, None);
+    }
+
+    /// Counts one NIP-01 message received from the peer, as it crossed: an `EVENT`
+    /// message as an event, in its shard when shards are set.
+    pub fn received_message(&self, text: &str) {
+        self.message(Way::In, text);
+    }
+
+    /// Counts one NIP-01 message sent to the peer, as [`Tally::received_message`].
+    pub fn sent_message(&self, text: &str) {
+        self.message(Way::Out, text);
+    }
+
+    /// Counts the per-window `bytes` of a message that is not NIP-01 (a DIDComm message on
+    /// a link's message stream: a hop forward, a job, a ledger message), each way as it
+    /// crossed.
+    pub fn received_bytes(&self, bytes: u64) {
+        self.count(Way::In, 0, bytes, None);
+    }
+
+    /// Counts `bytes` of a non-NIP-01 message sent to the peer ([`Tally::received_bytes`]).
+    pub fn sent_bytes(&self, bytes: u64) {
+        self.count(Way::Out, 0, bytes, None);
+    }
+
+    /// Counts Blossom bytes: `uploaded` by the peer's key to our blob store, `served` to it.
+    /// Kept apart from the relay traffic (a peer's own node does not sign for them).
+    pub fn blobs(&self, uploaded: u64, served: u64) {
+        self.blob_in.fetch_add(uploaded, Relaxed);
+        self.blob_out.fetch_add(served, Relaxed);
+        self.in_window(|s| {
+            s.counts.blob_in += uploaded;
+            s.counts.blob_out += served;
+        });
+    }
+
+    /// Sets the shard filters events are counted by from now on: `inbound`, those of our
+    /// grant to the peer; `outbound`, those of its grant to us (empty: none that way). A
+    /// change of either starts that way's counts of the current window over.
+    pub fn set_shards(&self, inbound: Vec<Filter>, outbound: Vec<Filter>) {
+        let new = ShardFilters {
+            inbound: Arc::new(inbound),
+            outbound: Arc::new(outbound),
+        };
+        let mut cur = self
+            .shards
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *cur == new {
+            return;
+        }
+        let (reset_in, reset_out) = (cur.inbound != new.inbound, cur.outbound != new.outbound);
+        *cur = new;
+        drop(cur);
+        self.in_window(|s| {
+            if reset_in {
+                s.shards.inbound.clear();
+            }
+            if reset_out {
+                s.shards.outbound.clear();
+            }
+        });
+    }
+
+    /// Whether `event` lies within the shards of our grant to the peer (any event when the
+    /// grant names none).
+    pub fn granted(&self, event: &Event) -> bool {
+        let f = self
+            .shards
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.inbound.is_empty() || f.inbound.iter().any(|f| f.matches(event))
+    }
+
+    /// The shard filters of the peer's grant to us: what we may push it (empty: any).
+    pub fn outbound_shards(&self) -> Arc<Vec<Filter>> {
+        self.shards
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .outbound
+            .clone()
+    }
+
+    /// The counts per shard of window `n` (empty when none were kept).
+    pub fn window_shards(&self, n: u64) -> ShardCounts {
+        self.slot(n, |s| s.shards.clone())
+    }
+
+    /// `read` of window `n`'s slot; the default when it is not kept.
+    fn slot<T: Default>(&self, n: u64, read: impl FnOnce(&Slot) -> T) -> T {
+        let w = self
+            .windows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        w.slots
+            .iter()
+            .find(|s| s.n == n)
+            .map(read)
+            .unwrap_or_default()
+    }
+
+    fn message(&self, way: Way, text: &str) {
+        let event = is_event(text);
+        let shard = if event {
+            let filters = {
+                let f = self
+                    .shards
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match way {
+                    Way::In => f.inbound.clone(),
+                    Way::Out => f.outbound.clone(),
+                }
+            };
+            (!filters.is_empty()).then(|| {
+                let at =
+                    carried_event(text).and_then(|e| filters.iter().position(|f| f.matches(&e)));
+                (at, filters.len())
+            })
+        } else {
+            None
+        };
+        self.count(way, u64::from(event), text.len() as u64, shard);
+    }
+
+    /// Counts one crossing: totals, its window, and its shard (`Some((Some(i), n))`: shard
+    /// `i` of `n`; `Some((None, n))`: none of the `n` matched).
+    fn count(&self, way: Way, events: u64, bytes: u64, shard: Option<(Option<usize>, usize)>) {
+        let (e, b) = match way {
+            Way::In => (&self.events_in, &self.bytes_in),
+            Way::Out => (&self.events_out, &self.bytes_out),
+        };
+        e.fetch_add(events, Relaxed);
+        b.fetch_add(bytes, Relaxed);
+        self.in_window(|s| {
+            let (c, per) = match way {
+                Way::In => (
+                    (&mut s.counts.events_in, &mut s.counts.bytes_in),
+                    &mut s.shards.inbound,
+                ),
+                Way::Out => (
+                    (&mut s.counts.events_out, &mut s.counts.bytes_out),
+                    &mut s.shards.outbound,
+                ),
+            };
+            *c.0 += events;
+            *c.1 += bytes;
+            if let Some((at, n)) = shard {
+                if per.len() != n {
+                    per.resize(n, Moved::default());
+                }
+                if let Some(m) = at.and_then(|i| per.get_mut(i)) {
+                    m.events += events;
+                    m.bytes += bytes;
+                }
+            }
         });
     }
 
@@ -147,15 +361,7 @@ impl Tally {
     /// The counts of window `n` (all zero when nothing was counted in it or it is no
     /// longer kept: the last eight are).
     pub fn window(&self, n: u64) -> TallyCounts {
-        let w = self
-            .windows
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        w.slots
-            .iter()
-            .find(|(k, _)| *k == n)
-            .map(|(_, c)| *c)
-            .unwrap_or_default()
+        self.slot(n, |s| s.counts)
     }
 
     /// The counts of the window now running (all zero when windows are not kept).
@@ -174,7 +380,7 @@ impl Tally {
         self.window(now / secs)
     }
 
-    fn in_window(&self, add: impl FnOnce(&mut TallyCounts)) {
+    fn in_window(&self, add: impl FnOnce(&mut Slot)) {
         let mut w = self
             .windows
             .lock()
@@ -186,14 +392,17 @@ impl Tally {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let n = now / w.secs;
-        if w.slots.back().is_none_or(|(k, _)| *k != n) {
-            w.slots.push_back((n, TallyCounts::default()));
+        if w.slots.back().is_none_or(|s| s.n != n) {
+            w.slots.push_back(Slot {
+                n,
+                ..Slot::default()
+            });
             while w.slots.len() > WINDOWS_KEPT {
                 w.slots.pop_front();
             }
         }
-        if let Some((_, c)) = w.slots.back_mut() {
-            add(c);
+        if let Some(s) = w.slots.back_mut() {
+            add(s);
         }
     }
 
@@ -212,12 +421,15 @@ impl Tally {
             PeerRefusal::RateLimited => &self.rate_limited,
         };
         c.fetch_add(n, Relaxed);
-        self.in_window(|c| match why {
-            PeerRefusal::OutOfFilter => c.out_of_filter += n,
-            PeerRefusal::Malformed => c.malformed += n,
-            PeerRefusal::Forged => c.forged += n,
-            PeerRefusal::Invalid => c.invalid += n,
-            PeerRefusal::RateLimited => c.rate_limited += n,
+        self.in_window(|s| {
+            let c = &mut s.counts;
+            match why {
+                PeerRefusal::OutOfFilter => c.out_of_filter += n,
+                PeerRefusal::Malformed => c.malformed += n,
+                PeerRefusal::Forged => c.forged += n,
+                PeerRefusal::Invalid => c.invalid += n,
+                PeerRefusal::RateLimited => c.rate_limited += n,
+            }
         });
     }
 
@@ -244,6 +456,87 @@ impl Tally {
             forged: self.forged.load(Relaxed),
             invalid: self.invalid.load(Relaxed),
             rate_limited: self.rate_limited.load(Relaxed),
+            blob_in: self.blob_in.load(Relaxed),
+            blob_out: self.blob_out.load(Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(v: serde_json::Value) -> Filter {
+        Filter::from_value(&v, Default::default()).unwrap()
+    }
+
+    fn event(kind: u16, tags: Vec<Vec<String>>) -> Event {
+        let keys = secp256k1::Keypair::from_secret_bytes([7; 32]).unwrap();
+        fleetmesh_proto::event::UnsignedEvent {
+            created_at: 1,
+            kind,
+            tags,
+            content: String::new(),
+        }
+        .sign(&keys)
+        .unwrap()
+    }
+
+    #[test]
+    fn a_grants_shards_narrow_what_a_session_admits_and_split_the_counts() {
+        let tally = Arc::new(Tally::default());
+        tally.set_window(3600);
+        let session = PeerSession {
+            name: "p".into(),
+            filters: Some(Arc::new(vec![filter(serde_json::json!({"kinds": [1, 7]}))])),
+            rate: None,
+            tally: tally.clone(),
+        };
+        let (note, tagged, reaction) = (
+            event(1, vec![]),
+            event(1, vec![vec!["t".into(), "x".into()]]),
+            event(7, vec![]),
+        );
+        assert!(session.admits(&note) && session.admits(&reaction));
+        // our grant covers kind 1 tagged x, then kind 7: the rest is outside it
+        let shards = vec![
+            filter(serde_json::json!({"kinds": [1], "#t": ["x"]})),
+            filter(serde_json::json!({"kinds": [7]})),
+        ];
+        tally.set_shards(shards.clone(), Vec::new());
+        assert!(!session.admits(&note));
+        assert!(session.admits(&tagged) && session.admits(&reaction));
+        assert!(tally.outbound_shards().is_empty());
+        let client = |e: &Event| serde_json::json!(["EVENT", e.to_value()]).to_string();
+        let relay = |e: &Event| serde_json::json!(["EVENT", "s", e.to_value()]).to_string();
+        for m in [
+            client(&tagged),
+            relay(&reaction),
+            client(&note),
+            "[\"REQ\"]".into(),
+        ] {
+            tally.received_message(&m);
+        }
+        tally.sent_message(&client(&tagged));
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            / 3600;
+        let per = tally.window_shards(n);
+        let c = tally.window(n);
+        if c.events_in == 0 {
+            return; // the hour turned between the counts and the read
+        }
+        assert_eq!(c.events_in, 3);
+        assert_eq!(per.inbound.len(), 2);
+        assert_eq!(per.inbound[0].events, 1);
+        assert_eq!(per.inbound[0].bytes, client(&tagged).len() as u64);
+        assert_eq!(per.inbound[1].events, 1);
+        assert_eq!(per.inbound[1].bytes, relay(&reaction).len() as u64);
+        assert!(per.outbound.is_empty(), "no shards that way");
+        // new shards start the window's counts that way over
+        tally.set_shards(shards[..1].to_vec(), Vec::new());
+        assert!(tally.window_shards(n).inbound.is_empty());
     }
 }

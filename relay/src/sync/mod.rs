@@ -79,6 +79,9 @@ pub struct SyncOptions {
     /// in [`SyncReport::held_back`]). A node shedding load holds a granted peer's pulls to
     /// what its grant leaves in the window. Default: no limit.
     pub max_fetch: usize,
+    /// Events pushed must match one of these (a peer's grant to us names the shards it
+    /// takes); empty: any. Default empty.
+    pub push_only: std::sync::Arc<Vec<fleetmesh_proto::filter::Filter>>,
 }
 
 impl Default for SyncOptions {
@@ -94,6 +97,7 @@ impl Default for SyncOptions {
             ca_pem: None,
             in_flight: None,
             max_fetch: usize::MAX,
+            push_only: Default::default(),
         }
     }
 }
@@ -633,7 +637,12 @@ async fn push<S: EventStore + ?Sized>(
         let mut pending: Vec<(String, String)> = store
             .events_by_id(&ids)?
             .into_iter()
-            .filter_map(|raw| Event::from_json(&raw).ok().map(|e| (e.id_hex(), raw)))
+            .filter_map(|raw| {
+                let e = Event::from_json(&raw).ok()?;
+                let within =
+                    opts.push_only.is_empty() || opts.push_only.iter().any(|f| f.matches(&e));
+                within.then(|| (e.id_hex(), raw))
+            })
             .collect();
         // A peer that answers `rate-limited:` gets the same events again after a pause
         // that doubles each time (0.5 s up to 8 s), for up to six tries.

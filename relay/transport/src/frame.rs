@@ -106,14 +106,13 @@ where
     let (in_tx, in_rx) = mpsc::channel::<String>(64);
     let (pong_tx, mut pong_rx) = mpsc::channel::<Vec<u8>>(4);
     let tally_in = tally.clone();
-    let is_event = |t: &str| u64::from(t.trim_start().starts_with("[\"EVENT\""));
     tokio::spawn(async move {
         loop {
             let frame = tokio::select! {
                 text = out_rx.recv() => match text {
                     Some(t) => {
                         if let Some(tally) = &tally {
-                            tally.sent(is_event(&t), t.len() as u64);
+                            tally.sent_message(&t);
                         }
                         Frame::Text(t)
                     }
@@ -133,7 +132,7 @@ where
             match read_frame(&mut recv, cap).await {
                 Ok(Some(Frame::Text(t))) => {
                     if let Some(tally) = &tally_in {
-                        tally.received(is_event(&t), t.len() as u64);
+                        tally.received_message(&t);
                     }
                     if in_tx.send(t).await.is_err() {
                         return;

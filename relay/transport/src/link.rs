@@ -170,6 +170,8 @@ pub struct PeerLink {
     pub descriptor: Event,
     /// Its content.
     pub content: DescriptorContent,
+    /// Where the bytes of its message streams are counted ([`PeerLink::counted`]).
+    tally: Option<Arc<fleetmesh_relay::face::Tally>>,
 }
 
 /// `descriptor` (JSON) checked as a peer's, and its Ed25519 key is `remote`.
@@ -365,6 +367,7 @@ impl Quic {
                 conn,
                 descriptor,
                 content,
+                tally: None,
             }),
             Err(reason) => {
                 conn.close(VarInt::from_u32(REFUSED), b"hello refused");
@@ -612,6 +615,25 @@ impl PeerLink {
     /// [`Error::Connect`] when the connection is gone, the peer answers no messages, or
     /// no answer comes within a minute.
     pub async fn message(&self, text: String) -> Result<String> {
+        let answer = self.exchange(text).await?;
+        if let Some(t) = &self.tally {
+            t.received_bytes(answer.len() as u64);
+        }
+        Ok(answer)
+    }
+
+    /// The link, with the bytes of the messages it sends and the answers it gets counted in
+    /// `tally` (the peer's side counts the same on its message handler).
+    #[must_use]
+    pub fn counted(mut self, tally: Arc<fleetmesh_relay::face::Tally>) -> PeerLink {
+        self.tally = Some(tally);
+        self
+    }
+
+    async fn exchange(&self, text: String) -> Result<String> {
+        if let Some(t) = &self.tally {
+            t.sent_bytes(text.len() as u64);
+        }
         let peer = hex::encode(self.conn.remote_id().as_bytes());
         let fail = |e: String| Error::Connect {
             peer: peer.clone(),

@@ -323,6 +323,10 @@ async fn a_peers_sessions_are_held_to_the_agreed_shards_and_its_traffic_is_count
         Default::default(),
     )
     .unwrap();
+    // counted per window, and per shard of the grants both ways: kind 1
+    tally.set_window(3600);
+    tally.set_shards(vec![kinds_1.clone()], vec![kinds_1.clone()]);
+    let window = now() / 3600;
     let (t, f) = (tally.clone(), Arc::new(vec![kinds_1]));
     let who = Arc::new(std::sync::Mutex::new(Vec::new()));
     let w = who.clone();
@@ -422,6 +426,8 @@ async fn a_peers_sessions_are_held_to_the_agreed_shards_and_its_traffic_is_count
             forged: 1,
             invalid: 0,
             rate_limited: 1,
+            blob_in: 0,
+            blob_out: 0,
         }
     );
     // every answer above counts as sent; the event read back counts as one event out
@@ -441,6 +447,21 @@ async fn a_peers_sessions_are_held_to_the_agreed_shards_and_its_traffic_is_count
     let after = tally.counts();
     assert_eq!(after.events_out, 1);
     assert_eq!(after.bytes_out, before + back as u64);
+    // per shard: every kind 1 EVENT message each way, taken or not (the forged one too);
+    // the kind 7 and the malformed one in no shard
+    if now() / 3600 == window {
+        let shards = tally.window_shards(window);
+        let kind_1: Vec<&String> = [0, 2, 5].iter().map(|&i| &sent[i]).collect();
+        assert_eq!(
+            shards.inbound,
+            vec![fleetmesh_proto::ledger::Moved {
+                events: 3,
+                bytes: kind_1.iter().map(|m| m.len() as u64).sum(),
+            }]
+        );
+        assert_eq!(shards.outbound.len(), 1);
+        assert_eq!(shards.outbound[0].events, 1);
+    }
     // asked once per session, with the peer the hello checked
     assert_eq!(
         *who.lock().unwrap(),
@@ -467,8 +488,14 @@ async fn a_message_over_a_link_is_answered_by_the_handler_with_the_checked_sende
         .dial(&keys.ed25519_public(), &a.local_addrs())
         .await
         .unwrap();
+    // a counted link counts the bytes of the message and of its answer, as they cross
+    let tally = Arc::new(fleetmesh_relay::face::Tally::default());
+    let link = link.counted(tally.clone());
     let answer = link.message("hello".into()).await.unwrap();
     assert_eq!(answer, format!("{} said hello", b.keys.nostr_pubkey_hex()));
+    let c = tally.counts();
+    assert_eq!((c.events_out, c.bytes_out), (0, 5));
+    assert_eq!((c.events_in, c.bytes_in), (0, answer.len() as u64));
     // a node that takes no messages resets the stream: an error, not a hang
     let back = node(dir.path(), "c").await;
     let to_c = b

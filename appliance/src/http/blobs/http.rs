@@ -258,6 +258,7 @@ pub async fn upload(State(s): State<Arc<Blossom>>, headers: HeaderMap, body: Bod
         Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string()),
     }
     metrics::counter!("fleetmesh_blobs_bytes_total", "direction" => "in").increment(size);
+    s.meter(&auth.pubkey, size, 0);
     match s.descriptor(&base_url(&headers), &hash) {
         Some(d) => axum::Json(d).into_response(),
         None => fail(

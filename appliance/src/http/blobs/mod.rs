@@ -29,7 +29,9 @@
 //!   `Authorization: Bearer TOKEN` (401 without), else only loopback clients are answered
 //!   (403). At most `[blobs] served_peers` peers are kept; a new peer at the cap takes the
 //!   place of the one with the fewest bytes (the heavy readers stay in view, a stream of
-//!   throwaway keys only replaces itself). `/metrics` has the totals
+//!   throwaway keys only replaces itself). A federation peer's key has its uploads and
+//!   reads counted in its ledger tally too (`blob_in`, `blob_out` of the window's
+//!   measurement). `/metrics` has the totals
 //!   (`fleetmesh_blobs_bytes_total{direction="in"|"out"}`) but no peer: it is public, and
 //!   who reads what is the operator's to know.
 //!
@@ -86,6 +88,8 @@ pub struct Blossom {
     operator_token: Option<[u8; 32]>,
     /// `[blobs] per_key_bytes`.
     per_key_bytes: u64,
+    /// The federation's peers: a peer key's transfers count in its tally.
+    peers: std::sync::OnceLock<Arc<crate::peers::Peers>>,
 }
 
 impl std::fmt::Debug for Blossom {
@@ -205,7 +209,21 @@ impl Blossom {
             body_timeout: Duration::from_secs(config.body_timeout_secs),
             operator_token: operator_token.map(|t| Sha256::digest(t.as_bytes()).into()),
             per_key_bytes: config.per_key_bytes,
+            peers: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Counts the transfers of the federation's peer keys in their tallies (the ledger's
+    /// Blossom measurements), from now on.
+    pub fn meter_peers(&self, peers: Arc<crate::peers::Peers>) {
+        let _ = self.peers.set(peers);
+    }
+
+    /// Counts Blossom bytes of `key` in its tally when it is a peer's.
+    fn meter(&self, key: &str, uploaded: u64, served: u64) {
+        if let Some(t) = self.peers.get().and_then(|p| p.tally_known(key)) {
+            t.blobs(uploaded, served);
+        }
     }
 
     /// The store under the HTTP face, for the job engines.
@@ -227,6 +245,7 @@ impl Blossom {
 
     fn count(&self, peer: &str, n: u64) {
         metrics::counter!("fleetmesh_blobs_bytes_total", "direction" => "out").increment(n);
+        self.meter(peer, 0, n);
         self.served
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
