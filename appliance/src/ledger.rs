@@ -17,6 +17,9 @@
 //!   (probation), S3 (suspended 24 h: no rounds, its sessions admit nothing) and S4
 //!   (peering revoked, our grant deleted by NIP-09, the link closed, never dialled again)
 //!   publish a kind 30802 report naming the evidence lines.
+//! - **Segments**: past `[ledger] evidence_max_bytes` the log starts a new segment that
+//!   begins with a checkpoint of the state ([`Books::rotate`]); `evidence_segments` old
+//!   ones are kept.
 //! - **Faults** (`[ledger] fault`, for federation tests): receipts that understate what
 //!   was sent, or a chain whose links are wrong from the third receipt on.
 
@@ -56,7 +59,7 @@ pub type Inbound = (String, String, Value);
 /// The peer a line is about.
 fn line_peer(line: &Line) -> Option<&str> {
     match line {
-        Line::Node { .. } => None,
+        Line::Node { .. } | Line::Checkpoint { .. } => None,
         Line::Grant { peer, .. }
         | Line::Receipt { peer, .. }
         | Line::Sent { peer, .. }
@@ -452,6 +455,20 @@ impl Accounts {
         }
     }
 
+    /// Starts a new segment of the evidence log once it is past `[ledger]
+    /// evidence_max_bytes` (between windows: the measurements of the last one are in).
+    fn rotate(&self) {
+        let c = &self.config;
+        let rotated = lock(&self.books).rotate(
+            crate::node::unix_now(),
+            c.evidence_max_bytes,
+            c.evidence_segments,
+        );
+        if let Err(e) = rotated {
+            tracing::error!(error = %e, "the evidence log could not be rotated");
+        }
+    }
+
     /// Judges window `w` of every peer we grant to.
     async fn measure(&self, w: u64) {
         let granted: Vec<String> = {
@@ -602,6 +619,7 @@ impl Accounts {
                 me.close_window(w).await;
                 tokio::time::sleep(grace).await;
                 me.measure(w).await;
+                me.rotate();
             }
         });
         vec![messages, windows]

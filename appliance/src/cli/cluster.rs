@@ -93,12 +93,46 @@ pub struct StartArgs {
     /// grant_shards`; repeatable): receipts count per shard, pushes outside them are S3.
     #[arg(long, value_name = "FILTER", requires = "grants")]
     pub grant_shard: Vec<String>,
+    /// Sets one configuration key on every node, after the cluster's own settings:
+    /// `SECTION.KEY=VALUE`, the value as TOML (a number, `true`, `"text"`, `[1, 2]`) or
+    /// else as text; e.g. `--set ledger.evidence_max_bytes=65536`. Repeatable; checked as
+    /// `meshnode run` checks the file.
+    #[arg(long, value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
     /// With --grants: node I misbehaves on purpose (`[ledger] fault`), so that its peers'
     /// remedies can be watched: `I=understate` (receipts claim a quarter of what it sent:
     /// probation and a report), `I=corrupt-chain` (wrong links from its third receipt:
     /// revoked). Repeatable.
     #[arg(long, value_name = "I=KIND", requires = "grants", value_parser = fault)]
     pub fault: Vec<(usize, crate::config::Fault)>,
+}
+
+/// `config` with `SECTION.KEY=VALUE` set (`--set`), checked.
+fn set(config: &crate::config::Config, assignment: &str) -> anyhow::Result<crate::config::Config> {
+    let (path, text) = assignment
+        .split_once('=')
+        .with_context(|| format!("--set {assignment}: not SECTION.KEY=VALUE"))?;
+    let value = toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(text.to_owned()));
+    let mut doc: toml::Table = toml::from_str(&config.to_toml())?;
+    let keys: Vec<&str> = path.split('.').collect();
+    let (last, sections) = keys.split_last().expect("split yields one");
+    let mut at = &mut doc;
+    for k in sections {
+        at = at
+            .entry(*k)
+            .or_insert_with(|| toml::Value::Table(Default::default()))
+            .as_table_mut()
+            .with_context(|| format!("--set {assignment}: {k} is not a section"))?;
+    }
+    at.insert((*last).to_owned(), value);
+    let out: crate::config::Config =
+        toml::from_str(&toml::to_string(&doc)?).with_context(|| format!("--set {assignment}"))?;
+    out.check()
+        .map_err(|e| anyhow::anyhow!("--set {assignment}: {e}"))?;
+    Ok(out)
 }
 
 fn fault(s: &str) -> Result<(usize, crate::config::Fault), String> {
@@ -309,6 +343,9 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
                     }
                 }
             }
+        }
+        for assignment in &args.set {
+            config = set(&config, assignment)?;
         }
         fleetmesh_proto::identity::write_private(
             &dir.join(crate::config::FILE).with_extension("toml.tmp"),

@@ -212,9 +212,11 @@ pub fn reports(args: &ReportArgs) -> anyhow::Result<Outcome> {
 /// `meshnode ledger replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The evidence log.
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    /// The evidence log: a node's `ledger/evidence.jsonl`, or several segments of it in
+    /// order (`ledger/evidence-*.jsonl` then `evidence.jsonl`), replayed as one log. A
+    /// segment alone replays from the checkpoint it begins with.
+    #[arg(value_name = "FILE", required = true)]
+    pub file: Vec<PathBuf>,
     /// JSON lines (`peer`, `window`, `severity`, `remedy`, `capacity`, `evidence`, `why`,
     /// `at`) instead of a line of words each.
     #[arg(long)]
@@ -257,7 +259,8 @@ pub fn standing(dir: &Path) -> anyhow::Result<Value> {
 
 /// `meshnode ledger replay`.
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<Outcome> {
-    let r = fleetmesh_ledger::evidence::replay(&args.file)?;
+    let files: Vec<&Path> = args.file.iter().map(PathBuf::as_path).collect();
+    let r = fleetmesh_ledger::evidence::replay_all(&files)?;
     for d in &r.decisions {
         if args.json {
             println!("{}", serde_json::to_string(d)?);
@@ -269,7 +272,7 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<Outcome> {
         }
     }
     for x in &r.refused {
-        eprintln!("{}: line {}: {}", args.file.display(), x.line, x.reason);
+        eprintln!("line {}: {}", x.line, x.reason);
     }
     Ok(if r.refused.is_empty() {
         Outcome::Ok

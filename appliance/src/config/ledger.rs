@@ -32,6 +32,12 @@ pub struct LedgerSection {
     /// and a NIP-66 relay discovery event (kind 30166) about this face; on the node's relay
     /// and on `[node] relays`. 0 publishes none. 1 to 86 400. Default 600.
     pub publish_secs: u64,
+    /// Past this many bytes the evidence log starts a new segment at the next window's
+    /// end: the old one is kept as `ledger/evidence-<time>.jsonl`, the new one begins with
+    /// a checkpoint of the state (so it replays alone). At least 16 384. Default 64 MiB.
+    pub evidence_max_bytes: u64,
+    /// Rotated segments kept (older ones are removed); 0 keeps them all. Default 16.
+    pub evidence_segments: usize,
     /// Fault injection for federation tests: this node misbehaves on purpose so that its
     /// peers' remedies can be watched (`meshnode cluster start --fault I=KIND`); logged as
     /// an error at start-up. Never set it on a node that serves anyone. Default `none`.
@@ -61,6 +67,8 @@ impl Default for LedgerSection {
             grant_increase: 0,
             grant_shards: Vec::new(),
             publish_secs: 600,
+            evidence_max_bytes: 64 << 20,
+            evidence_segments: 16,
             fault: Fault::None,
         }
     }
@@ -92,6 +100,7 @@ impl LedgerSection {
 
     /// The automatic grant's shards as JSON values (`None`: none named). Call after
     /// [`LedgerSection::check`].
+    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
     pub fn shards(&self) -> Option<Vec<serde_json::Value>> {
         (!self.grant_shards.is_empty()).then(|| {
             self.grant_shards
@@ -108,6 +117,12 @@ impl LedgerSection {
             return Err(format!(
                 "[ledger] window_secs = {}: must be between 1 and 86400",
                 self.window_secs
+            ));
+        }
+        if self.evidence_max_bytes < 16_384 {
+            return Err(format!(
+                "[ledger] evidence_max_bytes = {}: must be at least 16384",
+                self.evidence_max_bytes
             ));
         }
         if self.publish_secs > 86_400 {
@@ -181,6 +196,27 @@ mod tests {
                     ..Default::default()
                 },
                 "grant_min = 5",
+            ),
+            (
+                LedgerSection {
+                    evidence_max_bytes: 1000,
+                    ..Default::default()
+                },
+                "evidence_max_bytes = 1000",
+            ),
+            (
+                LedgerSection {
+                    grant_shards: vec![r#"{"kinds":"one"}"#.into()],
+                    ..Default::default()
+                },
+                "grant_shards",
+            ),
+            (
+                LedgerSection {
+                    grant_shards: vec!["{}".into(); 17],
+                    ..Default::default()
+                },
+                "17 shards",
             ),
         ] {
             let why = bad.check().unwrap_err();

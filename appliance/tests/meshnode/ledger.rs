@@ -39,13 +39,20 @@ fn replays_as_decided(dir: &Path, nodes: &Nodes, elsewhere: &Path) {
             .as_array()
             .unwrap()
             .clone();
-        let log = dir
-            .join(format!("node-{i}"))
-            .join("ledger")
-            .join("evidence.jsonl");
-        let moved = elsewhere.join(format!("node-{i}.jsonl"));
-        std::fs::copy(&log, &moved).unwrap();
-        let o = run(&["ledger", "replay", moved.to_str().unwrap(), "--json"]);
+        // every segment, in order; the current one as `node-I.jsonl`
+        let mut files = Vec::new();
+        for (k, log) in segments(dir, i).iter().enumerate() {
+            let moved = match log.file_name().unwrap().to_str().unwrap() {
+                "evidence.jsonl" => elsewhere.join(format!("node-{i}.jsonl")),
+                _ => elsewhere.join(format!("node-{i}-{k:03}.jsonl")),
+            };
+            std::fs::copy(log, &moved).unwrap();
+            files.push(moved.to_str().unwrap().to_owned());
+        }
+        let mut args = vec!["ledger", "replay"];
+        args.extend(files.iter().map(String::as_str));
+        args.push("--json");
+        let o = run(&args);
         assert!(o.status.success(), "{}", stderr(&o));
         let replayed: Vec<Value> = stdout(&o)
             .lines()
@@ -54,7 +61,7 @@ fn replays_as_decided(dir: &Path, nodes: &Nodes, elsewhere: &Path) {
         // the live list may have grown since the copy: compare the copy's span
         assert!(!replayed.is_empty(), "node {i}");
         assert_eq!(replayed[..], live[..replayed.len()], "node {i}");
-        let words = run(&["ledger", "replay", moved.to_str().unwrap()]);
+        let words = run(&args[..args.len() - 1]);
         assert!(stdout(&words).contains("window "), "{}", stdout(&words));
     }
 }
@@ -208,13 +215,33 @@ fn granted_peers_that_flood_are_halved_then_suspended_and_replay_takes_the_same_
     assert!(!stdout(&o).is_empty());
 }
 
-/// Node `i`'s evidence log lines of `type_` about `peer`.
+/// Node `i`'s evidence log: its rotated segments, oldest first, then the current one.
+fn segments(dir: &Path, i: usize) -> Vec<PathBuf> {
+    let ledger = dir.join(format!("node-{i}/ledger"));
+    let mut kept: Vec<PathBuf> = std::fs::read_dir(&ledger)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.starts_with("evidence-") && name.ends_with(".jsonl")
+        })
+        .collect();
+    kept.sort();
+    kept.push(ledger.join("evidence.jsonl"));
+    kept
+}
+
+/// Node `i`'s evidence log lines of `type_` about `peer`, every segment.
 fn logged(dir: &Path, i: usize, type_: &str, peer: &str) -> Vec<Value> {
-    let log = dir.join(format!("node-{i}/ledger/evidence.jsonl"));
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    segments(dir, i)
+        .iter()
+        .flat_map(|log| {
+            std::fs::read_to_string(log)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect::<Vec<_>>()
+        })
         .filter(|v| v["type"] == type_ && v["peer"] == peer)
         .collect()
 }
@@ -232,6 +259,22 @@ fn grant_shards_are_metered_per_shard_on_both_sides_and_a_peers_blob_transfers_c
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cluster");
     let (notes, reactions) = (r#"{"kinds":[1]}"#, r#"{"kinds":[7]}"#);
+    // a setting out of range, or of no section, stops the cluster before any node runs
+    for bad in ["ledger.evidence_max_bytes=5", "ledger.nonsense=1"] {
+        let d = tmp.path().join("refused");
+        let o = run(&[
+            "cluster",
+            "start",
+            "--nodes",
+            "1",
+            "--dir",
+            d.to_str().unwrap(),
+            "--set",
+            bad,
+        ]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(bad), "{}", stderr(&o));
+    }
     let (_stop, nodes) = start(
         &dir,
         &[
@@ -247,6 +290,8 @@ fn grant_shards_are_metered_per_shard_on_both_sides_and_a_peers_blob_transfers_c
             notes,
             "--grant-shard",
             reactions,
+            "--set",
+            "ledger.evidence_max_bytes=16384",
         ],
     );
     let (a, b) = (nodes.key(0), nodes.key(1));
@@ -341,6 +386,12 @@ fn grant_shards_are_metered_per_shard_on_both_sides_and_a_peers_blob_transfers_c
     let about = decided_about(&nodes.url(0), &b);
     assert!(!about.is_empty());
     assert!(about.iter().all(|(s, _)| s == "S0"), "{about:?}");
+    // past 16 KiB the log went on in a new segment that begins with a checkpoint, and
+    // every segment together replays to what the node decided
+    wait_until("node 0's log rotated", || segments(&dir, 0).len() > 1);
+    let current = std::fs::read_to_string(dir.join("node-0/ledger/evidence.jsonl")).unwrap();
+    let second: Value = serde_json::from_str(current.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(second["type"], "checkpoint", "{second}");
     let elsewhere = tempfile::tempdir().unwrap();
     replays_as_decided(&dir, &nodes, elsewhere.path());
 }

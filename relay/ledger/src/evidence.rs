@@ -132,6 +132,16 @@ pub enum Line {
         /// The peer.
         peer: String,
     },
+    /// The ledger's state where a new segment of the log begins (after its `node` line):
+    /// a segment replays alone from it ([`Books::rotate`](crate::Books::rotate)).
+    Checkpoint {
+        /// Recorded at.
+        at: u64,
+        /// SHA-256 (hex) of the segment before, whose fold this state is.
+        previous: String,
+        /// [`crate::ladder::Snapshot`] of the state.
+        state: Value,
+    },
 }
 
 /// A line's id: SHA-256 of its bytes, hex.
@@ -144,6 +154,8 @@ pub fn line_id(text: &str) -> String {
 pub struct EvidenceLog {
     path: PathBuf,
     file: std::fs::File,
+    /// Its length in bytes.
+    len: u64,
 }
 
 impl EvidenceLog {
@@ -164,10 +176,22 @@ impl EvidenceLog {
             .append(true)
             .open(path)
             .map_err(err)?;
+        let len = file.metadata().map_err(err)?.len();
         Ok(EvidenceLog {
             path: path.to_owned(),
             file,
+            len,
         })
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Appends `line` (one write, flushed to the file) and returns its text and id.
@@ -185,6 +209,7 @@ impl EvidenceLog {
                 path: self.path.display().to_string(),
                 source,
             })?;
+        self.len += bytes.len() as u64;
         let id = line_id(&text);
         Ok((text, id))
     }
@@ -210,21 +235,49 @@ pub struct Replayed {
     pub refused: Vec<Refused>,
 }
 
+impl Replayed {
+    /// How many decisions the node had taken before the first line replayed (those of the
+    /// segments before a checkpoint it began from).
+    pub fn decided_before(&self) -> usize {
+        usize::try_from(self.ledger.decided())
+            .unwrap_or(usize::MAX)
+            .saturating_sub(self.decisions.len())
+    }
+}
+
 /// Recomputes every decision from the log at `path` alone: each line through
-/// [`Ledger::apply`], in order. Lines that do not parse are listed, never fatal.
+/// [`Ledger::apply`], in order. Lines that do not parse are listed, never fatal. A segment
+/// that begins with a checkpoint replays from its state.
 ///
 /// # Errors
 /// [`LedgerError::Log`] when the file cannot be read.
 pub fn replay(path: &Path) -> Result<Replayed> {
+    replay_all(&[path])
+}
+
+/// [`replay`] of several segments in order, as one log: each checkpoint must match the
+/// fold of the segments before it (else it is refused, naming the line). Line numbers
+/// count on across the files.
+///
+/// # Errors
+/// [`LedgerError::Log`] when a file cannot be read.
+pub fn replay_all(paths: &[&Path]) -> Result<Replayed> {
+    let mut out = Replayed::default();
+    let mut n = 0;
+    for path in paths {
+        replay_into(path, &mut out, &mut n)?;
+    }
+    Ok(out)
+}
+
+fn replay_into(path: &Path, out: &mut Replayed, n: &mut usize) -> Result<()> {
     let err = |source| LedgerError::Log {
         path: path.display().to_string(),
         source,
     };
     let file = std::fs::File::open(path).map_err(err)?;
     let mut reader = std::io::BufReader::new(file);
-    let mut out = Replayed::default();
     let mut buf = Vec::new();
-    let mut n = 0;
     loop {
         buf.clear();
         let got = std::io::Read::take(&mut reader, MAX_LINE as u64 + 1)
@@ -233,7 +286,8 @@ pub fn replay(path: &Path) -> Result<Replayed> {
         if got == 0 {
             break;
         }
-        n += 1;
+        *n += 1;
+        let n = *n;
         if buf.len() > MAX_LINE && buf.last() != Some(&b'\n') {
             out.refused.push(Refused {
                 line: n,
@@ -262,5 +316,20 @@ pub fn replay(path: &Path) -> Result<Replayed> {
             Err(reason) => out.refused.push(Refused { line: n, reason }),
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// SHA-256 (hex) of the file at `path`, read in pieces.
+///
+/// # Errors
+/// [`LedgerError::Log`].
+pub fn file_digest(path: &Path) -> Result<String> {
+    let err = |source| LedgerError::Log {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(err)?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h).map_err(err)?;
+    Ok(hex::encode(h.finalize()))
 }

@@ -83,6 +83,59 @@ struct PeerState {
 pub struct Ledger {
     us: Option<String>,
     peers: BTreeMap<String, PeerState>,
+    /// Decisions taken so far (those of earlier segments included).
+    decided: u64,
+}
+
+/// A grant as a checkpoint keeps it: with the fields its event's tags carry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct KeptGrant {
+    #[serde(flatten)]
+    grant: Grant,
+    pair: String,
+    expires_at: Option<u64>,
+}
+
+impl From<&Grant> for KeptGrant {
+    fn from(g: &Grant) -> KeptGrant {
+        KeptGrant {
+            grant: g.clone(),
+            pair: g.pair.clone(),
+            expires_at: g.expires_at,
+        }
+    }
+}
+
+impl From<KeptGrant> for Grant {
+    fn from(k: KeptGrant) -> Grant {
+        Grant {
+            pair: k.pair,
+            expires_at: k.expires_at,
+            ..k.grant
+        }
+    }
+}
+
+/// One peer in a [`Snapshot`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PeerSnapshot {
+    standing: Standing,
+    #[serde(default)]
+    ours: Option<(KeptGrant, String)>,
+    #[serde(default)]
+    theirs: Option<KeptGrant>,
+    #[serde(default)]
+    receipts: Vec<(u64, BudgetReceipt, String)>,
+}
+
+/// The ledger's whole state, as a checkpoint line carries it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    us: String,
+    decided: u64,
+    peers: BTreeMap<String, PeerSnapshot>,
 }
 
 /// Whether two counts of the same traffic diverge: by more than a tenth of the larger and
@@ -126,6 +179,74 @@ impl Ledger {
     /// The node whose log this is.
     pub fn us(&self) -> Option<&str> {
         self.us.as_deref()
+    }
+
+    /// How many decisions the fold has taken, those before a checkpoint it began from
+    /// included.
+    pub fn decided(&self) -> u64 {
+        self.decided
+    }
+
+    /// The whole state (`None` before the node line).
+    pub fn snapshot(&self) -> Option<Snapshot> {
+        Some(Snapshot {
+            us: self.us.clone()?,
+            decided: self.decided,
+            peers: self
+                .peers
+                .iter()
+                .map(|(k, p)| {
+                    let snap = PeerSnapshot {
+                        standing: p.standing.clone(),
+                        ours: p.ours.as_ref().map(|(g, id)| (g.into(), id.clone())),
+                        theirs: p.theirs.as_ref().map(Into::into),
+                        receipts: p
+                            .receipts
+                            .iter()
+                            .map(|(w, (r, id))| (*w, r.clone(), id.clone()))
+                            .collect(),
+                    };
+                    (k.clone(), snap)
+                })
+                .collect(),
+        })
+    }
+
+    /// Takes a checkpoint's state: the state itself when the fold has taken nothing yet
+    /// (a segment replayed alone), else only when it is the fold's own.
+    fn checkpoint(&mut self, state: serde_json::Value) -> Result<(), String> {
+        let snap: Snapshot = serde_json::from_value(state)
+            .map_err(|e| format!("a checkpoint that does not read: {e}"))?;
+        if self.us.as_deref() != Some(snap.us.as_str()) {
+            return Err(format!("a checkpoint of {}'s ledger", snap.us));
+        }
+        if self.peers.is_empty() && self.decided == 0 {
+            self.decided = snap.decided;
+            self.peers = snap
+                .peers
+                .into_iter()
+                .map(|(k, p)| {
+                    let state = PeerState {
+                        standing: p.standing,
+                        ours: p.ours.map(|(g, id)| (g.into(), id)),
+                        theirs: p.theirs.map(Into::into),
+                        receipts: p
+                            .receipts
+                            .into_iter()
+                            .map(|(w, r, id)| (w, (r, id)))
+                            .collect(),
+                    };
+                    (k, state)
+                })
+                .collect();
+            return Ok(());
+        }
+        // compared as written: the JSON is what the line carries
+        let ours = serde_json::to_value(self.snapshot()).expect("a snapshot serializes");
+        if ours != serde_json::to_value(&snap).expect("a snapshot serializes") {
+            return Err("a checkpoint that is not the fold of the lines before it".into());
+        }
+        Ok(())
     }
 
     /// Every peer's standing.
@@ -177,8 +298,12 @@ impl Ledger {
         let Some(us) = self.us.clone() else {
             return Err("a line before the node line".into());
         };
-        Ok(match line {
+        let decided = match line {
             Line::Node { .. } => unreachable!("handled above"),
+            Line::Checkpoint { state, .. } => {
+                self.checkpoint(state)?;
+                Vec::new()
+            }
             Line::Grant { at, peer, event } => self.grant(&us, at, &peer, &event, id),
             Line::Receipt { at, peer, receipt } => self.receipt(at, &peer, &receipt, id),
             Line::Sent { peer, receipt, .. } => {
@@ -202,7 +327,9 @@ impl Ledger {
                 p.standing.capacity = 0;
                 Vec::new()
             }
-        })
+        };
+        self.decided += decided.len() as u64;
+        Ok(decided)
     }
 
     fn decide(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use fleetmesh_relay::store::sqlite::{self, Mode};
 use rusqlite::{Connection, params};
 
-use crate::evidence::{EvidenceLog, Line, Refused, replay};
+use crate::evidence::{EvidenceLog, Line, Refused, file_digest, replay};
 use crate::ladder::{Decision, Ledger};
 use crate::{LedgerError, Result};
 
@@ -20,6 +20,46 @@ pub struct Books {
     log: EvidenceLog,
     conn: Connection,
     path: PathBuf,
+    /// The ledger's directory.
+    dir: PathBuf,
+}
+
+/// The evidence log's current segment in the ledger's directory.
+pub const LOG: &str = "evidence.jsonl";
+/// A new segment being written, before it takes the current one's place.
+const NEXT: &str = "evidence.jsonl.next";
+
+/// Whether `name` is a kept (rotated) segment's: `evidence-<time>.jsonl`.
+pub fn is_segment(name: &str) -> bool {
+    name.strip_prefix("evidence-")
+        .and_then(|r| r.strip_suffix(".jsonl"))
+        .is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+}
+
+/// The kept segments in `dir`, oldest first, then the current one: the whole log in order.
+///
+/// # Errors
+/// [`LedgerError::Log`] when the directory cannot be read.
+pub fn segments(dir: &Path) -> Result<Vec<PathBuf>> {
+    let err = |source| LedgerError::Log {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut kept: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(err)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_segment)
+        })
+        .collect();
+    kept.sort();
+    let current = dir.join(LOG);
+    if current.exists() {
+        kept.push(current);
+    }
+    Ok(kept)
 }
 
 fn store_err(path: &Path) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
@@ -38,7 +78,14 @@ impl Books {
     /// [`LedgerError::Log`]; [`LedgerError::Store`] for a damaged file (refused, never
     /// recreated) or a failed statement.
     pub fn open(dir: &Path, us: &str, now: u64) -> Result<(Books, Vec<Refused>)> {
-        let log_path = dir.join("evidence.jsonl");
+        let log_path = dir.join(LOG);
+        // a rotation cut short between its two renames: the new segment is whole
+        if !log_path.exists() && dir.join(NEXT).exists() {
+            std::fs::rename(dir.join(NEXT), &log_path).map_err(|source| LedgerError::Log {
+                path: log_path.display().to_string(),
+                source,
+            })?;
+        }
         let db = dir.join("ledger.sqlite");
         std::fs::create_dir_all(dir).map_err(|source| LedgerError::Log {
             path: dir.display().to_string(),
@@ -63,11 +110,13 @@ impl Books {
             replay(&log_path)?
         };
         let log = EvidenceLog::open(&log_path)?;
+        let before = replayed.decided_before();
         let mut books = Books {
             ledger: replayed.ledger,
             log,
             conn,
             path: db,
+            dir: dir.to_owned(),
         };
         match books.ledger.us() {
             Some(owner) if owner != us => {
@@ -88,7 +137,8 @@ impl Books {
             .conn
             .query_row("SELECT count(*) FROM decisions", [], |r| r.get(0))
             .map_err(store_err(&books.path))?;
-        let have = usize::try_from(have).unwrap_or(0);
+        // the file holds the decisions of earlier segments too
+        let have = usize::try_from(have).unwrap_or(0).saturating_sub(before);
         if replayed.decisions.len() > have {
             books.store(&replayed.decisions[have..])?;
         }
@@ -98,6 +148,76 @@ impl Books {
     /// The fold.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The current segment's length in bytes.
+    pub fn log_len(&self) -> u64 {
+        self.log.len()
+    }
+
+    /// Starts a new segment of the evidence log at `at` when the current one is past
+    /// `max_bytes`: it is kept as `evidence-<at>.jsonl` (the newest `keep` kept segments
+    /// stay, older ones are removed; 0 keeps all) and the new `evidence.jsonl` begins with
+    /// the node line and a checkpoint of the state naming the old one's SHA-256, so it
+    /// replays alone, and after the kept ones ([`crate::evidence::replay_all`]) as one log.
+    /// The new segment is written whole before it replaces the old one. Returns the kept
+    /// segment's path when it rotated.
+    ///
+    /// # Errors
+    /// [`LedgerError::Log`]; the current segment stays in place when the new one could not
+    /// be written.
+    pub fn rotate(&mut self, at: u64, max_bytes: u64, keep: usize) -> Result<Option<PathBuf>> {
+        if self.log.len() <= max_bytes {
+            return Ok(None);
+        }
+        let (Some(us), Some(state)) = (self.ledger.us().map(str::to_owned), self.ledger.snapshot())
+        else {
+            return Ok(None);
+        };
+        let (current, next) = (self.dir.join(LOG), self.dir.join(NEXT));
+        let err = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| LedgerError::Log { path, source }
+        };
+        let previous = file_digest(&current)?;
+        let _ = std::fs::remove_file(&next);
+        let mut fresh = EvidenceLog::open(&next)?;
+        let mut ledger = self.ledger.clone();
+        for line in [
+            Line::Node { at, pubkey: us },
+            Line::Checkpoint {
+                at,
+                previous,
+                state: serde_json::to_value(&state).expect("a snapshot serializes"),
+            },
+        ] {
+            let (text, _) = fresh.append(&line)?;
+            ledger.apply(&text).map_err(|why| LedgerError::Log {
+                path: next.display().to_string(),
+                source: std::io::Error::other(why),
+            })?;
+        }
+        drop(fresh);
+        let mut kept = self.dir.join(format!("evidence-{at:020}.jsonl"));
+        for k in 1.. {
+            if !kept.exists() {
+                break;
+            }
+            kept = self.dir.join(format!("evidence-{at:020}-{k}.jsonl"));
+        }
+        std::fs::rename(&current, &kept).map_err(err(&current))?;
+        std::fs::rename(&next, &current).map_err(err(&next))?;
+        self.log = EvidenceLog::open(&current)?;
+        self.ledger = ledger;
+        if keep > 0 {
+            let all = segments(&self.dir)?;
+            let old = all.len().saturating_sub(1).saturating_sub(keep);
+            for p in &all[..old] {
+                std::fs::remove_file(p).map_err(err(p))?;
+            }
+        }
+        tracing::info!(kept = %kept.display(), "evidence log rotated");
+        Ok(Some(kept))
     }
 
     /// Appends `line` to the log, applies it, records the decisions; returns them.

@@ -3,7 +3,7 @@
 //! row or a refusal, and a replay of the log (also moved elsewhere) taking exactly the
 //! decisions the books took live.
 
-use fleetmesh_ledger::evidence::{Counts, Line, replay};
+use fleetmesh_ledger::evidence::{Counts, Line, replay, replay_all};
 use fleetmesh_ledger::{Books, Decision};
 use fleetmesh_proto::ledger::{Aimd, BudgetReceipt, Grant, Moved, ZERO, pair_id};
 use fleetmesh_proto::noun::Noun as _;
@@ -328,6 +328,81 @@ fn receipts_count_per_shard_of_the_grant_and_a_shard_that_diverges_is_a_misrepor
     assert_eq!(BudgetReceipt::from_value(&v).unwrap(), r);
     assert!(r.verify());
     n.replays_the_same();
+}
+
+#[test]
+fn a_rotated_log_replays_alone_from_its_checkpoint_and_as_one_log_with_the_kept_segments() {
+    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let mut n = Node::new(&a, &b, 100, 25);
+    let mut chain = Chain::new(&b);
+    let w0 = T0 / W;
+    n.receipt(&chain.receipt(w0, (50, 5_000)));
+    assert_eq!(n.measure(w0, counts(50, 5_000)).severity, Rung::S0);
+    n.receipt(&chain.receipt(w0 + 1, (300, 9_000)));
+    assert_eq!(n.measure(w0 + 1, counts(300, 9_000)).capacity, 50);
+    // a receipt waits for its window's measurement across the rotation
+    n.receipt(&chain.receipt(w0 + 2, (300, 9_000)));
+    let before = n.decided.len();
+    assert!(
+        n.books.rotate(T0 + 30, u64::MAX, 0).unwrap().is_none(),
+        "small enough"
+    );
+    let kept = n.books.rotate(T0 + 30, 0, 0).unwrap().expect("rotated");
+    assert!(n.books.log_len() > 0);
+    let d = n.measure(w0 + 2, counts(300, 9_000));
+    assert_eq!((d.severity, d.capacity), (Rung::S1, 25));
+    assert_eq!(
+        d.evidence.len(),
+        3,
+        "the receipt from before the rotation still counts"
+    );
+    n.receipt(&chain.receipt(w0 + 3, (10, 1_000)));
+    assert_eq!(n.measure(w0 + 3, counts(10, 1_000)).capacity, 35);
+    // the new segment alone: the decisions since the rotation, and the same standing
+    let seg = n.dir.path().join("evidence.jsonl");
+    let alone = replay(&seg).unwrap();
+    assert!(alone.refused.is_empty(), "{:?}", alone.refused);
+    assert_eq!(alone.decisions, n.decided[before..]);
+    assert_eq!(alone.decided_before(), before);
+    assert_eq!(alone.ledger.standings(), n.books.ledger().standings());
+    // the kept segment, then the new one: every decision, the checkpoint matching
+    let all = replay_all(&[&kept, &seg]).unwrap();
+    assert!(all.refused.is_empty(), "{:?}", all.refused);
+    assert_eq!(all.decisions, n.decided);
+    assert_eq!(
+        fleetmesh_ledger::store::segments(n.dir.path()).unwrap(),
+        vec![kept.clone(), seg.clone()]
+    );
+    // reopened books hold the standing and store no decision twice
+    let (books, refused) = Books::open(n.dir.path(), &a.nostr_pubkey_hex(), T0 + 99).unwrap();
+    assert!(refused.is_empty());
+    assert_eq!(books.decisions(None).unwrap(), n.decided);
+    assert_eq!(books.ledger().standings(), n.books.ledger().standings());
+    drop(books);
+    // a checkpoint that is not the fold of the segment before it is refused, by line
+    let text = std::fs::read_to_string(&seg).unwrap();
+    let forged = text.replacen("\"capacity\":50", "\"capacity\":100", 1);
+    assert_ne!(forged, text);
+    let moved = n.dir.path().join("forged.jsonl");
+    std::fs::write(&moved, forged).unwrap();
+    let r = replay_all(&[&kept, &moved]).unwrap();
+    assert!(
+        r.refused.iter().any(|x| x.reason.contains("not the fold")),
+        "{:?}",
+        r.refused
+    );
+    // older segments beyond those kept are removed
+    std::fs::remove_file(&moved).unwrap();
+    n.receipt(&chain.receipt(w0 + 4, (10, 1_000)));
+    let newer = n.books.rotate(T0 + 60, 0, 1).unwrap().unwrap();
+    assert_eq!(
+        fleetmesh_ledger::store::segments(n.dir.path()).unwrap(),
+        vec![newer.clone(), seg.clone()]
+    );
+    assert!(!kept.exists());
+    assert_eq!(n.measure(w0 + 4, counts(10, 1_000)).severity, Rung::S0);
+    let r = replay_all(&[&newer, &seg]).unwrap();
+    assert_eq!(r.decisions, n.decided[before..]);
 }
 
 #[test]
