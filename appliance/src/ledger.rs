@@ -198,7 +198,8 @@ impl Accounts {
     }
 
     /// What `peer` (hex) may write while the relay sheds at rung 2: the capacity of our
-    /// grant in force, per window; `None` when we do not grant it (or it is barred).
+    /// grant in force, per window, within its shards; `None` when we do not grant it (or
+    /// it is barred).
     pub fn allowance(&self, peer: &str) -> Option<fleetmesh_relay::face::Allowance> {
         if self.table.barred(peer) {
             return None;
@@ -210,6 +211,7 @@ impl Accounts {
         Some(fleetmesh_relay::face::Allowance {
             events: capacity,
             window_secs: g.window_secs.max(1),
+            shards: Arc::new(shard_filters(Some(g))),
         })
     }
 

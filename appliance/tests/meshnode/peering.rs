@@ -502,7 +502,7 @@ fn shard_node(class: &str, tables: &[&str]) -> tempfile::TempDir {
                 "[peering]\ninterval_secs = 30\n",
                 "[peering]\ninterval_secs = 1\n",
             ),
-            ("shards = []\n", ""),
+            ("\nshards = []\n", "\n"),
         ],
     );
     let path = dir.path().join("meshnode.toml");

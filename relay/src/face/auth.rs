@@ -44,14 +44,32 @@ impl Connection {
     /// at most once a second (the answer takes the ledger's lock), and again at once after
     /// an AUTH.
     pub(super) fn allowance(&mut self) -> Option<Allowance> {
-        if let Some((at, a)) = self.granted
+        if let Some((at, a)) = &self.granted
             && at.elapsed() < GRANT_CACHE
         {
-            return a;
+            return a.clone();
         }
         let a = self.key().and_then(|k| self.relay.shed.allowance(k));
-        self.granted = Some((Instant::now(), a));
+        self.granted = Some((Instant::now(), a.clone()));
         a
+    }
+
+    /// At rung 2, why `event` of a granted key lies outside its grant's shards (`None`:
+    /// within them, or not shedding that far). Counted as the key's inbound strain.
+    pub(super) fn outside_grant(&mut self, event: &Event) -> Option<&'static str> {
+        if self.relay.shed.rung() < 2 {
+            return None;
+        }
+        let a = self.allowance()?;
+        if a.shards.is_empty() || a.shards.iter().any(|f| f.matches(event)) {
+            return None;
+        }
+        let key = self.key().unwrap_or_default().to_owned();
+        self.relay.shed.strained_inbound(&key);
+        self.count(PeerRefusal::OutOfFilter);
+        Some(
+            "blocked: the relay is shedding load and takes this peer's events within its grant's shards only",
+        )
     }
 
     /// Sends this connection's NIP-42 challenge, once.
@@ -82,7 +100,7 @@ impl Connection {
         let why = match allowance {
             Some(a) if rung >= 2 && ask == Ask::Event => {
                 let key = self.key().unwrap_or_default().to_owned();
-                if relay.shed.take(&key, a) {
+                if relay.shed.take(&key, &a) {
                     return None;
                 }
                 format!(

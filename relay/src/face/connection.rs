@@ -219,6 +219,9 @@ impl Connection {
         let limits = &relay.limits;
         let id = event.id_hex();
         // shed before any work on the event (its signature is the costly part)
+        if let Some(why) = self.outside_grant(&event) {
+            return self.reject(&id, Rejection::Blocked, why);
+        }
         if let Some(why) = self.shed(super::auth::Ask::Event) {
             return !why.is_empty() && self.reject(&id, Rejection::RateLimited, &why);
         }

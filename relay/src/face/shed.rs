@@ -3,7 +3,7 @@
 //! The relay serves at one of three rungs: **0** normal; **1** new subscriptions and writes
 //! are refused from connections that are not a granted peer's; **2** only granted peers
 //! are served (others' subscriptions are closed), each within its grant's events per
-//! window. The rung follows the relay's pressure — how late its tasks are scheduled, how
+//! window and its grant's shards. The rung follows the relay's pressure — how late its tasks are scheduled, how
 //! long an event waits for the store's writer and how long the writer's queue will take
 //! (smoothed), and how much of the output budget is queued — rising at once and stepping down one rung after five calm seconds; or
 //! the operator pins it (`[relay] shedding`).
@@ -42,12 +42,15 @@ pub enum Shedding {
 }
 
 /// What a granted key may write per window while the relay sheds at rung 2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Allowance {
     /// Events per window (its grant's capacity in force).
     pub events: u64,
     /// The window, seconds.
     pub window_secs: u64,
+    /// The grant's shards: at rung 2 an event outside all of them is refused (empty: any
+    /// event).
+    pub shards: Arc<Vec<fleetmesh_proto::filter::Filter>>,
 }
 
 /// Whether a key (hex) is granted, and its allowance.
@@ -127,7 +130,7 @@ impl Shed {
     }
 
     /// Takes one event of `key`'s allowance `a` at rung 2; false when it is spent.
-    pub(super) fn take(&self, key: &str, a: Allowance) -> bool {
+    pub(super) fn take(&self, key: &str, a: &Allowance) -> bool {
         let w = now() / a.window_secs.max(1);
         let mut used = self
             .used

@@ -15,17 +15,23 @@ use serde_json::{Value, json};
 
 use super::face::{Raw, TestRelay, start};
 
-/// A relay pinned at `rung`, granting `granted` (hex) 3 events per minute.
+/// A relay pinned at `rung`, granting `granted` (hex) 3 events per minute of the shard
+/// of kind 1.
 async fn shedding(rung: Shedding, granted: String) -> TestRelay {
     let r = start(Limits {
         shedding: rung,
         ..Limits::default()
     })
     .await;
+    let notes =
+        fleetmesh_proto::filter::Filter::from_value(&json!({"kinds": [1]}), Default::default())
+            .unwrap();
+    let shards = Arc::new(vec![notes]);
     r.relay.set_granted(Arc::new(move |key: &str| {
-        (key == granted).then_some(Allowance {
+        (key == granted).then(|| Allowance {
             events: 3,
             window_secs: 60,
+            shards: shards.clone(),
         })
     }));
     r
@@ -197,6 +203,17 @@ async fn at_rung_2_a_granted_peer_writes_within_its_grant_and_rust_nostr_authent
     let r = shedding(Shedding::Rung2, granted.public_key().to_hex()).await;
     // nostr-sdk answers the challenge and retries on `auth-required:` by itself
     let client = super::face::sdk_client_as(&granted, &r.url).await;
+    // outside the grant's shard (kind 1): refused, and the grant not spent by it
+    let reaction = sdk::EventBuilder::new(sdk::Kind::Reaction, "+")
+        .sign_with_keys(&granted)
+        .unwrap();
+    let out = client.send_event(&reaction).await.unwrap();
+    let why = out
+        .failed
+        .values()
+        .next()
+        .expect("a reaction is outside the shard");
+    assert!(why.contains("within its grant's shards"), "{why}");
     let mut sent = Vec::new();
     for i in 0..3 {
         let e = sdk::EventBuilder::text_note(format!("granted {i}"))

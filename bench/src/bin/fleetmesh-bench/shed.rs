@@ -118,9 +118,10 @@ fn relay(
     )
     .unwrap();
     r.set_granted(Arc::new(move |k: &str| {
-        (k == granted).then_some(Allowance {
+        (k == granted).then(|| Allowance {
             events: u64::MAX / 2,
             window_secs: 60,
+            shards: Default::default(),
         })
     }));
     let addr = rt.block_on(async {
