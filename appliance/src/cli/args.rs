@@ -105,6 +105,9 @@ pub enum Command {
     /// Standing reports (kind 30802) on a relay: who reported whom, rung, remedy, evidence.
     #[command(subcommand)]
     Report(crate::cli::ledger::ReportCommand),
+    /// Settlement: `decode BOLT11` reads and checks a Lightning invoice.
+    #[command(subcommand)]
+    Settle(crate::cli::settle::SettleCommand),
     /// The node's keys: rotate them, or revoke one (kind 11802).
     #[command(subcommand)]
     Keys(crate::cli::keys::KeysCommand),

@@ -21,6 +21,7 @@ pub mod peers;
 pub mod progress;
 pub mod proof;
 pub mod schema;
+pub mod settle;
 pub mod sync;
 pub mod wasi;
 pub mod watch;

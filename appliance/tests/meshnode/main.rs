@@ -22,6 +22,7 @@ mod peering;
 mod proof;
 mod reconcile;
 mod schema;
+mod settle;
 mod shedding;
 mod status_page;
 mod wasi;

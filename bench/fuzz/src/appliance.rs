@@ -1,6 +1,7 @@
 //! The appliance's readers of outside text: the Bacalhau job-spec reader
-//! (`fleetmesh_market::bacalhau`) and, since the appliance is a binary crate, its Blossom
-//! and NIP-98 authorization readers compiled here from their source files (`#[path]`).
+//! (`fleetmesh_market::bacalhau`), the BOLT11 reader (`fleetmesh_settle::bolt11`) and,
+//! since the appliance is a binary crate, its Blossom and NIP-98 authorization readers
+//! compiled here from their source files (`#[path]`).
 
 use fleetmesh_market::bacalhau;
 
@@ -82,4 +83,32 @@ fn names_absolute_source(v: &serde_json::Value) -> bool {
         Value::Array(a) => a.iter().any(names_absolute_source),
         _ => false,
     }
+}
+
+/// A BOLT11 invoice (`meshnode settle decode`): decoded or refused, never a panic; an
+/// invoice that decodes decodes the same again, upper-cased too, and its sums hold.
+pub fn bolt11(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(inv) = fleetmesh_settle::bolt11::decode(text) else {
+        return;
+    };
+    assert_eq!(
+        fleetmesh_settle::bolt11::decode(text).ok(),
+        Some(inv.clone())
+    );
+    assert_eq!(
+        inv.expires_at,
+        inv.timestamp.saturating_add(inv.expiry_secs),
+        "{text}"
+    );
+    let upper = text.to_ascii_uppercase();
+    assert_eq!(
+        fleetmesh_settle::bolt11::decode(&upper)
+            .ok()
+            .map(|u| u.payment_hash),
+        Some(inv.payment_hash),
+        "{text}"
+    );
 }

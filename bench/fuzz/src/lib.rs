@@ -58,6 +58,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("bacalhau_spec", appliance::bacalhau_spec),
     ("blossom_auth", appliance::blossom_authorization),
     ("nip98_auth", appliance::nip98_authorization),
+    ("settle_bolt11", appliance::bolt11),
 ];
 
 /// The harness named `name`.

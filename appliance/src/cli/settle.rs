@@ -1,0 +1,81 @@
+//! `meshnode settle …`: the settlement rails from the command line. `decode` reads a
+//! BOLT11 invoice ([`fleetmesh_settle::bolt11`]): what it asks for, checked as a payer
+//! checks it, before anything is paid.
+
+use clap::{Args, Subcommand};
+
+use crate::cli::Outcome;
+
+/// `meshnode settle …`.
+#[derive(Debug, Subcommand)]
+pub enum SettleCommand {
+    /// Decode a BOLT11 invoice and check it (bech32, signature, amount, features): the
+    /// amount, payment hash and secret, description or its hash, expiry, payee, route
+    /// hints and fallbacks. Exit 2, with the reason, for an invoice a payer must refuse.
+    Decode(DecodeArgs),
+}
+
+/// `meshnode settle decode`.
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// The invoice (`lnbc…`, `lntb…`, … ; a `lightning:` prefix is taken).
+    #[arg(value_name = "BOLT11")]
+    pub invoice: String,
+    /// One JSON object instead of lines of words.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `meshnode settle decode`.
+pub fn decode(args: &DecodeArgs) -> anyhow::Result<Outcome> {
+    let inv = match fleetmesh_settle::bolt11::decode(&args.invoice) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("meshnode settle decode: {e}");
+            return Ok(Outcome::Malformed);
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&inv)?);
+        return Ok(Outcome::Ok);
+    }
+    let amount = inv
+        .amount_msat
+        .map_or_else(|| "any amount".to_owned(), |m| format!("{m} msat"));
+    println!("{} invoice for {amount} to {}", inv.network, inv.payee);
+    println!("payment hash {}", inv.payment_hash);
+    if let Some(s) = &inv.payment_secret {
+        println!("payment secret {s}");
+    }
+    match (&inv.description, &inv.description_hash) {
+        (Some(d), _) => println!("description {d:?}"),
+        (None, Some(h)) => println!("description hash {h}"),
+        (None, None) => {}
+    }
+    println!(
+        "made {} · expires {} ({} s) · min final CLTV delta {}",
+        inv.timestamp, inv.expires_at, inv.expiry_secs, inv.min_final_cltv_expiry_delta
+    );
+    for (i, route) in inv.route_hints.iter().enumerate() {
+        for h in route {
+            println!(
+                "route {i}: via {} channel {} (fee {} msat + {} ppm, CLTV delta {})",
+                h.pubkey,
+                h.short_channel_id,
+                h.fee_base_msat,
+                h.fee_proportional_millionths,
+                h.cltv_expiry_delta
+            );
+        }
+    }
+    for f in &inv.fallbacks {
+        println!("fallback {f}");
+    }
+    if !inv.features.is_empty() {
+        println!("features {:?}", inv.features);
+    }
+    for w in &inv.warnings {
+        println!("warning: {w}");
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,51 @@
+//! `meshnode settle decode`: BOLT #11's own examples, decoded through the binary as the
+//! spec breaks them down, and its invalid ones refused with exit 2 and the reason.
+
+use super::*;
+
+fn vectors() -> Value {
+    let text =
+        std::fs::read_to_string(repo().join("appliance/settle/vectors/bolt11.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn settle_decode_prints_what_a_bolt11_invoice_asks_and_refuses_what_a_payer_must() {
+    let v = vectors();
+    for case in v["valid"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let o = run(&[
+            "settle",
+            "decode",
+            case["invoice"].as_str().unwrap(),
+            "--json",
+        ]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let got: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        for key in [
+            "amount_msat",
+            "payment_hash",
+            "description",
+            "description_hash",
+        ] {
+            assert_eq!(got[key], case[key], "{name}: {key}");
+        }
+        assert_eq!(got["payee"], v["signed_by"], "{name}");
+        assert_eq!(got["route_hints"], case["route_hints"], "{name}");
+        assert_eq!(got["fallbacks"], case["fallbacks"], "{name}");
+    }
+    // in words: the amount, the hash, the route, and a warning for the legacy form
+    let pico = &v["valid"][9];
+    let o = run(&["settle", "decode", pico["invoice"].as_str().unwrap()]);
+    let out = stdout(&o);
+    assert!(out.contains("967878534 msat"), "{out}");
+    assert!(out.contains("channel 589390x3312x1"), "{out}");
+    assert!(out.contains("warning: no payment secret"), "{out}");
+    for case in v["invalid"].as_array().unwrap() {
+        let o = run(&["settle", "decode", case["invoice"].as_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{}", case["why"]);
+        let says = case["says"].as_str().unwrap();
+        assert!(stderr(&o).contains(says), "{}: {}", case["why"], stderr(&o));
+        assert!(stdout(&o).is_empty());
+    }
+}
