@@ -234,14 +234,10 @@ impl Connection {
             return self.reject(&id, Rejection::Invalid, &why.reason);
         }
         if let Some(p) = &self.session
-            && !p.admits(&event)
+            && let Some((why, msg)) = p.refusal(&event)
         {
-            p.tally.refused(PeerRefusal::OutOfFilter);
-            return self.reject(
-                &id,
-                Rejection::Blocked,
-                "blocked: outside the shard filters agreed with this peer",
-            );
+            p.tally.refused(why);
+            return self.reject(&id, Rejection::Blocked, msg);
         }
         if let Err(msg) = relay.revoked.check(&event) {
             return self.reject(&id, Rejection::Blocked, &msg);

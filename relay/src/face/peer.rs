@@ -36,13 +36,28 @@ pub struct PeerSession {
 }
 
 impl PeerSession {
-    /// Whether `event` lies within the agreed shards, and within the shards of our grant
-    /// to the peer when it names some.
-    pub fn admits(&self, event: &Event) -> bool {
-        self.filters
+    /// Why the peer may not push `event`, and the `blocked:` message: outside the agreed
+    /// shards, or outside the shards of our grant to it when it names some — counted as
+    /// out of filter (S3), except in the first window after those shards were set (the
+    /// grant may not have reached the peer yet), when it is only refused. `None`: admitted.
+    pub fn refusal(&self, event: &Event) -> Option<(PeerRefusal, &'static str)> {
+        if !self
+            .filters
             .as_ref()
             .is_none_or(|fs| fs.iter().any(|f| f.matches(event)))
-            && self.tally.granted(event)
+        {
+            return Some((
+                PeerRefusal::OutOfFilter,
+                "blocked: outside the shard filters agreed with this peer",
+            ));
+        }
+        if !self.tally.granted(event) {
+            return Some((
+                self.tally.grant_refusal(),
+                "blocked: outside the shards of the grant to this peer",
+            ));
+        }
+        None
     }
 }
 
@@ -82,6 +97,8 @@ pub struct Tally {
     windows: std::sync::Mutex<Windows>,
     /// The shard filters events are counted by, each way ([`Tally::set_shards`]).
     shards: std::sync::RwLock<ShardFilters>,
+    /// Unix time the inbound shards last changed.
+    shards_since: AtomicU64,
 }
 
 /// The shard filters of the grants between the two sides: `inbound`, of ours to the peer
@@ -135,6 +152,12 @@ fn carried_event(text: &str) -> Option<Event> {
         (tag == "EVENT").then_some(())?;
         Event::from_value(&ev).ok()
     })
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Whether a NIP-01 message is an `EVENT` one.
@@ -237,6 +260,9 @@ impl Tally {
         let (reset_in, reset_out) = (cur.inbound != new.inbound, cur.outbound != new.outbound);
         *cur = new;
         drop(cur);
+        if reset_in {
+            self.shards_since.store(unix_now(), Relaxed);
+        }
         self.in_window(|s| {
             if reset_in {
                 s.shards.inbound.clear();
@@ -255,6 +281,23 @@ impl Tally {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         f.inbound.is_empty() || f.inbound.iter().any(|f| f.matches(event))
+    }
+
+    /// How a push outside our grant's shards counts: only as refused ([`PeerRefusal::Invalid`])
+    /// within a window of the shards being set (or a minute without windows), out of filter
+    /// after.
+    pub fn grant_refusal(&self) -> PeerRefusal {
+        let secs = self
+            .windows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .secs;
+        let grace = if secs == 0 { 60 } else { secs };
+        if unix_now() < self.shards_since.load(Relaxed).saturating_add(grace) {
+            PeerRefusal::Invalid
+        } else {
+            PeerRefusal::OutOfFilter
+        }
     }
 
     /// The shard filters of the peer's grant to us: what we may push it (empty: any).
@@ -374,9 +417,7 @@ impl Tally {
         if secs == 0 {
             return TallyCounts::default();
         }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = unix_now();
         self.window(now / secs)
     }
 
@@ -388,9 +429,7 @@ impl Tally {
         if w.secs == 0 {
             return;
         }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = unix_now();
         let n = now / w.secs;
         if w.slots.back().is_none_or(|s| s.n != n) {
             w.slots.push_back(Slot {
@@ -497,15 +536,20 @@ mod tests {
             event(1, vec![vec!["t".into(), "x".into()]]),
             event(7, vec![]),
         );
-        assert!(session.admits(&note) && session.admits(&reaction));
+        let admits = |e: &Event| session.refusal(e).is_none();
+        assert!(admits(&note) && admits(&reaction));
         // our grant covers kind 1 tagged x, then kind 7: the rest is outside it
         let shards = vec![
             filter(serde_json::json!({"kinds": [1], "#t": ["x"]})),
             filter(serde_json::json!({"kinds": [7]})),
         ];
         tally.set_shards(shards.clone(), Vec::new());
-        assert!(!session.admits(&note));
-        assert!(session.admits(&tagged) && session.admits(&reaction));
+        assert!(!admits(&note));
+        assert!(admits(&tagged) && admits(&reaction));
+        // only refused while the grant may still be on its way; out of filter after
+        assert_eq!(session.refusal(&note).unwrap().0, PeerRefusal::Invalid);
+        tally.shards_since.store(unix_now() - 3600, Relaxed);
+        assert_eq!(session.refusal(&note).unwrap().0, PeerRefusal::OutOfFilter);
         assert!(tally.outbound_shards().is_empty());
         let client = |e: &Event| serde_json::json!(["EVENT", e.to_value()]).to_string();
         let relay = |e: &Event| serde_json::json!(["EVENT", "s", e.to_value()]).to_string();
