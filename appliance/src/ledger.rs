@@ -88,6 +88,21 @@ fn shard_filters(g: Option<&Grant>) -> Vec<fleetmesh_proto::filter::Filter> {
         .unwrap_or_default()
 }
 
+/// The shard filters `peer`'s tally counts by: those of our grant to it (inbound) and of
+/// its grant to us (outbound).
+fn shards_between(
+    l: &fleetmesh_ledger::Ledger,
+    peer: &str,
+) -> (
+    Vec<fleetmesh_proto::filter::Filter>,
+    Vec<fleetmesh_proto::filter::Filter>,
+) {
+    (
+        shard_filters(l.grant_out(peer).map(|(g, _)| g)),
+        shard_filters(l.grant_in(peer)),
+    )
+}
+
 /// Counts per shard padded (or cut) to a grant's `n` shards; `None` when it names none.
 fn per_shard(mut counts: Vec<Moved>, n: usize) -> Option<Vec<Moved>> {
     (n > 0).then(|| {
@@ -140,11 +155,8 @@ impl Accounts {
         }
         table.set_window(config.window_secs);
         for peer in books.ledger().standings().into_keys() {
-            let l = books.ledger();
-            table.tally(&peer).set_shards(
-                shard_filters(l.grant_out(&peer).map(|(g, _)| g)),
-                shard_filters(l.grant_in(&peer)),
-            );
+            let (inbound, outbound) = shards_between(books.ledger(), &peer);
+            table.tally(&peer).set_shards(inbound, outbound);
         }
         if config.fault != Fault::None {
             tracing::error!(fault = ?config.fault, "[ledger] fault is set: this node misbehaves on purpose towards its peers");
@@ -180,14 +192,7 @@ impl Accounts {
 
     /// Has `peer`'s tally count by the shards of the grants between us as they stand.
     fn meter_shards(&self, peer: &str) {
-        let (inbound, outbound) = {
-            let books = lock(&self.books);
-            let l = books.ledger();
-            (
-                shard_filters(l.grant_out(peer).map(|(g, _)| g)),
-                shard_filters(l.grant_in(peer)),
-            )
-        };
+        let (inbound, outbound) = shards_between(lock(&self.books).ledger(), peer);
         self.table.tally(peer).set_shards(inbound, outbound);
     }
 

@@ -263,21 +263,11 @@ mod tests {
             let got =
                 decode(case["invoice"].as_str().unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
             let got = serde_json::to_value(&got).unwrap();
-            for key in [
-                "network",
-                "amount_msat",
-                "timestamp",
-                "payment_hash",
-                "payment_secret",
-                "description",
-                "description_hash",
-                "expiry_secs",
-                "min_final_cltv_expiry_delta",
-                "fallbacks",
-                "route_hints",
-                "features",
-            ] {
-                assert_eq!(got[key], case[key], "{name}: {key}");
+            // every field the spec's breakdown gives
+            for (key, value) in case.as_object().unwrap() {
+                if key != "name" && key != "invoice" {
+                    assert_eq!(&got[key], value, "{name}: {key}");
+                }
             }
             assert_eq!(got["payee"], signer, "{name}: recovered from the signature");
             let legacy = case["payment_secret"].is_null();

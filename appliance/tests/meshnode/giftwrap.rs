@@ -8,20 +8,7 @@ use super::*;
 /// The pinned nostr-tools' npm directory, installed by `nostr-tools/tools.sh` when node
 /// is here and the package is not.
 fn nostr_tools() -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let node = Command::new("node").arg("--version").output();
-    if !node.is_ok_and(|o| o.status.success()) {
-        assert!(
-            !ci,
-            "CI=true but node is not installed (.ci/test installs it)"
-        );
-        eprintln!("SKIPPED nostr-tools gift-wrap interop: node is not installed");
-        return None;
-    }
-    let here = repo().join("appliance/tests/meshnode/nostr-tools");
-    let o = Command::new(here.join("tools.sh")).output().unwrap();
-    assert!(o.status.success(), "tools.sh: {}", stderr(&o));
-    Some(PathBuf::from(stdout(&o).trim()))
+    node_tool("nostr-tools", "nostr-tools gift-wrap interop")
 }
 
 /// nostr-tools' NIP-59: `giftwrap.mjs NPM_DIR ARGS…`, its one JSON line.

@@ -93,6 +93,26 @@ fn repo() -> PathBuf {
         .join("..")
 }
 
+/// The npm directory `appliance/tests/meshnode/DIR/tools.sh` installs a pinned package
+/// into (when node is here and the package is not); `None`, with a message naming `what`
+/// is skipped, only where node is absent and `CI` is not `true`.
+fn node_tool(dir: &str, what: &str) -> Option<PathBuf> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let node = Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|o| o.status.success()) {
+        assert!(
+            !ci,
+            "CI=true but node is not installed (.ci/test installs it)"
+        );
+        eprintln!("SKIPPED {what}: node is not installed");
+        return None;
+    }
+    let here = repo().join("appliance/tests/meshnode").join(dir);
+    let o = Command::new(here.join("tools.sh")).output().unwrap();
+    assert!(o.status.success(), "{dir}/tools.sh: {}", stderr(&o));
+    Some(PathBuf::from(stdout(&o).trim()))
+}
+
 fn init(dir: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["init", dir.to_str().unwrap()];
     args.extend_from_slice(extra);

@@ -1,5 +1,7 @@
 //! `meshnode settle decode`: BOLT #11's own examples, decoded through the binary as the
-//! spec breaks them down, and its invalid ones refused with exit 2 and the reason.
+//! spec breaks them down, and its invalid ones refused with exit 2 and the reason; and
+//! invoices made and signed by npm `bolt11`, an independent implementation, from seeded
+//! random fields, decoded to what it put in them.
 
 use super::*;
 
@@ -47,5 +49,40 @@ fn settle_decode_prints_what_a_bolt11_invoice_asks_and_refuses_what_a_payer_must
         let says = case["says"].as_str().unwrap();
         assert!(stderr(&o).contains(says), "{}: {}", case["why"], stderr(&o));
         assert!(stdout(&o).is_empty());
+    }
+}
+
+#[test]
+fn invoices_made_and_signed_by_npm_bolt11_decode_to_what_it_put_in_them() {
+    let Some(npm) = node_tool("bolt11-js", "npm bolt11 interop") else {
+        return;
+    };
+    let seed = unix_now().to_string();
+    let script = repo().join("appliance/tests/meshnode/bolt11-js/make.mjs");
+    let o = Command::new("node")
+        .arg(script)
+        .arg(&npm)
+        .args(["40", &seed])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "make.mjs: {}", stderr(&o));
+    let payee = vectors()["signed_by"].clone();
+    let made = stdout(&o);
+    assert_eq!(made.lines().count(), 40);
+    for line in made.lines() {
+        let want: Value = serde_json::from_str(line).unwrap();
+        let inv = want["invoice"].as_str().unwrap();
+        let o = run(&["settle", "decode", inv, "--json"]);
+        assert!(o.status.success(), "seed {seed}: {inv}: {}", stderr(&o));
+        let got: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        // every field it put in, under our name for it
+        for (key, value) in want.as_object().unwrap() {
+            if key != "invoice" {
+                assert_eq!(&got[key], value, "seed {seed}: {key} of {inv}");
+            }
+        }
+        assert_eq!(got["payee"], payee, "seed {seed}: {inv}");
+        assert_eq!(got["network"], "bitcoin");
+        assert!(got["warnings"].as_array().unwrap().is_empty(), "{got}");
     }
 }
