@@ -33,7 +33,7 @@ const NEXT: &str = "evidence.jsonl.next";
 pub fn is_segment(name: &str) -> bool {
     name.strip_prefix("evidence-")
         .and_then(|r| r.strip_suffix(".jsonl"))
-        .is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+        .is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The kept segments in `dir`, oldest first, then the current one: the whole log in order.
@@ -198,12 +198,13 @@ impl Books {
             })?;
         }
         drop(fresh);
-        let mut kept = self.dir.join(format!("evidence-{at:020}.jsonl"));
-        for k in 1.. {
-            if !kept.exists() {
-                break;
-            }
-            kept = self.dir.join(format!("evidence-{at:020}-{k}.jsonl"));
+        // named by time, so that names sort as segments follow each other (a name taken
+        // in the same second moves on a second)
+        let mut t = at;
+        let mut kept = self.dir.join(format!("evidence-{t:020}.jsonl"));
+        while kept.exists() {
+            t += 1;
+            kept = self.dir.join(format!("evidence-{t:020}.jsonl"));
         }
         std::fs::rename(&current, &kept).map_err(err(&current))?;
         std::fs::rename(&next, &current).map_err(err(&next))?;

@@ -403,6 +403,12 @@ fn a_rotated_log_replays_alone_from_its_checkpoint_and_as_one_log_with_the_kept_
     assert_eq!(n.measure(w0 + 4, counts(10, 1_000)).severity, Rung::S0);
     let r = replay_all(&[&newer, &seg]).unwrap();
     assert_eq!(r.decisions, n.decided[before..]);
+    // a second rotation in the same second is named after the first, so names keep order
+    let again = n.books.rotate(T0 + 60, 0, 0).unwrap().unwrap();
+    assert!(again > newer, "{again:?} after {newer:?}");
+    let r = replay_all(&[&newer, &again, &seg]).unwrap();
+    assert!(r.refused.is_empty(), "{:?}", r.refused);
+    assert_eq!(r.decisions, n.decided[before..]);
 }
 
 #[test]
