@@ -13,10 +13,12 @@ use serde::{Deserialize, Serialize};
 
 mod ledger;
 mod peering;
+mod settlement;
 pub use ledger::{Fault, LedgerSection};
 #[cfg(feature = "federation")]
 pub(crate) use peering::pem_certs;
 pub use peering::{PeerSection, PeeringSection, ShardSection};
+pub use settlement::SettlementSection;
 
 /// File name of the configuration inside a node directory.
 pub const FILE: &str = "meshnode.toml";
@@ -51,6 +53,8 @@ pub struct Config {
     pub peering: PeeringSection,
     /// The accountability ledger: windows, and the grant every linked peer gets.
     pub ledger: LedgerSection,
+    /// How the node is paid: the Cashu mints its wallet trusts.
+    pub settlement: SettlementSection,
 }
 
 /// `[didcomm]`: the node takes DIDComm v2 messages at `POST /didcomm` (compute/1.0 jobs
@@ -621,6 +625,7 @@ impl Config {
         )?;
         self.peering.check()?;
         self.ledger.check()?;
+        self.settlement.check()?;
         let d = &self.didcomm;
         range("[didcomm] hold_per_did", d.hold_per_did as u64, 1, 100_000)?;
         range("[didcomm] hold_bytes", d.hold_bytes, 1 << 20, 4 << 30)?;

@@ -200,6 +200,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Grant(cmd) => cli::ledger::grant(&cmd),
         Command::Report(cli::ledger::ReportCommand::List(args)) => cli::ledger::reports(&args),
         Command::Settle(cli::settle::SettleCommand::Decode(args)) => cli::settle::decode(&args),
+        Command::Wallet(args) => cli::wallet::run(&args),
         Command::Bridge(cmd) => cli::bridge::run(cmd),
         Command::Cluster(cli::cluster::ClusterCommand::Start(args)) => cli::cluster::start(&args),
         Command::Cluster(cli::cluster::ClusterCommand::Status(args)) => cli::cluster::status(&args),

@@ -108,6 +108,8 @@ pub enum Command {
     /// Settlement: `decode BOLT11` reads and checks a Lightning invoice.
     #[command(subcommand)]
     Settle(crate::cli::settle::SettleCommand),
+    /// The node's Cashu wallet: balance, mint, send, receive, pay, check, history.
+    Wallet(crate::cli::wallet::WalletArgs),
     /// The node's keys: rotate them, or revoke one (kind 11802).
     #[command(subcommand)]
     Keys(crate::cli::keys::KeysCommand),

@@ -23,6 +23,7 @@ pub mod proof;
 pub mod schema;
 pub mod settle;
 pub mod sync;
+pub mod wallet;
 pub mod wasi;
 pub mod watch;
 

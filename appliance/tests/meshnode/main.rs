@@ -25,6 +25,7 @@ mod schema;
 mod settle;
 mod shedding;
 mod status_page;
+mod wallet;
 mod wasi;
 mod watch;
 

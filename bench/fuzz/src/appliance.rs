@@ -112,3 +112,19 @@ pub fn bolt11(data: &[u8]) {
         "{text}"
     );
 }
+
+/// A Cashu token (`meshnode wallet receive`): parsed or refused, never a panic; a token
+/// that parses writes as version 4 and reads back the same, its amount summed.
+pub fn cashu_token(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(token) = fleetmesh_settle::cashu::Token::parse(text) else {
+        return;
+    };
+    let amount = token.amount().expect("a parsed token's amount sums");
+    let v4 = token.to_v4().expect("a parsed token writes as version 4");
+    let again = fleetmesh_settle::cashu::Token::parse(&v4).expect("its v4 text parses");
+    assert_eq!(again, token, "{text}");
+    assert_eq!(again.amount().ok(), Some(amount));
+}

@@ -59,6 +59,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("blossom_auth", appliance::blossom_authorization),
     ("nip98_auth", appliance::nip98_authorization),
     ("settle_bolt11", appliance::bolt11),
+    ("settle_cashu_token", appliance::cashu_token),
 ];
 
 /// The harness named `name`.

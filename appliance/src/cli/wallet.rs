@@ -1,0 +1,260 @@
+//! `meshnode wallet …`: the node's Cashu wallet ([`fleetmesh_settle::cashu`]) from the
+//! command line. Its proofs live in `wallet.sqlite` in the node directory (or
+//! `--key-dir`); the mints it trusts are `[settlement] mints` of the `meshnode.toml`
+//! there, and `--mint`.
+//!
+//! `send` prints nothing but the token on stdout, so that it can be piped; everything
+//! else goes to stderr. A refusal (by the mint or by the wallet) exits 2 with its reason.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use fleetmesh_settle::SettleError;
+use fleetmesh_settle::cashu::{MintClient, Token, Wallet, token::normalize_mint};
+
+use crate::cli::Outcome;
+
+/// The wallet's file in its directory.
+pub const WALLET_FILE: &str = "wallet.sqlite";
+
+/// `meshnode wallet`.
+#[derive(Debug, Args)]
+pub struct WalletArgs {
+    /// The mint to work with (http or https URL) [default: the first of `[settlement]
+    /// mints`, else the one mint the wallet holds ecash of]. `receive` also trusts it.
+    #[arg(long, global = true, value_name = "URL")]
+    pub mint: Option<String>,
+    /// The wallet's directory (its `wallet.sqlite` and `meshnode.toml`) [default:
+    /// $MESHNODE_HOME or the platform data directory].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub key_dir: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: WalletCommand,
+}
+
+/// `meshnode wallet …`.
+#[derive(Debug, Subcommand)]
+pub enum WalletCommand {
+    /// Sats per mint: unspent, in sent tokens not yet claimed, in operations in flight.
+    Balance {
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Buy ecash: asks the mint for an invoice (shown on stderr), waits for it to be paid
+    /// and mints the proofs (NUT-04).
+    Mint {
+        /// Sats.
+        #[arg(long)]
+        amount: u64,
+        /// How long to wait for the payment, seconds.
+        #[arg(long, default_value_t = 600)]
+        wait_secs: u64,
+    },
+    /// Print a `cashuB…` token worth exactly `--amount` sats (swapping first when needed).
+    Send {
+        /// Sats.
+        #[arg(long)]
+        amount: u64,
+        /// A note for the receiver, carried in the token.
+        #[arg(long)]
+        memo: Option<String>,
+    },
+    /// Take a token (`cashuB…` or `cashuA…`; `-` reads it from stdin): its proofs are
+    /// swapped for fresh ones at its mint, which must be trusted.
+    Receive {
+        /// The token.
+        #[arg(value_name = "TOKEN")]
+        token: String,
+    },
+    /// Pay a BOLT11 invoice with the mint's ecash (NUT-05); unused fee reserve comes back
+    /// (NUT-08).
+    Pay {
+        /// The invoice.
+        #[arg(value_name = "BOLT11")]
+        invoice: String,
+    },
+    /// Finish operations an earlier run left in flight (NUT-09 restore), and ask the mint
+    /// which sent tokens were claimed (NUT-07).
+    Check,
+    /// The latest payments in and out.
+    History {
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `meshnode wallet …`.
+pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
+    let dir = crate::node::dir_or_home(args.key_dir.clone())?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let trusted = trusted_mints(&dir)?;
+    let mut wallet = Wallet::open(&dir.join(WALLET_FILE))?;
+    if std::env::var("MESHNODE_WALLET_FAULT").as_deref() == Ok("exit-after-answer") {
+        wallet.set_answer_hook(Box::new(|kind| {
+            eprintln!("meshnode wallet: fault injected: exiting after the mint answered {kind}");
+            std::process::exit(70);
+        }));
+    }
+    let result = match &args.command {
+        WalletCommand::Balance { json } => balance(&wallet, *json),
+        WalletCommand::History { limit, json } => history(&wallet, *limit, *json),
+        WalletCommand::Receive { token } => {
+            let text = if token == "-" {
+                crate::cli::read_input(
+                    Path::new("-"),
+                    fleetmesh_settle::cashu::token::MAX_TOKEN_CHARS as u64,
+                    "the token",
+                )?
+            } else {
+                token.clone()
+            };
+            receive(&mut wallet, args.mint.as_deref(), &trusted, &text)
+        }
+        cmd => {
+            let mint = MintClient::new(&pick_mint(&wallet, args.mint.as_deref(), &trusted)?)?;
+            match cmd {
+                WalletCommand::Mint { amount, wait_secs } => {
+                    let got = wallet.mint(&mint, *amount, Duration::from_secs(*wait_secs), |q| {
+                        eprintln!("meshnode wallet: pay this invoice to mint {amount} sat at {}:", mint.url());
+                        eprintln!("{}", q.request);
+                    });
+                    got.map(|n| eprintln!("meshnode wallet: minted {n} sat at {}", mint.url()))
+                }
+                WalletCommand::Send { amount, memo } => {
+                    wallet.send(&mint, *amount, memo.clone()).and_then(|(token, fee)| {
+                        println!("{}", token.to_v4()?);
+                        eprintln!(
+                            "meshnode wallet: token of {amount} sat at {} (fee {fee} sat)",
+                            mint.url()
+                        );
+                        Ok(())
+                    })
+                }
+                WalletCommand::Pay { invoice } => wallet.pay(&mint, invoice).map(|p| {
+                    eprintln!(
+                        "meshnode wallet: paid {} sat (fee {} sat) from {}",
+                        p.amount,
+                        p.fee,
+                        mint.url()
+                    );
+                    if let Some(pre) = &p.preimage {
+                        println!("{pre}");
+                    }
+                }),
+                WalletCommand::Check => wallet.check(&mint).map(|(recovered, claimed)| {
+                    eprintln!(
+                        "meshnode wallet: {recovered} sat recovered, {claimed} sat of sent tokens claimed at {}",
+                        mint.url()
+                    );
+                }),
+                _ => unreachable!("handled above"),
+            }
+        }
+    };
+    match result {
+        Ok(()) => Ok(Outcome::Ok),
+        Err(e @ (SettleError::Unreachable { .. } | SettleError::Store { .. })) => Err(e.into()),
+        Err(e) => {
+            eprintln!("meshnode wallet: {e}");
+            Ok(Outcome::Malformed)
+        }
+    }
+}
+
+/// `[settlement] mints` of the directory's `meshnode.toml`, if it has one.
+fn trusted_mints(dir: &Path) -> anyhow::Result<Vec<String>> {
+    if !dir.join(crate::config::FILE).is_file() {
+        return Ok(Vec::new());
+    }
+    let config = crate::config::Config::load(dir)?;
+    Ok(config
+        .settlement
+        .mints
+        .iter()
+        .map(|m| normalize_mint(m))
+        .collect())
+}
+
+/// `--mint`, else the first trusted mint, else the one mint the wallet holds ecash of.
+fn pick_mint(wallet: &Wallet, given: Option<&str>, trusted: &[String]) -> anyhow::Result<String> {
+    if let Some(m) = given
+        .map(normalize_mint)
+        .or_else(|| trusted.first().cloned())
+    {
+        return Ok(m);
+    }
+    let held: Vec<String> = wallet.balances()?.into_iter().map(|b| b.mint).collect();
+    match held.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => anyhow::bail!("no mint: name one with --mint URL or in [settlement] mints"),
+        _ => anyhow::bail!(
+            "the wallet holds ecash of {} mints: name one with --mint",
+            held.len()
+        ),
+    }
+}
+
+fn receive(
+    wallet: &mut Wallet,
+    given: Option<&str>,
+    trusted: &[String],
+    text: &str,
+) -> Result<(), SettleError> {
+    let token = Token::parse(text)?;
+    let given = given.map(normalize_mint);
+    if given.as_deref() != Some(token.mint.as_str()) && !trusted.contains(&token.mint) {
+        return Err(SettleError::Refused(format!(
+            "token of mint {}, which this wallet does not trust: add it to [settlement] mints or pass --mint {}",
+            token.mint, token.mint
+        )));
+    }
+    let mint = MintClient::new(&token.mint)?;
+    let (amount, fee) = wallet.receive(&mint, &token)?;
+    eprintln!(
+        "meshnode wallet: received {amount} sat at {} (fee {fee} sat)",
+        mint.url()
+    );
+    Ok(())
+}
+
+fn balance(wallet: &Wallet, json: bool) -> Result<(), SettleError> {
+    let balances = wallet.balances()?;
+    if json {
+        println!("{}", serde_json::to_string(&balances).unwrap_or_default());
+        return Ok(());
+    }
+    for b in &balances {
+        println!(
+            "{}: {} sat ({} sat in sent tokens not yet claimed, {} sat in flight)",
+            b.mint, b.unspent, b.sent, b.reserved
+        );
+    }
+    println!(
+        "total: {} sat",
+        balances.iter().map(|b| b.unspent).sum::<u64>()
+    );
+    Ok(())
+}
+
+fn history(wallet: &Wallet, limit: usize, json: bool) -> Result<(), SettleError> {
+    let lines = wallet.history(limit)?;
+    if json {
+        println!("{}", serde_json::to_string(&lines).unwrap_or_default());
+        return Ok(());
+    }
+    for l in lines {
+        println!(
+            "{} {} {} sat (fee {}) {} {}",
+            l.at, l.kind, l.amount, l.fee, l.mint, l.detail
+        );
+    }
+    Ok(())
+}
