@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use fleetmesh_settle::SettleError;
+use fleetmesh_settle::cashu::nut10::Lock;
 use fleetmesh_settle::cashu::{MintClient, Token, Wallet, token::normalize_mint};
 
 use crate::cli::Outcome;
@@ -54,7 +55,8 @@ pub enum WalletCommand {
         #[arg(long, default_value_t = 600)]
         wait_secs: u64,
     },
-    /// Print a `cashuB…` token worth exactly `--amount` sats (swapping first when needed).
+    /// Print a `cashuB…` token worth exactly `--amount` sats (swapping first when needed),
+    /// optionally locked: escrow.
     Send {
         /// Sats.
         #[arg(long)]
@@ -62,14 +64,36 @@ pub enum WalletCommand {
         /// A note for the receiver, carried in the token.
         #[arg(long)]
         memo: Option<String>,
+        /// Lock the token to this key (NUT-11 P2PK; a 33-byte compressed key or a Nostr
+        /// key, hex, or `did:nostr:…`): only its holder can spend it.
+        #[arg(long, value_name = "KEY")]
+        lock: Option<String>,
+        /// Lock it to the preimage of this SHA-256 hash (NUT-14 HTLC; hex), and to `--lock`'s
+        /// key too when given.
+        #[arg(long, value_name = "HEX")]
+        hash: Option<String>,
+        /// After this time (Unix seconds, or `+SECS` from now) the `--refund` keys may
+        /// spend it instead (with none, anyone).
+        #[arg(long, value_name = "UNIX|+SECS")]
+        locktime: Option<String>,
+        /// A key that may spend it after `--locktime`; `self` is this wallet's key.
+        #[arg(long, value_name = "KEY|self")]
+        refund: Vec<String>,
     },
     /// Take a token (`cashuB…` or `cashuA…`; `-` reads it from stdin): its proofs are
-    /// swapped for fresh ones at its mint, which must be trusted.
+    /// swapped for fresh ones at its mint, which must be trusted. Proofs locked to this
+    /// wallet's key are signed for.
     Receive {
         /// The token.
         #[arg(value_name = "TOKEN")]
         token: String,
+        /// The preimage that opens an HTLC-locked token (hex).
+        #[arg(long, value_name = "HEX")]
+        preimage: Option<String>,
     },
+    /// The public key tokens are locked to for this wallet (the node's Nostr key, 33-byte
+    /// compressed hex), from `keys/` of the wallet's directory.
+    Key,
     /// Pay a BOLT11 invoice with the mint's ecash (NUT-05); unused fee reserve comes back
     /// (NUT-08).
     Pay {
@@ -97,6 +121,12 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let trusted = trusted_mints(&dir)?;
     let mut wallet = Wallet::open(&dir.join(WALLET_FILE))?;
+    let key = crate::cli::job::keys_in(&dir, "the wallet's key")
+        .ok()
+        .map(|(_, k)| *k.nostr());
+    if let Some(k) = key {
+        wallet.set_key(k);
+    }
     if std::env::var("MESHNODE_WALLET_FAULT").as_deref() == Ok("exit-after-answer") {
         wallet.set_answer_hook(Box::new(|kind| {
             eprintln!("meshnode wallet: fault injected: exiting after the mint answered {kind}");
@@ -106,7 +136,14 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
     let result = match &args.command {
         WalletCommand::Balance { json } => balance(&wallet, *json),
         WalletCommand::History { limit, json } => history(&wallet, *limit, *json),
-        WalletCommand::Receive { token } => {
+        WalletCommand::Key => {
+            let k = key.with_context(|| {
+                format!("no keys in {}: `meshnode init` makes them", dir.display())
+            })?;
+            println!("{}", hex::encode(k.public_key().serialize()));
+            Ok(())
+        }
+        WalletCommand::Receive { token, preimage } => {
             let text = if token == "-" {
                 crate::cli::read_input(
                     Path::new("-"),
@@ -116,7 +153,13 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
             } else {
                 token.clone()
             };
-            receive(&mut wallet, args.mint.as_deref(), &trusted, &text)
+            receive(
+                &mut wallet,
+                args.mint.as_deref(),
+                &trusted,
+                &text,
+                preimage.as_deref(),
+            )
         }
         cmd => {
             let mint = MintClient::new(&pick_mint(&wallet, args.mint.as_deref(), &trusted)?)?;
@@ -128,8 +171,17 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
                     });
                     got.map(|n| eprintln!("meshnode wallet: minted {n} sat at {}", mint.url()))
                 }
-                WalletCommand::Send { amount, memo } => {
-                    wallet.send(&mint, *amount, memo.clone()).and_then(|(token, fee)| {
+                WalletCommand::Send {
+                    amount,
+                    memo,
+                    lock,
+                    hash,
+                    locktime,
+                    refund,
+                } => {
+                    let lock = lock_of(key.as_ref(), lock, hash, locktime, refund)?;
+                    let sent = wallet.send(&mint, *amount, memo.clone(), lock.as_ref());
+                    sent.and_then(|(token, fee)| {
                         println!("{}", token.to_v4()?);
                         eprintln!(
                             "meshnode wallet: token of {amount} sat at {} (fee {fee} sat)",
@@ -202,11 +254,48 @@ fn pick_mint(wallet: &Wallet, given: Option<&str>, trusted: &[String]) -> anyhow
     }
 }
 
+/// The lock `send`'s flags describe, if any.
+fn lock_of(
+    key: Option<&secp256k1::Keypair>,
+    to: &Option<String>,
+    hash: &Option<String>,
+    locktime: &Option<String>,
+    refund: &[String],
+) -> Result<Option<Lock>, SettleError> {
+    let locktime = locktime
+        .as_deref()
+        .map(|t| match t.strip_prefix('+') {
+            Some(secs) => secs.parse::<u64>().map(|s| crate::node::unix_now() + s),
+            None => t.parse(),
+        })
+        .transpose()
+        .map_err(|_| SettleError::Refused("--locktime: Unix seconds or +SECS".into()))?;
+    let refund = refund
+        .iter()
+        .map(|k| match (k.as_str(), key) {
+            ("self", Some(ours)) => Ok(hex::encode(ours.public_key().serialize())),
+            ("self", None) => Err(SettleError::Refused(
+                "--refund self: this wallet has no key (meshnode init makes one)".into(),
+            )),
+            (k, _) => Ok(k.to_owned()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match (to, hash) {
+        (None, None) if locktime.is_some() || !refund.is_empty() => Err(SettleError::Refused(
+            "--locktime and --refund go with --lock or --hash".into(),
+        )),
+        (None, None) => Ok(None),
+        (Some(to), None) => Lock::p2pk(to, locktime, refund).map(Some),
+        (to, Some(hash)) => Lock::htlc(hash, to.as_deref(), locktime, refund).map(Some),
+    }
+}
+
 fn receive(
     wallet: &mut Wallet,
     given: Option<&str>,
     trusted: &[String],
     text: &str,
+    preimage: Option<&str>,
 ) -> Result<(), SettleError> {
     let token = Token::parse(text)?;
     let given = given.map(normalize_mint);
@@ -217,7 +306,7 @@ fn receive(
         )));
     }
     let mint = MintClient::new(&token.mint)?;
-    let (amount, fee) = wallet.receive(&mint, &token)?;
+    let (amount, fee) = wallet.receive(&mint, &token, preimage)?;
     eprintln!(
         "meshnode wallet: received {amount} sat at {} (fee {fee} sat)",
         mint.url()

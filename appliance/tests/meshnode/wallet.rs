@@ -253,7 +253,7 @@ fn tokens_go_both_ways_between_our_wallet_and_nutshells_own_against_a_real_mint(
         .to_owned();
     assert_usage_error(
         &wallet(dir, &["--mint", &mint.url, "receive", &locked]),
-        "locked by a NUT-10 P2PK condition",
+        "and this wallet has no key to sign with",
     );
     // A trusted mint in meshnode.toml does as well as --mint; the token read from stdin.
     std::fs::write(
@@ -437,4 +437,119 @@ fn the_wallet_refuses_bad_input_with_a_reason() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn locked_tokens_are_escrow_nutshell_unlocks_ours_we_unlock_theirs_refunds_wait_for_the_locktime() {
+    let Some(bin) = nutshell("the Cashu lock interop test") else {
+        return;
+    };
+    let mint = Mint::start(&bin);
+    let ppk = mint.fee_ppk();
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("node");
+    assert!(super::init(&dir, &[]).status.success());
+    let our_key = stdout(&ok(wallet(&dir, &["key"]), "key")).trim().to_owned();
+    let m = |args: &[&str]| {
+        let mut a = vec!["--mint", mint.url.as_str()];
+        a.extend_from_slice(args);
+        wallet(&dir, &a)
+    };
+    ok(m(&["mint", "--amount", "100"]), "mint");
+    let o = mint.cashu(&["invoice", "100"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = mint.cashu(&["lock"]);
+    let theirs = stdout(&o)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("P2PK:"))
+        .unwrap()
+        .to_owned();
+
+    // Ours locked to nutshell's key (NUT-11): we cannot take it back, nutshell can.
+    let o = ok(
+        m(&["send", "--amount", "10", "--lock", &theirs]),
+        "send --lock",
+    );
+    let token = stdout(&o).trim().to_owned();
+    assert_usage_error(&m(&["receive", &token]), "not this wallet's key");
+    let before = mint.cashu_balance();
+    let o = mint.cashu(&["receive", &token]);
+    assert!(o.status.success(), "cashu receive: {}", stderr(&o));
+    assert_eq!(
+        mint.cashu_balance(),
+        before + 10 - (proofs_in(&token) * ppk).div_ceil(1000)
+    );
+
+    // nutshell's locked to our key: we sign for it.
+    let o = mint.cashu(&["send", "6", "--lock", &format!("P2PK:{our_key}")]);
+    assert!(o.status.success(), "cashu send --lock: {}", stderr(&o));
+    let token = stdout(&o)
+        .split_whitespace()
+        .find(|w| w.starts_with("cashuB"))
+        .unwrap()
+        .to_owned();
+    let have = balance(&dir, &mint.url).0;
+    ok(m(&["receive", &token]), "receive a token locked to us");
+    assert_eq!(
+        balance(&dir, &mint.url).0,
+        have + 6 - (proofs_in(&token) * ppk).div_ceil(1000)
+    );
+
+    // Escrow's refund: locked to nutshell with a refund to us after a locktime 3 s ahead;
+    // before it we are refused, after it the mint takes our signature.
+    let o = ok(
+        m(&[
+            "send",
+            "--amount",
+            "8",
+            "--lock",
+            &theirs,
+            "--locktime",
+            "+3",
+            "--refund",
+            "self",
+        ]),
+        "send with a refund",
+    );
+    let token = stdout(&o).trim().to_owned();
+    assert_usage_error(&m(&["receive", &token]), "not this wallet's key");
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let have = balance(&dir, &mint.url).0;
+    ok(m(&["receive", &token]), "the refund after the locktime");
+    assert_eq!(
+        balance(&dir, &mint.url).0,
+        have + 8 - (proofs_in(&token) * ppk).div_ceil(1000)
+    );
+
+    // HTLC (NUT-14) on a preimage, also locked to our key: the mint checks both.
+    let preimage = hex::encode(rand_bytes());
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        hex::decode(&preimage).unwrap(),
+    ));
+    let o = ok(
+        m(&["send", "--amount", "4", "--hash", &hash, "--lock", &our_key]),
+        "send --hash",
+    );
+    let token = stdout(&o).trim().to_owned();
+    assert_usage_error(&m(&["receive", &token]), "give its preimage");
+    let wrong = hex::encode(rand_bytes());
+    assert_usage_error(
+        &m(&["receive", &token, "--preimage", &wrong]),
+        "does not hash",
+    );
+    let have = balance(&dir, &mint.url).0;
+    ok(
+        m(&["receive", &token, "--preimage", &preimage]),
+        "receive with the preimage",
+    );
+    assert_eq!(
+        balance(&dir, &mint.url).0,
+        have + 4 - (proofs_in(&token) * ppk).div_ceil(1000)
+    );
+}
+
+fn rand_bytes() -> [u8; 32] {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).unwrap();
+    b
 }

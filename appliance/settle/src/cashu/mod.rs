@@ -2,6 +2,7 @@
 //!
 //! - [`dhke`]: the blind signatures themselves, keyset ids, amounts.
 //! - [`token`]: `cashuB…`/`cashuA…` tokens as people paste them.
+//! - [`nut10`]: locked proofs (NUT-11 P2PK, NUT-14 HTLC, locktime and refund): escrow.
 //! - [`MintClient`]: the mint's `/v1` API (keys, keysets, quotes, mint, swap, melt,
 //!   checkstate, restore), bounded in time and in bytes.
 //! - [`Wallet`]: proofs in a SQLite file; mint, send, receive, pay an invoice, check,
@@ -13,6 +14,7 @@
 
 pub mod dhke;
 mod mint;
+pub mod nut10;
 mod store;
 pub mod token;
 mod wallet;

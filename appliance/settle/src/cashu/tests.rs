@@ -202,3 +202,136 @@ fn a_damaged_wallet_file_is_refused_and_left_as_it_was() {
     drop(Wallet::open(&fresh).unwrap());
     assert!(Wallet::open(&fresh).unwrap().balances().unwrap().is_empty());
 }
+
+fn keypair(byte: u8) -> secp256k1::Keypair {
+    secp256k1::Keypair::from_secret_key(&dhke::scalar(&hex::encode([byte; 32]), "k").unwrap())
+}
+
+fn verify_witness(secret: &str, witness: &str, signer: &secp256k1::Keypair) -> bool {
+    use sha2::Digest as _;
+    let w: Value = serde_json::from_str(witness).unwrap();
+    let sig = hex::decode(s(&w["signatures"][0])).unwrap();
+    let sig = secp256k1::schnorr::Signature::from_byte_array(sig.try_into().unwrap());
+    let digest = sha2::Sha256::digest(secret.as_bytes());
+    secp256k1::schnorr::verify(&sig, &digest, &signer.x_only_public_key().0).is_ok()
+}
+
+#[test]
+fn locks_are_written_read_and_unlocked_only_by_their_key_or_after_their_locktime() {
+    use super::nut10::{Kind, Lock};
+    let (ours, theirs) = (keypair(7), keypair(9));
+    let our_hex = hex::encode(ours.public_key().serialize());
+    let their_hex = hex::encode(theirs.public_key().serialize());
+    // nutshell's own P2PK secret (a token its wallet locked) reads as a lock
+    let locked = Token::parse(include_str!(
+        "../../../../bench/fuzz/corpus/settle_cashu_token/nutshell-p2pk"
+    ))
+    .unwrap();
+    let lock = Lock::parse(&locked.proofs[0].secret).unwrap().unwrap();
+    assert_eq!(
+        (lock.kind, lock.n_sigs, lock.sigflag.as_str()),
+        (Kind::P2pk, 1, "SIG_INPUTS")
+    );
+    assert!(
+        lock.witness(&locked.proofs[0].secret, Some(&ours), None, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("not this wallet's key")
+    );
+    assert_eq!(Lock::parse("9a6dbb84").unwrap(), None);
+
+    // ours: a P2PK lock to a Nostr (x-only) key with a refund to theirs after t = 1000
+    let x_only = hex::encode(ours.x_only_public_key().0.to_byte_array());
+    let lock = Lock::p2pk(&x_only, Some(1000), vec![their_hex.clone()]).unwrap();
+    let secret = lock.secret().unwrap();
+    assert_ne!(
+        secret,
+        lock.secret().unwrap(),
+        "each secret has its own nonce"
+    );
+    let read = Lock::parse(&secret).unwrap().unwrap();
+    assert_eq!(read, lock);
+    let w = read.witness(&secret, Some(&ours), None, 999).unwrap();
+    assert!(verify_witness(&secret, &w, &ours));
+    assert!(!verify_witness(&secret, &w, &theirs));
+    // before the locktime theirs cannot; after it only theirs can
+    assert!(read.witness(&secret, Some(&theirs), None, 999).is_err());
+    assert!(verify_witness(
+        &secret,
+        &read.witness(&secret, Some(&theirs), None, 1000).unwrap(),
+        &theirs
+    ));
+    let e = read
+        .witness(&secret, Some(&ours), None, 1000)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("refund to"), "{e}");
+    assert!(
+        read.witness(&secret, None, None, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("no key")
+    );
+    // no refund keys: after the locktime anyone spends, with an empty witness
+    let open = Lock::p2pk(&their_hex, Some(10), vec![]).unwrap();
+    assert_eq!(
+        open.witness(&open.secret().unwrap(), None, None, 11)
+            .unwrap(),
+        "{}"
+    );
+
+    // HTLC: the preimage, and our signature since our key is named
+    let preimage = hex::encode([42u8; 32]);
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest([42u8; 32]));
+    let htlc = Lock::htlc(&hash, Some(&our_hex), None, vec![]).unwrap();
+    let secret = htlc.secret().unwrap();
+    let w = htlc
+        .witness(&secret, Some(&ours), Some(&preimage), 0)
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&w).unwrap()["preimage"],
+        preimage.as_str()
+    );
+    assert!(verify_witness(&secret, &w, &ours));
+    for (pre, says) in [
+        (None, "give its preimage"),
+        (Some(hex::encode([1u8; 32])), "does not hash"),
+    ] {
+        let e = htlc
+            .witness(&secret, Some(&ours), pre.as_deref(), 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{e}");
+    }
+    // what this wallet does not sign for is said
+    for (text, says) in [
+        (
+            r#"["P2PK",{"data":"02aa","tags":[["sigflag","SIG_ALL"]]}]"#,
+            "SIG_ALL",
+        ),
+        (
+            r#"["P2PK",{"data":"02aa","tags":[["n_sigs","2"]]}]"#,
+            "2 signatures",
+        ),
+    ] {
+        let l = Lock::parse(text).unwrap().unwrap();
+        assert!(
+            l.witness(text, Some(&ours), None, 0)
+                .unwrap_err()
+                .to_string()
+                .contains(says)
+        );
+    }
+    for (text, says) in [
+        (r#"["DLC",{"data":"x"}]"#, "does not know"),
+        ("[1", "not JSON"),
+        (r#"["P2PK",{}]"#, "without data"),
+    ] {
+        assert!(
+            Lock::parse(text).unwrap_err().to_string().contains(says),
+            "{text}"
+        );
+    }
+    assert!(Lock::p2pk("not a key", None, vec![]).is_err());
+    assert!(Lock::htlc("abcd", None, None, vec![]).is_err());
+}

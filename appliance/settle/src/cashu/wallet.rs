@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use secp256k1::PublicKey;
 use serde::Serialize;
 
+use super::nut10::Lock;
 use super::store::{HistoryLine, Op, Output, Store};
 use super::{
     BlindSignature, BlindedMessage, KeysetInfo, MintClient, MintQuote, Proof, Token, dhke,
@@ -54,6 +55,7 @@ pub type AnswerHook = Box<dyn Fn(&str) + Send>;
 pub struct Wallet {
     store: Store,
     on_answer: Option<AnswerHook>,
+    key: Option<secp256k1::Keypair>,
 }
 
 impl std::fmt::Debug for Wallet {
@@ -82,7 +84,14 @@ impl Wallet {
         Ok(Wallet {
             store: Store::open(path)?,
             on_answer: None,
+            key: None,
         })
+    }
+
+    /// The key that unlocks proofs locked to this wallet (NUT-11, NUT-14): the node's
+    /// Nostr key.
+    pub fn set_key(&mut self, key: secp256k1::Keypair) {
+        self.key = Some(key);
     }
 
     /// Runs `hook` (with the operation's kind) between each answer of the mint and its
@@ -164,8 +173,14 @@ impl Wallet {
         Ok(Active { info, keys })
     }
 
-    /// Fresh outputs for `amounts` in the active keyset, bound for `dest`.
-    fn outputs(active: &Active, amounts: &[u64], dest: &'static str) -> Result<Vec<Output>> {
+    /// Fresh outputs for `amounts` in the active keyset, bound for `dest`, their secrets
+    /// carrying `lock` if given.
+    fn outputs(
+        active: &Active,
+        amounts: &[u64],
+        dest: &'static str,
+        lock: Option<&Lock>,
+    ) -> Result<Vec<Output>> {
         amounts
             .iter()
             .map(|&amount| {
@@ -175,7 +190,10 @@ impl Wallet {
                         active.info.id
                     )));
                 }
-                let secret = dhke::random_secret()?;
+                let secret = match lock {
+                    Some(l) => l.secret()?,
+                    None => dhke::random_secret()?,
+                };
                 let r = dhke::random_scalar()?;
                 let b_ = dhke::blind(secret.as_bytes(), &r)?;
                 Ok(Output {
@@ -418,7 +436,7 @@ impl Wallet {
                 quote.quote
             )));
         }
-        let outputs = Self::outputs(&active, &dhke::split(amount), "unspent")?;
+        let outputs = Self::outputs(&active, &dhke::split(amount), "unspent", None)?;
         let q = quote.quote.clone();
         let what = Entry {
             kind: "mint",
@@ -432,11 +450,16 @@ impl Wallet {
 
     /// A token worth exactly `amount` sats (version 4), its proofs marked `sent`; swaps
     /// first when no set of proofs adds up to it (the swap's fee is ours).
+    ///
+    /// With `lock`, the token's proofs carry it (NUT-11 P2PK, NUT-14 HTLC): only its key
+    /// (or preimage) spends them, the refund keys after its locktime. Such a send always
+    /// swaps.
     pub fn send(
         &mut self,
         mint: &MintClient,
         amount: u64,
         memo: Option<String>,
+        lock: Option<&Lock>,
     ) -> Result<(Token, u64)> {
         check_amount(amount)?;
         self.recover(mint)?;
@@ -457,7 +480,7 @@ impl Wallet {
                 exact.push(p);
             }
         }
-        let (proofs, fee) = if rest == 0 {
+        let (proofs, fee) = if rest == 0 && lock.is_none() {
             let secrets: Vec<&str> = exact.iter().map(|p| p.secret.as_str()).collect();
             self.store.set_state(&secrets, "sent")?;
             self.store.note("send", mint.url(), amount, 0, "token")?;
@@ -466,11 +489,12 @@ impl Wallet {
             let active = self.active(mint)?;
             let (inputs, fee) = self.select(mint, amount)?;
             let total: u64 = inputs.iter().map(|p| p.amount).sum();
-            let mut outputs = Self::outputs(&active, &dhke::split(amount), "sent")?;
+            let mut outputs = Self::outputs(&active, &dhke::split(amount), "sent", lock)?;
             outputs.extend(Self::outputs(
                 &active,
                 &dhke::split(total - amount - fee),
                 "unspent",
+                None,
             )?);
             let what = Entry {
                 kind: "send",
@@ -496,8 +520,14 @@ impl Wallet {
     }
 
     /// Swaps a token's proofs for fresh ones of ours (NUT-03). Only tokens of `mint`, in
-    /// sats, unlocked. Returns the sats received after the mint's input fee.
-    pub fn receive(&mut self, mint: &MintClient, token: &Token) -> Result<(u64, u64)> {
+    /// sats; locked proofs only when this wallet's key may sign for them (and, for an
+    /// HTLC, with its `preimage`). Returns the sats received after the mint's input fee.
+    pub fn receive(
+        &mut self,
+        mint: &MintClient,
+        token: &Token,
+        preimage: Option<&str>,
+    ) -> Result<(u64, u64)> {
         if token.mint != mint.url() {
             return Err(SettleError::Refused(format!(
                 "token of mint {}, not {}",
@@ -511,14 +541,12 @@ impl Wallet {
                 token.unit
             )));
         }
-        if let Some(p) = token.proofs.iter().find(|p| p.secret.starts_with('[')) {
-            let kind = serde_json::from_str::<serde_json::Value>(&p.secret)
-                .ok()
-                .and_then(|v| v.get(0).and_then(|k| k.as_str()).map(str::to_owned))
-                .unwrap_or_else(|| "unknown".into());
-            return Err(SettleError::Refused(format!(
-                "a proof is locked by a NUT-10 {kind} condition; this wallet takes unlocked proofs only"
-            )));
+        let now = unix_now();
+        let mut inputs = token.proofs.clone();
+        for p in &mut inputs {
+            if let Some(lock) = Lock::parse(&p.secret)? {
+                p.witness = Some(lock.witness(&p.secret, self.key.as_ref(), preimage, now)?);
+            }
         }
         let amount = token.amount()?;
         check_amount(amount)?;
@@ -530,7 +558,7 @@ impl Wallet {
             )));
         }
         let active = self.active(mint)?;
-        let outputs = Self::outputs(&active, &dhke::split(amount - fee), "unspent")?;
+        let outputs = Self::outputs(&active, &dhke::split(amount - fee), "unspent", None)?;
         let detail = format!(
             "token{}",
             token
@@ -545,7 +573,7 @@ impl Wallet {
             amount: amount - fee,
             fee,
         };
-        self.signed(mint, what, &[], &outputs, |o| mint.swap(&token.proofs, o))?;
+        self.signed(mint, what, &[], &outputs, |o| mint.swap(&inputs, o))?;
         Ok((amount - fee, fee))
     }
 
@@ -553,10 +581,7 @@ impl Wallet {
     /// unused fee reserve (NUT-08).
     pub fn pay(&mut self, mint: &MintClient, invoice: &str) -> Result<Paid> {
         let inv = crate::bolt11::decode(invoice)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        if inv.expires_at <= now {
+        if inv.expires_at <= unix_now() {
             return Err(SettleError::Invoice(format!(
                 "expired at {}",
                 inv.expires_at
@@ -580,7 +605,7 @@ impl Wallet {
         } else {
             (64 - over.leading_zeros() as usize).max(1)
         };
-        let outputs = Self::outputs(&active, &vec![1; blanks], "unspent")?;
+        let outputs = Self::outputs(&active, &vec![1; blanks], "unspent", None)?;
         let op = self
             .store
             .begin("melt", mint.url(), &quote.quote, &inputs, &outputs)?;
@@ -654,6 +679,12 @@ impl Wallet {
         let mut states: BTreeMap<String, String> = mint.check_state(&ys)?.into_iter().collect();
         Ok(ys.iter().map(|y| states.remove(y)).collect())
     }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn check_amount(amount: u64) -> Result<()> {
