@@ -626,6 +626,13 @@ impl Config {
         self.peering.check()?;
         self.ledger.check()?;
         self.settlement.check()?;
+        if !self.jobs.prices.is_empty() && self.settlement.mints.is_empty() {
+            return Err(
+                "[jobs.prices] is set but [settlement] mints is empty: a priced job \
+                        could never be paid"
+                    .into(),
+            );
+        }
         let d = &self.didcomm;
         range("[didcomm] hold_per_did", d.hold_per_did as u64, 1, 100_000)?;
         range("[didcomm] hold_bytes", d.hold_bytes, 1 << 20, 4 << 30)?;

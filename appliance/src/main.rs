@@ -22,6 +22,7 @@ mod peering;
 mod peers;
 mod projections;
 mod reconcile;
+mod settlement;
 mod shards;
 mod tasks;
 

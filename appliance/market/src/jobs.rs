@@ -132,6 +132,9 @@ pub struct JobRecord {
     pub payload: String,
     /// The result message (compute/1.0, NIP-44 encrypted to the buyer), once finished.
     pub result: Option<String>,
+    /// The job's payment (`method`, `at`, `amount_sat`, `state`: `escrowed`, then
+    /// `redeemed`, `released` or `unredeemed`, with a `reason`), when it carried one.
+    pub payment: Option<Value>,
 }
 
 impl JobRecord {
@@ -152,6 +155,7 @@ impl JobRecord {
             "expires_at": self.expires_at,
             "output_digest": self.output_digest,
             "metered": self.metered,
+            "payment": self.payment,
         })
     }
 }
@@ -167,7 +171,8 @@ fn storage(e: rusqlite::Error) -> Refusal {
 }
 
 const COLUMNS: &str = "id, address, ask_id, ask, buyer, engine, mode, state, reason, created_at, \
-                       updated_at, expires_at, output_digest, metered, receipt, payload, result";
+                       updated_at, expires_at, output_digest, metered, receipt, payload, result, \
+                       payment";
 
 /// A protocol word stored as text; one this build does not know is a conversion error
 /// naming the column, not a panic.
@@ -200,6 +205,9 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
         receipt: r.get(14)?,
         payload: r.get(15)?,
         result: r.get(16)?,
+        payment: r
+            .get::<_, Option<String>>(17)?
+            .and_then(|p| serde_json::from_str(&p).ok()),
     })
 }
 
@@ -228,6 +236,8 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created_at);",
     // version 2: a buyer's unfinished jobs counted for `[jobs] per_buyer`
     "CREATE INDEX IF NOT EXISTS jobs_buyer ON jobs (buyer, state);",
+    // version 3: what paid for the job (escrow, redeem)
+    "ALTER TABLE jobs ADD COLUMN payment TEXT;",
 ];
 
 impl JobStore {
@@ -519,6 +529,37 @@ impl JobStore {
         let rec = Self::get_in(&conn, id)?.expect("present");
         rec.counted();
         Ok(rec)
+    }
+
+    /// Records what paid for job `id` (see [`JobRecord::payment`]).
+    ///
+    /// # Errors
+    /// `storage`.
+    pub fn set_payment(&self, id: &str, payment: &Value) -> Result<(), Refusal> {
+        self.conn()
+            .execute(
+                "UPDATE jobs SET payment = ?1 WHERE id = ?2",
+                params![payment.to_string(), id],
+            )
+            .map(drop)
+            .map_err(storage)
+    }
+
+    /// Finished jobs whose payment is still `escrowed` (a restart between the receipt and
+    /// the redeem).
+    ///
+    /// # Errors
+    /// `storage`.
+    pub fn escrowed(&self) -> Result<Vec<JobRecord>, Refusal> {
+        let conn = self.conn();
+        let mut q = conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE state = 'verified' AND \
+                 json_extract(payment, '$.state') = 'escrowed'"
+            ))
+            .map_err(storage)?;
+        let rows = q.query_map([], row).map_err(storage)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(storage)
     }
 
     /// Expires every unfinished job whose ask expired by `now`; returns their ids.

@@ -247,6 +247,8 @@ pub enum JobCommand {
         to: JobNode,
         #[command(flatten)]
         by_key: ByKey,
+        #[command(flatten)]
+        pay: crate::cli::wallet::PayArgs,
     },
     /// Print the job's state as JSON; exit 0 verified, 1 failed or expired, 3 pending.
     Status {

@@ -134,17 +134,22 @@ pub(crate) fn keys_in(given: &Path, what: &str) -> anyhow::Result<(PathBuf, Node
 
 /// The node's (the executor's) public key, from its NIP-11 document.
 fn node_key(to: &JobNode) -> anyhow::Result<String> {
-    let info: Value = client()?
+    let info = nip11(to)?;
+    Ok(info["self"]
+        .as_str()
+        .context("the node's NIP-11 document has no `self` key")?
+        .to_string())
+}
+
+/// The node's NIP-11 document.
+fn nip11(to: &JobNode) -> anyhow::Result<Value> {
+    client()?
         .get(node_url(to, "/"))
         .header("accept", "application/nostr+json")
         .send()
         .with_context(|| format!("reaching {}", to.node()))?
         .json()
-        .context("the node's NIP-11 document")?;
-    Ok(info["self"]
-        .as_str()
-        .context("the node's NIP-11 document has no `self` key")?
-        .to_string())
+        .context("the node's NIP-11 document")
 }
 
 fn node_url(to: &JobNode, path: &str) -> String {
@@ -159,7 +164,8 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
             idempotency_key,
             to,
             by_key,
-        } => submit(&file, idempotency_key.as_deref(), &to, &by_key),
+            pay,
+        } => submit(&file, idempotency_key.as_deref(), &to, &by_key, &pay),
         JobCommand::Status { id, to } => {
             let keys = reader_keys(&to)?;
             let url = node_url(&to, &format!("/v1/jobs/{id}"));
@@ -194,6 +200,7 @@ fn submit(
     idempotency_key: Option<&str>,
     to: &JobNode,
     by_key: &ByKey,
+    pay: &crate::cli::wallet::PayArgs,
 ) -> anyhow::Result<Outcome> {
     let via = match by_key.via.as_deref() {
         Some(v) => v,
@@ -325,6 +332,29 @@ fn submit(
     let mut job = job;
     if let Some(schema) = &what.output_schema {
         job["output_schema"] = schema.clone();
+    }
+    let wallet_dir = match &to.key_dir {
+        Some(d) => d.clone(),
+        None => crate::node::default_home()?.join(crate::node::BUYER_DIR),
+    };
+    // over HTTP the node's offer (NIP-11) says its prices and mints: checked before any
+    // money is locked to it
+    let offer = match (&pay.pay, via) {
+        (Some(_), "http") => Some(nip11(to)?["fleetmesh"].clone()),
+        _ => None,
+    };
+    let payment = crate::cli::wallet::pay_job(
+        pay,
+        &wallet_dir,
+        keys.nostr(),
+        &provider,
+        &job_id,
+        (&bid, &limits, engine),
+        expires,
+        offer.as_ref(),
+    )?;
+    if let Some(p) = payment {
+        job["payment"] = p;
     }
     let key = nip44::conversation_key(&secret, &provider)?;
     let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;

@@ -20,6 +20,101 @@ use crate::cli::Outcome;
 /// The wallet's file in its directory.
 pub const WALLET_FILE: &str = "wallet.sqlite";
 
+/// How `meshnode job submit` pays.
+#[derive(Debug, Args)]
+pub struct PayArgs {
+    /// Pay for the job: `cashu` locks the ask's bid (in sats, plus the mint's fee for
+    /// redeeming it) from the buyer's wallet (`wallet.sqlite` of `--key-dir`, else of the
+    /// buyer identity) to the provider's key, refundable to the buyer ten minutes after
+    /// the ask expires (`meshnode wallet check` takes it back then if unredeemed).
+    #[arg(long, value_name = "cashu", value_parser = ["cashu"])]
+    pub pay: Option<String>,
+    /// The mint to pay from [default: the first of `[settlement] mints` of the buyer's
+    /// directory, else the one mint its wallet holds ecash of].
+    #[arg(long, value_name = "URL", requires = "pay")]
+    pub mint: Option<String>,
+}
+
+/// Seconds after the ask's expiration when a buyer may take an unredeemed escrow back.
+pub const REFUND_GRACE_SECS: u64 = 600;
+
+/// The payment (compute/1.0 `payment`) for job `job_id`: the ask's `bid` (msat or sat) in
+/// sats plus the redeem fee, locked to `provider` with a refund to `buyer` after
+/// `expires_at` and [`REFUND_GRACE_SECS`], from the wallet in `dir`. With the node's
+/// `offer` (its NIP-11 `fleetmesh` object), a bid under its price or a mint it does not
+/// take is refused before anything is locked. Says on stderr what it locked.
+#[allow(clippy::too_many_arguments)]
+pub fn pay_job(
+    args: &PayArgs,
+    dir: &Path,
+    buyer: &secp256k1::Keypair,
+    provider: &str,
+    job_id: &str,
+    (bid, limits, engine): (
+        &serde_json::Value,
+        &serde_json::Value,
+        fleetmesh_proto::Engine,
+    ),
+    expires_at: u64,
+    offer: Option<&serde_json::Value>,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    if args.pay.is_none() {
+        return Ok(None);
+    }
+    let amount = bid["amount"].as_u64().context("the bid has no amount")?;
+    let sats = match bid["unit"].as_str() {
+        Some("msat") => amount.div_ceil(1000),
+        Some("sat") => amount,
+        other => anyhow::bail!("--pay cashu pays sats; the bid is in {other:?}"),
+    };
+    let trusted = trusted_mints(dir)?;
+    let mut wallet = Wallet::open(&dir.join(WALLET_FILE))?;
+    wallet.set_key(*buyer);
+    let mint = MintClient::new(&pick_mint(&wallet, args.mint.as_deref(), &trusted)?)?;
+    if let Some(offer) = offer {
+        let price = serde_json::from_value::<fleetmesh_market::service::Price>(
+            offer["jobs"]["prices"][engine.as_str()].clone(),
+        )
+        .ok();
+        let need = price.and_then(|p| fleetmesh_market::service::payments::price_sat(&p, limits));
+        if let Some(need) = need.filter(|n| *n > sats) {
+            anyhow::bail!(
+                "the node charges up to {need} sat for this job; the bid is {sats} sat (set \
+                 \"bid\" in the job file)"
+            );
+        }
+        let takes: Vec<String> = offer["settlement"]["mints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.as_str().map(normalize_mint))
+            .collect();
+        if !takes.iter().any(|m| m == mint.url()) {
+            anyhow::bail!(
+                "the node takes tokens of {}, not of {}: pay with --mint one of them",
+                if takes.is_empty() {
+                    "no mint".to_owned()
+                } else {
+                    takes.join(", ")
+                },
+                mint.url()
+            );
+        }
+    }
+    let locktime = expires_at + REFUND_GRACE_SECS;
+    let refund = hex::encode(buyer.public_key().serialize());
+    let lock = Lock::p2pk(provider, Some(locktime), vec![refund])?;
+    let gross = wallet.gross(&mint, sats.max(1))?;
+    let (token, fee) = wallet.send(&mint, gross, Some(format!("job {job_id}")), Some(&lock))?;
+    eprintln!(
+        "meshnode: {gross} sat locked to the provider at {} (fee {fee} sat), refundable after {locktime}",
+        mint.url()
+    );
+    Ok(Some(
+        serde_json::json!({"method": "cashu", "token": token.to_v4()?}),
+    ))
+}
+
 /// `meshnode wallet`.
 #[derive(Debug, Args)]
 pub struct WalletArgs {
@@ -166,7 +261,10 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
             match cmd {
                 WalletCommand::Mint { amount, wait_secs } => {
                     let got = wallet.mint(&mint, *amount, Duration::from_secs(*wait_secs), |q| {
-                        eprintln!("meshnode wallet: pay this invoice to mint {amount} sat at {}:", mint.url());
+                        eprintln!(
+                            "meshnode wallet: pay this invoice to mint {amount} sat at {}:",
+                            mint.url()
+                        );
                         eprintln!("{}", q.request);
                     });
                     got.map(|n| eprintln!("meshnode wallet: minted {n} sat at {}", mint.url()))
@@ -201,9 +299,13 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
                         println!("{pre}");
                     }
                 }),
-                WalletCommand::Check => wallet.check(&mint).map(|(recovered, claimed)| {
+                WalletCommand::Check => wallet.check(&mint).map(|c| {
                     eprintln!(
-                        "meshnode wallet: {recovered} sat recovered, {claimed} sat of sent tokens claimed at {}",
+                        "meshnode wallet: {} sat recovered, {} sat of sent tokens claimed, {} sat \
+                         of escrow refunded at {}",
+                        c.recovered,
+                        c.claimed,
+                        c.refunded,
                         mint.url()
                     );
                 }),

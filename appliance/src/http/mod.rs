@@ -102,6 +102,18 @@ pub fn router(
             prover: prover.clone(),
             verifier: verifier.clone(),
             inference: inference.clone(),
+            payments: Arc::new(crate::settlement::CashuPayments {
+                wallet: node.dir.join(crate::cli::wallet::WALLET_FILE),
+                key: *fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?
+                    .nostr(),
+                mints: node
+                    .config
+                    .settlement
+                    .mints
+                    .iter()
+                    .map(|m| fleetmesh_settle::cashu::token::normalize_mint(m))
+                    .collect(),
+            }),
         },
         &node.config.jobs,
     )?;

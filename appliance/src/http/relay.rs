@@ -79,6 +79,8 @@ pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_
             "descriptor": descriptor_id,
             // what a job may use here at most (its limits are cut to these)
             "jobs": node.config.jobs,
+            // the mints a priced job's Cashu escrow may be drawn on
+            "settlement": {"mints": node.config.settlement.mints},
         },
     })
 }

@@ -10,9 +10,11 @@
 //! node's one proving queue and verify gatherer (`fleetmesh_prover::queue`, `gather`:
 //! the same admission, turn and batches as the HTTP API's), its blob store
 //! ([`crate::blobs`]), and, through the [`Llm`] trait the appliance implements, its
-//! inference API.
+//! inference API; through [`payments::Payments`], its wallet: a priced job is accepted
+//! only with its payment in escrow, which is redeemed once its receipt is out.
 
 mod engines;
+pub mod payments;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -188,6 +190,8 @@ pub struct Parts {
     pub verifier: Arc<fleetmesh_prover::gather::Gatherer>,
     /// The node's inference API.
     pub inference: Arc<dyn Llm>,
+    /// How the node takes payment for jobs ([`payments::NoPayments`]: it does not).
+    pub payments: Arc<dyn payments::Payments>,
 }
 
 /// The job store file, in the node directory.
@@ -219,6 +223,7 @@ pub struct JobService {
     prover: Arc<fleetmesh_prover::queue::ProvingQueue>,
     verifier: Arc<fleetmesh_prover::gather::Gatherer>,
     inference: Arc<dyn Llm>,
+    payments: Arc<dyn payments::Payments>,
     queue: Mutex<std::sync::mpsc::Sender<String>>,
     runtime: tokio::runtime::Handle,
     /// Workers, what is offered and the most any job may use; replaced whole by
@@ -269,6 +274,7 @@ impl JobService {
             prover,
             verifier,
             inference,
+            payments,
         } = parts;
         let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -289,12 +295,24 @@ impl JobService {
             prover,
             verifier,
             inference,
+            payments,
             queue: Mutex::new(tx.clone()),
             runtime: tokio::runtime::Handle::current(),
             limits: std::sync::RwLock::new(Arc::new(limits.clone())),
         });
         for id in pending {
             let _ = tx.send(id);
+        }
+        // a restart between a receipt and its redeem: redeem now, off the runtime
+        let escrowed = svc.store.escrowed()?;
+        if !escrowed.is_empty() {
+            let weak = Arc::downgrade(&svc);
+            std::thread::spawn(move || {
+                for job in escrowed {
+                    let Some(svc) = weak.upgrade() else { return };
+                    svc.redeem(&job);
+                }
+            });
         }
         // the workers hold weak handles: the service ends with the router
         let rx = Arc::new(Mutex::new(rx));
@@ -426,9 +444,30 @@ impl JobService {
         }
         let job = self.open_job(&ask, sealed)?;
         let id = job["job_id"].as_str().unwrap_or_default().to_string();
+        // a job already taken is not paid for twice
+        let escrow = match self.store.get(&id)? {
+            Some(_) => None,
+            None => {
+                let need = self.need_sat(&ask)?;
+                self.payments.escrow(&id, &ask, job.get("payment"), need)?
+            }
+        };
         let (rec, new) = self
             .store
             .submit(&ask, &id, sealed, now, self.limits().per_buyer)?;
+        let rec = match escrow {
+            Some(e) if new => {
+                let mut p = serde_json::to_value(&e).unwrap_or_default();
+                p["state"] = json!("escrowed");
+                self.store.set_payment(&rec.id, &p)?;
+                tracing::info!(job = %rec.id, amount_sat = e.amount_sat, at = %e.at, "job paid into escrow");
+                JobRecord {
+                    payment: Some(p),
+                    ..rec
+                }
+            }
+            _ => rec,
+        };
         if new {
             let _ = self
                 .queue
@@ -439,14 +478,72 @@ impl JobService {
         Ok((rec, new))
     }
 
-    /// Decrypts and checks the compute/1.0 job message of `ask`.
-    fn open_job(&self, ask: &Ask, sealed: &str) -> Result<Value, Refusal> {
+    /// What the node charges at most for a job of `ask`, in sats: `None` when it does not
+    /// price the ask's engine.
+    ///
+    /// # Errors
+    /// `payment-required` when the engine is priced in a way the ask gives no bound for.
+    fn need_sat(&self, ask: &Ask) -> Result<Option<u64>, Refusal> {
+        let limits = self.limits();
+        let Some(price) = limits.prices.get(ask.engine.as_str()) else {
+            return Ok(None);
+        };
+        payments::price_sat(price, &ask.content["limits"])
+            .map(Some)
+            .ok_or_else(|| {
+                refuse(
+                    "payment-required",
+                    format!(
+                        "{} jobs cost {} {} per {} {}: the ask must set that limit, and the price \
+                     be in msat or sat",
+                        ask.engine, price.amount, price.unit, price.quantity, price.per
+                    ),
+                )
+            })
+    }
+
+    /// Redeems a verified job's escrow and records the outcome.
+    fn redeem(&self, job: &JobRecord) {
+        let Some(mut p) = job.payment.clone() else {
+            return;
+        };
+        let outcome = Ask::parse(&job.ask, 0)
+            .map_err(|e| e.to_string())
+            .and_then(|ask| {
+                self.open_payload(&ask, &job.payload)
+                    .map_err(|e| e.to_string())
+            })
+            .and_then(|msg| self.payments.redeem(&job.id, &msg["payment"]));
+        match outcome {
+            Ok(sats) => {
+                p["state"] = json!("redeemed");
+                p["redeemed_sat"] = json!(sats);
+                tracing::info!(job = %job.id, sats, "job payment redeemed");
+            }
+            Err(e) => {
+                p["state"] = json!("unredeemed");
+                p["reason"] = json!(e);
+                tracing::warn!(job = %job.id, %e, "redeeming the job's payment");
+            }
+        }
+        if let Err(e) = self.store.set_payment(&job.id, &p) {
+            tracing::warn!(job = %job.id, %e, "recording the job's payment");
+        }
+    }
+
+    /// The job message of `ask`, decrypted (not checked: see [`JobService::open_job`]).
+    fn open_payload(&self, ask: &Ask, sealed: &str) -> Result<Value, Refusal> {
         let key = nip44::conversation_key(&self.keys.nostr().secret_key(), &ask.buyer())
             .map_err(|e| refuse("bad_request", e.to_string()))?;
         let plain = nip44::decrypt(&key, sealed)
             .map_err(|e| refuse("bad_request", format!("the payload does not open: {e}")))?;
-        let job: Value = serde_json::from_slice(&plain)
-            .map_err(|e| refuse("bad_request", format!("the payload is not JSON: {e}")))?;
+        serde_json::from_slice(&plain)
+            .map_err(|e| refuse("bad_request", format!("the payload is not JSON: {e}")))
+    }
+
+    /// Decrypts and checks the compute/1.0 job message of `ask`.
+    fn open_job(&self, ask: &Ask, sealed: &str) -> Result<Value, Refusal> {
+        let job = self.open_payload(ask, sealed)?;
         self.schemas
             .validate(&SchemaKey::Payload("compute/1.0".into()), &job)
             .map_err(|e| refuse("schema", e.to_string()))?;
@@ -605,13 +702,25 @@ impl JobService {
         ) {
             tracing::warn!(job = %job.id, %e, "storing the result blob");
         }
-        self.store.finish(
+        let rec = self.store.finish(
             &job.id,
             failure,
             done,
             (&receipt.to_json(), &sealed),
             unix_now(),
         )?;
+        match (&rec.payment, failure) {
+            (Some(_), None) => self.redeem(&rec),
+            (Some(p), Some(why)) => {
+                let mut p = p.clone();
+                p["state"] = json!("released");
+                p["reason"] = json!(format!(
+                    "the job failed ({why}): the buyer's refund after the locktime"
+                ));
+                self.store.set_payment(&job.id, &p)?;
+            }
+            (None, _) => {}
+        }
         Ok(())
     }
 }

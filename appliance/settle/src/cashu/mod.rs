@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 pub use mint::{KeysetInfo, MeltQuote, MintClient, MintQuote};
 pub use store::HistoryLine;
 pub use token::Token;
-pub use wallet::{Balance, Paid, Wallet};
+pub use wallet::{Balance, Checked, Paid, Wallet};
 
 /// A proof: the mint's unblinded signature `C` on `secret`, worth `amount` in the keyset
 /// `id`'s unit. Whoever holds it can spend it.

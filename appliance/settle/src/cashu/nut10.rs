@@ -180,22 +180,18 @@ impl Lock {
         Ok(serde_json::to_string(&json!([kind, body])).unwrap_or_default())
     }
 
-    /// The keys that may sign now: before the locktime the locked keys, after it the
-    /// refund keys (`None`: anyone may spend, no signature needed).
-    fn signers(&self, now: u64) -> Option<Vec<String>> {
-        if self.locktime.is_some_and(|t| now >= t) {
-            return (!self.refund.is_empty()).then(|| self.refund.clone());
-        }
-        let mut keys = self.pubkeys.clone();
-        if self.kind == Kind::P2pk {
-            keys.insert(0, self.data.clone());
-        }
-        Some(keys)
+    /// Whether the locktime has passed (the mint's test: `locktime < now`).
+    fn past(&self, now: u64) -> bool {
+        self.locktime.is_some_and(|t| t < now)
     }
 
     /// The witness that spends `secret` (which carries this lock) with `key` and, for an
-    /// HTLC before its locktime, `preimage`; refused, with the reason, when this wallet
-    /// cannot spend it.
+    /// HTLC, `preimage`; refused, with the reason, when this wallet cannot spend it.
+    ///
+    /// As the mints check it: the locked keys may always sign; after the locktime the
+    /// refund keys may too (with none, anyone spends without a signature). An HTLC opens
+    /// with its preimage (and a signature when it names keys), or after its locktime by
+    /// a refund key.
     pub fn witness(
         &self,
         secret: &str,
@@ -209,23 +205,41 @@ impl Lock {
                 self.sigflag
             )));
         }
-        let refunding = self.locktime.is_some_and(|t| now >= t);
+        let past = self.past(now);
         let mut witness = serde_json::Map::new();
-        if self.kind == Kind::Htlc && !refunding {
-            let pre = preimage.ok_or_else(|| {
-                refused(format!("an HTLC on hash {}: give its preimage", self.data))
-            })?;
-            let bytes = hex::decode(pre).map_err(|_| refused("the preimage is not hex"))?;
-            if hex::encode(Sha256::digest(&bytes)) != self.data {
-                return Err(refused(format!(
-                    "the preimage does not hash to the lock's {}",
-                    self.data
-                )));
+        let mut main = self.pubkeys.clone();
+        let signers = match self.kind {
+            Kind::P2pk if past && self.refund.is_empty() => Vec::new(),
+            Kind::P2pk => {
+                main.insert(0, self.data.clone());
+                let mut all = main.clone();
+                if past {
+                    all.extend(self.refund.iter().cloned());
+                }
+                all
             }
-            witness.insert("preimage".into(), json!(pre));
-        }
-        let signers = self.signers(now);
-        if let Some(signers) = signers.filter(|s| !s.is_empty()) {
+            Kind::Htlc => match preimage {
+                Some(pre) => {
+                    let bytes = hex::decode(pre).map_err(|_| refused("the preimage is not hex"))?;
+                    if hex::encode(Sha256::digest(&bytes)) != self.data {
+                        return Err(refused(format!(
+                            "the preimage does not hash to the lock's {}",
+                            self.data
+                        )));
+                    }
+                    witness.insert("preimage".into(), json!(pre));
+                    main.clone()
+                }
+                None if past => self.refund.clone(),
+                None => {
+                    return Err(refused(format!(
+                        "an HTLC on hash {}: give its preimage",
+                        self.data
+                    )));
+                }
+            },
+        };
+        if !signers.is_empty() {
             if self.n_sigs > 1 {
                 return Err(refused(format!(
                     "a lock needing {} signatures: this wallet gives one",
@@ -239,11 +253,15 @@ impl Lock {
                 ))
             })?;
             let (ours, _) = key.x_only_public_key();
-            let mine = signers.iter().any(|k| x_only(k).is_some_and(|x| x == ours));
-            if !mine {
-                let when = if refunding { "refund" } else { "locked" };
+            if !signers.iter().any(|k| x_only(k).is_some_and(|x| x == ours)) {
+                let refund = match self.locktime {
+                    Some(t) if !past && !self.refund.is_empty() => {
+                        format!(" (refund to {} after {t})", self.refund.join(", "))
+                    }
+                    _ => String::new(),
+                };
                 return Err(refused(format!(
-                    "{when} to {} — not this wallet's key {}",
+                    "locked to {}{refund} — not this wallet's key {}",
                     signers.join(", "),
                     hex::encode(ours.to_byte_array())
                 )));

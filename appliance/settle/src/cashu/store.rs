@@ -395,6 +395,19 @@ impl Store {
         Ok(ops)
     }
 
+    /// Sats received under `detail` (kinds `receive` and `recover`), if any.
+    pub fn received(&self, detail: &str) -> Result<Option<u64>> {
+        self.conn
+            .query_row(
+                "SELECT SUM(amount) FROM history WHERE kind IN ('receive', 'recover') \
+                 AND (detail = ?1 OR substr(detail, 1, length(?1) + 1) = ?1 || ' ')",
+                params![detail],
+                |r| r.get::<_, Option<i64>>(0),
+            )
+            .map(|s| s.map(|s| s as u64))
+            .map_err(|e| self.err(e))
+    }
+
     /// The last `n` history lines, newest first.
     pub fn history(&self, n: usize) -> Result<Vec<HistoryLine>> {
         self.rows(

@@ -254,18 +254,16 @@ fn locks_are_written_read_and_unlocked_only_by_their_key_or_after_their_locktime
     let w = read.witness(&secret, Some(&ours), None, 999).unwrap();
     assert!(verify_witness(&secret, &w, &ours));
     assert!(!verify_witness(&secret, &w, &theirs));
-    // before the locktime theirs cannot; after it only theirs can
-    assert!(read.witness(&secret, Some(&theirs), None, 999).is_err());
-    assert!(verify_witness(
-        &secret,
-        &read.witness(&secret, Some(&theirs), None, 1000).unwrap(),
-        &theirs
-    ));
+    // before the locktime the refund key cannot (and is told when it may); after it both can
     let e = read
-        .witness(&secret, Some(&ours), None, 1000)
+        .witness(&secret, Some(&theirs), None, 1000)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("refund to"), "{e}");
+    assert!(e.contains("refund to") && e.contains("after 1000"), "{e}");
+    let after = |k: &secp256k1::Keypair| read.witness(&secret, Some(k), None, 1001);
+    assert!(verify_witness(&secret, &after(&theirs).unwrap(), &theirs));
+    assert!(verify_witness(&secret, &after(&ours).unwrap(), &ours));
+    assert!(after(&keypair(3)).is_err());
     assert!(
         read.witness(&secret, None, None, 0)
             .unwrap_err()
@@ -279,6 +277,20 @@ fn locks_are_written_read_and_unlocked_only_by_their_key_or_after_their_locktime
             .unwrap(),
         "{}"
     );
+
+    // an HTLC past its locktime opens by its refund key, without the preimage
+    let h = Lock::htlc(&"ab".repeat(32), None, Some(5), vec![their_hex.clone()]).unwrap();
+    let hs = h.secret().unwrap();
+    assert!(verify_witness(
+        &hs,
+        &h.witness(&hs, Some(&theirs), None, 6).unwrap(),
+        &theirs
+    ));
+    let e = h
+        .witness(&hs, Some(&theirs), None, 5)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("preimage"), "{e}");
 
     // HTLC: the preimage, and our signature since our key is named
     let preimage = hex::encode([42u8; 32]);

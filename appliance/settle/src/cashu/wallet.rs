@@ -36,6 +36,17 @@ pub struct Balance {
     pub reserved: u64,
 }
 
+/// What [`Wallet::check`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Checked {
+    /// Sats of interrupted operations recovered.
+    pub recovered: u64,
+    /// Sats of sent tokens the mint saw spent.
+    pub claimed: u64,
+    /// Sats of sent escrow taken back after its locktime.
+    pub refunded: u64,
+}
+
 /// A paid invoice.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Paid {
@@ -389,7 +400,10 @@ impl Wallet {
             }
         }
         self.store.set_state(&back, "unspent")?;
-        let detail = format!("recovered {} after an interruption", op.kind);
+        let detail = format!(
+            "{} (a {} recovered after an interruption)",
+            op.detail, op.kind
+        );
         let note = Some(("recover", amount, 0, detail.as_str()));
         self.store
             .finish(op.op, mint.url(), &proofs, "spent", note)?;
@@ -528,6 +542,26 @@ impl Wallet {
         token: &Token,
         preimage: Option<&str>,
     ) -> Result<(u64, u64)> {
+        let detail = format!(
+            "token{}",
+            token
+                .memo
+                .as_ref()
+                .map(|m| format!(" {m:?}"))
+                .unwrap_or_default()
+        );
+        self.receive_for(mint, token, preimage, &detail)
+    }
+
+    /// [`Wallet::receive`], recorded in the history under `detail` (e.g. the job it paid
+    /// for; see [`Wallet::received`]).
+    pub fn receive_for(
+        &mut self,
+        mint: &MintClient,
+        token: &Token,
+        preimage: Option<&str>,
+        detail: &str,
+    ) -> Result<(u64, u64)> {
         if token.mint != mint.url() {
             return Err(SettleError::Refused(format!(
                 "token of mint {}, not {}",
@@ -559,17 +593,9 @@ impl Wallet {
         }
         let active = self.active(mint)?;
         let outputs = Self::outputs(&active, &dhke::split(amount - fee), "unspent", None)?;
-        let detail = format!(
-            "token{}",
-            token
-                .memo
-                .as_ref()
-                .map(|m| format!(" {m:?}"))
-                .unwrap_or_default()
-        );
         let what = Entry {
             kind: "receive",
-            detail: &detail,
+            detail,
             amount: amount - fee,
             fee,
         };
@@ -648,22 +674,93 @@ impl Wallet {
         }
     }
 
-    /// Recovers interrupted operations, then asks the mint (NUT-07) which proofs of our
-    /// sent tokens were claimed. Returns (sats recovered, sats of sent tokens claimed).
-    pub fn check(&mut self, mint: &MintClient) -> Result<(u64, u64)> {
+    /// Sats received under `detail` (a receive, or one recovered after an interruption),
+    /// if any.
+    pub fn received(&self, detail: &str) -> Result<Option<u64>> {
+        self.store.received(detail)
+    }
+
+    /// What `token` is worth to this wallet now: its amount less the mint's input fee,
+    /// once the mint (NUT-07) says every proof is unspent and lists every keyset. Swaps
+    /// nothing: a payment checked before it is taken.
+    pub fn worth(&self, mint: &MintClient, token: &Token) -> Result<u64> {
+        let amount = token.amount()?;
+        let fee = self.fee_of(mint, &token.proofs)?;
+        let states = Self::states(mint, &token.proofs)?;
+        if let Some(s) = states.iter().find(|s| s.as_deref() != Some("UNSPENT")) {
+            return Err(SettleError::Refused(format!(
+                "a proof is {} at the mint",
+                s.as_deref().unwrap_or("unknown")
+            )));
+        }
+        amount.checked_sub(fee).filter(|w| *w > 0).ok_or_else(|| {
+            SettleError::Refused(format!(
+                "token worth {amount} sat does not cover the mint's {fee} sat input fee"
+            ))
+        })
+    }
+
+    /// Recovers interrupted operations, asks the mint (NUT-07) which proofs of our sent
+    /// tokens were claimed, and takes back those still unclaimed that are ours to spend
+    /// again: escrow whose locktime passed with a refund to this wallet's key.
+    pub fn check(&mut self, mint: &MintClient) -> Result<Checked> {
         let recovered = self.recover(mint)?;
         let sent = self.store.proofs(mint.url(), "sent")?;
         let states = Self::states(mint, &sent)?;
-        let claimed: Vec<&Proof> = sent
-            .iter()
-            .zip(states)
-            .filter(|(_, s)| s.as_deref() == Some("SPENT"))
-            .map(|(p, _)| p)
-            .collect();
-        let amount = claimed.iter().map(|p| p.amount).sum();
+        let now = unix_now();
+        let (mut claimed, mut refundable) = (Vec::new(), Vec::new());
+        for (p, state) in sent.into_iter().zip(states) {
+            match state.as_deref() {
+                Some("SPENT") => claimed.push(p),
+                Some("UNSPENT") => {
+                    let lock = Lock::parse(&p.secret).ok().flatten();
+                    if let Some(w) =
+                        lock.and_then(|l| l.witness(&p.secret, self.key.as_ref(), None, now).ok())
+                    {
+                        refundable.push(Proof {
+                            witness: Some(w),
+                            ..p
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
         let secrets: Vec<&str> = claimed.iter().map(|p| p.secret.as_str()).collect();
         self.store.set_state(&secrets, "spent")?;
-        Ok((recovered, amount))
+        let claimed = claimed.iter().map(|p| p.amount).sum();
+        let mut refunded = 0;
+        if !refundable.is_empty() {
+            let token = Token {
+                mint: mint.url().to_owned(),
+                unit: UNIT.into(),
+                memo: None,
+                proofs: refundable.clone(),
+            };
+            let (sats, _) = self.receive_for(mint, &token, None, "refund of a sent token")?;
+            let secrets: Vec<&str> = refundable.iter().map(|p| p.secret.as_str()).collect();
+            self.store.set_state(&secrets, "spent")?;
+            refunded = sats;
+        }
+        Ok(Checked {
+            recovered,
+            claimed,
+            refunded,
+        })
+    }
+
+    /// The smallest amount whose proofs, spent at this mint, leave `net` after its input
+    /// fee: what a payer locks so that the payee nets `net`.
+    pub fn gross(&self, mint: &MintClient, net: u64) -> Result<u64> {
+        let ppk = self.active(mint)?.info.input_fee_ppk;
+        let mut gross = net;
+        loop {
+            let fee = input_fee(std::iter::repeat_n(ppk, dhke::split(gross).len()));
+            if gross >= net.saturating_add(fee) {
+                return Ok(gross);
+            }
+            gross = net.saturating_add(fee);
+        }
     }
 
     /// What the mint says of each proof (NUT-07): `UNSPENT`, `PENDING`, `SPENT`, or

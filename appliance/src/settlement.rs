@@ -1,0 +1,161 @@
+//! The node's side of paid jobs: [`fleetmesh_market::service::payments::Payments`] over
+//! its Cashu wallet (`wallet.sqlite` in the node directory, the node's Nostr key to sign
+//! for locked proofs, `[settlement] mints` as the mints it takes).
+//!
+//! A job's payment is escrow: a token of a trusted mint, every proof locked (NUT-11 P2PK,
+//! or a NUT-14 HTLC naming the key) to this node's key with no refund before the ask
+//! expires, worth the price after the mint's input fee, unspent at the mint (NUT-07).
+//! Nothing is swapped until the job is verified; then the wallet redeems it (written
+//! ahead, as every wallet operation).
+
+use std::path::PathBuf;
+
+use fleetmesh_market::service::payments::{Escrow, Payments};
+use fleetmesh_market::{Refusal, refuse};
+use fleetmesh_proto::ask::Ask;
+use fleetmesh_settle::cashu::nut10::{Kind, Lock};
+use fleetmesh_settle::cashu::{MintClient, Token, Wallet, token::normalize_mint};
+use serde_json::Value;
+
+/// The node's wallet as the job service's payments.
+pub struct CashuPayments {
+    /// The wallet file.
+    pub wallet: PathBuf,
+    /// The node's Nostr key: what escrow is locked to.
+    pub key: secp256k1::Keypair,
+    /// The mints the node takes tokens of, normalized.
+    pub mints: Vec<String>,
+}
+
+fn invalid(why: impl Into<String>) -> Refusal {
+    refuse("payment-invalid", why)
+}
+
+impl CashuPayments {
+    fn token(payment: &Value) -> Result<Token, Refusal> {
+        if payment["method"] != "cashu" {
+            return Err(invalid(format!(
+                "payment method {}: this node takes cashu",
+                payment["method"]
+            )));
+        }
+        Token::parse(payment["token"].as_str().unwrap_or_default())
+            .map_err(|e| invalid(e.to_string()))
+    }
+}
+
+impl Payments for CashuPayments {
+    fn escrow(
+        &self,
+        job_id: &str,
+        ask: &Ask,
+        payment: Option<&Value>,
+        need_sat: Option<u64>,
+    ) -> Result<Option<Escrow>, Refusal> {
+        let Some(payment) = payment else {
+            return match need_sat {
+                None => Ok(None),
+                Some(n) => Err(refuse(
+                    "payment-required",
+                    format!(
+                        "{} jobs are priced here: this one costs up to {n} sat, paid with a \
+                         cashu token (meshnode job submit --pay cashu) of one of {}",
+                        ask.engine,
+                        self.mints.join(", ")
+                    ),
+                )),
+            };
+        };
+        let token = Self::token(payment)?;
+        if !self.mints.contains(&normalize_mint(&token.mint)) {
+            return Err(invalid(format!(
+                "a token of mint {}; this node takes {}",
+                token.mint,
+                if self.mints.is_empty() {
+                    "none ([settlement] mints is empty)".to_owned()
+                } else {
+                    self.mints.join(", ")
+                }
+            )));
+        }
+        if token.unit != "sat" {
+            return Err(invalid(format!("a token in {}, not sat", token.unit)));
+        }
+        let ours = self.key.x_only_public_key().0;
+        for p in &token.proofs {
+            let lock = Lock::parse(&p.secret)
+                .map_err(|e| invalid(e.to_string()))?
+                .ok_or_else(|| {
+                    invalid("an unlocked proof: escrow must be locked to this node's key")
+                })?;
+            let keys = match lock.kind {
+                Kind::P2pk => std::iter::once(&lock.data)
+                    .chain(&lock.pubkeys)
+                    .collect::<Vec<_>>(),
+                Kind::Htlc => lock.pubkeys.iter().collect(),
+            };
+            let to_us = keys.iter().any(|k| {
+                fleetmesh_settle::cashu::nut10::key_hex(k)
+                    .ok()
+                    .and_then(|h| hex::decode(h).ok())
+                    .and_then(|b| secp256k1::PublicKey::from_slice(&b).ok())
+                    .is_some_and(|pk| pk.x_only_public_key().0 == ours)
+            });
+            if !to_us || lock.n_sigs > 1 || lock.sigflag != "SIG_INPUTS" {
+                return Err(invalid(format!(
+                    "a proof locked to {} (n_sigs {}, {}); escrow is locked to this node's key {} alone",
+                    keys.iter()
+                        .map(|k| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    lock.n_sigs,
+                    lock.sigflag,
+                    hex::encode(ours.to_byte_array())
+                )));
+            }
+            // before the ask expires nobody but this node may spend it
+            if lock.locktime.is_some_and(|t| t < ask.expires_at) {
+                return Err(invalid(format!(
+                    "the lock's refund opens at {:?}, before the ask expires at {}",
+                    lock.locktime, ask.expires_at
+                )));
+            }
+        }
+        let mint = MintClient::new(&token.mint).map_err(|e| invalid(e.to_string()))?;
+        let amount = token.amount().map_err(|e| invalid(e.to_string()))?;
+        let wallet = Wallet::open(&self.wallet).map_err(|e| refuse("internal", e.to_string()))?;
+        let worth = wallet
+            .worth(&mint, &token)
+            .map_err(|e| invalid(format!("checking the token with its mint: {e}")))?;
+        if let Some(need) = need_sat.filter(|n| worth < *n) {
+            return Err(invalid(format!(
+                "the token is worth {worth} sat after the mint's fee ({amount} sat in \
+                 proofs); this job costs up to {need} sat"
+            )));
+        }
+        tracing::debug!(job = job_id, worth, mint = %token.mint, "escrow checked");
+        Ok(Some(Escrow {
+            method: "cashu".into(),
+            at: normalize_mint(&token.mint),
+            amount_sat: amount,
+        }))
+    }
+
+    fn redeem(&self, job_id: &str, payment: &Value) -> Result<u64, String> {
+        let token = Self::token(payment).map_err(|r| r.message)?;
+        let mint = MintClient::new(&token.mint).map_err(|e| e.to_string())?;
+        let mut wallet = Wallet::open(&self.wallet).map_err(|e| e.to_string())?;
+        wallet.set_key(self.key);
+        let detail = format!("job {job_id}");
+        match wallet.receive_for(&mint, &token, None, &detail) {
+            Ok((sats, _fee)) => Ok(sats),
+            // redeemed already, by a run that died before recording it (the wallet
+            // recovered the proofs when it opened the operation again)
+            Err(e) => wallet
+                .received(&detail)
+                .ok()
+                .flatten()
+                .ok_or_else(|| e.to_string()),
+        }
+    }
+}
