@@ -146,6 +146,7 @@ impl Payments for CashuPayments {
         let mint = MintClient::new(&token.mint).map_err(|e| e.to_string())?;
         let mut wallet = Wallet::open(&self.wallet).map_err(|e| e.to_string())?;
         wallet.set_key(self.key);
+        crate::cli::wallet::fault_hook(&mut wallet);
         let detail = format!("job {job_id}");
         match wallet.receive_for(&mint, &token, None, &detail) {
             Ok((sats, _fee)) => Ok(sats),

@@ -222,12 +222,7 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
     if let Some(k) = key {
         wallet.set_key(k);
     }
-    if std::env::var("MESHNODE_WALLET_FAULT").as_deref() == Ok("exit-after-answer") {
-        wallet.set_answer_hook(Box::new(|kind| {
-            eprintln!("meshnode wallet: fault injected: exiting after the mint answered {kind}");
-            std::process::exit(70);
-        }));
-    }
+    fault_hook(&mut wallet);
     let result = match &args.command {
         WalletCommand::Balance { json } => balance(&wallet, *json),
         WalletCommand::History { limit, json } => history(&wallet, *limit, *json),
@@ -320,6 +315,18 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
             eprintln!("meshnode wallet: {e}");
             Ok(Outcome::Malformed)
         }
+    }
+}
+
+/// Fault injection for the crash tests, never for a node that serves anyone:
+/// `MESHNODE_WALLET_FAULT=exit-after-answer` ends the process (exit 70) after the mint
+/// answered a wallet operation and before the wallet recorded the answer.
+pub fn fault_hook(wallet: &mut Wallet) {
+    if std::env::var("MESHNODE_WALLET_FAULT").as_deref() == Ok("exit-after-answer") {
+        wallet.set_answer_hook(Box::new(|kind| {
+            eprintln!("meshnode wallet: fault injected: exiting after the mint answered {kind}");
+            std::process::exit(70);
+        }));
     }
 }
 

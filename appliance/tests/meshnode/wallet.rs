@@ -13,7 +13,7 @@ use super::{assert_usage_error, meshnode, repo, run, stderr, stdout};
 
 /// nutshell's bin directory (`mint`, `cashu`), installed by `nutshell/nutshell.sh`;
 /// `None`, with a message, only where python3 cannot make a venv and `CI` is not `true`.
-fn nutshell(what: &str) -> Option<PathBuf> {
+pub(super) fn nutshell(what: &str) -> Option<PathBuf> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     let venv = Command::new("python3")
         .args(["-m", "venv", "--help"])
@@ -40,9 +40,9 @@ fn get_json(url: &str) -> Option<Value> {
 }
 
 /// A nutshell mint on a free loopback port, killed when dropped.
-struct Mint {
+pub(super) struct Mint {
     child: Child,
-    url: String,
+    pub(super) url: String,
     bin: PathBuf,
     dir: tempfile::TempDir,
 }
@@ -55,7 +55,7 @@ impl Drop for Mint {
 }
 
 impl Mint {
-    fn start(bin: &Path) -> Mint {
+    pub(super) fn start(bin: &Path) -> Mint {
         let dir = tempfile::tempdir().unwrap();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -136,19 +136,19 @@ impl Mint {
 }
 
 /// `meshnode wallet --key-dir DIR ARGS…`.
-fn wallet(dir: &Path, args: &[&str]) -> Output {
+pub(super) fn wallet(dir: &Path, args: &[&str]) -> Output {
     let mut a = vec!["wallet", "--key-dir", dir.to_str().unwrap()];
     a.extend_from_slice(args);
     run(&a)
 }
 
-fn ok(o: Output, what: &str) -> Output {
+pub(super) fn ok(o: Output, what: &str) -> Output {
     assert!(o.status.success(), "{what}: {} {}", stdout(&o), stderr(&o));
     o
 }
 
 /// (unspent, sent, reserved) at `mint`.
-fn balance(dir: &Path, mint: &str) -> (u64, u64, u64) {
+pub(super) fn balance(dir: &Path, mint: &str) -> (u64, u64, u64) {
     let o = ok(wallet(dir, &["balance", "--json"]), "balance");
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     v.as_array()
@@ -552,244 +552,4 @@ fn rand_bytes() -> [u8; 32] {
     let mut b = [0u8; 32];
     getrandom::fill(&mut b).unwrap();
     b
-}
-
-/// A wasm job file (upper-casing `input`) bidding `bid_msat`, written into `dir`.
-fn paid_job(dir: &Path, name: &str, bid_msat: u64) -> PathBuf {
-    let file = super::upper_job(dir, "paid for", name);
-    let mut job: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    job["bid"] = serde_json::json!({"amount": bid_msat, "unit": "msat"});
-    let file = dir.join(format!("{name}.json"));
-    std::fs::write(&file, job.to_string()).unwrap();
-    file
-}
-
-#[test]
-fn a_priced_node_takes_jobs_paid_into_escrow_and_ends_up_holding_the_redeemed_tokens() {
-    let Some(bin) = nutshell("the paid job test") else {
-        return;
-    };
-    let mint = Mint::start(&bin);
-    let other = Mint::start(&bin);
-    let home = tempfile::tempdir().unwrap();
-    let (provider, buyer) = (home.path().join("provider"), home.path().join("buyer"));
-    assert!(super::init(&provider, &[]).status.success());
-    assert!(super::init(&buyer, &[]).status.success());
-    // wasm jobs cost 5 sat here, paid at `mint` only
-    super::edit_config(
-        &provider,
-        &[
-            (
-                "[jobs.prices]\n",
-                "[jobs.prices]\nwasm = { amount = 5, unit = \"sat\", per = \"job\" }\n",
-            ),
-            ("mints = []", &format!("mints = [\"{}\"]", mint.url)),
-        ],
-    );
-    let node = super::run_node(&provider);
-    for m in [&mint.url, &other.url] {
-        ok(
-            wallet(&buyer, &["--mint", m, "mint", "--amount", "64"]),
-            "fund the buyer",
-        );
-    }
-    let work = tempfile::tempdir().unwrap();
-    let submit = |file: &Path, extra: &[&str]| {
-        let mut args = vec!["submit", file.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        super::jobs::job(&args, &node, &buyer)
-    };
-
-    // unpaid: refused by the node, nothing run
-    let (o, v) = submit(&paid_job(work.path(), "unpaid", 5000), &[]);
-    assert_eq!(o.status.code(), Some(2), "{v} {}", stderr(&o));
-    assert_eq!(v["error"]["code"], "payment-required", "{v}");
-    assert!(
-        v["error"]["message"].as_str().unwrap().contains("5 sat"),
-        "{v}"
-    );
-    // underpaid, or at a mint the node does not take: the node's offer (NIP-11) says so
-    // before the buyer locks anything
-    for (name, bid, m, says) in [
-        ("cheap", 1000, &mint.url, "charges up to 5 sat"),
-        ("foreign", 5000, &other.url, "the node takes tokens of"),
-    ] {
-        let (o, _) = submit(
-            &paid_job(work.path(), name, bid),
-            &["--pay", "cashu", "--mint", m],
-        );
-        assert_usage_error(&o, says);
-    }
-    assert_eq!(balance(&buyer, &mint.url), (64, 0, 0));
-    // what a buyer's own tools might send instead: each refused by the node, with the reason
-    hostile_payments(&node, &provider, &buyer, &mint, &other);
-    // (the token the provider spent is seen claimed; the others stay sent until refunds)
-    ok(wallet(&buyer, &["--mint", &mint.url, "check"]), "check");
-
-    // paid: the bid locked to the provider's key, the job run, the escrow redeemed into the
-    // provider's own wallet
-    let (before, sent_before, _) = balance(&buyer, &mint.url);
-    let provider_before = balance(&provider, &mint.url).0;
-    let (o, v) = submit(
-        &paid_job(work.path(), "paid", 5000),
-        &["--pay", "cashu", "--mint", &mint.url],
-    );
-    assert_eq!(o.status.code(), Some(0), "{v} {}", stderr(&o));
-    let id = v["job"].as_str().unwrap().to_owned();
-    let locked = stderr(&o);
-    assert!(locked.contains("locked to the provider"), "{locked}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        let (_, st) = super::jobs::job(&["status", &id], &node, &buyer);
-        if st["payment"]["state"] != "escrowed" && st["state"] == "verified" {
-            break st;
-        }
-        assert!(std::time::Instant::now() < deadline, "{st}");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
-    assert_eq!(status["payment"]["state"], "redeemed", "{status}");
-    assert_eq!(status["payment"]["at"], mint.url.as_str(), "{status}");
-    let redeemed = status["payment"]["redeemed_sat"].as_u64().unwrap();
-    assert!(
-        redeemed >= 5,
-        "the provider nets at least its price: {status}"
-    );
-    let escrowed = status["payment"]["amount_sat"].as_u64().unwrap();
-    assert_eq!(
-        balance(&provider, &mint.url),
-        (provider_before + redeemed, 0, 0)
-    );
-    // the buyer paid the escrow (and its own swap fee), and once the mint saw the escrow
-    // spent, `check` says so
-    let (after, sent, _) = balance(&buyer, &mint.url);
-    assert_eq!(sent, sent_before + escrowed);
-    assert!(
-        after + escrowed <= before && after + escrowed + 2 >= before,
-        "{before} → {after}"
-    );
-    let o = ok(wallet(&buyer, &["--mint", &mint.url, "check"]), "check");
-    assert!(
-        stderr(&o).contains(&format!("{escrowed} sat of sent tokens claimed")),
-        "{}",
-        stderr(&o)
-    );
-    // the provider's history names the job it was paid for
-    let o = ok(wallet(&provider, &["history", "--json"]), "history");
-    assert!(stdout(&o).contains(&format!("job {id}")), "{}", stdout(&o));
-    // submitting the same job again is the same job, not a second payment
-    let (o, v) = submit(&paid_job(work.path(), "paid", 5000), &[]);
-    assert_eq!(
-        (o.status.code(), v["new"].as_bool()),
-        (Some(0), Some(false)),
-        "{v}"
-    );
-}
-
-/// Submissions sealed by hand, each carrying a payment the node must refuse: its
-/// `payment-invalid` (or `schema`) reason, and no job.
-fn hostile_payments(
-    node: &super::Daemon,
-    provider: &Path,
-    buyer: &Path,
-    mint: &Mint,
-    other: &Mint,
-) {
-    use fleetmesh_proto::NodeKeys;
-    let keys = NodeKeys::load(&buyer.join("keys")).unwrap();
-    let node_key = NodeKeys::load(&provider.join("keys")).unwrap();
-    let provider_key = node_key.nostr_pubkey_hex();
-    let now = super::unix_now();
-    let token = |m: &Mint, args: &[&str]| {
-        let mut a = vec!["--mint", m.url.as_str(), "send"];
-        a.extend_from_slice(args);
-        stdout(&ok(wallet(buyer, &a), "send")).trim().to_owned()
-    };
-    let stranger = NodeKeys::generate().unwrap().nostr_pubkey_hex();
-    let locked = token(mint, &["--amount", "6", "--lock", &provider_key]);
-    // the provider spends one escrow token itself, so it is spent at the mint
-    let spent = token(mint, &["--amount", "6", "--lock", &provider_key]);
-    ok(
-        wallet(provider, &["--mint", &mint.url, "receive", &spent]),
-        "spend it",
-    );
-    let cases = [
-        (
-            serde_json::json!({"method": "cashu", "token": token(mint, &["--amount", "6"])}),
-            "payment-invalid",
-            "an unlocked proof",
-        ),
-        (
-            serde_json::json!({"method": "cashu", "token": token(mint, &["--amount", "6", "--lock", &stranger])}),
-            "payment-invalid",
-            "this node's key",
-        ),
-        (
-            serde_json::json!({"method": "cashu", "token": token(mint, &["--amount", "6", "--lock", &provider_key, "--locktime", "+60", "--refund", "self"])}),
-            "payment-invalid",
-            "before the ask expires",
-        ),
-        (
-            serde_json::json!({"method": "cashu", "token": token(other, &["--amount", "6", "--lock", &provider_key])}),
-            "payment-invalid",
-            "this node takes",
-        ),
-        (
-            serde_json::json!({"method": "cashu", "token": token(mint, &["--amount", "2", "--lock", &provider_key])}),
-            "payment-invalid",
-            "costs up to 5 sat",
-        ),
-        (
-            serde_json::json!({"method": "cashu", "token": spent}),
-            "payment-invalid",
-            "SPENT",
-        ),
-        (
-            serde_json::json!({"method": "lightning", "token": locked}),
-            "schema",
-            "lightning",
-        ),
-        (
-            serde_json::json!({"method": "cashu", "token": "cashuBgarbage"}),
-            "payment-invalid",
-            "token",
-        ),
-    ];
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::blocking::Client::new();
-    for (n, (payment, code, says)) in cases.into_iter().enumerate() {
-        let d = format!("hostile-{n}");
-        let ask = keys
-            .sign(fleetmesh_proto::UnsignedEvent {
-                created_at: now,
-                kind: 30810,
-                tags: vec![
-                    vec!["d".into(), d],
-                    vec!["engine".into(), "wasm".into()],
-                    vec!["mode".into(), "delivery".into()],
-                    vec!["expiration".into(), (now + 600).to_string()],
-                ],
-                content: serde_json::json!({"engine": "wasm", "mode": "delivery",
-                    "limits": {"fuel": 1000}, "bid": {"amount": 5000, "unit": "msat"}})
-                .to_string(),
-            })
-            .unwrap();
-        let message = serde_json::json!({"protocol": "compute/1.0", "type": "job",
-            "job_id": format!("{n:02}").repeat(32), "ask": ask.id_hex(), "engine": "wasm",
-            "mode": "delivery", "input": {"inline": ""}, "limits": {"fuel": 1000},
-            "params": {"module": {"inline": ""}}, "payment": payment});
-        let key =
-            fleetmesh_proto::nip44::conversation_key(&keys.nostr().secret_key(), &provider_key)
-                .unwrap();
-        let sealed = fleetmesh_proto::nip44::encrypt(&key, message.to_string().as_bytes()).unwrap();
-        let body = serde_json::json!({"ask": ask.to_value(), "payload": sealed});
-        let r = http.post(node.url("/v1/jobs")).json(&body).send().unwrap();
-        let status = r.status().as_u16();
-        let v: Value = r.json().unwrap();
-        assert!((400..500).contains(&status), "{n}: {status} {v}");
-        assert_eq!(v["error"]["code"], code, "{n}: {v}");
-        assert!(
-            v["error"]["message"].as_str().unwrap().contains(says),
-            "{n}: {says:?} in {v}"
-        );
-    }
 }
