@@ -303,6 +303,13 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
                         c.refunded,
                         mint.url()
                     );
+                    if c.gone > 0 {
+                        eprintln!(
+                            "meshnode wallet: {} sat held here were already spent at the mint \
+                             (a restored backup, or a copy of this wallet spent them)",
+                            c.gone
+                        );
+                    }
                 }),
                 _ => unreachable!("handled above"),
             }

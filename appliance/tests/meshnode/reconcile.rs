@@ -14,6 +14,10 @@ fn apply(dir: &Path, work: &Path, name: &str, text: &str) -> Output {
     run(&["apply", dir.to_str().unwrap(), "-f", file.to_str().unwrap()])
 }
 
+/// `[settlement] mints` for a node whose ComputeProvider prices jobs (a config with prices
+/// and no mint is refused): a mint nobody pays at here, only advertised.
+const PRICED_MINTS: &str = "mints = [\"http://127.0.0.1:9\"]";
+
 fn provider(name: &str, engines: &str, modes: &str, max_fuel: u64) -> String {
     format!(
         "apiVersion: fleetmesh.org/v1alpha1\nkind: ComputeProvider\nmetadata: {{name: {name}}}\n\
@@ -82,6 +86,8 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("node");
     assert!(init(&dir, &[]).status.success());
+    // the ComputeProviders below price wasm: a priced node must name the mints it takes
+    edit_config(&dir, &[("mints = []", PRICED_MINTS)]);
     let work = tempfile::tempdir().unwrap();
     let (a, b) = (work.path().join("a"), work.path().join("b"));
     super::inference::make_tiny(&a, 1);
@@ -131,8 +137,10 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
     assert_eq!(offer["engines"], serde_json::json!(["wasm"]));
     assert_eq!(offer["prices"]["wasm"]["quantity"], 1_000_000);
     assert_eq!(offer["workers"], 2, "workers change at the next start");
+    // the price is live in the job path too: the node now takes no unpaid wasm job
     let o = submit_wasm(&d, buyer.path(), work.path(), "w1");
-    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{} {}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("payment-required"), "{}", stdout(&o));
     // the same provider selling llm only: the next wasm job is refused
     let o = apply(
         &dir,
@@ -326,6 +334,7 @@ fn a_watched_manifest_directory_is_applied_when_it_changes() {
         &[
             ("watch = false", "watch = true"),
             ("interval_secs = 2", "interval_secs = 1"),
+            ("mints = []", PRICED_MINTS),
         ],
     );
     let watched = dir.join("manifests.d");

@@ -45,6 +45,9 @@ pub struct Checked {
     pub claimed: u64,
     /// Sats of sent escrow taken back after its locktime.
     pub refunded: u64,
+    /// Sats the wallet held as unspent that the mint says were spent (a restored backup,
+    /// a copy of the wallet spending them): no longer counted.
+    pub gone: u64,
 }
 
 /// A paid invoice.
@@ -702,7 +705,8 @@ impl Wallet {
 
     /// Recovers interrupted operations, asks the mint (NUT-07) which proofs of our sent
     /// tokens were claimed, and takes back those still unclaimed that are ours to spend
-    /// again: escrow whose locktime passed with a refund to this wallet's key.
+    /// again: escrow whose locktime passed with a refund to this wallet's key. Unspent
+    /// proofs the mint says are spent stop being counted.
     pub fn check(&mut self, mint: &MintClient) -> Result<Checked> {
         let recovered = self.recover(mint)?;
         let sent = self.store.proofs(mint.url(), "sent")?;
@@ -726,9 +730,24 @@ impl Wallet {
                 _ => {}
             }
         }
-        let secrets: Vec<&str> = claimed.iter().map(|p| p.secret.as_str()).collect();
+        // proofs held as unspent that the mint says are spent: a restored backup, or a
+        // copy of the wallet that spent them
+        let unspent = self.store.proofs(mint.url(), "unspent")?;
+        let states = Self::states(mint, &unspent)?;
+        let gone: Vec<Proof> = unspent
+            .into_iter()
+            .zip(states)
+            .filter(|(_, s)| s.as_deref() == Some("SPENT"))
+            .map(|(p, _)| p)
+            .collect();
+        let secrets: Vec<&str> = claimed
+            .iter()
+            .chain(&gone)
+            .map(|p| p.secret.as_str())
+            .collect();
         self.store.set_state(&secrets, "spent")?;
         let claimed = claimed.iter().map(|p| p.amount).sum();
+        let gone = gone.iter().map(|p| p.amount).sum();
         let mut refunded = 0;
         if !refundable.is_empty() {
             let token = Token {
@@ -746,6 +765,7 @@ impl Wallet {
             recovered,
             claimed,
             refunded,
+            gone,
         })
     }
 
