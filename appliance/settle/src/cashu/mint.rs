@@ -92,6 +92,9 @@ impl MintClient {
                 "mint {url:?} is not an http(s) URL"
             )));
         }
+        // rustls on ring, as everywhere in the workspace (a provider already installed,
+        // the appliance's, is kept)
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::blocking::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Self::timeout())

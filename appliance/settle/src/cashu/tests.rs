@@ -347,3 +347,29 @@ fn locks_are_written_read_and_unlocked_only_by_their_key_or_after_their_locktime
     assert!(Lock::p2pk("not a key", None, vec![]).is_err());
     assert!(Lock::htlc("abcd", None, None, vec![]).is_err());
 }
+
+#[test]
+fn a_token_from_too_many_keysets_is_refused_before_the_mint_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut wallet = Wallet::open(&dir.path().join("w.sqlite")).unwrap();
+    // nothing listens here: a request would fail as unreachable, not as refused
+    let mint = super::MintClient::new("http://127.0.0.1:1").unwrap();
+    let c = token_of(&vectors()["token_v4"][0]).proofs[0].c.clone();
+    let proofs = (0..=super::wallet::MAX_KEYSETS)
+        .map(|i| Proof {
+            amount: 1,
+            id: format!("00{i:014x}"),
+            secret: format!("{i:064x}"),
+            c: c.clone(),
+            witness: None,
+        })
+        .collect();
+    let token = Token {
+        mint: mint.url().to_owned(),
+        unit: "sat".into(),
+        memo: None,
+        proofs,
+    };
+    let e = wallet.receive(&mint, &token, None).unwrap_err().to_string();
+    assert!(e.contains("keysets; a token carries at most 16"), "{e}");
+}

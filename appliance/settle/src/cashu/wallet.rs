@@ -20,6 +20,9 @@ use crate::{Result, SettleError};
 /// The unit this wallet holds.
 pub const UNIT: &str = "sat";
 
+/// The most keysets the proofs of one token or operation may come from.
+pub const MAX_KEYSETS: usize = 16;
+
 /// The largest amount one operation moves (amounts are stored as SQLite integers).
 pub const MAX_AMOUNT: u64 = 1 << 53;
 
@@ -275,20 +278,38 @@ impl Wallet {
 
     /// The input fee of spending `proofs` at this mint.
     fn fee_of(&self, mint: &MintClient, proofs: &[Proof]) -> Result<u64> {
-        let mut ppk = Vec::with_capacity(proofs.len());
         let mut by_id: BTreeMap<&str, u64> = BTreeMap::new();
         for p in proofs {
-            let f = match by_id.get(p.id.as_str()) {
-                Some(f) => *f,
-                None => {
-                    let f = self.keyset(mint, &p.id)?.0.input_fee_ppk;
-                    by_id.insert(&p.id, f);
-                    f
-                }
-            };
-            ppk.push(f);
+            by_id.entry(p.id.as_str()).or_default();
         }
-        Ok(input_fee(ppk))
+        if by_id.len() > MAX_KEYSETS {
+            return Err(SettleError::Refused(format!(
+                "proofs of {} keysets; a token carries at most {MAX_KEYSETS}",
+                by_id.len()
+            )));
+        }
+        // keysets this wallet has not seen are looked up in one listing of the mint's, so
+        // a token naming keysets the mint never had costs one request, not one each
+        let mut listed: Option<Vec<KeysetInfo>> = None;
+        for (id, fee) in &mut by_id {
+            if let Some((info, _)) = self.store.keyset(mint.url(), id)? {
+                *fee = info.input_fee_ppk;
+                continue;
+            }
+            if listed.is_none() {
+                listed = Some(mint.keysets()?);
+            }
+            let info = listed
+                .as_ref()
+                .and_then(|l| l.iter().find(|k| k.id == *id))
+                .ok_or_else(|| {
+                    SettleError::Keyset(format!("{} does not list keyset {id}", mint.url()))
+                })?;
+            let keys = mint.keys(id)?;
+            self.store.put_keyset(mint.url(), info, &keys)?;
+            *fee = info.input_fee_ppk;
+        }
+        Ok(input_fee(proofs.iter().map(|p| by_id[p.id.as_str()])))
     }
 
     /// Unspent proofs covering `amount` plus their own input fee, largest first.
