@@ -2,9 +2,9 @@
 //! its Cashu wallet (`wallet.sqlite` in the node directory, the node's Nostr key to sign
 //! for locked proofs, `[settlement] mints` as the mints it takes).
 //!
-//! A job's payment is escrow: a token of a trusted mint, every proof locked (NUT-11 P2PK,
-//! or a NUT-14 HTLC naming the key) to this node's key with no refund before the ask
-//! expires, worth the price after the mint's input fee, unspent at the mint (NUT-07).
+//! A job's payment is escrow: a token of a trusted mint, every proof locked (NUT-11 P2PK)
+//! to this node's key alone with no refund before the ask expires, worth the price after
+//! the mint's input fee, unspent at the mint (NUT-07).
 //! Nothing is swapped until the job is verified; then the wallet redeems it (written
 //! ahead, as every wallet operation).
 
@@ -88,20 +88,23 @@ impl Payments for CashuPayments {
                 .ok_or_else(|| {
                     invalid("an unlocked proof: escrow must be locked to this node's key")
                 })?;
-            let keys = match lock.kind {
-                Kind::P2pk => std::iter::once(&lock.data)
-                    .chain(&lock.pubkeys)
-                    .collect::<Vec<_>>(),
-                Kind::Htlc => lock.pubkeys.iter().collect(),
-            };
-            let to_us = keys.iter().any(|k| {
+            // the escrow is this node's alone until the locktime: a second key that may
+            // sign (the buyer's, say) could take it back at any time; an HTLC needs a
+            // preimage this node is not given yet (delivery-mode escrow is to come)
+            if lock.kind != Kind::P2pk {
+                return Err(invalid(
+                    "an HTLC lock: this node takes P2PK escrow to its key only",
+                ));
+            }
+            let keys: Vec<&String> = std::iter::once(&lock.data).chain(&lock.pubkeys).collect();
+            let is_ours = |k: &&String| {
                 fleetmesh_settle::cashu::nut10::key_hex(k)
                     .ok()
                     .and_then(|h| hex::decode(h).ok())
                     .and_then(|b| secp256k1::PublicKey::from_slice(&b).ok())
                     .is_some_and(|pk| pk.x_only_public_key().0 == ours)
-            });
-            if !to_us || lock.n_sigs > 1 || lock.sigflag != "SIG_INPUTS" {
+            };
+            if !keys.iter().all(is_ours) || lock.n_sigs > 1 || lock.sigflag != "SIG_INPUTS" {
                 return Err(invalid(format!(
                     "a proof locked to {} (n_sigs {}, {}); escrow is locked to this node's key {} alone",
                     keys.iter()

@@ -203,6 +203,11 @@ fn hostile_payments(
             "SPENT",
         ),
         (
+            serde_json::json!({"method": "cashu", "token": token(mint, &["--amount", "6", "--hash", &"ab".repeat(32), "--lock", &provider_key])}),
+            "payment-invalid",
+            "an HTLC lock",
+        ),
+        (
             serde_json::json!({"method": "lightning", "token": locked}),
             "schema",
             "lightning",
