@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use fleetmesh_market::service::payments::{Escrow, Payments};
 use fleetmesh_market::{Refusal, refuse};
 use fleetmesh_proto::ask::Ask;
-use fleetmesh_settle::cashu::nut10::{Kind, Lock};
+use fleetmesh_settle::cashu::nut10::{self, Kind, Lock};
 use fleetmesh_settle::cashu::{MintClient, Token, Wallet, token::normalize_mint};
 use serde_json::Value;
 
@@ -97,13 +97,7 @@ impl Payments for CashuPayments {
                 ));
             }
             let keys: Vec<&String> = std::iter::once(&lock.data).chain(&lock.pubkeys).collect();
-            let is_ours = |k: &&String| {
-                fleetmesh_settle::cashu::nut10::key_hex(k)
-                    .ok()
-                    .and_then(|h| hex::decode(h).ok())
-                    .and_then(|b| secp256k1::PublicKey::from_slice(&b).ok())
-                    .is_some_and(|pk| pk.x_only_public_key().0 == ours)
-            };
+            let is_ours = |k: &&String| nut10::x_only(k).is_some_and(|x| x == ours);
             if !keys.iter().all(is_ours) || lock.n_sigs > 1 || lock.sigflag != "SIG_INPUTS" {
                 return Err(invalid(format!(
                     "a proof locked to {} (n_sigs {}, {}); escrow is locked to this node's key {} alone",

@@ -41,7 +41,8 @@ impl Comparison {
     }
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
+/// The median of round times (the upper one of an even count).
+pub fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }

@@ -280,8 +280,9 @@ impl Lock {
     }
 }
 
-/// The x-only key of a compressed (or x-only) hex key.
-fn x_only(hex_key: &str) -> Option<XOnlyPublicKey> {
+/// The x-only key of a compressed (or x-only) hex key: what BIP-340 signatures, and so
+/// the mints, compare.
+pub fn x_only(hex_key: &str) -> Option<XOnlyPublicKey> {
     let bytes = hex::decode(hex_key).ok()?;
     match bytes.len() {
         33 => PublicKey::from_slice(&bytes)

@@ -333,26 +333,14 @@ impl Store {
         tx.execute("DELETE FROM ops WHERE op = ?1", params![op])
             .map_err(&e)?;
         if let Some((kind, amount, fee, detail)) = history {
-            tx.execute(
-                "INSERT INTO history (at, kind, mint, amount, fee, detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![now(), kind, mint, amount as i64, fee as i64, detail],
-            )
-            .map_err(&e)?;
+            insert_history(&tx, kind, mint, amount, fee, detail).map_err(&e)?;
         }
         tx.commit().map_err(&e)
     }
 
     /// Adds a history line.
     pub fn note(&self, kind: &str, mint: &str, amount: u64, fee: u64, detail: &str) -> Result<()> {
-        self.conn
-            .execute(
-                "INSERT INTO history (at, kind, mint, amount, fee, detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![now(), kind, mint, amount as i64, fee as i64, detail],
-            )
-            .map(drop)
-            .map_err(|e| self.err(e))
+        insert_history(&self.conn, kind, mint, amount, fee, detail).map_err(|e| self.err(e))
     }
 
     /// The operations of `mint` left in flight, oldest first.
@@ -425,6 +413,23 @@ impl Store {
             },
         )
     }
+}
+
+/// One history line, in `conn` (a transaction derefs to it).
+fn insert_history(
+    conn: &Connection,
+    kind: &str,
+    mint: &str,
+    amount: u64,
+    fee: u64,
+    detail: &str,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO history (at, kind, mint, amount, fee, detail)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![now(), kind, mint, amount as i64, fee as i64, detail],
+    )
+    .map(drop)
 }
 
 /// A proof from `SELECT amount, id, secret, c`.

@@ -13,16 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fleetmesh_bench::{Comparison, Timing, report};
+use fleetmesh_bench::{Comparison, Timing, median, report};
 use fleetmesh_settle::cashu::{MintClient, Wallet};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// A nutshell mint on a free loopback port, killed when dropped.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fleetmesh_bench::{Comparison, Timing, report};
+use fleetmesh_bench::{Comparison, Timing, median, report};
 use fleetmesh_proto::NodeKeys;
 use fleetmesh_proto::didcomm::{self, Message, Pack, PeerDoc, SignWith};
 use serde_json::json;
@@ -33,11 +33,6 @@ fn ours(a: &NodeKeys, b: &NodeKeys, n: usize, how: Pack) -> u64 {
         opened += u.message.body["n"].as_u64().unwrap_or_default();
     }
     opened
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// Runs the DIDComm benchmark: `didcomm [N] [--rounds R] [--python PATH]`.

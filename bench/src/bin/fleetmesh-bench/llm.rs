@@ -13,17 +13,13 @@ use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::llama as stock;
+use fleetmesh_bench::median;
 use fleetmesh_inference::model::argmax;
 use fleetmesh_inference::tiny::{make_model, tiny_config};
 use fleetmesh_inference::{KvCache, Llama, LlamaConfig};
 
 const PROMPT: usize = 128;
 const DECODE: usize = 32;
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 /// (prefill time, decode time for DECODE tokens, ids) with our runtime: the batched path
 /// with one sequence (what `Llama::forward` runs).

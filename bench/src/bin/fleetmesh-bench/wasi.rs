@@ -9,17 +9,13 @@
 
 use std::time::{Duration, Instant};
 
+use fleetmesh_bench::median;
 use fleetmesh_wasi::{Job, Runtime, RuntimeConfig, Status};
 
 const TRIVIAL: &str = r#"(module
   (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (func (export "_start")))"#;
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn latency(pooling: bool, n: usize) -> Duration {
     let rt = Runtime::new(&RuntimeConfig {
