@@ -234,34 +234,18 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
         "--transport quic: this meshnode was built without the federation feature; use --transport ws"
     );
     let me = std::env::current_exe().context("finding the meshnode binary")?;
-    // ports chosen before the configs name them: the face and the gossip (TCP), QUIC (UDP)
-    let tcp = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-    };
-    let udp = || {
-        std::net::UdpSocket::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-    };
-    let ports = (0..args.nodes)
-        .map(|_| Ok((tcp()?, tcp()?, udp()?)))
-        .collect::<std::io::Result<Vec<(u16, u16, u16)>>>()
-        .context("choosing free ports")?;
-    let dirs: Vec<PathBuf> = (0..args.nodes)
-        .map(|i| args.dir.join(format!("node-{i}")))
-        .collect();
     anyhow::ensure!(
         !args.iroh_relay || args.transport == Transport::Quic,
         "--iroh-relay needs --transport quic"
     );
-    for (dir, (port, _, _)) in dirs.iter().zip(&ports) {
+    let dirs: Vec<PathBuf> = (0..args.nodes)
+        .map(|i| args.dir.join(format!("node-{i}")))
+        .collect();
+    for dir in &dirs {
         if !dir.join(crate::config::FILE).exists() {
             let o = std::process::Command::new(&me)
                 .arg("init")
                 .arg(dir)
-                .args(["--face-port", &port.to_string()])
                 .output()
                 .context("running meshnode init")?;
             anyhow::ensure!(
@@ -272,118 +256,25 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
             );
         }
     }
-    let relay = if args.iroh_relay {
-        Some(relay_for(
-            &args.dir,
-            &dirs[0],
-            tcp().context("choosing a free port")?,
-        )?)
-    } else {
-        None
-    };
     let keys = dirs
         .iter()
         .map(|d| fleetmesh_proto::NodeKeys::load(&d.join(crate::node::KEYS_DIR)))
         .collect::<Result<Vec<_>, _>>()?;
-    // recorded as each starts, so that `cluster stop` ends what did start if a later
-    // node fails
     let client = client()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut record = Record {
-        topology: args.topology,
-        nodes: Vec::with_capacity(args.nodes),
+    // a port is free when chosen and bound by the node a moment later: another process
+    // may take it in between, so a node that could not bind is retried on other ports
+    let mut attempt = 1;
+    let record = loop {
+        let ports = free_ports(args.nodes).context("choosing free ports")?;
+        match launch(args, &me, &dirs, &ports, &keys, &client) {
+            Ok(record) => break record,
+            Err(e) if attempt < 3 && e.downcast_ref::<PortTaken>().is_some() => {
+                eprintln!("meshnode: {e:#}; starting again on other ports");
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
     };
-    for (i, dir) in dirs.iter().enumerate() {
-        let (port, gossip, quic) = ports[i];
-        let mut config = crate::config::Config::load(dir)?;
-        config.face.listen.set_port(port);
-        config.peering.interval_secs = args.interval_secs;
-        if let Some(events) = args.grants {
-            config.ledger.grant_events = events;
-            config.ledger.window_secs = args.window;
-            config.ledger.publish_secs = args.window;
-            config.ledger.grant_shards = args.grant_shard.clone();
-            if let Some((_, f)) = args.fault.iter().rev().find(|(j, _)| *j == i) {
-                config.ledger.fault = *f;
-            }
-        }
-        let neighbours = peers_of(args.topology, i, args.nodes);
-        match args.transport {
-            Transport::Ws => {
-                config.peering.peers = neighbours
-                    .into_iter()
-                    .map(|j| crate::config::PeerSection {
-                        url: format!("ws://127.0.0.1:{}/", ports[j].0),
-                        filter: "{}".into(),
-                        ca: None,
-                        via: fleetmesh_relay::bridge::Via::Nip77,
-                    })
-                    .collect();
-            }
-            Transport::Quic => {
-                config.peering.peers = Vec::new();
-                config.peering.quic_listen = Some(([127, 0, 0, 1], quic).into());
-                config.peering.gossip_listen = Some(format!("/ip4/127.0.0.1/tcp/{gossip}"));
-                config.peering.heartbeat_secs = args.interval_secs.min(3600);
-                config.peering.announce_secs = 10;
-                config.peering.bootstrap = neighbours
-                    .into_iter()
-                    .map(|j| bootstrap_addr(ports[j].1, &keys[j]))
-                    .collect::<anyhow::Result<_>>()?;
-                if let Some(r) = &relay {
-                    config.peering.iroh_relays = vec![r.url.clone()];
-                    config.peering.iroh_relay_ca = Some(r.ca.clone());
-                    if i == 0 {
-                        config.peering.iroh_relay_listen = Some(r.listen);
-                        config.peering.iroh_relay_cert = Some(r.cert.clone());
-                        config.peering.iroh_relay_key = Some(r.key.clone());
-                    } else {
-                        // port 0 is not advertised: reached through the relay only
-                        config.peering.quic_listen = Some(([127, 0, 0, 1], 0).into());
-                    }
-                }
-            }
-        }
-        for assignment in &args.set {
-            config = set(&config, assignment)?;
-        }
-        fleetmesh_proto::identity::write_private(
-            &dir.join(crate::config::FILE).with_extension("toml.tmp"),
-            config.to_toml().as_bytes(),
-        )?;
-        std::fs::rename(
-            dir.join(crate::config::FILE).with_extension("toml.tmp"),
-            dir.join(crate::config::FILE),
-        )?;
-        let log = std::fs::File::create(dir.join("meshnode.log"))?;
-        let child = {
-            use std::os::unix::process::CommandExt as _;
-            std::process::Command::new(&me)
-                .arg("run")
-                .arg(dir)
-                .stdin(std::process::Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log)
-                .process_group(0)
-                .spawn()
-                .context("starting meshnode run")?
-        };
-        record.nodes.push(Member {
-            index: i,
-            url: format!("http://127.0.0.1:{port}"),
-            did: keys[i].did(),
-            dir: dir.clone(),
-            pid: child.id(),
-        });
-        std::fs::write(args.dir.join(FILE), serde_json::to_vec_pretty(&record)?)?;
-        // the relay's host first: the others home on its relay as they start
-        if i == 0 && relay.is_some() {
-            wait_healthy(&client, &record.nodes[0], deadline)?;
-        }
-    }
-    for m in &record.nodes {
-        wait_healthy(&client, m, deadline)?;
-    }
     for m in &record.nodes {
         println!(
             "{}",
@@ -393,22 +284,217 @@ pub fn start(args: &StartArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// Waits until `m` answers `/healthz`.
+/// For each of `n` nodes a free loopback port for its face and its gossip (TCP), and for
+/// QUIC (UDP).
+fn free_ports(n: usize) -> std::io::Result<Vec<(u16, u16, u16)>> {
+    let tcp = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+    };
+    let udp = || {
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+    };
+    (0..n).map(|_| Ok((tcp()?, tcp()?, udp()?))).collect()
+}
+
+/// A node of the cluster exited because a port chosen for it was taken.
+#[derive(Debug)]
+struct PortTaken(String);
+
+impl std::fmt::Display for PortTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PortTaken {}
+
+/// Configures the nodes in `dirs` for `ports` and starts them, recorded in `DIR/cluster.json`
+/// as each starts; returns once every one answers `/healthz`. When one does not, every node
+/// this call started is stopped again and the error says why (`PortTaken` when it lost a
+/// port), with the end of its log.
+fn launch(
+    args: &StartArgs,
+    me: &Path,
+    dirs: &[PathBuf],
+    ports: &[(u16, u16, u16)],
+    keys: &[fleetmesh_proto::NodeKeys],
+    client: &reqwest::blocking::Client,
+) -> anyhow::Result<Record> {
+    let relay = if args.iroh_relay {
+        let port = free_ports(1).context("choosing a free port")?[0].0;
+        Some(relay_for(&args.dir, &dirs[0], port)?)
+    } else {
+        None
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut record = Record {
+        topology: args.topology,
+        nodes: Vec::with_capacity(args.nodes),
+    };
+    let mut children = Vec::with_capacity(args.nodes);
+    let started = (|| {
+        for (i, dir) in dirs.iter().enumerate() {
+            let config = node_config(args, i, dir, ports, keys, relay.as_ref())?;
+            fleetmesh_proto::identity::write_private(
+                &dir.join(crate::config::FILE).with_extension("toml.tmp"),
+                config.to_toml().as_bytes(),
+            )?;
+            std::fs::rename(
+                dir.join(crate::config::FILE).with_extension("toml.tmp"),
+                dir.join(crate::config::FILE),
+            )?;
+            let log = std::fs::File::create(dir.join("meshnode.log"))?;
+            let child = {
+                use std::os::unix::process::CommandExt as _;
+                std::process::Command::new(me)
+                    .arg("run")
+                    .arg(dir)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(log.try_clone()?)
+                    .stderr(log)
+                    .process_group(0)
+                    .spawn()
+                    .context("starting meshnode run")?
+            };
+            record.nodes.push(Member {
+                index: i,
+                url: format!("http://127.0.0.1:{}", ports[i].0),
+                did: keys[i].did(),
+                dir: dir.clone(),
+                pid: child.id(),
+            });
+            children.push(child);
+            std::fs::write(args.dir.join(FILE), serde_json::to_vec_pretty(&record)?)?;
+            // the relay's host first: the others home on its relay as they start
+            if i == 0 && relay.is_some() {
+                wait_healthy(client, &record.nodes[0], &mut children[0], deadline)?;
+            }
+        }
+        for (m, child) in record.nodes.iter().zip(&mut children) {
+            wait_healthy(client, m, child, deadline)?;
+        }
+        anyhow::Ok(())
+    })();
+    if let Err(e) = started {
+        for child in &mut children {
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+        }
+        for child in &mut children {
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(args.dir.join(FILE));
+        return Err(e);
+    }
+    Ok(record)
+}
+
+/// Node `i`'s configuration in the cluster: its own ports, its neighbours in the topology,
+/// the ledger settings and `--set`.
+fn node_config(
+    args: &StartArgs,
+    i: usize,
+    dir: &Path,
+    ports: &[(u16, u16, u16)],
+    keys: &[fleetmesh_proto::NodeKeys],
+    relay: Option<&ClusterRelay>,
+) -> anyhow::Result<crate::config::Config> {
+    let (port, gossip, quic) = ports[i];
+    let mut config = crate::config::Config::load(dir)?;
+    config.face.listen.set_port(port);
+    config.peering.interval_secs = args.interval_secs;
+    if let Some(events) = args.grants {
+        config.ledger.grant_events = events;
+        config.ledger.window_secs = args.window;
+        config.ledger.publish_secs = args.window;
+        config.ledger.grant_shards = args.grant_shard.clone();
+        if let Some((_, f)) = args.fault.iter().rev().find(|(j, _)| *j == i) {
+            config.ledger.fault = *f;
+        }
+    }
+    let neighbours = peers_of(args.topology, i, args.nodes);
+    match args.transport {
+        Transport::Ws => {
+            config.peering.peers = neighbours
+                .into_iter()
+                .map(|j| crate::config::PeerSection {
+                    url: format!("ws://127.0.0.1:{}/", ports[j].0),
+                    filter: "{}".into(),
+                    ca: None,
+                    via: fleetmesh_relay::bridge::Via::Nip77,
+                })
+                .collect();
+        }
+        Transport::Quic => {
+            config.peering.peers = Vec::new();
+            config.peering.quic_listen = Some(([127, 0, 0, 1], quic).into());
+            config.peering.gossip_listen = Some(format!("/ip4/127.0.0.1/tcp/{gossip}"));
+            config.peering.heartbeat_secs = args.interval_secs.min(3600);
+            config.peering.announce_secs = 10;
+            config.peering.bootstrap = neighbours
+                .into_iter()
+                .map(|j| bootstrap_addr(ports[j].1, &keys[j]))
+                .collect::<anyhow::Result<_>>()?;
+            if let Some(r) = relay {
+                config.peering.iroh_relays = vec![r.url.clone()];
+                config.peering.iroh_relay_ca = Some(r.ca.clone());
+                if i == 0 {
+                    config.peering.iroh_relay_listen = Some(r.listen);
+                    config.peering.iroh_relay_cert = Some(r.cert.clone());
+                    config.peering.iroh_relay_key = Some(r.key.clone());
+                } else {
+                    // port 0 is not advertised: reached through the relay only
+                    config.peering.quic_listen = Some(([127, 0, 0, 1], 0).into());
+                }
+            }
+        }
+    }
+    for assignment in &args.set {
+        config = set(&config, assignment)?;
+    }
+    Ok(config)
+}
+
+/// Waits until `m` (started as `child`) answers `/healthz`; when it exits first, or does
+/// not answer by `deadline`, the error ends with the end of its log.
 fn wait_healthy(
     client: &reqwest::blocking::Client,
     m: &Member,
+    child: &mut std::process::Child,
     deadline: Instant,
 ) -> anyhow::Result<()> {
+    let log = m.dir.join("meshnode.log");
     while !healthy(client, &m.url) {
-        anyhow::ensure!(
-            alive(m.pid) && Instant::now() < deadline,
-            "node {} did not come up; see {}",
-            m.index,
-            m.dir.join("meshnode.log").display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
+        let exited = child.try_wait()?;
+        if exited.is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        let tail = log_tail(&log);
+        let why = match exited {
+            Some(status) => format!("node {} exited ({status}) before it answered", m.index),
+            None => format!("node {} did not answer /healthz within 120 s", m.index),
+        };
+        let message = format!("{why}; the end of {}:\n{tail}", log.display());
+        if exited.is_some() && tail.contains("Address already in use") {
+            return Err(PortTaken(message).into());
+        }
+        anyhow::bail!(message);
     }
     Ok(())
+}
+
+/// The last 20 lines of the log at `path` (at most 4 KiB of it).
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text[text.len().saturating_sub(4096)..]).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
 /// The cluster's iroh relay: node 0 serves it at `listen` with `cert` and `key`, every

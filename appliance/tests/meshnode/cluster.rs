@@ -99,6 +99,32 @@ fn a_cluster_in_a_line_converges_reports_its_health_and_stops() {
     assert_usage_error(&o, "no cluster here");
     let o = run(&["cluster", "start", "--nodes", "0", "--dir", d]);
     assert_usage_error(&o, "1 to 32");
+    // a node that cannot bind its port is tried again on other ports; one that never can
+    // is reported with the end of its log, and no node of the cluster is left running
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = format!("face.listen={}", held.local_addr().unwrap());
+    let o = run(&[
+        "cluster",
+        "start",
+        "--nodes",
+        "2",
+        "--transport",
+        "ws",
+        "--dir",
+        d,
+        "--set",
+        &listen,
+    ]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert_eq!(
+        err.matches("starting again on other ports").count(),
+        2,
+        "{err}"
+    );
+    assert!(err.contains("node 0 exited"), "{err}");
+    assert!(err.contains("Address already in use"), "{err}");
+    assert!(!dir.join("cluster.json").exists());
 }
 
 /// `meshnode peers --node URL --json`.
