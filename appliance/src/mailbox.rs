@@ -33,8 +33,94 @@ const SEEN: usize = 4096;
 /// Jobs waiting for their answer at once; past it the oldest is answered no more.
 const PENDING: usize = 4096;
 
-/// Wrap ids seen: a set for lookups, their order for forgetting the oldest.
-type Seen = (HashSet<[u8; 32]>, VecDeque<[u8; 32]>);
+/// Event ids seen, the latest [`SEEN`]: a set for lookups, their order for forgetting the
+/// oldest.
+#[derive(Default)]
+pub(crate) struct Seen(Mutex<Ids>);
+
+/// Ids in a set and in the order they came.
+type Ids = (HashSet<[u8; 32]>, VecDeque<[u8; 32]>);
+
+impl Seen {
+    /// True the first time `id` is seen.
+    pub(crate) fn first(&self, id: [u8; 32]) -> bool {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !seen.0.insert(id) {
+            return false;
+        }
+        seen.1.push_back(id);
+        if seen.1.len() > SEEN
+            && let Some(old) = seen.1.pop_front()
+        {
+            seen.0.remove(&old);
+        }
+        true
+    }
+}
+
+/// Sends the events arriving on the node's relay (`live`) that `keep` takes to `tx`, until
+/// either ends; `who` names the reader when it falls behind.
+pub(crate) fn forward_live(
+    mut live: broadcast::Receiver<Arc<fleetmesh_relay::face::LiveEvent>>,
+    keep: impl Fn(&Event) -> bool + Send + 'static,
+    tx: mpsc::Sender<Event>,
+    who: &'static str,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match live.recv().await {
+                Ok(arrived) => {
+                    if keep(&arrived.event) && tx.send((*arrived.event).clone()).await.is_err() {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(
+                        reader = who,
+                        skipped = n,
+                        "fell behind the relay's live events"
+                    );
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    })
+}
+
+/// Follows `url` with the subscription `filter` (made again at each connection) as `key`
+/// (NIP-42 when asked), sending what matches to `tx` and publishing what `out` carries on
+/// the same connection; reconnects with backoff until `tx` closes.
+pub(crate) fn follow(
+    url: String,
+    filter: impl Fn() -> Value + Send + 'static,
+    key: secp256k1::Keypair,
+    tx: mpsc::Sender<Event>,
+    out: broadcast::Sender<Event>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let mut outgoing = out.subscribe();
+            let ended = fleetmesh_relay::sync::subscribe(
+                &url,
+                &filter(),
+                (None, Some(key)),
+                &tx,
+                &mut outgoing,
+            )
+            .await;
+            if tx.is_closed() {
+                return;
+            }
+            tracing::warn!(relay = %url, ended = ?ended.err(), "subscription ended; reconnecting");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(60));
+        }
+    })
+}
 
 /// The mailbox's state: what it has seen and the jobs whose answer it owes.
 struct Mailbox {
@@ -42,7 +128,7 @@ struct Mailbox {
     jobs: Arc<JobService>,
     relay: Arc<Relay>,
     out: broadcast::Sender<Event>,
-    seen: Mutex<Seen>,
+    seen: Seen,
     pending: Mutex<VecDeque<String>>,
     /// `[api] jobs_by_key`.
     by_key: bool,
@@ -130,68 +216,39 @@ pub fn start(
     let (out, _) = broadcast::channel(256);
     let (tx, mut rx) = mpsc::channel::<Event>(256);
     let me = keys.nostr_pubkey_hex();
-    let mut live = relay.live();
+    let live = relay.live();
     let mailbox = Arc::new(Mailbox {
         keys,
         jobs,
         relay,
         out,
-        seen: Mutex::default(),
+        seen: Seen::default(),
         pending: Mutex::default(),
         by_key,
     });
-    let (own, mine) = (tx.clone(), me.clone());
-    tasks.push(tokio::spawn(async move {
-        loop {
-            match live.recv().await {
-                Ok(arrived) => {
-                    let e = &arrived.event;
-                    let to_me = e
-                        .tags
-                        .iter()
-                        .any(|t| t.first().is_some_and(|n| n == "p") && t.get(1) == Some(&mine));
-                    if e.kind == kind::GIFT_WRAP && to_me && own.send((**e).clone()).await.is_err()
-                    {
-                        return;
-                    }
-                }
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(
-                        skipped = n,
-                        "the mailbox fell behind the relay's live events"
-                    );
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
-            }
-        }
-    }));
+    let mine = me.clone();
+    let to_me = move |e: &Event| {
+        e.kind == kind::GIFT_WRAP
+            && e.tags
+                .iter()
+                .any(|t| t.first().is_some_and(|n| n == "p") && t.get(1) == Some(&mine))
+    };
+    tasks.push(forward_live(live, to_me, tx.clone(), "mailbox"));
     for url in relays {
-        let (tx, out, me) = (tx.clone(), mailbox.out.clone(), me.clone());
+        // wraps are dated up to two days back (NIP-59)
+        let me = me.clone();
+        let filter = move || {
+            let since = crate::node::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
+            json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since})
+        };
         // the relays may serve gift wraps only to their recipient, authenticated (NIP-42)
         let key = *mailbox.keys.nostr();
-        tasks.push(tokio::spawn(async move {
-            let mut backoff = Duration::from_secs(1);
-            loop {
-                // wraps are dated up to two days back (NIP-59)
-                let since = crate::node::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
-                let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since});
-                let mut outgoing = out.subscribe();
-                let ended =
-                    fleetmesh_relay::sync::subscribe(&url, &filter, (None, Some(key)), &tx, &mut outgoing)
-                        .await;
-                if tx.is_closed() {
-                    return;
-                }
-                tracing::warn!(relay = %url, ended = ?ended.err(), "mailbox subscription ended; reconnecting");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(60));
-            }
-        }));
+        tasks.push(follow(url, filter, key, tx.clone(), mailbox.out.clone()));
     }
     let m = mailbox.clone();
     tasks.push(tokio::spawn(async move {
         while let Some(wrap) = rx.recv().await {
-            if !m.first_sight(wrap.id) {
+            if !m.seen.first(wrap.id) {
                 continue;
             }
             // one at a time: a flood of wraps waits in the channel (and the live fan-out
@@ -212,24 +269,6 @@ pub fn start(
 }
 
 impl Mailbox {
-    /// True the first time `id` is seen.
-    fn first_sight(&self, id: [u8; 32]) -> bool {
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !seen.0.insert(id) {
-            return false;
-        }
-        seen.1.push_back(id);
-        if seen.1.len() > SEEN
-            && let Some(old) = seen.1.pop_front()
-        {
-            seen.0.remove(&old);
-        }
-        true
-    }
-
     /// Opens one wrap and submits its job; refusals are answered, failures to open counted.
     fn open(&self, wrap: &Event) {
         // verified already: by the node's relay on its way in, or by the subscription

@@ -18,6 +18,7 @@ mod mailbox;
 mod manifest;
 mod models;
 mod node;
+mod offers;
 mod peering;
 mod peers;
 mod projections;
@@ -202,6 +203,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Report(cli::ledger::ReportCommand::List(args)) => cli::ledger::reports(&args),
         Command::Settle(cli::settle::SettleCommand::Decode(args)) => cli::settle::decode(&args),
         Command::Wallet(args) => cli::wallet::run(&args),
+        Command::Market(args) => cli::route::market(&args),
         Command::Bridge(cmd) => cli::bridge::run(cmd),
         Command::Cluster(cli::cluster::ClusterCommand::Start(args)) => cli::cluster::start(&args),
         Command::Cluster(cli::cluster::ClusterCommand::Status(args)) => cli::cluster::status(&args),

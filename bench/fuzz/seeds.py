@@ -52,7 +52,7 @@ for i, v in enumerate(vectors[:6]):
     }
     events.append(ev)
     put("relay_event", f"nip01_{i}.json", js(ev))
-for kind in ["30810", "30811", "11801", "11802", "30801", "30802", "30803", "21801", "30385", "30166"]:
+for kind in ["30810", "30811", "11801", "11802", "30801", "30802", "30803", "21801", "30385", "30166", "30812"]:
     ev = json.loads(read(f"schemas/examples/events/kind-{kind}.json"))["valid"][0]
     put("relay_event", f"kind_{kind}.json", js(ev))
     events.append(ev)

@@ -25,6 +25,9 @@ pub mod kind {
     pub const COMPUTE_ASK: u16 = 30810;
     /// An executor-signed job receipt.
     pub const JOB_RECEIPT: u16 = 30811;
+    /// What a provider sells (addressable, `d` = `compute`): engines, modes, prices,
+    /// limits, mints, models, circuits.
+    pub const COMPUTE_PROVIDER: u16 = 30812;
     /// NIP-85 trusted assertion about an external identifier, used to project reputation.
     pub const ASSERTION_PROJECTION: u16 = 30385;
     /// NIP-66 relay discovery / monitor event, used to project relay health.
@@ -51,6 +54,7 @@ pub mod kind {
         HEARTBEAT,
         COMPUTE_ASK,
         JOB_RECEIPT,
+        COMPUTE_PROVIDER,
         ASSERTION_PROJECTION,
         RELAY_MONITOR_PROJECTION,
         GIFT_WRAP,

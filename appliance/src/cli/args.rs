@@ -64,8 +64,7 @@ pub enum Command {
     /// Hardware attestation evidence (AMD SEV-SNP reports).
     #[command(subcommand)]
     Attest(AttestCommand),
-    /// Generate text with a local model; prints one JSON line (ids, text, logprobs, the
-    /// transcript digest).
+    /// Generate text with a local model; one JSON line (ids, text, logprobs, digest).
     Infer(InferArgs),
     /// WASI jobs: run a module under the job limits.
     #[command(subcommand)]
@@ -92,8 +91,7 @@ pub enum Command {
     /// heartbeat, last sync and what it moved (`GET /v1/peers`).
     Peers(crate::cli::peers::PeersArgs),
     /// The shards a running node knows (kind 30803: a community node's authoritative
-    /// ones, its own) and the state of its copy of each: in sync, behind, differs
-    /// (`GET /v1/shards`).
+    /// ones, its own) and its copy's state: in sync, behind, differs (`GET /v1/shards`).
     Shards(crate::cli::peers::PeersArgs),
     /// The accountability ledger: `replay FILE` recomputes the decisions from an evidence
     /// log alone; `show` prints each peer's standing.
@@ -110,6 +108,8 @@ pub enum Command {
     Settle(crate::cli::settle::SettleCommand),
     /// The node's Cashu wallet: balance, mint, send, receive, pay, check, history.
     Wallet(crate::cli::wallet::WalletArgs),
+    /// The compute market on the relays: open asks, providers' terms, offers to this key.
+    Market(crate::cli::route::MarketArgs),
     /// The node's keys: rotate them, or revoke one (kind 11802).
     #[command(subcommand)]
     Keys(crate::cli::keys::KeysCommand),
@@ -160,8 +160,7 @@ pub struct WrapArgs {
     /// The sender's key directory (a node directory will do).
     #[arg(long, value_name = "DIR")]
     pub key_dir: PathBuf,
-    /// 1059 (stored and forwarded by relays) or 21059 (live: relays pass it on, never
-    /// store it).
+    /// 1059 (stored and forwarded by relays) or 21059 (passed on, never stored).
     #[arg(long, value_name = "1059|21059", default_value_t = 1059)]
     pub kind: u16,
     /// The rumor's kind (14: a NIP-17 chat message).
@@ -185,8 +184,7 @@ pub struct UnwrapArgs {
 /// How `job submit` reaches a provider known by its key.
 #[derive(Debug, Args)]
 pub struct ByKey {
-    /// The provider: did:nostr:HEX or its key (HEX). With --via http (the default) the
-    /// node at --node must be this key.
+    /// The provider: did:nostr:HEX or its key (HEX); with --via http, --node's key.
     #[arg(long = "to", value_name = "DID|HEX")]
     pub provider: Option<String>,
     /// http: POST to --node. giftwrap: a NIP-59 gift wrap to --to through --relay, and
@@ -212,8 +210,7 @@ pub struct ByKey {
     /// giftwrap, didcomm, iroh: seconds to wait for the final answer.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub wait_secs: u64,
-    /// giftwrap, didcomm, iroh: where to write the result's files (as `job result --out`
-    /// does).
+    /// giftwrap, didcomm, iroh: where to write the result's files (as `job result --out`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
@@ -229,11 +226,12 @@ impl JobNode {
 
 /// `meshnode job …`: each talks to a running node (`--node`).
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once
 pub enum JobCommand {
     /// Submit a job file: signs an ask (kind 30810) with the buyer's key, encrypts the
-    /// compute/1.0 job to the node's key (NIP-44), posts both; prints the job id.
-    /// Submitting the same file again is the same job. A Bacalhau v1 spec (YAML or JSON)
-    /// with a wasm task is accepted too; other specs are refused (exit 2) with the reason.
+    /// compute/1.0 job to the provider's key (NIP-44), sends both; prints the job id. The
+    /// same file again is the same job. A Bacalhau v1 spec (YAML or JSON) with a wasm task
+    /// is accepted too; other specs are refused (exit 2) with the reason.
     Submit {
         /// The job file (JSON: engine, mode, module, input, args, limits, bid, expires_in) or
         /// a Bacalhau job spec.
@@ -249,6 +247,8 @@ pub enum JobCommand {
         by_key: ByKey,
         #[command(flatten)]
         pay: crate::cli::wallet::PayArgs,
+        #[command(flatten)]
+        route: crate::cli::route::RouteArgs,
     },
     /// Print the job's state as JSON; exit 0 verified, 1 failed or expired, 3 pending.
     Status {

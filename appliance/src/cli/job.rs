@@ -96,7 +96,7 @@ fn get(url: &str, to: &JobNode, keys: Option<&NodeKeys>) -> anyhow::Result<(u16,
 /// The buyer's keys: `--key-dir` itself or its `keys/` (a node directory); without
 /// `--key-dir`, the buyer identity under the node home, created on first use. Says on
 /// stderr which key it is.
-fn buyer_keys(to: &JobNode) -> anyhow::Result<NodeKeys> {
+pub(crate) fn buyer_keys(to: &JobNode) -> anyhow::Result<NodeKeys> {
     let (dir, keys) = match &to.key_dir {
         Some(given) => keys_in(given, "the buyer's keys")?,
         None => {
@@ -162,10 +162,30 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
         JobCommand::Submit {
             file,
             idempotency_key,
-            to,
-            by_key,
+            mut to,
+            mut by_key,
             pay,
-        } => submit(&file, idempotency_key.as_deref(), &to, &by_key, &pay),
+            route,
+        } => {
+            // --route names the provider as --node or --to would, or leaves it to the market
+            let mut market = None;
+            match route.route.as_deref() {
+                None => {}
+                Some("auto") => market = Some(route.offer_secs),
+                Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+                    to.given_node = Some(url.to_owned());
+                }
+                Some(did) => by_key.provider = Some(did.to_owned()),
+            }
+            submit(
+                &file,
+                idempotency_key.as_deref(),
+                &to,
+                &by_key,
+                &pay,
+                market,
+            )
+        }
         JobCommand::Status { id, to } => {
             let keys = reader_keys(&to)?;
             let url = node_url(&to, &format!("/v1/jobs/{id}"));
@@ -201,7 +221,12 @@ fn submit(
     to: &JobNode,
     by_key: &ByKey,
     pay: &crate::cli::wallet::PayArgs,
+    market: Option<u64>,
 ) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        market.is_none() || (by_key.provider.is_none() && by_key.via.is_none()),
+        "--route auto picks the provider: drop --to and --via"
+    );
     let via = match by_key.via.as_deref() {
         Some(v) => v,
         None if by_key.provider.is_some() && to.given_node.is_none() => "auto",
@@ -250,6 +275,7 @@ fn submit(
     let input = what.input;
     let keys = buyer_keys(to)?;
     let provider = match &by_key.provider {
+        None if market.is_some() => String::new(),
         Some(given) => {
             let key = crate::cli::giftwrap::recipient(given)?;
             if via == "http" {
@@ -311,7 +337,8 @@ fn submit(
         mode,
         content,
         expires_at: expires,
-        provider: Some(provider.clone()),
+        // an ask for the market names no provider: any may offer
+        provider: market.is_none().then(|| provider.clone()),
     }
     .sign(&keys, now)?;
     let job = json!({
@@ -337,28 +364,55 @@ fn submit(
         Some(d) => d.clone(),
         None => crate::node::default_home()?.join(crate::node::BUYER_DIR),
     };
+    // the submission for `provider`, paid as `offer` (its prices and mints) allows: the bid,
+    // or the price it offered (`price_sat`; nothing when it is free)
+    let seal = |provider: &str, offer: Option<&Value>, price_sat: Option<u64>| {
+        let mut job = job.clone();
+        let pays = match price_sat {
+            Some(0) => None,
+            Some(p) => Some(json!({"amount": p, "unit": "sat"})),
+            None => Some(bid.clone()),
+        };
+        let payment = match pays {
+            Some(amount) => crate::cli::wallet::pay_job(
+                pay,
+                &wallet_dir,
+                keys.nostr(),
+                provider,
+                &job_id,
+                (&amount, &limits, engine),
+                expires,
+                offer,
+            )?,
+            None => None,
+        };
+        if let Some(p) = payment {
+            job["payment"] = p;
+        }
+        let key = nip44::conversation_key(&secret, provider)?;
+        let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
+        anyhow::Ok(json!({"ask": ask.to_value(), "payload": payload}))
+    };
+    if let Some(offer_secs) = market {
+        let relays = crate::cli::route::market_relays(to.given_node.as_deref(), &by_key.relays)?;
+        let seal = |provider: &str, terms: &fleetmesh_proto::provider::Terms, price: u64| {
+            seal(
+                provider,
+                Some(&crate::cli::route::as_offer(terms)),
+                Some(price),
+            )
+        };
+        return crate::cli::route::by_market(
+            &keys, &ask, &seal, &job_id, by_key, &relays, offer_secs,
+        );
+    }
     // over HTTP the node's offer (NIP-11) says its prices and mints: checked before any
     // money is locked to it
     let offer = match (&pay.pay, via) {
         (Some(_), "http") => Some(nip11(to)?["fleetmesh"].clone()),
         _ => None,
     };
-    let payment = crate::cli::wallet::pay_job(
-        pay,
-        &wallet_dir,
-        keys.nostr(),
-        &provider,
-        &job_id,
-        (&bid, &limits, engine),
-        expires,
-        offer.as_ref(),
-    )?;
-    if let Some(p) = payment {
-        job["payment"] = p;
-    }
-    let key = nip44::conversation_key(&secret, &provider)?;
-    let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
-    let body = json!({"ask": ask.to_value(), "payload": payload});
+    let body = seal(&provider, offer.as_ref(), None)?;
     match via {
         "giftwrap" => {
             let relays = &by_key.relays;

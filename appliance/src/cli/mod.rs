@@ -20,6 +20,7 @@ pub mod ledger;
 pub mod peers;
 pub mod progress;
 pub mod proof;
+pub mod route;
 pub mod schema;
 pub mod settle;
 pub mod sync;

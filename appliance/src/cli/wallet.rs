@@ -23,8 +23,8 @@ pub const WALLET_FILE: &str = "wallet.sqlite";
 /// How `meshnode job submit` pays.
 #[derive(Debug, Args)]
 pub struct PayArgs {
-    /// Pay for the job: `cashu` locks the ask's bid (in sats, plus the mint's fee for
-    /// redeeming it) from the buyer's wallet (`wallet.sqlite` of `--key-dir`, else of the
+    /// Pay for the job: `cashu` locks the ask's bid (with --route auto the price the
+    /// chosen provider offered; in sats, plus the mint's fee for redeeming it) from the buyer's wallet (`wallet.sqlite` of `--key-dir`, else of the
     /// buyer identity) to the provider's key, refundable to the buyer ten minutes after
     /// the ask expires (`meshnode wallet check` takes it back then if unredeemed).
     #[arg(long, value_name = "cashu", value_parser = ["cashu"])]

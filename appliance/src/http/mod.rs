@@ -403,6 +403,20 @@ pub async fn run(
         relay.clone(),
         node.config.api.jobs_by_key,
     );
+    // the node's terms published, and asks it can fill answered with offers
+    let offer_keys = fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?;
+    let offers = if node.config.api.jobs_by_key {
+        let started = crate::offers::start(
+            node.config.node.relays.clone(),
+            offer_keys,
+            live.jobs(),
+            relay.clone(),
+            node.config.settlement.mints.clone(),
+        );
+        Some(started.await)
+    } else {
+        None
+    };
     // stores reconciled with the peers of [peering]
     let peering = crate::peering::start(
         node.dir.join(crate::node::DB_FILE),
@@ -520,6 +534,9 @@ pub async fn run(
         task.abort();
     }
     mailbox.stop().await;
+    if let Some(offers) = offers {
+        offers.stop().await;
+    }
     kicker.abort();
     if let Some(s) = shards {
         s.abort();

@@ -72,13 +72,20 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
         let stored = req_events(&url, serde_json::json!({"kinds": [11801]})).await;
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0]["id"], descriptor["id"]);
+        // and its terms (kind 30812): what it sells, by default every engine, free
+        let terms = req_events(&url, serde_json::json!({"kinds": [30812]})).await;
+        assert_eq!(terms.len(), 1, "{terms:?}");
+        assert_eq!(terms[0]["pubkey"], descriptor["pubkey"]);
+        let sells: Value = serde_json::from_str(terms[0]["content"].as_str().unwrap()).unwrap();
+        assert_eq!(sells["engines"].as_array().unwrap().len(), 5, "{sells}");
+        assert_eq!(sells["prices"], serde_json::json!({}), "{sells}");
 
         let metrics = http.get(daemon.url("/metrics")).send().await.unwrap();
         assert_eq!(metrics.status(), 200);
         let metrics = metrics.text().await.unwrap();
-        assert!(metrics.contains("fleetmesh_store_events 1\n"), "{metrics}");
+        assert!(metrics.contains("fleetmesh_store_events 2\n"), "{metrics}");
         assert!(
-            metrics.contains("fleetmesh_relay_reqs_total 1\n"),
+            metrics.contains("fleetmesh_relay_reqs_total 2\n"),
             "{metrics}"
         );
         assert!(
@@ -469,11 +476,11 @@ fn sync_between_two_running_nodes_converges_both_stores() {
         assert_eq!(note_ids(&ua).await, want, "a has the union");
         assert_eq!(note_ids(&ub).await, want, "b has the union");
     });
-    // Without a filter the two node descriptors (kind 11801) cross too; then nothing is
-    // left to do.
+    // Without a filter the two node descriptors (kind 11801) and terms (kind 30812) cross
+    // too; then nothing is left to do.
     let o = run(&["sync", a.to_str().unwrap(), "--peer", &ub]);
     assert!(
-        stdout(&o).contains("fetched 1 of 1 missing here, pushed 1 of 1"),
+        stdout(&o).contains("fetched 2 of 2 missing here, pushed 2 of 2"),
         "{}",
         stdout(&o)
     );

@@ -18,6 +18,7 @@ mod jobs;
 mod keys;
 mod ledger;
 mod mailbox;
+mod market;
 mod paid_jobs;
 mod peering;
 mod proof;

@@ -10,6 +10,7 @@ use fleetmesh_proto::ledger::{Grant, Report};
 use fleetmesh_proto::nodes::{Heartbeat, Revocation, Shard};
 use fleetmesh_proto::noun::Noun;
 use fleetmesh_proto::projection::{Assertion, RelayMonitor};
+use fleetmesh_proto::provider::Terms;
 use fleetmesh_proto::receipt::Receipt;
 use fleetmesh_proto::{Event, UnsignedEvent, nip44};
 use fleetmesh_relay::limits::Limits;
@@ -103,6 +104,7 @@ fn nouns_sign_back(ev: &Event) {
     hold::<Revocation>(ev);
     hold::<Heartbeat>(ev);
     hold::<Shard>(ev);
+    hold::<Terms>(ev);
     // a descriptor needs the node's Ed25519 proof, which a fuzzed event lacks: read only
     let _ = fleetmesh_proto::identity::DescriptorContent::try_from(ev);
     if let Ok(a) = Assertion::from_event(ev) {

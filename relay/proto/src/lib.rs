@@ -13,8 +13,8 @@
 //!   self-signed multi-key node descriptor (kind 11801); [`did`]: its DID document;
 //!   [`didcomm`]: DIDComm Messaging v2 (signed, anoncrypt, authcrypt, forward) by it;
 //!   [`hop`]: signed hop envelopes, the path a payload took across nodes;
-//! - a typed noun for every fleetmesh kind: [`ask::Ask`] (30810) and [`receipt::Receipt`]
-//!   (30811) of the market; [`ledger::Grant`] (30801), [`ledger::BudgetReceipt`] (budget/1.0) and [`ledger::Report`] (30802);
+//! - a typed noun for every fleetmesh kind: [`ask::Ask`] (30810), [`receipt::Receipt`]
+//!   (30811) and [`provider::Terms`] (30812) of the market; [`ledger::Grant`] (30801), [`ledger::BudgetReceipt`] (budget/1.0) and [`ledger::Report`] (30802);
 //!   [`nodes::Revocation`] (11802), [`nodes::Heartbeat`] (21801) and [`nodes::Shard`]
 //!   (30803); the projections [`projection::Assertion`] (NIP-85, 30385) and
 //!   [`projection::RelayMonitor`] (NIP-66, 30166); the descriptor (11801) is [`identity`]'s.
@@ -40,6 +40,7 @@ pub mod nip59;
 pub mod nodes;
 pub mod noun;
 pub mod projection;
+pub mod provider;
 pub mod receipt;
 pub mod words;
 

@@ -14,6 +14,7 @@
 //! only with its payment in escrow, which is redeemed once its receipt is out.
 
 mod engines;
+pub mod offers;
 pub mod payments;
 
 use std::path::{Path, PathBuf};
@@ -406,6 +407,29 @@ fn worker(weak: &std::sync::Weak<JobService>, rx: &Mutex<std::sync::mpsc::Receiv
 }
 
 /// The verification modes this node runs jobs of an engine under.
+/// A compute/1.0 `message` (`what`: "job", "offer") names `ask`, its engine and its mode.
+///
+/// # Errors
+/// `mismatch`, naming the field.
+fn answers(message: &Value, ask: &Ask, what: &str) -> Result<(), Refusal> {
+    for (field, want) in [
+        ("ask", ask.event.id_hex()),
+        ("engine", ask.engine.to_string()),
+        ("mode", ask.mode.to_string()),
+    ] {
+        if message[field].as_str() != Some(want.as_str()) {
+            return Err(refuse(
+                "mismatch",
+                format!(
+                    "the {what}'s {field} is {}, the ask's {want}",
+                    message[field]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn offered_modes(engine: Engine) -> &'static [Mode] {
     match engine {
         Engine::Wasm | Engine::Data => &[Mode::Delivery],
@@ -550,46 +574,9 @@ impl JobService {
         if job["type"] != "job" {
             return Err(refuse("bad_request", "the payload is not a job message"));
         }
-        for (field, want) in [
-            ("ask", ask.event.id_hex()),
-            ("engine", ask.engine.to_string()),
-            ("mode", ask.mode.to_string()),
-        ] {
-            if job[field].as_str() != Some(want.as_str()) {
-                return Err(refuse(
-                    "mismatch",
-                    format!("the job's {field} is {}, the ask's {want}", job[field]),
-                ));
-            }
-        }
+        answers(&job, ask, "job")?;
+        self.sells(ask)?;
         let limits = self.limits();
-        if !limits.engines.contains(&ask.engine) {
-            return Err(refuse(
-                "unsupported-engine",
-                format!("this node does not run {} jobs now", ask.engine),
-            ));
-        }
-        if !limits.modes.contains(&ask.mode) {
-            return Err(refuse(
-                "unsupported-mode",
-                format!("this node does not offer {} now", ask.mode),
-            ));
-        }
-        if !offered_modes(ask.engine).contains(&ask.mode) {
-            let modes: Vec<&str> = offered_modes(ask.engine)
-                .iter()
-                .map(|m| m.as_str())
-                .collect();
-            return Err(refuse(
-                "unsupported-mode",
-                format!(
-                    "{} jobs are verified by {}, not {}",
-                    ask.engine,
-                    modes.join(" or "),
-                    ask.mode
-                ),
-            ));
-        }
         if ask.engine == Engine::Llm {
             let want = job["params"]["max_tokens"].as_u64().unwrap_or(16);
             if want > limits.max_tokens {

@@ -1,0 +1,400 @@
+//! The market over relays from the buyer's side. `meshnode job submit --route auto`
+//! publishes the job's ask (kind 30810, open: no provider named) on the relays, gathers
+//! the offers providers gift-wrap back ([`fleetmesh_market::service::offers::Offer`]),
+//! keeps those of providers whose published terms (kind 30812) sell the ask's engine under
+//! its verification mode, ranks them by price, then by the provider's standing in the
+//! buyer's own ledger (its NIP-85 assertions, kind 30385), and sends the job by gift wrap to
+//! the first; a provider that refuses it, answers with a failed job or not at all within
+//! `--wait-secs` is skipped and the next one tried, until the ask expires.
+//! `meshnode market asks|offers|providers` show what the relays hold.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use fleetmesh_market::service::offers::{Offer, rank};
+use fleetmesh_proto::ask::Ask;
+use fleetmesh_proto::noun::Noun as _;
+use fleetmesh_proto::projection::Assertion;
+use fleetmesh_proto::provider::Terms;
+use fleetmesh_proto::{Event, Mode, NodeKeys, nip59};
+use fleetmesh_schemas::constants::kind;
+use serde_json::{Value, json};
+
+use crate::cli::{ByKey, Outcome};
+
+/// How a submitted job finds its provider.
+#[derive(Debug, Args)]
+pub struct RouteArgs {
+    /// `auto`: publish the ask on the relays (`--relay`, and the relay face of `--node`
+    /// when given or when no --relay is), take offers for `--offer-secs`, send the job to
+    /// the best (verification mode, then price, then standing), and the next when one fails.
+    /// `did:nostr:…`: that provider (as --to). An http(s) URL: that node (as --node).
+    #[arg(long, value_name = "auto|DID|URL")]
+    pub route: Option<String>,
+    /// With --route auto: seconds to gather offers.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub offer_secs: u64,
+}
+
+/// The relays the market is read on: `--relay`s, and the relay face of `node` when it was
+/// given or no relay was.
+pub fn market_relays(node: Option<&str>, relays: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut all = relays.to_vec();
+    if node.is_some() || all.is_empty() {
+        let url = node.unwrap_or("http://127.0.0.1:7777");
+        let ws = if let Some(rest) = url.strip_prefix("https://") {
+            format!("wss://{rest}")
+        } else if let Some(rest) = url.strip_prefix("http://") {
+            format!("ws://{rest}")
+        } else {
+            anyhow::bail!("--node {url:?} is not an http(s) URL")
+        };
+        all.push(format!("{}/", ws.trim_end_matches('/')));
+    }
+    for r in &all {
+        anyhow::ensure!(
+            r.starts_with("ws://") || r.starts_with("wss://"),
+            "--relay must be a ws:// or wss:// URL, not {r:?}"
+        );
+    }
+    Ok(all)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// The events matching `filter` on every relay (each relay that cannot be read is named on
+/// stderr and skipped), at most `max` from each, deduplicated.
+fn query_all(relays: &[String], filter: &Value, max: usize) -> anyhow::Result<Vec<Event>> {
+    let rt = runtime()?;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for url in relays {
+        let got = rt.block_on(fleetmesh_relay::sync::query(
+            url,
+            filter,
+            None,
+            Duration::from_secs(10),
+            max,
+        ));
+        match got {
+            Ok(events) => out.extend(events.into_iter().filter(|e| seen.insert(e.id))),
+            Err(e) => eprintln!("meshnode: {url}: {e}"),
+        }
+    }
+    Ok(out)
+}
+
+/// Each provider's latest terms on the relays (of `authors`, or of anyone).
+fn terms_on(
+    relays: &[String],
+    authors: Option<&[String]>,
+) -> anyhow::Result<HashMap<String, (Event, Terms)>> {
+    let mut filter =
+        json!({"kinds": [kind::COMPUTE_PROVIDER], "#d": [fleetmesh_proto::provider::TERMS_D]});
+    if let Some(a) = authors {
+        filter["authors"] = json!(a);
+    }
+    let mut latest: HashMap<String, (Event, Terms)> = HashMap::new();
+    for e in query_all(relays, &filter, 10_000)? {
+        let Ok(t) = Terms::from_event(&e) else {
+            continue;
+        };
+        let who = hex::encode(e.pubkey);
+        if latest
+            .get(&who)
+            .is_none_or(|(old, _)| old.created_at < e.created_at)
+        {
+            latest.insert(who, (e, t));
+        }
+    }
+    Ok(latest)
+}
+
+/// The standing of providers in `me`'s own ledger: its NIP-85 assertions (rank 0–100).
+fn standing(relays: &[String], me: &str) -> anyhow::Result<HashMap<String, u8>> {
+    let filter = json!({"kinds": [kind::ASSERTION_PROJECTION], "authors": [me]});
+    Ok(query_all(relays, &filter, 10_000)?
+        .iter()
+        .filter_map(|e| Assertion::from_event(e).ok())
+        .filter_map(|a| {
+            let key = a.subject.strip_prefix("did:nostr:")?.to_owned();
+            Some((key, a.rank?))
+        })
+        .collect())
+}
+
+/// Gift wraps to `keys` on `relays` for `secs` seconds, opened: (sender hex, message), of
+/// compute messages only; `first` (if any) published on each relay before.
+fn gather(
+    keys: &NodeKeys,
+    relays: &[String],
+    first: Option<&Event>,
+    secs: u64,
+) -> anyhow::Result<Vec<(String, Value)>> {
+    let me = keys.nostr_pubkey_hex();
+    let since = crate::node::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
+    let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since});
+    runtime()?.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+        let (out, _) = tokio::sync::broadcast::channel(4);
+        let mut tasks = Vec::new();
+        for url in relays {
+            let (url, filter, tx, key) = (url.clone(), filter.clone(), tx.clone(), *keys.nostr());
+            let mut outgoing = out.subscribe();
+            tasks.push(tokio::spawn(async move {
+                let got = fleetmesh_relay::sync::subscribe(
+                    &url,
+                    &filter,
+                    (None, Some(key)),
+                    &tx,
+                    &mut outgoing,
+                )
+                .await;
+                if let Err(e) = got {
+                    eprintln!("meshnode: {e}");
+                }
+            }));
+        }
+        drop(tx);
+        if let Some(e) = first {
+            // the subscriptions are open before the ask goes out
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let _ = out.send(e.clone());
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        let mut got = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        while let Ok(Some(wrap)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+            if !seen.insert(wrap.id) {
+                continue;
+            }
+            let Ok(opened) = nip59::unwrap(keys.nostr(), &wrap) else {
+                continue;
+            };
+            if opened.rumor.kind != kind::COMPUTE_RUMOR {
+                continue;
+            }
+            if let Ok(v) = serde_json::from_str::<Value>(&opened.rumor.content) {
+                got.push((hex::encode(opened.sender), v));
+            }
+        }
+        for t in tasks {
+            t.abort();
+        }
+        Ok(got)
+    })
+}
+
+/// What a provider's terms say about paying it, in the shape of a node's NIP-11 `fleetmesh`
+/// object (its `jobs.prices` and `settlement.mints`), which `--pay` checks before locking.
+pub fn as_offer(terms: &Terms) -> Value {
+    json!({"jobs": {"prices": terms.prices}, "settlement": {"mints": terms.mints}})
+}
+
+/// `--route auto`: publishes `ask` on `relays`, takes offers for `offer_secs`, and sends
+/// the job (`seal`: the submission body for a provider, its terms and the price it offered,
+/// which is what `--pay` locks) to the best, then the next, as the module says.
+pub fn by_market(
+    keys: &NodeKeys,
+    ask: &Event,
+    seal: &dyn Fn(&str, &Terms, u64) -> anyhow::Result<Value>,
+    job_id: &str,
+    by_key: &ByKey,
+    relays: &[String],
+    offer_secs: u64,
+) -> anyhow::Result<Outcome> {
+    let checked = Ask::from_event(ask.clone(), crate::node::unix_now())?;
+    eprintln!(
+        "meshnode: ask {} ({} under {}) published on {}; taking offers for {offer_secs} s",
+        ask.id_hex(),
+        checked.engine,
+        checked.mode,
+        relays.join(", ")
+    );
+    let mut offers = Vec::new();
+    for (sender, message) in gather(keys, relays, Some(ask), offer_secs)? {
+        if message["type"] != "offer" || message["ask"] != ask.id_hex().as_str() {
+            continue;
+        }
+        match Offer::read(&sender, &message, &checked) {
+            Ok(o) => offers.push(o),
+            Err(r) => eprintln!("meshnode: an offer from {sender} refused: {r}"),
+        }
+    }
+    let providers: Vec<String> = offers.iter().map(|o| o.provider.clone()).collect();
+    let terms = if providers.is_empty() {
+        HashMap::new()
+    } else {
+        terms_on(relays, Some(&providers))?
+    };
+    // a provider is taken at its published word: terms that sell this engine and mode
+    offers.retain(|o| {
+        let sells = terms
+            .get(&o.provider)
+            .is_some_and(|(_, t)| t.sells(checked.engine, checked.mode));
+        if !sells {
+            eprintln!(
+                "meshnode: {} offered, but its terms do not sell {} under {}; skipped",
+                o.provider, checked.engine, checked.mode
+            );
+        }
+        sells
+    });
+    let standing = standing(relays, &keys.nostr_pubkey_hex())?;
+    let ranked = rank(offers, &standing);
+    anyhow::ensure!(
+        !ranked.is_empty(),
+        "no provider offered to run ask {} within {offer_secs} s",
+        ask.id_hex()
+    );
+    for o in &ranked {
+        eprintln!(
+            "meshnode: offer from did:nostr:{}: {} sat, standing {}",
+            o.provider,
+            o.price_sat,
+            standing
+                .get(&o.provider)
+                .map_or("unknown".to_owned(), u8::to_string)
+        );
+    }
+    let mut tried = Vec::new();
+    for o in &ranked {
+        if crate::node::unix_now() >= checked.expires_at {
+            eprintln!("meshnode: the ask expired; no more providers are tried");
+            break;
+        }
+        let body = match seal(&o.provider, &terms[&o.provider].1, o.price_sat) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("meshnode: did:nostr:{}: {e:#}; trying the next", o.provider);
+                tried.push(o.provider.clone());
+                continue;
+            }
+        };
+        eprintln!("meshnode: sending the job to did:nostr:{}", o.provider);
+        match crate::cli::bykey::by_giftwrap(keys, &o.provider, &body, job_id, by_key, relays) {
+            Ok(Outcome::Ok) => return Ok(Outcome::Ok),
+            Ok(_) => eprintln!(
+                "meshnode: did:nostr:{} did not deliver a verified job; trying the next",
+                o.provider
+            ),
+            Err(e) => eprintln!("meshnode: did:nostr:{}: {e:#}; trying the next", o.provider),
+        }
+        tried.push(o.provider.clone());
+    }
+    anyhow::bail!(
+        "no provider delivered job {job_id} (tried {})",
+        tried.join(", ")
+    )
+}
+
+/// `meshnode market …`: what the relays hold of the market.
+#[derive(Debug, Args)]
+pub struct MarketArgs {
+    /// What to show.
+    #[command(subcommand)]
+    pub what: MarketCommand,
+    /// The node whose relay face to read [default: http://127.0.0.1:7777, unless --relay
+    /// is given].
+    #[arg(long = "node", value_name = "URL", global = true)]
+    pub node: Option<String>,
+    /// Another relay to read. Repeatable.
+    #[arg(long = "relay", value_name = "URL", global = true)]
+    pub relays: Vec<String>,
+    /// Only what concerns this verification mode.
+    #[arg(long, value_name = "MODE", global = true)]
+    pub mode: Option<Mode>,
+    /// One JSON array instead of a line each.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `meshnode market asks|offers|providers`.
+#[derive(Debug, Subcommand)]
+pub enum MarketCommand {
+    /// Open asks (kind 30810) not yet expired: buyer, engine, mode, bid, limits.
+    Asks,
+    /// Providers' terms (kind 30812): engines, modes, prices, limits, mints.
+    Providers,
+    /// Offers gift-wrapped to this key for its asks (read for `--secs`).
+    Offers {
+        /// The key directory whose offers to read [default: the buyer identity].
+        #[arg(long, value_name = "DIR")]
+        key_dir: Option<PathBuf>,
+        /// Seconds to listen.
+        #[arg(long, default_value_t = 3)]
+        secs: u64,
+    },
+}
+
+/// `meshnode market …`.
+pub fn market(args: &MarketArgs) -> anyhow::Result<Outcome> {
+    let relays = market_relays(args.node.as_deref(), &args.relays)?;
+    let wanted = |m: Option<&str>| args.mode.is_none_or(|w| m == Some(w.as_str()));
+    let rows: Vec<Value> = match &args.what {
+        MarketCommand::Asks => {
+            let now = crate::node::unix_now();
+            let filter = json!({"kinds": [kind::COMPUTE_ASK]});
+            query_all(&relays, &filter, 10_000)?
+                .into_iter()
+                .filter_map(|e| Ask::from_event(e, now).ok())
+                .filter(|a| wanted(Some(a.mode.as_str())))
+                .map(|a| {
+                    json!({"id": a.event.id_hex(), "address": a.address(), "buyer": a.buyer(),
+                           "engine": a.engine, "mode": a.mode, "bid": a.content["bid"],
+                           "limits": a.content["limits"], "expires_at": a.expires_at})
+                })
+                .collect()
+        }
+        MarketCommand::Providers => {
+            let mut all: Vec<(String, (Event, Terms))> =
+                terms_on(&relays, None)?.into_iter().collect();
+            all.sort_by(|a, b| a.0.cmp(&b.0));
+            all.into_iter()
+                .filter(|(_, (_, t))| args.mode.is_none_or(|m| t.modes.contains(&m)))
+                .map(|(who, (e, t))| {
+                    let mut v = serde_json::to_value(&t).unwrap_or_default();
+                    v["did"] = json!(format!("did:nostr:{who}"));
+                    v["terms"] = json!(e.id_hex());
+                    v["published_at"] = json!(e.created_at);
+                    v
+                })
+                .collect()
+        }
+        MarketCommand::Offers { key_dir, secs } => {
+            let keys = crate::cli::job::buyer_keys(&crate::cli::JobNode {
+                given_node: None,
+                key_dir: key_dir.clone(),
+                token: None,
+            })?;
+            gather(&keys, &relays, None, *secs)?
+                .into_iter()
+                .filter(|(_, m)| m["type"] == "offer" && wanted(m["mode"].as_str()))
+                .map(|(who, m)| {
+                    json!({"provider": format!("did:nostr:{who}"), "ask": m["ask"],
+                           "engine": m["engine"], "mode": m["mode"], "price": m["price"],
+                           "terms": m["terms"]})
+                })
+                .collect()
+        }
+    };
+    if args.json {
+        println!("{}", Value::Array(rows));
+    } else {
+        for r in &rows {
+            println!("{r}");
+        }
+        if rows.is_empty() {
+            eprintln!("meshnode: nothing on {}", relays.join(", "));
+        }
+    }
+    Ok(Outcome::Ok)
+}
