@@ -1,5 +1,6 @@
 //! The provider's side of the market over relays: the node publishes its terms (kind
-//! 30812, [`fleetmesh_proto::provider::Terms`]: what it sells now, its prices and mints)
+//! 30812, [`fleetmesh_proto::provider::Terms`]: what it sells now, its prices and mints,
+//! the models it serves and the circuits it proves, with their digests)
 //! on its own relay and on every relay of `[node] relays`, again whenever they change
 //! (a reload, a ComputeProvider manifest); and it reads open asks (kind 30810) as they
 //! arrive — on its relay (published there, or synced from a peer) and on those relays —
@@ -19,8 +20,8 @@ use fleetmesh_market::service::JobService;
 use fleetmesh_market::service::offers::offer_message;
 use fleetmesh_proto::ask::Ask;
 use fleetmesh_proto::noun::Noun as _;
-use fleetmesh_proto::provider::Terms;
-use fleetmesh_proto::{Event, NodeKeys};
+use fleetmesh_proto::provider::{ModelTerm, Terms};
+use fleetmesh_proto::{Engine, Event, NodeKeys};
 use fleetmesh_relay::face::Relay;
 use fleetmesh_schemas::constants::kind;
 use serde_json::json;
@@ -56,6 +57,7 @@ pub async fn start(
     jobs: Arc<JobService>,
     relay: Arc<Relay>,
     mints: Vec<String>,
+    models: Models,
 ) -> crate::tasks::Tasks {
     let mut tasks = Vec::new();
     let (out, _) = broadcast::channel(256);
@@ -98,12 +100,12 @@ pub async fn start(
         }
     }));
     // on the node's own relay before it serves anything
-    let mut last = terms_now(&desk.jobs, &mints);
+    let mut last = terms_now(&desk.jobs, &mints, &models);
     desk.publish_terms(&last, &[]).await;
     tasks.push(tokio::spawn(async move {
         let mut first = true;
         loop {
-            let now = terms_now(&desk.jobs, &mints);
+            let now = terms_now(&desk.jobs, &mints, &models);
             if first || now != last {
                 desk.publish_terms(&now, &relays).await;
                 (last, first) = (now, false);
@@ -114,10 +116,21 @@ pub async fn start(
     crate::tasks::Tasks(tasks)
 }
 
-/// What the node sells now, with the `mints` it takes.
-fn terms_now(jobs: &JobService, mints: &[String]) -> Terms {
+/// The models the node serves now, for its terms.
+pub type Models = Arc<dyn Fn() -> Vec<ModelTerm> + Send + Sync>;
+
+/// What the node sells now: its engines, modes, prices and limits, the `mints` it takes,
+/// the models it serves (when it runs `llm` jobs) and the circuits installed (when it
+/// proves).
+fn terms_now(jobs: &JobService, mints: &[String], models: &Models) -> Terms {
     let mut terms = jobs.limits().terms();
     terms.mints = mints.to_vec();
+    if terms.engines.contains(&Engine::Llm) {
+        terms.models = models();
+    }
+    if terms.engines.contains(&Engine::Groth16Prove) {
+        terms.circuits = jobs.circuits();
+    }
     terms
 }
 

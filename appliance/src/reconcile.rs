@@ -443,6 +443,11 @@ impl Live {
         self.reconcile(&[])
     }
 
+    /// The inference API.
+    pub fn inference(&self) -> Arc<crate::http::inference::InferenceService> {
+        self.inference.clone()
+    }
+
     /// The NIP-11 document served, as it is now.
     pub fn nip11(&self) -> Arc<std::sync::RwLock<String>> {
         self.nip11.clone()

@@ -294,8 +294,20 @@ impl ProvingQueue {
     /// The installed circuit whose `circuit.zkey` has SHA-256 `digest` (hex), if any — how
     /// an ask names a circuit.
     pub fn circuit_by_digest(&self, digest: &str) -> Option<String> {
+        self.installed()
+            .into_iter()
+            .find(|(_, d)| d == digest)
+            .map(|(name, _)| name)
+    }
+
+    /// Every installed circuit's name and its `circuit.zkey`'s SHA-256 (hex), by name; a
+    /// digest is computed once per file version (its size and modification time).
+    pub fn installed(&self) -> Vec<(String, String)> {
         use sha2::Digest as _;
-        let entries = std::fs::read_dir(&self.dir).ok()?;
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if !valid_name(&name) {
@@ -324,11 +336,10 @@ impl ProvingQueue {
                     d
                 }
             };
-            if d == digest {
-                return Some(name);
-            }
+            out.push((name, d));
         }
-        None
+        out.sort();
+        out
     }
 
     /// The verifying key of circuit `name`.

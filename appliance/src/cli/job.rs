@@ -403,7 +403,13 @@ fn submit(
             )
         };
         return crate::cli::route::by_market(
-            &keys, &ask, &seal, &job_id, by_key, &relays, offer_secs,
+            &keys,
+            &ask,
+            &seal,
+            &job_id,
+            by_key,
+            &relays,
+            (offer_secs, pay.pay.is_some()),
         );
     }
     // over HTTP the node's offer (NIP-11) says its prices and mints: checked before any

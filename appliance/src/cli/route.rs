@@ -5,7 +5,8 @@
 //! its verification mode, ranks them by price, then by the provider's standing in the
 //! buyer's own ledger (its NIP-85 assertions, kind 30385), and sends the job by gift wrap to
 //! the first; a provider that refuses it, answers with a failed job or not at all within
-//! `--wait-secs` is skipped and the next one tried, until the ask expires.
+//! `--wait-secs` is skipped and the next one tried, until the ask expires or, paying, the
+//! prices locked so far leave too little of the bid.
 //! `meshnode market asks|offers|providers` show what the relays hold.
 
 use std::collections::HashMap;
@@ -201,7 +202,8 @@ pub fn as_offer(terms: &Terms) -> Value {
 
 /// `--route auto`: publishes `ask` on `relays`, takes offers for `offer_secs`, and sends
 /// the job (`seal`: the submission body for a provider, its terms and the price it offered,
-/// which is what `--pay` locks) to the best, then the next, as the module says.
+/// which is what `--pay` locks; `paying`: whether it does) to the best, then the next, as
+/// the module says — paid attempts together within the bid.
 pub fn by_market(
     keys: &NodeKeys,
     ask: &Event,
@@ -209,9 +211,13 @@ pub fn by_market(
     job_id: &str,
     by_key: &ByKey,
     relays: &[String],
-    offer_secs: u64,
+    (offer_secs, paying): (u64, bool),
 ) -> anyhow::Result<Outcome> {
     let checked = Ask::from_event(ask.clone(), crate::node::unix_now())?;
+    // paid attempts together stay within the bid (escrow a silent provider holds comes
+    // back only after its locktime)
+    let mut budget =
+        fleetmesh_market::service::offers::bid_sat(&checked.content["bid"]).filter(|_| paying);
     eprintln!(
         "meshnode: ask {} ({} under {}) published on {}; taking offers for {offer_secs} s",
         ask.id_hex(),
@@ -270,6 +276,16 @@ pub fn by_market(
         if crate::node::unix_now() >= checked.expires_at {
             eprintln!("meshnode: the ask expired; no more providers are tried");
             break;
+        }
+        if let Some(left) = budget {
+            if o.price_sat > left {
+                eprintln!(
+                    "meshnode: did:nostr:{} asks {} sat; {left} sat of the bid are left; skipped",
+                    o.provider, o.price_sat
+                );
+                continue;
+            }
+            budget = Some(left - o.price_sat);
         }
         let body = match seal(&o.provider, &terms[&o.provider].1, o.price_sat) {
             Ok(b) => b,

@@ -412,6 +412,10 @@ pub async fn run(
             live.jobs(),
             relay.clone(),
             node.config.settlement.mints.clone(),
+            {
+                let inference = live.inference();
+                Arc::new(move || inference.catalog())
+            },
         );
         Some(started.await)
     } else {

@@ -476,6 +476,14 @@ fn groth16_prove_jobs_return_a_proof_that_proof_verify_accepts() {
     std::fs::create_dir_all(&circuit).unwrap();
     std::fs::copy(fixtures.join("tiny.zkey"), circuit.join("circuit.zkey")).unwrap();
     std::fs::copy(fixtures.join("tiny.wasm"), circuit.join("circuit.wasm")).unwrap();
+    // the node's terms (kind 30812) list it by that digest, as buyers name it
+    let zkey = std::fs::read(fixtures.join("tiny.zkey")).unwrap();
+    let listed = serde_json::json!([{"id": "tiny", "zkey": hex::encode(<sha2::Sha256 as sha2::Digest>::digest(zkey))}]);
+    super::market::wait_for("the circuit in the node's terms", || {
+        super::market::market(&["providers"], &d)
+            .iter()
+            .any(|p| p["circuits"] == listed)
+    });
     let work = tempfile::tempdir().unwrap();
     let prove = serde_json::json!({"engine": "groth16-prove", "zkey": fixtures.join("tiny.zkey"),
         "input": fixtures.join("tiny_input.json"), "limits": {"proofs": 1}, "name": "prove-1"});
@@ -634,6 +642,14 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
     assert_eq!(code, Some(0), "{st}");
     assert_eq!(st["metered"]["completion_tokens"], 8);
     let answer = llm_answer(&id, &d, buyer.path());
+    // the node's terms list the model it serves, with the digest /v1/models says
+    let served = runtime().block_on(get_json(&http_client(), d.url("/v1/models")));
+    let terms = super::market::market(&["providers"], &d);
+    assert_eq!(
+        terms[0]["models"],
+        serde_json::json!([{"id": "tiny", "digest": served["data"][0]["fleetmesh"]["model_digest"]}]),
+        "{terms:?}"
+    );
     // the accepted output is the honest node's greedy output
     let solo = runtime().block_on(async {
         post_json(

@@ -41,7 +41,7 @@ fn provider(home: &Path, name: &str, sats: u64, mint: &Mint, market: &Daemon) ->
 }
 
 /// `meshnode market ARGS --node market --json`, parsed.
-fn market(args: &[&str], at: &Daemon) -> Vec<Value> {
+pub(super) fn market(args: &[&str], at: &Daemon) -> Vec<Value> {
     let node = at.url("");
     let mut all = vec!["market"];
     all.extend_from_slice(args);
@@ -56,7 +56,7 @@ fn market(args: &[&str], at: &Daemon) -> Vec<Value> {
 }
 
 /// `what` holds within a minute.
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+pub(super) fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -139,7 +139,8 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
     let work = tempfile::tempdir().unwrap();
     let file = super::upper_job(work.path(), "routed", "routed");
     let mut job: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    job["bid"] = json!({"amount": 5000, "unit": "msat"});
+    // 3 sat: above the ghost's and the cheap provider's prices together, under the dear one's
+    job["bid"] = json!({"amount": 3000, "unit": "msat"});
     std::fs::write(&file, job.to_string()).unwrap();
     let node = hub.url("");
     let child = meshnode()
@@ -183,6 +184,11 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
             ghost.nostr_pubkey_hex()
         )),
         "{err}"
+    );
+    let dear_key = node_key(&dear);
+    assert!(
+        !err.contains(&dear_key),
+        "the dear provider does not offer under its price: {err}"
     );
     let answer: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(answer["job"]["state"], "verified", "{answer}");
@@ -233,6 +239,27 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
         b,
     ]);
     super::assert_usage_error(&o, "drop --to");
+    // --route URL is --node; --route did:nostr:… is --to (here by gift wrap via the hub)
+    job["mode"] = json!("delivery");
+    let by_did = format!("did:nostr:{cheap_key}");
+    for (name, route, via) in [
+        ("by-url", cheap.url(""), &[][..]),
+        ("by-did", by_did, &["--via", "giftwrap", "--relay", &ws][..]),
+    ] {
+        job["name"] = json!(name);
+        std::fs::write(&file, job.to_string()).unwrap();
+        let mut args = vec!["job", "submit", f, "--route", &route, "--key-dir", b];
+        args.extend(["--pay", "cashu", "--mint", &mint.url]);
+        args.extend_from_slice(via);
+        let o = run(&args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{name}: {} {}",
+            stdout(&o),
+            stderr(&o)
+        );
+    }
 
     // the offers to the buyer's key, as it sees them
     let offers = market(

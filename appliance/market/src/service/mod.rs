@@ -502,6 +502,15 @@ impl JobService {
         Ok((rec, new))
     }
 
+    /// The circuits installed for `groth16` jobs, as the node's terms list them.
+    pub fn circuits(&self) -> Vec<fleetmesh_proto::provider::CircuitTerm> {
+        self.prover
+            .installed()
+            .into_iter()
+            .map(|(id, zkey)| fleetmesh_proto::provider::CircuitTerm { id, zkey })
+            .collect()
+    }
+
     /// What the node charges at most for a job of `ask`, in sats: `None` when it does not
     /// price the ask's engine.
     ///

@@ -88,6 +88,18 @@ impl InferenceService {
             .clone()
     }
 
+    /// The models served now, as the node's terms list them (name and file digest).
+    pub fn catalog(&self) -> Vec<fleetmesh_proto::provider::ModelTerm> {
+        self.now()
+            .models
+            .iter()
+            .map(|m| fleetmesh_proto::provider::ModelTerm {
+                id: m.id.clone(),
+                digest: hex::encode(m.digest),
+            })
+            .collect()
+    }
+
     /// Serves `cfg` from now on: added models are loaded, removed ones are no longer
     /// admitted (their requests in flight finish), the others keep their weights. Call
     /// off the async runtime (it may read weights from disk). What changed, one line each.
