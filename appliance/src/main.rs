@@ -18,6 +18,7 @@ mod mailbox;
 mod manifest;
 mod models;
 mod node;
+mod nwc;
 mod offers;
 mod peering;
 mod peers;
@@ -201,7 +202,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Ledger(cli::ledger::LedgerCommand::Show(args)) => cli::ledger::show(&args),
         Command::Grant(cmd) => cli::ledger::grant(&cmd),
         Command::Report(cli::ledger::ReportCommand::List(args)) => cli::ledger::reports(&args),
-        Command::Settle(cli::settle::SettleCommand::Decode(args)) => cli::settle::decode(&args),
+        Command::Settle(c) => cli::settle::run(&c),
         Command::Wallet(args) => cli::wallet::run(&args),
         Command::Market(args) => cli::route::market(&args),
         Command::Bridge(cmd) => cli::bridge::run(cmd),

@@ -6,11 +6,36 @@
 //! - [`cashu`]: a Cashu ecash wallet against a real mint (NUT-00…05, 07, 08, 09): tokens,
 //!   blind signatures, proofs in SQLite, every request written ahead; `meshnode wallet`.
 //!
-//! The rest of settlement (L402 on the HTTP API, escrow, NWC) builds on these types; see
-//! the market issue.
+//! - [`nwc`]: Nostr Wallet Connect (NIP-47) answered from that wallet: connection URIs,
+//!   the connections a node grants with their methods and budgets, the requests' answers.
+//!
+//! The rest of settlement (L402 on the HTTP API) builds on these types; see the market
+//! issue.
 
 pub mod bolt11;
 pub mod cashu;
 mod error;
+pub mod nwc;
 
 pub use error::{Result, SettleError};
+
+/// Opens the SQLite file at `path`, refusing one written by a newer build than schema
+/// version `schema` (`PRAGMA user_version`); the wallet and the NWC grants open theirs so.
+fn open_db(path: &std::path::Path, schema: i64) -> Result<rusqlite::Connection> {
+    let shown = path.display().to_string();
+    let err = |e: rusqlite::Error| SettleError::Store {
+        path: shown.clone(),
+        reason: e.to_string(),
+    };
+    let conn = rusqlite::Connection::open(path).map_err(err)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(err)?;
+    if version > schema {
+        return Err(SettleError::Store {
+            path: shown,
+            reason: format!("schema version {version} is newer than this build's {schema}"),
+        });
+    }
+    Ok(conn)
+}

@@ -103,7 +103,7 @@ pub enum Command {
     /// Standing reports (kind 30802) on a relay: who reported whom, rung, remedy, evidence.
     #[command(subcommand)]
     Report(crate::cli::ledger::ReportCommand),
-    /// Settlement: `decode BOLT11` reads and checks a Lightning invoice.
+    /// Settlement: `decode` a BOLT11 invoice; Nostr Wallet Connect (`nwc-…`), both sides.
     #[command(subcommand)]
     Settle(crate::cli::settle::SettleCommand),
     /// The node's Cashu wallet: balance, mint, send, receive, pay, check, history.

@@ -17,6 +17,7 @@ pub mod infer;
 pub mod job;
 pub mod keys;
 pub mod ledger;
+pub mod nwc;
 pub mod peers;
 pub mod progress;
 pub mod proof;

@@ -1,6 +1,6 @@
 //! `meshnode settle …`: the settlement rails from the command line. `decode` reads a
 //! BOLT11 invoice ([`fleetmesh_settle::bolt11`]): what it asks for, checked as a payer
-//! checks it, before anything is paid.
+//! checks it, before anything is paid; `nwc-…` are Nostr Wallet Connect ([`crate::cli::nwc`]).
 
 use clap::{Args, Subcommand};
 
@@ -13,6 +13,36 @@ pub enum SettleCommand {
     /// amount, payment hash and secret, description or its hash, expiry, payee, route
     /// hints and fallbacks. Exit 2, with the reason, for an invoice a payer must refuse.
     Decode(DecodeArgs),
+    /// Grant a Nostr Wallet Connect (NIP-47) connection to the node's wallet: prints its
+    /// `nostr+walletconnect://` URI (the daemon serves it with `[settlement] nwc = true`).
+    NwcConnect(crate::cli::nwc::ConnectArgs),
+    /// The wallet's NWC connections: name, client key, methods, budget, spent.
+    NwcConnections(crate::cli::nwc::GrantsArgs),
+    /// End an NWC connection (`--name`).
+    NwcRevoke(crate::cli::nwc::GrantsArgs),
+    /// Pay a BOLT11 invoice through an NWC wallet (`--uri`): prints the preimage and fees.
+    NwcPay(crate::cli::nwc::PayArgs),
+    /// An NWC wallet's balance (msat).
+    NwcBalance(crate::cli::nwc::ClientArgs),
+    /// Have an NWC wallet make an invoice (`--amount` sats).
+    NwcInvoice(crate::cli::nwc::InvoiceArgs),
+    /// Look an invoice up in an NWC wallet (`--payment-hash`): its state.
+    NwcLookup(crate::cli::nwc::LookupArgs),
+}
+
+/// `meshnode settle …`.
+pub fn run(c: &SettleCommand) -> anyhow::Result<Outcome> {
+    use crate::cli::nwc;
+    match c {
+        SettleCommand::Decode(a) => decode(a),
+        SettleCommand::NwcConnect(a) => nwc::connect(a),
+        SettleCommand::NwcConnections(a) => nwc::connections(a),
+        SettleCommand::NwcRevoke(a) => nwc::revoke(a),
+        SettleCommand::NwcPay(a) => nwc::pay(a),
+        SettleCommand::NwcBalance(a) => nwc::balance(a),
+        SettleCommand::NwcInvoice(a) => nwc::invoice(a),
+        SettleCommand::NwcLookup(a) => nwc::lookup(a),
+    }
 }
 
 /// `meshnode settle decode`.

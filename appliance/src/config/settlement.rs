@@ -11,11 +11,22 @@ pub struct SettlementSection {
     /// first is the wallet's default mint. Default none: every wallet command names its
     /// mint.
     pub mints: Vec<String>,
+    /// Serve Nostr Wallet Connect (NIP-47) from the wallet, on the node's relay and its
+    /// `[node] relays`, to the connections granted with `meshnode settle nwc-connect`
+    /// (paying and invoicing at the first of `mints`). Default false.
+    pub nwc: bool,
 }
 
 impl SettlementSection {
-    /// Refuses a mint that is not an http(s) URL with a host.
+    /// Refuses a mint that is not an http(s) URL with a host, and NWC without a mint.
     pub fn check(&self) -> Result<(), String> {
+        if self.nwc && self.mints.is_empty() {
+            return Err(
+                "[settlement] nwc = true needs a mint in [settlement] mints to pay and \
+                 invoice at"
+                    .into(),
+            );
+        }
         for m in &self.mints {
             let rest = m
                 .strip_prefix("https://")

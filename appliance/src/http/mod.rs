@@ -421,6 +421,20 @@ pub async fn run(
     } else {
         None
     };
+    // Nostr Wallet Connect from the node's wallet ([settlement] nwc)
+    let nwc = if node.config.settlement.nwc {
+        Some(
+            crate::nwc::start(
+                &node.dir,
+                node.config.node.relays.clone(),
+                relay.clone(),
+                &node.config.settlement.mints,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     // stores reconciled with the peers of [peering]
     let peering = crate::peering::start(
         node.dir.join(crate::node::DB_FILE),
@@ -538,8 +552,8 @@ pub async fn run(
         task.abort();
     }
     mailbox.stop().await;
-    if let Some(offers) = offers {
-        offers.stop().await;
+    for tasks in [offers, nwc].into_iter().flatten() {
+        tasks.stop().await;
     }
     kicker.abort();
     if let Some(s) = shards {

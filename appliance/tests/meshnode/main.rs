@@ -19,6 +19,7 @@ mod keys;
 mod ledger;
 mod mailbox;
 mod market;
+mod nwc;
 mod paid_jobs;
 mod peering;
 mod proof;

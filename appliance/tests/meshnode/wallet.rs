@@ -101,7 +101,7 @@ impl Mint {
     }
 
     /// nutshell's own wallet (`cashu`), its files in the mint's directory.
-    fn cashu(&self, args: &[&str]) -> Output {
+    pub(super) fn cashu(&self, args: &[&str]) -> Output {
         Command::new(self.bin.join("cashu"))
             .arg("-y")
             .args(args)

@@ -128,3 +128,48 @@ pub fn cashu_token(data: &[u8]) {
     assert_eq!(again, token, "{text}");
     assert_eq!(again.amount().ok(), Some(amount));
 }
+
+/// Nostr Wallet Connect's readers: mode byte 0, a connection URI (`meshnode settle nwc-…
+/// --uri`), which writes back to the same URI when it parses; 1, a request's JSON as the
+/// wallet service reads it from a granted client (answered or refused with a NIP-47 code,
+/// never a panic; the wallet itself is out of reach: no mint).
+pub fn nwc(data: &[u8]) {
+    use fleetmesh_settle::nwc::{Grants, METHODS, Uri};
+    static GRANTS: std::sync::OnceLock<(tempfile::TempDir, std::sync::Mutex<Grants>)> =
+        std::sync::OnceLock::new();
+    let Some((mode, rest)) = data.split_first() else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(rest) else {
+        return;
+    };
+    if mode % 2 == 0 {
+        if let Ok(uri) = Uri::parse(text) {
+            let again = Uri::parse(&uri.to_string()).expect("a URI written back parses");
+            assert_eq!(again, uri, "{text}");
+        }
+        return;
+    }
+    let Ok(request) = serde_json::from_str::<serde_json::Value>(text) else {
+        return;
+    };
+    let (_, grants) = GRANTS.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let g = Grants::open(
+            &dir.path().join("nwc.sqlite"),
+            &dir.path().join("w.sqlite"),
+            None,
+        )
+        .expect("a fresh grants file");
+        let all: Vec<String> = METHODS.iter().map(|m| (*m).to_owned()).collect();
+        g.grant("fuzz", &"11".repeat(32), &all, Some(10))
+            .expect("a grant");
+        (dir, std::sync::Mutex::new(g))
+    });
+    let g = grants
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Err(f) = g.handle(&"11".repeat(32), &request) {
+        assert!(!f.code.is_empty());
+    }
+}

@@ -60,6 +60,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("nip98_auth", appliance::nip98_authorization),
     ("settle_bolt11", appliance::bolt11),
     ("settle_cashu_token", appliance::cashu_token),
+    ("settle_nwc", appliance::nwc),
 ];
 
 /// The harness named `name`.

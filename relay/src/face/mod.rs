@@ -155,6 +155,29 @@ impl Relay {
         Ok((relay, handle))
     }
 
+    /// Passes an ephemeral event (kinds 20000–29999) the node itself made on to the live
+    /// subscriptions, as one from a client would be: checked as [`Relay::publish`] checks,
+    /// never stored.
+    ///
+    /// # Errors
+    /// The refusal, as a NIP-01 message; `invalid:` for a kind that is not ephemeral.
+    pub fn broadcast(&self, event: Event) -> std::result::Result<(), String> {
+        if !event.is_ephemeral() {
+            return Err("invalid: not an ephemeral event".into());
+        }
+        self.limits
+            .admit(&event, self.schemas, now())
+            .map_err(|m| m.to_string())?;
+        self.revoked.check(&event)?;
+        self.metrics.events_ephemeral.fetch_add(1, Relaxed);
+        let json: Arc<str> = event.to_json().into();
+        let _ = self.live.send(Arc::new(LiveEvent {
+            event: Arc::new(event),
+            json,
+        }));
+        Ok(())
+    }
+
     /// Stores `event` — one this node made and signed (a receipt, a descriptor) — and
     /// hands it to live subscriptions, as a client's EVENT would; the same admission
     /// checks (signature, schema of fleetmesh kinds) apply. Resolves with the store's

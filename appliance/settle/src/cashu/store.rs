@@ -72,16 +72,7 @@ impl Store {
             path: shown.clone(),
             reason: e.to_string(),
         };
-        let conn = Connection::open(path).map_err(err)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(err)?;
-        if version > SCHEMA {
-            return Err(SettleError::Store {
-                path: shown,
-                reason: format!("schema version {version} is newer than this build's {SCHEMA}"),
-            });
-        }
+        let conn = crate::open_db(path, SCHEMA)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;

@@ -384,10 +384,7 @@ impl Wallet {
         wait: Duration,
         shown: impl FnOnce(&MintQuote),
     ) -> Result<u64> {
-        check_amount(amount)?;
-        self.recover(mint)?;
-        let active = self.active(mint)?;
-        let quote = mint.mint_quote(amount, UNIT)?;
+        let quote = self.mint_quote(mint, amount)?;
         shown(&quote);
         let started = Instant::now();
         let mut state = quote.state.clone();
@@ -402,21 +399,39 @@ impl Wallet {
             std::thread::sleep(Duration::from_millis(500));
             state = mint.mint_quote_state(&quote.quote)?.state;
         }
+        self.claim(mint, &quote.quote, amount, &state)
+    }
+
+    /// The mint's invoice for `amount` sats (a NUT-04 quote), to be paid and then claimed
+    /// ([`Wallet::claim`]).
+    pub fn mint_quote(&mut self, mint: &MintClient, amount: u64) -> Result<MintQuote> {
+        check_amount(amount)?;
+        self.recover(mint)?;
+        mint.mint_quote(amount, UNIT)
+    }
+
+    /// Mints the `amount` sats of quote `quote`, whose invoice is in `state` (`PAID` to
+    /// mint; anything else is refused). Returns the sats minted.
+    pub fn claim(
+        &mut self,
+        mint: &MintClient,
+        quote: &str,
+        amount: u64,
+        state: &str,
+    ) -> Result<u64> {
+        check_amount(amount)?;
         if state != "PAID" {
-            return Err(SettleError::Refused(format!(
-                "quote {} is {state}",
-                quote.quote
-            )));
+            return Err(SettleError::Refused(format!("quote {quote} is {state}")));
         }
+        let active = self.active(mint)?;
         let outputs = Self::outputs(&active, &dhke::split(amount), "unspent", None)?;
-        let q = quote.quote.clone();
         let what = Entry {
             kind: "mint",
-            detail: &q,
+            detail: quote,
             amount,
             fee: 0,
         };
-        self.signed(mint, what, &[], &outputs, |o| mint.mint(&q, o))?;
+        self.signed(mint, what, &[], &outputs, |o| mint.mint(quote, o))?;
         Ok(amount)
     }
 

@@ -1,0 +1,216 @@
+//! The node as a Nostr Wallet Connect (NIP-47) wallet service, backed by its Cashu
+//! wallet (`[settlement] nwc = true`): it publishes its info event (kind 13194: the
+//! methods it answers, `encryption` `nip44_v2`) on its relay and its `[node] relays`, reads
+//! requests (kind 23194, `p`-tagged with its key, NIP-44 v2) there, answers each from
+//! [`fleetmesh_settle::nwc::Grants`] — only for a client key granted a connection
+//! (`meshnode settle nwc-connect`), only the methods granted, within its budget — and sends
+//! the answer (kind 23195, `e` the request, `p` the client) back where requests are read.
+//!
+//! Requests are answered one at a time (a payment waits for the one before it); one that
+//! does not open, is expired, or is not NIP-44 is dropped and counted in
+//! `fleetmesh_nwc_requests_total{outcome}`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
+use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent, nip44};
+use fleetmesh_relay::face::Relay;
+use fleetmesh_settle::nwc::{Failure, Grants, METHODS};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::mailbox::{Seen, follow, forward_live};
+
+/// The wallet service's info event kind (replaceable).
+pub const INFO: u16 = 13194;
+/// A request's kind (ephemeral).
+pub const REQUEST: u16 = 23194;
+/// An answer's kind (ephemeral).
+pub const RESPONSE: u16 = 23195;
+/// The connections' file in the node directory.
+pub const FILE: &str = "nwc.sqlite";
+
+fn count(outcome: &'static str) {
+    metrics::counter!("fleetmesh_nwc_requests_total", "outcome" => outcome).increment(1);
+}
+
+/// The grants of the node in `dir`, its wallet paying at the first of `mints`.
+///
+/// # Errors
+/// When `nwc.sqlite` cannot be opened (a damaged file is refused, never recreated).
+pub fn grants(dir: &Path, mints: &[String]) -> anyhow::Result<Grants> {
+    let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
+    let mut g = Grants::open(
+        &dir.join(FILE),
+        &dir.join(crate::cli::wallet::WALLET_FILE),
+        mints.first().map(String::as_str),
+    )
+    .with_context(|| format!("opening {}", dir.join(FILE).display()))?;
+    g.set_key(*keys.nostr());
+    Ok(g)
+}
+
+/// The info event: the methods answered, NIP-44 v2 only.
+fn info(keys: &NodeKeys) -> fleetmesh_proto::Result<Event> {
+    keys.sign(UnsignedEvent {
+        created_at: crate::node::unix_now(),
+        kind: INFO,
+        tags: vec![
+            vec!["encryption".into(), "nip44_v2".into()],
+            // read by clients that predate the encryption tag
+            vec!["v".into(), "1.0".into()],
+        ],
+        content: METHODS.join(" "),
+    })
+}
+
+/// What the service works with.
+struct Service {
+    keys: NodeKeys,
+    relay: Arc<Relay>,
+    grants: Mutex<Grants>,
+    out: broadcast::Sender<Event>,
+    seen: Seen,
+}
+
+/// Publishes the info event here (before the node serves) and on `relays`, and starts
+/// answering requests read on the node's relay and on `relays`.
+///
+/// # Errors
+/// When the connections' file cannot be opened, or the info event cannot be signed.
+pub async fn start(
+    dir: &Path,
+    relays: Vec<String>,
+    relay: Arc<Relay>,
+    mints: &[String],
+) -> anyhow::Result<crate::tasks::Tasks> {
+    let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
+    let grants = grants(dir, mints)?;
+    let info = info(&keys)?;
+    if let Err(e) = relay.publish(info.clone()).await {
+        tracing::warn!(error = %e, "the NWC info event was not stored");
+    }
+    let (out, _) = broadcast::channel(256);
+    let (tx, mut rx) = mpsc::channel::<Event>(256);
+    let me = keys.nostr_pubkey_hex();
+    let service = Arc::new(Service {
+        keys,
+        relay: relay.clone(),
+        grants: Mutex::new(grants),
+        out,
+        seen: Seen::default(),
+    });
+    let mine = me.clone();
+    let to_me = move |e: &Event| {
+        e.kind == REQUEST
+            && e.tags
+                .iter()
+                .any(|t| t.first().is_some_and(|n| n == "p") && t.get(1) == Some(&mine))
+    };
+    let mut tasks = vec![forward_live(relay.live(), to_me, tx.clone(), "nwc")];
+    for url in &relays {
+        let me = me.clone();
+        let filter = move || json!({"kinds": [REQUEST], "#p": [me], "since": crate::node::unix_now().saturating_sub(60)});
+        let key = *service.keys.nostr();
+        tasks.push(follow(
+            url.clone(),
+            filter,
+            key,
+            tx.clone(),
+            service.out.clone(),
+        ));
+    }
+    drop(tx);
+    tasks.push(tokio::spawn(async move {
+        for url in &relays {
+            let sent = fleetmesh_relay::sync::publish(
+                url,
+                std::slice::from_ref(&info),
+                None,
+                std::time::Duration::from_secs(10),
+            )
+            .await;
+            if let Err(e) = sent {
+                tracing::warn!(relay = %url, error = %e, "the NWC info event was not published");
+            }
+        }
+    }));
+    let s = service.clone();
+    tasks.push(tokio::spawn(async move {
+        while let Some(request) = rx.recv().await {
+            if !s.seen.first(request.id) {
+                continue;
+            }
+            let s = s.clone();
+            let _ = tokio::task::spawn_blocking(move || s.answer(&request)).await;
+        }
+    }));
+    Ok(crate::tasks::Tasks(tasks))
+}
+
+impl Service {
+    /// Answers one request, or drops it (counted) when it cannot be answered.
+    fn answer(&self, request: &Event) {
+        let now = crate::node::unix_now();
+        if request.expiration().is_some_and(|t| t <= now) {
+            count("expired");
+            return;
+        }
+        if request.tag_value("encryption") != Some("nip44_v2") {
+            // NIP-04 (the default without the tag) is not spoken here: the info event says so
+            count("unsupported-encryption");
+            return;
+        }
+        let client = hex::encode(request.pubkey);
+        let opened = nip44::conversation_key(&self.keys.nostr().secret_key(), &client)
+            .and_then(|k| nip44::decrypt(&k, &request.content).map(|p| (k, p)));
+        let Ok((key, plain)) = opened else {
+            count("unopened");
+            return;
+        };
+        let parsed: Value = serde_json::from_slice(&plain).unwrap_or(Value::Null);
+        let method = parsed["method"].as_str().unwrap_or_default().to_owned();
+        let outcome = self
+            .grants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .handle(&client, &parsed);
+        let body = match outcome {
+            Ok(result) => {
+                count("answered");
+                json!({"result_type": method, "result": result, "error": null})
+            }
+            Err(Failure { code, message }) => {
+                count("refused");
+                tracing::info!(client, method, code, %message, "an NWC request refused");
+                json!({"result_type": method, "result": null, "error": {"code": code, "message": message}})
+            }
+        };
+        let sealed = match nip44::encrypt(&key, body.to_string().as_bytes()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "sealing an NWC answer");
+                return;
+            }
+        };
+        let answer = self.keys.sign(UnsignedEvent {
+            created_at: now,
+            kind: RESPONSE,
+            tags: vec![
+                vec!["p".into(), client.clone()],
+                vec!["e".into(), request.id_hex()],
+            ],
+            content: sealed,
+        });
+        match answer {
+            Ok(a) => {
+                let _ = self.out.send(a.clone());
+                if let Err(e) = self.relay.broadcast(a) {
+                    tracing::warn!(error = %e, "an NWC answer not passed on by the node's relay");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "signing an NWC answer"),
+        }
+    }
+}
