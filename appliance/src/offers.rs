@@ -211,7 +211,11 @@ impl Desk {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let offer = offer_message(&ask, price, terms.as_deref());
+        // delivery-mode escrow may be locked to a hash whose preimage comes with the output
+        let htlc = (ask.mode == fleetmesh_proto::Mode::Delivery && price > 0)
+            .then(|| self.jobs.delivery_lock(&ask))
+            .flatten();
+        let offer = offer_message(&ask, price, terms.as_deref(), htlc.as_deref());
         let wrap = match wrap_compute(&self.keys, &ask.buyer(), &offer) {
             Ok((_, w)) => w,
             Err(e) => {

@@ -4,7 +4,10 @@
 //!
 //! A job's payment is escrow: a token of a trusted mint, every proof locked (NUT-11 P2PK)
 //! to this node's key alone with no refund before the ask expires, worth the price after
-//! the mint's input fee, unspent at the mint (NUT-07).
+//! the mint's input fee, unspent at the mint (NUT-07). For a `delivery`-mode ask the lock
+//! may instead be a NUT-14 HTLC with this node's key on the hash its offer named
+//! ([`CashuPayments::delivery_lock`]): a preimage derived from the node's key and the ask,
+//! which the node alone knows until it sends it with the output, and redeems with.
 //! Nothing is swapped until the job is verified; then the wallet redeems it (written
 //! ahead, as every wallet operation).
 
@@ -32,6 +35,17 @@ fn invalid(why: impl Into<String>) -> Refusal {
 }
 
 impl CashuPayments {
+    /// The preimage of the delivery lock of the ask `ask_id`: HKDF of the node's key.
+    fn preimage(&self, ask_id: &str) -> Option<[u8; 32]> {
+        let prk = fleetmesh_proto::hkdf::extract(
+            b"fleetmesh/delivery-htlc/v1",
+            &self.key.secret_key().to_secret_bytes(),
+        );
+        fleetmesh_proto::hkdf::expand(&prk, ask_id.as_bytes(), 32)
+            .ok()
+            .and_then(|v| v.try_into().ok())
+    }
+
     fn token(payment: &Value) -> Result<Token, Refusal> {
         if payment["method"] != "cashu" {
             return Err(invalid(format!(
@@ -89,14 +103,22 @@ impl Payments for CashuPayments {
                     invalid("an unlocked proof: escrow must be locked to this node's key")
                 })?;
             // the escrow is this node's alone until the locktime: a second key that may
-            // sign (the buyer's, say) could take it back at any time; an HTLC needs a
-            // preimage this node is not given yet (delivery-mode escrow is to come)
-            if lock.kind != Kind::P2pk {
-                return Err(invalid(
-                    "an HTLC lock: this node takes P2PK escrow to its key only",
-                ));
-            }
-            let keys: Vec<&String> = std::iter::once(&lock.data).chain(&lock.pubkeys).collect();
+            // sign (the buyer's, say) could take it back at any time; an HTLC only on the
+            // hash of a delivery-mode ask this node offered for, and with its key
+            let keys: Vec<&String> = match lock.kind {
+                Kind::P2pk => std::iter::once(&lock.data).chain(&lock.pubkeys).collect(),
+                _ => {
+                    let ours = self.delivery_lock(ask);
+                    if ours.as_deref() != Some(lock.data.as_str()) || lock.pubkeys.is_empty() {
+                        return Err(invalid(
+                            "an HTLC lock not on this node's delivery hash for the ask, or \
+                             without its key: this node takes P2PK escrow to its key, or a \
+                             delivery-mode HTLC it offered",
+                        ));
+                    }
+                    lock.pubkeys.iter().collect()
+                }
+            };
             let is_ours = |k: &&String| nut10::x_only(k).is_some_and(|x| x == ours);
             if !keys.iter().all(is_ours) || lock.n_sigs > 1 || lock.sigflag != "SIG_INPUTS" {
                 return Err(invalid(format!(
@@ -138,14 +160,34 @@ impl Payments for CashuPayments {
         }))
     }
 
-    fn redeem(&self, job_id: &str, payment: &Value) -> Result<u64, String> {
+    fn delivery_lock(&self, ask: &Ask) -> Option<String> {
+        use sha2::Digest as _;
+        (ask.mode == fleetmesh_proto::Mode::Delivery)
+            .then(|| self.preimage(&ask.event.id_hex()))
+            .flatten()
+            .map(|p| hex::encode(sha2::Sha256::digest(p)))
+    }
+
+    fn delivery_key(&self, ask: &Ask) -> Option<String> {
+        (ask.mode == fleetmesh_proto::Mode::Delivery)
+            .then(|| self.preimage(&ask.event.id_hex()))
+            .flatten()
+            .map(hex::encode)
+    }
+
+    fn redeem(&self, job_id: &str, ask: &Ask, payment: &Value) -> Result<u64, String> {
         let token = Self::token(payment).map_err(|r| r.message)?;
+        let htlc = token
+            .proofs
+            .iter()
+            .any(|p| Lock::parse(&p.secret).is_ok_and(|l| l.is_some_and(|l| l.kind == Kind::Htlc)));
+        let preimage = htlc.then(|| self.delivery_key(ask)).flatten();
         let mint = MintClient::new(&token.mint).map_err(|e| e.to_string())?;
         let mut wallet = Wallet::open(&self.wallet).map_err(|e| e.to_string())?;
         wallet.set_key(self.key);
         crate::cli::wallet::fault_hook(&mut wallet);
         let detail = format!("job {job_id}");
-        match wallet.receive_for(&mint, &token, None, &detail) {
+        match wallet.receive_for(&mint, &token, preimage.as_deref(), &detail) {
             Ok((sats, _fee)) => Ok(sats),
             // redeemed already, by a run that died before recording it (the wallet
             // recovered the proofs when it opened the operation again)

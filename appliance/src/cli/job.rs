@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
+use fleetmesh_market::service::offers::Offer;
 use fleetmesh_proto::ask::AskBody;
 use fleetmesh_proto::{Engine, Mode, NodeKeys, hkdf, nip44};
 use serde_json::{Value, json};
@@ -366,40 +367,43 @@ fn submit(
     };
     // the submission for `provider`, paid as `offer` (its prices and mints) allows: the bid,
     // or the price it offered (`price_sat`; nothing when it is free)
-    let seal = |provider: &str, offer: Option<&Value>, price_sat: Option<u64>| {
-        let mut job = job.clone();
-        let pays = match price_sat {
-            Some(0) => None,
-            Some(p) => Some(json!({"amount": p, "unit": "sat"})),
-            None => Some(bid.clone()),
+    let seal =
+        |provider: &str, offer: Option<&Value>, price_sat: Option<u64>, htlc: Option<&str>| {
+            let mut job = job.clone();
+            let pays = match price_sat {
+                Some(0) => None,
+                Some(p) => Some(json!({"amount": p, "unit": "sat"})),
+                None => Some(bid.clone()),
+            };
+            let payment = match pays {
+                Some(amount) => crate::cli::wallet::pay_job(
+                    pay,
+                    &wallet_dir,
+                    keys.nostr(),
+                    provider,
+                    &job_id,
+                    (&amount, &limits, engine),
+                    expires,
+                    (offer, htlc),
+                )?,
+                None => None,
+            };
+            if let Some(p) = payment {
+                job["payment"] = p;
+            }
+            let key = nip44::conversation_key(&secret, provider)?;
+            let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
+            anyhow::Ok(json!({"ask": ask.to_value(), "payload": payload}))
         };
-        let payment = match pays {
-            Some(amount) => crate::cli::wallet::pay_job(
-                pay,
-                &wallet_dir,
-                keys.nostr(),
-                provider,
-                &job_id,
-                (&amount, &limits, engine),
-                expires,
-                offer,
-            )?,
-            None => None,
-        };
-        if let Some(p) = payment {
-            job["payment"] = p;
-        }
-        let key = nip44::conversation_key(&secret, provider)?;
-        let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
-        anyhow::Ok(json!({"ask": ask.to_value(), "payload": payload}))
-    };
     if let Some(offer_secs) = market {
         let relays = crate::cli::route::market_relays(to.given_node.as_deref(), &by_key.relays)?;
-        let seal = |provider: &str, terms: &fleetmesh_proto::provider::Terms, price: u64| {
+        let seal = |provider: &str, terms: &fleetmesh_proto::provider::Terms, offer: &Offer| {
+            let shape = crate::cli::route::as_offer(terms);
             seal(
                 provider,
-                Some(&crate::cli::route::as_offer(terms)),
-                Some(price),
+                Some(&shape),
+                Some(offer.price_sat),
+                offer.htlc.as_deref(),
             )
         };
         return crate::cli::route::by_market(
@@ -418,7 +422,7 @@ fn submit(
         (Some(_), "http") => Some(nip11(to)?["fleetmesh"].clone()),
         _ => None,
     };
-    let body = seal(&provider, offer.as_ref(), None)?;
+    let body = seal(&provider, offer.as_ref(), None, None)?;
     match via {
         "giftwrap" => {
             let relays = &by_key.relays;
@@ -740,6 +744,8 @@ pub(crate) fn open_result(
         "metered": msg["metered"],
         "verdict": msg["verdict"],
         "receipt": msg["receipt"],
+        // delivery mode: the key to the escrow, sent with the output
+        "preimage": msg["preimage"],
         "out": out.map(|o| o.display().to_string()),
     }))
 }

@@ -217,13 +217,13 @@ pub fn as_offer(terms: &Terms) -> Value {
 }
 
 /// `--route auto`: publishes `ask` on `relays`, takes offers for `offer_secs`, and sends
-/// the job (`seal`: the submission body for a provider, its terms and the price it offered,
-/// which is what `--pay` locks; `paying`: whether it does) to the best, then the next, as
+/// the job (`seal`: the submission body for a provider, its terms and its offer, whose
+/// price `--pay` locks, to its delivery hash when it names one; `paying`: whether it does) to the best, then the next, as
 /// the module says — paid attempts together within the bid.
 pub fn by_market(
     keys: &NodeKeys,
     ask: &Event,
-    seal: &dyn Fn(&str, &Terms, u64) -> anyhow::Result<Value>,
+    seal: &dyn Fn(&str, &Terms, &Offer) -> anyhow::Result<Value>,
     job_id: &str,
     by_key: &ByKey,
     relays: &[String],
@@ -303,7 +303,7 @@ pub fn by_market(
             }
             budget = Some(left - o.price_sat);
         }
-        let body = match seal(&o.provider, &terms[&o.provider].1, o.price_sat) {
+        let body = match seal(&o.provider, &terms[&o.provider].1, o) {
             Ok(b) => b,
             Err(e) => {
                 eprintln!("meshnode: did:nostr:{}: {e:#}; trying the next", o.provider);
@@ -413,7 +413,7 @@ pub fn market(args: &MarketArgs) -> anyhow::Result<Outcome> {
                 .map(|(who, m)| {
                     json!({"provider": format!("did:nostr:{who}"), "ask": m["ask"],
                            "engine": m["engine"], "mode": m["mode"], "price": m["price"],
-                           "terms": m["terms"]})
+                           "terms": m["terms"], "htlc": m["htlc"]})
                 })
                 .collect()
         }

@@ -42,7 +42,8 @@ pub const REFUND_GRACE_SECS: u64 = 600;
 /// sats plus the redeem fee, locked to `provider` with a refund to `buyer` after
 /// `expires_at` and [`REFUND_GRACE_SECS`], from the wallet in `dir`. With the node's
 /// `offer` (its NIP-11 `fleetmesh` object), a bid under its price or a mint it does not
-/// take is refused before anything is locked. Says on stderr what it locked.
+/// take is refused before anything is locked; with `htlc` (a delivery-mode offer's hash)
+/// the lock is a NUT-14 HTLC with the provider's key. Says on stderr what it locked.
 #[allow(clippy::too_many_arguments)]
 pub fn pay_job(
     args: &PayArgs,
@@ -56,7 +57,7 @@ pub fn pay_job(
         fleetmesh_proto::Engine,
     ),
     expires_at: u64,
-    offer: Option<&serde_json::Value>,
+    (offer, htlc): (Option<&serde_json::Value>, Option<&str>),
 ) -> anyhow::Result<Option<serde_json::Value>> {
     if args.pay.is_none() {
         return Ok(None);
@@ -103,11 +104,21 @@ pub fn pay_job(
     }
     let locktime = expires_at + REFUND_GRACE_SECS;
     let refund = hex::encode(buyer.public_key().serialize());
-    let lock = Lock::p2pk(provider, Some(locktime), vec![refund])?;
+    // delivery mode, where the provider offered one: an HTLC with its key, opened by the
+    // preimage it sends with the output
+    let lock = match htlc {
+        Some(hash) => Lock::htlc(hash, Some(provider), Some(locktime), vec![refund])?,
+        None => Lock::p2pk(provider, Some(locktime), vec![refund])?,
+    };
     let gross = wallet.gross(&mint, sats.max(1))?;
     let (token, fee) = wallet.send(&mint, gross, Some(format!("job {job_id}")), Some(&lock))?;
+    let to = if htlc.is_some() {
+        "the provider's key and delivery hash"
+    } else {
+        "the provider"
+    };
     eprintln!(
-        "meshnode: {gross} sat locked to the provider at {} (fee {fee} sat), refundable after {locktime}",
+        "meshnode: {gross} sat locked to {to} at {} (fee {fee} sat), refundable after {locktime}",
         mint.url()
     );
     Ok(Some(

@@ -185,6 +185,12 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
         )),
         "{err}"
     );
+    // the silent ghost's escrow was P2PK (its offer named no hash); the cheap one's an HTLC
+    assert!(err.contains("locked to the provider at"), "{err}");
+    assert!(
+        err.contains("locked to the provider's key and delivery hash"),
+        "{err}"
+    );
     let dear_key = node_key(&dear);
     assert!(
         !err.contains(&dear_key),
@@ -196,6 +202,14 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
     assert_eq!(answer["receipt"]["pubkey"], cheap_key.as_str(), "{answer}");
     let output = std::fs::read_to_string(work.path().join("out/stdout")).unwrap();
     assert_eq!(output, "ROUTED");
+    // delivery mode: the escrow was an HTLC on the hash the offer named, and the preimage
+    // came with the output
+    let preimage = answer["result"]["preimage"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"));
+    let revealed = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        hex::decode(preimage).unwrap(),
+    ));
     // the cheap provider redeems its escrow; the dear one got nothing
     let cheap_dir = home.path().join("cheap");
     wait_for("the cheap provider's redeemed escrow", || {
@@ -283,6 +297,13 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
             "{offers:?}"
         );
     }
+    let cheap_offer = offers
+        .iter()
+        .find(|o| {
+            o["ask"] == ask.as_str() && o["provider"] == format!("did:nostr:{cheap_key}").as_str()
+        })
+        .unwrap();
+    assert_eq!(cheap_offer["htlc"], revealed.as_str(), "{offers:?}");
 }
 
 /// The node's key, from its NIP-11 document.

@@ -543,10 +543,11 @@ impl JobService {
         let outcome = Ask::parse(&job.ask, 0)
             .map_err(|e| e.to_string())
             .and_then(|ask| {
-                self.open_payload(&ask, &job.payload)
-                    .map_err(|e| e.to_string())
-            })
-            .and_then(|msg| self.payments.redeem(&job.id, &msg["payment"]));
+                let msg = self
+                    .open_payload(&ask, &job.payload)
+                    .map_err(|e| e.to_string())?;
+                self.payments.redeem(&job.id, &ask, &msg["payment"])
+            });
         match outcome {
             Ok(sats) => {
                 p["state"] = json!("redeemed");
@@ -685,6 +686,16 @@ impl JobService {
                        "media_type": "application/vnd.fleetmesh.job-result+json"},
             "receipt": receipt.id_hex(),
         });
+        let mut result = result;
+        // delivered: the key to the delivery-mode escrow goes with the output
+        if failure.is_none()
+            && let Ok(ask) = Ask::parse(&job.ask, 0)
+            && ask.mode == Mode::Delivery
+            && job.payment.is_some()
+            && let Some(preimage) = self.payments.delivery_key(&ask)
+        {
+            result["preimage"] = json!(preimage);
+        }
         let key = nip44::conversation_key(&self.keys.nostr().secret_key(), &job.buyer)
             .map_err(|e| refuse("internal", e.to_string()))?;
         let sealed = nip44::encrypt(&key, result.to_string().as_bytes())

@@ -99,6 +99,12 @@ impl JobService {
         Ok(())
     }
 
+    /// The hash a delivery-mode ask's escrow may be locked to here (see
+    /// [`super::payments::Payments::delivery_lock`]).
+    pub fn delivery_lock(&self, ask: &Ask) -> Option<String> {
+        self.payments.delivery_lock(ask)
+    }
+
     /// What this node would charge at most for the ask's job, in sats (0 where it does not
     /// price the engine): the price the offer names.
     ///
@@ -136,8 +142,9 @@ impl JobService {
     }
 }
 
-/// The compute/1.0 `offer` for `ask` at `price_sat`, made under the terms event `terms`.
-pub fn offer_message(ask: &Ask, price_sat: u64, terms: Option<&str>) -> Value {
+/// The compute/1.0 `offer` for `ask` at `price_sat`, made under the terms event `terms`,
+/// with the hash its escrow may be locked to (`htlc`, delivery mode).
+pub fn offer_message(ask: &Ask, price_sat: u64, terms: Option<&str>, htlc: Option<&str>) -> Value {
     let mut offer = json!({
         "protocol": "compute/1.0",
         "type": "offer",
@@ -148,6 +155,9 @@ pub fn offer_message(ask: &Ask, price_sat: u64, terms: Option<&str>) -> Value {
     });
     if let Some(t) = terms {
         offer["terms"] = json!(t);
+    }
+    if let Some(h) = htlc {
+        offer["htlc"] = json!(h);
     }
     offer
 }
@@ -161,6 +171,8 @@ pub struct Offer {
     pub price_sat: u64,
     /// The terms event it names, if any.
     pub terms: Option<String>,
+    /// The hash its escrow is to be locked to (NUT-14), if it names one.
+    pub htlc: Option<String>,
 }
 
 impl Offer {
@@ -190,6 +202,7 @@ impl Offer {
             provider: provider.to_owned(),
             price_sat,
             terms: message["terms"].as_str().map(str::to_owned),
+            htlc: message["htlc"].as_str().map(str::to_owned),
         })
     }
 }
@@ -242,22 +255,23 @@ mod tests {
             provider: provider.into(),
             price_sat,
             terms: None,
+            htlc: None,
         }
     }
 
     #[test]
     fn offers_are_read_against_their_ask_and_ranked_by_price_then_standing() {
         let a = ask(json!({"amount": 5000, "unit": "msat"}));
-        let good = offer_message(&a, 4, Some(&"ab".repeat(32)));
+        let good = offer_message(&a, 4, Some(&"ab".repeat(32)), Some(&"cd".repeat(32)));
         let o = Offer::read("p1", &good, &a).unwrap();
         assert_eq!(
             (o.price_sat, o.terms.as_deref()),
             (4, Some("ab".repeat(32).as_str()))
         );
         // above the bid (5 sat), for another ask, another mode, not an offer
-        let dear = offer_message(&a, 6, None);
+        let dear = offer_message(&a, 6, None, None);
         assert_eq!(Offer::read("p", &dear, &a).unwrap_err().code, "bid-too-low");
-        let other = offer_message(&ask(json!({"amount": 5, "unit": "sat"})), 1, None);
+        let other = offer_message(&ask(json!({"amount": 5, "unit": "sat"})), 1, None, None);
         assert_eq!(Offer::read("p", &other, &a).unwrap_err().code, "mismatch");
         let mut moded = good.clone();
         moded["mode"] = json!("proof");

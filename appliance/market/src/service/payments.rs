@@ -43,11 +43,23 @@ pub trait Payments: Send + Sync {
         need_sat: Option<u64>,
     ) -> Result<Option<Escrow>, Refusal>;
 
-    /// Redeems the escrowed `payment` of a verified job; the sats now the node's.
+    /// Redeems the escrowed `payment` of a verified job of `ask`; the sats now the node's.
     ///
     /// # Errors
     /// Why it could not (the mint unreachable, the proofs already spent).
-    fn redeem(&self, job_id: &str, payment: &Value) -> Result<u64, String>;
+    fn redeem(&self, job_id: &str, ask: &Ask, payment: &Value) -> Result<u64, String>;
+
+    /// The hash a `delivery`-mode ask's escrow may be locked to (NUT-14 HTLC, SHA-256 hex),
+    /// named in this node's offer; `None` where the node takes no such escrow.
+    fn delivery_lock(&self, _ask: &Ask) -> Option<String> {
+        None
+    }
+
+    /// The preimage of [`Payments::delivery_lock`] (hex), revealed with the output of the
+    /// ask's job once it is delivered.
+    fn delivery_key(&self, _ask: &Ask) -> Option<String> {
+        None
+    }
 }
 
 /// A node that takes no payments: an unpaid job is accepted, a paid or priced one refused.
@@ -71,7 +83,7 @@ impl Payments for NoPayments {
         }
     }
 
-    fn redeem(&self, _: &str, _: &Value) -> Result<u64, String> {
+    fn redeem(&self, _: &str, _: &Ask, _: &Value) -> Result<u64, String> {
         Err("this node takes no payments".into())
     }
 }
