@@ -6,7 +6,8 @@
 //! (`meshnode settle nwc-connect`), only the methods granted, within its budget — and sends
 //! the answer (kind 23195, `e` the request, `p` the client) back where requests are read.
 //!
-//! Requests are answered one at a time (a payment waits for the one before it); one that
+//! Invoices it made are claimed into the wallet once the mint says they are paid, looked
+//! for every 5 s. Requests are answered one at a time (a payment waits for the one before it); one that
 //! does not open, is expired, or is not NIP-44 is dropped and counted in
 //! `fleetmesh_nwc_requests_total{outcome}`.
 
@@ -134,6 +135,26 @@ pub async fn start(
             if let Err(e) = sent {
                 tracing::warn!(relay = %url, error = %e, "the NWC info event was not published");
             }
+        }
+    }));
+    // paid invoices reach the wallet without anyone looking them up
+    let s = service.clone();
+    tasks.push(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            let s = s.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let n = s
+                    .grants
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .settle_pending();
+                if n > 0 {
+                    tracing::info!(invoices = n, "paid NWC invoices claimed into the wallet");
+                }
+            })
+            .await;
         }
     }));
     let s = service.clone();

@@ -20,7 +20,8 @@ pub mod nwc;
 pub use error::{Result, SettleError};
 
 /// Opens the SQLite file at `path`, refusing one written by a newer build than schema
-/// version `schema` (`PRAGMA user_version`); the wallet and the NWC grants open theirs so.
+/// version `schema` (`PRAGMA user_version`), waiting up to 10 s for another process's
+/// write; the wallet and the NWC grants open theirs so.
 fn open_db(path: &std::path::Path, schema: i64) -> Result<rusqlite::Connection> {
     let shown = path.display().to_string();
     let err = |e: rusqlite::Error| SettleError::Store {
@@ -28,6 +29,9 @@ fn open_db(path: &std::path::Path, schema: i64) -> Result<rusqlite::Connection> 
         reason: e.to_string(),
     };
     let conn = rusqlite::Connection::open(path).map_err(err)?;
+    // the daemon and the command line share these files: a writer waits for the other
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(err)?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(err)?;

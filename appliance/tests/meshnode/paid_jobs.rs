@@ -107,6 +107,12 @@ fn a_priced_node_takes_jobs_paid_into_escrow_and_ends_up_holding_the_redeemed_to
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
     assert_eq!(status["payment"]["state"], "redeemed", "{status}");
+    // recorded against the job's receipt
+    let (_, receipt) = super::jobs::job(&["receipt", &id], &node, &buyer);
+    assert_eq!(
+        status["payment"]["receipt"], receipt["id"],
+        "{status} {receipt}"
+    );
     assert_eq!(status["payment"]["at"], mint.url.as_str(), "{status}");
     let redeemed = status["payment"]["redeemed_sat"].as_u64().unwrap();
     assert!(

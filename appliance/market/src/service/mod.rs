@@ -548,6 +548,16 @@ impl JobService {
                     .map_err(|e| e.to_string())?;
                 self.payments.redeem(&job.id, &ask, &msg["payment"])
             });
+        // the payment is recorded against the job's receipt (whose `d` only the buyer and
+        // this node can tie to the job)
+        if let Some(id) = job
+            .receipt
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok())
+            .and_then(|r| r["id"].as_str().map(str::to_owned))
+        {
+            p["receipt"] = json!(id);
+        }
         match outcome {
             Ok(sats) => {
                 p["state"] = json!("redeemed");

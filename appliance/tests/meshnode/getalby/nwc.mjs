@@ -1,6 +1,7 @@
 // @getalby/sdk's NWC client against the node's wallet service, driven by the NWC interop
 // test (appliance/tests/meshnode/nwc.rs):
-//   node nwc.mjs NPM_DIR URI INVOICE_TO_PAY  -> one JSON line: info, balance, invoice, paid
+//   node nwc.mjs NPM_DIR URI INVOICE_TO_PAY  -> one JSON line: info, balance, an invoice made
+//                                               and looked up, one paid, the transactions
 //   node nwc.mjs NPM_DIR URI                 -> the wallet's error for get_balance, as JSON
 import { createRequire } from 'node:module';
 
@@ -24,7 +25,9 @@ try {
     const made = await client.makeInvoice({ amount: 3000, description: 'from alby' });
     const paid = await client.payInvoice({ invoice });
     const balanceAfter = await client.getBalance();
-    console.log(JSON.stringify({ info, balance, made, paid, balanceAfter }));
+    const looked = await client.lookupInvoice({ payment_hash: made.payment_hash });
+    const listed = await client.listTransactions({ unpaid: true });
+    console.log(JSON.stringify({ info, balance, made, paid, balanceAfter, looked, listed }));
   }
 } finally {
   client.close();
