@@ -35,6 +35,20 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// The comparison of measured rounds (each of `ops` operations), by their medians.
+    pub fn of_rounds(ours: Vec<Duration>, baseline: Vec<Duration>, ops: u64) -> Comparison {
+        Comparison {
+            ours: Timing {
+                per_round: median(ours),
+                ops,
+            },
+            baseline: Timing {
+                per_round: median(baseline),
+                ops,
+            },
+        }
+    }
+
     /// Baseline time over ours: above 1 means fleetmesh is faster.
     pub fn speedup(&self) -> f64 {
         self.baseline.ns_per_op() / self.ours.ns_per_op()
@@ -70,16 +84,7 @@ where
         std::hint::black_box(baseline());
         b.push(t.elapsed());
     }
-    Comparison {
-        ours: Timing {
-            per_round: median(a),
-            ops,
-        },
-        baseline: Timing {
-            per_round: median(b),
-            ops,
-        },
-    }
+    Comparison::of_rounds(a, b, ops)
 }
 
 /// Prints one result row: name, ns/op each side, and the speed-up.

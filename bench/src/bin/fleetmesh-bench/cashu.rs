@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fleetmesh_bench::{Comparison, Timing, median, report};
+use fleetmesh_bench::{Comparison, report};
 use fleetmesh_settle::cashu::{MintClient, Wallet};
 
 fn repo() -> PathBuf {
@@ -145,16 +145,7 @@ pub fn run(args: &[String]) {
         them.push(theirs());
     }
     let ops = n as u64;
-    let c = Comparison {
-        ours: Timing {
-            per_round: median(us),
-            ops,
-        },
-        baseline: Timing {
-            per_round: median(them),
-            ops,
-        },
-    };
+    let c = Comparison::of_rounds(us, them, ops);
     report("payment, in process", "nutshell 0.19.2", &c);
     drop(to_peer);
     let _ = peer.wait();
@@ -202,15 +193,6 @@ fn cli(meshnode: &Path, bin: &Path, url: &str, work: &Path, rounds: usize) {
         cashu("payee", &["receive", &token]);
         them.push(t.elapsed());
     }
-    let c = Comparison {
-        ours: Timing {
-            per_round: median(us),
-            ops: 1,
-        },
-        baseline: Timing {
-            per_round: median(them),
-            ops: 1,
-        },
-    };
+    let c = Comparison::of_rounds(us, them, 1);
     report("payment, command line", "cashu CLI 0.19.2", &c);
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fleetmesh_bench::{Comparison, Timing, median, report};
+use fleetmesh_bench::{Comparison, report};
 use fleetmesh_proto::NodeKeys;
 use fleetmesh_proto::didcomm::{self, Message, Pack, PeerDoc, SignWith};
 use serde_json::json;
@@ -108,16 +108,7 @@ pub fn run(args: &[String]) {
             them.push(theirs(mode));
         }
         let ops = n as u64;
-        let c = Comparison {
-            ours: Timing {
-                per_round: median(us),
-                ops,
-            },
-            baseline: Timing {
-                per_round: median(them),
-                ops,
-            },
-        };
+        let c = Comparison::of_rounds(us, them, ops);
         report(name, "didcomm 0.3.2", &c);
     }
     drop(to_peer);
