@@ -28,7 +28,7 @@ use fleetmesh_schemas::constants::kind;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-/// Wrap ids remembered to drop duplicates (the same wrap from several relays).
+/// Event ids remembered to drop duplicates (the same event from several relays).
 const SEEN: usize = 4096;
 /// Jobs waiting for their answer at once; past it the oldest is answered no more.
 const PENDING: usize = 4096;
@@ -36,26 +36,22 @@ const PENDING: usize = 4096;
 /// Event ids seen, the latest [`SEEN`]: a set for lookups, their order for forgetting the
 /// oldest.
 #[derive(Default)]
-pub(crate) struct Seen(Mutex<Ids>);
-
-/// Ids in a set and in the order they came.
-type Ids = (HashSet<[u8; 32]>, VecDeque<[u8; 32]>);
+struct Seen {
+    ids: HashSet<[u8; 32]>,
+    order: VecDeque<[u8; 32]>,
+}
 
 impl Seen {
     /// True the first time `id` is seen.
-    pub(crate) fn first(&self, id: [u8; 32]) -> bool {
-        let mut seen = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !seen.0.insert(id) {
+    fn first(&mut self, id: [u8; 32]) -> bool {
+        if !self.ids.insert(id) {
             return false;
         }
-        seen.1.push_back(id);
-        if seen.1.len() > SEEN
-            && let Some(old) = seen.1.pop_front()
+        self.order.push_back(id);
+        if self.order.len() > SEEN
+            && let Some(old) = self.order.pop_front()
         {
-            seen.0.remove(&old);
+            self.ids.remove(&old);
         }
         true
     }
@@ -86,6 +82,26 @@ pub(crate) fn forward_live(
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             }
+        }
+    })
+}
+
+/// Handles each event `rx` brings once (by id, the latest [`SEEN`] remembered), one at a
+/// time on the blocking pool: a flood waits in the channel (and the live fan-out drops the
+/// oldest), it does not take a thread each.
+pub(crate) fn each_once(
+    mut rx: mpsc::Receiver<Event>,
+    handle: impl Fn(Event) + Send + Sync + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let handle = Arc::new(handle);
+    tokio::spawn(async move {
+        let mut seen = Seen::default();
+        while let Some(e) = rx.recv().await {
+            if !seen.first(e.id) {
+                continue;
+            }
+            let h = handle.clone();
+            let _ = tokio::task::spawn_blocking(move || h(e)).await;
         }
     })
 }
@@ -122,13 +138,12 @@ pub(crate) fn follow(
     })
 }
 
-/// The mailbox's state: what it has seen and the jobs whose answer it owes.
+/// The mailbox's state: the jobs whose answer it owes.
 struct Mailbox {
     keys: NodeKeys,
     jobs: Arc<JobService>,
     relay: Arc<Relay>,
     out: broadcast::Sender<Event>,
-    seen: Seen,
     pending: Mutex<VecDeque<String>>,
     /// `[api] jobs_by_key`.
     by_key: bool,
@@ -214,7 +229,7 @@ pub fn start(
 ) -> crate::tasks::Tasks {
     let mut tasks = Vec::new();
     let (out, _) = broadcast::channel(256);
-    let (tx, mut rx) = mpsc::channel::<Event>(256);
+    let (tx, rx) = mpsc::channel::<Event>(256);
     let me = keys.nostr_pubkey_hex();
     let live = relay.live();
     let mailbox = Arc::new(Mailbox {
@@ -222,7 +237,6 @@ pub fn start(
         jobs,
         relay,
         out,
-        seen: Seen::default(),
         pending: Mutex::default(),
         by_key,
     });
@@ -246,17 +260,7 @@ pub fn start(
         tasks.push(follow(url, filter, key, tx.clone(), mailbox.out.clone()));
     }
     let m = mailbox.clone();
-    tasks.push(tokio::spawn(async move {
-        while let Some(wrap) = rx.recv().await {
-            if !m.seen.first(wrap.id) {
-                continue;
-            }
-            // one at a time: a flood of wraps waits in the channel (and the live fan-out
-            // drops the oldest), it does not take a thread each
-            let m = m.clone();
-            let _ = tokio::task::spawn_blocking(move || m.open(&wrap)).await;
-        }
-    }));
+    tasks.push(each_once(rx, move |wrap| m.open(&wrap)));
     tasks.push(tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {

@@ -21,7 +21,7 @@ use fleetmesh_settle::nwc::{Failure, Grants, METHODS};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::mailbox::{Seen, follow, forward_live};
+use crate::mailbox::{each_once, follow, forward_live};
 
 /// The wallet service's info event kind (replaceable).
 pub const INFO: u16 = 13194;
@@ -72,7 +72,6 @@ struct Service {
     relay: Arc<Relay>,
     grants: Mutex<Grants>,
     out: broadcast::Sender<Event>,
-    seen: Seen,
 }
 
 /// Publishes the info event here (before the node serves) and on `relays`, and starts
@@ -93,14 +92,13 @@ pub async fn start(
         tracing::warn!(error = %e, "the NWC info event was not stored");
     }
     let (out, _) = broadcast::channel(256);
-    let (tx, mut rx) = mpsc::channel::<Event>(256);
+    let (tx, rx) = mpsc::channel::<Event>(256);
     let me = keys.nostr_pubkey_hex();
     let service = Arc::new(Service {
         keys,
         relay: relay.clone(),
         grants: Mutex::new(grants),
         out,
-        seen: Seen::default(),
     });
     let mine = me.clone();
     let to_me = move |e: &Event| {
@@ -158,15 +156,7 @@ pub async fn start(
         }
     }));
     let s = service.clone();
-    tasks.push(tokio::spawn(async move {
-        while let Some(request) = rx.recv().await {
-            if !s.seen.first(request.id) {
-                continue;
-            }
-            let s = s.clone();
-            let _ = tokio::task::spawn_blocking(move || s.answer(&request)).await;
-        }
-    }));
+    tasks.push(each_once(rx, move |request| s.answer(&request)));
     Ok(crate::tasks::Tasks(tasks))
 }
 

@@ -27,7 +27,7 @@ use fleetmesh_schemas::constants::kind;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::mailbox::{Seen, follow, forward_live, wrap_compute};
+use crate::mailbox::{each_once, follow, forward_live, wrap_compute};
 
 /// How often the terms are compared with what the node sells now.
 const TERMS_EVERY: Duration = Duration::from_secs(2);
@@ -44,7 +44,6 @@ struct Desk {
     jobs: Arc<JobService>,
     relay: Arc<Relay>,
     out: broadcast::Sender<Event>,
-    seen: Seen,
     /// The id of the terms event last published.
     terms: Mutex<Option<String>>,
 }
@@ -61,13 +60,12 @@ pub async fn start(
 ) -> crate::tasks::Tasks {
     let mut tasks = Vec::new();
     let (out, _) = broadcast::channel(256);
-    let (tx, mut rx) = mpsc::channel::<Event>(256);
+    let (tx, rx) = mpsc::channel::<Event>(256);
     let desk = Arc::new(Desk {
         keys,
         jobs,
         relay,
         out,
-        seen: Seen::default(),
         terms: Mutex::default(),
     });
     let is_ask = |e: &Event| e.kind == kind::COMPUTE_ASK;
@@ -90,15 +88,7 @@ pub async fn start(
     }
     drop(tx);
     let d = desk.clone();
-    tasks.push(tokio::spawn(async move {
-        while let Some(ask) = rx.recv().await {
-            if !d.seen.first(ask.id) {
-                continue;
-            }
-            let d = d.clone();
-            let _ = tokio::task::spawn_blocking(move || d.answer(ask)).await;
-        }
-    }));
+    tasks.push(each_once(rx, move |ask| d.answer(ask)));
     // on the node's own relay before it serves anything
     let mut last = terms_now(&desk.jobs, &mints, &models);
     desk.publish_terms(&last, &[]).await;
