@@ -89,13 +89,30 @@ pub async fn start(
     drop(tx);
     let d = desk.clone();
     tasks.push(each_once(rx, move |ask| d.answer(ask)));
+    // read off the runtime: a circuit's zkey is hashed the first time it is seen
+    let current = {
+        let (jobs, mints, models) = (desk.jobs.clone(), mints, models);
+        move || {
+            let (jobs, mints, models) = (jobs.clone(), mints.clone(), models.clone());
+            async move {
+                tokio::task::spawn_blocking(move || terms_now(&jobs, &mints, &models))
+                    .await
+                    .ok()
+            }
+        }
+    };
     // on the node's own relay before it serves anything
-    let mut last = terms_now(&desk.jobs, &mints, &models);
+    let mut last = current()
+        .await
+        .unwrap_or_else(|| desk.jobs.limits().terms());
     desk.publish_terms(&last, &[]).await;
     tasks.push(tokio::spawn(async move {
         let mut first = true;
         loop {
-            let now = terms_now(&desk.jobs, &mints, &models);
+            let Some(now) = current().await else {
+                tokio::time::sleep(TERMS_EVERY).await;
+                continue;
+            };
             if first || now != last {
                 desk.publish_terms(&now, &relays).await;
                 (last, first) = (now, false);
