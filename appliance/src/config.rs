@@ -11,14 +11,16 @@ use fleetmesh_kernels::BackendChoice;
 use fleetmesh_proto::{Endpoint, Mode, NodeClass};
 use serde::{Deserialize, Serialize};
 
+mod api;
 mod ledger;
 mod peering;
 mod settlement;
+pub use api::ApiSection;
 pub use ledger::{Fault, LedgerSection};
 #[cfg(feature = "federation")]
 pub(crate) use peering::pem_certs;
 pub use peering::{PeerSection, PeeringSection, ShardSection};
-pub use settlement::SettlementSection;
+pub use settlement::{Backend, SettlementSection};
 
 /// File name of the configuration inside a node directory.
 pub const FILE: &str = "meshnode.toml";
@@ -163,37 +165,6 @@ impl Default for BlobsSection {
 /// (`fleetmesh_market::service::JobLimits`). A job's limits are cut to these (never refused
 /// for asking more); NIP-11 advertises them under `fleetmesh.jobs`, so buyers know.
 pub use fleetmesh_market::service::JobLimits as JobsSection;
-
-/// `[api]`: who may call the compute, proof and job APIs (see the README's "Exposure").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ApiSection {
-    /// Origins (`https://app.example`) whose web pages may call the APIs from a browser;
-    /// `"*"` for any. Default: none (browsers may call them only from the node's own
-    /// origin).
-    pub allowed_origins: Vec<String>,
-    /// A bearer token every state-changing API request must carry
-    /// (`Authorization: Bearer TOKEN`), and the job API's reads but a buyer's own (signed
-    /// by its key, NIP-98). Default: none; required when `[face] listen` is not a loopback
-    /// address.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
-    /// Take market jobs by key — gift-wrapped through relays, or by DIDComm — from any
-    /// buyer, whatever `token` says: the market is open to buyers who sign their asks.
-    /// `false` keeps compute to callers of `POST /v1/jobs` with the token (jobs by key are
-    /// then refused with `by_key_off`). Default true.
-    pub jobs_by_key: bool,
-}
-
-impl Default for ApiSection {
-    fn default() -> Self {
-        ApiSection {
-            allowed_origins: Vec::new(),
-            token: None,
-            jobs_by_key: true,
-        }
-    }
-}
 
 /// `[inference]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -626,6 +597,18 @@ impl Config {
         self.peering.check()?;
         self.ledger.check()?;
         self.settlement.check()?;
+        self.api.check()?;
+        if !self.api.prices.is_empty()
+            && self.settlement.lightning.backend == Backend::Cashu
+            && self.settlement.mints.is_empty()
+        {
+            return Err(
+                "[api.prices] is set but nothing can issue its invoices: set [settlement] \
+                 mints (the Cashu mint's invoices) or [settlement.lightning] backend = \
+                 \"lnd\" or \"cln\""
+                    .into(),
+            );
+        }
         if !self.jobs.prices.is_empty() && self.settlement.mints.is_empty() {
             return Err(
                 "[jobs.prices] is set but [settlement] mints is empty: a priced job \

@@ -12,6 +12,7 @@ mod didcomm;
 #[cfg(feature = "federation")]
 mod federation;
 mod http;
+mod l402;
 #[cfg(feature = "federation")]
 mod ledger;
 mod mailbox;

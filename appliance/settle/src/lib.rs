@@ -8,13 +8,17 @@
 //!
 //! - [`nwc`]: Nostr Wallet Connect (NIP-47) answered from that wallet: connection URIs,
 //!   the connections a node grants with their methods and budgets, the requests' answers.
-//!
-//! The rest of settlement (L402 on the HTTP API) builds on these types; see the market
-//! issue.
+//! - [`lightning`]: invoices issued and paid through one trait, whatever holds the
+//!   channels: the Cashu mint's bolt11 quotes, LND's or Core Lightning's REST API.
+//! - [`l402`]: paid HTTP requests (bLIP-26): macaroons, challenges, credentials, and the
+//!   record of credentials used; the appliance prices its API routes with it.
 
 pub mod bolt11;
 pub mod cashu;
 mod error;
+mod http;
+pub mod l402;
+pub mod lightning;
 pub mod nwc;
 
 pub use error::{Result, SettleError};

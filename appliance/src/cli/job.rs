@@ -228,6 +228,10 @@ fn submit(
         market.is_none() || (by_key.provider.is_none() && by_key.via.is_none()),
         "--route auto picks the provider: drop --to and --via"
     );
+    anyhow::ensure!(
+        market.is_none() || pay.pay.as_deref() != Some("l402"),
+        "--pay l402 pays one node's HTTP API (--node URL); --route auto pays with cashu"
+    );
     let via = match by_key.via.as_deref() {
         Some(v) => v,
         None if by_key.provider.is_some() && to.given_node.is_none() => "auto",
@@ -418,8 +422,13 @@ fn submit(
     }
     // over HTTP the node's offer (NIP-11) says its prices and mints: checked before any
     // money is locked to it
-    let offer = match (&pay.pay, via) {
-        (Some(_), "http") => Some(nip11(to)?["fleetmesh"].clone()),
+    let l402 = pay.pay.as_deref() == Some("l402");
+    anyhow::ensure!(
+        !l402 || via == "http",
+        "--pay l402 pays the node's HTTP API: send with --node URL (--via http)"
+    );
+    let offer = match (pay.pay.as_deref(), via) {
+        (Some("cashu"), "http") => Some(nip11(to)?["fleetmesh"].clone()),
         _ => None,
     };
     let body = seal(&provider, offer.as_ref(), None, None)?;
@@ -442,10 +451,26 @@ fn submit(
     let post = client()?
         .post(&url)
         .header("content-type", "application/json");
-    let r = signed(post, to, Some(&keys), ("POST", &url, Some(body.as_bytes())))?
-        .body(body)
+    let mut r = signed(post, to, Some(&keys), ("POST", &url, Some(body.as_bytes())))?
+        .body(body.clone())
         .send()
         .with_context(|| format!("submitting to {}", to.node()))?;
+    // a node that sells /v1/jobs by L402: pay its invoice (within the bid), send again
+    if let Some(challenge) = crate::cli::l402::challenge_of(&r).filter(|_| l402) {
+        let max_sat = match bid["unit"].as_str() {
+            Some("msat") => bid["amount"].as_u64().unwrap_or(0).div_ceil(1000),
+            _ => bid["amount"].as_u64().unwrap_or(0),
+        };
+        let payer = crate::cli::l402::payer(&wallet_dir, pay.mint.as_deref())?;
+        let auth = crate::cli::l402::pay(&challenge, max_sat, payer.as_ref())?;
+        r = client()?
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("authorization", auth)
+            .body(body)
+            .send()
+            .with_context(|| format!("submitting to {}", to.node()))?;
+    }
     let status = r.status().as_u16();
     let v: Value = r.json().context("the node's answer is not JSON")?;
     println!("{v}");

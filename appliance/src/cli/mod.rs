@@ -16,6 +16,7 @@ pub mod giftwrap;
 pub mod infer;
 pub mod job;
 pub mod keys;
+pub mod l402;
 pub mod ledger;
 pub mod nwc;
 pub mod peers;

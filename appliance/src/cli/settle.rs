@@ -1,6 +1,7 @@
 //! `meshnode settle …`: the settlement rails from the command line. `decode` reads a
 //! BOLT11 invoice ([`fleetmesh_settle::bolt11`]): what it asks for, checked as a payer
-//! checks it, before anything is paid; `nwc-…` are Nostr Wallet Connect ([`crate::cli::nwc`]).
+//! checks it, before anything is paid; `nwc-…` are Nostr Wallet Connect ([`crate::cli::nwc`]);
+//! `l402` requests a priced route, paying when asked ([`crate::cli::l402`]).
 
 use clap::{Args, Subcommand};
 
@@ -28,6 +29,10 @@ pub enum SettleCommand {
     NwcInvoice(crate::cli::nwc::InvoiceArgs),
     /// Look an invoice up in an NWC wallet (`--payment-hash`): its state.
     NwcLookup(crate::cli::nwc::LookupArgs),
+    /// Request a URL, paying with L402 when it answers 402 (a node's `[api.prices]`):
+    /// the invoice paid through `[settlement.lightning]` (or the Cashu wallet), then the
+    /// request again with the credential; the answer on stdout.
+    L402(crate::cli::l402::FetchArgs),
 }
 
 /// `meshnode settle …`.
@@ -42,6 +47,7 @@ pub fn run(c: &SettleCommand) -> anyhow::Result<Outcome> {
         SettleCommand::NwcBalance(a) => nwc::balance(a),
         SettleCommand::NwcInvoice(a) => nwc::invoice(a),
         SettleCommand::NwcLookup(a) => nwc::lookup(a),
+        SettleCommand::L402(a) => crate::cli::l402::fetch(a),
     }
 }
 

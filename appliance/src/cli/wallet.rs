@@ -27,7 +27,11 @@ pub struct PayArgs {
     /// chosen provider offered; in sats, plus the mint's fee for redeeming it) from the buyer's wallet (`wallet.sqlite` of `--key-dir`, else of the
     /// buyer identity) to the provider's key, refundable to the buyer ten minutes after
     /// the ask expires (`meshnode wallet check` takes it back then if unredeemed).
-    #[arg(long, value_name = "cashu", value_parser = ["cashu"])]
+    /// `l402` pays the node's HTTP API when it prices `/v1/jobs` (`[api.prices]`): the
+    /// invoice of its `402` answer, at most the bid, through the buyer's
+    /// `[settlement.lightning]` (or its Cashu wallet), then the job is sent again with the
+    /// credential (`--node`, over HTTP).
+    #[arg(long, value_name = "cashu|l402", value_parser = ["cashu", "l402"])]
     pub pay: Option<String>,
     /// The mint to pay from [default: the first of `[settlement] mints` of the buyer's
     /// directory, else the one mint its wallet holds ecash of].
@@ -59,7 +63,7 @@ pub fn pay_job(
     expires_at: u64,
     (offer, htlc): (Option<&serde_json::Value>, Option<&str>),
 ) -> anyhow::Result<Option<serde_json::Value>> {
-    if args.pay.is_none() {
+    if args.pay.as_deref() != Some("cashu") {
         return Ok(None);
     }
     let amount = bid["amount"].as_u64().context("the bid has no amount")?;
@@ -360,6 +364,13 @@ fn trusted_mints(dir: &Path) -> anyhow::Result<Vec<String>> {
         .iter()
         .map(|m| normalize_mint(m))
         .collect())
+}
+
+/// The mint the wallet of `dir` pays at: `given`, else the first of its `[settlement]
+/// mints`, else the one mint it holds ecash of.
+pub fn mint_of(dir: &Path, given: Option<&str>) -> anyhow::Result<String> {
+    let wallet = Wallet::open(&dir.join(WALLET_FILE))?;
+    pick_mint(&wallet, given, &trusted_mints(dir)?)
 }
 
 /// `--mint`, else the first trusted mint, else the one mint the wallet holds ecash of.

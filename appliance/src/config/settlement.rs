@@ -15,11 +15,96 @@ pub struct SettlementSection {
     /// `[node] relays`, to the connections granted with `meshnode settle nwc-connect`
     /// (paying and invoicing at the first of `mints`). Default false.
     pub nwc: bool,
+    /// What issues the node's Lightning invoices (L402 for `[api.prices]`) and pays
+    /// others' (`meshnode job submit --pay l402`, `meshnode settle l402`).
+    pub lightning: LightningSection,
+}
+
+/// Which Lightning backend: see [`LightningSection`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// The first of `[settlement] mints`: its bolt11 quotes, claimed into the wallet once
+    /// paid; paying by melt (the mint must return the preimage).
+    #[default]
+    Cashu,
+    /// An LND node's REST API.
+    Lnd,
+    /// A Core Lightning node's REST API (`clnrest`).
+    Cln,
+}
+
+/// `[settlement.lightning]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LightningSection {
+    /// `cashu` (default), `lnd` or `cln`.
+    pub backend: Backend,
+    /// The node's REST API (lnd, cln): https, or http on a loopback address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The file with its credential: LND's macaroon (e.g. `invoice.macaroon`, binary or
+    /// hex; `admin.macaroon` to pay), CLN's rune (text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential_file: Option<std::path::PathBuf>,
+    /// A PEM certificate to trust for `url` (LND's self-signed `tls.cert`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+}
+
+impl LightningSection {
+    /// The backend this section names: the Cashu wallet at `wallet` paying at `mint`
+    /// (the first of `[settlement] mints`, or the one given), or the node's REST API with
+    /// its credential read now.
+    pub fn open(
+        &self,
+        wallet: &std::path::Path,
+        mint: Option<&str>,
+    ) -> Result<Box<dyn fleetmesh_settle::lightning::Lightning>, String> {
+        use fleetmesh_settle::lightning::{CashuLightning, Flavor, Rest};
+        let flavor = match self.backend {
+            Backend::Cashu => {
+                let mint = mint.ok_or(
+                    "[settlement.lightning] backend = \"cashu\" needs a mint ([settlement] \
+                     mints)",
+                )?;
+                return Ok(Box::new(CashuLightning {
+                    wallet: wallet.to_owned(),
+                    mint: mint.to_owned(),
+                }));
+            }
+            Backend::Lnd => Flavor::Lnd,
+            Backend::Cln => Flavor::Cln,
+        };
+        let (Some(url), Some(file)) = (&self.url, &self.credential_file) else {
+            return Err(format!(
+                "[settlement.lightning] backend = {} needs url and credential_file",
+                serde_json::to_string(&self.backend).unwrap_or_default()
+            ));
+        };
+        let read = |f: &std::path::Path, what: &str| {
+            std::fs::read(f)
+                .map_err(|e| format!("[settlement.lightning] {what} {}: {e}", f.display()))
+        };
+        let credential = read(file, "credential_file")?;
+        let cert = self
+            .tls_cert_file
+            .as_deref()
+            .map(|f| read(f, "tls_cert_file"))
+            .transpose()?;
+        Rest::new(flavor, url, &credential, cert.as_deref())
+            .map(|r| Box::new(r) as Box<dyn fleetmesh_settle::lightning::Lightning>)
+            .map_err(|e| format!("[settlement.lightning] {e}"))
+    }
 }
 
 impl SettlementSection {
-    /// Refuses a mint that is not an http(s) URL with a host, and NWC without a mint.
+    /// Refuses a mint that is not an http(s) URL with a host, NWC without a mint, and a
+    /// Lightning node's API that is not there or cannot be read.
     pub fn check(&self) -> Result<(), String> {
+        if self.lightning.backend != Backend::Cashu {
+            self.lightning.open(std::path::Path::new(""), None)?;
+        }
         if self.nwc && self.mints.is_empty() {
             return Err(
                 "[settlement] nwc = true needs a mint in [settlement] mints to pay and \

@@ -17,6 +17,13 @@
 //!   jobs (see [`crate::http::jobs`]). A node listening on a non-loopback address must have
 //!   a token (checked at start-up).
 //!
+//! - **Paid routes** (`[api.prices]`, [`crate::l402`]): a state-changing request to a
+//!   priced route must carry a paid L402 credential (a stranger's proof of payment lets
+//!   it in, as the token would), or the token; else `402` with a fresh challenge. A
+//!   credential that does not hold is 401 with its reason; one that does is recorded as
+//!   used after every other check passed, and released when the route refuses the
+//!   request.
+//!
 //! Checked in the middleware, so a refused request's body is never read; the principal
 //! travels to the handler as a request extension.
 
@@ -39,6 +46,8 @@ pub struct Policy {
     pub token: Option<[u8; 32]>,
     /// Whether a key (NIP-98) may make state-changing requests here, token or not.
     pub keys: bool,
+    /// The priced routes, when `[api.prices]` sets any.
+    pub gate: Option<Arc<crate::l402::Gate>>,
 }
 
 /// Who a request comes from.
@@ -50,6 +59,8 @@ pub enum Principal {
     Key(crate::http::nip98::Signed),
     /// Nobody: a node with a token, a request with neither it nor a signature.
     Anonymous,
+    /// Whoever paid for this one request (L402).
+    Paid(fleetmesh_settle::l402::Paid),
 }
 
 impl Policy {
@@ -62,7 +73,14 @@ impl Policy {
                 .collect(),
             token: token.map(|t| Sha256::digest(t.as_bytes()).into()),
             keys: false,
+            gate: None,
         }
+    }
+
+    /// This policy, selling the routes `gate` prices.
+    pub fn with_gate(mut self, gate: Option<Arc<crate::l402::Gate>>) -> Policy {
+        self.gate = gate;
+        self
     }
 
     /// This policy, letting keys (NIP-98) make state-changing requests when `keys`.
@@ -203,13 +221,38 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
         );
     }
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-    let principal = match policy.principal(req.method(), path, &headers, unix_now()) {
-        Ok(p) => p,
-        Err(why) => return unauthorized(&why),
+    let route = req.uri().path().to_owned();
+    let priced = match &policy.gate {
+        Some(g) if changes_state => g.price(&route).map(|p| (g, p)),
+        _ => None,
     };
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let principal = match (priced, fleetmesh_settle::l402::is_l402(auth)) {
+        (Some((gate, price)), true) => match gate.verify(auth, &route, price) {
+            Ok(paid) => Principal::Paid(paid),
+            Err(why) => return unauthorized(&why),
+        },
+        (None, true) => {
+            return unauthorized("an L402 credential on a route this node does not price");
+        }
+        _ => match policy.principal(req.method(), path, &headers, unix_now()) {
+            Ok(p) => p,
+            Err(why) => return unauthorized(&why),
+        },
+    };
+    if let Some((gate, price)) = priced {
+        // the token holder does not pay its own node; everyone else does
+        let free = principal == Principal::Operator && policy.token.is_some();
+        if !free && !matches!(principal, Principal::Paid(_)) {
+            return gate.challenge(&route, price).await;
+        }
+    }
     if changes_state {
         let allowed = match &principal {
-            Principal::Operator => true,
+            Principal::Operator | Principal::Paid(_) => true,
             // a key may where keys are let in, and anywhere on a node without a token
             Principal::Key(_) => policy.keys || policy.token.is_none(),
             Principal::Anonymous => false,
@@ -230,9 +273,22 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
             );
         }
     }
+    // a paid credential is spent last, once nothing else can refuse the request here
+    let paid = match (&principal, priced) {
+        (Principal::Paid(paid), Some((gate, _))) => {
+            if let Err(why) = gate.redeem(paid, &route).await {
+                return unauthorized(&why);
+            }
+            Some((gate.clone(), paid.clone()))
+        }
+        _ => None,
+    };
     let mut req = req;
     req.extensions_mut().insert(principal);
     let mut response = next.run(req).await;
+    if let Some((gate, paid)) = paid {
+        gate.finish(paid, response.status()).await;
+    }
     cors(&policy, &headers, &mut response);
     response
 }

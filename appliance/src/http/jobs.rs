@@ -6,6 +6,8 @@
 //! sees only the jobs it bought — another's job is `not_found`, as a job that does not
 //! exist, so that a key learns nothing of others' jobs. The operator sees every job; a
 //! request from nobody (a node with a token, a request without it or a signature) is 401.
+//! A submission paid by L402 (`[api.prices]`) is taken as the operator's would be: the
+//! job is the buyer's who signed its ask, who reads it by NIP-98.
 //! The NIP-98 authorization of a submission must commit to its body (`payload`).
 
 use std::sync::Arc;
@@ -69,7 +71,7 @@ fn lookup(s: &JobService, id: &str, who: &Principal) -> Result<JobRecord, Box<Re
     let key = match who {
         Principal::Operator => None,
         Principal::Key(signed) => Some(signed.pubkey.as_str()),
-        Principal::Anonymous => {
+        Principal::Anonymous | Principal::Paid(_) => {
             return Err(Box::new(unauthorized(
                 "reading a job needs the buyer's NIP-98 signature or the [api] token",
             )));

@@ -183,7 +183,27 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         Kind::Counter,
         "Manifest applies and reloads, by source (socket, reload, watch) and outcome (applied, refused: nothing changed).",
     ),
+    (
+        "fleetmesh_offers_total",
+        Kind::Counter,
+        "Offers answering open asks, by outcome (sent, or why none was).",
+    ),
+    (
+        "fleetmesh_nwc_requests_total",
+        Kind::Counter,
+        "Nostr Wallet Connect requests answered from the wallet, by outcome (ok or the NIP-47 error code).",
+    ),
+    (
+        "fleetmesh_l402_total",
+        Kind::Counter,
+        "L402 on priced API routes, by outcome (challenged, paid, released: the request was refused and the credential freed, refused, replayed, unissued: no invoice could be made).",
+    ),
 ];
+
+/// Counts an L402 event (`fleetmesh_l402_total{outcome}`).
+pub fn l402(outcome: &'static str) {
+    metrics::counter!("fleetmesh_l402_total", "outcome" => outcome).increment(1);
+}
 
 /// The process's recorder, installed on first use (histogram buckets for `_seconds` and
 /// `_batch_size` metrics; help texts from [`DESCRIBED`]). Should another recorder already

@@ -170,10 +170,18 @@ pub fn router(
         )
         .to_string(),
     });
-    let policy = Arc::new(crate::http::guard::Policy::new(
-        &node.config.api.allowed_origins,
-        node.config.api.token.as_deref(),
-    ));
+    // the routes sold per request (L402), when [api.prices] sets any
+    let gate = crate::l402::Gate::open(node)?;
+    if let Some(g) = &gate {
+        g.spawn_claims();
+    }
+    let policy = Arc::new(
+        crate::http::guard::Policy::new(
+            &node.config.api.allowed_origins,
+            node.config.api.token.as_deref(),
+        )
+        .with_gate(gate),
+    );
     // the job routes take keys (NIP-98) too, each kept to its own jobs
     let jobs_policy = Arc::new((*policy).clone().with_keys(node.config.api.jobs_by_key));
     let guard = axum::middleware::from_fn_with_state(policy, crate::http::guard::guard);

@@ -9,18 +9,7 @@ use super::*;
 
 /// The venv's python with the pinned didcomm, from `didcomm/peer.sh`.
 fn peer_python() -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let venv = Command::new("python3").args(["-c", "import venv"]).output();
-    if !venv.is_ok_and(|o| o.status.success()) {
-        assert!(!ci, "CI=true but python3 cannot make a venv");
-        eprintln!("SKIPPED DIDComm interop: python3 has no venv module");
-        return None;
-    }
-    let o = Command::new(repo().join("appliance/tests/meshnode/didcomm/peer.sh"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "peer.sh: {}", stderr(&o));
-    Some(PathBuf::from(stdout(&o).trim()))
+    venv_python("didcomm/peer.sh", "DIDComm interop")
 }
 
 /// The flags of one way of packing, and what the other side must report of it.

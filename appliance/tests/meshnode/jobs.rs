@@ -22,7 +22,7 @@ pub(super) fn job(args: &[&str], node: &Daemon, buyer: &Path) -> (Output, Value)
 }
 
 /// Polls `job status` until the job is final; its exit code and state.
-fn wait_final(id: &str, node: &Daemon, buyer: &Path) -> (Option<i32>, Value) {
+pub(super) fn wait_final(id: &str, node: &Daemon, buyer: &Path) -> (Option<i32>, Value) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (o, v) = job(&["status", id], node, buyer);

@@ -16,6 +16,7 @@ mod inference;
 mod init;
 mod jobs;
 mod keys;
+mod l402;
 mod ledger;
 mod mailbox;
 mod market;
@@ -95,6 +96,24 @@ fn assert_usage_error(o: &Output, mentions: &str) {
 fn repo() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .join("..")
+}
+
+/// The python of the virtual environment `appliance/tests/meshnode/SCRIPT` (a pinned
+/// PyPI package's installer) prints; `None`, with a message naming `what` is skipped,
+/// only where python3 cannot make a venv and `CI` is not `true`.
+fn venv_python(script: &str, what: &str) -> Option<PathBuf> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let venv = Command::new("python3").args(["-c", "import venv"]).output();
+    if !venv.is_ok_and(|o| o.status.success()) {
+        assert!(!ci, "CI=true but python3 cannot make a venv");
+        eprintln!("SKIPPED {what}: python3 has no venv module");
+        return None;
+    }
+    let o = Command::new(repo().join("appliance/tests/meshnode").join(script))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{script}: {}", stderr(&o));
+    Some(PathBuf::from(stdout(&o).trim()))
 }
 
 /// The npm directory `appliance/tests/meshnode/DIR/tools.sh` installs a pinned package

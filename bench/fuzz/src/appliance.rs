@@ -173,3 +173,39 @@ pub fn nwc(data: &[u8]) {
         assert!(!f.code.is_empty());
     }
 }
+
+/// `fleetmesh_settle::l402`: the first byte picks a macaroon (V2 binary), an
+/// `Authorization: L402` credential, or a `WWW-Authenticate` challenge. A decoded macaroon
+/// writes back and reads equal; a credential is checked by a minter (refused, never a
+/// panic: no fuzzed input holds its signature).
+pub fn l402(data: &[u8]) {
+    use fleetmesh_settle::l402::{Challenge, Credential, Macaroon, Minter};
+    let Some((mode, rest)) = data.split_first() else {
+        return;
+    };
+    match mode % 3 {
+        0 => {
+            if let Ok(m) = Macaroon::from_bytes(rest) {
+                let again = Macaroon::from_bytes(&m.to_bytes()).expect("written back, it reads");
+                assert_eq!(again, m);
+                assert_eq!(Macaroon::from_base64(&m.to_base64()).ok(), Some(m));
+            }
+        }
+        1 => {
+            let Ok(text) = std::str::from_utf8(rest) else {
+                return;
+            };
+            if let Ok(c) = Credential::parse(text) {
+                let minter = Minter::new([9; 32]);
+                assert!(minter.verify(&c, "/v1/jobs", 1, crate::NOW).is_err());
+            }
+        }
+        _ => {
+            if let Ok(c) = std::str::from_utf8(rest).map(Challenge::parse)
+                && let Ok(c) = c
+            {
+                assert_eq!(Challenge::parse(&c.header()).ok(), Some(c));
+            }
+        }
+    }
+}

@@ -61,6 +61,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("settle_bolt11", appliance::bolt11),
     ("settle_cashu_token", appliance::cashu_token),
     ("settle_nwc", appliance::nwc),
+    ("settle_l402", appliance::l402),
 ];
 
 /// The harness named `name`.

@@ -7,7 +7,6 @@
 //! effect.
 
 use std::collections::BTreeMap;
-use std::io::Read as _;
 use std::time::Duration;
 
 use secp256k1::PublicKey;
@@ -92,17 +91,12 @@ impl MintClient {
                 "mint {url:?} is not an http(s) URL"
             )));
         }
-        // rustls on ring, as everywhere in the workspace (a provider already installed,
-        // the appliance's, is kept)
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Self::timeout())
-            .build()
-            .map_err(|e| SettleError::Unreachable {
+        let http = crate::http::client(Self::timeout(), None).map_err(|reason| {
+            SettleError::Unreachable {
                 url: url.clone(),
-                reason: format!("HTTP client: {e}"),
-            })?;
+                reason,
+            }
+        })?;
         Ok(MintClient { url, http })
     }
 
@@ -124,15 +118,8 @@ impl MintClient {
     }
 
     fn call<T: DeserializeOwned>(&self, req: reqwest::blocking::RequestBuilder) -> Result<T> {
-        let resp = req.send().map_err(|e| self.unreachable(e))?;
-        let status = resp.status();
-        let mut body = Vec::new();
-        resp.take(MAX_ANSWER_BYTES + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| self.unreachable(format!("reading the answer: {e}")))?;
-        if body.len() as u64 > MAX_ANSWER_BYTES {
-            return Err(self.unreachable(format!("answer over {MAX_ANSWER_BYTES} bytes")));
-        }
+        let (status, body) =
+            crate::http::send(req, MAX_ANSWER_BYTES).map_err(|e| self.unreachable(e))?;
         if !status.is_success() {
             let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             let detail = v

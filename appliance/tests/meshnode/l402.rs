@@ -1,0 +1,595 @@
+//! L402 on a node's priced API routes (`[api.prices]`): `402` with a macaroon and an
+//! invoice, the invoice paid, the request sent again with the credential — end to end
+//! through `meshnode`, its refusals each tried.
+//!
+//! No Lightning node can run here (no chain, no peers), so the invoices come from a
+//! **Lightning double**, named as such: a loopback HTTP server speaking LND's and Core
+//! Lightning's documented REST shapes (`/v1/invoices`, `/v1/channels/transactions`;
+//! `/v1/invoice`, `/v1/pay`), checking their credentials, issuing real BOLT11 invoices
+//! (signed, decoded by our decoder) and settling those it issued by revealing their
+//! preimages, as a network would to a payer. The node invoices through its LND shape; the
+//! buyer pays through its CLN shape. The macaroons are read and attenuated by pymacaroons
+//! (an independent implementation, PyPI, its own venv).
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use bitcoin::hashes::{Hash as _, sha256};
+use bitcoin::secp256k1::{Secp256k1, SecretKey};
+use lightning_invoice::{Currency, InvoiceBuilder, PaymentSecret};
+use serde_json::{Value, json};
+
+use super::{repo, run, stderr, stdout};
+
+/// What the double knows of an invoice it issued.
+struct Issued {
+    preimage: [u8; 32],
+    paid: bool,
+}
+
+/// The Lightning double: see the module docs.
+struct LightningDouble {
+    url: String,
+    /// LND's macaroon (binary, as `invoice.macaroon` is on disk).
+    macaroon: Vec<u8>,
+    /// CLN's rune.
+    rune: String,
+    book: Arc<Mutex<HashMap<String, Issued>>>,
+}
+
+fn b64(b: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+impl LightningDouble {
+    fn start() -> LightningDouble {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let double = LightningDouble {
+            url,
+            macaroon: vec![0x02, 0x01, 0x03, 0x6c, 0x6e, 0x64, 0x00, 0xaa, 0xbb],
+            rune: "double-rune_0123456789".into(),
+            book: Arc::default(),
+        };
+        let (mac, rune, book) = (
+            hex::encode(&double.macaroon),
+            double.rune.clone(),
+            double.book.clone(),
+        );
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (mac, rune, book) = (mac.clone(), rune.clone(), book.clone());
+                std::thread::spawn(move || serve(stream, &mac, &rune, &book));
+            }
+        });
+        double
+    }
+
+    /// How many invoices it issued and how many of them were paid.
+    fn counts(&self) -> (usize, usize) {
+        let book = self.book.lock().unwrap();
+        (book.len(), book.values().filter(|i| i.paid).count())
+    }
+}
+
+/// Answers the requests of one connection (keep-alive) until it closes.
+fn serve(stream: TcpStream, mac: &str, rune: &str, book: &Mutex<HashMap<String, Issued>>) {
+    let mut out = stream.try_clone().unwrap();
+    let mut r = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = line
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        let mut headers = HashMap::new();
+        loop {
+            let mut h = String::new();
+            r.read_line(&mut h).unwrap();
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+            }
+        }
+        let len: usize = headers
+            .get("content-length")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        r.read_exact(&mut body).unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let (status, answer) = answer(&path, &headers, &body, mac, rune, book);
+        let text = answer.to_string();
+        let reply = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{text}",
+            text.len()
+        );
+        if out.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// A signed BOLT11 invoice for `msat`: the invoice, its payment hash (hex), its preimage.
+fn make_invoice(msat: u64, memo: &str, expiry: u64, n: usize) -> (String, String, [u8; 32]) {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let preimage = sha256::Hash::hash(format!("double {n} {nanos}").as_bytes()).to_byte_array();
+    let hash = sha256::Hash::hash(&preimage);
+    let key = SecretKey::from_slice(&[0x42; 32]).unwrap();
+    let invoice = InvoiceBuilder::new(Currency::Regtest)
+        .description(memo.to_owned())
+        .payment_hash(hash)
+        .payment_secret(PaymentSecret([n as u8; 32]))
+        .current_timestamp()
+        .min_final_cltv_expiry_delta(144)
+        .amount_milli_satoshis(msat)
+        .expiry_time(std::time::Duration::from_secs(expiry))
+        .build_signed(|m| Secp256k1::new().sign_ecdsa_recoverable(m, &key))
+        .unwrap();
+    (invoice.to_string(), hash.to_string(), preimage)
+}
+
+/// The payment hash of an invoice, hex.
+fn hash_of(bolt11: &str) -> String {
+    let inv: lightning_invoice::Bolt11Invoice = bolt11.parse().unwrap();
+    inv.payment_hash().to_string()
+}
+
+/// One request to the double: LND's shapes under `Grpc-Metadata-macaroon`, CLN's under
+/// `Rune`.
+fn answer(
+    path: &str,
+    headers: &HashMap<String, String>,
+    body: &Value,
+    mac: &str,
+    rune: &str,
+    book: &Mutex<HashMap<String, Issued>>,
+) -> (u16, Value) {
+    let lnd = matches!(path, "/v1/invoices" | "/v1/channels/transactions");
+    let authorized = if lnd {
+        headers.get("grpc-metadata-macaroon").map(String::as_str) == Some(mac)
+    } else {
+        headers.get("rune").map(String::as_str) == Some(rune)
+    };
+    if !authorized {
+        return (
+            401,
+            json!({"code": 16, "message": "verification failed: signature mismatch"}),
+        );
+    }
+    let num = |v: &Value| v.as_u64().or_else(|| v.as_str()?.parse().ok());
+    let mut book = book.lock().unwrap();
+    match path {
+        "/v1/invoices" | "/v1/invoice" => {
+            let msat = if lnd {
+                num(&body["value"]).unwrap() * 1000
+            } else {
+                num(&body["amount_msat"]).unwrap()
+            };
+            let memo = body[if lnd { "memo" } else { "description" }]
+                .as_str()
+                .unwrap_or_default();
+            let expiry = num(&body["expiry"]).unwrap_or(3600);
+            let (bolt11, hash, preimage) = make_invoice(msat, memo, expiry, book.len());
+            book.insert(
+                hash.clone(),
+                Issued {
+                    preimage,
+                    paid: false,
+                },
+            );
+            let raw_hash = hex::decode(&hash).unwrap();
+            if lnd {
+                (
+                    200,
+                    json!({"r_hash": b64(&raw_hash), "payment_request": bolt11,
+                             "add_index": book.len().to_string(), "payment_addr": b64(&[7; 32])}),
+                )
+            } else {
+                (
+                    200,
+                    json!({"payment_hash": hash, "bolt11": bolt11, "expires_at": 0,
+                             "payment_secret": hex::encode([7; 32]), "created_index": book.len()}),
+                )
+            }
+        }
+        "/v1/channels/transactions" | "/v1/pay" => {
+            let bolt11 = body[if lnd { "payment_request" } else { "bolt11" }]
+                .as_str()
+                .unwrap_or_default();
+            let hash = hash_of(bolt11);
+            let Some(issued) = book.get_mut(&hash).filter(|i| !i.paid) else {
+                return if lnd {
+                    (
+                        200,
+                        json!({"payment_error": "unable to find a path to destination"}),
+                    )
+                } else {
+                    (
+                        500,
+                        json!({"code": 210, "message": "Ran out of routes to try"}),
+                    )
+                };
+            };
+            issued.paid = true;
+            let pre = issued.preimage;
+            if lnd {
+                (
+                    200,
+                    json!({"payment_error": "", "payment_preimage": b64(&pre),
+                             "payment_route": {"total_fees_msat": "0"}}),
+                )
+            } else {
+                let inv: lightning_invoice::Bolt11Invoice = bolt11.parse().unwrap();
+                let msat = inv.amount_milli_satoshis().unwrap();
+                (
+                    200,
+                    json!({"status": "complete", "payment_preimage": hex::encode(pre),
+                             "payment_hash": hash, "amount_msat": msat,
+                             "amount_sent_msat": msat + 1, "parts": 1}),
+                )
+            }
+        }
+        _ => (404, json!({"code": 5, "message": "Not Found"})),
+    }
+}
+
+/// The venv's python with the pinned pymacaroons, from `pymacaroons/tools.sh`.
+fn pymacaroons() -> Option<PathBuf> {
+    super::venv_python("pymacaroons/tools.sh", "the L402 test")
+}
+
+/// `mac.py ARGS`: its stdout.
+fn mac(py: &Path, args: &[&str]) -> String {
+    let o = Command::new(py)
+        .arg(repo().join("appliance/tests/meshnode/pymacaroons/mac.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "mac.py {args:?}: {}", stderr(&o));
+    stdout(&o).trim().to_owned()
+}
+
+/// Appends `text` to the `meshnode.toml` of `dir`.
+fn append_config(dir: &Path, text: &str) {
+    let path = dir.join("meshnode.toml");
+    let mut s = std::fs::read_to_string(&path).unwrap();
+    s.push_str(text);
+    std::fs::write(path, s).unwrap();
+}
+
+/// Sets `[settlement.lightning]` of `dir` to `flavor` of the double, its credential
+/// written into `dir`.
+fn use_lightning(dir: &Path, ln: &LightningDouble, flavor: &str) {
+    let file = dir.join(format!("{flavor}.credential"));
+    let cred = if flavor == "lnd" {
+        ln.macaroon.clone()
+    } else {
+        ln.rune.clone().into_bytes()
+    };
+    std::fs::write(&file, cred).unwrap();
+    let section = format!(
+        "[settlement.lightning]\nbackend = \"{flavor}\"\nurl = \"{}\"\ncredential_file = \"{}\"\n",
+        ln.url,
+        file.display()
+    );
+    super::edit_config(
+        dir,
+        &[("[settlement.lightning]\nbackend = \"cashu\"\n", &section)],
+    );
+}
+
+/// A raw POST of `body` to `url` with `auth`: status, `WWW-Authenticate`, JSON body.
+fn post(url: &str, body: &Value, auth: Option<&str>) -> (u16, Option<String>, Value) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut req = reqwest::blocking::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if let Some(a) = auth {
+        req = req.header("authorization", a);
+    }
+    let r = req.send().unwrap();
+    let status = r.status().as_u16();
+    let www = r
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, www, r.json().unwrap_or(Value::Null))
+}
+
+/// The macaroon and invoice of an `L402 macaroon="…", invoice="…"` challenge.
+fn challenge(www: &str) -> (String, String) {
+    let rest = www.strip_prefix("L402 ").expect("an L402 challenge");
+    let field = |name: &str| {
+        let start = rest.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+        rest[start..].split('"').next().unwrap().to_owned()
+    };
+    (field("macaroon"), field("invoice"))
+}
+
+#[test]
+fn a_node_sells_api_routes_by_l402_through_lnd_and_cln_rest_shaped_lightning_doubles() {
+    let Some(py) = pymacaroons() else {
+        return;
+    };
+    let ln = LightningDouble::start();
+    let home = tempfile::tempdir().unwrap();
+    let (provider, buyer) = (home.path().join("provider"), home.path().join("buyer"));
+    assert!(super::init(&provider, &[]).status.success());
+    assert!(super::init(&buyer, &[]).status.success());
+    use_lightning(&provider, &ln, "lnd");
+    append_config(
+        &provider,
+        "\n[api.prices]\n\"/v1/jobs\" = 3\n\"/v1/proofs/verify\" = 1\n",
+    );
+    use_lightning(&buyer, &ln, "cln");
+
+    // a price on a route that cannot be priced, and a Lightning node's API over plain
+    // http elsewhere than loopback, are refused at start-up
+    let bad = home.path().join("bad");
+    assert!(super::init(&bad, &[]).status.success());
+    append_config(&bad, "\n[api.prices]\n\"/v1/ledger\" = 1\n");
+    let o = run(&["run", bad.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    assert!(stderr(&o).contains("not a priced route"), "{}", stderr(&o));
+    let bad2 = home.path().join("bad2");
+    assert!(super::init(&bad2, &[]).status.success());
+    let far = LightningDouble {
+        url: ln.url.replace("127.0.0.1", "192.0.2.1"),
+        macaroon: ln.macaroon.clone(),
+        rune: ln.rune.clone(),
+        book: Arc::default(),
+    };
+    use_lightning(&bad2, &far, "lnd");
+    let o = run(&["run", bad2.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    assert!(stderr(&o).contains("over https"), "{}", stderr(&o));
+
+    let node = super::run_node(&provider);
+    let url = node.url("/v1/proofs/verify");
+    let fixtures = repo().join("prover/tests/fixtures/circom");
+    let read = |f: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(fixtures.join(f)).unwrap()).unwrap()
+    };
+    let verify = json!({"vk": read("tiny_vk.json"), "proof": read("tiny_proof.json"),
+                        "public": read("tiny_public.json")});
+
+    // no credential: 402 with a challenge; the invoice is the double's, for 1 sat, and
+    // the macaroon (read by pymacaroons) commits to its payment hash, the route, the price
+    let (status, www, body) = post(&url, &verify, None);
+    assert_eq!(status, 402, "{body}");
+    assert_eq!(body["error"]["code"], "payment_required", "{body}");
+    let (macaroon, invoice) = challenge(&www.expect("WWW-Authenticate"));
+    let seen: Value = serde_json::from_str(&mac(&py, &["inspect", &macaroon])).unwrap();
+    assert_eq!(seen["version"], 2, "{seen}");
+    assert_eq!(seen["location"], "fleetmesh", "{seen}");
+    let id = seen["identifier"].as_str().unwrap();
+    assert_eq!(id.len(), 132, "version 0: 2 + 32 + 32 bytes: {id}");
+    assert_eq!(&id[..4], "0000");
+    assert_eq!(
+        id[4..68],
+        hash_of(&invoice),
+        "the macaroon commits to the invoice"
+    );
+    let caveats: Vec<&str> = seen["caveats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        caveats[..2],
+        [
+            "services=fleetmesh:0",
+            "fleetmesh_capabilities=/v1/proofs/verify"
+        ]
+    );
+    assert!(caveats.contains(&"fleetmesh_amount_sat=1"), "{caveats:?}");
+    let decoded = run(&["settle", "decode", &invoice, "--json"]);
+    let decoded: Value = serde_json::from_str(stdout(&decoded).trim()).unwrap();
+    assert_eq!(decoded["amount_msat"], 1000, "{decoded}");
+
+    // unpaid (a made-up preimage): 401 naming the preimage
+    let refused = |auth: &str, on: &str, says: &str| {
+        let (status, _, body) = post(on, &verify, Some(auth));
+        assert_eq!(status, 401, "{says}: {body}");
+        let msg = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains(says), "{says}: {body}");
+    };
+    refused(
+        &format!("L402 {macaroon}:{}", "00".repeat(32)),
+        &url,
+        "preimage",
+    );
+    // paid: the buyer's side of the double (CLN's /v1/pay) returns the preimage
+    let paid: Value = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/pay", ln.url))
+        .header("Rune", &ln.rune)
+        .json(&json!({"bolt11": invoice}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(paid["status"], "complete", "{paid}");
+    let preimage = paid["payment_preimage"].as_str().unwrap().to_owned();
+    // forged (a flipped signature byte), attenuated by the holder to have expired, used on
+    // another route (priced or not): 401 with the reason, the route never reached
+    let mut raw = base64::engine::general_purpose::STANDARD
+        .decode(&macaroon)
+        .unwrap();
+    let last = raw.len() - 1;
+    raw[last] ^= 1;
+    refused(&format!("L402 {}:{preimage}", b64(&raw)), &url, "signature");
+    let expired = mac(&py, &["attenuate", &macaroon, "fleetmesh_valid_until=1000"]);
+    refused(
+        &format!("L402 {expired}:{preimage}"),
+        &url,
+        "expired at 1000",
+    );
+    let cred = format!("L402 {macaroon}:{preimage}");
+    refused(&cred, &node.url("/v1/jobs"), "not /v1/jobs");
+    refused(&cred, &node.url("/v1/proofs/prove"), "does not price");
+
+    // attenuated by the holder with a caveat still in force and one the node does not
+    // know (pymacaroons' URL-safe encoding): accepted. A malformed body is refused by the
+    // route itself, which releases the credential; the next request spends it; once.
+    let narrowed = mac(
+        &py,
+        &[
+            "attenuate",
+            &macaroon,
+            "fleetmesh_valid_until=4000000000",
+            "shop_note=kept",
+        ],
+    );
+    let cred = format!("L402 {narrowed}:{preimage}");
+    let (status, _, body) = post(&url, &json!({"vk": 1}), Some(&cred));
+    assert_eq!(status, 400, "the route's own refusal: {body}");
+    let (status, _, body) = post(&url, &verify, Some(&cred));
+    assert_eq!((status, &body["valid"]), (200, &json!(true)), "{body}");
+    refused(&cred, &url, "already used");
+
+    // `meshnode settle l402` pays a priced route itself (the buyer's CLN backend), within
+    // --max-sat
+    let data = home.path().join("verify.json");
+    std::fs::write(&data, verify.to_string()).unwrap();
+    let settle = |max: &str| {
+        run(&[
+            "settle",
+            "l402",
+            &url,
+            "--data",
+            data.to_str().unwrap(),
+            "--max-sat",
+            max,
+            "--key-dir",
+            buyer.to_str().unwrap(),
+        ])
+    };
+    let o = settle("0");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("at most 0 sat"), "{}", stderr(&o));
+    let o = settle("5");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("paid 1 sat (fee 1 msat) through cln"),
+        "{}",
+        stderr(&o)
+    );
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["valid"], true, "{v}");
+
+    // `job submit --pay l402`: within the bid only; the job is the buyer's, who signed its
+    // ask, and is read back by its key
+    let file = super::upper_job(home.path(), "paid by lightning", "l402-job");
+    let submit = || {
+        super::jobs::job(
+            &["submit", file.to_str().unwrap(), "--pay", "l402"],
+            &node,
+            &buyer,
+        )
+    };
+    let (o, v) = submit();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "the default bid is 1 msat: {v} {}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("the node asks 3 sat"), "{}", stderr(&o));
+    let mut spec: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    spec["bid"] = json!({"amount": 5, "unit": "sat"});
+    std::fs::write(&file, spec.to_string()).unwrap();
+    let (o, v) = submit();
+    assert!(o.status.success(), "{v} {}", stderr(&o));
+    assert!(stderr(&o).contains("paid 3 sat"), "{}", stderr(&o));
+    let id = v["job"].as_str().unwrap().to_owned();
+    let (code, state) = super::jobs::wait_final(&id, &node, &buyer);
+    assert_eq!(code, Some(0), "{state}");
+    let out = home.path().join("out");
+    let (o, _) = super::jobs::job(
+        &["result", &id, "--out", out.to_str().unwrap()],
+        &node,
+        &buyer,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(out.join("stdout")).unwrap(),
+        "PAID BY LIGHTNING"
+    );
+    // unpaid, a job is not taken
+    let (o, v) = super::jobs::job(&["submit", file.to_str().unwrap()], &node, &buyer);
+    assert_eq!(o.status.code(), Some(2), "{v}");
+    assert_eq!(v["error"]["code"], "payment_required", "{v}");
+
+    let (issued, settled) = ln.counts();
+    assert_eq!(settled, 3, "{issued} invoices issued");
+    let metrics = reqwest::blocking::get(node.url("/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    for outcome in ["challenged", "refused", "paid", "released", "replayed"] {
+        assert!(
+            metrics.contains(&format!("fleetmesh_l402_total{{outcome=\"{outcome}\"}}")),
+            "{outcome}: {metrics}"
+        );
+    }
+}
+
+#[test]
+fn a_node_prices_routes_with_invoices_of_its_cashu_mint_a_real_nutshell() {
+    let Some(bin) = super::wallet::nutshell("the L402 Cashu-backend test") else {
+        return;
+    };
+    let Some(py) = pymacaroons() else {
+        return;
+    };
+    let mint = super::wallet::Mint::start(&bin);
+    let home = tempfile::tempdir().unwrap();
+    let provider = home.path().join("provider");
+    assert!(super::init(&provider, &[]).status.success());
+    super::edit_config(
+        &provider,
+        &[("mints = []", &format!("mints = [\"{}\"]", mint.url))],
+    );
+    append_config(&provider, "\n[api.prices]\n\"/v1/proofs/verify\" = 2\n");
+    let node = super::run_node(&provider);
+    let (status, www, body) = post(&node.url("/v1/proofs/verify"), &json!({}), None);
+    assert_eq!(status, 402, "{body}");
+    let (macaroon, invoice) = challenge(&www.expect("WWW-Authenticate"));
+    // the macaroon names the mint quote behind the invoice; the mint, asked, has that
+    // quote for that invoice
+    let seen: Value = serde_json::from_str(&mac(&py, &["inspect", &macaroon])).unwrap();
+    let quote = seen["caveats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|c| c.as_str()?.strip_prefix("fleetmesh_quote="))
+        .unwrap_or_else(|| panic!("no quote caveat: {seen}"))
+        .to_owned();
+    let at_mint: Value =
+        reqwest::blocking::get(format!("{}/v1/mint/quote/bolt11/{quote}", mint.url))
+            .unwrap()
+            .json()
+            .unwrap();
+    assert_eq!(at_mint["request"], invoice, "{at_mint}");
+    assert_eq!(at_mint["amount"], 2, "{at_mint}");
+    assert_eq!(
+        &seen["identifier"].as_str().unwrap()[4..68],
+        hash_of(&invoice)
+    );
+}
