@@ -138,6 +138,107 @@ pub(crate) fn follow(
     })
 }
 
+/// A service of the node that reads events addressed to it: of `kind`, `p`-tagging `me`.
+pub(crate) struct Inbox {
+    /// The kind read.
+    pub kind: u16,
+    /// The node's key (x-only hex), and the key it connects to relays as.
+    pub me: (String, secp256k1::Keypair),
+    /// Where reading starts on `[node] relays` at each connection (unix seconds).
+    pub since: fn() -> u64,
+    /// The node's store, when what it already holds is read too (at start, up to
+    /// [`BACKLOG`] events).
+    pub backlog: Option<std::path::PathBuf>,
+    /// Its name in logs.
+    pub who: &'static str,
+}
+
+/// The most stored events an inbox reads at start.
+pub(crate) const BACKLOG: u64 = 1000;
+
+/// The stored events of `kind` `p`-tagging `me` in the store at `db`, oldest first.
+fn stored(db: &std::path::Path, kind: u16, me: &str) -> anyhow::Result<Vec<Event>> {
+    use fleetmesh_relay::store::EventStore as _;
+    let store = fleetmesh_relay::Store::open_read_only(db)?;
+    let filter = fleetmesh_proto::filter::Filter::from_value(
+        &json!({"kinds": [kind], "#p": [me]}),
+        Default::default(),
+    )?;
+    let mut found = store.query(&[filter], BACKLOG, crate::node::unix_now())?;
+    found.sort_by_key(|s| s.created_at);
+    Ok(found
+        .iter()
+        .filter_map(|s| Event::from_json(&s.raw).ok())
+        .collect())
+}
+
+/// Stores `announce` on the node's `relay` (before anything is read) and publishes it on
+/// `relays`; hands each event the inbox reads — held in the node's store when it has a
+/// backlog, live on the node's relay, and on `relays` from `since` — once to `handle`, one at a time on the blocking pool; sends what `out`
+/// carries on the relay connections. The tasks doing so.
+pub(crate) async fn announce_and_read(
+    relay: &Arc<Relay>,
+    relays: &[String],
+    announce: Event,
+    inbox: Inbox,
+    out: &broadcast::Sender<Event>,
+    handle: impl Fn(Event) + Send + Sync + 'static,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    if let Err(e) = relay.publish(announce.clone()).await {
+        tracing::warn!(service = inbox.who, error = %e, "its announcement was not stored");
+    }
+    let (tx, rx) = mpsc::channel::<Event>(256);
+    let (kind, (me, key)) = (inbox.kind, inbox.me);
+    let mine = me.clone();
+    let to_me = move |e: &Event| {
+        e.kind == kind
+            && e.tags
+                .iter()
+                .any(|t| t.first().is_some_and(|n| n == "p") && t.get(1) == Some(&mine))
+    };
+    let mut tasks = vec![forward_live(relay.live(), to_me, tx.clone(), inbox.who)];
+    if let Some(db) = inbox.backlog {
+        let (tx, me, who) = (tx.clone(), me.clone(), inbox.who);
+        tasks.push(tokio::spawn(async move {
+            let held = tokio::task::spawn_blocking(move || stored(&db, kind, &me)).await;
+            match held {
+                Ok(Ok(events)) => {
+                    for e in events {
+                        if tx.send(e).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Ok(Err(e)) => tracing::warn!(service = who, error = %e, "reading the store"),
+                Err(e) => tracing::warn!(service = who, error = %e, "reading the store"),
+            }
+        }));
+    }
+    for url in relays {
+        let (me, since) = (me.clone(), inbox.since);
+        let filter = move || json!({"kinds": [kind], "#p": [me], "since": since()});
+        tasks.push(follow(url.clone(), filter, key, tx.clone(), out.clone()));
+    }
+    drop(tx);
+    let (relays, who) = (relays.to_vec(), inbox.who);
+    tasks.push(tokio::spawn(async move {
+        for url in &relays {
+            let sent = fleetmesh_relay::sync::publish(
+                url,
+                std::slice::from_ref(&announce),
+                None,
+                Duration::from_secs(10),
+            )
+            .await;
+            if let Err(e) = sent {
+                tracing::warn!(service = who, relay = %url, error = %e, "its announcement was not published");
+            }
+        }
+    }));
+    tasks.push(each_once(rx, handle));
+    tasks
+}
+
 /// The mailbox's state: the jobs whose answer it owes.
 struct Mailbox {
     keys: NodeKeys,

@@ -19,6 +19,7 @@ mod mailbox;
 mod manifest;
 mod models;
 mod node;
+mod nutzaps;
 mod nwc;
 mod offers;
 mod peering;

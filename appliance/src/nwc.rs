@@ -19,9 +19,9 @@ use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent, nip44};
 use fleetmesh_relay::face::Relay;
 use fleetmesh_settle::nwc::{Failure, Grants, METHODS};
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
-use crate::mailbox::{each_once, follow, forward_live};
+use crate::mailbox::{Inbox, announce_and_read};
 
 /// The wallet service's info event kind (replaceable).
 pub const INFO: u16 = 13194;
@@ -88,53 +88,24 @@ pub async fn start(
     let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
     let grants = grants(dir, mints)?;
     let info = info(&keys)?;
-    if let Err(e) = relay.publish(info.clone()).await {
-        tracing::warn!(error = %e, "the NWC info event was not stored");
-    }
     let (out, _) = broadcast::channel(256);
-    let (tx, rx) = mpsc::channel::<Event>(256);
-    let me = keys.nostr_pubkey_hex();
+    let inbox = Inbox {
+        kind: REQUEST,
+        me: (keys.nostr_pubkey_hex(), *keys.nostr()),
+        // requests are ephemeral: only those of the last minute are answered
+        since: || crate::node::unix_now().saturating_sub(60),
+        backlog: None,
+        who: "nwc",
+    };
     let service = Arc::new(Service {
         keys,
         relay: relay.clone(),
         grants: Mutex::new(grants),
-        out,
+        out: out.clone(),
     });
-    let mine = me.clone();
-    let to_me = move |e: &Event| {
-        e.kind == REQUEST
-            && e.tags
-                .iter()
-                .any(|t| t.first().is_some_and(|n| n == "p") && t.get(1) == Some(&mine))
-    };
-    let mut tasks = vec![forward_live(relay.live(), to_me, tx.clone(), "nwc")];
-    for url in &relays {
-        let me = me.clone();
-        let filter = move || json!({"kinds": [REQUEST], "#p": [me], "since": crate::node::unix_now().saturating_sub(60)});
-        let key = *service.keys.nostr();
-        tasks.push(follow(
-            url.clone(),
-            filter,
-            key,
-            tx.clone(),
-            service.out.clone(),
-        ));
-    }
-    drop(tx);
-    tasks.push(tokio::spawn(async move {
-        for url in &relays {
-            let sent = fleetmesh_relay::sync::publish(
-                url,
-                std::slice::from_ref(&info),
-                None,
-                std::time::Duration::from_secs(10),
-            )
-            .await;
-            if let Err(e) = sent {
-                tracing::warn!(relay = %url, error = %e, "the NWC info event was not published");
-            }
-        }
-    }));
+    let s = service.clone();
+    let mut tasks =
+        announce_and_read(&relay, &relays, info, inbox, &out, move |r| s.answer(&r)).await;
     // paid invoices reach the wallet without anyone looking them up
     let s = service.clone();
     tasks.push(tokio::spawn(async move {
@@ -155,8 +126,6 @@ pub async fn start(
             .await;
         }
     }));
-    let s = service.clone();
-    tasks.push(each_once(rx, move |request| s.answer(&request)));
     Ok(crate::tasks::Tasks(tasks))
 }
 

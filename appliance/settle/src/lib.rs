@@ -12,6 +12,8 @@
 //!   channels: the Cashu mint's bolt11 quotes, LND's or Core Lightning's REST API.
 //! - [`l402`]: paid HTTP requests (bLIP-26): macaroons, challenges, credentials, and the
 //!   record of credentials used; the appliance prices its API routes with it.
+//! - [`nutzap`]: nutzaps (NIP-61): the recipient's kind 10019 and the kind 9321 of
+//!   P2PK-locked proofs, written and read, and the check of what a recipient may take.
 
 pub mod bolt11;
 pub mod cashu;
@@ -19,6 +21,7 @@ mod error;
 mod http;
 pub mod l402;
 pub mod lightning;
+pub mod nutzap;
 pub mod nwc;
 
 pub use error::{Result, SettleError};

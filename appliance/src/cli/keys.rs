@@ -115,24 +115,37 @@ fn revoke_into(
 
 /// Publishes `events` on every relay; false when one refused or could not be reached.
 fn publish(events: &[Event], p: &Publish) -> anyhow::Result<bool> {
-    if p.relays.is_empty() {
-        return Ok(true);
-    }
     let ca = crate::cli::read_ca(p.ca.as_deref())?;
+    Ok(publish_on(&p.relays, ca.as_deref(), events)?
+        .into_iter()
+        .all(|ok| ok))
+}
+
+/// Publishes `events` on each of `relays` (trusting `ca` for wss), saying on stderr what
+/// each relay did with each; per relay, whether it stored them all.
+pub(crate) fn publish_on(
+    relays: &[String],
+    ca: Option<&[u8]>,
+    events: &[Event],
+) -> anyhow::Result<Vec<bool>> {
+    if relays.is_empty() {
+        return Ok(Vec::new());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let mut all = true;
-    for relay in &p.relays {
+    let mut out = Vec::with_capacity(relays.len());
+    for relay in relays {
         let sent = runtime.block_on(fleetmesh_relay::sync::publish(
             relay,
             events,
-            ca.as_deref(),
+            ca,
             std::time::Duration::from_secs(10),
         ));
         match sent {
             Ok(verdicts) => {
+                let mut all = true;
                 for (id, ok, why) in verdicts {
                     eprintln!(
                         "meshnode: {relay}: {id} {}",
@@ -140,14 +153,15 @@ fn publish(events: &[Event], p: &Publish) -> anyhow::Result<bool> {
                     );
                     all &= ok;
                 }
+                out.push(all);
             }
             Err(e) => {
                 eprintln!("meshnode: {e}");
-                all = false;
+                out.push(false);
             }
         }
     }
-    Ok(all)
+    Ok(out)
 }
 
 fn done(events: &[Event], p: &Publish) -> anyhow::Result<Outcome> {

@@ -18,6 +18,7 @@ pub mod job;
 pub mod keys;
 pub mod l402;
 pub mod ledger;
+pub mod nutzap;
 pub mod nwc;
 pub mod peers;
 pub mod progress;

@@ -73,7 +73,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// The events matching `filter` on every relay (each relay that cannot be read is named on
 /// stderr and skipped), at most `max` from each, deduplicated.
-fn query_all(relays: &[String], filter: &Value, max: usize) -> anyhow::Result<Vec<Event>> {
+pub(crate) fn query_all(
+    relays: &[String],
+    filter: &Value,
+    max: usize,
+) -> anyhow::Result<Vec<Event>> {
     let rt = runtime()?;
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();

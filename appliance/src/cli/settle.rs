@@ -1,7 +1,8 @@
 //! `meshnode settle …`: the settlement rails from the command line. `decode` reads a
 //! BOLT11 invoice ([`fleetmesh_settle::bolt11`]): what it asks for, checked as a payer
 //! checks it, before anything is paid; `nwc-…` are Nostr Wallet Connect ([`crate::cli::nwc`]);
-//! `l402` requests a priced route, paying when asked ([`crate::cli::l402`]).
+//! `l402` requests a priced route, paying when asked ([`crate::cli::l402`]); `nutzap` tips
+//! a key ([`crate::cli::nutzap`]).
 
 use clap::{Args, Subcommand};
 
@@ -33,6 +34,9 @@ pub enum SettleCommand {
     /// the invoice paid through `[settlement.lightning]` (or the Cashu wallet), then the
     /// request again with the credential; the answer on stdout.
     L402(crate::cli::l402::FetchArgs),
+    /// Send a nutzap (NIP-61): sats P2PK-locked to the recipient's nutzap key at a mint
+    /// its kind 10019 lists, published as a kind 9321 on its relays.
+    Nutzap(crate::cli::nutzap::NutzapArgs),
 }
 
 /// `meshnode settle …`.
@@ -48,6 +52,7 @@ pub fn run(c: &SettleCommand) -> anyhow::Result<Outcome> {
         SettleCommand::NwcInvoice(a) => nwc::invoice(a),
         SettleCommand::NwcLookup(a) => nwc::lookup(a),
         SettleCommand::L402(a) => crate::cli::l402::fetch(a),
+        SettleCommand::Nutzap(a) => crate::cli::nutzap::send(a),
     }
 }
 

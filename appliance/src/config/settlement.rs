@@ -15,6 +15,10 @@ pub struct SettlementSection {
     /// `[node] relays`, to the connections granted with `meshnode settle nwc-connect`
     /// (paying and invoicing at the first of `mints`). Default false.
     pub nwc: bool,
+    /// Take nutzaps (NIP-61): publish the node's kind 10019 (`[node] relays`, `mints`, a
+    /// nutzap key derived from the node's key) and redeem the kind 9321 sent to it into
+    /// the wallet. Default false.
+    pub nutzaps: bool,
     /// What issues the node's Lightning invoices (L402 for `[api.prices]`) and pays
     /// others' (`meshnode job submit --pay l402`, `meshnode settle l402`).
     pub lightning: LightningSection,
@@ -104,6 +108,12 @@ impl SettlementSection {
     pub fn check(&self) -> Result<(), String> {
         if self.lightning.backend != Backend::Cashu {
             self.lightning.open(std::path::Path::new(""), None)?;
+        }
+        if self.nutzaps && self.mints.is_empty() {
+            return Err(
+                "[settlement] nutzaps = true needs a mint in [settlement] mints to take them at"
+                    .into(),
+            );
         }
         if self.nwc && self.mints.is_empty() {
             return Err(

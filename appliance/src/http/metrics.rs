@@ -194,6 +194,11 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         "Nostr Wallet Connect requests answered from the wallet, by outcome (ok or the NIP-47 error code).",
     ),
     (
+        "fleetmesh_nutzaps_total",
+        Kind::Counter,
+        "Nutzaps (NIP-61) to the node, by outcome (redeemed, again: redeemed before, refused: not for it to take, failed: the mint refused).",
+    ),
+    (
         "fleetmesh_l402_total",
         Kind::Counter,
         "L402 on priced API routes, by outcome (challenged, paid, released: the request was refused and the credential freed, refused, replayed, unissued: no invoice could be made).",

@@ -429,19 +429,17 @@ pub async fn run(
     } else {
         None
     };
-    // Nostr Wallet Connect from the node's wallet ([settlement] nwc)
-    let nwc = if node.config.settlement.nwc {
-        Some(
-            crate::nwc::start(
-                &node.dir,
-                node.config.node.relays.clone(),
-                relay.clone(),
-                &node.config.settlement.mints,
-            )
-            .await?,
-        )
-    } else {
-        None
+    // the wallet's services on the relays: Nostr Wallet Connect ([settlement] nwc) and
+    // nutzaps ([settlement] nutzaps)
+    let (wallet, relays) = (&node.config.settlement, &node.config.node.relays);
+    let (dir, mints) = (&node.dir, &wallet.mints);
+    let nwc = match wallet.nwc {
+        true => Some(crate::nwc::start(dir, relays.clone(), relay.clone(), mints).await?),
+        false => None,
+    };
+    let nutzaps = match wallet.nutzaps {
+        true => Some(crate::nutzaps::start(dir, relays.clone(), relay.clone(), mints).await?),
+        false => None,
     };
     // stores reconciled with the peers of [peering]
     let peering = crate::peering::start(
@@ -560,7 +558,7 @@ pub async fn run(
         task.abort();
     }
     mailbox.stop().await;
-    for tasks in [offers, nwc].into_iter().flatten() {
+    for tasks in [offers, nwc, nutzaps].into_iter().flatten() {
         tasks.stop().await;
     }
     kicker.abort();

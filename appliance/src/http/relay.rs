@@ -81,6 +81,8 @@ pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_
             "jobs": node.config.jobs,
             // the mints a priced job's Cashu escrow may be drawn on
             "settlement": {"mints": node.config.settlement.mints},
+            // the API routes sold per request by L402, in sats
+            "api": {"prices": node.config.api.prices},
         },
     })
 }

@@ -360,6 +360,13 @@ fn a_node_sells_api_routes_by_l402_through_lnd_and_cln_rest_shaped_lightning_dou
     assert!(stderr(&o).contains("over https"), "{}", stderr(&o));
 
     let node = super::run_node(&provider);
+    // the prices are public: NIP-11 names them
+    let nip11 = super::runtime().block_on(super::nip11(&node));
+    assert_eq!(
+        nip11["fleetmesh"]["api"]["prices"],
+        json!({"/v1/jobs": 3, "/v1/proofs/verify": 1}),
+        "{nip11}"
+    );
     let url = node.url("/v1/proofs/verify");
     let fixtures = repo().join("prover/tests/fixtures/circom");
     let read = |f: &str| -> Value {

@@ -20,6 +20,7 @@ mod l402;
 mod ledger;
 mod mailbox;
 mod market;
+mod nutzaps;
 mod nwc;
 mod paid_jobs;
 mod peering;

@@ -209,3 +209,20 @@ pub fn l402(data: &[u8]) {
         }
     }
 }
+
+/// `fleetmesh_settle::nutzap`: a JSON array of tags read as a kind 10019 and as a kind
+/// 9321. What reads as info writes back and reads equal; a nutzap is checked against a
+/// recipient (taken or refused, never a panic).
+pub fn nutzap(data: &[u8]) {
+    use fleetmesh_settle::nutzap::{Info, Nutzap};
+    let Ok(tags) = serde_json::from_slice::<Vec<Vec<String>>>(data) else {
+        return;
+    };
+    if let Ok(info) = Info::from_tags(&tags) {
+        assert_eq!(Info::from_tags(&info.tags()).ok(), Some(info));
+    }
+    if let Ok(zap) = Nutzap::read(&tags, "") {
+        let me = zap.recipient.clone();
+        let _ = zap.check(&me, std::slice::from_ref(&zap.token.mint), &"11".repeat(32));
+    }
+}

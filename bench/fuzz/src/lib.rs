@@ -62,6 +62,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("settle_cashu_token", appliance::cashu_token),
     ("settle_nwc", appliance::nwc),
     ("settle_l402", appliance::l402),
+    ("settle_nutzap", appliance::nutzap),
 ];
 
 /// The harness named `name`.
