@@ -36,19 +36,29 @@ fn count(outcome: &'static str) {
     metrics::counter!("fleetmesh_nwc_requests_total", "outcome" => outcome).increment(1);
 }
 
-/// The grants of the node in `dir`, its wallet paying at the first of `mints`.
+/// The grants of the node in `dir`, its wallet invoicing at the first of `[settlement]
+/// mints` and paying there — or through `[settlement.lightning]` when that is a Lightning
+/// node (LND, CLN), whose payments give real preimages.
 ///
 /// # Errors
-/// When `nwc.sqlite` cannot be opened (a damaged file is refused, never recreated).
-pub fn grants(dir: &Path, mints: &[String]) -> anyhow::Result<Grants> {
+/// When `nwc.sqlite` cannot be opened (a damaged file is refused, never recreated), or the
+/// Lightning node's credential cannot be read.
+pub fn grants(dir: &Path, settlement: &crate::config::SettlementSection) -> anyhow::Result<Grants> {
     let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
-    let mut g = Grants::open(
-        &dir.join(FILE),
-        &dir.join(crate::cli::wallet::WALLET_FILE),
-        mints.first().map(String::as_str),
-    )
-    .with_context(|| format!("opening {}", dir.join(FILE).display()))?;
+    let wallet = dir.join(crate::cli::wallet::WALLET_FILE);
+    let mint = settlement.mints.first().map(String::as_str);
+    let mut g = Grants::open(&dir.join(FILE), &wallet, mint)
+        .with_context(|| format!("opening {}", dir.join(FILE).display()))?;
     g.set_key(*keys.nostr());
+    use crate::config::Backend;
+    if matches!(settlement.lightning.backend, Backend::Lnd | Backend::Cln) {
+        g.set_payer(
+            settlement
+                .lightning
+                .open(&wallet, mint)
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
     Ok(g)
 }
 
@@ -83,10 +93,10 @@ pub async fn start(
     dir: &Path,
     relays: Vec<String>,
     relay: Arc<Relay>,
-    mints: &[String],
+    settlement: &crate::config::SettlementSection,
 ) -> anyhow::Result<crate::tasks::Tasks> {
     let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
-    let grants = grants(dir, mints)?;
+    let grants = grants(dir, settlement)?;
     let info = info(&keys)?;
     let (out, _) = broadcast::channel(256);
     let inbox = Inbox {

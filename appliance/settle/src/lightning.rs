@@ -60,7 +60,7 @@ pub trait Lightning: Send + Sync {
 }
 
 /// `bolt11` decoded and checked to carry `amount_sat` and, when given, `hash`.
-fn checked_invoice(bolt11: &str, amount_sat: u64, hash: Option<[u8; 32]>) -> Result<Issued> {
+pub fn checked_invoice(bolt11: &str, amount_sat: u64, hash: Option<[u8; 32]>) -> Result<Issued> {
     let inv = crate::bolt11::decode(bolt11)?;
     if inv.amount_msat != Some(amount_sat * 1000) {
         return Err(SettleError::Invoice(format!(

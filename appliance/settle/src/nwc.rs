@@ -197,6 +197,9 @@ pub struct Grants {
     key: Option<secp256k1::Keypair>,
     /// The mint invoices are made at and paid from.
     mint: Option<String>,
+    /// What pays invoices instead of the wallet's melts, when set (the node's Lightning
+    /// node: its preimages are real where a mint's internal settlement gives none).
+    payer: Option<Box<dyn crate::lightning::Lightning>>,
     /// The wallet service's name (`get_info`'s alias).
     pub alias: String,
     /// The wallet service's key (x-only, hex).
@@ -243,9 +246,15 @@ impl Grants {
             wallet: wallet.to_path_buf(),
             key: None,
             mint: mint.map(str::to_owned),
+            payer: None,
             alias: "fleetmesh".into(),
             pubkey: String::new(),
         })
+    }
+
+    /// Pays `pay_invoice` through `payer` instead of melting the wallet's ecash.
+    pub fn set_payer(&mut self, payer: Box<dyn crate::lightning::Lightning>) {
+        self.payer = Some(payer);
     }
 
     /// Signs for proofs locked to `key` (the node's), which is also the service's key.
@@ -559,23 +568,20 @@ impl Grants {
                 ),
             ));
         }
-        let (mut wallet, mint) = self.wallet()?;
-        let have: u64 = wallet
-            .balances()
-            .map_err(|e| fail("INTERNAL", e.to_string()))?
-            .iter()
-            .filter(|b| b.mint == mint.url())
-            .map(|b| b.unspent)
-            .sum();
-        if have < sats {
-            return Err(fail(
-                "INSUFFICIENT_BALANCE",
-                format!("{sats} sat asked, {have} sat held at {}", mint.url()),
-            ));
-        }
-        let paid = wallet
-            .pay(&mint, invoice)
-            .map_err(|e| fail("PAYMENT_FAILED", e.to_string()))?;
+        let (paid, source) = match &self.payer {
+            Some(payer) => {
+                let sent = payer
+                    .pay(invoice)
+                    .map_err(|e| fail("PAYMENT_FAILED", e.to_string()))?;
+                let paid = crate::cashu::Paid {
+                    amount: sats,
+                    fee: sent.fee_msat.div_ceil(1000),
+                    preimage: Some(hex::encode(sent.preimage)),
+                };
+                (paid, payer.describe())
+            }
+            None => self.melt(invoice, sats)?,
+        };
         let spent = paid.amount + paid.fee;
         let preimage = paid.preimage.clone().unwrap_or_default();
         let recorded = self
@@ -597,7 +603,7 @@ impl Grants {
                         (paid.amount * 1000) as i64,
                         (paid.fee * 1000) as i64,
                         preimage,
-                        mint.url(),
+                        source,
                         now() as i64,
                         inv.expires_at as i64
                     ],
@@ -607,6 +613,33 @@ impl Grants {
             tracing::warn!(error = %e, "an NWC payment made but not recorded");
         }
         Ok(json!({"preimage": preimage, "fees_paid": paid.fee * 1000}))
+    }
+
+    /// Pays `invoice` (`sats`) by a melt of the wallet's ecash at its mint; the payment
+    /// and the mint's URL.
+    fn melt(
+        &self,
+        invoice: &str,
+        sats: u64,
+    ) -> std::result::Result<(crate::cashu::Paid, String), Failure> {
+        let (mut wallet, mint) = self.wallet()?;
+        let have: u64 = wallet
+            .balances()
+            .map_err(|e| fail("INTERNAL", e.to_string()))?
+            .iter()
+            .filter(|b| b.mint == mint.url())
+            .map(|b| b.unspent)
+            .sum();
+        if have < sats {
+            return Err(fail(
+                "INSUFFICIENT_BALANCE",
+                format!("{sats} sat asked, {have} sat held at {}", mint.url()),
+            ));
+        }
+        let paid = wallet
+            .pay(&mint, invoice)
+            .map_err(|e| fail("PAYMENT_FAILED", e.to_string()))?;
+        Ok((paid, mint.url().to_owned()))
     }
 
     fn list_transactions(

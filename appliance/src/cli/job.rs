@@ -229,8 +229,8 @@ fn submit(
         "--route auto picks the provider: drop --to and --via"
     );
     anyhow::ensure!(
-        market.is_none() || pay.pay.as_deref() != Some("l402"),
-        "--pay l402 pays one node's HTTP API (--node URL); --route auto pays with cashu"
+        market.is_none() || matches!(pay.pay.as_deref(), None | Some("cashu")),
+        "--pay l402|nwc pays one node's HTTP API (--node URL); --route auto pays with cashu"
     );
     let via = match by_key.via.as_deref() {
         Some(v) => v,
@@ -422,10 +422,10 @@ fn submit(
     }
     // over HTTP the node's offer (NIP-11) says its prices and mints: checked before any
     // money is locked to it
-    let l402 = pay.pay.as_deref() == Some("l402");
+    let l402 = matches!(pay.pay.as_deref(), Some("l402" | "nwc"));
     anyhow::ensure!(
         !l402 || via == "http",
-        "--pay l402 pays the node's HTTP API: send with --node URL (--via http)"
+        "--pay l402|nwc pays the node's HTTP API: send with --node URL (--via http)"
     );
     let offer = match (pay.pay.as_deref(), via) {
         (Some("cashu"), "http") => Some(nip11(to)?["fleetmesh"].clone()),
@@ -461,7 +461,15 @@ fn submit(
             Some("msat") => bid["amount"].as_u64().unwrap_or(0).div_ceil(1000),
             _ => bid["amount"].as_u64().unwrap_or(0),
         };
-        let payer = crate::cli::l402::payer(&wallet_dir, pay.mint.as_deref())?;
+        let payer: Box<dyn fleetmesh_settle::lightning::Lightning> = match &pay.nwc_uri {
+            Some(uri) if pay.pay.as_deref() == Some("nwc") => {
+                Box::new(crate::cli::nwc::NwcLightning::new(uri)?)
+            }
+            None if pay.pay.as_deref() == Some("nwc") => {
+                anyhow::bail!("--pay nwc needs --nwc-uri (or MESHNODE_NWC_URI)")
+            }
+            _ => crate::cli::l402::payer(&wallet_dir, pay.mint.as_deref())?,
+        };
         let auth = crate::cli::l402::pay(&challenge, max_sat, payer.as_ref())?;
         r = client()?
             .post(&url)

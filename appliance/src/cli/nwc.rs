@@ -101,7 +101,7 @@ fn node_dir(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
 pub fn connect(args: &ConnectArgs) -> anyhow::Result<Outcome> {
     let dir = node_dir(args.key_dir.as_ref())?;
     let config = crate::config::Config::load(&dir)?;
-    let grants = crate::nwc::grants(&dir, &config.settlement.mints)?;
+    let grants = crate::nwc::grants(&dir, &config.settlement)?;
     let client = fleetmesh_proto::NodeKeys::generate()?;
     let methods = if args.methods.is_empty() {
         METHODS.iter().map(|m| (*m).to_owned()).collect()
@@ -142,7 +142,7 @@ pub fn connect(args: &ConnectArgs) -> anyhow::Result<Outcome> {
 pub fn connections(args: &GrantsArgs) -> anyhow::Result<Outcome> {
     let dir = node_dir(args.key_dir.as_ref())?;
     let config = crate::config::Config::load(&dir)?;
-    for g in crate::nwc::grants(&dir, &config.settlement.mints)?.list()? {
+    for g in crate::nwc::grants(&dir, &config.settlement)?.list()? {
         println!("{}", serde_json::to_string(&g)?);
     }
     Ok(Outcome::Ok)
@@ -157,7 +157,7 @@ pub fn revoke(args: &GrantsArgs) -> anyhow::Result<Outcome> {
         .context("--name: the connection to end")?;
     let config = crate::config::Config::load(&dir)?;
     anyhow::ensure!(
-        crate::nwc::grants(&dir, &config.settlement.mints)?.revoke(name)?,
+        crate::nwc::grants(&dir, &config.settlement)?.revoke(name)?,
         "no connection named {name:?}"
     );
     eprintln!("meshnode: connection {name:?} revoked");
@@ -167,7 +167,17 @@ pub fn revoke(args: &GrantsArgs) -> anyhow::Result<Outcome> {
 /// One request to the wallet of `args.uri`: its result, or the wallet's error (code and
 /// message).
 fn request(args: &ClientArgs, method: &str, params: Value) -> anyhow::Result<Result<Value, Value>> {
-    let uri = Uri::parse(&args.uri)?;
+    request_uri(&args.uri, args.wait_secs, method, params)
+}
+
+/// One request to the wallet of connection URI `uri`, waiting `wait_secs` for its answer.
+fn request_uri(
+    uri: &str,
+    wait_secs: u64,
+    method: &str,
+    params: Value,
+) -> anyhow::Result<Result<Value, Value>> {
+    let uri = Uri::parse(uri)?;
     let bytes: [u8; 32] = hex::decode(&uri.secret)?
         .try_into()
         .map_err(|_| anyhow::anyhow!("the URI's secret is not 32 bytes"))?;
@@ -188,7 +198,7 @@ fn request(args: &ClientArgs, method: &str, params: Value) -> anyhow::Result<Res
         tags: vec![
             vec!["p".into(), uri.wallet.clone()],
             vec!["encryption".into(), "nip44_v2".into()],
-            vec!["expiration".into(), (now + args.wait_secs).to_string()],
+            vec!["expiration".into(), (now + wait_secs).to_string()],
         ],
         content,
     }
@@ -203,10 +213,10 @@ fn request(args: &ClientArgs, method: &str, params: Value) -> anyhow::Result<Res
         // the subscriptions are open before the request goes out
         tokio::time::sleep(Duration::from_millis(300)).await;
         let _ = out.send(event);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(args.wait_secs);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_secs);
         loop {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Err(_) => anyhow::bail!("no answer from the wallet within {} s", args.wait_secs),
+                Err(_) => anyhow::bail!("no answer from the wallet within {wait_secs} s"),
                 Ok(None) => anyhow::bail!("no relay of the URI could be read"),
                 Ok(Some(e)) => {
                     let Ok(plain) = nip44::decrypt(&key, &e.content) else {
@@ -285,4 +295,71 @@ pub struct LookupArgs {
     pub payment_hash: String,
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+/// An NWC wallet as a Lightning backend (`[settlement.lightning] backend = "nwc"`, `job
+/// submit --pay nwc`): `make_invoice` issues, `pay_invoice` pays and returns the preimage.
+/// Each request runs on a thread of its own (it drives its own relay connections).
+pub struct NwcLightning {
+    /// The connection URI (its secret spends from the wallet).
+    pub uri: String,
+}
+
+impl NwcLightning {
+    /// A backend over connection `uri`, checked to parse.
+    pub fn new(uri: &str) -> anyhow::Result<NwcLightning> {
+        Uri::parse(uri.trim())?;
+        Ok(NwcLightning {
+            uri: uri.trim().to_owned(),
+        })
+    }
+
+    fn call(&self, method: &'static str, params: Value) -> fleetmesh_settle::Result<Value> {
+        use fleetmesh_settle::SettleError;
+        let uri = self.uri.clone();
+        let answer = std::thread::spawn(move || request_uri(&uri, 60, method, params))
+            .join()
+            .map_err(|_| SettleError::Refused("the NWC request panicked".into()))?
+            .map_err(|e| SettleError::Unreachable {
+                url: "nwc".into(),
+                reason: format!("{e:#}"),
+            })?;
+        answer.map_err(|e| {
+            SettleError::Refused(format!(
+                "the NWC wallet refused {method}: {} {}",
+                e["code"].as_str().unwrap_or("OTHER"),
+                e["message"].as_str().unwrap_or_default()
+            ))
+        })
+    }
+}
+
+impl fleetmesh_settle::lightning::Lightning for NwcLightning {
+    fn describe(&self) -> String {
+        let wallet = Uri::parse(&self.uri).map(|u| u.wallet).unwrap_or_default();
+        format!("nwc {}", wallet.get(..16).unwrap_or_default())
+    }
+
+    fn invoice(
+        &self,
+        amount_sat: u64,
+        memo: &str,
+        expiry_secs: u64,
+    ) -> fleetmesh_settle::Result<fleetmesh_settle::lightning::Issued> {
+        let v = self.call(
+            "make_invoice",
+            json!({"amount": amount_sat * 1000, "description": memo, "expiry": expiry_secs}),
+        )?;
+        let bolt11 = v["invoice"].as_str().unwrap_or_default();
+        fleetmesh_settle::lightning::checked_invoice(bolt11, amount_sat, None)
+    }
+
+    fn pay(&self, bolt11: &str) -> fleetmesh_settle::Result<fleetmesh_settle::lightning::Sent> {
+        let v = self.call("pay_invoice", json!({"invoice": bolt11}))?;
+        let pre = hex::decode(v["preimage"].as_str().unwrap_or_default()).unwrap_or_default();
+        Ok(fleetmesh_settle::lightning::Sent {
+            preimage: fleetmesh_settle::lightning::checked_preimage(bolt11, &pre)?,
+            fee_msat: v["fees_paid"].as_u64().unwrap_or(0),
+        })
+    }
 }

@@ -31,8 +31,18 @@ pub struct PayArgs {
     /// invoice of its `402` answer, at most the bid, through the buyer's
     /// `[settlement.lightning]` (or its Cashu wallet), then the job is sent again with the
     /// credential (`--node`, over HTTP).
-    #[arg(long, value_name = "cashu|l402", value_parser = ["cashu", "l402"])]
+    /// `nwc` is `l402` paid through the NWC wallet of `--nwc-uri`.
+    #[arg(long, value_name = "cashu|l402|nwc", value_parser = ["cashu", "l402", "nwc"])]
     pub pay: Option<String>,
+    /// The NWC wallet `--pay nwc` pays through (its `nostr+walletconnect://` URI).
+    #[arg(
+        long,
+        env = "MESHNODE_NWC_URI",
+        hide_env_values = true,
+        value_name = "URI",
+        requires = "pay"
+    )]
+    pub nwc_uri: Option<String>,
     /// The mint to pay from [default: the first of `[settlement] mints` of the buyer's
     /// directory, else the one mint its wallet holds ecash of].
     #[arg(long, value_name = "URL", requires = "pay")]

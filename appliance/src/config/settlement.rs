@@ -36,19 +36,21 @@ pub enum Backend {
     Lnd,
     /// A Core Lightning node's REST API (`clnrest`).
     Cln,
+    /// A Nostr Wallet Connect wallet (its connection URI in `credential_file`).
+    Nwc,
 }
 
 /// `[settlement.lightning]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LightningSection {
-    /// `cashu` (default), `lnd` or `cln`.
+    /// `cashu` (default), `lnd`, `cln` or `nwc`.
     pub backend: Backend,
     /// The node's REST API (lnd, cln): https, or http on a loopback address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// The file with its credential: LND's macaroon (e.g. `invoice.macaroon`, binary or
-    /// hex; `admin.macaroon` to pay), CLN's rune (text).
+    /// hex; `admin.macaroon` to pay), CLN's rune (text), an NWC connection URI.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credential_file: Option<std::path::PathBuf>,
     /// A PEM certificate to trust for `url` (LND's self-signed `tls.cert`).
@@ -79,6 +81,21 @@ impl LightningSection {
             }
             Backend::Lnd => Flavor::Lnd,
             Backend::Cln => Flavor::Cln,
+            Backend::Nwc => {
+                let file = self.credential_file.as_deref().ok_or(
+                    "[settlement.lightning] backend = \"nwc\" needs credential_file (the \
+                     connection URI)",
+                )?;
+                let uri = std::fs::read_to_string(file).map_err(|e| {
+                    format!(
+                        "[settlement.lightning] credential_file {}: {e}",
+                        file.display()
+                    )
+                })?;
+                return crate::cli::nwc::NwcLightning::new(&uri)
+                    .map(|n| Box::new(n) as Box<dyn fleetmesh_settle::lightning::Lightning>)
+                    .map_err(|e| format!("[settlement.lightning] {e:#}"));
+            }
         };
         let (Some(url), Some(file)) = (&self.url, &self.credential_file) else {
             return Err(format!(

@@ -434,7 +434,7 @@ pub async fn run(
     let (wallet, relays) = (&node.config.settlement, &node.config.node.relays);
     let (dir, mints) = (&node.dir, &wallet.mints);
     let nwc = match wallet.nwc {
-        true => Some(crate::nwc::start(dir, relays.clone(), relay.clone(), mints).await?),
+        true => Some(crate::nwc::start(dir, relays.clone(), relay.clone(), wallet).await?),
         false => None,
     };
     let nutzaps = match wallet.nutzaps {

@@ -600,3 +600,149 @@ fn a_node_prices_routes_with_invoices_of_its_cashu_mint_a_real_nutshell() {
         hash_of(&invoice)
     );
 }
+
+#[test]
+fn l402_is_paid_through_an_nwc_wallet_whose_node_pays_with_its_lightning_node() {
+    let Some(bin) = super::wallet::nutshell("the L402-over-NWC test") else {
+        return;
+    };
+    let mint = super::wallet::Mint::start(&bin);
+    let ln = LightningDouble::start();
+    let home = tempfile::tempdir().unwrap();
+    let (provider, wallet, buyer) = (
+        home.path().join("provider"),
+        home.path().join("wallet"),
+        home.path().join("buyer"),
+    );
+    for d in [&provider, &wallet, &buyer] {
+        assert!(super::init(d, &[]).status.success());
+    }
+    use_lightning(&provider, &ln, "lnd");
+    append_config(
+        &provider,
+        "\n[api.prices]\n\"/v1/jobs\" = 2\n\"/v1/proofs/verify\" = 1\n",
+    );
+    // the wallet node serves NWC, paying through its Lightning node (the double's CLN
+    // side), so that payments give real preimages
+    use_lightning(&wallet, &ln, "cln");
+    super::edit_config(
+        &wallet,
+        &[
+            ("mints = []", &format!("mints = [\"{}\"]", mint.url)),
+            ("nwc = false", "nwc = true"),
+        ],
+    );
+    let (node, w) = (super::run_node(&provider), super::run_node(&wallet));
+    let relay = w.url("/").replace("http://", "ws://");
+    let uri = super::nwc::connect(
+        &wallet,
+        &relay,
+        "buyer",
+        &["--methods", "pay_invoice", "--budget", "10"],
+    );
+    // the buyer's payer is that NWC connection
+    let file = buyer.join("nwc.uri");
+    std::fs::write(&file, &uri).unwrap();
+    let section = format!(
+        "[settlement.lightning]\nbackend = \"nwc\"\ncredential_file = \"{}\"\n",
+        file.display()
+    );
+    super::edit_config(
+        &buyer,
+        &[("[settlement.lightning]\nbackend = \"cashu\"\n", &section)],
+    );
+
+    let fixtures = repo().join("prover/tests/fixtures/circom");
+    let read = |f: &str| std::fs::read_to_string(fixtures.join(f)).unwrap();
+    let data = home.path().join("verify.json");
+    std::fs::write(
+        &data,
+        format!(
+            "{{\"vk\": {}, \"proof\": {}, \"public\": {}}}",
+            read("tiny_vk.json"),
+            read("tiny_proof.json"),
+            read("tiny_public.json")
+        ),
+    )
+    .unwrap();
+    let o = run(&[
+        "settle",
+        "l402",
+        &node.url("/v1/proofs/verify"),
+        "--data",
+        data.to_str().unwrap(),
+        "--key-dir",
+        buyer.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("through nwc"), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["valid"], true, "{v}");
+
+    // job submit --pay nwc: the connection given on the command line
+    let job = super::upper_job(home.path(), "paid over nwc", "nwc-job");
+    let mut spec: Value = serde_json::from_str(&std::fs::read_to_string(&job).unwrap()).unwrap();
+    spec["bid"] = json!({"amount": 3, "unit": "sat"});
+    std::fs::write(&job, spec.to_string()).unwrap();
+    let (o, v) = super::jobs::job(
+        &[
+            "submit",
+            job.to_str().unwrap(),
+            "--pay",
+            "nwc",
+            "--nwc-uri",
+            &uri,
+        ],
+        &node,
+        &buyer,
+    );
+    assert!(o.status.success(), "{v} {}", stderr(&o));
+    let id = v["job"].as_str().unwrap().to_owned();
+    let (code, state) = super::jobs::wait_final(&id, &node, &buyer);
+    assert_eq!(code, Some(0), "{state}");
+    // both payments went through the wallet node's Lightning node, within the budget
+    assert_eq!(ln.counts().1, 2);
+    let o = run(&[
+        "settle",
+        "nwc-connections",
+        "--key-dir",
+        wallet.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let grant: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    // 1 sat and 2 sat, each with its routing fee (1 msat) rounded up to a sat
+    assert_eq!(grant["spent_sat"], 5, "{grant}");
+
+    // a node whose invoices come from an NWC wallet (make_invoice at the wallet node's
+    // mint): its challenge carries that wallet's invoice
+    let issuer = home.path().join("issuer");
+    assert!(super::init(&issuer, &[]).status.success());
+    let uri = super::nwc::connect(&wallet, &relay, "issuer", &["--methods", "make_invoice"]);
+    std::fs::write(issuer.join("nwc.uri"), &uri).unwrap();
+    let section = format!(
+        "[settlement.lightning]\nbackend = \"nwc\"\ncredential_file = \"{}\"\n",
+        issuer.join("nwc.uri").display()
+    );
+    super::edit_config(
+        &issuer,
+        &[("[settlement.lightning]\nbackend = \"cashu\"\n", &section)],
+    );
+    append_config(&issuer, "\n[api.prices]\n\"/v1/proofs/verify\" = 4\n");
+    let i = super::run_node(&issuer);
+    let (status, www, body) = post(&i.url("/v1/proofs/verify"), &json!({}), None);
+    assert_eq!(status, 402, "{body}");
+    let (_, invoice) = challenge(&www.unwrap());
+    let o = run(&[
+        "settle",
+        "nwc-connections",
+        "--key-dir",
+        wallet.to_str().unwrap(),
+    ]);
+    assert!(stdout(&o).contains("issuer"), "{}", stdout(&o));
+    let decoded = run(&["settle", "decode", &invoice, "--json"]);
+    let decoded: Value = serde_json::from_str(stdout(&decoded).trim()).unwrap();
+    assert_eq!(decoded["amount_msat"], 4000, "{decoded}");
+    // made by the wallet node at its mint, not by the double
+    assert_eq!(ln.counts().0, 2, "not an invoice of the double's");
+    drop(w);
+}

@@ -21,7 +21,7 @@ fn settle(args: &[&str]) -> (Option<i32>, Value, String) {
 }
 
 /// A connection to the wallet of `dir` through `relay`: its URI.
-fn connect(dir: &Path, relay: &str, name: &str, extra: &[&str]) -> String {
+pub(super) fn connect(dir: &Path, relay: &str, name: &str, extra: &[&str]) -> String {
     let mut args = vec!["settle", "nwc-connect", "--key-dir", dir.to_str().unwrap()];
     args.extend(["--name", name, "--relay", relay]);
     args.extend_from_slice(extra);
