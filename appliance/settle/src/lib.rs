@@ -12,6 +12,7 @@
 //!   channels: the Cashu mint's bolt11 quotes, LND's or Core Lightning's REST API.
 //! - [`l402`]: paid HTTP requests (bLIP-26): macaroons, challenges, credentials, and the
 //!   record of credentials used; the appliance prices its API routes with it.
+//! - [`lnurl`]: a Lightning address or LNURL-pay service asked for an invoice, checked.
 //! - [`nutzap`]: nutzaps (NIP-61): the recipient's kind 10019 and the kind 9321 of
 //!   P2PK-locked proofs, written and read, and the check of what a recipient may take.
 
@@ -21,6 +22,7 @@ mod error;
 mod http;
 pub mod l402;
 pub mod lightning;
+pub mod lnurl;
 pub mod nutzap;
 pub mod nwc;
 

@@ -1,9 +1,9 @@
 //! Paying for HTTP requests with L402 ([`fleetmesh_settle::l402`]), the client's side:
 //! `meshnode settle l402 URL` (any priced route: inference, proofs) and `meshnode job
-//! submit --pay l402`.
+//! submit --pay l402|nwc` (`nwc`: paid through the NWC wallet of `--nwc-uri`).
 //!
-//! A `402` answer's challenge is read, its invoice decoded and checked (not expired, an
-//! amount, at most `--max-sat`), paid through the payer's Lightning backend — the
+//! A `402` answer's challenge is read, its invoice decoded and checked (the macaroon
+//! commits to it, not expired, an amount, at most `--max-sat`), paid through the payer's Lightning backend — the
 //! `[settlement.lightning]` of the payer's directory (`--key-dir`), else its Cashu wallet
 //! at `--mint` or its one mint — and the request sent again with `Authorization: L402
 //! <macaroon>:<preimage>`. What was paid goes to stderr.
@@ -45,6 +45,13 @@ pub fn pay(www_authenticate: &str, max_sat: u64, payer: &dyn Lightning) -> anyho
     let msat = inv
         .amount_msat
         .context("the challenge's invoice names no amount")?;
+    // the macaroon must commit to this invoice: else paying it buys nothing
+    let id = fleetmesh_settle::l402::Macaroon::from_base64(&challenge.macaroon)
+        .and_then(|m| fleetmesh_settle::l402::Identifier::from_bytes(&m.identifier))?;
+    anyhow::ensure!(
+        hex::encode(id.payment_hash) == inv.payment_hash,
+        "the challenge's macaroon is for another payment than its invoice: not paid"
+    );
     let sat = msat.div_ceil(1000);
     anyhow::ensure!(
         sat <= max_sat,
@@ -154,4 +161,53 @@ pub fn fetch(args: &FetchArgs) -> anyhow::Result<Outcome> {
             Outcome::Malformed
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetmesh_settle::l402::Minter;
+    use fleetmesh_settle::lightning::{Issued, Sent};
+
+    /// A payer that must never be asked to pay.
+    struct NeverPays;
+
+    impl Lightning for NeverPays {
+        fn describe(&self) -> String {
+            "never".into()
+        }
+        fn invoice(&self, _: u64, _: &str, _: u64) -> fleetmesh_settle::Result<Issued> {
+            unreachable!("a payer only pays")
+        }
+        fn pay(&self, bolt11: &str) -> fleetmesh_settle::Result<Sent> {
+            panic!("paid {bolt11}")
+        }
+    }
+
+    #[test]
+    fn a_challenge_whose_macaroon_is_for_another_invoice_is_not_paid() {
+        let vectors: serde_json::Value =
+            serde_json::from_str(include_str!("../../settle/vectors/bolt11.json")).unwrap();
+        let v = &vectors["valid"][1];
+        let invoice = v["invoice"].as_str().unwrap().to_owned();
+        let other = Minter::new([1; 32]).mint([7; 32], "/v1/jobs", 1, u64::MAX, None);
+        let header = Challenge {
+            macaroon: other.to_base64(),
+            invoice: invoice.clone(),
+        }
+        .header();
+        let err = pay(&header, u64::MAX, &NeverPays).unwrap_err();
+        assert!(err.to_string().contains("another payment"), "{err}");
+        // committed to the invoice, over the limit: not paid either
+        let mut hash = [0u8; 32];
+        hex::decode_to_slice(v["payment_hash"].as_str().unwrap(), &mut hash).unwrap();
+        let ours = Minter::new([1; 32]).mint(hash, "/v1/jobs", 1, u64::MAX, None);
+        let header = Challenge {
+            macaroon: ours.to_base64(),
+            invoice,
+        }
+        .header();
+        let err = pay(&header, 1, &NeverPays).unwrap_err();
+        assert!(err.to_string().contains("at most 1 sat"), "{err}");
+    }
 }

@@ -70,8 +70,18 @@ pub struct ClientArgs {
 #[derive(Debug, Args)]
 pub struct PayArgs {
     /// The BOLT11 invoice to pay.
-    #[arg(long)]
-    pub invoice: String,
+    #[arg(long, required_unless_present = "to", conflicts_with = "to")]
+    pub invoice: Option<String>,
+    /// Pay a Lightning address (`name@domain`) or an LNURL-pay URL instead: its service is
+    /// asked for an invoice of `--amount`, checked (amount, description hash) before paying.
+    #[arg(long, value_name = "ADDRESS", requires = "amount")]
+    pub to: Option<String>,
+    /// Sats, with `--to`.
+    #[arg(long, value_name = "SATS")]
+    pub amount: Option<u64>,
+    /// A comment for the payee, with `--to` (where its service takes comments).
+    #[arg(long, value_name = "TEXT")]
+    pub comment: Option<String>,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -256,11 +266,22 @@ fn show(answer: Result<Value, Value>) -> anyhow::Result<Outcome> {
 
 /// `meshnode settle nwc-pay --invoice BOLT11`.
 pub fn pay(args: &PayArgs) -> anyhow::Result<Outcome> {
-    fleetmesh_settle::bolt11::decode(&args.invoice)?;
+    let invoice = match (&args.invoice, &args.to, args.amount) {
+        (Some(i), _, _) => i.clone(),
+        (None, Some(to), Some(sats)) => {
+            let url = fleetmesh_settle::lnurl::pay_url(to)?;
+            let msat = sats.checked_mul(1000).context("--amount: too many sats")?;
+            let pr = fleetmesh_settle::lnurl::invoice(&url, msat, args.comment.as_deref())?;
+            eprintln!("meshnode: {to} invoiced {sats} sat");
+            pr
+        }
+        _ => anyhow::bail!("--invoice, or --to with --amount"),
+    };
+    fleetmesh_settle::bolt11::decode(&invoice)?;
     show(request(
         &args.client,
         "pay_invoice",
-        json!({"invoice": args.invoice}),
+        json!({"invoice": invoice}),
     )?)
 }
 

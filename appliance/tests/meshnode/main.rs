@@ -18,6 +18,7 @@ mod jobs;
 mod keys;
 mod l402;
 mod ledger;
+mod lightning_double;
 mod mailbox;
 mod market;
 mod nutzaps;

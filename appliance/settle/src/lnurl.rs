@@ -1,0 +1,161 @@
+//! Paying a Lightning address (LUD-16) or an LNURL-pay URL (LUD-06): the payee's service
+//! is asked for an invoice of the amount, which is checked before anything is paid.
+//!
+//! `name@domain` is `https://domain/.well-known/lnurlp/name` (http only for a loopback
+//! host, as for every settlement call that carries no secret but must not be redirected
+//! by a network in the middle). The service's answer must be a `payRequest` whose
+//! `minSendable`..`maxSendable` holds the amount; the invoice its `callback` returns must
+//! be for exactly that amount and carry the SHA-256 of the service's `metadata` as its
+//! description hash (LUD-06), so that the invoice is the one that service issued for this
+//! payment. Answers are bounded in bytes and time.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::{Result, SettleError};
+
+/// The largest answer read from an LNURL service.
+pub const MAX_ANSWER_BYTES: u64 = 64 << 10;
+
+fn refused(why: impl Into<String>) -> SettleError {
+    SettleError::Refused(why.into())
+}
+
+/// Whether `url` may be called: https, or http to a loopback host.
+fn allowed(url: &str) -> bool {
+    url.starts_with("https://")
+        || ["http://127.", "http://localhost", "http://[::1]"]
+            .iter()
+            .any(|p| url.starts_with(p))
+}
+
+/// The LNURL-pay URL of `to`: a Lightning address `name@domain`, or an https URL as is.
+pub fn pay_url(to: &str) -> Result<String> {
+    let to = to.trim().trim_start_matches("lightning:");
+    let url = match to.split_once('@') {
+        Some((name, domain))
+            if !name.is_empty()
+                && !domain.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) =>
+        {
+            let loopback = domain.starts_with("127.") || domain.starts_with("localhost");
+            let scheme = if loopback { "http" } else { "https" };
+            format!(
+                "{scheme}://{domain}/.well-known/lnurlp/{}",
+                name.to_ascii_lowercase()
+            )
+        }
+        Some(_) => return Err(refused(format!("{to:?} is not a Lightning address"))),
+        None => to.to_owned(),
+    };
+    if !allowed(&url) {
+        return Err(refused(format!(
+            "{url}: an LNURL service over https (http only on loopback)"
+        )));
+    }
+    Ok(url)
+}
+
+fn get(http: &reqwest::blocking::Client, url: &str) -> Result<Value> {
+    let unreachable = |reason: String| SettleError::Unreachable {
+        url: url.to_owned(),
+        reason,
+    };
+    let (status, body) = crate::http::send(http.get(url), MAX_ANSWER_BYTES).map_err(unreachable)?;
+    let v: Value = serde_json::from_slice(&body)
+        .map_err(|e| unreachable(format!("the answer is not JSON: {e}")))?;
+    if v["status"] == "ERROR" || !status.is_success() {
+        return Err(refused(format!(
+            "{url}: {}",
+            v["reason"].as_str().unwrap_or(status.as_str())
+        )));
+    }
+    Ok(v)
+}
+
+/// An invoice for `amount_msat` from the LNURL-pay service at `url` (with `comment`
+/// where it takes comments), checked as the module says.
+pub fn invoice(url: &str, amount_msat: u64, comment: Option<&str>) -> Result<String> {
+    let http = crate::http::client(Duration::from_secs(30), None).map_err(|reason| {
+        SettleError::Unreachable {
+            url: url.to_owned(),
+            reason,
+        }
+    })?;
+    let offer = get(&http, url)?;
+    if offer["tag"] != "payRequest" {
+        return Err(refused(format!("{url}: not an LNURL-pay service")));
+    }
+    let (min, max) = (
+        offer["minSendable"].as_u64().unwrap_or(u64::MAX),
+        offer["maxSendable"].as_u64().unwrap_or(0),
+    );
+    if !(min..=max).contains(&amount_msat) {
+        return Err(refused(format!(
+            "{url} takes {min} to {max} msat, not {amount_msat}"
+        )));
+    }
+    let metadata = offer["metadata"]
+        .as_str()
+        .ok_or_else(|| refused(format!("{url}: no metadata")))?;
+    let callback = offer["callback"]
+        .as_str()
+        .filter(|c| allowed(c))
+        .ok_or_else(|| refused(format!("{url}: no https callback")))?;
+    let mut target = reqwest::Url::parse(callback)
+        .map_err(|e| refused(format!("{url}: callback {callback:?}: {e}")))?;
+    target
+        .query_pairs_mut()
+        .append_pair("amount", &amount_msat.to_string());
+    let room = offer["commentAllowed"].as_u64().unwrap_or(0) as usize;
+    if let Some(c) = comment.filter(|c| !c.is_empty() && room > 0) {
+        target
+            .query_pairs_mut()
+            .append_pair("comment", &c.chars().take(room).collect::<String>());
+    }
+    let answer = get(&http, target.as_str())?;
+    let pr = answer["pr"]
+        .as_str()
+        .ok_or_else(|| refused(format!("{callback}: no invoice (pr)")))?;
+    let inv = crate::bolt11::decode(pr)?;
+    if inv.amount_msat != Some(amount_msat) {
+        return Err(refused(format!(
+            "{callback} gave an invoice for {:?} msat, not {amount_msat}",
+            inv.amount_msat
+        )));
+    }
+    if inv.description_hash.as_deref() != Some(&hex::encode(Sha256::digest(metadata.as_bytes()))) {
+        return Err(refused(format!(
+            "{callback} gave an invoice whose description hash is not the service's metadata's"
+        )));
+    }
+    Ok(pr.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lightning_addresses_become_https_urls_and_hostile_ones_are_refused() {
+        assert_eq!(
+            pay_url("Alice@example.com").unwrap(),
+            "https://example.com/.well-known/lnurlp/alice"
+        );
+        assert_eq!(
+            pay_url("bob@127.0.0.1:8080").unwrap(),
+            "http://127.0.0.1:8080/.well-known/lnurlp/bob"
+        );
+        assert!(pay_url("a b@example.com").is_err());
+        assert!(pay_url("@example.com").is_err());
+        assert!(pay_url("http://example.com/lnurlp/x").is_err());
+        assert_eq!(
+            pay_url("https://example.com/lnurlp/x").unwrap(),
+            "https://example.com/lnurlp/x"
+        );
+    }
+}
