@@ -486,8 +486,9 @@ fn l402_is_paid_through_an_nwc_wallet_whose_node_pays_with_its_lightning_node() 
     // a Lightning address (LUD-16) paid over the same connection: the LNURL service (a
     // loopback server here, invoicing through the double's LND side with its metadata's
     // hash) is asked for an invoice, which is checked, then paid
-    let address = lnurl_service(&ln);
-    let nwc_pay = |sats: &str| {
+    let host = lnurl_service(&ln);
+    let nwc_pay_to = |who: &str, sats: &str| {
+        let address = format!("{who}@{host}");
         run(&[
             "settle",
             "nwc-pay",
@@ -501,6 +502,7 @@ fn l402_is_paid_through_an_nwc_wallet_whose_node_pays_with_its_lightning_node() 
             &uri,
         ])
     };
+    let nwc_pay = |sats: &str| nwc_pay_to("alice", sats);
     let o = nwc_pay("2");
     assert!(o.status.success(), "{}", stderr(&o));
     let paid: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
@@ -510,6 +512,13 @@ fn l402_is_paid_through_an_nwc_wallet_whose_node_pays_with_its_lightning_node() 
     let o = nwc_pay("50");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("not 50000"), "{}", stderr(&o));
+    // an invoice not bound to the service's metadata, or for more than asked: refused
+    // before anything is paid
+    for (who, says) in [("mallory", "description hash"), ("greedy", "not 2000")] {
+        let o = nwc_pay_to(who, "2");
+        assert_eq!(o.status.code(), Some(2), "{who}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{who}: {}", stderr(&o));
+    }
     assert_eq!(ln.counts().1, 3);
 
     // a node whose invoices come from an NWC wallet (make_invoice at the wallet node's
@@ -542,6 +551,6 @@ fn l402_is_paid_through_an_nwc_wallet_whose_node_pays_with_its_lightning_node() 
     let decoded: Value = serde_json::from_str(stdout(&decoded).trim()).unwrap();
     assert_eq!(decoded["amount_msat"], 4000, "{decoded}");
     // made by the wallet node at its mint, not by the double
-    assert_eq!(ln.counts().0, 3, "not an invoice of the double's");
+    assert_eq!(ln.counts().0, 5, "not an invoice of the double's");
     drop(w);
 }

@@ -256,8 +256,10 @@ fn answer(
     }
 }
 
-/// An LNURL-pay service (LUD-06) for `alice` on a loopback port, invoicing through the
-/// double's LND shape with its metadata's hash, taking 1 to 10 sat: its Lightning address.
+/// An LNURL-pay service (LUD-06) on a loopback port, invoicing through the double's LND
+/// shape, taking 1 to 10 sat: its host, for the addresses `alice@HOST` (honest),
+/// `mallory@HOST` (invoices without the metadata's hash) and `greedy@HOST` (invoices for a
+/// sat more than asked).
 pub(super) fn lnurl_service(ln: &LightningDouble) -> String {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -283,22 +285,33 @@ pub(super) fn lnurl_service(ln: &LightningDouble) -> String {
                 .nth(1)
                 .unwrap_or_default()
                 .to_owned();
-            let answer = if path == "/.well-known/lnurlp/alice" {
-                json!({"tag": "payRequest", "callback": format!("http://{me}/cb"),
+            // alice is honest; mallory's invoices do not carry the metadata's hash, greedy's
+            // ask one sat more than the payer asked for
+            let answer = if let Some(name) = path.strip_prefix("/.well-known/lnurlp/") {
+                json!({"tag": "payRequest", "callback": format!("http://{me}/cb/{name}"),
                        "minSendable": 1000, "maxSendable": 10_000, "metadata": metadata,
                        "commentAllowed": 32})
-            } else if let Some(q) = path.strip_prefix("/cb?") {
+            } else if let Some((name, q)) = path
+                .strip_prefix("/cb/")
+                .and_then(|rest| rest.split_once('?'))
+            {
                 let amount: u64 = q
                     .split('&')
                     .find_map(|kv| kv.strip_prefix("amount="))
                     .and_then(|a| a.parse().ok())
                     .unwrap_or(0);
                 let hash = sha256::Hash::hash(metadata.as_bytes()).to_byte_array();
+                let mut ask = json!({"value": (amount / 1000).to_string(),
+                                     "description_hash": b64(&hash)});
+                match name {
+                    "mallory" => ask = json!({"value": (amount / 1000).to_string(), "memo": "x"}),
+                    "greedy" => ask["value"] = json!((amount / 1000 + 1).to_string()),
+                    _ => {}
+                }
                 let v: Value = reqwest::blocking::Client::new()
                     .post(format!("{lnd}/v1/invoices"))
                     .header("Grpc-Metadata-macaroon", &mac)
-                    .json(&json!({"value": (amount / 1000).to_string(),
-                                  "description_hash": b64(&hash)}))
+                    .json(&ask)
                     .send()
                     .unwrap()
                     .json()
@@ -318,5 +331,5 @@ pub(super) fn lnurl_service(ln: &LightningDouble) -> String {
             );
         }
     });
-    format!("alice@{host}")
+    host
 }
