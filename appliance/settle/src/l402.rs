@@ -625,17 +625,6 @@ impl Spent {
             .map_err(|e| self.store(e))?;
         Ok(())
     }
-
-    /// How many credentials were used, and the sats they paid.
-    pub fn totals(&self) -> Result<(u64, u64)> {
-        self.db
-            .query_row(
-                "SELECT COUNT(*), COALESCE(SUM(amount_sat), 0) FROM spent",
-                [],
-                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
-            )
-            .map_err(|e| self.store(e))
-    }
 }
 
 #[cfg(test)]
@@ -792,7 +781,6 @@ mod tests {
         );
         s.claimed(&paid.payment_hash).unwrap();
         assert!(s.unclaimed().unwrap().is_empty());
-        assert_eq!(s.totals().unwrap(), (1, 2));
         s.release(&paid.payment_hash).unwrap();
         s.redeem(&paid, "/v1/jobs", 3).unwrap();
     }
