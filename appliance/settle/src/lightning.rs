@@ -152,8 +152,14 @@ impl Rest {
                 .to_owned(),
         };
         if let Some(pem) = tls_cert {
-            reqwest::Certificate::from_pem(pem)
+            // checked now (a PEM that holds no certificate would only fail at the first call)
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
                 .map_err(|e| SettleError::Refused(format!("the TLS certificate: {e}")))?;
+            if certs.is_empty() {
+                return Err(SettleError::Refused(
+                    "the TLS certificate: no PEM certificate in the file".into(),
+                ));
+            }
         }
         Ok(Rest {
             flavor,

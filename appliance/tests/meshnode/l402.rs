@@ -128,6 +128,22 @@ fn a_node_sells_api_routes_by_l402_through_lnd_and_cln_rest_shaped_lightning_dou
     use_lightning(&bad2, &far, "lnd");
     let o = run(&["run", bad2.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
     assert!(stderr(&o).contains("over https"), "{}", stderr(&o));
+    // a credential file that is not there, a certificate that is not PEM: refused too
+    let bad3 = home.path().join("bad3");
+    assert!(super::init(&bad3, &[]).status.success());
+    use_lightning(&bad3, &ln, "lnd");
+    std::fs::remove_file(bad3.join("lnd.credential")).unwrap();
+    let o = run(&["run", bad3.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    assert!(stderr(&o).contains("credential_file"), "{}", stderr(&o));
+    std::fs::write(bad3.join("lnd.credential"), &ln.macaroon).unwrap();
+    std::fs::write(bad3.join("cert.pem"), "not a certificate").unwrap();
+    let cert = format!("tls_cert_file = \"{}\"\n", bad3.join("cert.pem").display());
+    super::edit_config(
+        &bad3,
+        &[("backend = \"lnd\"\n", &format!("backend = \"lnd\"\n{cert}"))],
+    );
+    let o = run(&["run", bad3.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    assert!(stderr(&o).contains("TLS certificate"), "{}", stderr(&o));
 
     let node = super::run_node(&provider);
     // the prices are public: NIP-11 names them
