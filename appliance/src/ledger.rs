@@ -18,7 +18,7 @@
 //!   (peering revoked, our grant deleted by NIP-09, the link closed, never dialled again)
 //!   publish a kind 30802 report naming the evidence lines.
 //! - **Segments**: past `[ledger] evidence_max_bytes` the log starts a new segment that
-//!   begins with a checkpoint of the state ([`Books::rotate`]); `evidence_segments` old
+//!   begins with a checkpoint of the state ([`fleetmesh_ledger::Books::rotate`]); `evidence_segments` old
 //!   ones are kept.
 //! - **Faults** (`[ledger] fault`, for federation tests): receipts that understate what
 //!   was sent, or a chain whose links are wrong from the third receipt on.
@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use fleetmesh_ledger::{Books, Decision, Line};
+use fleetmesh_ledger::{Decision, Line};
 use fleetmesh_proto::ledger::{
     BudgetReceipt, ChainHead, Complaints, Grant, Moved, Period, Report, Traffic, ZERO, pair_id,
 };
@@ -42,8 +42,6 @@ use crate::config::{Fault, LedgerSection};
 use crate::federation::Links;
 use crate::peers::Peers;
 
-/// The ledger's directory in the node directory.
-pub const DIR: &str = "ledger";
 /// A budget/1.0 receipt, as a DIDComm message type.
 pub const RECEIPT: &str = crate::didcomm::LEDGER_TYPES[0];
 /// A grant (kind 30801 event) sent to its peer.
@@ -64,6 +62,7 @@ fn line_peer(line: &Line) -> Option<&str> {
         | Line::Receipt { peer, .. }
         | Line::Sent { peer, .. }
         | Line::Measure { peer, .. }
+        | Line::Settled { peer, .. }
         | Line::Revoke { peer, .. } => Some(peer),
     }
 }
@@ -113,7 +112,7 @@ fn per_shard(mut counts: Vec<Moved>, n: usize) -> Option<Vec<Moved>> {
 
 /// The ledger of a running node.
 pub struct Accounts {
-    books: Mutex<Books>,
+    books: crate::settlement::Books,
     keys: NodeKeys,
     descriptor: Event,
     relay: Arc<Relay>,
@@ -127,13 +126,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Accounts {
-    /// Opens the books of the node in `dir` (replaying its evidence log) and bars the
-    /// peers they say are suspended or revoked.
+    /// The ledger of the node in `dir` over its `books` (opened with
+    /// [`crate::settlement::open_books`], its evidence log replayed); bars the peers they
+    /// say are suspended or revoked.
     ///
     /// # Errors
-    /// The books' (a damaged file is refused, never recreated), the keys'.
+    /// The keys'.
     pub fn open(
         dir: &Path,
+        books: crate::settlement::Books,
         descriptor: Event,
         relay: Arc<Relay>,
         table: Arc<Peers>,
@@ -142,27 +143,25 @@ impl Accounts {
     ) -> anyhow::Result<Arc<Accounts>> {
         let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
         let now = crate::node::unix_now();
-        let (books, refused) = Books::open(&dir.join(DIR), &keys.nostr_pubkey_hex(), now)?;
-        for r in refused {
-            tracing::warn!(line = r.line, reason = %r.reason, "evidence log: a line not taken");
-        }
-        for (peer, s) in books.ledger().standings() {
+        let mut standings = lock(&books).ledger().standings();
+        standings.retain(|_, s| s.beyond_payments());
+        for (peer, s) in &standings {
             if s.revoked {
-                table.bar(&peer, u64::MAX);
+                table.bar(peer, u64::MAX);
             } else if let Some(until) = s.suspended_until.filter(|u| *u > now) {
-                table.bar(&peer, until);
+                table.bar(peer, until);
             }
         }
         table.set_window(config.window_secs);
-        for peer in books.ledger().standings().into_keys() {
-            let (inbound, outbound) = shards_between(books.ledger(), &peer);
+        for peer in standings.into_keys() {
+            let (inbound, outbound) = shards_between(lock(&books).ledger(), &peer);
             table.tally(&peer).set_shards(inbound, outbound);
         }
         if config.fault != Fault::None {
             tracing::error!(fault = ?config.fault, "[ledger] fault is set: this node misbehaves on purpose towards its peers");
         }
         Ok(Arc::new(Accounts {
-            books: Mutex::new(books),
+            books,
             keys,
             descriptor,
             relay,
@@ -199,7 +198,12 @@ impl Accounts {
     /// Whether `peer` (hex) is one the ledger takes messages from: linked now, or known
     /// to the books (granted, or judged before).
     pub fn knows(&self, peer: &str) -> bool {
-        lock(&self.links).contains_key(peer) || lock(&self.books).ledger().standing(peer).is_some()
+        // a buyer or provider the node only paid or was paid by is not a peer of the ledger
+        lock(&self.links).contains_key(peer)
+            || lock(&self.books)
+                .ledger()
+                .standing(peer)
+                .is_some_and(fleetmesh_ledger::Standing::beyond_payments)
     }
 
     /// What `peer` (hex) may write while the relay sheds at rung 2: the capacity of our

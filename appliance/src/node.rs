@@ -38,6 +38,8 @@ pub const DB_FILE: &str = "fleetmesh.db";
 pub const DESCRIPTOR_FILE: &str = "descriptor.json";
 /// The buyer identity's directory inside the node home (it may come before the node).
 pub const BUYER_DIR: &str = "buyer";
+/// The books (the accountability ledger and settlement records) in the node directory.
+pub const LEDGER_DIR: &str = "ledger";
 /// Metadata key under which the store records the node's pubkey.
 pub(crate) const META_PUBKEY: &str = "node_pubkey";
 

@@ -10,8 +10,18 @@
 //! which the node alone knows until it sends it with the output, and redeems with.
 //! Nothing is swapped until the job is verified; then the wallet redeems it (written
 //! ahead, as every wallet operation).
+//!
+//! **Settlement records**: every job payment's end (redeemed, unredeemed, released) is a
+//! `settled` line of the node's evidence log against the buyer ([`Books`], shared with
+//! the accountability ledger), naming the job as its receipt does (the blinded id) and
+//! the receipt; a buyer's `job submit --pay cashu` records its escrow, and `wallet check`
+//! its refunds, in its own books ([`record_as_buyer`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use fleetmesh_ledger::settlement::{Role, State};
+use fleetmesh_ledger::{Line, Settlement};
 
 use fleetmesh_market::service::payments::{Escrow, Payments};
 use fleetmesh_market::{Refusal, refuse};
@@ -19,6 +29,112 @@ use fleetmesh_proto::ask::Ask;
 use fleetmesh_settle::cashu::nut10::{self, Kind, Lock};
 use fleetmesh_settle::cashu::{MintClient, Token, Wallet, token::normalize_mint};
 use serde_json::Value;
+
+/// The node's books (evidence log, fold, SQLite file), opened once by the daemon: the
+/// accountability ledger and the settlement records write through the same handle.
+pub type Books = Arc<Mutex<fleetmesh_ledger::Books>>;
+
+/// Opens the books of the node (Nostr key `us`, hex) in `dir`.
+///
+/// # Errors
+/// The books': another process holds them, a damaged file (refused, never recreated).
+pub fn open_books(dir: &Path, us: &str) -> anyhow::Result<Books> {
+    let (books, refused) = fleetmesh_ledger::Books::open(
+        &dir.join(crate::node::LEDGER_DIR),
+        us,
+        crate::node::unix_now(),
+    )?;
+    for r in refused {
+        tracing::warn!(line = r.line, reason = %r.reason, "evidence log: a line not taken");
+    }
+    Ok(Arc::new(Mutex::new(books)))
+}
+
+/// Records `settlement` against `peer` in `books` (a payment is never judged: nothing
+/// to carry out).
+///
+/// # Errors
+/// The log's.
+pub fn record(books: &Books, peer: &str, settlement: Settlement) -> anyhow::Result<()> {
+    let line = Line::Settled {
+        at: crate::node::unix_now(),
+        peer: peer.to_owned(),
+        settlement,
+    };
+    books
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .record(line)?;
+    Ok(())
+}
+
+/// Records a payment of the buyer whose key directory is `dir` (Nostr key `us`) in its
+/// books: opened for the line when no node runs there, else sent to the node that does
+/// (`ledger.settle` on its control socket). A failure is a warning: the payment itself
+/// stands, and is in the wallet's history.
+pub fn record_as_buyer(dir: &Path, us: &str, peer: &str, settlement: Settlement) {
+    let outcome = match open_books(dir, us).and_then(|b| record(&b, peer, settlement.clone())) {
+        Ok(()) => Ok(()),
+        Err(e)
+            if e.downcast_ref::<fleetmesh_ledger::LedgerError>()
+                .is_some_and(|e| matches!(e, fleetmesh_ledger::LedgerError::Busy { .. })) =>
+        {
+            let req = serde_json::json!({"cmd": "ledger.settle", "peer": peer,
+                "settlement": settlement});
+            crate::control::request(dir, &req).and_then(|answer| {
+                match answer["error"].get("message") {
+                    None => Ok(()),
+                    Some(why) => Err(anyhow::anyhow!("the node refused it: {why}")),
+                }
+            })
+        }
+        Err(e) => Err(e),
+    };
+    if let Err(e) = outcome {
+        eprintln!(
+            "meshnode: the payment is not in the ledger of {}: {e:#}",
+            dir.display()
+        );
+    }
+}
+
+/// A payment of the node as a buyer: Cashu escrow at `mint`, `sats` of it, for `job`
+/// (blinded for the pair) where there is one.
+pub fn payer(state: State, mint: &str, sats: u64, job: Option<String>) -> Settlement {
+    Settlement {
+        role: Role::Payer,
+        state,
+        method: "cashu".into(),
+        at: mint.to_owned(),
+        amount_sat: sats,
+        job,
+        receipt: None,
+    }
+}
+
+/// The settlement line of a job payment's end as the job store records it (`state`
+/// `redeemed`, `unredeemed` or `released`): `None` for any other.
+pub fn payee_settlement(job: &str, payment: &Value) -> Option<Settlement> {
+    let state = match payment["state"].as_str()? {
+        "redeemed" => State::Redeemed,
+        "unredeemed" => State::Unredeemed,
+        "released" => State::Released,
+        _ => return None,
+    };
+    let amount = match state {
+        State::Redeemed => payment["redeemed_sat"].as_u64(),
+        _ => payment["amount_sat"].as_u64(),
+    };
+    Some(Settlement {
+        role: Role::Payee,
+        state,
+        method: payment["method"].as_str().unwrap_or("cashu").to_owned(),
+        at: payment["at"].as_str().unwrap_or_default().to_owned(),
+        amount_sat: amount.unwrap_or(0),
+        job: Some(job.to_owned()),
+        receipt: payment["receipt"].as_str().map(str::to_owned),
+    })
+}
 
 /// The node's wallet as the job service's payments.
 pub struct CashuPayments {
@@ -28,6 +144,8 @@ pub struct CashuPayments {
     pub key: secp256k1::Keypair,
     /// The mints the node takes tokens of, normalized.
     pub mints: Vec<String>,
+    /// The node's books: each payment's end is recorded there against the buyer.
+    pub books: Books,
 }
 
 fn invalid(why: impl Into<String>) -> Refusal {
@@ -196,6 +314,15 @@ impl Payments for CashuPayments {
                 .ok()
                 .flatten()
                 .ok_or_else(|| e.to_string()),
+        }
+    }
+
+    fn settled(&self, buyer: &str, job: &str, payment: &Value) {
+        let Some(s) = payee_settlement(job, payment) else {
+            return;
+        };
+        if let Err(e) = record(&self.books, buyer, s) {
+            tracing::error!(%job, error = %e, "recording a job's payment in the ledger");
         }
     }
 }

@@ -1,11 +1,13 @@
 //! `meshnode ledger replay FILE` and `meshnode ledger show DIR|--node URL`: the
 //! accountability ledger's decisions recomputed from an evidence log alone, and each
-//! peer's standing ([`fleetmesh_ledger`], [`crate::ledger`]); `meshnode grant …` on the
+//! peer's standing and payments (`--settlements`: each payment, matched to its job's
+//! receipt with `--job`) ([`fleetmesh_ledger`], [`crate::ledger`]); `meshnode grant …` on the
 //! control socket; `meshnode report list`: the standing reports (kind 30802) on a relay.
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 use crate::cli::Outcome;
@@ -18,8 +20,9 @@ pub enum LedgerCommand {
     /// are named on stderr (exit 2 after the decisions).
     Replay(ReplayArgs),
     /// Each peer's standing (severity, capacity, probation, suspension, revocation,
-    /// grants, chain heads), from a node directory's log or a running node's
-    /// `GET /v1/ledger`; with `--decisions`, the decisions too.
+    /// grants, chain heads, payments summed), from a node directory's log or a running
+    /// node's `GET /v1/ledger`; with `--decisions`, the decisions too; with
+    /// `--settlements`, each payment.
     Show(ShowArgs),
 }
 
@@ -234,6 +237,15 @@ pub struct ShowArgs {
     /// The decisions too, one JSON line each (as `ledger replay --json` prints them).
     #[arg(long)]
     pub decisions: bool,
+    /// The payments too (of a node directory, every kept segment): one JSON line each —
+    /// the peer, the node's side (`payee`, `payer`), what became of it, the sats, the mint,
+    /// the job as its receipt names it and the receipt.
+    #[arg(long, requires = "dir")]
+    pub settlements: bool,
+    /// With `--settlements`, only the payments of this job (its id as the receipt names
+    /// it: `job receipt` shows it).
+    #[arg(long, value_name = "ID", requires = "settlements")]
+    pub job: Option<String>,
 }
 
 /// The standing of the node in `dir`'s peers, from its evidence log, and the decisions
@@ -303,6 +315,21 @@ pub fn show(args: &ShowArgs) -> anyhow::Result<Outcome> {
         println!("no peers in the ledger");
     }
     for (peer, s) in &peers {
+        if let Some(p) = s.get("settled") {
+            println!(
+                "{peer}: {} jobs paid; received {} sat ({} unredeemed, {} released), paid {} \
+                 sat ({} refunded)",
+                p["jobs"],
+                p["received_sat"],
+                p["unredeemed_sat"].as_u64().unwrap_or(0),
+                p["released_sat"].as_u64().unwrap_or(0),
+                p["paid_sat"],
+                p["refunded_sat"].as_u64().unwrap_or(0),
+            );
+            if !fleetmesh_ledger::Standing::deserialize(s).is_ok_and(|s| s.beyond_payments()) {
+                continue;
+            }
+        }
         let state = if s["revoked"] == true {
             "revoked".to_owned()
         } else if let Some(u) = s["suspended_until"].as_u64() {
@@ -324,6 +351,17 @@ pub fn show(args: &ShowArgs) -> anyhow::Result<Outcome> {
     if args.decisions {
         for d in body["decisions"].as_array().into_iter().flatten() {
             println!("{d}");
+        }
+    }
+    if let (true, Some(dir)) = (args.settlements, &args.dir)
+        && dir.join(crate::node::LEDGER_DIR).is_dir()
+    {
+        let segments = fleetmesh_ledger::store::segments(&dir.join(crate::node::LEDGER_DIR))?;
+        let paths: Vec<&Path> = segments.iter().map(PathBuf::as_path).collect();
+        for s in fleetmesh_ledger::evidence::settlements(&paths)? {
+            if args.job.is_none() || s.settlement.job == args.job {
+                println!("{}", serde_json::to_string(&s)?);
+            }
         }
     }
     Ok(Outcome::Ok)

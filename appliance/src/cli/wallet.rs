@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
+use fleetmesh_ledger::settlement::State::{Escrowed, Refunded};
 use fleetmesh_settle::SettleError;
 use fleetmesh_settle::cashu::nut10::Lock;
 use fleetmesh_settle::cashu::{MintClient, Token, Wallet, token::normalize_mint};
@@ -126,6 +127,19 @@ pub fn pay_job(
     };
     let gross = wallet.gross(&mint, sats.max(1))?;
     let (token, fee) = wallet.send(&mint, gross, Some(format!("job {job_id}")), Some(&lock))?;
+    // in the buyer's books against the provider, the job named as its receipt will name it
+    let us = hex::encode(buyer.x_only_public_key().0.to_byte_array());
+    crate::settlement::record_as_buyer(
+        dir,
+        &us,
+        provider,
+        crate::settlement::payer(
+            Escrowed,
+            mint.url(),
+            gross,
+            fleetmesh_proto::receipt::blinded_job_id(&buyer.secret_key(), provider, job_id).ok(),
+        ),
+    );
     let to = if htlc.is_some() {
         "the provider's key and delivery hash"
     } else {
@@ -334,6 +348,14 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
                              (a restored backup, or a copy of this wallet spent them)",
                             c.gone
                         );
+                    }
+                    // each refund in the books, against the key the escrow was locked to
+                    if let Some(k) = key {
+                        let us = hex::encode(k.x_only_public_key().0.to_byte_array());
+                        for (payee, sats) in &c.refunds {
+                            let s = crate::settlement::payer(Refunded, mint.url(), *sats, None);
+                            crate::settlement::record_as_buyer(&dir, &us, payee, s);
+                        }
                     }
                 }),
                 _ => unreachable!("handled above"),

@@ -46,6 +46,7 @@ pub fn router(
     inference: &crate::config::InferenceSection,
     extra_models: &[std::path::PathBuf],
     peers: Arc<crate::peers::Peers>,
+    books: crate::settlement::Books,
 ) -> anyhow::Result<(
     Router,
     Arc<crate::reconcile::Live>,
@@ -113,6 +114,7 @@ pub fn router(
                     .iter()
                     .map(|m| fleetmesh_settle::cashu::token::normalize_mint(m))
                     .collect(),
+                books,
             }),
         },
         &node.config.jobs,
@@ -376,12 +378,15 @@ pub async fn run(
     let peers = Arc::new(crate::peers::Peers::new(
         node.config.peering.max_peers as usize * 4,
     ));
+    // the books: the accountability ledger's and the settlement records'
+    let books = crate::settlement::open_books(&node.dir, &node.keys.nostr_pubkey_hex())?;
     let (app, live, didcomm) = router(
         &mut node,
         relay.clone(),
         inference,
         extra_models,
         peers.clone(),
+        books.clone(),
     )?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -394,6 +399,7 @@ pub async fn run(
             &node,
             local,
             relay.clone(),
+            books.clone(),
             live.clone(),
             #[cfg(feature = "federation")]
             accounts.clone(),
@@ -468,6 +474,7 @@ pub async fn run(
         Some(f) => {
             let ledger = crate::ledger::Accounts::open(
                 &node.dir,
+                books.clone(),
                 descriptor.clone(),
                 relay.clone(),
                 peers.clone(),
@@ -597,11 +604,14 @@ pub async fn run(
 /// What the control socket answers: `status` (identity, address, uptime, protocol
 /// digest, relay counters), `config` (the settings in effect, the API token only said to be
 /// set), `reload` (`meshnode.toml` and the stored manifests read again,
-/// [`crate::reconcile`]) and `apply` (manifests, [`crate::apply`]).
+/// [`crate::reconcile`]), `apply` (manifests, [`crate::apply`]) and `ledger.settle` (a
+/// payment the operator's own `job submit` or `wallet check` made with this node's key,
+/// recorded in its books, [`crate::settlement::record_as_buyer`]).
 fn control_handler(
     node: &Node,
     listen: SocketAddr,
     relay: Arc<Relay>,
+    books: crate::settlement::Books,
     live: Arc<crate::reconcile::Live>,
     #[cfg(feature = "federation")] accounts: Arc<std::sync::OnceLock<Arc<crate::ledger::Accounts>>>,
 ) -> crate::control::Handler {
@@ -649,10 +659,31 @@ fn control_handler(
                 crate::apply::apply(&dir, docs, &live),
             ))
         }
+        "ledger.settle" => Some(settle_command(&books, req)),
         #[cfg(feature = "federation")]
         "grant.issue" | "grant.list" | "grant.revoke" => Some(grant_command(&accounts, cmd, req)),
         _ => None,
     })
+}
+
+/// `ledger.settle` on the control socket: `{"peer": hex key, "settlement": {…}}`.
+fn settle_command(books: &crate::settlement::Books, req: &serde_json::Value) -> serde_json::Value {
+    let refuse = |m: String| serde_json::json!({"error": {"code": "bad_request", "message": m}});
+    let peer = req["peer"].as_str().unwrap_or_default();
+    if peer.len() != 64 || !peer.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return refuse(format!("peer {peer:?}: a Nostr key in hex"));
+    }
+    let s: fleetmesh_ledger::Settlement = match serde_json::from_value(req["settlement"].clone()) {
+        Ok(s) => s,
+        Err(e) => return refuse(format!("the settlement: {e}")),
+    };
+    if !s.state.fits(s.role) {
+        return refuse(format!("a {:?} payment cannot be {:?}", s.role, s.state));
+    }
+    match crate::settlement::record(books, &peer.to_ascii_lowercase(), s) {
+        Ok(()) => serde_json::json!({"recorded": true}),
+        Err(e) => serde_json::json!({"error": {"code": "internal", "message": format!("{e:#}")}}),
+    }
 }
 
 /// `meshnode grant issue|list|revoke` on the control socket.

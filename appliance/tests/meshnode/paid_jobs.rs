@@ -148,6 +148,156 @@ fn a_priced_node_takes_jobs_paid_into_escrow_and_ends_up_holding_the_redeemed_to
         (Some(0), Some(false)),
         "{v}"
     );
+
+    // paid, and failed (out of fuel): the escrow is left to the buyer's refund
+    let spin = super::spin_job(
+        work.path(),
+        "spin-paid",
+        serde_json::json!({"fuel": 20_000}),
+    );
+    let mut j: Value = serde_json::from_str(&std::fs::read_to_string(&spin).unwrap()).unwrap();
+    j["bid"] = serde_json::json!({"amount": 5000, "unit": "msat"});
+    std::fs::write(&spin, j.to_string()).unwrap();
+    let (o, v) = submit(&spin, &["--pay", "cashu", "--mint", &mint.url]);
+    assert_eq!(o.status.code(), Some(0), "{v} {}", stderr(&o));
+    let failed = v["job"].as_str().unwrap().to_owned();
+    let (code, st) = super::jobs::wait_final(&failed, &node, &buyer);
+    assert_eq!(code, Some(1), "{st}");
+    let (_, st) = super::jobs::job(&["status", &failed], &node, &buyer);
+    assert_eq!(st["payment"]["state"], "released", "{st}");
+    let released = st["payment"]["amount_sat"].as_u64().unwrap();
+    let (_, failed_receipt) = super::jobs::job(&["receipt", &failed], &node, &buyer);
+    assert_eq!(st["payment"]["receipt"], failed_receipt["id"], "{st}");
+    settlement_records(
+        &provider,
+        &buyer,
+        &mint,
+        [&receipt, &failed_receipt],
+        (redeemed, escrowed, released),
+    );
+}
+
+/// The payments in a node directory's books (`ledger show --settlements`, `--job`), and
+/// what its standings say in words.
+fn settlements(dir: &Path, job: Option<&str>) -> (Vec<Value>, String) {
+    let mut args = vec!["ledger", "show", dir.to_str().unwrap(), "--settlements"];
+    args.extend(job.iter().flat_map(|j| ["--job", j]));
+    let o = ok(super::run(&args), "ledger show --settlements");
+    let text = stdout(&o);
+    let lines = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (lines, text)
+}
+
+/// The paid jobs' payments in both sides' books (one redeemed, one released), matched to
+/// their receipts by the job id the receipts name (blinded: the buyer and the provider
+/// compute it, nobody else); refunds in the books of the side that took them back, also
+/// while a node runs on that directory.
+fn settlement_records(
+    provider: &Path,
+    buyer: &Path,
+    mint: &Mint,
+    receipts: [&Value; 2],
+    (redeemed, escrowed, released): (u64, u64, u64),
+) {
+    let key = |dir: &Path| {
+        fleetmesh_proto::NodeKeys::load(&dir.join("keys"))
+            .unwrap()
+            .nostr_pubkey_hex()
+    };
+    let (p_key, b_key) = (key(provider), key(buyer));
+    for (receipt, state, sats) in [
+        (receipts[0], "redeemed", redeemed),
+        (receipts[1], "released", released),
+    ] {
+        let content: Value = serde_json::from_str(receipt["content"].as_str().unwrap()).unwrap();
+        let job = content["job"].as_str().unwrap();
+        let (theirs, _) = settlements(provider, Some(job));
+        assert_eq!(theirs.len(), 1, "{theirs:?}");
+        let t = &theirs[0];
+        assert_eq!(
+            (&t["peer"], &t["role"], &t["state"], &t["receipt"], &t["at"]),
+            (
+                &Value::from(b_key.as_str()),
+                &Value::from("payee"),
+                &Value::from(state),
+                &receipt["id"],
+                &Value::from(mint.url.as_str())
+            ),
+            "{t}"
+        );
+        assert_eq!(t["amount_sat"], sats, "{t}");
+        let (ours, _) = settlements(buyer, Some(job));
+        assert_eq!(ours.len(), 1, "{ours:?}");
+        let b = &ours[0];
+        assert_eq!(
+            (&b["peer"], &b["role"], &b["state"], &b["job"]),
+            (
+                &Value::from(p_key.as_str()),
+                &Value::from("payer"),
+                &Value::from("escrowed"),
+                &Value::from(job)
+            ),
+            "{b}"
+        );
+        assert_eq!(b["amount_sat"], escrowed, "{b}");
+    }
+    // the refused submissions and the hostile payments left nothing in either book
+    assert_eq!(settlements(provider, None).0.len(), 2);
+    assert_eq!(settlements(buyer, None).0.len(), 2);
+    let (_, words) = settlements(provider, None);
+    assert!(
+        words.contains(&format!(
+            "{b_key}: 2 jobs paid; received {redeemed} sat (0 unredeemed, {released} released)"
+        )),
+        "{words}"
+    );
+
+    // escrow the running provider locks to the buyer, with a refund to itself after 2 s:
+    // taken back by `wallet check`, recorded through the node's control socket (the node
+    // holds its books)
+    let m = |rest: &[&str]| {
+        let mut args = vec!["--mint", mint.url.as_str()];
+        args.extend_from_slice(rest);
+        ok(wallet(provider, &args), rest[0])
+    };
+    m(&[
+        "send",
+        "--amount",
+        "2",
+        "--lock",
+        &b_key,
+        "--locktime",
+        "+2",
+        "--refund",
+        "self",
+    ]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // (the mint's input fee comes off the refund; the books count the escrow's 2 sat)
+    let o = m(&["check"]);
+    let said = stderr(&o);
+    assert!(
+        said.contains("sat of escrow refunded") && !said.contains(" 0 sat of escrow refunded"),
+        "{said}"
+    );
+    let (all, words) = settlements(provider, None);
+    assert_eq!(all.len(), 3, "{all:?}");
+    let r = &all[2];
+    assert_eq!(
+        (&r["peer"], &r["role"], &r["state"], &r["amount_sat"]),
+        (
+            &Value::from(b_key.as_str()),
+            &Value::from("payer"),
+            &Value::from("refunded"),
+            &Value::from(2)
+        ),
+        "{r}"
+    );
+    assert!(r.get("job").is_none(), "{r}");
+    assert!(words.contains("paid 0 sat (2 refunded)"), "{words}");
 }
 
 /// Submissions sealed by hand, each carrying a payment the node must refuse: its
@@ -356,4 +506,12 @@ fn a_node_killed_between_redeeming_a_jobs_escrow_and_recording_it_redeems_it_onc
         .collect();
     assert_eq!(for_job.len(), 1, "{h}");
     assert_eq!(for_job[0]["amount"].as_u64(), Some(redeemed), "{h}");
+    // and in the books once
+    let (paid, _) = settlements(&provider, None);
+    assert_eq!(paid.len(), 1, "{paid:?}");
+    assert_eq!(
+        (&paid[0]["state"], paid[0]["amount_sat"].as_u64()),
+        (&serde_json::json!("redeemed"), Some(redeemed)),
+        "{paid:?}"
+    );
 }

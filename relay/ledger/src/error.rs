@@ -21,6 +21,12 @@ pub enum LedgerError {
         /// Why.
         reason: String,
     },
+    /// Another process (a running node) holds the books open for writing.
+    #[error("ledger {path} is held by another process (a running node)")]
+    Busy {
+        /// The ledger's directory.
+        path: String,
+    },
 }
 
 /// The ledger's results.

@@ -125,6 +125,16 @@ pub enum Line {
         /// What was measured.
         counts: Counts,
     },
+    /// A payment between the node and `peer` ([`crate::settlement`]): measured, never
+    /// judged.
+    Settled {
+        /// Recorded at.
+        at: u64,
+        /// The other side.
+        peer: String,
+        /// The payment.
+        settlement: crate::settlement::Settlement,
+    },
     /// The operator revoked the node's grant to `peer`.
     Revoke {
         /// Recorded at.
@@ -271,6 +281,22 @@ pub fn replay_all(paths: &[&Path]) -> Result<Replayed> {
 }
 
 fn replay_into(path: &Path, out: &mut Replayed, n: &mut usize) -> Result<()> {
+    each_line(path, n, |n, text| match text {
+        Err(reason) => out.refused.push(Refused { line: n, reason }),
+        Ok(text) => match out.ledger.apply(text) {
+            Ok(mut d) => out.decisions.append(&mut d),
+            Err(reason) => out.refused.push(Refused { line: n, reason }),
+        },
+    })
+}
+
+/// Calls `f` with each non-blank line of the log at `path` (numbered on from `n`): its
+/// text, or why it cannot be read as one (too long, not UTF-8).
+fn each_line(
+    path: &Path,
+    n: &mut usize,
+    mut f: impl FnMut(usize, std::result::Result<&str, String>),
+) -> Result<()> {
     let err = |source| LedgerError::Log {
         path: path.display().to_string(),
         source,
@@ -289,10 +315,7 @@ fn replay_into(path: &Path, out: &mut Replayed, n: &mut usize) -> Result<()> {
         *n += 1;
         let n = *n;
         if buf.len() > MAX_LINE && buf.last() != Some(&b'\n') {
-            out.refused.push(Refused {
-                line: n,
-                reason: format!("longer than {MAX_LINE} bytes"),
-            });
+            f(n, Err(format!("longer than {MAX_LINE} bytes")));
             // Skip the rest of the long line.
             let mut rest = Vec::new();
             reader.read_until(b'\n', &mut rest).map_err(err)?;
@@ -301,22 +324,57 @@ fn replay_into(path: &Path, out: &mut Replayed, n: &mut usize) -> Result<()> {
         if buf.last() == Some(&b'\n') {
             buf.pop();
         }
-        let Ok(text) = std::str::from_utf8(&buf) else {
-            out.refused.push(Refused {
-                line: n,
-                reason: "not UTF-8".into(),
-            });
-            continue;
-        };
-        if text.trim().is_empty() {
-            continue;
-        }
-        match out.ledger.apply(text) {
-            Ok(mut d) => out.decisions.append(&mut d),
-            Err(reason) => out.refused.push(Refused { line: n, reason }),
+        match std::str::from_utf8(&buf) {
+            Ok(text) if text.trim().is_empty() => {}
+            Ok(text) => f(n, Ok(text)),
+            Err(_) => f(n, Err("not UTF-8".into())),
         }
     }
     Ok(())
+}
+
+/// A `settled` line of a log ([`Line::Settled`]), with its id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SettledLine {
+    /// The line's id.
+    pub id: String,
+    /// Recorded at.
+    pub at: u64,
+    /// The other side.
+    pub peer: String,
+    /// The payment.
+    #[serde(flatten)]
+    pub settlement: crate::settlement::Settlement,
+}
+
+/// The payments recorded in the log segments at `paths`, in order: what
+/// `meshnode ledger show --settlements` lists (lines that do not read are left out, as
+/// [`replay`] names them).
+///
+/// # Errors
+/// [`LedgerError::Log`] when a file cannot be read.
+pub fn settlements(paths: &[&Path]) -> Result<Vec<SettledLine>> {
+    let mut out = Vec::new();
+    let mut n = 0;
+    for path in paths {
+        each_line(path, &mut n, |_, text| {
+            let Ok(text) = text else { return };
+            if let Ok(Line::Settled {
+                at,
+                peer,
+                settlement,
+            }) = serde_json::from_str(text)
+            {
+                out.push(SettledLine {
+                    id: line_id(text),
+                    at,
+                    peer,
+                    settlement,
+                });
+            }
+        })?;
+    }
+    Ok(out)
 }
 
 /// SHA-256 (hex) of the file at `path`, read in pieces.

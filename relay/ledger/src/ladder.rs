@@ -66,6 +66,22 @@ pub struct Standing {
     pub chain_in: Option<(u64, String)>,
     /// Our receipt chain to the peer: last seq and hash.
     pub chain_out: Option<(u64, String)>,
+    /// Payments between us, summed (absent when there were none).
+    #[serde(default, skip_serializing_if = "crate::settlement::Settled::is_empty")]
+    pub settled: crate::settlement::Settled,
+}
+
+impl Standing {
+    /// Whether the standing says more than payments: a grant either way, a window judged,
+    /// a receipt chain, a remedy. A buyer the node only sold jobs to is not a peer of the
+    /// ledger.
+    pub fn beyond_payments(&self) -> bool {
+        let bare = Standing {
+            settled: crate::settlement::Settled::default(),
+            ..self.clone()
+        };
+        bare != Standing::default()
+    }
 }
 
 /// What the ledger holds per peer.
@@ -76,6 +92,19 @@ struct PeerState {
     theirs: Option<Grant>,
     /// Receipts by window, with the id of their line.
     receipts: BTreeMap<u64, (BudgetReceipt, String)>,
+    /// The last payments recorded, by [`settled_key`]: one recorded again (a retry after
+    /// a crash) is counted once.
+    settled_jobs: std::collections::VecDeque<String>,
+}
+
+/// Payments remembered per peer against a second record of the same one.
+const SETTLED_JOBS: usize = 256;
+
+/// What makes a payment the same payment: the side, the state, the job.
+fn settled_key(s: &crate::settlement::Settlement) -> Option<String> {
+    let job = s.job.as_deref()?;
+    let v = serde_json::to_value((s.role, s.state)).ok()?;
+    Some(format!("{}:{}:{job}", v[0].as_str()?, v[1].as_str()?))
 }
 
 /// The ledger: the fold over the evidence log.
@@ -127,6 +156,8 @@ struct PeerSnapshot {
     theirs: Option<KeptGrant>,
     #[serde(default)]
     receipts: Vec<(u64, BudgetReceipt, String)>,
+    #[serde(default, skip_serializing_if = "std::collections::VecDeque::is_empty")]
+    settled_jobs: std::collections::VecDeque<String>,
 }
 
 /// The ledger's whole state, as a checkpoint line carries it.
@@ -205,6 +236,7 @@ impl Ledger {
                             .iter()
                             .map(|(w, (r, id))| (*w, r.clone(), id.clone()))
                             .collect(),
+                        settled_jobs: p.settled_jobs.clone(),
                     };
                     (k.clone(), snap)
                 })
@@ -235,6 +267,7 @@ impl Ledger {
                             .into_iter()
                             .map(|(w, r, id)| (w, (r, id)))
                             .collect(),
+                        settled_jobs: p.settled_jobs,
                     };
                     (k, state)
                 })
@@ -320,6 +353,28 @@ impl Ledger {
                 counts,
                 ..
             } => self.judge(at, &peer, window, counts, id),
+            Line::Settled {
+                peer, settlement, ..
+            } => {
+                let key = settled_key(&settlement);
+                let p = self.peers.get(&peer);
+                let again = key
+                    .as_ref()
+                    .is_some_and(|k| p.is_some_and(|p| p.settled_jobs.contains(k)));
+                let mut settled = p.map(|p| p.standing.settled.clone()).unwrap_or_default();
+                settled.add(&settlement)?;
+                if !again {
+                    let p = self.peers.entry(peer).or_default();
+                    p.standing.settled = settled;
+                    if let Some(k) = key {
+                        p.settled_jobs.push_back(k);
+                        if p.settled_jobs.len() > SETTLED_JOBS {
+                            p.settled_jobs.pop_front();
+                        }
+                    }
+                }
+                Vec::new()
+            }
             Line::Revoke { peer, .. } => {
                 let p = self.peers.entry(peer).or_default();
                 p.ours = None;

@@ -13,6 +13,8 @@
 //!   machine — and takes the same decisions.
 //! - [`Books`] keeps the log, the fold and a SQLite file of decisions and standings in
 //!   step for the daemon.
+//! - [`settlement`]: every job payment between the node and a peer, recorded against the
+//!   job's receipt and summed in the peer's standing (measured, never judged).
 //! - [`projection`] turns a peer's standing into a NIP-85 trusted assertion (kind 30385)
 //!   for standard Nostr clients.
 //!
@@ -22,9 +24,11 @@ mod error;
 pub mod evidence;
 pub mod ladder;
 pub mod projection;
+pub mod settlement;
 pub mod store;
 
 pub use error::{LedgerError, Result};
 pub use evidence::{Counts, EvidenceLog, Line};
 pub use ladder::{Decision, Ledger, Standing};
+pub use settlement::{Settled, Settlement};
 pub use store::Books;

@@ -22,6 +22,8 @@ pub struct Books {
     path: PathBuf,
     /// The ledger's directory.
     dir: PathBuf,
+    /// `DIR/lock`, locked while the books are open: one writer per log.
+    _lock: std::fs::File,
 }
 
 /// The evidence log's current segment in the ledger's directory.
@@ -69,14 +71,39 @@ fn store_err(path: &Path) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
     }
 }
 
+/// Takes `dir`'s lock file (released when the process ends, however it ends).
+fn lock(dir: &Path) -> Result<std::fs::File> {
+    let path = dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| LedgerError::Log {
+            path: path.display().to_string(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(LedgerError::Busy {
+            path: dir.display().to_string(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(LedgerError::Log {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
 impl Books {
     /// Opens the books in `dir` (`evidence.jsonl`, `ledger.sqlite`) of the node `us`:
     /// replays the log, records what the file lacks. Returns the lines of the log that were
     /// not taken (a torn last line after a crash, say) beside the books.
     ///
     /// # Errors
-    /// [`LedgerError::Log`]; [`LedgerError::Store`] for a damaged file (refused, never
-    /// recreated) or a failed statement.
+    /// [`LedgerError::Busy`] while another process has them open; [`LedgerError::Log`];
+    /// [`LedgerError::Store`] for a damaged file (refused, never recreated) or a failed
+    /// statement.
     pub fn open(dir: &Path, us: &str, now: u64) -> Result<(Books, Vec<Refused>)> {
         let log_path = dir.join(LOG);
         // a rotation cut short between its two renames: the new segment is whole
@@ -91,6 +118,7 @@ impl Books {
             path: dir.display().to_string(),
             source,
         })?;
+        let lock = lock(dir)?;
         let conn =
             sqlite::open(&db, Mode::CreateIfAbsent, true).map_err(|e| LedgerError::Store {
                 path: db.display().to_string(),
@@ -117,6 +145,7 @@ impl Books {
             conn,
             path: db,
             dir: dir.to_owned(),
+            _lock: lock,
         };
         match books.ledger.us() {
             Some(owner) if owner != us => {

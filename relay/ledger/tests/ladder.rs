@@ -3,8 +3,9 @@
 //! row or a refusal, and a replay of the log (also moved elsewhere) taking exactly the
 //! decisions the books took live.
 
-use fleetmesh_ledger::evidence::{Counts, Line, replay, replay_all};
-use fleetmesh_ledger::{Books, Decision};
+use fleetmesh_ledger::evidence::{Counts, Line, replay, replay_all, settlements};
+use fleetmesh_ledger::settlement::{Role, State};
+use fleetmesh_ledger::{Books, Decision, Settled, Settlement};
 use fleetmesh_proto::ledger::{Aimd, BudgetReceipt, Grant, Moved, ZERO, pair_id};
 use fleetmesh_proto::noun::Noun as _;
 use fleetmesh_proto::{NodeKeys, Remedy, Rung};
@@ -373,12 +374,17 @@ fn a_rotated_log_replays_alone_from_its_checkpoint_and_as_one_log_with_the_kept_
         fleetmesh_ledger::store::segments(n.dir.path()).unwrap(),
         vec![kept.clone(), seg.clone()]
     );
-    // reopened books hold the standing and store no decision twice
+    // reopened books (once the first are closed) hold the standing and store no decision
+    // twice
+    let standings = n.books.ledger().standings();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (stand_in, _) = Books::open(elsewhere.path(), &a.nostr_pubkey_hex(), T0).unwrap();
+    drop(std::mem::replace(&mut n.books, stand_in));
     let (books, refused) = Books::open(n.dir.path(), &a.nostr_pubkey_hex(), T0 + 99).unwrap();
     assert!(refused.is_empty());
     assert_eq!(books.decisions(None).unwrap(), n.decided);
-    assert_eq!(books.ledger().standings(), n.books.ledger().standings());
-    drop(books);
+    assert_eq!(books.ledger().standings(), standings);
+    n.books = books;
     // a checkpoint that is not the fold of the segment before it is refused, by line
     let text = std::fs::read_to_string(&seg).unwrap();
     let forged = text.replacen("\"capacity\":50", "\"capacity\":100", 1);
@@ -543,10 +549,124 @@ fn forged_events_revoke_out_of_filter_and_malformed_suspend_and_bad_lines_are_re
     let r = replay(&log).unwrap();
     assert_eq!(r.decisions, n.decided);
     assert_eq!(r.refused.len(), 3, "{:?}", r.refused);
+    // One writer: the books are refused while they are open (a second process, a node
+    // already running on the directory).
+    let err = Books::open(n.dir.path(), &a.nostr_pubkey_hex(), T0).unwrap_err();
+    assert!(
+        matches!(err, fleetmesh_ledger::LedgerError::Busy { .. }),
+        "{err}"
+    );
+    let Node { books, dir, .. } = n;
+    drop(books);
     // A log is one node's: the books refuse another's.
     let other = NodeKeys::generate().unwrap();
-    let err = Books::open(n.dir.path(), &other.nostr_pubkey_hex(), T0).unwrap_err();
+    let err = Books::open(dir.path(), &other.nostr_pubkey_hex(), T0).unwrap_err();
     assert!(err.to_string().contains("evidence log"), "{err}");
+}
+
+fn paid(role: Role, state: State, sats: u64, job: Option<&str>) -> Settlement {
+    Settlement {
+        role,
+        state,
+        method: "cashu".into(),
+        at: "http://127.0.0.1:3338".into(),
+        amount_sat: sats,
+        job: job.map(str::to_owned),
+        receipt: job.map(|j| format!("receipt of {j}")),
+    }
+}
+
+#[test]
+fn payments_are_summed_per_peer_never_judged_listed_with_their_jobs_and_kept_across_a_rotation() {
+    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let mut n = Node::new(&a, &b, 100, 10);
+    let peer = n.peer.clone();
+    let settle = |n: &mut Node, s: Settlement| {
+        n.line(Line::Settled {
+            at: T0,
+            peer: peer.clone(),
+            settlement: s,
+        })
+    };
+    let lines = [
+        paid(Role::Payee, State::Redeemed, 5, Some("j1")),
+        paid(Role::Payee, State::Released, 7, Some("j2")),
+        paid(Role::Payee, State::Unredeemed, 3, Some("j3")),
+        paid(Role::Payer, State::Escrowed, 11, Some("j4")),
+        paid(Role::Payer, State::Refunded, 11, None),
+    ];
+    for s in lines.clone() {
+        assert!(settle(&mut n, s).is_empty(), "payments are not judged");
+    }
+    // the same payment recorded again (a retry after a crash) counts once
+    settle(&mut n, lines[0].clone());
+    let want = Settled {
+        jobs: 4,
+        received_sat: 5,
+        unredeemed_sat: 3,
+        released_sat: 7,
+        paid_sat: 11,
+        refunded_sat: 11,
+    };
+    let standing = n.books.ledger().standing(&peer).unwrap().clone();
+    assert_eq!(standing.settled, want);
+    assert_eq!((standing.severity, standing.capacity), (None, 100));
+    // a state that does not fit the side is refused, nothing added
+    let log = n.dir.path().join("evidence.jsonl");
+    for s in [
+        paid(Role::Payer, State::Redeemed, 1, Some("x")),
+        paid(Role::Payee, State::Escrowed, 1, Some("x")),
+        paid(Role::Payee, State::Refunded, 1, None),
+    ] {
+        settle(&mut n, s);
+    }
+    assert_eq!(n.books.ledger().standing(&peer).unwrap().settled, want);
+    let r = replay(&log).unwrap();
+    assert_eq!(r.refused.len(), 3, "{:?}", r.refused);
+    assert!(r.refused[0].reason.contains("cannot be"), "{:?}", r.refused);
+    assert_eq!(r.ledger.standing(&peer).unwrap().settled, want);
+    // listed with their ids, in order: the job each names and its receipt
+    let listed = settlements(&[&log]).unwrap();
+    assert_eq!(listed.len(), 9);
+    assert_eq!(listed[5].settlement, lines[0]);
+    assert_eq!(
+        listed[..5]
+            .iter()
+            .map(|l| l.settlement.clone())
+            .collect::<Vec<_>>(),
+        lines
+    );
+    assert!(listed.iter().all(|l| l.peer == peer && l.id.len() == 64));
+    let j1 = serde_json::to_value(&listed[0]).unwrap();
+    assert_eq!(
+        (&j1["job"], &j1["receipt"], &j1["state"], &j1["role"]),
+        (
+            &serde_json::json!("j1"),
+            &serde_json::json!("receipt of j1"),
+            &serde_json::json!("redeemed"),
+            &serde_json::json!("payee")
+        )
+    );
+    // a peer without payments has none in its standing, also as JSON
+    let quiet = NodeKeys::generate().unwrap().nostr_pubkey_hex();
+    n.line(Line::Revoke {
+        at: T0,
+        peer: quiet.clone(),
+    });
+    let s = n.books.ledger().standing(&quiet).unwrap();
+    assert!(s.settled.is_empty());
+    assert!(serde_json::to_value(s).unwrap().get("settled").is_none());
+    // a rotation's checkpoint carries the sums: the new segment alone says the same
+    n.books.rotate(T0 + 10, 0, 0).unwrap().unwrap();
+    let r = replay(&log).unwrap();
+    assert!(r.refused.is_empty(), "{:?}", r.refused);
+    assert_eq!(r.ledger.standing(&peer).unwrap().settled, want);
+    assert!(settlements(&[&log]).unwrap().is_empty());
+    settle(&mut n, paid(Role::Payee, State::Redeemed, 2, Some("j5")));
+    settle(&mut n, lines[0].clone());
+    let r = replay(&log).unwrap();
+    assert_eq!(r.ledger.standing(&peer).unwrap().settled.received_sat, 7);
+    assert_eq!(r.ledger.standing(&peer).unwrap().settled.jobs, 5);
 }
 
 #[test]

@@ -28,6 +28,8 @@ use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use fleetmesh_proto::receipt::blinded_job_id;
+
 use crate::jobs::{JobRecord, JobStore, State as JobState};
 use crate::receipt::{Finished, sign_receipt};
 use crate::{Refusal, refuse};
@@ -210,6 +212,12 @@ struct Run<'a> {
     ask: &'a Ask,
     msg: &'a Value,
     started_at: u64,
+}
+
+/// The id of a finished job's receipt (event id).
+fn receipt_id(job: &JobRecord) -> Option<String> {
+    let r: Value = serde_json::from_str(job.receipt.as_deref()?).ok()?;
+    r["id"].as_str().map(str::to_owned)
 }
 
 /// The node's job service.
@@ -550,12 +558,7 @@ impl JobService {
             });
         // the payment is recorded against the job's receipt (whose `d` only the buyer and
         // this node can tie to the job)
-        if let Some(id) = job
-            .receipt
-            .as_deref()
-            .and_then(|r| serde_json::from_str::<Value>(r).ok())
-            .and_then(|r| r["id"].as_str().map(str::to_owned))
-        {
+        if let Some(id) = receipt_id(job) {
             p["receipt"] = json!(id);
         }
         match outcome {
@@ -570,8 +573,20 @@ impl JobService {
                 tracing::warn!(job = %job.id, %e, "redeeming the job's payment");
             }
         }
+        // the ledger first: a crash before the job store has it redeemed again after the
+        // restart (the wallet finds it redeemed), and the ledger counts a payment once
+        self.settled(job, &p);
         if let Err(e) = self.store.set_payment(&job.id, &p) {
             tracing::warn!(job = %job.id, %e, "recording the job's payment");
+        }
+    }
+
+    /// Tells the payments a job's payment has reached its end `p`, the job named as its
+    /// receipt names it.
+    fn settled(&self, job: &JobRecord, p: &Value) {
+        match blinded_job_id(&self.keys.nostr().secret_key(), &job.buyer, &job.id) {
+            Ok(blinded) => self.payments.settled(&job.buyer, &blinded, p),
+            Err(e) => tracing::warn!(job = %job.id, %e, "the job's blinded id"),
         }
     }
 
@@ -734,6 +749,10 @@ impl JobService {
                 p["reason"] = json!(format!(
                     "the job failed ({why}): the buyer's refund after the locktime"
                 ));
+                if let Some(id) = receipt_id(&rec) {
+                    p["receipt"] = json!(id);
+                }
+                self.settled(&rec, &p);
                 self.store.set_payment(&job.id, &p)?;
             }
             (None, _) => {}

@@ -49,6 +49,12 @@ pub trait Payments: Send + Sync {
     /// Why it could not (the mint unreachable, the proofs already spent).
     fn redeem(&self, job_id: &str, ask: &Ask, payment: &Value) -> Result<u64, String>;
 
+    /// Called once a job's payment has reached its end, as the job store records it
+    /// (`state` `redeemed`, `unredeemed` or `released`, with `receipt`): `job` is the job
+    /// as its receipt names it (blinded for the pair). The appliance records it against
+    /// `buyer` in its ledger.
+    fn settled(&self, _buyer: &str, _job: &str, _payment: &Value) {}
+
     /// The hash a `delivery`-mode ask's escrow may be locked to (NUT-14 HTLC, SHA-256 hex),
     /// named in this node's offer; `None` where the node takes no such escrow.
     fn delivery_lock(&self, _ask: &Ask) -> Option<String> {

@@ -151,6 +151,20 @@ impl Wallet {
         let claimed = claimed.iter().map(|p| p.amount).sum();
         let gone = gone.iter().map(|p| p.amount).sum();
         let mut refunded = 0;
+        let mut refunds = std::collections::BTreeMap::<String, u64>::new();
+        for p in &refundable {
+            let payee = Lock::parse(&p.secret).ok().flatten().and_then(|l| {
+                let key = match l.kind {
+                    crate::cashu::nut10::Kind::P2pk => Some(l.data),
+                    _ => l.pubkeys.into_iter().next(),
+                };
+                key.as_deref().and_then(crate::cashu::nut10::x_only)
+            });
+            if let Some(k) = payee {
+                let n = refunds.entry(hex::encode(k.to_byte_array())).or_default();
+                *n = n.saturating_add(p.amount);
+            }
+        }
         if !refundable.is_empty() {
             let token = Token {
                 mint: mint.url().to_owned(),
@@ -167,6 +181,7 @@ impl Wallet {
             recovered,
             claimed,
             refunded,
+            refunds,
             gone,
         })
     }

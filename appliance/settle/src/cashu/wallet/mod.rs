@@ -42,7 +42,7 @@ pub struct Balance {
 }
 
 /// What [`Wallet::check`] found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Checked {
     /// Sats of interrupted operations recovered.
     pub recovered: u64,
@@ -50,6 +50,9 @@ pub struct Checked {
     pub claimed: u64,
     /// Sats of sent escrow taken back after its locktime.
     pub refunded: u64,
+    /// The same escrow per key it was locked to (x-only, hex: the payee), in sats of its
+    /// proofs before the mint's fee.
+    pub refunds: BTreeMap<String, u64>,
     /// Sats the wallet held as unspent that the mint says were spent (a restored backup,
     /// a copy of the wallet spending them): no longer counted.
     pub gone: u64,
