@@ -355,8 +355,16 @@ pub struct ExecutorSection {
     pub name: String,
     /// The server's base URL (`http://host:port`, `https://…`). Required.
     pub url: String,
-    /// The served model (its id on this node) this executor runs. Required.
+    /// The model (its id on this node) this executor runs. Required. When a local model
+    /// has that id the executor stands in for it in the quorum; otherwise the id is a
+    /// **routed** model: requests for it are forwarded to its executors (those answering
+    /// best first), unverified.
     pub serves: String,
+    /// The API it speaks: `openai` (vLLM, another fleetmesh node, any OpenAI-compatible
+    /// server; `vllm` is the same) or `ollama` (its native `/api/generate` in the quorum,
+    /// its OpenAI layer when routed). Default `openai`.
+    #[serde(default, skip_serializing_if = "ExecutorKind::is_default")]
+    pub kind: ExecutorKind,
     /// The model id on the remote server. Default: the same as `serves`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -378,6 +386,52 @@ pub struct ExecutorSection {
     /// Seconds to wait for the connection. Default 5.
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_s: u64,
+}
+
+impl Default for ExecutorSection {
+    /// No name, URL or model; the default kind and timeouts.
+    fn default() -> Self {
+        ExecutorSection {
+            name: String::new(),
+            url: String::new(),
+            serves: String::new(),
+            kind: ExecutorKind::default(),
+            model: None,
+            engine: None,
+            dtype: None,
+            model_digest: None,
+            api_key: None,
+            timeout_s: default_timeout(),
+            connect_timeout_s: default_connect_timeout(),
+        }
+    }
+}
+
+/// What a remote executor speaks (`[[inference.executors]] kind`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// OpenAI's API with vLLM's extensions.
+    #[default]
+    #[serde(alias = "vllm")]
+    Openai,
+    /// Ollama.
+    Ollama,
+}
+
+impl ExecutorKind {
+    #[allow(clippy::trivially_copy_pass_by_ref)]
+    fn is_default(&self) -> bool {
+        *self == ExecutorKind::Openai
+    }
+
+    /// The library's form.
+    pub fn remote_kind(self) -> fleetmesh_inference::remote::RemoteKind {
+        match self {
+            ExecutorKind::Openai => fleetmesh_inference::remote::RemoteKind::OpenAi,
+            ExecutorKind::Ollama => fleetmesh_inference::remote::RemoteKind::Ollama,
+        }
+    }
 }
 
 fn default_timeout() -> u64 {

@@ -17,8 +17,10 @@
 //! `[jobs] max_fuel`, `max_tokens`, `max_memory_bytes`, `max_wall_secs`,
 //! `max_input_bytes`; `concurrency.maxJobs` → `[jobs] workers`; the first of `backends` →
 //! `[compute] backend`. An InferenceRouter's models with a `path` are served under their
-//! `id`, beside `[inference] models`. What this build does not act on yet (settlement,
-//! grant policies, routes to peers, remote model servers, per-buyer concurrency, …) is
+//! `id`, beside `[inference] models`; those with a `remote` become
+//! `[[inference.executors]]` serving that `id` (routed to, or in the quorum of a local
+//! model of the same id). What this build does not act on yet (settlement,
+//! grant policies, routes to peers, Kubernetes secrets, per-buyer concurrency, …) is
 //! stored and named in the answer as not used yet.
 
 use std::path::{Path, PathBuf};
@@ -263,7 +265,6 @@ fn provider(doc: &Value, cfg: &mut Config, notes: &mut Notes) -> Result<(), Stri
 }
 
 fn inference_router(doc: &Value, cfg: &mut Config, notes: &mut Notes) {
-    let mut remote = Vec::new();
     let mut idle = Vec::new();
     for (i, m) in doc["spec"]["models"]
         .as_array()
@@ -272,27 +273,38 @@ fn inference_router(doc: &Value, cfg: &mut Config, notes: &mut Notes) {
         .enumerate()
     {
         let id = m["id"].as_str().unwrap_or_default().to_owned();
-        match m["path"].as_str() {
-            Some(path) => cfg.inference.models.push(ModelEntry::Named {
+        match (m["path"].as_str(), &m["remote"]) {
+            (Some(path), _) => cfg.inference.models.push(ModelEntry::Named {
                 id,
                 path: PathBuf::from(path),
             }),
-            None => remote.push(id),
+            // a remote server: the model's executor (routed, or in the quorum of a local
+            // model of the same id)
+            (None, r) => {
+                let kind = match r["kind"].as_str() {
+                    Some("ollama") => crate::config::ExecutorKind::Ollama,
+                    _ => crate::config::ExecutorKind::Openai,
+                };
+                cfg.inference
+                    .executors
+                    .push(crate::config::ExecutorSection {
+                        name: id.clone(),
+                        url: r["url"].as_str().unwrap_or_default().to_owned(),
+                        model: r["model"].as_str().map(str::to_owned),
+                        serves: id,
+                        kind,
+                        ..crate::config::ExecutorSection::default()
+                    });
+                if !r["apiKeySecretRef"].is_null() {
+                    idle.push(format!("/spec/models/{i}/remote/apiKeySecretRef"));
+                }
+            }
         }
         for key in ["tokenizer", "contextLength", "modes"] {
             if !m[key].is_null() {
                 idle.push(format!("/spec/models/{i}/{key}"));
             }
         }
-    }
-    if !remote.is_empty() {
-        notes.add(
-            doc,
-            format!(
-                "remote model servers are not served by this build yet: {}",
-                remote.join(", ")
-            ),
-        );
     }
     let peers = doc["spec"]["routes"]
         .as_object()

@@ -9,6 +9,14 @@
 //! asks `GET /v1/models` whether the model is served. Every call has a connect timeout and
 //! an overall timeout. Servers that cannot return token ids (Ollama's OpenAI layer today)
 //! are refused with that reason rather than trusted on text.
+//!
+//! Ollama ([`RemoteKind::Ollama`]) is asked through its native `POST /api/generate`
+//! instead: the prompt goes as the text of its ids (`raw`, no template; special tokens
+//! are left to Ollama's own rules), greedy (`temperature` 0, `top_k` 1, `seed` 0,
+//! `num_predict`), with `logprobs` and `top_logprobs: 2`; each returned token's bytes are
+//! mapped back to its id in the shared vocabulary ([`RemoteExecutor::with_token_bytes`]),
+//! the top two give the margin. Ollama ends at its end-of-sequence token, whatever the
+//! request's stop ids; its health is `GET /api/tags` listing the model.
 
 use std::time::{Duration, Instant};
 
@@ -22,9 +30,21 @@ use crate::{Error, Result};
 /// two logprobs per token).
 const MAX_BODY: u64 = 16 << 20;
 
+/// The API a remote executor speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RemoteKind {
+    /// OpenAI's completions with vLLM's extensions (vLLM, a fleetmesh node).
+    #[default]
+    OpenAi,
+    /// Ollama's native API.
+    Ollama,
+}
+
 /// How to reach a remote executor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteConfig {
+    /// The API it speaks.
+    pub kind: RemoteKind,
     /// The name the verdict uses.
     pub name: String,
     /// The server's base URL, e.g. `http://10.0.0.5:8000` (a trailing `/v1` is accepted).
@@ -49,6 +69,7 @@ impl RemoteConfig {
     /// A config with the defaults: build facts from the server, 120 s and 5 s timeouts.
     pub fn new(name: impl Into<String>, url: impl Into<String>, model: impl Into<String>) -> Self {
         RemoteConfig {
+            kind: RemoteKind::OpenAi,
             name: name.into(),
             url: url.into(),
             model: model.into(),
@@ -73,12 +94,22 @@ pub struct Health {
     pub latency: Duration,
 }
 
-/// A remote OpenAI-compatible endpoint as an [`Executor`].
+/// The shared vocabulary, for an executor that answers in token bytes (Ollama).
+#[derive(Debug)]
+struct Vocab {
+    /// Each id's bytes (`None`: a special token).
+    bytes: Vec<Option<Vec<u8>>>,
+    /// The lowest id of each byte string.
+    ids: std::collections::HashMap<Vec<u8>, u32>,
+}
+
+/// A remote OpenAI-compatible endpoint (or an Ollama server) as an [`Executor`].
 #[derive(Debug)]
 pub struct RemoteExecutor {
     cfg: RemoteConfig,
     base: String,
     client: reqwest::blocking::Client,
+    vocab: Option<std::sync::Arc<Vocab>>,
 }
 
 impl RemoteExecutor {
@@ -107,7 +138,31 @@ impl RemoteExecutor {
             .connect_timeout(cfg.connect_timeout)
             .build()
             .map_err(|e| fail(format!("HTTP client: {e}")))?;
-        Ok(RemoteExecutor { cfg, base, client })
+        Ok(RemoteExecutor {
+            cfg,
+            base,
+            client,
+            vocab: None,
+        })
+    }
+
+    /// Gives it the shared vocabulary's bytes per id
+    /// ([`crate::tokenizer::TextTokenizer::token_bytes`]): an Ollama executor needs them
+    /// to send the prompt as text and read its answer's tokens back as ids.
+    pub fn with_token_bytes(mut self, bytes: Vec<Option<Vec<u8>>>) -> RemoteExecutor {
+        let mut ids = std::collections::HashMap::new();
+        for (id, b) in bytes.iter().enumerate() {
+            if let (Some(b), Ok(id)) = (b, u32::try_from(id)) {
+                ids.entry(b.clone()).or_insert(id);
+            }
+        }
+        self.vocab = Some(std::sync::Arc::new(Vocab { bytes, ids }));
+        self
+    }
+
+    /// The API it speaks.
+    pub fn kind(&self) -> RemoteKind {
+        self.cfg.kind
     }
 
     fn fail(&self, reason: impl Into<String>) -> Error {
@@ -157,6 +212,26 @@ impl RemoteExecutor {
     /// does not list the model.
     pub fn health(&self) -> Result<Health> {
         let start = Instant::now();
+        if self.cfg.kind == RemoteKind::Ollama {
+            let body = self.call(self.client.get(format!("{}/api/tags", self.base)))?;
+            let models: Vec<String> = body["models"]
+                .as_array()
+                .ok_or_else(|| self.fail("/api/tags has no models list"))?
+                .iter()
+                .filter_map(|m| m["name"].as_str().map(str::to_owned))
+                .collect();
+            if !models.iter().any(|m| ollama_names(m, &self.cfg.model)) {
+                return Err(self.fail(format!(
+                    "model {:?} is not pulled there (it lists {models:?})",
+                    self.cfg.model
+                )));
+            }
+            return Ok(Health {
+                models,
+                model_digest: None,
+                latency: start.elapsed(),
+            });
+        }
         let body = self.call(self.client.get(format!("{}/v1/models", self.base)))?;
         let data = body["data"]
             .as_array()
@@ -194,6 +269,11 @@ fn digest_of(v: &Value) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// Whether Ollama's model name `listed` is `model` (`name` stands for `name:latest`).
+fn ollama_names(listed: &str, model: &str) -> bool {
+    listed == model || (!model.contains(':') && listed.strip_suffix(":latest") == Some(model))
+}
+
 /// The id in a `token_id:N` token string (vLLM's `return_tokens_as_token_ids`).
 fn token_id(s: &str) -> Option<u32> {
     s.strip_prefix("token_id:")?.parse().ok()
@@ -207,12 +287,15 @@ impl Executor for RemoteExecutor {
     fn build(&self) -> Build {
         Build {
             model_digest: self.cfg.model_digest,
-            engine: self.cfg.engine.clone().unwrap_or_else(|| "unknown".into()),
+            engine: self.engine().unwrap_or_else(|| "unknown".into()),
             dtype: self.cfg.dtype.clone().unwrap_or_else(|| "unknown".into()),
         }
     }
 
     fn run(&self, req: &ExecRequest) -> Result<Execution> {
+        if self.cfg.kind == RemoteKind::Ollama {
+            return self.run_ollama(req);
+        }
         let mut body = json!({
             "model": self.cfg.model,
             "prompt": req.prompt,
@@ -304,9 +387,15 @@ impl Executor for RemoteExecutor {
                 top,
             });
         }
-        let fm = &v["fleetmesh"];
+        Ok(self.execution(steps, &v["fleetmesh"]))
+    }
+}
+
+impl RemoteExecutor {
+    /// What it ran, as the config states it or else as the answer's `fleetmesh` claims.
+    fn execution(&self, steps: Vec<Step>, fm: &Value) -> Execution {
         let claimed = |key: &str| fm[key].as_str().map(str::to_owned);
-        Ok(Execution {
+        Execution {
             executor: self.cfg.name.clone(),
             build: Build {
                 model_digest: self
@@ -314,9 +403,7 @@ impl Executor for RemoteExecutor {
                     .model_digest
                     .or_else(|| digest_of(&fm["model_digest"])),
                 engine: self
-                    .cfg
-                    .engine
-                    .clone()
+                    .engine()
                     .or_else(|| claimed("engine"))
                     .unwrap_or_else(|| "unknown".into()),
                 dtype: self
@@ -327,6 +414,109 @@ impl Executor for RemoteExecutor {
                     .unwrap_or_else(|| "unknown".into()),
             },
             steps,
-        })
+        }
+    }
+
+    /// [`Executor::run`] through Ollama's `POST /api/generate`.
+    fn run_ollama(&self, req: &ExecRequest) -> Result<Execution> {
+        let vocab = self.vocab.as_ref().ok_or_else(|| {
+            self.fail("an Ollama executor needs the model's vocabulary (with_token_bytes)")
+        })?;
+        let mut text = Vec::new();
+        for (i, id) in req.prompt.iter().enumerate() {
+            match vocab.bytes.get(*id as usize) {
+                Some(Some(b)) => text.extend_from_slice(b),
+                // a leading special token (BOS) is Ollama's to add
+                Some(None) if i == 0 => {}
+                _ => {
+                    return Err(self.fail(format!(
+                        "prompt id {id} is a special or unknown token: Ollama takes text"
+                    )));
+                }
+            }
+        }
+        let text = String::from_utf8(text)
+            .map_err(|_| self.fail("the prompt's ids are not whole UTF-8 text"))?;
+        let mut body = json!({
+            "model": self.cfg.model,
+            "prompt": text,
+            "raw": true,
+            "stream": false,
+            "logprobs": true,
+            "top_logprobs": 2,
+            "options": {"temperature": 0, "top_k": 1, "seed": 0, "num_predict": req.max_tokens},
+        });
+        if let Some(schema) = &req.schema {
+            body["format"] = schema.clone();
+        }
+        let v = self.call(
+            self.client
+                .post(format!("{}/api/generate", self.base))
+                .json(&body),
+        )?;
+        let lps = v["logprobs"].as_array().ok_or_else(|| {
+            self.fail("the answer has no logprobs (Ollama 0.12.11 or later returns them)")
+        })?;
+        if lps.len() > req.max_tokens {
+            return Err(self.fail(format!(
+                "returned {} tokens for max_tokens {}",
+                lps.len(),
+                req.max_tokens
+            )));
+        }
+        let id_of = |t: &Value| -> Result<u32> {
+            let bytes: Vec<u8> = t["bytes"]
+                .as_array()
+                .map(|b| {
+                    b.iter()
+                        .map(|x| x.as_u64().and_then(|x| u8::try_from(x).ok()))
+                        .collect()
+                })
+                .unwrap_or_else(|| t["token"].as_str().map(|s| s.as_bytes().to_vec()))
+                .ok_or_else(|| self.fail("a token without its bytes"))?;
+            vocab.ids.get(&bytes).copied().ok_or_else(|| {
+                self.fail(format!(
+                    "token {:?} is not in the model's vocabulary (another tokenizer?)",
+                    String::from_utf8_lossy(&bytes)
+                ))
+            })
+        };
+        let mut steps = Vec::with_capacity(lps.len());
+        for (i, lp) in lps.iter().enumerate() {
+            let logprob = lp["logprob"]
+                .as_f64()
+                .ok_or_else(|| self.fail(format!("no logprob for step {i}")))?;
+            let mut top = lp["top_logprobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    Ok((
+                        id_of(t)?,
+                        t["logprob"].as_f64().unwrap_or(f64::NEG_INFINITY),
+                    ))
+                })
+                .collect::<Result<Vec<(u32, f64)>>>()?;
+            top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let margin = match top.as_slice() {
+                [a, b, ..] => a.1 - b.1,
+                _ => f64::INFINITY,
+            };
+            steps.push(Step {
+                id: id_of(lp)?,
+                logprob,
+                margin,
+                top,
+            });
+        }
+        Ok(self.execution(steps, &Value::Null))
+    }
+
+    /// The engine the config states, or `ollama` for an Ollama server.
+    fn engine(&self) -> Option<String> {
+        self.cfg
+            .engine
+            .clone()
+            .or_else(|| (self.cfg.kind == RemoteKind::Ollama).then(|| "ollama".into()))
     }
 }

@@ -84,6 +84,11 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         "Inference API requests, by api, verification and HTTP status.",
     ),
     (
+        "fleetmesh_inference_routed_total",
+        Kind::Counter,
+        "Requests for routed models forwarded to a remote executor, by executor and outcome (answered, failed).",
+    ),
+    (
         "fleetmesh_inference_tokens_total",
         Kind::Counter,
         "Tokens through the local runtime, by direction (prompt, generated).",

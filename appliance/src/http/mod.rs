@@ -378,6 +378,8 @@ pub async fn run(
     let peers = Arc::new(crate::peers::Peers::new(
         node.config.peering.max_peers as usize * 4,
     ));
+    // one daemon per node directory: its control socket says so before anything is held
+    let control_socket = crate::control::bind(&node.dir)?;
     // the books: the accountability ledger's and the settlement records'
     let books = crate::settlement::open_books(&node.dir, &node.keys.nostr_pubkey_hex())?;
     let (app, live, didcomm) = router(
@@ -394,7 +396,7 @@ pub async fn run(
     let local = listener.local_addr().context("reading the bound address")?;
     #[cfg(feature = "federation")]
     let accounts: Arc<std::sync::OnceLock<Arc<crate::ledger::Accounts>>> = Arc::default();
-    let control = crate::control::bind(&node.dir)?.map(|(socket, control)| {
+    let control = control_socket.map(|(socket, control)| {
         let handler = control_handler(
             &node,
             local,

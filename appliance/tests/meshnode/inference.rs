@@ -332,15 +332,17 @@ fn models_in_the_config_are_served_by_run() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("modles"), "{}", stderr(&o));
-    // executors for a model that is not served, with a bad digest or URL, are refused
+    // executors with a bad digest, URL or kind are refused (one for a model that is not
+    // served locally makes it a routed model: its URL is checked the same)
     let good = std::fs::read_to_string(&cfg)
         .unwrap()
         .replace("modles = [", "models = [")
         .replace("executors = []\n", "");
     for (executor, says) in [
+        ("serves = \"nope\"\nurl = \"ftp://127.0.0.1:9\"", "not http"),
         (
-            "serves = \"nope\"\nurl = \"http://127.0.0.1:9\"",
-            "not a served model",
+            "serves = \"tiny\"\nurl = \"http://127.0.0.1:9\"\nkind = \"tgi\"",
+            "unknown variant",
         ),
         (
             "serves = \"tiny\"\nurl = \"http://127.0.0.1:9\"\nmodel_digest = \"abc\"",

@@ -27,6 +27,7 @@ mod paid_jobs;
 mod peering;
 mod proof;
 mod reconcile;
+mod routing;
 mod schema;
 mod settle;
 mod shedding;

@@ -223,6 +223,35 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
         .await;
         assert_eq!(code, 200, "{v}");
     });
+    // a remote model: routed to its server (here the node itself, serving tiny-b)
+    let remote = serde_json::json!({
+        "apiVersion": "fleetmesh.org/v1alpha1",
+        "kind": "InferenceRouter",
+        "metadata": {"name": "default"},
+        "spec": {"models": [{"id": "tiny-b", "path": b},
+                            {"id": "far", "remote": {"url": d.url(""), "kind": "vllm",
+                                                     "model": "tiny-b"}}],
+                 "routes": {"delivery": {"executors": ["local"]}}},
+    });
+    let o = apply(&dir, work.path(), "r.json", &remote.to_string());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("  model far is routed to its executors\n"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(served(&d), ["tiny-b", "far"]);
+    runtime().block_on(async {
+        let (code, v) = post_json(
+            &http_client(),
+            &d.url("/v1/completions"),
+            serde_json::json!({"model": "far", "prompt": [1, 2, 3], "max_tokens": 2}),
+        )
+        .await;
+        assert_eq!(code, 200, "{v}");
+        assert_eq!(v["fleetmesh"]["executor"], "far", "{v}");
+        assert_eq!(v["model"], "tiny-b", "{v}");
+    });
 
     // ctl reload: meshnode.toml read again; a live key and one that waits
     edit_config(
@@ -282,7 +311,7 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
             &[("source", source), ("outcome", outcome)],
         )
     };
-    assert_eq!(count("socket", "applied"), 4.0);
+    assert_eq!(count("socket", "applied"), 5.0);
     assert_eq!(count("socket", "refused"), 2.0);
     assert_eq!(count("reload", "applied"), 1.0);
     assert_eq!(count("reload", "refused"), 3.0);
@@ -292,7 +321,7 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
     let d = run_node(&dir);
     assert_eq!(jobs_offer(&d)["max_fuel"], 5_000_000);
     assert_eq!(jobs_offer(&d)["workers"], 3);
-    assert_eq!(served(&d), ["tiny-b"]);
+    assert_eq!(served(&d), ["tiny-b", "far"]);
     assert!(d.stop("-TERM").success());
     // a stored manifest damaged by hand stops the start, naming it
     let damaged = dir.join("manifests/ComputeProvider/box.json");

@@ -1,6 +1,7 @@
 //! The OpenAI-compatible inference API on the node's listener: `GET /v1/models`,
-//! `POST /v1/completions`, `POST /v1/chat/completions` over the served models, and
-//! `GET /v1/executors` (a fresh health check of each remote executor).
+//! `POST /v1/completions`, `POST /v1/chat/completions` over the served models and the
+//! routed ones ([`routed`]: served by remote executors only), and `GET /v1/executors` (a
+//! fresh health check of each remote executor).
 //!
 //! Requests follow OpenAI's APIs (prompt as a string or an array of token ids, or chat
 //! `messages`; `max_tokens`, `temperature`, `top_p`, `seed`, `stop`, `logprobs` /
@@ -47,6 +48,7 @@ use crate::config::{InferenceSection, Verification};
 mod generation;
 mod render;
 mod request;
+mod routed;
 mod serving;
 mod stream;
 
@@ -134,30 +136,33 @@ pub async fn models(State(s): State<Arc<InferenceService>>) -> Response {
                 },
             })
         })
+        .chain(s.now().routed.iter().map(|r| r.listing()))
         .collect();
     Json(json!({"object": "list", "data": data})).into_response()
 }
 
 impl InferenceService {
     /// Each served model: its name, digest (hex), engine and executors (the local runtime
-    /// first) — what the status page shows.
+    /// first) — what the status page shows. Routed models too, with no digest and the engine `routed`.
     pub fn summary(&self) -> Vec<(String, String, String, Vec<String>)> {
-        self.now()
-            .models
-            .iter()
-            .map(|m| {
-                let executors = std::iter::once(m.local.name())
-                    .chain(m.remotes.iter().map(|r| r.name()))
-                    .map(str::to_owned)
-                    .collect();
-                (
-                    m.id.clone(),
-                    hex::encode(m.digest),
-                    m.engine.clone(),
-                    executors,
-                )
-            })
-            .collect()
+        let now = self.now();
+        let local = now.models.iter().map(|m| {
+            let executors = std::iter::once(m.local.name())
+                .chain(m.remotes.iter().map(|r| r.name()))
+                .map(str::to_owned)
+                .collect();
+            (
+                m.id.clone(),
+                hex::encode(m.digest),
+                m.engine.clone(),
+                executors,
+            )
+        });
+        let routed = now.routed.iter().map(|r| {
+            let executors = r.routes.iter().map(|x| x.entry.name.clone()).collect();
+            (r.id.clone(), String::new(), "routed".to_owned(), executors)
+        });
+        local.chain(routed).collect()
     }
 }
 
@@ -165,8 +170,8 @@ impl InferenceService {
 pub async fn executors(State(s): State<Arc<InferenceService>>) -> Response {
     let svc = s.clone();
     let list = tokio::task::spawn_blocking(move || {
-        svc.now()
-            .models
+        let now = svc.now();
+        now.models
             .iter()
             .flat_map(|m| {
                 m.remotes.iter().map(|r| match r.health() {
@@ -177,6 +182,11 @@ pub async fn executors(State(s): State<Arc<InferenceService>>) -> Response {
                                      "error": e.to_string()}),
                 })
             })
+            .chain(
+                now.routed
+                    .iter()
+                    .flat_map(|r| r.routes.iter().map(|route| routed::health(r, route))),
+            )
             .collect::<Vec<_>>()
     })
     .await
@@ -297,7 +307,13 @@ fn overloaded(model: &str) -> Response {
 /// verification, status}` (`verification` is empty for a request that did not parse; a
 /// stream counts its status when it starts).
 async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
-    let (verification, response) = answer(s, body, api).await;
+    let (verification, response) = match routed::routed_for(&s, body) {
+        Some((r, v)) => {
+            let default = s.now().verification;
+            ("none", routed::forward(r, v, api, default).await)
+        }
+        None => answer(s, body, api).await,
+    };
     let api = match api {
         Api::Completion => "completions",
         Api::Chat => "chat",

@@ -5,7 +5,8 @@
 //! A reload builds the new set beside the old one — a model whose path, device and batch
 //! size are unchanged keeps its loaded weights, its batcher and its counters; only added
 //! models are read from disk — and swaps it in only when every model loaded and every
-//! executor was built: a bad entry changes nothing. Requests hold the model they were
+//! executor was built: a bad entry changes nothing. Executors of an id no local model
+//! has make a routed model ([`super::routed`]). Requests hold the model they were
 //! admitted for, so a model that is no longer served finishes what it is generating.
 
 use super::*;
@@ -47,6 +48,8 @@ impl Served {
 /// One generation of the served set.
 pub(super) struct Loaded {
     pub(super) models: Vec<Arc<Served>>,
+    /// Models served by remote executors only.
+    pub(super) routed: Vec<Arc<super::routed::Routed>>,
     pub(super) quorum: QuorumConfig,
     pub(super) verification: Verification,
     /// What it was built from (paths resolved).
@@ -57,6 +60,11 @@ impl Loaded {
     /// The model served as `id`.
     pub(super) fn model(&self, id: &str) -> Option<Arc<Served>> {
         self.models.iter().find(|m| m.id == id).cloned()
+    }
+
+    /// The routed model `id`.
+    fn routed(&self, id: &str) -> Option<Arc<super::routed::Routed>> {
+        self.routed.iter().find(|r| r.id == id).cloned()
     }
 }
 
@@ -75,6 +83,7 @@ impl InferenceService {
     pub fn load(cfg: &InferenceSection) -> anyhow::Result<Arc<InferenceService>> {
         let loaded = build(cfg, None)?;
         check_remotes(&loaded.models);
+        check_routes(loaded.routed.clone());
         Ok(Arc::new(InferenceService {
             loaded: std::sync::RwLock::new(Arc::new(loaded)),
         }))
@@ -118,6 +127,20 @@ impl InferenceService {
         for id in new.iter().filter(|i| !old.contains(i)) {
             said.push(format!("model {id} is served"));
         }
+        for r in &after.routed {
+            match before.routed(&r.id) {
+                None => said.push(format!("model {} is routed to its executors", r.id)),
+                Some(b) if !Arc::ptr_eq(&b, r) => {
+                    said.push(format!("model {}: its executors changed", r.id));
+                }
+                Some(_) => {}
+            }
+        }
+        for b in &before.routed {
+            if after.routed(&b.id).is_none() {
+                said.push(format!("model {} is no longer routed", b.id));
+            }
+        }
         for id in old.iter().filter(|i| !new.contains(i)) {
             said.push(format!("model {id} is no longer served"));
         }
@@ -148,6 +171,13 @@ impl InferenceService {
             .cloned()
             .collect();
         check_remotes(&fresh);
+        let routed: Vec<_> = after
+            .routed
+            .iter()
+            .filter(|r| before.routed(&r.id).is_none_or(|b| !Arc::ptr_eq(&b, r)))
+            .cloned()
+            .collect();
+        check_routes(routed);
         *self
             .loaded
             .write()
@@ -187,10 +217,21 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
             models.push(m.clone());
             continue;
         }
-        let remotes = executors
-            .iter()
-            .map(remote)
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        // Ollama executors read and write text: they get the model's vocabulary
+        let remotes = |tokenizer: &TextTokenizer| {
+            executors
+                .iter()
+                .map(|e| {
+                    let r = remote(e)?;
+                    Ok(match e.kind {
+                        crate::config::ExecutorKind::Ollama => {
+                            r.with_token_bytes(tokenizer.token_bytes())
+                        }
+                        crate::config::ExecutorKind::Openai => r,
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        };
         let queue = Arc::new(tokio::sync::Semaphore::new(cfg.max_queue));
         let served = match kept {
             // the same weights, other executors or another queue size
@@ -204,7 +245,7 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
                 engine: m.engine.clone(),
                 eos: m.eos.clone(),
                 local: m.local.clone(),
-                remotes,
+                remotes: remotes(&m.tokenizer)?,
                 executors,
                 vocab: m.vocab.clone(),
                 queue,
@@ -223,10 +264,10 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
                     id,
                     path: p.to_path_buf(),
                     batcher,
+                    remotes: remotes(&tokenizer)?,
                     tokenizer: Arc::new(tokenizer),
                     template,
                     digest,
-                    remotes,
                     executors,
                     vocab: OnceLock::new(),
                     queue,
@@ -237,19 +278,33 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
         };
         models.push(Arc::new(served));
     }
-    if let Some(e) = cfg
-        .executors
-        .iter()
-        .find(|e| !models.iter().any(|m| m.id == e.serves))
-    {
-        anyhow::bail!(
-            "[[inference.executors]] {:?} serves {:?}, which is not a served model",
-            e.name,
-            e.serves
-        );
+    // executors of ids no local model has: routed models, in the order first named
+    let mut routed: Vec<Arc<super::routed::Routed>> = Vec::new();
+    for e in &cfg.executors {
+        if models.iter().any(|m| m.id == e.serves) || routed.iter().any(|r| r.id == e.serves) {
+            continue;
+        }
+        let entries: Vec<_> = cfg
+            .executors
+            .iter()
+            .filter(|x| x.serves == e.serves)
+            .cloned()
+            .collect();
+        let kept = before.and_then(|b| b.routed(&e.serves)).filter(|r| {
+            r.entries().into_iter().eq(entries.iter()) && r.queue_size == cfg.max_queue
+        });
+        routed.push(match kept {
+            Some(r) => r,
+            None => Arc::new(super::routed::Routed::new(
+                e.serves.clone(),
+                entries,
+                cfg.max_queue,
+            )?),
+        });
     }
     Ok(Loaded {
         models,
+        routed,
         quorum: cfg.quorum.to_config(),
         verification: cfg.verification,
         source: cfg.clone(),
@@ -257,7 +312,7 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
 }
 
 /// A remote executor from its `[[inference.executors]]` entry.
-fn remote(e: &crate::config::ExecutorSection) -> anyhow::Result<RemoteExecutor> {
+pub(super) fn remote(e: &crate::config::ExecutorSection) -> anyhow::Result<RemoteExecutor> {
     let model_digest = match &e.model_digest {
         None => None,
         Some(h) => Some(
@@ -277,6 +332,7 @@ fn remote(e: &crate::config::ExecutorSection) -> anyhow::Result<RemoteExecutor> 
         e.url.clone(),
         e.model.clone().unwrap_or_else(|| e.serves.clone()),
     );
+    rc.kind = e.kind.remote_kind();
     rc.engine = e.engine.clone();
     rc.dtype = e.dtype.clone();
     rc.model_digest = model_digest;
@@ -305,6 +361,21 @@ fn check_remotes(models: &[Arc<Served>]) {
                 Err(e) => {
                     tracing::warn!(executor = r.name(), model = %m.id, error = %e, "remote executor is not reachable")
                 }
+            }
+        }
+    });
+}
+
+/// A first health check of routed models' executors, on a thread of its own: counted in
+/// their stats (a failure sets one aside) and logged.
+fn check_routes(routed: Vec<Arc<super::routed::Routed>>) {
+    if routed.is_empty() {
+        return;
+    }
+    std::thread::spawn(move || {
+        for r in &routed {
+            for route in &r.routes {
+                super::routed::health(r, route);
             }
         }
     });
