@@ -7,7 +7,10 @@
 //! the answer (kind 23195, `e` the request, `p` the client) back where requests are read.
 //!
 //! Invoices it made are claimed into the wallet once the mint says they are paid, looked
-//! for every 5 s. Requests are answered one at a time (a payment waits for the one before it); one that
+//! for every 5 s. Each connection's client is notified (kind 23197, NIP-44 v2; the info
+//! event's `notifications` tag) of `payment_received` when an invoice it made is claimed
+//! and `payment_sent` when it paid one, the transaction as `lookup_invoice` gives it
+//! (counted as `notified`). Requests are answered one at a time (a payment waits for the one before it); one that
 //! does not open, is expired, or is not NIP-44 is dropped and counted in
 //! `fleetmesh_nwc_requests_total{outcome}`.
 
@@ -29,6 +32,8 @@ pub const INFO: u16 = 13194;
 pub const REQUEST: u16 = 23194;
 /// An answer's kind (ephemeral).
 pub const RESPONSE: u16 = 23195;
+/// A notification (NIP-44 v2).
+pub const NOTIFICATION: u16 = 23197;
 /// The connections' file in the node directory.
 pub const FILE: &str = "nwc.sqlite";
 
@@ -71,6 +76,10 @@ fn info(keys: &NodeKeys) -> fleetmesh_proto::Result<Event> {
             vec!["encryption".into(), "nip44_v2".into()],
             // read by clients that predate the encryption tag
             vec!["v".into(), "1.0".into()],
+            vec![
+                "notifications".into(),
+                fleetmesh_settle::nwc::NOTIFICATIONS.join(" "),
+            ],
         ],
         content: METHODS.join(" "),
     })
@@ -132,6 +141,7 @@ pub async fn start(
                 if n > 0 {
                     tracing::info!(invoices = n, "paid NWC invoices claimed into the wallet");
                 }
+                s.notify();
             })
             .await;
         }
@@ -139,7 +149,49 @@ pub async fn start(
     Ok(crate::tasks::Tasks(tasks))
 }
 
+/// Sends the queued notifications when dropped: after the answer it is made beside.
+struct Notify<'a>(&'a Service);
+
+impl Drop for Notify<'_> {
+    fn drop(&mut self) {
+        self.0.notify();
+    }
+}
+
 impl Service {
+    /// Sends each queued notification (kind 23197) to its connection's client, where
+    /// answers go.
+    fn notify(&self) {
+        let notices = self
+            .grants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take_notices();
+        for n in notices {
+            let body = json!({"notification_type": n.kind, "notification": n.transaction});
+            let sealed = nip44::conversation_key(&self.keys.nostr().secret_key(), &n.client)
+                .and_then(|k| nip44::encrypt(&k, body.to_string().as_bytes()));
+            let event = sealed.and_then(|content| {
+                self.keys.sign(UnsignedEvent {
+                    created_at: crate::node::unix_now(),
+                    kind: NOTIFICATION,
+                    tags: vec![vec!["p".into(), n.client.clone()]],
+                    content,
+                })
+            });
+            match event {
+                Ok(e) => {
+                    count("notified");
+                    let _ = self.out.send(e.clone());
+                    if let Err(err) = self.relay.broadcast(e) {
+                        tracing::warn!(error = %err, "an NWC notification not passed on by the node's relay");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "sealing an NWC notification"),
+            }
+        }
+    }
+
     /// Answers one request, or drops it (counted) when it cannot be answered.
     fn answer(&self, request: &Event) {
         let now = crate::node::unix_now();
@@ -166,6 +218,8 @@ impl Service {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .handle(&client, &parsed);
+        // after the answer: what the request led to (a payment sent, an invoice claimed)
+        let _notify = Notify(self);
         let body = match outcome {
             Ok(result) => {
                 count("answered");

@@ -1,7 +1,9 @@
 //! Paying a Lightning address (LUD-16) or an LNURL-pay URL (LUD-06): the payee's service
 //! is asked for an invoice of the amount, which is checked before anything is paid.
 //!
-//! `name@domain` is `https://domain/.well-known/lnurlp/name` (http only for a loopback
+//! `name@domain` is `https://domain/.well-known/lnurlp/name`, a bech32 `lnurl1…` string
+//! (LUD-01, either case) the URL it encodes, `lnurlp://host/…` (LUD-17) `https://host/…`
+//! (http only for a loopback
 //! host, as for every settlement call that carries no secret but must not be redirected
 //! by a network in the middle). The service's answer must be a `payRequest` whose
 //! `minSendable`..`maxSendable` holds the amount; the invoice its `callback` returns must
@@ -31,9 +33,43 @@ fn allowed(url: &str) -> bool {
             .any(|p| url.starts_with(p))
 }
 
-/// The LNURL-pay URL of `to`: a Lightning address `name@domain`, or an https URL as is.
+/// The URL a bech32 `lnurl1…` string encodes (LUD-01; all upper or all lower case).
+fn bech32_url(s: &str) -> Result<String> {
+    use bech32::primitives::decode::CheckedHrpstring;
+    let not = |why: String| refused(format!("{s:.24}…: not a bech32 LNURL: {why}"));
+    let checked = CheckedHrpstring::new::<lightning_invoice::Bolt11Bech32>(s)
+        .map_err(|e| not(e.to_string()))?;
+    if !checked.hrp().as_str().eq_ignore_ascii_case("lnurl") {
+        return Err(not(format!("its prefix is {}", checked.hrp())));
+    }
+    String::from_utf8(checked.byte_iter().collect()).map_err(|_| not("not a URL".into()))
+}
+
+/// The LNURL-pay URL of `to`: a Lightning address `name@domain`, a bech32 `lnurl1…`
+/// string, `lnurlp://…`, or an https URL as is.
 pub fn pay_url(to: &str) -> Result<String> {
-    let to = to.trim().trim_start_matches("lightning:");
+    let to = to.trim();
+    let to = ["lightning:", "LIGHTNING:"]
+        .iter()
+        .find_map(|p| to.strip_prefix(p))
+        .unwrap_or(to);
+    if to.len() > 6 && to[..6].eq_ignore_ascii_case("lnurl1") {
+        let url = bech32_url(to)?;
+        return match url.strip_prefix("lnurlp://") {
+            Some(rest) => pay_url(&format!("lnurlp://{rest}")),
+            None if allowed(&url) => Ok(url),
+            None => Err(refused(format!(
+                "{url}: an LNURL service over https (http only on loopback)"
+            ))),
+        };
+    }
+    if let Some(rest) = to.strip_prefix("lnurlp://") {
+        let loopback = ["127.", "localhost", "[::1]"]
+            .iter()
+            .any(|p| rest.starts_with(p));
+        let scheme = if loopback { "http" } else { "https" };
+        return Ok(format!("{scheme}://{rest}"));
+    }
     let url = match to.split_once('@') {
         Some((name, domain))
             if !name.is_empty()
@@ -157,5 +193,57 @@ mod tests {
             pay_url("https://example.com/lnurlp/x").unwrap(),
             "https://example.com/lnurlp/x"
         );
+        // LUD-17's scheme
+        assert_eq!(
+            pay_url("lnurlp://example.com/pay/1").unwrap(),
+            "https://example.com/pay/1"
+        );
+        assert_eq!(
+            pay_url("lnurlp://127.0.0.1:9/pay").unwrap(),
+            "http://127.0.0.1:9/pay"
+        );
+    }
+
+    #[test]
+    fn bech32_lnurls_decode_to_their_urls_and_bad_ones_are_refused() {
+        // LUD-01's example
+        let lud01 = "LNURL1DP68GURN8GHJ7UM9WFMXJCM99E3K7MF0V9CXJ0M385EKVCENXC6R2C35XVUKXEFCV5MKVV34X5EKZD3EV56NYD3HXQURZEPEXEJXXEPNXSCRVWFNV9NXZCN9XQ6XYEFHVGCXXCMYXYMNSERXFQ5FNS";
+        assert_eq!(
+            pay_url(lud01).unwrap(),
+            "https://service.com/api?q=3fc3645b439ce8e7f2553a69e5267081d96dcd340693afabe04be7b0ccd178df"
+        );
+        assert_eq!(
+            pay_url(&lud01.to_lowercase()).unwrap(),
+            pay_url(lud01).unwrap()
+        );
+        assert_eq!(
+            pay_url(&format!("lightning:{lud01}")).unwrap(),
+            pay_url(lud01).unwrap()
+        );
+        // longer than bech32's 90 characters, as LNURLs are: encoded by the bech32 crate
+        let long = format!("https://example.com/.well-known/lnurlp/{}", "a".repeat(200));
+        let hrp = bech32::Hrp::parse("lnurl").unwrap();
+        let encoded = bech32::encode::<lightning_invoice::Bolt11Bech32>(hrp, long.as_bytes())
+            .unwrap()
+            .to_uppercase();
+        assert!(encoded.len() > 300);
+        assert_eq!(pay_url(&encoded).unwrap(), long);
+        // one character changed: the checksum fails; mixed case; too short; plain http
+        let mut bad = lud01.to_owned();
+        bad.replace_range(20..21, "Q");
+        for s in [
+            bad.as_str(),
+            "LNURL1dp68gurn8ghj7um9wfmxjcm99e3k7mf0v9cxj0m385ekvcenxc6r2c35xvukxefcv5mkvv34x5ekzd3ev56nyd3hxqurzepexejxxepnxscrvwfnv9nxzcn9xq6xyefhvgcxxcmyxymnserxfq5fns",
+            "lnurl1qqqqqqqq",
+        ] {
+            assert!(pay_url(s).is_err(), "{s}");
+        }
+        let http = bech32::encode::<bech32::Bech32>(
+            bech32::Hrp::parse("lnurl").unwrap(),
+            b"http://example.com/pay",
+        )
+        .unwrap();
+        let e = pay_url(&http).unwrap_err().to_string();
+        assert!(e.contains("over https"), "{e}");
     }
 }

@@ -3,8 +3,10 @@
 //! may call, a budget in sats; [`Grants`], in `nwc.sqlite`), and the requests they make
 //! answered from the wallet ([`Grants::handle`]): `pay_invoice` (a melt at the mint),
 //! `make_invoice` (a mint quote, claimed once paid), `lookup_invoice`, `list_transactions`,
-//! `get_balance`, `get_info`. The appliance carries requests and answers over relays
-//! (kinds 23194/23195, NIP-44 v2) and publishes the info event (13194).
+//! `get_balance`, `get_info`; and the notifications they lead to ([`Grants::take_notices`]:
+//! `payment_received` once an invoice a client made is claimed, `payment_sent` once it
+//! paid one). The appliance carries requests, answers and notifications over relays
+//! (kinds 23194/23195/23197, NIP-44 v2) and publishes the info event (13194).
 
 use std::path::{Path, PathBuf};
 
@@ -204,6 +206,24 @@ pub struct Grants {
     pub alias: String,
     /// The wallet service's key (x-only, hex).
     pub pubkey: String,
+    /// Notifications not yet taken ([`Grants::take_notices`]).
+    notices: std::cell::RefCell<Vec<Notice>>,
+}
+
+/// The notification types the service sends (NIP-47).
+pub const NOTIFICATIONS: &[&str] = &["payment_received", "payment_sent"];
+
+/// A NIP-47 notification for one connection's client: an invoice it made was paid
+/// (`payment_received`), or it paid one (`payment_sent`); `notification` is the
+/// transaction as `lookup_invoice` answers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    /// The connection's client key (hex).
+    pub client: String,
+    /// `payment_received` or `payment_sent`.
+    pub kind: &'static str,
+    /// The transaction.
+    pub transaction: Value,
 }
 
 fn now() -> u64 {
@@ -249,6 +269,7 @@ impl Grants {
             payer: None,
             alias: "fleetmesh".into(),
             pubkey: String::new(),
+            notices: std::cell::RefCell::default(),
         })
     }
 
@@ -417,7 +438,7 @@ impl Grants {
             "get_info" => Ok(json!({
                 "alias": self.alias, "color": "", "pubkey": self.pubkey, "network": "mainnet",
                 "block_height": 0, "block_hash": "", "methods": grant.methods,
-                "notifications": [],
+                "notifications": NOTIFICATIONS,
             })),
             "get_balance" => {
                 let (wallet, _) = self.wallet()?;
@@ -552,7 +573,25 @@ impl Grants {
                 params![now() as i64, hash],
             )
             .map_err(|e| fail("INTERNAL", e.to_string()))?;
+        self.notify(client, "payment_received", hash);
         Ok(())
+    }
+
+    /// Queues a notification of `client`'s transaction `hash`.
+    fn notify(&self, client: &str, kind: &'static str, hash: &str) {
+        if let Ok(transaction) = self.tx(client, hash) {
+            self.notices.borrow_mut().push(Notice {
+                client: client.to_owned(),
+                kind,
+                transaction,
+            });
+        }
+    }
+
+    /// The notifications queued since the last call, oldest first: the service sends each
+    /// to its client.
+    pub fn take_notices(&self) -> Vec<Notice> {
+        std::mem::take(&mut *self.notices.borrow_mut())
     }
 
     fn pay_invoice(&self, grant: &Grant, params: &Value) -> std::result::Result<Value, Failure> {
@@ -617,8 +656,9 @@ impl Grants {
                     ],
                 )
             });
-        if let Err(e) = recorded {
-            tracing::warn!(error = %e, "an NWC payment made but not recorded");
+        match recorded {
+            Ok(_) => self.notify(&grant.client, "payment_sent", &inv.payment_hash),
+            Err(e) => tracing::warn!(error = %e, "an NWC payment made but not recorded"),
         }
         Ok(json!({"preimage": preimage, "fees_paid": paid.fee * 1000}))
     }

@@ -72,8 +72,9 @@ pub struct PayArgs {
     /// The BOLT11 invoice to pay.
     #[arg(long, required_unless_present = "to", conflicts_with = "to")]
     pub invoice: Option<String>,
-    /// Pay a Lightning address (`name@domain`) or an LNURL-pay URL instead: its service is
-    /// asked for an invoice of `--amount`, checked (amount, description hash) before paying.
+    /// Pay a Lightning address (`name@domain`), a bech32 `lnurl1…`, `lnurlp://…` or an
+    /// LNURL-pay URL instead: its service is asked for an invoice of `--amount`, checked
+    /// (amount, description hash) before paying.
     #[arg(long, value_name = "ADDRESS", requires = "amount")]
     pub to: Option<String>,
     /// Sats, with `--to`.

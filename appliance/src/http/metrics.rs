@@ -196,7 +196,7 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
     (
         "fleetmesh_nwc_requests_total",
         Kind::Counter,
-        "Nostr Wallet Connect requests answered from the wallet, by outcome (ok or the NIP-47 error code).",
+        "Nostr Wallet Connect requests answered from the wallet, by outcome (answered, refused, expired, unopened, unsupported-encryption), and the notifications sent (notified).",
     ),
     (
         "fleetmesh_nutzaps_total",

@@ -176,6 +176,42 @@ fn the_nodes_wallet_answers_nwc_clients_ours_and_getalbys_within_their_grants() 
         "{js}"
     );
     assert_eq!(js["made"]["amount"], 3000, "{js}");
+    // notified (kind 23197) of the payment it sent and of the invoice it made, once paid
+    assert_eq!(
+        js["info"]["notifications"],
+        serde_json::json!(["payment_received", "payment_sent"]),
+        "{js}"
+    );
+    let note = |t: &str| {
+        js["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["notification_type"] == t)
+            .unwrap_or_else(|| panic!("no {t} notification: {js}"))["notification"]
+            .clone()
+    };
+    let sent = note("payment_sent");
+    assert_eq!(
+        (&sent["type"], &sent["invoice"]),
+        (&serde_json::json!("outgoing"), &serde_json::json!(to_pay)),
+        "{sent}"
+    );
+    let received = note("payment_received");
+    assert_eq!(
+        (
+            &received["type"],
+            &received["payment_hash"],
+            &received["amount"]
+        ),
+        (
+            &serde_json::json!("incoming"),
+            &js["made"]["payment_hash"],
+            &serde_json::json!(3000)
+        ),
+        "{received}"
+    );
+    assert!(received["settled_at"].is_u64(), "{received}");
     // (what it paid, fees in; less the 3000 of the invoice it made where FakeWallet paid
     // that one and the node claimed it before the balance was read again)
     let spent = left - js["balanceAfter"]["balance"].as_u64().unwrap();
