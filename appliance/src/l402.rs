@@ -13,8 +13,11 @@
 //! the Cashu backend are mint quotes: claimed into the wallet once a paid request ran, and
 //! every minute for those a crash left unclaimed.
 //!
-//! Issuing costs the backend a round trip, so at most [`ISSUING`] challenges are made at
-//! once (more wait, then `503`).
+//! Issuing costs the backend a round trip (and, with the Cashu backend, a quote at the
+//! mint), so at most [`ISSUING`] challenges are made at once (more wait, then `503`), and
+//! each client address (an IPv6 one by its /64) gets at most [`CHALLENGES_PER_MINUTE`] a
+//! minute — a burst of that many, then one every few seconds; past it `429` with
+//! `Retry-After`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -31,6 +34,11 @@ use crate::http::error::api_error;
 pub const FILE: &str = "l402.sqlite";
 /// How many challenges are issued at once.
 pub const ISSUING: usize = 4;
+/// Challenges one client address may have issued a minute (a bucket of this many,
+/// refilled at this rate).
+pub const CHALLENGES_PER_MINUTE: u32 = 30;
+/// Client addresses the rate is kept for; past it the fullest buckets are forgotten.
+const CLIENTS: usize = 4096;
 /// How long an invoice may be paid, and a credential used after it was issued.
 pub const VALID_SECS: u64 = 3600;
 
@@ -44,6 +52,24 @@ pub struct Gate {
     cashu: Option<Arc<CashuLightning>>,
     /// Held while claiming, so that two claims never race for one quote.
     claiming: Mutex<()>,
+    /// Each client's bucket: challenges left (in thousandths) and when it was last filled.
+    buckets: Mutex<std::collections::HashMap<std::net::IpAddr, (u64, std::time::Instant)>>,
+}
+
+/// The address a client's challenges are counted by: an IPv6 address by its /64 (one
+/// host's usual share), an IPv4 one as it is.
+fn client_of(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => std::net::IpAddr::V4(v4),
+            None => {
+                let mut o = v6.octets();
+                o[8..].fill(0);
+                std::net::IpAddr::V6(o.into())
+            }
+        },
+        v4 => v4,
+    }
 }
 
 impl std::fmt::Debug for Gate {
@@ -98,6 +124,7 @@ impl Gate {
             issuing: tokio::sync::Semaphore::new(ISSUING),
             cashu,
             claiming: Mutex::new(()),
+            buckets: Mutex::default(),
         })))
     }
 
@@ -106,9 +133,59 @@ impl Gate {
         self.prices.get(path).copied()
     }
 
-    /// `402` with a fresh invoice and macaroon for one request to `route` at `price`;
-    /// `503` when the backend cannot issue one.
-    pub async fn challenge(self: &Arc<Self>, route: &str, price: u64) -> Response {
+    /// Takes one challenge from `client`'s bucket: `Err(seconds until there is one)` when
+    /// it is empty.
+    fn take(&self, client: std::net::IpAddr) -> Result<(), u64> {
+        const FULL: u64 = CHALLENGES_PER_MINUTE as u64 * 1000;
+        let (now, client) = (std::time::Instant::now(), client_of(client));
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if buckets.len() >= CLIENTS && !buckets.contains_key(&client) {
+            // those that have refilled since are as good as new
+            buckets.retain(|_, (_, at)| now.duration_since(*at).as_secs() < 60);
+            if buckets.len() >= CLIENTS {
+                return Err(60);
+            }
+        }
+        let (left, at) = buckets.entry(client).or_insert((FULL, now));
+        // CHALLENGES_PER_MINUTE tokens a minute, in thousandths: per millisecond, that / 60
+        let refill =
+            now.duration_since(*at).as_millis() as u64 * u64::from(CHALLENGES_PER_MINUTE) / 60;
+        *left = (*left + refill).min(FULL);
+        *at = now;
+        if *left < 1000 {
+            let per_token_ms = 60_000 / u64::from(CHALLENGES_PER_MINUTE);
+            return Err(((1000 - *left) * per_token_ms / 1000).div_ceil(1000).max(1));
+        }
+        *left -= 1000;
+        Ok(())
+    }
+
+    /// `402` with a fresh invoice and macaroon for one request to `route` at `price`,
+    /// asked by `client`; `429` past its rate, `503` when the backend cannot issue one.
+    pub async fn challenge(
+        self: &Arc<Self>,
+        route: &str,
+        price: u64,
+        client: Option<std::net::IpAddr>,
+    ) -> Response {
+        if let Some(Err(wait)) = client.map(|c| self.take(c)) {
+            crate::http::metrics::l402("limited");
+            let mut r = api_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!(
+                    "{route} is priced: this address asked for {CHALLENGES_PER_MINUTE} invoices in \
+                     the last minute; try again in {wait} s"
+                ),
+            );
+            if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            return r;
+        }
         let unavailable = |why: String| {
             tracing::warn!(route, %why, "L402: no invoice");
             crate::http::metrics::l402("unissued");
@@ -257,5 +334,25 @@ impl Gate {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_of;
+
+    #[test]
+    fn clients_are_counted_by_ipv4_address_and_ipv6_64_prefix() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(client_of(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(client_of(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(
+            client_of(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            client_of(ip("2001:db8:1:2::1"))
+        );
+        assert_ne!(
+            client_of(ip("2001:db8:1:2::1")),
+            client_of(ip("2001:db8:1:3::1"))
+        );
     }
 }

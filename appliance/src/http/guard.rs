@@ -247,7 +247,11 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
         // the token holder does not pay its own node; everyone else does
         let free = principal == Principal::Operator && policy.token.is_some();
         if !free && !matches!(principal, Principal::Paid(_)) {
-            return gate.challenge(&route, price).await;
+            let client = req
+                .extensions()
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip());
+            return gate.challenge(&route, price, client).await;
         }
     }
     if changes_state {

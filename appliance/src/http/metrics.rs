@@ -206,7 +206,7 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
     (
         "fleetmesh_l402_total",
         Kind::Counter,
-        "L402 on priced API routes, by outcome (challenged, paid, released: the request was refused and the credential freed, refused, replayed, unissued: no invoice could be made).",
+        "L402 on priced API routes, by outcome (challenged, paid, released: the request was refused and the credential freed, refused, replayed, unissued: no invoice could be made, limited: an address past its invoices a minute).",
     ),
 ];
 

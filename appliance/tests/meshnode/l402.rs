@@ -329,13 +329,44 @@ fn a_node_sells_api_routes_by_l402_through_lnd_and_cln_rest_shaped_lightning_dou
     assert_eq!(o.status.code(), Some(2), "{v}");
     assert_eq!(v["error"]["code"], "payment_required", "{v}");
 
+    // one address has at most 30 invoices issued a minute: a burst, then 429 with when
+    let limited = (0..40).find_map(|_| {
+        let r = reqwest::blocking::Client::new()
+            .post(&url)
+            .json(&verify)
+            .send()
+            .unwrap();
+        match r.status().as_u16() {
+            402 => None,
+            429 => Some((
+                r.headers()["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap(),
+                r.json::<Value>().unwrap(),
+            )),
+            other => panic!("{other}"),
+        }
+    });
+    let (wait, body) = limited.expect("a 429 within 40 unpaid requests");
+    assert!((1..=2).contains(&wait), "{wait} s");
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+
     let (issued, settled) = ln.counts();
     assert_eq!(settled, 3, "{issued} invoices issued");
     let metrics = reqwest::blocking::get(node.url("/metrics"))
         .unwrap()
         .text()
         .unwrap();
-    for outcome in ["challenged", "refused", "paid", "released", "replayed"] {
+    for outcome in [
+        "challenged",
+        "refused",
+        "paid",
+        "released",
+        "replayed",
+        "limited",
+    ] {
         assert!(
             metrics.contains(&format!("fleetmesh_l402_total{{outcome=\"{outcome}\"}}")),
             "{outcome}: {metrics}"
