@@ -54,19 +54,6 @@ pub const INBOX: usize = 1024;
 /// A ledger message from a peer: its key (hex, the DIDComm signer), the type, the body.
 pub type Inbound = (String, String, Value);
 
-/// The peer a line is about.
-fn line_peer(line: &Line) -> Option<&str> {
-    match line {
-        Line::Node { .. } | Line::Checkpoint { .. } => None,
-        Line::Grant { peer, .. }
-        | Line::Receipt { peer, .. }
-        | Line::Sent { peer, .. }
-        | Line::Measure { peer, .. }
-        | Line::Settled { peer, .. }
-        | Line::Revoke { peer, .. } => Some(peer),
-    }
-}
-
 /// A grant's shard filters, parsed (one that does not parse matches nothing); empty for
 /// no grant or one that names no shards.
 fn shard_filters(g: Option<&Grant>) -> Vec<fleetmesh_proto::filter::Filter> {
@@ -173,7 +160,7 @@ impl Accounts {
 
     /// Records `line` and carries out what it decided.
     async fn record(&self, line: Line) {
-        let peer = line_peer(&line).map(str::to_owned);
+        let peer = line.peer().map(str::to_owned);
         let decided = match lock(&self.books).record(line) {
             Ok(d) => d,
             Err(e) => {

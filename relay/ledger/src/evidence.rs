@@ -154,6 +154,21 @@ pub enum Line {
     },
 }
 
+impl Line {
+    /// The peer the line is about (`None` for the node and checkpoint lines).
+    pub fn peer(&self) -> Option<&str> {
+        match self {
+            Line::Node { .. } | Line::Checkpoint { .. } => None,
+            Line::Grant { peer, .. }
+            | Line::Receipt { peer, .. }
+            | Line::Sent { peer, .. }
+            | Line::Measure { peer, .. }
+            | Line::Settled { peer, .. }
+            | Line::Revoke { peer, .. } => Some(peer),
+        }
+    }
+}
+
 /// A line's id: SHA-256 of its bytes, hex.
 pub fn line_id(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))

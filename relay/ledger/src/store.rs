@@ -169,7 +169,7 @@ impl Books {
         // the file holds the decisions of earlier segments too
         let have = usize::try_from(have).unwrap_or(0).saturating_sub(before);
         if replayed.decisions.len() > have {
-            books.store(&replayed.decisions[have..])?;
+            books.store(&replayed.decisions[have..], None)?;
         }
         Ok((books, replayed.refused))
     }
@@ -263,11 +263,15 @@ impl Books {
                 Vec::new()
             }
         };
-        self.store(&decisions)?;
+        // the standings the line and its decisions touched, not every peer's
+        let mut touched: Vec<String> = decisions.iter().map(|d| d.peer.clone()).collect();
+        touched.extend(line.peer().map(str::to_owned));
+        self.store(&decisions, Some(&touched))?;
         Ok(decisions)
     }
 
-    fn store(&mut self, decisions: &[Decision]) -> Result<()> {
+    /// Records `decisions` and the standings of `peers` (every peer's for `None`).
+    fn store(&mut self, decisions: &[Decision], peers: Option<&[String]>) -> Result<()> {
         let err = store_err(&self.path);
         let tx = self.conn.transaction().map_err(&err)?;
         for d in decisions {
@@ -278,7 +282,14 @@ impl Books {
             )
             .map_err(&err)?;
         }
-        for (peer, s) in self.ledger.standings() {
+        let standings: Vec<(String, crate::Standing)> = match peers {
+            None => self.ledger.standings().into_iter().collect(),
+            Some(peers) => peers
+                .iter()
+                .filter_map(|p| Some((p.clone(), self.ledger.standing(p)?.clone())))
+                .collect(),
+        };
+        for (peer, s) in standings {
             let json = serde_json::to_string(&s).expect("a standing serializes");
             tx.execute(
                 "INSERT INTO standing (peer, json) VALUES (?1, ?2) \

@@ -610,6 +610,20 @@ fn payments_are_summed_per_peer_never_judged_listed_with_their_jobs_and_kept_acr
     };
     let standing = n.books.ledger().standing(&peer).unwrap().clone();
     assert_eq!(standing.settled, want);
+    // the books' file holds the standing each line touched, for queries
+    let conn = fleetmesh_relay::store::sqlite::open(
+        &n.dir.path().join("ledger.sqlite"),
+        fleetmesh_relay::store::sqlite::Mode::Existing,
+        false,
+    )
+    .unwrap();
+    let stored: String = conn
+        .query_row("SELECT json FROM standing WHERE peer = ?1", [&peer], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let stored: fleetmesh_ledger::Standing = serde_json::from_str(&stored).unwrap();
+    assert_eq!(stored, standing);
     assert_eq!((standing.severity, standing.capacity), (None, 100));
     // a state that does not fit the side is refused, nothing added
     let log = n.dir.path().join("evidence.jsonl");
