@@ -149,18 +149,37 @@ pub async fn start(
     Ok(crate::tasks::Tasks(tasks))
 }
 
-/// Sends the queued notifications when dropped: after the answer it is made beside.
-struct Notify<'a>(&'a Service);
-
-impl Drop for Notify<'_> {
-    fn drop(&mut self) {
-        self.0.notify();
-    }
-}
-
 impl Service {
-    /// Sends each queued notification (kind 23197) to its connection's client, where
-    /// answers go.
+    /// Seals `body` to `client` (NIP-44 v2), signs it as `kind` with `tags` and sends it
+    /// where answers go: the node's relay and the relays requests are read on. Whether it
+    /// went out.
+    fn send(&self, client: &str, kind: u16, tags: Vec<Vec<String>>, body: &Value) -> bool {
+        let sealed = nip44::conversation_key(&self.keys.nostr().secret_key(), client)
+            .and_then(|k| nip44::encrypt(&k, body.to_string().as_bytes()));
+        let event = sealed.and_then(|content| {
+            self.keys.sign(UnsignedEvent {
+                created_at: crate::node::unix_now(),
+                kind,
+                tags,
+                content,
+            })
+        });
+        match event {
+            Ok(e) => {
+                let _ = self.out.send(e.clone());
+                if let Err(err) = self.relay.broadcast(e) {
+                    tracing::warn!(kind, error = %err, "an NWC event not passed on by the node's relay");
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(kind, error = %e, "sealing an NWC event");
+                false
+            }
+        }
+    }
+
+    /// Sends each queued notification (kind 23197) to its connection's client.
     fn notify(&self) {
         let notices = self
             .grants
@@ -169,30 +188,19 @@ impl Service {
             .take_notices();
         for n in notices {
             let body = json!({"notification_type": n.kind, "notification": n.transaction});
-            let sealed = nip44::conversation_key(&self.keys.nostr().secret_key(), &n.client)
-                .and_then(|k| nip44::encrypt(&k, body.to_string().as_bytes()));
-            let event = sealed.and_then(|content| {
-                self.keys.sign(UnsignedEvent {
-                    created_at: crate::node::unix_now(),
-                    kind: NOTIFICATION,
-                    tags: vec![vec!["p".into(), n.client.clone()]],
-                    content,
-                })
-            });
-            match event {
-                Ok(e) => {
-                    count("notified");
-                    let _ = self.out.send(e.clone());
-                    if let Err(err) = self.relay.broadcast(e) {
-                        tracing::warn!(error = %err, "an NWC notification not passed on by the node's relay");
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "sealing an NWC notification"),
+            if self.send(
+                &n.client,
+                NOTIFICATION,
+                vec![vec!["p".into(), n.client.clone()]],
+                &body,
+            ) {
+                count("notified");
             }
         }
     }
 
-    /// Answers one request, or drops it (counted) when it cannot be answered.
+    /// Answers one request, or drops it (counted) when it cannot be answered; then sends
+    /// the notifications it led to (a payment sent, an invoice claimed).
     fn answer(&self, request: &Event) {
         let now = crate::node::unix_now();
         if request.expiration().is_some_and(|t| t <= now) {
@@ -206,8 +214,8 @@ impl Service {
         }
         let client = hex::encode(request.pubkey);
         let opened = nip44::conversation_key(&self.keys.nostr().secret_key(), &client)
-            .and_then(|k| nip44::decrypt(&k, &request.content).map(|p| (k, p)));
-        let Ok((key, plain)) = opened else {
+            .and_then(|k| nip44::decrypt(&k, &request.content));
+        let Ok(plain) = opened else {
             count("unopened");
             return;
         };
@@ -218,8 +226,6 @@ impl Service {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .handle(&client, &parsed);
-        // after the answer: what the request led to (a payment sent, an invoice claimed)
-        let _notify = Notify(self);
         let body = match outcome {
             Ok(result) => {
                 count("answered");
@@ -231,30 +237,11 @@ impl Service {
                 json!({"result_type": method, "result": null, "error": {"code": code, "message": message}})
             }
         };
-        let sealed = match nip44::encrypt(&key, body.to_string().as_bytes()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "sealing an NWC answer");
-                return;
-            }
-        };
-        let answer = self.keys.sign(UnsignedEvent {
-            created_at: now,
-            kind: RESPONSE,
-            tags: vec![
-                vec!["p".into(), client.clone()],
-                vec!["e".into(), request.id_hex()],
-            ],
-            content: sealed,
-        });
-        match answer {
-            Ok(a) => {
-                let _ = self.out.send(a.clone());
-                if let Err(e) = self.relay.broadcast(a) {
-                    tracing::warn!(error = %e, "an NWC answer not passed on by the node's relay");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "signing an NWC answer"),
-        }
+        let tags = vec![
+            vec!["p".into(), client.clone()],
+            vec!["e".into(), request.id_hex()],
+        ];
+        self.send(&client, RESPONSE, tags, &body);
+        self.notify();
     }
 }

@@ -68,12 +68,13 @@ pub fn record(books: &Books, peer: &str, settlement: Settlement) -> anyhow::Resu
     Ok(())
 }
 
-/// Records a payment of the buyer whose key directory is `dir` (Nostr key `us`) in its
-/// books: opened for the line when no node runs there, else sent to the node that does
-/// (`ledger.settle` on its control socket). A failure is a warning: the payment itself
-/// stands, and is in the wallet's history.
-pub fn record_as_buyer(dir: &Path, us: &str, peer: &str, settlement: Settlement) {
-    let outcome = match open_books(dir, us).and_then(|b| record(&b, peer, settlement.clone())) {
+/// Records a payment of the buyer whose key directory is `dir` (its Nostr key `us`) in
+/// its books: opened for the line when no node runs there, else sent to the node that
+/// does (`ledger.settle` on its control socket). A failure is a warning: the payment
+/// itself stands, and is in the wallet's history.
+pub fn record_as_buyer(dir: &Path, us: &secp256k1::Keypair, peer: &str, settlement: Settlement) {
+    let us = hex::encode(us.x_only_public_key().0.to_byte_array());
+    let outcome = match open_books(dir, &us).and_then(|b| record(&b, peer, settlement.clone())) {
         Ok(()) => Ok(()),
         Err(e)
             if e.downcast_ref::<fleetmesh_ledger::LedgerError>()

@@ -160,9 +160,9 @@ impl RemoteExecutor {
         self
     }
 
-    /// The API it speaks.
-    pub fn kind(&self) -> RemoteKind {
-        self.cfg.kind
+    /// The server's base URL (without a trailing `/` or `/v1`).
+    pub fn base(&self) -> &str {
+        &self.base
     }
 
     fn fail(&self, reason: impl Into<String>) -> Error {
@@ -274,6 +274,23 @@ fn ollama_names(listed: &str, model: &str) -> bool {
     listed == model || (!model.contains(':') && listed.strip_suffix(":latest") == Some(model))
 }
 
+/// A step from the server's answer: its alternatives sorted (likeliest first, ties to the
+/// lower id), the top two giving the margin; a server that sends fewer leaves it unknown
+/// (infinite: never a near-tie).
+fn step(id: u32, logprob: f64, mut top: Vec<(u32, f64)>) -> Step {
+    top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let margin = match top.as_slice() {
+        [a, b, ..] => a.1 - b.1,
+        _ => f64::INFINITY,
+    };
+    Step {
+        id,
+        logprob,
+        margin,
+        top,
+    }
+}
+
 /// The id in a `token_id:N` token string (vLLM's `return_tokens_as_token_ids`).
 fn token_id(s: &str) -> Option<u32> {
     s.strip_prefix("token_id:")?.parse().ok()
@@ -364,9 +381,7 @@ impl Executor for RemoteExecutor {
                 .and_then(|l| l.get(i))
                 .and_then(Value::as_f64)
                 .ok_or_else(|| self.fail(format!("no logprob for step {i}")))?;
-            // the top two of the step's alternatives give the margin; a server that sends
-            // fewer leaves it unknown (infinite: never a near-tie)
-            let mut top: Vec<(u32, f64)> = tops
+            let top: Vec<(u32, f64)> = tops
                 .and_then(|t| t.get(i))
                 .and_then(Value::as_object)
                 .map(|m| {
@@ -375,17 +390,7 @@ impl Executor for RemoteExecutor {
                         .collect()
                 })
                 .unwrap_or_default();
-            top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            let margin = match top.as_slice() {
-                [a, b, ..] => a.1 - b.1,
-                _ => f64::INFINITY,
-            };
-            steps.push(Step {
-                id: *id,
-                logprob,
-                margin,
-                top,
-            });
+            steps.push(step(*id, logprob, top));
         }
         Ok(self.execution(steps, &v["fleetmesh"]))
     }
@@ -486,7 +491,7 @@ impl RemoteExecutor {
             let logprob = lp["logprob"]
                 .as_f64()
                 .ok_or_else(|| self.fail(format!("no logprob for step {i}")))?;
-            let mut top = lp["top_logprobs"]
+            let top = lp["top_logprobs"]
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -497,17 +502,7 @@ impl RemoteExecutor {
                     ))
                 })
                 .collect::<Result<Vec<(u32, f64)>>>()?;
-            top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            let margin = match top.as_slice() {
-                [a, b, ..] => a.1 - b.1,
-                _ => f64::INFINITY,
-            };
-            steps.push(Step {
-                id: id_of(lp)?,
-                logprob,
-                margin,
-                top,
-            });
+            steps.push(step(id_of(lp)?, logprob, top));
         }
         Ok(self.execution(steps, &Value::Null))
     }

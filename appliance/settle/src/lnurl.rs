@@ -25,12 +25,22 @@ fn refused(why: impl Into<String>) -> SettleError {
     SettleError::Refused(why.into())
 }
 
+/// Whether `host` (with anything after it) is a loopback host.
+fn loopback(host: &str) -> bool {
+    ["127.", "localhost", "[::1]"]
+        .iter()
+        .any(|p| host.starts_with(p))
+}
+
 /// Whether `url` may be called: https, or http to a loopback host.
 fn allowed(url: &str) -> bool {
-    url.starts_with("https://")
-        || ["http://127.", "http://localhost", "http://[::1]"]
-            .iter()
-            .any(|p| url.starts_with(p))
+    url.starts_with("https://") || url.strip_prefix("http://").is_some_and(loopback)
+}
+
+/// The URL of LUD-17's `lnurlp://rest`: https, http to a loopback host.
+fn lnurlp(rest: &str) -> String {
+    let scheme = if loopback(rest) { "http" } else { "https" };
+    format!("{scheme}://{rest}")
 }
 
 /// The URL a bech32 `lnurl1…` string encodes (LUD-01; all upper or all lower case).
@@ -53,40 +63,17 @@ pub fn pay_url(to: &str) -> Result<String> {
         .iter()
         .find_map(|p| to.strip_prefix(p))
         .unwrap_or(to);
-    if to.len() > 6 && to[..6].eq_ignore_ascii_case("lnurl1") {
+    let url = if to.len() > 6 && to[..6].eq_ignore_ascii_case("lnurl1") {
+        // the URL it encodes is taken as a URL, never as an address
         let url = bech32_url(to)?;
-        return match url.strip_prefix("lnurlp://") {
-            Some(rest) => pay_url(&format!("lnurlp://{rest}")),
-            None if allowed(&url) => Ok(url),
-            None => Err(refused(format!(
-                "{url}: an LNURL service over https (http only on loopback)"
-            ))),
-        };
-    }
-    if let Some(rest) = to.strip_prefix("lnurlp://") {
-        let loopback = ["127.", "localhost", "[::1]"]
-            .iter()
-            .any(|p| rest.starts_with(p));
-        let scheme = if loopback { "http" } else { "https" };
-        return Ok(format!("{scheme}://{rest}"));
-    }
-    let url = match to.split_once('@') {
-        Some((name, domain))
-            if !name.is_empty()
-                && !domain.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) =>
-        {
-            let loopback = domain.starts_with("127.") || domain.starts_with("localhost");
-            let scheme = if loopback { "http" } else { "https" };
-            format!(
-                "{scheme}://{domain}/.well-known/lnurlp/{}",
-                name.to_ascii_lowercase()
-            )
+        match url.strip_prefix("lnurlp://") {
+            Some(rest) => lnurlp(rest),
+            None => url,
         }
-        Some(_) => return Err(refused(format!("{to:?} is not a Lightning address"))),
-        None => to.to_owned(),
+    } else if let Some(rest) = to.strip_prefix("lnurlp://") {
+        lnurlp(rest)
+    } else {
+        address_or_url(to)?
     };
     if !allowed(&url) {
         return Err(refused(format!(
@@ -94,6 +81,28 @@ pub fn pay_url(to: &str) -> Result<String> {
         )));
     }
     Ok(url)
+}
+
+/// The LNURL-pay URL of a Lightning address `name@domain`, or `to` itself.
+fn address_or_url(to: &str) -> Result<String> {
+    Ok(match to.split_once('@') {
+        Some((name, domain))
+            if !name.is_empty()
+                && !domain.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) =>
+        {
+            let local = domain.starts_with("127.") || domain.starts_with("localhost");
+            let scheme = if local { "http" } else { "https" };
+            format!(
+                "{scheme}://{domain}/.well-known/lnurlp/{}",
+                name.to_ascii_lowercase()
+            )
+        }
+        Some(_) => return Err(refused(format!("{to:?} is not a Lightning address"))),
+        None => to.to_owned(),
+    })
 }
 
 fn get(http: &reqwest::blocking::Client, url: &str) -> Result<Value> {

@@ -128,10 +128,9 @@ pub fn pay_job(
     let gross = wallet.gross(&mint, sats.max(1))?;
     let (token, fee) = wallet.send(&mint, gross, Some(format!("job {job_id}")), Some(&lock))?;
     // in the buyer's books against the provider, the job named as its receipt will name it
-    let us = hex::encode(buyer.x_only_public_key().0.to_byte_array());
     crate::settlement::record_as_buyer(
         dir,
-        &us,
+        buyer,
         provider,
         crate::settlement::payer(
             Escrowed,
@@ -350,11 +349,10 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
                         );
                     }
                     // each refund in the books, against the key the escrow was locked to
-                    if let Some(k) = key {
-                        let us = hex::encode(k.x_only_public_key().0.to_byte_array());
+                    if let Some(k) = &key {
                         for (payee, sats) in &c.refunds {
                             let s = crate::settlement::payer(Refunded, mint.url(), *sats, None);
-                            crate::settlement::record_as_buyer(&dir, &us, payee, s);
+                            crate::settlement::record_as_buyer(&dir, k, payee, s);
                         }
                     }
                 }),

@@ -679,8 +679,8 @@ fn settle_command(books: &crate::settlement::Books, req: &serde_json::Value) -> 
         Ok(s) => s,
         Err(e) => return refuse(format!("the settlement: {e}")),
     };
-    if !s.state.fits(s.role) {
-        return refuse(format!("a {:?} payment cannot be {:?}", s.role, s.state));
+    if let Err(why) = s.check() {
+        return refuse(why);
     }
     match crate::settlement::record(books, &peer.to_ascii_lowercase(), s) {
         Ok(()) => serde_json::json!({"recorded": true}),

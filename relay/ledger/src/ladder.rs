@@ -100,7 +100,8 @@ struct PeerState {
 /// Payments remembered per peer against a second record of the same one.
 const SETTLED_JOBS: usize = 256;
 
-/// What makes a payment the same payment: the side, the state, the job.
+/// What makes a payment the same payment: the side, the state, the job, as the line
+/// writes them (`payee:redeemed:<job>`; docs/protocol.md).
 fn settled_key(s: &crate::settlement::Settlement) -> Option<String> {
     let job = s.job.as_deref()?;
     let v = serde_json::to_value((s.role, s.state)).ok()?;
@@ -356,16 +357,12 @@ impl Ledger {
             Line::Settled {
                 peer, settlement, ..
             } => {
+                settlement.check()?;
+                let p = self.peers.entry(peer).or_default();
                 let key = settled_key(&settlement);
-                let p = self.peers.get(&peer);
-                let again = key
-                    .as_ref()
-                    .is_some_and(|k| p.is_some_and(|p| p.settled_jobs.contains(k)));
-                let mut settled = p.map(|p| p.standing.settled.clone()).unwrap_or_default();
-                settled.add(&settlement)?;
-                if !again {
-                    let p = self.peers.entry(peer).or_default();
-                    p.standing.settled = settled;
+                // recorded again (a retry after a crash): counted once
+                if !key.as_ref().is_some_and(|k| p.settled_jobs.contains(k)) {
+                    p.standing.settled.add(&settlement);
                     if let Some(k) = key {
                         p.settled_jobs.push_back(k);
                         if p.settled_jobs.len() > SETTLED_JOBS {

@@ -35,17 +35,6 @@ pub enum State {
     Refunded,
 }
 
-impl State {
-    /// Whether a line of `role` may carry this state: a payee records what it did with
-    /// escrow it holds, a payer what it locked and took back.
-    pub fn fits(self, role: Role) -> bool {
-        match role {
-            Role::Payee => matches!(self, State::Redeemed | State::Unredeemed | State::Released),
-            Role::Payer => matches!(self, State::Escrowed | State::Refunded),
-        }
-    }
-}
-
 /// One payment between the node and a peer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,6 +60,32 @@ pub struct Settlement {
     pub receipt: Option<String>,
 }
 
+impl Settlement {
+    /// Whether its state fits its role: a payee records what it did with escrow it holds
+    /// (redeemed, unredeemed, released), a payer what it locked and took back (escrowed,
+    /// refunded).
+    ///
+    /// # Errors
+    /// The mismatch, in words.
+    pub fn check(&self) -> Result<(), String> {
+        let fits = match self.role {
+            Role::Payee => matches!(
+                self.state,
+                State::Redeemed | State::Unredeemed | State::Released
+            ),
+            Role::Payer => matches!(self.state, State::Escrowed | State::Refunded),
+        };
+        if fits {
+            Ok(())
+        } else {
+            Err(format!(
+                "a {:?} payment cannot be {:?}",
+                self.role, self.state
+            ))
+        }
+    }
+}
+
 /// A peer's payments with the node, summed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Settled {
@@ -79,21 +94,16 @@ pub struct Settled {
     /// Sats the node redeemed of the peer's escrow.
     pub received_sat: u64,
     /// Sats of the peer's escrow the node could not redeem.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::evidence::is_zero")]
     pub unredeemed_sat: u64,
     /// Sats of the peer's escrow left to its refund (its jobs failed).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::evidence::is_zero")]
     pub released_sat: u64,
     /// Sats the node locked to the peer.
     pub paid_sat: u64,
     /// Sats of those the node took back after their locktime.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::evidence::is_zero")]
     pub refunded_sat: u64,
-}
-
-#[allow(clippy::trivially_copy_pass_by_ref)]
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl Settled {
@@ -102,14 +112,8 @@ impl Settled {
         *self == Settled::default()
     }
 
-    /// Adds one payment.
-    ///
-    /// # Errors
-    /// A state that does not fit the role, in words; nothing added.
-    pub fn add(&mut self, s: &Settlement) -> Result<(), String> {
-        if !s.state.fits(s.role) {
-            return Err(format!("a {:?} payment cannot be {:?}", s.role, s.state));
-        }
+    /// Adds one payment ([`Settlement::check`]ed).
+    pub fn add(&mut self, s: &Settlement) {
         let n = s.amount_sat;
         let total = match s.state {
             State::Redeemed => &mut self.received_sat,
@@ -122,6 +126,5 @@ impl Settled {
         if s.state != State::Refunded {
             self.jobs = self.jobs.saturating_add(1);
         }
-        Ok(())
     }
 }

@@ -104,8 +104,7 @@ impl Routed {
         let mut routes = Vec::new();
         for entry in entries {
             let remote = super::serving::remote(&entry)?;
-            let url = entry.url.trim_end_matches('/');
-            let base = url.strip_suffix("/v1").unwrap_or(url).to_owned();
+            let base = remote.base().to_owned();
             // an executor's redirect is not followed: it answers or it fails
             let client = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
@@ -197,8 +196,12 @@ pub(super) fn health(r: &Routed, route: &Route) -> Value {
 
 /// The routed model `body` names, if it names one.
 pub(super) fn routed_for(s: &InferenceService, body: &[u8]) -> Option<(Arc<Routed>, Value)> {
-    let v: Value = serde_json::from_slice(body).ok()?;
     let now = s.now();
+    if now.routed.is_empty() {
+        // a node that routes nothing does not read the body twice
+        return None;
+    }
+    let v: Value = serde_json::from_slice(body).ok()?;
     let r = now
         .routed
         .iter()
