@@ -249,6 +249,7 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
             operator: settings.operator.clone(),
             relays: settings.relays.clone(),
             endpoints: settings.endpoints.clone(),
+            regions: Vec::new(),
         },
         face: config::FaceSection {
             listen: settings.listen.unwrap_or_else(|| {
@@ -370,9 +371,10 @@ pub fn predecessor(keys: &Path) -> anyhow::Result<Option<fleetmesh_proto::identi
     }
 }
 
-/// The endpoints the descriptor lists: `[node] endpoints`, and what the federation
+/// The endpoints the descriptor lists: `[node] endpoints`, what the federation
 /// transports listen on where `[peering]` names a specific address
-/// (`crate::federation::transport_endpoints`).
+/// (`crate::federation::transport_endpoints`), and, when the node sells jobs by key
+/// (`[api] jobs_by_key`), where its terms are (`compute`, a `nostr:naddr1…`).
 pub fn advertised(
     config: &Config,
     keys: &NodeKeys,
@@ -389,8 +391,24 @@ pub fn advertised(
         }
         all
     };
-    #[cfg(not(feature = "federation"))]
-    let _ = keys;
+    // where the node's terms are: its relay face (its ws/wss endpoints) and the relays it
+    // publishes them on
+    let mut all = all;
+    let terms = fleetmesh_proto::provider::TERMS_SCHEME;
+    if config.api.jobs_by_key && !all.iter().any(|e| e.scheme == terms) {
+        let relays: Vec<String> = all
+            .iter()
+            .filter(|e| e.scheme == "wss" || e.scheme == "ws")
+            .map(|e| e.url.clone())
+            .chain(config.node.relays.iter().cloned())
+            .collect();
+        let url = fleetmesh_proto::provider::terms_address(&keys.nostr_pubkey_hex(), &relays)
+            .context("[node] endpoints and relays: the terms' address")?;
+        all.push(fleetmesh_proto::Endpoint {
+            scheme: terms.to_owned(),
+            url,
+        });
+    }
     Ok(all)
 }
 

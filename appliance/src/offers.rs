@@ -48,14 +48,15 @@ struct Desk {
     terms: Mutex<Option<String>>,
 }
 
-/// Stores the node's terms (with the Cashu `mints` it takes) on its relay, then starts
+/// Stores the node's terms (with the Cashu `mints` it takes and the `regions` it runs in)
+/// on its relay, then starts
 /// publishing them (on `relays` too, and again when they change) and answering asks.
 pub async fn start(
     relays: Vec<String>,
     keys: NodeKeys,
     jobs: Arc<JobService>,
     relay: Arc<Relay>,
-    mints: Vec<String>,
+    (mints, regions): (Vec<String>, Vec<String>),
     models: Models,
 ) -> crate::tasks::Tasks {
     let mut tasks = Vec::new();
@@ -91,11 +92,11 @@ pub async fn start(
     tasks.push(each_once(rx, move |ask| d.answer(ask)));
     // read off the runtime: a circuit's zkey is hashed the first time it is seen
     let current = {
-        let (jobs, mints, models) = (desk.jobs.clone(), mints, models);
+        let (jobs, sold, models) = (desk.jobs.clone(), Arc::new((mints, regions)), models);
         move || {
-            let (jobs, mints, models) = (jobs.clone(), mints.clone(), models.clone());
+            let (jobs, sold, models) = (jobs.clone(), sold.clone(), models.clone());
             async move {
-                tokio::task::spawn_blocking(move || terms_now(&jobs, &mints, &models))
+                tokio::task::spawn_blocking(move || terms_now(&jobs, &sold, &models))
                     .await
                     .ok()
             }
@@ -127,11 +128,16 @@ pub async fn start(
 pub type Models = Arc<dyn Fn() -> Vec<ModelTerm> + Send + Sync>;
 
 /// What the node sells now: its engines, modes, prices and limits, the `mints` it takes,
-/// the models it serves (when it runs `llm` jobs) and the circuits installed (when it
-/// proves).
-fn terms_now(jobs: &JobService, mints: &[String], models: &Models) -> Terms {
+/// the `regions` it runs in, the models it serves (when it runs `llm` jobs) and the
+/// circuits installed (when it proves).
+fn terms_now(
+    jobs: &JobService,
+    (mints, regions): &(Vec<String>, Vec<String>),
+    models: &Models,
+) -> Terms {
     let mut terms = jobs.limits().terms();
-    terms.mints = mints.to_vec();
+    terms.mints.clone_from(mints);
+    terms.regions.clone_from(regions);
     if terms.engines.contains(&Engine::Llm) {
         terms.models = models();
     }

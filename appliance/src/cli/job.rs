@@ -170,9 +170,13 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
         } => {
             // --route names the provider as --node or --to would, or leaves it to the market
             let mut market = None;
+            anyhow::ensure!(
+                route.regions.is_empty() || route.route.as_deref() == Some("auto"),
+                "--region picks among the market's providers: give --route auto"
+            );
             match route.route.as_deref() {
                 None => {}
-                Some("auto") => market = Some(route.offer_secs),
+                Some("auto") => market = Some(&route),
                 Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
                     to.given_node = Some(url.to_owned());
                 }
@@ -222,7 +226,7 @@ fn submit(
     to: &JobNode,
     by_key: &ByKey,
     pay: &crate::cli::wallet::PayArgs,
-    market: Option<u64>,
+    market: Option<&crate::cli::route::RouteArgs>,
 ) -> anyhow::Result<Outcome> {
     anyhow::ensure!(
         market.is_none() || (by_key.provider.is_none() && by_key.via.is_none()),
@@ -399,7 +403,7 @@ fn submit(
             let payload = nip44::encrypt(&key, job.to_string().as_bytes())?;
             anyhow::Ok(json!({"ask": ask.to_value(), "payload": payload}))
         };
-    if let Some(offer_secs) = market {
+    if let Some(route) = market {
         let relays = crate::cli::route::market_relays(to.given_node.as_deref(), &by_key.relays)?;
         let seal = |provider: &str, terms: &fleetmesh_proto::provider::Terms, offer: &Offer| {
             let shape = crate::cli::route::as_offer(terms);
@@ -417,7 +421,7 @@ fn submit(
             &job_id,
             by_key,
             &relays,
-            (offer_secs, pay.pay.is_some()),
+            (route, pay.pay.is_some()),
         );
     }
     // over HTTP the node's offer (NIP-11) says its prices and mints: checked before any

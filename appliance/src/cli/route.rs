@@ -35,9 +35,24 @@ pub struct RouteArgs {
     /// `did:nostr:…`: that provider (as --to). An http(s) URL: that node (as --node).
     #[arg(long, value_name = "auto|DID|URL")]
     pub route: Option<String>,
-    /// With --route auto: seconds to gather offers.
+    /// With --route auto: the most seconds to gather offers (less once every provider
+    /// whose terms sell the ask has offered).
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub offer_secs: u64,
+    /// With --route auto: only providers whose terms name this region (their `[node]
+    /// regions`). Repeatable: any of them.
+    #[arg(long = "region", value_name = "REGION")]
+    pub regions: Vec<String>,
+}
+
+impl RouteArgs {
+    /// ` in REGION, …` when regions were asked for.
+    fn where_(&self) -> String {
+        if self.regions.is_empty() {
+            return String::new();
+        }
+        format!(" in {}", self.regions.join(" or "))
+    }
 }
 
 /// The relays the market is read on: `--relay`s, and the relay face of `node` when it was
@@ -172,14 +187,19 @@ pub(crate) fn subscribe_all(
     (rx, out, tasks)
 }
 
-/// Gift wraps to `keys` on `relays` for `secs` seconds, opened: (sender hex, message), of
-/// compute messages only; `first` (if any) published on each relay before.
+/// Compute messages opened: (sender hex, message).
+type Opened = Vec<(String, Value)>;
+
+/// Gift wraps to `keys` on `relays` for `secs` seconds at most, opened: (sender hex,
+/// message), of compute messages only; `first` (if any) published on each relay before;
+/// the wait ends early once what came is `enough`.
 fn gather(
     keys: &NodeKeys,
     relays: &[String],
     first: Option<&Event>,
     secs: u64,
-) -> anyhow::Result<Vec<(String, Value)>> {
+    enough: &dyn Fn(&Opened) -> bool,
+) -> anyhow::Result<Opened> {
     let me = keys.nostr_pubkey_hex();
     let since = crate::node::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
     let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since});
@@ -205,6 +225,9 @@ fn gather(
             }
             if let Ok(v) = serde_json::from_str::<Value>(&opened.rumor.content) {
                 got.push((hex::encode(opened.sender), v));
+                if enough(&got) {
+                    break;
+                }
             }
         }
         for t in tasks {
@@ -220,10 +243,12 @@ pub fn as_offer(terms: &Terms) -> Value {
     json!({"jobs": {"prices": terms.prices}, "settlement": {"mints": terms.mints}})
 }
 
-/// `--route auto`: publishes `ask` on `relays`, takes offers for `offer_secs`, and sends
-/// the job (`seal`: the submission body for a provider, its terms and its offer, whose
-/// price `--pay` locks, to its delivery hash when it names one; `paying`: whether it does) to the best, then the next, as
-/// the module says — paid attempts together within the bid.
+/// `--route auto`: publishes `ask` on `relays`, takes offers for `route.offer_secs` at most
+/// (until every provider whose terms sell the ask, in `route`'s regions, has offered), and
+/// sends the job (`seal`: the submission body for a provider, its terms and its offer,
+/// whose price `--pay` locks, to its delivery hash when it names one; `paying`: whether
+/// it does) to the best, then the next, as the module says — paid attempts together
+/// within the bid.
 pub fn by_market(
     keys: &NodeKeys,
     ask: &Event,
@@ -231,23 +256,48 @@ pub fn by_market(
     job_id: &str,
     by_key: &ByKey,
     relays: &[String],
-    (offer_secs, paying): (u64, bool),
+    (route, paying): (&RouteArgs, bool),
 ) -> anyhow::Result<Outcome> {
     let checked = Ask::from_event(ask.clone(), crate::node::unix_now())?;
     // paid attempts together stay within the bid (escrow a silent provider holds comes
     // back only after its locktime)
     let mut budget =
         fleetmesh_market::service::offers::bid_sat(&checked.content["bid"]).filter(|_| paying);
+    let me = keys.nostr_pubkey_hex();
+    let sells = |t: &Terms| t.sells(checked.engine, checked.mode);
+    // who sells this ask by the terms on the relays now: once each has offered, the wait
+    // is over (one that declines, or is away, makes the buyer wait the whole time)
+    let mut terms = terms_on(relays, None)?;
+    let sellers: Vec<String> = terms
+        .iter()
+        .filter(|(who, (_, t))| **who != me && sells(t) && t.in_any_region(&route.regions))
+        .map(|(who, _)| who.clone())
+        .collect();
+    let ask_id = ask.id_hex();
+    let all_offered = |got: &Opened| {
+        !sellers.is_empty()
+            && sellers.iter().all(|s| {
+                got.iter()
+                    .any(|(who, m)| who == s && m["type"] == "offer" && m["ask"] == ask_id.as_str())
+            })
+    };
     eprintln!(
-        "meshnode: ask {} ({} under {}) published on {}; taking offers for {offer_secs} s",
-        ask.id_hex(),
+        "meshnode: ask {ask_id} ({} under {}) published on {}; {} provider(s){} sell it by \
+         their terms; taking offers for up to {} s",
         checked.engine,
         checked.mode,
-        relays.join(", ")
+        relays.join(", "),
+        sellers.len(),
+        route.where_(),
+        route.offer_secs
     );
+    let got = gather(keys, relays, Some(ask), route.offer_secs, &all_offered)?;
+    if all_offered(&got) {
+        eprintln!("meshnode: every provider that sells it has offered");
+    }
     let mut offers = Vec::new();
-    for (sender, message) in gather(keys, relays, Some(ask), offer_secs)? {
-        if message["type"] != "offer" || message["ask"] != ask.id_hex().as_str() {
+    for (sender, message) in got {
+        if message["type"] != "offer" || message["ask"] != ask_id.as_str() {
             continue;
         }
         match Offer::read(&sender, &message, &checked) {
@@ -255,31 +305,42 @@ pub fn by_market(
             Err(r) => eprintln!("meshnode: an offer from {sender} refused: {r}"),
         }
     }
-    let providers: Vec<String> = offers.iter().map(|o| o.provider.clone()).collect();
-    let terms = if providers.is_empty() {
-        HashMap::new()
-    } else {
-        terms_on(relays, Some(&providers))?
-    };
-    // a provider is taken at its published word: terms that sell this engine and mode
-    offers.retain(|o| {
-        let sells = terms
-            .get(&o.provider)
-            .is_some_and(|(_, t)| t.sells(checked.engine, checked.mode));
-        if !sells {
+    // the terms of those who offered but had none on the relays before the ask went out
+    let unknown: Vec<String> = offers
+        .iter()
+        .map(|o| o.provider.clone())
+        .filter(|p| !terms.contains_key(p))
+        .collect();
+    if !unknown.is_empty() {
+        terms.extend(terms_on(relays, Some(&unknown))?);
+    }
+    // a provider is taken at its published word: terms that sell this engine and mode,
+    // in a region asked for
+    offers.retain(|o| match terms.get(&o.provider) {
+        Some((_, t)) if sells(t) && !t.in_any_region(&route.regions) => {
+            eprintln!(
+                "meshnode: {} offered, but its terms name no region{}; skipped",
+                o.provider,
+                route.where_()
+            );
+            false
+        }
+        Some((_, t)) if sells(t) => true,
+        _ => {
             eprintln!(
                 "meshnode: {} offered, but its terms do not sell {} under {}; skipped",
                 o.provider, checked.engine, checked.mode
             );
+            false
         }
-        sells
     });
-    let standing = standing(relays, &keys.nostr_pubkey_hex())?;
+    let standing = standing(relays, &me)?;
     let ranked = rank(offers, &standing);
     anyhow::ensure!(
         !ranked.is_empty(),
-        "no provider offered to run ask {} within {offer_secs} s",
-        ask.id_hex()
+        "no provider{} offered to run ask {ask_id} within {} s",
+        route.where_(),
+        route.offer_secs
     );
     for o in &ranked {
         eprintln!(
@@ -348,6 +409,9 @@ pub struct MarketArgs {
     /// Only what concerns this verification mode.
     #[arg(long, value_name = "MODE", global = true)]
     pub mode: Option<Mode>,
+    /// Only providers whose terms name this region. Repeatable: any of them.
+    #[arg(long = "region", value_name = "REGION", global = true)]
+    pub regions: Vec<String>,
     /// One JSON array instead of a line each.
     #[arg(long, global = true)]
     pub json: bool,
@@ -396,6 +460,7 @@ pub fn market(args: &MarketArgs) -> anyhow::Result<Outcome> {
             all.sort_by(|a, b| a.0.cmp(&b.0));
             all.into_iter()
                 .filter(|(_, (_, t))| args.mode.is_none_or(|m| t.modes.contains(&m)))
+                .filter(|(_, (_, t))| t.in_any_region(&args.regions))
                 .map(|(who, (e, t))| {
                     let mut v = serde_json::to_value(&t).unwrap_or_default();
                     v["did"] = json!(format!("did:nostr:{who}"));
@@ -411,7 +476,7 @@ pub fn market(args: &MarketArgs) -> anyhow::Result<Outcome> {
                 key_dir: key_dir.clone(),
                 token: None,
             })?;
-            gather(&keys, &relays, None, *secs)?
+            gather(&keys, &relays, None, *secs, &|_| false)?
                 .into_iter()
                 .filter(|(_, m)| m["type"] == "offer" && wanted(m["mode"].as_str()))
                 .map(|(who, m)| {

@@ -427,7 +427,10 @@ pub async fn run(
             offer_keys,
             live.jobs(),
             relay.clone(),
-            node.config.settlement.mints.clone(),
+            (
+                node.config.settlement.mints.clone(),
+                node.config.node.regions.clone(),
+            ),
             {
                 let inference = live.inference();
                 Arc::new(move || inference.catalog())

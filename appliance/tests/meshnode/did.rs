@@ -94,8 +94,21 @@ fn the_did_document_is_shown_served_and_resolved_through_a_relay_until_a_key_is_
         "wss://relay.example.org/"
     );
     assert_eq!(doc["service"][1]["type"], "https");
+    // where its terms are: their NIP-19 address, naming the relays it publishes on
+    let terms = &doc["service"][2];
+    assert_eq!(terms["type"], "ComputeProvider", "{doc}");
+    let address =
+        fleetmesh_proto::nip19::Address::from_naddr(terms["serviceEndpoint"].as_str().unwrap())
+            .unwrap();
+    assert_eq!(address.kind, 30812);
+    assert_eq!(address.author, keys.nostr_pubkey_hex());
+    assert_eq!(address.identifier, "compute");
+    assert_eq!(address.relays, ["wss://relay.example.org/"]);
     if let Some(said) = pydid_accepts(&doc) {
-        assert_eq!(said, format!("{did} 3 ['Relay', 'https']"));
+        assert_eq!(
+            said,
+            format!("{did} 3 ['Relay', 'https', 'ComputeProvider']")
+        );
     }
 
     // served at /.well-known/did.json, to any origin
@@ -111,8 +124,15 @@ fn the_did_document_is_shown_served_and_resolved_through_a_relay_until_a_key_is_
         assert_eq!(r.headers()["access-control-allow-origin"], "*");
         assert_eq!(r.json::<Value>().await.unwrap(), doc);
     });
-    // resolved through the node's relay, which holds its descriptor
+    // the address finds the node's terms on its relay
     let relay = format!("ws://{}/", d.addr);
+    let filter = serde_json::json!({"kinds": [address.kind], "authors": [address.author],
+                                    "#d": [address.identifier]});
+    let found = runtime().block_on(req_events(&relay, filter));
+    let event = fleetmesh_proto::Event::from_value(&found[0]).unwrap();
+    let held = fleetmesh_proto::provider::Terms::from_event(&event).unwrap();
+    assert!(!held.engines.is_empty(), "{held:?}");
+    // resolved through the node's relay, which holds its descriptor
     let o = run(&["did", "resolve", &did, "--relay", &relay]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(serde_json::from_str::<Value>(&stdout(&o)).unwrap(), doc);

@@ -15,9 +15,15 @@ use serde_json::{Value, json};
 use super::wallet::{Mint, balance, nutshell, ok, wallet};
 use super::{Daemon, meshnode, publish_all, run, run_node, runtime, stderr, stdout};
 
-/// A provider node selling wasm jobs at `sats` a job, paid at `mint`, that reads asks on
-/// the relay of `market`.
-fn provider(home: &Path, name: &str, sats: u64, mint: &Mint, market: &Daemon) -> Daemon {
+/// A provider node in `region` selling wasm jobs at `sats` a job, paid at `mint`, that
+/// reads asks on the relay of `market`.
+fn provider(
+    home: &Path,
+    (name, region): (&str, &str),
+    sats: u64,
+    mint: &Mint,
+    market: &Daemon,
+) -> Daemon {
     let dir = home.join(name);
     assert!(super::init(&dir, &[]).status.success());
     let price =
@@ -27,6 +33,7 @@ fn provider(home: &Path, name: &str, sats: u64, mint: &Mint, market: &Daemon) ->
         &[
             ("[jobs.prices]\n", &price),
             ("mints = []", &format!("mints = [\"{}\"]", mint.url)),
+            ("regions = []", &format!("regions = [\"{region}\"]")),
             (
                 "\nrelays = []",
                 &format!("\nrelays = [\"ws://{}/\"]", market.addr),
@@ -91,8 +98,8 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
     assert!(super::init(&hub_dir, &[]).status.success());
     super::edit_config(&hub_dir, &[("jobs_by_key = true", "jobs_by_key = false")]);
     let hub = run_node(&hub_dir);
-    let dear = provider(home.path(), "dear", 4, &mint, &hub);
-    let cheap = provider(home.path(), "cheap", 2, &mint, &hub);
+    let dear = provider(home.path(), ("dear", "eu-west"), 4, &mint, &hub);
+    let cheap = provider(home.path(), ("cheap", "us-east"), 2, &mint, &hub);
     let buyer = home.path().join("buyer");
     assert!(super::init(&buyer, &[]).status.success());
     ok(
@@ -216,42 +223,59 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
         balance(&cheap_dir, &mint.url).0 >= 2
     });
     assert_eq!(balance(&home.path().join("dear"), &mint.url).0, 0);
+
+    // by region: the providers whose terms name it; the wait for offers ends once every
+    // provider there that sells the ask has offered
+    let in_us = market(&["providers", "--region", "us-east"], &hub);
+    assert_eq!(in_us.len(), 1, "{in_us:?}");
+    assert_eq!(in_us[0]["did"], format!("did:nostr:{cheap_key}").as_str());
+    assert_eq!(in_us[0]["regions"], json!(["us-east"]));
+    let (f, b) = (file.to_str().unwrap(), buyer.to_str().unwrap());
+    // `job submit` of the job file named `name`, with `extra` arguments
+    let submit = |job: &mut Value, name: &str, extra: &[&str]| {
+        job["name"] = json!(name);
+        std::fs::write(&file, job.to_string()).unwrap();
+        let mut args = vec!["job", "submit", f, "--node", &node, "--key-dir", b];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let mut auto = vec![
+        "--route",
+        "auto",
+        "--region",
+        "us-east",
+        "--offer-secs",
+        "300",
+    ];
+    auto.extend(["--pay", "cashu", "--mint", &mint.url]);
+    let o = submit(&mut job, "in-us-east", &auto);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(err.contains("1 provider(s) in us-east sell it"), "{err}");
+    assert!(
+        err.contains("every provider that sells it has offered"),
+        "{err}"
+    );
+    let answer: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(answer["receipt"]["pubkey"], cheap_key.as_str(), "{answer}");
+    // nobody sells in a region no provider names; --region is for the market only
+    let mars = ["--route", "auto", "--region", "mars", "--offer-secs", "2"];
+    let o = submit(&mut job, "on-mars", &mars);
+    super::assert_usage_error(&o, "no provider in mars offered");
+    let o = submit(&mut job, "on-mars", &mars[2..4]);
+    super::assert_usage_error(&o, "--region picks among the market's providers");
     drop(dear);
 
     // an ask nobody sells (wasm under proof) gets no offer; --route auto picks the
     // provider itself
     job["mode"] = json!("proof");
-    job["name"] = json!("unsold");
-    std::fs::write(&file, job.to_string()).unwrap();
-    let f = file.to_str().unwrap();
-    let b = buyer.to_str().unwrap();
-    let o = run(&[
-        "job",
-        "submit",
-        f,
-        "--route",
-        "auto",
-        "--offer-secs",
-        "2",
-        "--node",
-        &node,
-        "--key-dir",
-        b,
-    ]);
+    let o = submit(
+        &mut job,
+        "unsold",
+        &["--route", "auto", "--offer-secs", "2"],
+    );
     super::assert_usage_error(&o, "no provider offered");
-    let o = run(&[
-        "job",
-        "submit",
-        f,
-        "--route",
-        "auto",
-        "--to",
-        &cheap_key,
-        "--node",
-        &node,
-        "--key-dir",
-        b,
-    ]);
+    let o = submit(&mut job, "unsold", &["--route", "auto", "--to", &cheap_key]);
     super::assert_usage_error(&o, "drop --to");
     // --route URL is --node; --route did:nostr:… is --to (here by gift wrap via the hub)
     job["mode"] = json!("delivery");

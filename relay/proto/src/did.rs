@@ -14,7 +14,8 @@
 //!
 //! Services: `#relay-N` (type `Relay`) per relay of the descriptor, `#endpoint-N` (the
 //! descriptor's scheme as type) per endpoint — a `didcomm` endpoint as a DIDCommMessaging
-//! service ([`DIDCOMM_SCHEME`]). [`document`] takes a descriptor that
+//! service ([`DIDCOMM_SCHEME`]), a `compute` endpoint (the `nostr:naddr1…` of the node's
+//! terms, [`crate::provider::TERMS_SCHEME`]) as a `ComputeProvider` service. [`document`] takes a descriptor that
 //! [`crate::identity::verify_descriptor`] accepted; [`parse_did`] reads a DID back to its
 //! key.
 
@@ -150,6 +151,9 @@ pub fn document(d: &DescriptorContent) -> Value {
             let id = format!("{did}#endpoint-{i}");
             if e.scheme == DIDCOMM_SCHEME {
                 return didcomm_service(&id, &e.url);
+            }
+            if e.scheme == crate::provider::TERMS_SCHEME {
+                return json!({"id": id, "type": "ComputeProvider", "serviceEndpoint": e.url});
             }
             json!({"id": id, "type": e.scheme, "serviceEndpoint": e.url})
         }))

@@ -35,6 +35,7 @@ pub mod hkdf;
 pub mod hop;
 pub mod identity;
 pub mod ledger;
+pub mod nip19;
 pub mod nip44;
 pub mod nip59;
 pub mod nodes;

@@ -18,6 +18,26 @@ use crate::{Error, Result};
 /// The `d` of every terms event: one per provider key.
 pub const TERMS_D: &str = "compute";
 
+/// The descriptor endpoint scheme under which a node says where its terms are: the URL is
+/// the `nostr:naddr1…` address (NIP-19, NIP-21) of its terms event, naming relays it is on
+/// ([`terms_address`]). A DID document lists it as a `ComputeProvider` service.
+pub const TERMS_SCHEME: &str = "compute";
+
+/// The address of the terms of the provider `author` (hex) on `relays`, as a
+/// `nostr:naddr1…` URL.
+///
+/// # Errors
+/// [`Error::InvalidEvent`] when `author` is not a key or a relay URL is over 255 bytes.
+pub fn terms_address(author: &str, relays: &[String]) -> Result<String> {
+    let address = crate::nip19::Address {
+        kind: kind::COMPUTE_PROVIDER,
+        author: author.to_owned(),
+        identifier: TERMS_D.to_owned(),
+        relays: relays.to_vec(),
+    };
+    Ok(format!("nostr:{}", address.to_naddr()?))
+}
+
 /// A model the provider serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +90,11 @@ impl Terms {
     /// Whether it runs `engine` jobs under `mode`.
     pub fn sells(&self, engine: Engine, mode: Mode) -> bool {
         self.engines.contains(&engine) && self.modes.contains(&mode)
+    }
+
+    /// Whether it names one of `regions` (any terms do, when `regions` is empty).
+    pub fn in_any_region(&self, regions: &[String]) -> bool {
+        regions.is_empty() || self.regions.iter().any(|r| regions.contains(r))
     }
 }
 
