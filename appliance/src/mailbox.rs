@@ -246,6 +246,8 @@ struct Mailbox {
     relay: Arc<Relay>,
     out: broadcast::Sender<Event>,
     pending: Mutex<VecDeque<String>>,
+    /// Held while answering, so that a job is answered once.
+    answering: Mutex<()>,
     /// `[api] jobs_by_key`.
     by_key: bool,
 }
@@ -339,6 +341,7 @@ pub fn start(
         relay,
         out,
         pending: Mutex::default(),
+        answering: Mutex::default(),
         by_key,
     });
     let mine = me.clone();
@@ -363,9 +366,20 @@ pub fn start(
     let m = mailbox.clone();
     tasks.push(each_once(rx, move |wrap| m.open(&wrap)));
     tasks.push(tokio::spawn(async move {
+        // each job that ends is answered at once; the tick catches the rest (a job it
+        // took before its submission was noted pending)
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut finishes = Some(mailbox.jobs.finishes());
         loop {
-            tick.tick().await;
+            match finishes.as_mut() {
+                Some(f) => tokio::select! {
+                    _ = tick.tick() => {}
+                    changed = f.changed() => if changed.is_err() { finishes = None },
+                },
+                None => {
+                    tick.tick().await;
+                }
+            }
             let m = mailbox.clone();
             let _ = tokio::task::spawn_blocking(move || m.answer_finished()).await;
         }
@@ -421,6 +435,9 @@ impl Mailbox {
                 if pending.len() > PENDING {
                     pending.pop_front();
                 }
+                drop(pending);
+                // a job that ended before it was noted pending is answered now
+                self.answer_finished();
             }
             Err(r) => {
                 count("refused");
@@ -435,6 +452,10 @@ impl Mailbox {
 
     /// Answers every pending job that is final.
     fn answer_finished(&self) {
+        let _one_at_a_time = self
+            .answering
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let ids: Vec<String> = self
             .pending
             .lock()

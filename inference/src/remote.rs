@@ -16,7 +16,8 @@
 //! `num_predict`), with `logprobs` and `top_logprobs: 2`; each returned token's bytes are
 //! mapped back to its id in the shared vocabulary ([`RemoteExecutor::with_token_bytes`]),
 //! the top two give the margin. Ollama ends at its end-of-sequence token, whatever the
-//! request's stop ids; its health is `GET /api/tags` listing the model.
+//! request's stop ids, and leaves it out of its tokens: it is put back where the request
+//! names one stop id ([`with_end`]); its health is `GET /api/tags` listing the model.
 
 use std::time::{Duration, Instant};
 
@@ -291,6 +292,22 @@ fn step(id: u32, logprob: f64, mut top: Vec<(u32, f64)>) -> Step {
     }
 }
 
+/// Ollama's answer `steps` with the end-of-sequence token it stopped at, which it leaves
+/// out of its tokens: where it says `done_reason` `stop` before `max_tokens` and the
+/// request has one stop id, that id ends the output, as it ends the other executors'
+/// (its logprob unknown: NaN, which no tolerance check flags). With several stop ids it
+/// cannot tell which one, and the output stays a prefix of theirs (a length divergence).
+fn with_end(mut steps: Vec<Step>, done_reason: Option<&str>, req: &ExecRequest) -> Vec<Step> {
+    if done_reason == Some("stop")
+        && steps.len() < req.max_tokens
+        && let [end] = req.stop_ids.as_slice()
+        && steps.last().is_none_or(|s| s.id != *end)
+    {
+        steps.push(step(*end, f64::NAN, Vec::new()));
+    }
+    steps
+}
+
 /// The id in a `token_id:N` token string (vLLM's `return_tokens_as_token_ids`).
 fn token_id(s: &str) -> Option<u32> {
     s.strip_prefix("token_id:")?.parse().ok()
@@ -504,6 +521,7 @@ impl RemoteExecutor {
                 .collect::<Result<Vec<(u32, f64)>>>()?;
             steps.push(step(id_of(lp)?, logprob, top));
         }
+        let steps = with_end(steps, v["done_reason"].as_str(), req);
         Ok(self.execution(steps, &Value::Null))
     }
 
@@ -513,5 +531,39 @@ impl RemoteExecutor {
             .engine
             .clone()
             .or_else(|| (self.cfg.kind == RemoteKind::Ollama).then(|| "ollama".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(stop_ids: Vec<u32>) -> ExecRequest {
+        ExecRequest {
+            prompt: vec![1, 5],
+            max_tokens: 4,
+            stop_ids,
+            schema: None,
+        }
+    }
+
+    #[test]
+    fn ollama_stopping_early_ends_with_the_one_stop_id() {
+        let two = || vec![step(7, -0.1, Vec::new()), step(8, -0.2, Vec::new())];
+        let ended = with_end(two(), Some("stop"), &req(vec![2]));
+        assert_eq!(ended.iter().map(|s| s.id).collect::<Vec<_>>(), [7, 8, 2]);
+        assert!(ended[2].logprob.is_nan() && ended[2].margin.is_infinite());
+        // at the token limit, with several stop ids or none, or already there: as it came
+        for (done, stops) in [
+            (Some("length"), vec![2]),
+            (None, vec![2]),
+            (Some("stop"), vec![2, 3]),
+            (Some("stop"), Vec::new()),
+            (Some("stop"), vec![8]),
+        ] {
+            assert_eq!(with_end(two(), done, &req(stops)).len(), 2);
+        }
+        let full: Vec<Step> = (0..4).map(|i| step(10 + i, -0.1, Vec::new())).collect();
+        assert_eq!(with_end(full, Some("stop"), &req(vec![2])).len(), 4);
     }
 }

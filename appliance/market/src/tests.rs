@@ -577,3 +577,44 @@ fn blobs_are_read_by_name_only_and_go_with_their_last_claim() {
     assert_eq!((s.get(&hash), s.info(&hash)), (None, None));
     assert!(s.claimed_by("me").unwrap().is_empty());
 }
+
+#[test]
+fn a_buyer_expects_offers_from_terms_that_sell_the_ask_within_its_bid() {
+    use super::service::offers::terms_would_offer;
+    use super::service::{JobLimits, Price};
+    let keys = NodeKeys::generate().unwrap();
+    // wasm under delivery, 1 000 000 fuel, a bid of 2 sat
+    let ask = Ask::parse(&wasm_ask(&keys, "expect", 1_000_000), NOW).unwrap();
+    let priced = |amount: u64, per: &str, quantity: u64| {
+        let mut l = JobLimits::default();
+        l.prices.insert(
+            "wasm".into(),
+            Price {
+                amount,
+                unit: fleetmesh_proto::Unit::Sat,
+                per: per.into(),
+                quantity,
+            },
+        );
+        l.terms()
+    };
+    assert!(
+        terms_would_offer(&JobLimits::default().terms(), &ask),
+        "free"
+    );
+    assert!(terms_would_offer(&priced(2, "job", 1), &ask), "at the bid");
+    assert!(
+        !terms_would_offer(&priced(3, "job", 1), &ask),
+        "above the bid"
+    );
+    // 1 sat per 500 000 fuel on the ask's 1 000 000: 2 sat
+    assert!(terms_would_offer(&priced(1, "fuel", 500_000), &ask));
+    assert!(!terms_would_offer(&priced(1, "fuel", 400_000), &ask));
+    // a price on a measure the ask does not limit cannot be quoted: no offer
+    assert!(!terms_would_offer(&priced(1, "token", 1), &ask));
+    let mut other = JobLimits::default().terms();
+    other
+        .modes
+        .retain(|m| *m != fleetmesh_proto::Mode::Delivery);
+    assert!(!terms_would_offer(&other, &ask), "delivery not sold");
+}

@@ -206,8 +206,8 @@ fn gather(
     runtime()?.block_on(async {
         let (mut rx, out, tasks) = subscribe_all(relays, &filter, *keys.nostr());
         if let Some(e) = first {
-            // the subscriptions are open before the ask goes out
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            // each connection sends its REQ before what it publishes: offers to the ask
+            // come to the subscription
             let _ = out.send(e.clone());
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
@@ -265,12 +265,14 @@ pub fn by_market(
         fleetmesh_market::service::offers::bid_sat(&checked.content["bid"]).filter(|_| paying);
     let me = keys.nostr_pubkey_hex();
     let sells = |t: &Terms| t.sells(checked.engine, checked.mode);
-    // who sells this ask by the terms on the relays now: once each has offered, the wait
-    // is over (one that declines, or is away, makes the buyer wait the whole time)
+    // who would offer for this ask by the terms on the relays now (engine, mode, tokens,
+    // price within the bid): once each has offered, the wait is over (one that is away
+    // makes the buyer wait the whole time)
     let mut terms = terms_on(relays, None)?;
     let sellers: Vec<String> = terms
         .iter()
-        .filter(|(who, (_, t))| **who != me && sells(t) && t.in_any_region(&route.regions))
+        .filter(|(who, (_, t))| **who != me && t.in_any_region(&route.regions))
+        .filter(|(_, (_, t))| fleetmesh_market::service::offers::terms_would_offer(t, &checked))
         .map(|(who, _)| who.clone())
         .collect();
     let ask_id = ask.id_hex();
@@ -282,8 +284,8 @@ pub fn by_market(
             })
     };
     eprintln!(
-        "meshnode: ask {ask_id} ({} under {}) published on {}; {} provider(s){} sell it by \
-         their terms; taking offers for up to {} s",
+        "meshnode: ask {ask_id} ({} under {}) published on {}; {} provider(s){} sell it \
+         within the bid by their terms; taking offers for up to {} s",
         checked.engine,
         checked.mode,
         relays.join(", "),
@@ -293,7 +295,7 @@ pub fn by_market(
     );
     let got = gather(keys, relays, Some(ask), route.offer_secs, &all_offered)?;
     if all_offered(&got) {
-        eprintln!("meshnode: every provider that sells it has offered");
+        eprintln!("meshnode: every provider that sells it within the bid has offered");
     }
     let mut offers = Vec::new();
     for (sender, message) in got {

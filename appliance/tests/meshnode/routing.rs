@@ -110,8 +110,17 @@ async fn generate(
         json!({"token": String::from_utf8_lossy(&b), "bytes": b})
     };
     let mut lps = Vec::new();
-    for (i, id) in c["token_ids"].as_array().unwrap().iter().enumerate() {
-        let id = id.as_u64().unwrap();
+    let mut ids: Vec<u64> = c["token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_u64().unwrap())
+        .collect();
+    // Ollama does not report the end-of-sequence token it stopped at
+    if c["finish_reason"] == "stop" && ids.last().is_some_and(|id| bytes[*id as usize].is_none()) {
+        ids.pop();
+    }
+    for (i, &id) in ids.iter().enumerate() {
         if how == Double::Tampering && i == 1 {
             // another token than the one generated, claimed with a wide margin
             let other = if id == 100 { 101 } else { 100 };
@@ -262,7 +271,54 @@ fn routed_models_are_forwarded_to_the_best_executor_and_ollama_is_a_quorum_membe
         assert!(resp.headers().get("x-fleetmesh-executor").is_some());
         let sse = resp.text().await.unwrap();
         assert!(sse.contains("data: [DONE]"), "{sse}");
-        // unverified only; a client's error is its own (relayed, not failed over)
+        // schema-bounds: the schema goes to the executor, its answer is checked here; an
+        // executor whose output the schema rejects has failed, and the next is tried
+        let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
+                            "required": ["ok"], "additionalProperties": false});
+        let mut bounded = routed.clone();
+        bounded["verification"] = json!("schema-bounds");
+        bounded["max_tokens"] = json!(32);
+        bounded["response_format"] =
+            json!({"type": "json_schema", "json_schema": {"name": "ok", "schema": schema}});
+        let (status, v) = post_json(&http, &r.url("/v1/completions"), bounded.clone()).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["fleetmesh"]["verification"], "schema-bounds", "{v}");
+        assert_eq!(v["fleetmesh"]["verdict"]["valid"], true, "{v}");
+        let doc: Value = serde_json::from_str(v["choices"][0]["text"].as_str().unwrap()).unwrap();
+        assert!(jsonschema::is_valid(&schema, &doc), "{doc}");
+        // a stop string that cuts the document: every executor's output fails the check
+        let mut cut_short = bounded.clone();
+        cut_short["stop"] = json!(["\""]);
+        let (status, v) = post_json(&http, &r.url("/v1/completions"), cut_short).await;
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (502, Some("executors_failed")),
+            "{v}"
+        );
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not valid under the schema"),
+            "{v}"
+        );
+        let mut streamed_bounded = bounded.clone();
+        streamed_bounded["stream"] = json!(true);
+        let (status, v) = post_json(&http, &r.url("/v1/completions"), streamed_bounded).await;
+        assert_eq!(
+            (status, v["error"]["param"].as_str()),
+            (400, Some("stream")),
+            "{v}"
+        );
+        bounded.as_object_mut().unwrap().remove("response_format");
+        let (status, v) = post_json(&http, &r.url("/v1/completions"), bounded).await;
+        assert_eq!(
+            (status, v["error"]["param"].as_str()),
+            (400, Some("response_format")),
+            "{v}"
+        );
+        // other modes need a local model; a client's error is its own (relayed, not
+        // failed over)
         let mut verified = routed.clone();
         verified["verification"] = json!("quasi-deterministic");
         let (status, v) = post_json(&http, &r.url("/v1/completions"), verified).await;

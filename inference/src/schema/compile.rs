@@ -207,7 +207,60 @@ pub struct Grammar {
     pub(crate) nodes: Vec<Node>,
     pub(crate) root: usize,
     schema: Value,
-    validator: jsonschema::Validator,
+    check: SchemaCheck,
+}
+
+/// A check of whole JSON documents against a schema with the `jsonschema` crate, an
+/// implementation independent of the matcher: what a [`Grammar`] checks its constrained
+/// outputs with, and what checks documents generated elsewhere (a routed executor's), under
+/// any schema that crate takes — the constrained decoder's subset does not apply.
+#[derive(Debug)]
+pub struct SchemaCheck(jsonschema::Validator);
+
+impl SchemaCheck {
+    /// The check of documents under `schema`.
+    ///
+    /// # Errors
+    /// [`Error::Schema`] when `schema` is not a valid JSON Schema (checked against its
+    /// meta-schema), naming where.
+    pub fn new(schema: &Value) -> Result<SchemaCheck> {
+        jsonschema::validator_for(schema)
+            .map(SchemaCheck)
+            .map_err(|e| Error::Schema {
+                at: format!("#{}", e.schema_path()),
+                reason: format!("not a valid JSON Schema: {e}"),
+            })
+    }
+
+    /// Whether `text` is one JSON document valid under the schema, or the reasons not.
+    pub fn validate(&self, text: &str) -> Validation {
+        let value: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                return Validation {
+                    valid: false,
+                    errors: vec![format!("not JSON: {e}")],
+                };
+            }
+        };
+        let errors: Vec<String> = self
+            .0
+            .iter_errors(&value)
+            .take(8)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        Validation {
+            valid: errors.is_empty(),
+            errors,
+        }
+    }
 }
 
 impl Grammar {
@@ -228,10 +281,7 @@ impl Grammar {
         let mut nodes = c.nodes;
         // the independent validator must take the schema too (it also checks it against
         // the meta-schema)
-        let validator = jsonschema::validator_for(schema).map_err(|e| Error::Schema {
-            at: format!("#{}", e.schema_path()),
-            reason: format!("not a valid JSON Schema: {e}"),
-        })?;
+        let check = SchemaCheck::new(schema)?;
         settle(&mut nodes);
         if nodes[root].min_bytes >= NEVER {
             return Err(Error::Schema {
@@ -243,7 +293,7 @@ impl Grammar {
             nodes,
             root,
             schema: schema.clone(),
-            validator,
+            check,
         })
     }
 
@@ -260,36 +310,11 @@ impl Grammar {
     /// Checks `text` against the schema with the `jsonschema` crate (an implementation
     /// independent of the matcher): valid, or the reasons it is not.
     pub fn validate(&self, text: &str) -> Validation {
-        let value: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                return Validation {
-                    valid: false,
-                    errors: vec![format!("not JSON: {e}")],
-                };
-            }
-        };
-        let errors: Vec<String> = self
-            .validator
-            .iter_errors(&value)
-            .take(8)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
-        Validation {
-            valid: errors.is_empty(),
-            errors,
-        }
+        self.check.validate(text)
     }
 }
 
-/// The verdict of [`Grammar::validate`].
+/// The verdict of [`Grammar::validate`] and [`SchemaCheck::validate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Validation {
     /// Whether the text is one JSON document valid under the schema.

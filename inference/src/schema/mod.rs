@@ -41,7 +41,7 @@ mod vocab;
 
 use std::sync::Arc;
 
-pub use compile::{Grammar, Validation};
+pub use compile::{Grammar, SchemaCheck, Validation};
 pub use matcher::Matcher;
 pub use vocab::TokenVocab;
 

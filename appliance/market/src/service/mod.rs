@@ -238,6 +238,8 @@ pub struct JobService {
     /// Workers, what is offered and the most any job may use; replaced whole by
     /// [`JobService::set_limits`].
     limits: std::sync::RwLock<Arc<JobLimits>>,
+    /// Counts the times jobs reached a final state ([`JobService::finishes`]).
+    finished: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for JobService {
@@ -308,6 +310,7 @@ impl JobService {
             queue: Mutex::new(tx.clone()),
             runtime: tokio::runtime::Handle::current(),
             limits: std::sync::RwLock::new(Arc::new(limits.clone())),
+            finished: tokio::sync::watch::Sender::new(0),
         });
         for id in pending {
             let _ = tx.send(id);
@@ -340,7 +343,10 @@ impl JobService {
                 tick.tick().await;
                 let Some(svc) = weak.upgrade() else { return };
                 match svc.store.expire_due(unix_now()) {
-                    Ok(ids) if !ids.is_empty() => tracing::info!(?ids, "jobs expired"),
+                    Ok(ids) if !ids.is_empty() => {
+                        tracing::info!(?ids, "jobs expired");
+                        svc.finished.send_modify(|n| *n += 1);
+                    }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(%e, "expiring jobs"),
                 }
@@ -348,6 +354,12 @@ impl JobService {
             }
         });
         Ok(svc)
+    }
+
+    /// Changes each time jobs reach a final state (verified and paid, failed, expired):
+    /// what answers buyers waits on, instead of asking the store again and again.
+    pub fn finishes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.finished.subscribe()
     }
 
     /// What the service offers and lets a job use now.
@@ -383,8 +395,12 @@ impl JobService {
                 serde_json::from_str(ask["content"].as_str().unwrap_or("{}")).unwrap_or_default();
             self.wall_secs(&content)
         });
-        for (id, wall) in failed.unwrap_or_default() {
+        let failed = failed.unwrap_or_default();
+        for (id, wall) in &failed {
             tracing::warn!(job = %id, wall, "job past its wall limit; failed");
+        }
+        if !failed.is_empty() {
+            self.finished.send_modify(|n| *n += 1);
         }
     }
 }
@@ -757,6 +773,8 @@ impl JobService {
             }
             (None, _) => {}
         }
+        // final, its payment settled: the answer can go out
+        self.finished.send_modify(|n| *n += 1);
         Ok(())
     }
 }

@@ -13,7 +13,7 @@ use fleetmesh_proto::provider::Terms;
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
 
-use super::{JobLimits, JobService, answers, offered_modes};
+use super::{JobLimits, JobService, Price, answers, offered_modes};
 use crate::{Refusal, refuse};
 
 impl JobLimits {
@@ -59,6 +59,33 @@ pub fn bid_sat(bid: &Value) -> Option<u64> {
         "sat" => Some(amount),
         "msat" => Some(amount / 1000),
         _ => None,
+    }
+}
+
+/// Whether a provider with `terms` would offer for `ask`, by the checks a provider's quote
+/// makes that its terms show (engine and mode, the token limit, its price on the ask's
+/// limits against the bid): what a buyer expects before offers come. A price it cannot
+/// read counts as an offer expected.
+pub fn terms_would_offer(terms: &Terms, ask: &Ask) -> bool {
+    if !terms.sells(ask.engine, ask.mode) || !offered_modes(ask.engine).contains(&ask.mode) {
+        return false;
+    }
+    if let (Some(tokens), Some(most)) = (
+        ask.content["limits"]["tokens"].as_u64(),
+        terms.limits.get("tokens"),
+    ) && tokens > *most
+    {
+        return false;
+    }
+    let Some(price) = terms.prices.get(ask.engine.as_str()) else {
+        return true;
+    };
+    let Ok(price) = serde_json::from_value::<Price>(price.clone()) else {
+        return true;
+    };
+    match super::payments::price_sat(&price, &ask.content["limits"]) {
+        Some(need) => bid_sat(&ask.content["bid"]).is_some_and(|bid| bid >= need),
+        None => false,
     }
 }
 

@@ -300,12 +300,12 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
     })
 }
 
-/// OpenAI's `response_format`: `{"type": "text"}` (no constraint), `{"type":
+/// The JSON Schema of OpenAI's `response_format`: `{"type": "text"}` (none), `{"type":
 /// "json_object"}` (any object), `{"type": "json_schema", "json_schema": {"name",
 /// "schema", "strict"}}`.
-fn response_format(v: &Value) -> Result<Option<Arc<Grammar>>, Failure> {
+pub(super) fn response_schema(v: &Value) -> Result<Option<Value>, Failure> {
     let param = "response_format";
-    let schema = match v["type"].as_str() {
+    Ok(Some(match v["type"].as_str() {
         _ if v.is_null() => return Ok(None),
         Some("text") => return Ok(None),
         Some("json_object") => json!({"type": "object"}),
@@ -324,13 +324,20 @@ fn response_format(v: &Value) -> Result<Option<Arc<Grammar>>, Failure> {
                 param,
             ));
         }
+    }))
+}
+
+/// `response_format`'s schema ([`response_schema`]) compiled for the constrained decoder.
+fn response_format(v: &Value) -> Result<Option<Arc<Grammar>>, Failure> {
+    let Some(schema) = response_schema(v)? else {
+        return Ok(None);
     };
     Grammar::compile(&schema)
         .map(|g| Some(Arc::new(g)))
         .map_err(|e| Failure {
             status: StatusCode::BAD_REQUEST,
             message: e.to_string(),
-            param: Some(param),
+            param: Some("response_format"),
             code: Some("unsupported_schema"),
             extra: None,
         })

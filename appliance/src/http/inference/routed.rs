@@ -6,8 +6,11 @@
 //! answer's head), an executor that failed set aside for [`RETRY_AFTER_SECS`]. An
 //! executor that cannot be reached, times out or answers 5xx is counted a failure and the
 //! next is tried (a stream only before its first byte); a 4xx is the client's and is
-//! answered as it is. Answers are not verified (`verification` other than `none` is
-//! refused with 400): a quorum needs a local model.
+//! answered as it is. Answers are unverified, or `schema-bounds`: the executor gets the
+//! request's `response_format` and its answer, read whole (no stream), is checked here
+//! against that schema with the `jsonschema` crate (any schema it takes, not only the
+//! constrained decoder's subset); an output the schema rejects is that executor's failure
+//! and the next is tried. Other modes are refused with 400: a quorum needs a local model.
 //!
 //! vLLM and other OpenAI-compatible servers get `/v1/completions` and
 //! `/v1/chat/completions`; Ollama its OpenAI layer (the same paths). Non-streamed answers
@@ -20,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::config::ExecutorSection;
+use fleetmesh_inference::schema::SchemaCheck;
 
 /// Seconds an executor that failed is tried after those that did not.
 pub(super) const RETRY_AFTER_SECS: u64 = 10;
@@ -157,7 +161,7 @@ impl Routed {
             "owned_by": "fleetmesh",
             "fleetmesh": {
                 "routed": true,
-                "verification": ["none"],
+                "verification": ["none", "schema-bounds"],
                 "requests_in_flight": self.queue_size - self.queue.available_permits(),
                 "max_queue": self.queue_size,
                 "executors": self.routes.iter().map(|r| {
@@ -221,13 +225,17 @@ pub(super) async fn forward(
         Value::String(x) => x.parse::<Verification>(),
         _ => Err("verification must be a string".into()),
     };
-    match verification {
-        Ok(Verification::None) => {}
+    let check = match verification {
+        Ok(Verification::None) => None,
+        Ok(Verification::SchemaBounds) => match schema_check(&body) {
+            Ok(c) => Some(c),
+            Err(f) => return f.into_response(),
+        },
         Ok(v) => {
             return bad(
                 format!(
-                    "model {} is served by remote executors only, unverified: verification {} \
-                     needs a local model",
+                    "model {} is served by remote executors only: verification {} needs a \
+                     local model (none and schema-bounds are served)",
                     r.id,
                     v.as_str()
                 ),
@@ -236,7 +244,7 @@ pub(super) async fn forward(
             .into_response();
         }
         Err(e) => return bad(e, "verification").into_response(),
-    }
+    };
     let Ok(_place) = r.queue.clone().try_acquire_owned() else {
         return overloaded(&r.id);
     };
@@ -246,6 +254,13 @@ pub(super) async fn forward(
     obj.remove("verification");
     obj.remove("job");
     let stream = body["stream"] == true;
+    if stream && check.is_some() {
+        return bad(
+            "a routed schema-bounds answer is checked whole before it is sent: stream must be false",
+            "stream",
+        )
+        .into_response();
+    }
     let path = match api {
         Api::Completion => "completions",
         Api::Chat => "chat/completions",
@@ -273,8 +288,30 @@ pub(super) async fn forward(
         let why = match req.send().await {
             Ok(resp) if !resp.status().is_server_error() => {
                 route.stats.answered(start.elapsed());
-                counted("answered");
-                return relay(resp, name, stream).await;
+                let Some(check) = &check else {
+                    counted("answered");
+                    return relay(resp, name, stream).await;
+                };
+                let (status, mut v) = match read_answer(resp, name).await {
+                    Ok(a) => a,
+                    Err(f) => return f.into_response(),
+                };
+                // a 4xx is the client's: relayed as it is
+                let verdict = match status.is_success() {
+                    true => bounded(check, &v),
+                    false => Ok(Value::Null),
+                };
+                match verdict {
+                    Err(why) => why,
+                    Ok(verdict) => {
+                        counted("answered");
+                        if status.is_success() {
+                            v["fleetmesh"] = json!({"executor": name, "routed": true,
+                                "verification": "schema-bounds", "verdict": verdict});
+                        }
+                        return (status, [executor_header(name)], Json(v)).into_response();
+                    }
+                }
             }
             Ok(resp) => format!("HTTP {}", resp.status()),
             Err(e) if e.is_timeout() => "timed out".to_owned(),
@@ -299,70 +336,121 @@ pub(super) async fn forward(
     .into_response()
 }
 
+/// The `x-fleetmesh-executor` header of an answer from `executor`.
+fn executor_header(executor: &str) -> (axum::http::HeaderName, axum::http::HeaderValue) {
+    (
+        axum::http::HeaderName::from_static("x-fleetmesh-executor"),
+        axum::http::HeaderValue::from_str(executor)
+            .unwrap_or(axum::http::HeaderValue::from_static("?")),
+    )
+}
+
+/// The check of a `schema-bounds` request's output: its `response_format`'s schema, which
+/// it must have.
+fn schema_check(body: &Value) -> Result<SchemaCheck, Failure> {
+    let schema = super::request::response_schema(&body["response_format"])?.ok_or_else(|| {
+        bad(
+            "schema-bounds verification needs a response_format with a JSON Schema",
+            "response_format",
+        )
+    })?;
+    SchemaCheck::new(&schema).map_err(|e| Failure {
+        status: StatusCode::BAD_REQUEST,
+        message: e.to_string(),
+        param: Some("response_format"),
+        code: Some("unsupported_schema"),
+        extra: None,
+    })
+}
+
+/// The `schema-bounds` verdict on an executor's answer `v` (every choice's text or message
+/// content valid under `check`), or why it fails.
+fn bounded(check: &SchemaCheck, v: &Value) -> Result<Value, String> {
+    let choices = v["choices"].as_array().filter(|c| !c.is_empty());
+    for (i, c) in choices
+        .ok_or("its answer has no choices")?
+        .iter()
+        .enumerate()
+    {
+        let text = c["text"]
+            .as_str()
+            .or_else(|| c["message"]["content"].as_str())
+            .ok_or_else(|| format!("choice {i} has no text"))?;
+        let checked = check.validate(text);
+        if !checked.valid {
+            return Err(format!(
+                "its output (choice {i}) is not valid under the schema: {}",
+                checked.errors.join("; ")
+            ));
+        }
+    }
+    Ok(json!({"mode": "schema-bounds", "valid": true, "errors": [], "constrained": false}))
+}
+
 /// The executor's answer as ours: streamed through, or read (bounded) with `fleetmesh`
 /// added.
 async fn relay(resp: reqwest::Response, executor: &str, stream: bool) -> Response {
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let header = (
-        axum::http::HeaderName::from_static("x-fleetmesh-executor"),
-        axum::http::HeaderValue::from_str(executor)
-            .unwrap_or(axum::http::HeaderValue::from_static("?")),
-    );
-    let kind = resp
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| axum::http::HeaderValue::from_bytes(v.as_bytes()).ok())
-        .unwrap_or(axum::http::HeaderValue::from_static("application/json"));
     if stream && status.is_success() {
+        let kind = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| axum::http::HeaderValue::from_bytes(v.as_bytes()).ok())
+            .unwrap_or(axum::http::HeaderValue::from_static("application/json"));
         let body = axum::body::Body::from_stream(resp.bytes_stream());
         return (
             status,
-            [(axum::http::header::CONTENT_TYPE, kind), header],
+            [
+                (axum::http::header::CONTENT_TYPE, kind),
+                executor_header(executor),
+            ],
             body,
         )
             .into_response();
     }
-    let mut resp = resp;
+    match read_answer(resp, executor).await {
+        Ok((status, mut v)) => {
+            if status.is_success() {
+                v["fleetmesh"] =
+                    json!({"executor": executor, "routed": true, "verification": "none"});
+            }
+            (status, [executor_header(executor)], Json(v)).into_response()
+        }
+        Err(f) => f.into_response(),
+    }
+}
+
+/// The executor's whole answer (at most [`MAX_ANSWER`] bytes), a JSON object, with its
+/// status.
+async fn read_answer(
+    mut resp: reqwest::Response,
+    executor: &str,
+) -> Result<(StatusCode, Value), Failure> {
+    let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let failed = |message: String| Failure {
+        status: StatusCode::BAD_GATEWAY,
+        message,
+        param: None,
+        code: Some("executors_failed"),
+        extra: None,
+    };
     let mut raw = Vec::new();
     loop {
         match resp.chunk().await {
             Ok(Some(c)) if raw.len() + c.len() <= MAX_ANSWER => raw.extend_from_slice(&c),
             Ok(Some(_)) => {
-                return internal(format!(
+                return Err(internal(format!(
                     "executor {executor}'s answer exceeds {MAX_ANSWER} bytes"
-                ))
-                .into_response();
+                )));
             }
             Ok(None) => break,
-            Err(e) => {
-                return Failure {
-                    status: StatusCode::BAD_GATEWAY,
-                    message: format!("reading executor {executor}'s answer: {e}"),
-                    param: None,
-                    code: Some("executors_failed"),
-                    extra: None,
-                }
-                .into_response();
-            }
+            Err(e) => return Err(failed(format!("reading executor {executor}'s answer: {e}"))),
         }
     }
     match serde_json::from_slice::<Value>(&raw) {
-        Ok(mut v) if v.is_object() => {
-            if status.is_success() {
-                v["fleetmesh"] =
-                    json!({"executor": executor, "routed": true, "verification": "none"});
-            }
-            (status, [header], Json(v)).into_response()
-        }
-        _ => Failure {
-            status: StatusCode::BAD_GATEWAY,
-            message: format!(
-                "executor {executor} answered HTTP {status} with a body that is not JSON"
-            ),
-            param: None,
-            code: Some("executors_failed"),
-            extra: None,
-        }
-        .into_response(),
+        Ok(v) if v.is_object() => Ok((status, v)),
+        _ => Err(failed(format!(
+            "executor {executor} answered HTTP {status} with a body that is not JSON"
+        ))),
     }
 }

@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use fleetmesh_bench::{Comparison, report};
 use fleetmesh_settle::cashu::{MintClient, Wallet};
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A nutshell mint on a free loopback port, killed when dropped.
-struct Mint(Child, String);
+/// A nutshell mint on a free loopback port (its URL), killed when dropped.
+pub(crate) struct Mint(Child, pub(crate) String);
 
 impl Drop for Mint {
     fn drop(&mut self) {
@@ -30,7 +30,7 @@ impl Drop for Mint {
     }
 }
 
-fn start_mint(bin: &Path, dir: &Path) -> Mint {
+pub(crate) fn start_mint(bin: &Path, dir: &Path) -> Mint {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -57,6 +57,17 @@ fn start_mint(bin: &Path, dir: &Path) -> Mint {
     Mint(child, url)
 }
 
+/// Where nutshell (PyPI `cashu` 0.19.2) is installed, installing it the first time: the
+/// folder of its `mint`, `cashu` and `python`.
+pub(crate) fn nutshell() -> PathBuf {
+    PathBuf::from(
+        out(&mut Command::new(
+            repo().join("appliance/tests/meshnode/nutshell/nutshell.sh"),
+        ))
+        .trim(),
+    )
+}
+
 /// What one payment moves: enough that the payee's swap fee (1 sat for a few proofs at
 /// nutshell's default 100 ppk) leaves it something; `bench_wallet.py` pays the same.
 const PAY: u64 = 8;
@@ -71,7 +82,7 @@ fn ours(payer: &mut Wallet, payee: &mut Wallet, mint: &MintClient, n: usize) {
 }
 
 /// Runs `cmd`, which must succeed; its stdout.
-fn out(cmd: &mut Command) -> String {
+pub(crate) fn out(cmd: &mut Command) -> String {
     let o = cmd.output().expect("runs");
     assert!(
         o.status.success(),
@@ -93,12 +104,7 @@ pub fn run(args: &[String]) {
             v => n = v.parse().expect("N payments"),
         }
     }
-    let bin = PathBuf::from(
-        out(&mut Command::new(
-            repo().join("appliance/tests/meshnode/nutshell/nutshell.sh"),
-        ))
-        .trim(),
-    );
+    let bin = nutshell();
     let work = tempfile::tempdir().unwrap();
     let mint = start_mint(&bin, work.path());
     let client = MintClient::new(&mint.1).unwrap();

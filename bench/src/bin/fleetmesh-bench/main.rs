@@ -8,6 +8,7 @@
 //! cargo run --release -p fleetmesh-bench -- giftwrap [N]
 //! cargo run --release -p fleetmesh-bench -- didcomm [N] [--rounds R] [--python PATH]
 //! cargo run --release -p fleetmesh-bench -- cashu [N] [--rounds R] [--meshnode PATH]
+//! cargo run --release -p fleetmesh-bench -- market --meshnode PATH [N]
 //! cargo run --release -p fleetmesh-bench -- relay [--prefill N,..] [--events N] [--conns K]
 //!     [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]
 //!     (bench/relay.sh installs the LocalRelay 0.45.1 baseline)
@@ -27,6 +28,7 @@ mod federation;
 mod giftwrap;
 mod groth16;
 mod llm;
+mod market;
 mod relay;
 mod relay_client;
 mod shed;
@@ -36,7 +38,7 @@ mod wasi;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench federation [--meshnode PATH] [--nodes 3,5,10] [--topologies line,full] [--events N] [--interval-secs S]\n       fleetmesh-bench giftwrap [N]\n       fleetmesh-bench didcomm [N] [--rounds R] [--python PATH]\n       fleetmesh-bench cashu [N] [--rounds R] [--meshnode PATH]\n       fleetmesh-bench relay [--prefill N,..] [--events N] [--conns K] [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]\n       fleetmesh-bench shed [--flood-conns K] [--secs S] [--rate R] [--pool N]\n       fleetmesh-bench store [--events N] [--window W] [--dir DIR]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
+        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench federation [--meshnode PATH] [--nodes 3,5,10] [--topologies line,full] [--events N] [--interval-secs S]\n       fleetmesh-bench giftwrap [N]\n       fleetmesh-bench didcomm [N] [--rounds R] [--python PATH]\n       fleetmesh-bench cashu [N] [--rounds R] [--meshnode PATH]\n       fleetmesh-bench market --meshnode PATH [N]\n       fleetmesh-bench relay [--prefill N,..] [--events N] [--conns K] [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]\n       fleetmesh-bench shed [--flood-conns K] [--secs S] [--rate R] [--pool N]\n       fleetmesh-bench store [--events N] [--window W] [--dir DIR]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
     );
     std::process::exit(2);
 }
@@ -59,6 +61,7 @@ fn main() {
         }
         Some("didcomm") => didcomm::run(&args[1..]),
         Some("cashu") => cashu::run(&args[1..]),
+        Some("market") => market::run(&args[1..]),
         Some("federation") => federation::run(&args[1..]),
         Some("relay") => relay::run(&args[1..]),
         Some("relay-client") => relay_client::client(&args[1..]),
