@@ -630,8 +630,19 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
     super::inference::make_tiny(&other, 8);
     let (_h, honest) = super::inference::serve(&[&tiny], "");
     let (_c, cheat) = super::inference::serve(&[&other], "");
+    // `far-tiny`: routed to the honest node alone, its weights pinned by digest
+    let honest_models = runtime().block_on(get_json(&http_client(), honest.url("/v1/models")));
+    let pinned = honest_models["data"][0]["fleetmesh"]["model_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let cfg = super::inference::executor_toml("cheat", &cheat)
-        + &super::inference::executor_toml("honest", &honest);
+        + &super::inference::executor_toml("honest", &honest)
+        + &format!(
+            "[[inference.executors]]\nname = \"far\"\nurl = \"http://{}\"\nserves = \"far-tiny\"\n\
+             model = \"tiny\"\nkind = \"vllm\"\nmodel_digest = \"{pinned}\"\n\n",
+            honest.addr
+        );
     let (_n, d) = super::inference::serve(&[&tiny], &cfg);
     let buyer = tempfile::tempdir().unwrap();
     assert!(init(buyer.path(), &[]).status.success());
@@ -647,7 +658,8 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
     let terms = super::market::market(&["providers"], &d);
     assert_eq!(
         terms[0]["models"],
-        serde_json::json!([{"id": "tiny", "digest": served["data"][0]["fleetmesh"]["model_digest"]}]),
+        serde_json::json!([{"id": "tiny", "digest": served["data"][0]["fleetmesh"]["model_digest"]},
+                           {"id": "far-tiny", "digest": pinned}]),
         "{terms:?}"
     );
     // the accepted output is the honest node's greedy output
@@ -686,6 +698,38 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
     let (_, c) = receipt_of(&id, &d, buyer.path());
     assert_eq!(c["verdict"]["mode"], "schema-bounds");
     assert_eq!(c["verdict"]["valid"], true);
+    // a routed model runs jobs under schema-bounds, its executor's answer checked here
+    let spec = serde_json::json!({"engine": "llm", "model": "far-tiny", "prompt": "hello",
+        "max_tokens": 16, "limits": {"tokens": 16}, "output_schema": schema, "name": "llm-far"});
+    let (id, code, st) = submit_and_wait(&spec, work.path(), &d, buyer.path());
+    assert_eq!(code, Some(0), "{st}");
+    let answer = llm_answer(&id, &d, buyer.path());
+    assert_eq!(answer["fleetmesh"]["routed"], true, "{answer}");
+    assert_eq!(answer["fleetmesh"]["executor"], "far", "{answer}");
+    let text = answer["choices"][0]["text"].as_str().unwrap();
+    let doc: Value = serde_json::from_str(text).unwrap();
+    assert!(jsonschema::is_valid(&schema, &doc), "{text}");
+    let (_, c) = receipt_of(&id, &d, buyer.path());
+    assert_eq!(
+        (
+            c["verdict"]["mode"].as_str(),
+            c["verdict"]["valid"].as_bool()
+        ),
+        (Some("schema-bounds"), Some(true)),
+        "{c}"
+    );
+    // and nothing else: a quorum needs a local model
+    let spec = serde_json::json!({"engine": "llm", "model": "far-tiny", "prompt": "hello",
+        "max_tokens": 8, "limits": {"tokens": 8}, "name": "llm-far-quorum"});
+    let (_, code, st) = submit_and_wait(&spec, work.path(), &d, buyer.path());
+    assert_eq!(code, Some(1), "{st}");
+    assert!(
+        st["reason"]
+            .as_str()
+            .unwrap()
+            .contains("its jobs run under schema-bounds"),
+        "{st}"
+    );
     // tee-attestation: bound to this host's SEV-SNP report, or failed saying why not
     let spec = serde_json::json!({"engine": "llm", "model": "tiny", "prompt": "hello",
         "max_tokens": 8, "limits": {"tokens": 8}, "mode": "tee-attestation", "name": "llm-tee"});
@@ -733,7 +777,9 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
             &[("engine", "llm"), ("state", state)],
         )
     };
-    assert_eq!((llm("accepted"), llm("verified")), (3.0, 2.0));
+    // the quorum, the schema and the routed schema-bounds jobs verified; the tee job and
+    // the routed one under the quorum failed
+    assert_eq!((llm("accepted"), llm("verified")), (5.0, 3.0));
     // jobs reach the runtime without the HTTP API: no API request was counted
     assert_eq!(m.value("fleetmesh_inference_requests_total", &[]), None);
 }

@@ -251,6 +251,9 @@ impl fleetmesh_market::service::Llm for InferenceService {
         } else {
             Api::Completion
         };
+        if let Some(r) = self.now().routed(&req.model) {
+            return routed::job_answer(r, body, api, req.mode);
+        }
         let fail = |f: Failure| LlmFailure {
             verdict: f.extra.as_ref().and_then(|e| e.get("verdict").cloned()),
             code: f.code.unwrap_or("bad_request"),
@@ -310,7 +313,12 @@ async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
     let (verification, response) = match routed::routed_for(&s, body) {
         Some((r, v)) => {
             let default = s.now().verification;
-            ("none", routed::forward(r, v, api, default).await)
+            let label = match v["verification"].as_str() {
+                Some("schema-bounds") => "schema-bounds",
+                Some(_) => "",
+                None => default.as_str(),
+            };
+            (label, routed::forward(r, v, api, default).await)
         }
         None => answer(s, body, api).await,
     };

@@ -11,6 +11,8 @@
 //! against that schema with the `jsonschema` crate (any schema it takes, not only the
 //! constrained decoder's subset); an output the schema rejects is that executor's failure
 //! and the next is tried. Other modes are refused with 400: a quorum needs a local model.
+//! Market `llm` jobs of a routed model run the same way ([`job_answer`]), schema-bounds
+//! only; the node's terms list a routed model when its executors pin one model digest.
 //!
 //! vLLM and other OpenAI-compatible servers get `/v1/completions` and
 //! `/v1/chat/completions`; Ollama its OpenAI layer (the same paths). Non-streamed answers
@@ -24,6 +26,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::config::ExecutorSection;
 use fleetmesh_inference::schema::SchemaCheck;
+use fleetmesh_proto::Mode;
 
 /// Seconds an executor that failed is tried after those that did not.
 pub(super) const RETRY_AFTER_SECS: u64 = 10;
@@ -334,6 +337,68 @@ pub(super) async fn forward(
         extra: None,
     }
     .into_response()
+}
+
+/// A market `llm` job of routed model `r` (`body`: the API request it was made into):
+/// under `schema-bounds` only, forwarded as such a request is (on a runtime of its own:
+/// jobs run on worker threads), its checked answer read back.
+pub(super) fn job_answer(
+    r: Arc<Routed>,
+    body: Value,
+    api: Api,
+    mode: Mode,
+) -> Result<fleetmesh_market::service::LlmAnswer, fleetmesh_market::service::LlmFailure> {
+    use fleetmesh_market::service::{LlmAnswer, LlmFailure};
+    let failure = |code, message: String| LlmFailure {
+        code,
+        message,
+        verdict: None,
+    };
+    if mode != Mode::SchemaBounds {
+        return Err(failure(
+            "unsupported_mode",
+            format!(
+                "model {} is served by remote executors only: its jobs run under schema-bounds, \
+                 not {mode}",
+                r.id
+            ),
+        ));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| failure("internal", format!("a runtime for the job: {e}")))?;
+    let (status, raw) = runtime.block_on(async {
+        let resp = forward(r, body, api, Verification::SchemaBounds).await;
+        let status = resp.status();
+        (
+            status,
+            axum::body::to_bytes(resp.into_body(), MAX_ANSWER * 2).await,
+        )
+    });
+    let document: Value = raw
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    if !status.is_success() {
+        let code = match document["error"]["code"].as_str() {
+            Some("executors_failed") => "executors_failed",
+            Some("overloaded") => "overloaded",
+            Some("unsupported_schema") => "unsupported_schema",
+            _ => "bad_request",
+        };
+        let message = document["error"]["message"]
+            .as_str()
+            .map_or_else(|| format!("HTTP {status}"), str::to_owned);
+        return Err(failure(code, message));
+    }
+    Ok(LlmAnswer {
+        verdict: document["fleetmesh"]["verdict"].clone(),
+        transcript_digest: None,
+        prompt_tokens: document["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+        completion_tokens: document["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+        document,
+    })
 }
 
 /// The `x-fleetmesh-executor` header of an answer from `executor`.

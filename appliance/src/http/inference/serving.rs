@@ -63,7 +63,7 @@ impl Loaded {
     }
 
     /// The routed model `id`.
-    fn routed(&self, id: &str) -> Option<Arc<super::routed::Routed>> {
+    pub(super) fn routed(&self, id: &str) -> Option<Arc<super::routed::Routed>> {
         self.routed.iter().find(|r| r.id == id).cloned()
     }
 }
@@ -97,16 +97,34 @@ impl InferenceService {
             .clone()
     }
 
-    /// The models served now, as the node's terms list them (name and file digest).
+    /// The models served now, as the node's terms list them (name and file digest): the
+    /// local ones, and each routed model whose executors all pin one `model_digest` (a
+    /// buyer is told what runs; one that is not pinned is not sold to the market).
     pub fn catalog(&self) -> Vec<fleetmesh_proto::provider::ModelTerm> {
-        self.now()
+        let now = self.now();
+        let local = now
             .models
             .iter()
             .map(|m| fleetmesh_proto::provider::ModelTerm {
                 id: m.id.clone(),
                 digest: hex::encode(m.digest),
-            })
-            .collect()
+            });
+        let routed = now.routed.iter().filter_map(|r| {
+            let pinned: Vec<String> = r
+                .entries()
+                .iter()
+                .map(|e| e.model_digest.as_deref().map(str::to_ascii_lowercase))
+                .collect::<Option<_>>()?;
+            let first = pinned.first()?;
+            pinned
+                .iter()
+                .all(|d| d == first)
+                .then(|| fleetmesh_proto::provider::ModelTerm {
+                    id: r.id.clone(),
+                    digest: first.clone(),
+                })
+        });
+        local.chain(routed).collect()
     }
 
     /// Serves `cfg` from now on: added models are loaded, removed ones are no longer
