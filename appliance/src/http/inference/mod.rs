@@ -252,7 +252,7 @@ impl fleetmesh_market::service::Llm for InferenceService {
             Api::Completion
         };
         if let Some(r) = self.now().routed(&req.model) {
-            return routed::job_answer(r, body, api, req.mode);
+            return routed::job_answer(r, body, (api, req.mode), self.runtime.as_ref());
         }
         let fail = |f: Failure| LlmFailure {
             verdict: f.extra.as_ref().and_then(|e| e.get("verdict").cloned()),

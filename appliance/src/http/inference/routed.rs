@@ -340,13 +340,14 @@ pub(super) async fn forward(
 }
 
 /// A market `llm` job of routed model `r` (`body`: the API request it was made into):
-/// under `schema-bounds` only, forwarded as such a request is (on a runtime of its own:
-/// jobs run on worker threads), its checked answer read back.
+/// under `schema-bounds` only, forwarded as such a request is, on `runtime` (the one the
+/// executors' connections live on; called from a job's worker thread, outside it), its
+/// checked answer read back.
 pub(super) fn job_answer(
     r: Arc<Routed>,
     body: Value,
-    api: Api,
-    mode: Mode,
+    (api, mode): (Api, Mode),
+    runtime: Option<&tokio::runtime::Handle>,
 ) -> Result<fleetmesh_market::service::LlmAnswer, fleetmesh_market::service::LlmFailure> {
     use fleetmesh_market::service::{LlmAnswer, LlmFailure};
     let failure = |code, message: String| LlmFailure {
@@ -364,10 +365,12 @@ pub(super) fn job_answer(
             ),
         ));
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| failure("internal", format!("a runtime for the job: {e}")))?;
+    let runtime = runtime.ok_or_else(|| {
+        failure(
+            "internal",
+            "the inference service was loaded outside a runtime".to_owned(),
+        )
+    })?;
     let (status, raw) = runtime.block_on(async {
         let resp = forward(r, body, api, Verification::SchemaBounds).await;
         let status = resp.status();

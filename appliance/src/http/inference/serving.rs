@@ -71,6 +71,9 @@ impl Loaded {
 /// The loaded models, their executors and the quorum's settings.
 pub struct InferenceService {
     loaded: std::sync::RwLock<Arc<Loaded>>,
+    /// The runtime it was loaded on, whose HTTP clients routed models use: market jobs
+    /// (on worker threads) forward through it.
+    pub(super) runtime: Option<tokio::runtime::Handle>,
 }
 
 impl InferenceService {
@@ -86,6 +89,7 @@ impl InferenceService {
         check_routes(loaded.routed.clone());
         Ok(Arc::new(InferenceService {
             loaded: std::sync::RwLock::new(Arc::new(loaded)),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }))
     }
 
