@@ -8,7 +8,9 @@
 //! every layer checked) and whose rumor is a compute message (kind
 //! [`kind::COMPUTE_RUMOR`]) carries what `POST /v1/jobs` takes, `{"ask", "payload"}`; it
 //! goes through the same job service (the same checks, store and engines), and only when
-//! the ask's buyer is the wrap's verified sender. When the job is final, the node wraps the
+//! the ask's buyer is the wrap's verified sender. When the job is final (the job service
+//! says so as it happens, [`JobService::finishes`]; a 1 s tick catches the rest), its
+//! payment settled, the node wraps the
 //! answer back to the buyer — `{"job": <its status>, "result": <the result, NIP-44 to the
 //! buyer>, "receipt": <the receipt event>}`, or `{"in_reply_to": <the submission rumor's
 //! id>, "error": {code, message}}` for a refused submission — and publishes it on its own relay and on every relay it reads.

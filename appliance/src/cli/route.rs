@@ -1,8 +1,10 @@
 //! The market over relays from the buyer's side. `meshnode job submit --route auto`
 //! publishes the job's ask (kind 30810, open: no provider named) on the relays, gathers
-//! the offers providers gift-wrap back ([`fleetmesh_market::service::offers::Offer`]),
-//! keeps those of providers whose published terms (kind 30812) sell the ask's engine under
-//! its verification mode, ranks them by price, then by the provider's standing in the
+//! the offers providers gift-wrap back ([`fleetmesh_market::service::offers::Offer`]) —
+//! until every provider whose terms on the relays sell the ask within its bid (in a
+//! `--region` asked for) has offered, or `--offer-secs` —, keeps those of providers whose
+//! published terms (kind 30812) sell the ask's engine under its verification mode (and
+//! name a region asked for), ranks them by price, then by the provider's standing in the
 //! buyer's own ledger (its NIP-85 assertions, kind 30385), and sends the job by gift wrap to
 //! the first; a provider that refuses it, answers with a failed job or not at all within
 //! `--wait-secs` is skipped and the next one tried, until the ask expires or, paying, the
@@ -36,7 +38,7 @@ pub struct RouteArgs {
     #[arg(long, value_name = "auto|DID|URL")]
     pub route: Option<String>,
     /// With --route auto: the most seconds to gather offers (less once every provider
-    /// whose terms sell the ask has offered).
+    /// whose terms sell the ask within its bid has offered).
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub offer_secs: u64,
     /// With --route auto: only providers whose terms name this region (their `[node]
