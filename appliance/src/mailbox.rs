@@ -383,7 +383,7 @@ pub fn start(
                 }
             }
             let m = mailbox.clone();
-            let _ = tokio::task::spawn_blocking(move || m.answer_finished()).await;
+            let _ = tokio::task::spawn_blocking(move || m.answer_finished(None)).await;
         }
     }));
     crate::tasks::Tasks(tasks)
@@ -432,14 +432,14 @@ impl Mailbox {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if !pending.contains(&rec.id) {
-                    pending.push_back(rec.id);
+                    pending.push_back(rec.id.clone());
                 }
                 if pending.len() > PENDING {
                     pending.pop_front();
                 }
                 drop(pending);
                 // a job that ended before it was noted pending is answered now
-                self.answer_finished();
+                self.answer_finished(Some(&rec.id));
             }
             Err(r) => {
                 count("refused");
@@ -452,8 +452,8 @@ impl Mailbox {
         }
     }
 
-    /// Answers every pending job that is final.
-    fn answer_finished(&self) {
+    /// Answers the pending jobs that are final: job `only`, or every one.
+    fn answer_finished(&self, only: Option<&str>) {
         let _one_at_a_time = self
             .answering
             .lock()
@@ -463,6 +463,7 @@ impl Mailbox {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
+            .filter(|p| only.is_none_or(|o| *p == o))
             .cloned()
             .collect();
         for id in ids {
