@@ -19,6 +19,7 @@ mod keys;
 mod l402;
 mod ledger;
 mod lightning_double;
+mod llm_jobs;
 mod mailbox;
 mod market;
 mod nutzaps;
