@@ -310,6 +310,15 @@ fn routed_models_are_forwarded_to_the_best_executor_and_ollama_is_a_quorum_membe
             (400, Some("stream")),
             "{v}"
         );
+        // a schema that is not JSON Schema is refused before any executor is asked
+        let mut not_a_schema = bounded.clone();
+        not_a_schema["response_format"]["json_schema"]["schema"] = json!({"type": 12});
+        let (status, v) = post_json(&http, &r.url("/v1/completions"), not_a_schema).await;
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (400, Some("unsupported_schema")),
+            "{v}"
+        );
         bounded.as_object_mut().unwrap().remove("response_format");
         let (status, v) = post_json(&http, &r.url("/v1/completions"), bounded).await;
         assert_eq!(

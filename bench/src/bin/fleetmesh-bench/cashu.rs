@@ -30,12 +30,16 @@ impl Drop for Mint {
     }
 }
 
+/// A free loopback port.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 pub(crate) fn start_mint(bin: &Path, dir: &Path) -> Mint {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let child = Command::new(bin.join("mint"))
         .current_dir(dir)
         .env("MINT_BACKEND_BOLT11_SAT", "FakeWallet")

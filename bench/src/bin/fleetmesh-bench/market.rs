@@ -31,7 +31,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fleetmesh_bench::median;
 use serde_json::{Value, json};
 
-use crate::cashu::{nutshell, out, repo, start_mint};
+use crate::cashu::{free_port, nutshell, out, repo, start_mint};
 
 /// A provider node, killed when dropped; its log is `DIR/log`.
 struct Node {
@@ -45,14 +45,6 @@ impl Drop for Node {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A free loopback port.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// Initialises and starts provider `i` (selling wasm at `i + 1` sat a job at `mint`,
