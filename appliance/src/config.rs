@@ -273,13 +273,27 @@ impl Default for FaceSection {
     }
 }
 
-/// `[compute]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// `[compute]`. Read at start: restart to change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ComputeSection {
     /// auto, cpu, wgpu or cuda:N. Default: auto (CUDA, else a hardware GPU, else CPU).
     #[serde(with = "backend_str")]
     pub backend: BackendChoice,
+    /// MiB the installed circuits' precomputed MSM tables may take together (CPU backend
+    /// only; built in the background when a circuit loads). A 2^16-constraint key uses
+    /// ~380 MiB for all the copies its MSMs can use, and each circuit gets what the
+    /// others left. 0 turns them off. Default: 1024; at most 1048576.
+    pub precompute_mib: u64,
+}
+
+impl Default for ComputeSection {
+    fn default() -> Self {
+        ComputeSection {
+            backend: BackendChoice::default(),
+            precompute_mib: 1024,
+        }
+    }
 }
 
 mod backend_str {
@@ -345,6 +359,12 @@ impl Config {
             f.max_connections as u64,
         )?;
         range("[face] shutdown_secs", f.shutdown_secs, 0, 3600)?;
+        range(
+            "[compute] precompute_mib",
+            self.compute.precompute_mib,
+            0,
+            1 << 20,
+        )?;
         if let Some(t) = &self.api.token
             && (t.len() < 16 || t.chars().any(|c| c.is_whitespace() || c.is_control()))
         {
@@ -541,6 +561,22 @@ mod tests {
         let many: Vec<String> = (0..17).map(|i| format!("\"r{i}\"")).collect();
         let e = with(&format!("[{}]", many.join(","))).unwrap_err();
         assert!(e.contains("at most 16"), "{e}");
+    }
+
+    #[test]
+    fn the_msm_table_budget_is_bounded_and_defaults_to_a_gib() {
+        let with = |v: &str| {
+            toml::from_str::<Config>(&format!("[compute]\n{v}"))
+                .unwrap()
+                .check()
+        };
+        assert_eq!(Config::default().compute.precompute_mib, 1024);
+        assert_eq!(with("precompute_mib = 0"), Ok(()));
+        let e = with("precompute_mib = 1048577").unwrap_err();
+        assert!(
+            e.starts_with("[compute] precompute_mib = 1048577: must be"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! - [`ops`]: the [`MsmNtt`] trait the Groth16 prover runs its MSMs and NTTs through, with
 //!   the CPU reference ([`ops::Reference`], arkworks) as every method's default, our CPU
 //!   backend ([`ops::Cpu`]), and [`ops::select`], which turns a choice into a backend;
+//! - [`msm`]: that CPU MSM (batch-affine Pippenger), and [`msm::Shifted`], the precomputed
+//!   copies of a proving key's bases that make its MSMs cheaper, at a memory cost;
 //! - [`WgpuBackend`] (feature `wgpu`): NTT and G1 MSM in WGSL compute shaders;
 //! - [`CudaBackend`] (feature `cuda`): the same in CUDA C compiled at run time by NVRTC.
 //!
@@ -27,7 +29,7 @@ mod cuda_backend;
 mod cuda_host_check;
 mod cuda_probe;
 mod error;
-mod msm;
+pub mod msm;
 pub mod ops;
 #[cfg(any(feature = "wgpu", feature = "cuda", test))]
 mod plan;

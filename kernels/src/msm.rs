@@ -1,16 +1,26 @@
-//! A CPU multi-scalar multiplication with batch-affine bucket accumulation, for
-//! short-Weierstrass curves (BN254 G1 and G2).
+//! A CPU multi-scalar multiplication with batch-affine bucket accumulation, for BN254 G1
+//! and G2, with optional per-key precomputation.
 //!
 //! Pippenger with signed window digits; within a window, points are added into affine
-//! buckets in batches that share one field inversion (Montgomery's trick), so an addition
-//! costs about 5 multiplications and a squaring instead of the ~10 of a mixed projective
+//! buckets in batches that share one field inversion (Montgomery's trick, serial per
+//! batch; in G2 through the norm, so the shared inversion is in Fq), so an addition costs
+//! about 5 multiplications and a squaring instead of the ~10 of a mixed projective
 //! addition. A bucket hit twice in one batch, or a point with the bucket's x coordinate
-//! (a doubling or a cancellation), goes to a projective side bucket instead. Windows run in
-//! parallel (rayon). [`crate::ops::Cpu`] uses this; the arkworks MSM (the trait's default)
+//! (a doubling or a cancellation), goes to a projective side bucket instead.
+//!
+//! **Fixed bases.** A proving key's bases never change, so [`Shifted`] keeps `copies − 1`
+//! shifted copies of them (`2^(c·R·j)·Bᵢ`): the `W` windows of a scalar then fold into
+//! `R = ⌈W / copies⌉` rounds of one bucket pass each, and the bucket reduction (and the
+//! window's doublings) are paid `R` times instead of `W` times, with wider windows. With
+//! `copies = 1` (no table) this is the plain windowed method, which [`msm`] runs.
+//!
+//! Work is split over (round, bucket range) pairs on rayon, so even a single round keeps
+//! every core busy. [`crate::ops::Cpu`] uses this; the arkworks MSM (the trait's default)
 //! is the reference it is tested against.
 
+use ark_bn254::{Fq, Fq2};
 use ark_ec::short_weierstrass::{Affine, Projective, SWCurveConfig};
-use ark_ec::{AdditiveGroup, AffineRepr};
+use ark_ec::{AdditiveGroup, AffineRepr, CurveGroup};
 use ark_ff::{Field, PrimeField, Zero};
 use rayon::prelude::*;
 
@@ -18,13 +28,212 @@ use rayon::prelude::*;
 const SMALL: usize = 64;
 /// Additions gathered before one shared inversion.
 const BATCH: usize = 512;
+/// The cost of reducing one bucket (a mixed and a full projective addition), in
+/// batch-affine additions, for choosing the window: measured, the cache misses of the
+/// bucket updates make the batch-affine addition dearer than its multiplication count.
+const REDUCE_COST: usize = 2;
 
-/// The window width for `n` points.
-fn window_bits(n: usize) -> usize {
-    let log = usize::BITS as usize - n.leading_zeros() as usize;
-    // Measured on 2^14 points (G1 and G2): log2(n) − 2 and − 3 are best, − 1 and − 4
-    // are 10–35 % slower.
-    log.saturating_sub(3).clamp(4, 16)
+/// A base field whose elements can be inverted many at once, serially (the MSM calls it
+/// from inside its own parallel tasks, so it must not fan out again).
+pub trait BatchInvert: Field {
+    /// Buffers reused across calls.
+    type Scratch: Default + Send;
+    /// Replaces every element of `v` (all non-zero) by its inverse.
+    fn invert_all(v: &mut [Self], scratch: &mut Self::Scratch);
+}
+
+/// Montgomery's trick over a prime field: three multiplications per element and one
+/// inversion.
+fn montgomery_invert<F: Field>(v: &mut [F], prefix: &mut Vec<F>) {
+    prefix.clear();
+    let mut acc = F::one();
+    for x in v.iter() {
+        prefix.push(acc);
+        acc *= x;
+    }
+    let Some(mut inv) = acc.inverse() else {
+        // A zero among them (the MSM never passes one): invert one by one, zero to zero.
+        for x in v.iter_mut() {
+            *x = x.inverse().unwrap_or_default();
+        }
+        return;
+    };
+    for (x, p) in v.iter_mut().zip(prefix.iter()).rev() {
+        let orig = *x;
+        *x = inv * p;
+        inv *= orig;
+    }
+}
+
+impl BatchInvert for Fq {
+    type Scratch = Vec<Fq>;
+    fn invert_all(v: &mut [Fq], scratch: &mut Vec<Fq>) {
+        montgomery_invert(v, scratch);
+    }
+}
+
+impl BatchInvert for Fq2 {
+    /// The norms and the prefix products, in Fq.
+    type Scratch = (Vec<Fq>, Vec<Fq>);
+    /// `z⁻¹ = z̄ / N(z)` with `N(z) = z₀² + z₁²` in Fq: the shared inversion and its
+    /// prefix products run in Fq, then two Fq multiplications per element.
+    fn invert_all(v: &mut [Fq2], (norms, prefix): &mut (Vec<Fq>, Vec<Fq>)) {
+        norms.clear();
+        norms.extend(v.iter().map(|z| z.norm()));
+        montgomery_invert(norms, prefix);
+        for (z, n) in v.iter_mut().zip(norms.iter()) {
+            z.conjugate_in_place();
+            z.mul_assign_by_basefield(n);
+        }
+    }
+}
+
+/// How an MSM over `n` bases is cut: window width `c`, the scalar's `windows` signed
+/// digits, the `copies` of the bases (1: the bases alone) and the `rounds` of bucket
+/// passes (`⌈windows / copies⌉`), each followed by `c` doublings per round but the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Window width in bits.
+    pub c: usize,
+    /// Signed digits per scalar.
+    pub windows: usize,
+    /// Copies of the bases used (the bases themselves and `copies − 1` shifted ones).
+    pub copies: usize,
+    /// Bucket passes.
+    pub rounds: usize,
+}
+
+impl Plan {
+    /// The cheapest plan for `n` points with at most `max_copies` copies of the bases:
+    /// `W·n` additions plus `R·2^(c−1)` bucket reductions, minimised over `c`; of equal
+    /// rounds, the fewest copies.
+    #[must_use]
+    pub fn new(n: usize, bits: usize, max_copies: usize) -> Plan {
+        let max_copies = max_copies.max(1);
+        let mut best: Option<(usize, Plan)> = None;
+        for c in 4..=20usize {
+            let windows = (bits + 1).div_ceil(c);
+            let rounds = windows.div_ceil(max_copies.min(windows));
+            let copies = windows.div_ceil(rounds);
+            let cost = windows * n + rounds * (REDUCE_COST << (c - 1));
+            let plan = Plan {
+                c,
+                windows,
+                copies,
+                rounds,
+            };
+            if best.is_none_or(|(b, _)| cost < b) {
+                best = Some((cost, plan));
+            }
+        }
+        best.map_or(
+            Plan {
+                c: 4,
+                windows: (bits + 1).div_ceil(4),
+                copies: 1,
+                rounds: (bits + 1).div_ceil(4),
+            },
+            |(_, p)| p,
+        )
+    }
+
+    /// The window of round `r` that copy `j` covers, if any.
+    fn window(&self, r: usize, j: usize) -> Option<usize> {
+        let w = r + self.rounds * j;
+        (w < self.windows).then_some(w)
+    }
+}
+
+/// A proving key's bases with `copies − 1` shifted copies kept beside them:
+/// `table[(j − 1)·n + i] = 2^(c·R·j)·bases[i]` for `j = 1..copies` (see the module docs).
+/// Build one per fixed base vector with [`Shifted::new`], pass it with the same bases to
+/// [`msm_shifted`].
+pub struct Shifted<P: SWCurveConfig> {
+    n: usize,
+    /// The first and last base they were made from: copies offered with other bases
+    /// (another key's of the same size) are not used.
+    ends: Option<(Affine<P>, Affine<P>)>,
+    plan: Plan,
+    table: Vec<Affine<P>>,
+}
+
+impl<P: SWCurveConfig> std::fmt::Debug for Shifted<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shifted")
+            .field("n", &self.n)
+            .field("plan", &self.plan)
+            .field("bytes", &self.bytes())
+            .finish()
+    }
+}
+
+impl<P: SWCurveConfig> Shifted<P> {
+    /// The bytes one shifted copy of `n` bases takes.
+    #[must_use]
+    pub fn bytes_per_copy(n: usize) -> usize {
+        n * std::mem::size_of::<Affine<P>>()
+    }
+
+    /// Precomputes at most `max_copies − 1` shifted copies of `bases` (fewer when the
+    /// plan needs fewer): about `c·R` doublings per base and copy, on all cores.
+    #[must_use]
+    pub fn new(bases: &[Affine<P>], max_copies: usize) -> Shifted<P> {
+        let n = bases.len();
+        let bits = P::ScalarField::MODULUS_BIT_SIZE as usize;
+        let plan = if n < SMALL {
+            Plan::new(n, bits, 1)
+        } else {
+            Plan::new(n, bits, max_copies)
+        };
+        let shift = plan.c * plan.rounds;
+        let mut table = Vec::with_capacity((plan.copies - 1) * n);
+        let mut prev: &[Affine<P>] = bases;
+        for _ in 1..plan.copies {
+            let next: Vec<Projective<P>> = prev
+                .par_iter()
+                .map(|b| {
+                    let mut p = Projective::<P>::from(*b);
+                    for _ in 0..shift {
+                        p.double_in_place();
+                    }
+                    p
+                })
+                .collect();
+            table.extend(Projective::<P>::normalize_batch(&next));
+            prev = &table[table.len() - n..];
+        }
+        let ends = bases.first().zip(bases.last()).map(|(f, l)| (*f, *l));
+        Shifted {
+            n,
+            ends,
+            plan,
+            table,
+        }
+    }
+
+    /// The bytes the shifted copies take.
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        Self::bytes_per_copy(self.table.len())
+    }
+
+    /// The plan the copies were made for.
+    #[must_use]
+    pub fn plan(&self) -> Plan {
+        self.plan
+    }
+
+    /// The number of bases the copies were made from.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether there were no bases.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
 }
 
 /// Bits `[start, start + len)` of a little-endian limb array (len ≤ 32).
@@ -40,122 +249,241 @@ fn bits(limbs: &[u64], start: usize, len: usize) -> u32 {
     (v & ((1u64 << len) - 1)) as u32
 }
 
-/// Signed digits of every scalar, scalar-major: `digits[i * windows + w]` is scalar i's
-/// digit in window w, in `[-2^(c-1), 2^(c-1)]`. One allocation, filled in parallel.
-pub(crate) fn signed_digits<F: PrimeField>(scalars: &[F], c: usize, windows: usize) -> Vec<i32> {
-    let mut digits = vec![0i32; windows * scalars.len()];
-    digits
-        .par_chunks_mut(windows.max(1))
-        .zip(scalars.par_iter())
-        .for_each(|(out, s)| {
-            let b = s.into_bigint();
-            let limbs = b.as_ref();
-            let mut carry = 0i64;
-            for (w, o) in out.iter_mut().enumerate() {
-                let d = i64::from(bits(limbs, w * c, c)) + carry;
-                if d >= 1 << (c - 1) {
-                    *o = (d - (1 << c)) as i32;
-                    carry = 1;
-                } else {
-                    *o = d as i32;
-                    carry = 0;
+/// Scalars per block of [`Digits`].
+const DIGIT_BLOCK: usize = 1024;
+
+/// Signed window digits of many scalars, in `[-2^(c-1), 2^(c-1)]`, laid out in blocks of
+/// [`DIGIT_BLOCK`] scalars, window-major within a block: a window's column reads
+/// contiguously, and blocks fill in parallel.
+pub(crate) struct Digits {
+    d: Vec<i32>,
+    n: usize,
+    windows: usize,
+}
+
+impl Digits {
+    /// Every scalar's `windows` digits of `c` bits.
+    pub(crate) fn new<F: PrimeField>(scalars: &[F], c: usize, windows: usize) -> Digits {
+        let mut d = vec![0i32; windows * scalars.len()];
+        d.par_chunks_mut((windows * DIGIT_BLOCK).max(1))
+            .zip(scalars.par_chunks(DIGIT_BLOCK))
+            .for_each(|(out, block)| {
+                let len = block.len();
+                for (i, s) in block.iter().enumerate() {
+                    let b = s.into_bigint();
+                    let limbs = b.as_ref();
+                    let mut carry = 0i64;
+                    for w in 0..windows {
+                        let v = i64::from(bits(limbs, w * c, c)) + carry;
+                        out[w * len + i] = if v >= 1 << (c - 1) {
+                            carry = 1;
+                            (v - (1 << c)) as i32
+                        } else {
+                            carry = 0;
+                            v as i32
+                        };
+                    }
+                    debug_assert_eq!(carry, 0);
                 }
-            }
-            debug_assert_eq!(carry, 0);
-        });
-    digits
-}
-
-/// Applies the pending `pairs` (bucket index, point) to the affine buckets with one
-/// shared inversion.
-fn flush<P: SWCurveConfig>(
-    acc: &mut [Affine<P>],
-    pending: &mut [bool],
-    pairs: &mut Vec<(u32, Affine<P>)>,
-    scratch: &mut Vec<P::BaseField>,
-) {
-    scratch.clear();
-    scratch.extend(pairs.iter().map(|(b, p)| p.x - acc[*b as usize].x));
-    ark_ff::batch_inversion(scratch);
-    for ((b, p), inv) in pairs.iter().zip(scratch.iter()) {
-        let q = &mut acc[*b as usize];
-        let lambda = (p.y - q.y) * inv;
-        let x3 = lambda.square() - q.x - p.x;
-        let y3 = lambda * (q.x - x3) - q.y;
-        *q = Affine::new_unchecked(x3, y3);
-        pending[*b as usize] = false;
-    }
-    pairs.clear();
-}
-
-/// One window: Σ digit_i · base_i over the window's digits (`digits` yields scalar i's digit
-/// of this window at step i).
-fn window_sum<P: SWCurveConfig>(
-    bases: &[Affine<P>],
-    digits: impl Iterator<Item = i32>,
-    c: usize,
-) -> Projective<P> {
-    let nb = 1usize << (c - 1);
-    let mut acc = vec![Affine::<P>::identity(); nb];
-    let mut side = vec![Projective::<P>::zero(); nb];
-    let mut pending = vec![false; nb];
-    let mut pairs = Vec::with_capacity(BATCH);
-    let mut scratch = Vec::with_capacity(BATCH);
-    for (base, d) in bases.iter().zip(digits) {
-        if d == 0 || base.is_zero() {
-            continue;
+            });
+        Digits {
+            d,
+            n: scalars.len(),
+            windows,
         }
-        let b = (d.unsigned_abs() - 1) as usize;
-        let p = if d < 0 { -*base } else { *base };
-        if pending[b] {
-            side[b] += p;
-        } else if acc[b].is_zero() {
-            acc[b] = p;
-        } else if acc[b].x == p.x {
-            // doubling or cancellation: not an affine chord
-            side[b] += p;
+    }
+
+    /// Window `w`'s digit of every scalar, in scalar order.
+    pub(crate) fn column(&self, w: usize) -> impl Iterator<Item = i32> + '_ {
+        (0..self.n).step_by(DIGIT_BLOCK).flat_map(move |start| {
+            let len = DIGIT_BLOCK.min(self.n - start);
+            let at = start * self.windows + w * len;
+            self.d[at..at + len].iter().copied()
+        })
+    }
+}
+
+/// Affine buckets `[lo, lo + len)` of one bucket pass, with their projective side
+/// buckets and the batch of pending additions.
+struct Buckets<P: SWCurveConfig>
+where
+    P::BaseField: BatchInvert,
+{
+    lo: usize,
+    acc: Vec<Affine<P>>,
+    /// Points that could not join a batch (their bucket was pending, or a doubling or
+    /// cancellation), with their bucket: rare, so kept as a list.
+    side: Vec<(u32, Affine<P>)>,
+    pending: Vec<bool>,
+    pairs: Vec<(u32, Affine<P>)>,
+    dx: Vec<P::BaseField>,
+    scratch: <P::BaseField as BatchInvert>::Scratch,
+}
+
+impl<P: SWCurveConfig> Buckets<P>
+where
+    P::BaseField: BatchInvert,
+{
+    fn new(lo: usize, len: usize) -> Self {
+        Buckets {
+            lo,
+            acc: vec![Affine::<P>::identity(); len],
+            side: Vec::new(),
+            pending: vec![false; len],
+            pairs: Vec::with_capacity(BATCH),
+            dx: Vec::with_capacity(BATCH),
+            scratch: Default::default(),
+        }
+    }
+
+    /// Adds `digit · base` if the digit's bucket is in this range.
+    #[inline]
+    fn add(&mut self, base: &Affine<P>, digit: i32) {
+        if digit == 0 {
+            return;
+        }
+        let b = (digit.unsigned_abs() - 1) as usize;
+        let Some(b) = b.checked_sub(self.lo).filter(|b| *b < self.acc.len()) else {
+            return;
+        };
+        if base.is_zero() {
+            return;
+        }
+        let p = if digit < 0 { -*base } else { *base };
+        if self.pending[b] || (self.acc[b].x == p.x && !self.acc[b].is_zero()) {
+            // the bucket waits in this batch, or a doubling or cancellation (not a chord)
+            self.side.push((b as u32, p));
+        } else if self.acc[b].is_zero() {
+            self.acc[b] = p;
         } else {
-            pending[b] = true;
-            pairs.push((b as u32, p));
-            if pairs.len() == BATCH {
-                flush(&mut acc, &mut pending, &mut pairs, &mut scratch);
+            self.pending[b] = true;
+            self.pairs.push((b as u32, p));
+            if self.pairs.len() == BATCH {
+                self.flush();
             }
         }
     }
-    flush(&mut acc, &mut pending, &mut pairs, &mut scratch);
-    // Σ (b+1)·bucket_b by running sums, from the top bucket down.
-    let mut running = Projective::<P>::zero();
-    let mut sum = Projective::<P>::zero();
-    for (a, s) in acc.iter().zip(side).rev() {
-        running += s;
-        running += a;
-        sum += running;
+
+    /// Applies the pending additions with one shared inversion.
+    fn flush(&mut self) {
+        self.dx.clear();
+        let acc = &self.acc;
+        self.dx
+            .extend(self.pairs.iter().map(|(b, p)| p.x - acc[*b as usize].x));
+        P::BaseField::invert_all(&mut self.dx, &mut self.scratch);
+        for ((b, p), inv) in self.pairs.iter().zip(self.dx.iter()) {
+            let q = &mut self.acc[*b as usize];
+            let lambda = (p.y - q.y) * inv;
+            let x3 = lambda.square() - q.x - p.x;
+            let y3 = lambda * (q.x - x3) - q.y;
+            *q = Affine::new_unchecked(x3, y3);
+            self.pending[*b as usize] = false;
+        }
+        self.pairs.clear();
     }
-    sum
+
+    /// `Σ (b + 1)·bucket_b` over the range: running sums from the top bucket down give
+    /// `Σ (b − lo + 1)·bucket_b`; `lo·Σ bucket_b` is added once.
+    fn sum(mut self) -> Projective<P> {
+        self.flush();
+        self.side.sort_unstable_by_key(|(b, _)| *b);
+        let mut side = self.side.iter().rev().peekable();
+        let mut running = Projective::<P>::zero();
+        let mut sum = Projective::<P>::zero();
+        for (b, a) in self.acc.iter().enumerate().rev() {
+            while let Some((_, p)) = side.next_if(|(sb, _)| *sb as usize == b) {
+                running += p;
+            }
+            running += a;
+            sum += running;
+        }
+        if self.lo > 0 {
+            sum += running * P::ScalarField::from(self.lo as u64);
+        }
+        sum
+    }
 }
 
 /// `Σ scalars[i] · bases[i]`. Lengths must be equal (the caller checks).
-pub fn msm<P: SWCurveConfig>(bases: &[Affine<P>], scalars: &[P::ScalarField]) -> Projective<P> {
+pub fn msm<P: SWCurveConfig>(bases: &[Affine<P>], scalars: &[P::ScalarField]) -> Projective<P>
+where
+    P::BaseField: BatchInvert,
+{
+    let bits = P::ScalarField::MODULUS_BIT_SIZE as usize;
+    run(bases, &[], Plan::new(bases.len(), bits, 1), scalars)
+}
+
+/// `Σ scalars[i] · bases[i]` with the shifted copies of `bases` made by [`Shifted::new`]
+/// from these same bases. Lengths must be equal (the caller checks); a `shifted` made
+/// from other bases (another count, or other first or last base) is ignored and the
+/// plain method runs.
+pub fn msm_shifted<P: SWCurveConfig>(
+    bases: &[Affine<P>],
+    shifted: &Shifted<P>,
+    scalars: &[P::ScalarField],
+) -> Projective<P>
+where
+    P::BaseField: BatchInvert,
+{
+    let ends = bases.first().zip(bases.last()).map(|(f, l)| (*f, *l));
+    if shifted.n != bases.len() || shifted.ends != ends {
+        return msm(bases, scalars);
+    }
+    run(bases, &shifted.table, shifted.plan, scalars)
+}
+
+fn run<P: SWCurveConfig>(
+    bases: &[Affine<P>],
+    table: &[Affine<P>],
+    plan: Plan,
+    scalars: &[P::ScalarField],
+) -> Projective<P>
+where
+    P::BaseField: BatchInvert,
+{
     use ark_ec::VariableBaseMSM;
     debug_assert_eq!(bases.len(), scalars.len());
     let n = bases.len().min(scalars.len());
     if n < SMALL {
         return Projective::<P>::msm_unchecked(&bases[..n], &scalars[..n]);
     }
-    let c = window_bits(n);
-    let num_bits = P::ScalarField::MODULUS_BIT_SIZE as usize;
-    let windows = (num_bits + 1).div_ceil(c);
-    let digits = signed_digits(&scalars[..n], c, windows);
-    let sums: Vec<Projective<P>> = (0..windows)
+    let digits = Digits::new(&scalars[..n], plan.c, plan.windows);
+    let copy = |j: usize| -> &[Affine<P>] {
+        if j == 0 {
+            &bases[..n]
+        } else {
+            &table[(j - 1) * n..j * n]
+        }
+    };
+    // Enough bucket ranges per round that every core has work, a few to balance.
+    let buckets = 1usize << (plan.c - 1);
+    let ranges = rayon::current_num_threads()
+        .div_ceil(plan.rounds)
+        .clamp(1, buckets);
+    let width = buckets.div_ceil(ranges);
+    let tasks: Vec<(usize, usize)> = (0..plan.rounds)
+        .flat_map(|r| (0..buckets).step_by(width).map(move |lo| (r, lo)))
+        .collect();
+    let partial: Vec<(usize, Projective<P>)> = tasks
         .into_par_iter()
-        .map(|w| {
-            let column = digits.iter().skip(w).step_by(windows).copied();
-            window_sum(&bases[..n], column, c)
+        .map(|(r, lo)| {
+            let mut b = Buckets::<P>::new(lo, width.min(buckets - lo));
+            for j in 0..plan.copies {
+                let Some(w) = plan.window(r, j) else { break };
+                for (base, d) in copy(j).iter().zip(digits.column(w)) {
+                    b.add(base, d);
+                }
+            }
+            (r, b.sum())
         })
         .collect();
+    let mut sums = vec![Projective::<P>::zero(); plan.rounds];
+    for (r, s) in partial {
+        sums[r] += s;
+    }
     let mut total = Projective::<P>::zero();
     for s in sums.iter().rev() {
-        for _ in 0..c {
+        for _ in 0..plan.c {
             total.double_in_place();
         }
         total += s;
@@ -167,30 +495,50 @@ pub fn msm<P: SWCurveConfig>(bases: &[Affine<P>], scalars: &[P::ScalarField]) ->
 mod tests {
     use super::*;
     use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-    use ark_ec::{CurveGroup, PrimeGroup, VariableBaseMSM};
+    use ark_ec::{PrimeGroup, VariableBaseMSM};
     use ark_ff::UniformRand;
     use ark_std::rand::SeedableRng;
 
-    fn check<P: SWCurveConfig>(bases: &[Affine<P>], scalars: &[P::ScalarField]) {
+    fn check<P: SWCurveConfig>(bases: &[Affine<P>], scalars: &[P::ScalarField])
+    where
+        P::BaseField: BatchInvert,
+    {
         let reference = Projective::<P>::msm_unchecked(bases, scalars);
         assert_eq!(msm(bases, scalars), reference, "n = {}", bases.len());
+        for copies in [2, 3, 7, usize::MAX] {
+            let shifted = Shifted::new(bases, copies);
+            assert!(shifted.plan().copies <= copies);
+            assert_eq!(
+                shifted.bytes(),
+                Shifted::<P>::bytes_per_copy(bases.len()) * (shifted.plan().copies - 1)
+            );
+            assert_eq!(
+                msm_shifted(bases, &shifted, scalars),
+                reference,
+                "n = {}, {:?}",
+                bases.len(),
+                shifted.plan()
+            );
+        }
     }
 
     #[test]
     fn digits_recompose_to_the_scalar() {
         let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(1);
-        let s: Vec<Fr> = (0..50)
+        // more than one block, and a short last one
+        let s: Vec<Fr> = (0..DIGIT_BLOCK + 50)
             .map(|_| Fr::rand(&mut rng))
-            .chain([-Fr::from(1u64)])
+            .chain([-Fr::from(1u64), Fr::from(0u64)])
             .collect();
         for c in [4, 7, 13, 16] {
             let windows = 255usize.div_ceil(c);
-            let d = signed_digits(&s, c, windows);
+            let d = Digits::new(&s, c, windows);
+            let columns: Vec<Vec<i32>> = (0..windows).map(|w| d.column(w).collect()).collect();
             for (i, x) in s.iter().enumerate() {
                 let mut acc = Fr::from(0u64);
-                for w in (0..windows).rev() {
+                for column in columns.iter().rev() {
                     acc *= Fr::from(1u64 << c);
-                    let v = d[i * windows + w];
+                    let v = column[i];
                     acc += if v < 0 {
                         -Fr::from(v.unsigned_abs())
                     } else {
@@ -204,9 +552,43 @@ mod tests {
     }
 
     #[test]
+    fn batch_inversion_in_fq_and_fq2() {
+        let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(3);
+        let v: Vec<Fq> = (0..100).map(|_| Fq::rand(&mut rng)).collect();
+        let mut w = v.clone();
+        Fq::invert_all(&mut w, &mut Vec::new());
+        assert!(v.iter().zip(&w).all(|(a, b)| *a * b == Fq::from(1u64)));
+        let v: Vec<Fq2> = (0..100).map(|_| Fq2::rand(&mut rng)).collect();
+        let mut w = v.clone();
+        Fq2::invert_all(&mut w, &mut Default::default());
+        assert!(v.iter().zip(&w).all(|(a, b)| *a * b == Fq2::from(1u64)));
+        // a zero (which the MSM never passes) does not spoil the others
+        let mut w = vec![Fq::from(2u64), Fq::from(0u64), Fq::from(4u64)];
+        Fq::invert_all(&mut w, &mut Vec::new());
+        assert_eq!(w[0] * Fq::from(2u64), Fq::from(1u64));
+        assert_eq!(w[1], Fq::from(0u64));
+    }
+
+    #[test]
+    fn plans_fold_windows_into_rounds() {
+        for (n, copies) in [(1 << 10, 1), (1 << 16, 1), (1 << 16, 4), (1 << 16, 100)] {
+            let p = Plan::new(n, 254, copies);
+            assert!(p.c * p.windows > 254, "{p:?}");
+            assert!(
+                p.copies <= copies && p.copies * p.rounds >= p.windows,
+                "{p:?}"
+            );
+            assert_eq!(p.rounds, p.windows.div_ceil(p.copies), "{p:?}");
+        }
+        // more copies never mean more rounds
+        let rounds: Vec<usize> = (1..20).map(|m| Plan::new(1 << 16, 254, m).rounds).collect();
+        assert!(rounds.windows(2).all(|r| r[1] <= r[0]), "{rounds:?}");
+    }
+
+    #[test]
     fn matches_arkworks_on_g1_and_g2_including_edge_cases() {
         let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(7);
-        for n in [0usize, 1, 63, 64, 100, 1000, 5000] {
+        for n in [0usize, 1, 63, 64, 100, 1000, 3000] {
             let mut bases: Vec<G1Affine> = (0..n)
                 .map(|_| (G1Projective::generator() * Fr::rand(&mut rng)).into_affine())
                 .collect();
@@ -229,12 +611,35 @@ mod tests {
             }
             check(&bases, &scalars);
         }
+        // every base the same point: every bucket addition is a doubling
+        let g = G1Projective::generator().into_affine();
+        let scalars: Vec<Fr> = (0..300).map(|_| Fr::rand(&mut rng)).collect();
+        check(&vec![g; 300], &scalars);
         for n in [70usize, 700] {
             let bases: Vec<G2Affine> = (0..n)
                 .map(|_| (G2Projective::generator() * Fr::rand(&mut rng)).into_affine())
                 .collect();
             let scalars: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
             check(&bases, &scalars);
+        }
+    }
+
+    #[test]
+    fn shifted_copies_for_other_bases_are_not_used() {
+        let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(9);
+        let bases: Vec<G1Affine> = (0..101)
+            .map(|_| (G1Projective::generator() * Fr::rand(&mut rng)).into_affine())
+            .collect();
+        let scalars: Vec<Fr> = (0..100).map(|_| Fr::rand(&mut rng)).collect();
+        let shifted = Shifted::new(&bases[..100], 4);
+        assert!(shifted.bytes() > 0);
+        // the bases themselves; fewer; as many but moved by one (another first and last)
+        for other in [&bases[..100], &bases[..99], &bases[1..101]] {
+            let s = &scalars[..other.len()];
+            assert_eq!(
+                msm_shifted(other, &shifted, s),
+                G1Projective::msm_unchecked(other, s)
+            );
         }
     }
 }

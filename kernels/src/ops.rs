@@ -25,11 +25,12 @@
 //! assert_eq!(v, orig);
 //! ```
 
-use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective, g1, g2};
 use ark_ec::VariableBaseMSM;
 use ark_ff::FftField;
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
 
+use crate::msm::Shifted;
 use crate::{BackendChoice, Error, Inventory, ResolvedBackend, Result, resolve};
 
 /// Which way an [`MsmNtt::ntt`] goes.
@@ -92,6 +93,42 @@ pub trait MsmNtt: Send + Sync {
         Ok(G2Projective::msm_unchecked(bases, scalars))
     }
 
+    /// Whether [`MsmNtt::msm_g1_fixed`] and [`MsmNtt::msm_g2_fixed`] use the precomputed
+    /// copies (so building them is worth its memory). Default: no.
+    fn uses_tables(&self) -> bool {
+        false
+    }
+
+    /// [`MsmNtt::msm_g1`] over bases that `shifted` was made from
+    /// ([`crate::msm::Shifted::new`], a proving key's precomputed copies). The default
+    /// ignores the copies; the CPU backend uses them.
+    ///
+    /// # Errors
+    /// As [`MsmNtt::msm_g1`].
+    fn msm_g1_fixed(
+        &self,
+        bases: &[G1Affine],
+        shifted: &Shifted<g1::Config>,
+        scalars: &[Fr],
+    ) -> Result<G1Projective> {
+        let _ = shifted;
+        self.msm_g1(bases, scalars)
+    }
+
+    /// [`MsmNtt::msm_g2`] with precomputed copies, as [`MsmNtt::msm_g1_fixed`].
+    ///
+    /// # Errors
+    /// As [`MsmNtt::msm_g1`].
+    fn msm_g2_fixed(
+        &self,
+        bases: &[G2Affine],
+        shifted: &Shifted<g2::Config>,
+        scalars: &[Fr],
+    ) -> Result<G2Projective> {
+        let _ = shifted;
+        self.msm_g2(bases, scalars)
+    }
+
     /// An in-place radix-2 NTT of `values`, whose length must be a power of two no larger
     /// than 2^[`MAX_NTT_LOG2`].
     ///
@@ -120,7 +157,8 @@ pub trait MsmNtt: Send + Sync {
 }
 
 /// The CPU backend: arkworks' radix-2 NTT and a batch-affine Pippenger MSM
-/// (`kernels/src/msm.rs`), on all cores. The trait's default methods (plain arkworks) are the
+/// ([`crate::msm`], with a proving key's precomputed copies when it has them), on all
+/// cores. The trait's default methods (plain arkworks) are the
 /// reference it is tested against.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cpu;
@@ -138,6 +176,30 @@ impl MsmNtt for Cpu {
     fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
         same_len("msm_g2", bases.len(), scalars.len())?;
         Ok(crate::msm::msm(bases, scalars))
+    }
+
+    fn uses_tables(&self) -> bool {
+        true
+    }
+
+    fn msm_g1_fixed(
+        &self,
+        bases: &[G1Affine],
+        shifted: &Shifted<g1::Config>,
+        scalars: &[Fr],
+    ) -> Result<G1Projective> {
+        same_len("msm_g1", bases.len(), scalars.len())?;
+        Ok(crate::msm::msm_shifted(bases, shifted, scalars))
+    }
+
+    fn msm_g2_fixed(
+        &self,
+        bases: &[G2Affine],
+        shifted: &Shifted<g2::Config>,
+        scalars: &[Fr],
+    ) -> Result<G2Projective> {
+        same_len("msm_g2", bases.len(), scalars.len())?;
+        Ok(crate::msm::msm_shifted(bases, shifted, scalars))
     }
 }
 

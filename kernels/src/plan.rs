@@ -108,14 +108,14 @@ impl Plan {
         let buckets = 1u32 << (c - 1);
         let chunk = (CHUNK as u32).min(buckets);
         let chunks = buckets.div_ceil(chunk);
-        let digits = crate::msm::signed_digits(scalars, c as usize, windows as usize);
+        let digits = crate::msm::Digits::new(scalars, c as usize, windows as usize);
         // Per window: counting sort by bucket, then segments. Windows are independent.
         let per_window: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = (0..windows as usize)
             .into_par_iter()
             .map(|w| {
-                let column = || digits.iter().skip(w).step_by(windows as usize);
+                let column = || digits.column(w);
                 let mut count = vec![0u32; buckets as usize + 1];
-                for (i, &v) in column().enumerate() {
+                for (i, v) in column().enumerate() {
                     if v != 0 && !bases[i].is_zero() {
                         count[v.unsigned_abs() as usize] += 1;
                     }
@@ -126,7 +126,7 @@ impl Plan {
                 }
                 let mut next = count.clone();
                 let mut entries = vec![0u32; count[buckets as usize] as usize];
-                for (i, &v) in column().enumerate() {
+                for (i, v) in column().enumerate() {
                     if v != 0 && !bases[i].is_zero() {
                         let b = v.unsigned_abs() as usize - 1;
                         entries[next[b] as usize] = (i as u32) << 1 | u32::from(v < 0);

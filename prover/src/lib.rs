@@ -12,6 +12,7 @@
 //! - [`mod@prove`]: the prover pipeline (witness → NTT → MSMs) over a
 //!   [`fleetmesh_kernels::MsmNtt`] backend, using the circom reduction ([`qap`]) so its
 //!   proofs verify under snarkjs.
+//! - [`tables`]: a proving key's precomputed MSM tables (memory for speed, bounded).
 //! - [`mod@verify`]: single verification with a prepared key, and batch verification by a
 //!   random linear combination with bisection to name the bad proofs.
 //! - `queue` and `gather` (feature `service`): what a node runs for others — the proving
@@ -30,6 +31,7 @@ pub mod queue;
 pub mod r1cs;
 pub mod setup;
 pub mod snarkjs;
+pub mod tables;
 #[cfg(feature = "test-utils")]
 pub mod testing;
 pub mod verify;
@@ -42,6 +44,7 @@ pub use error::{Error, Result};
 pub use fleetmesh_kernels::{BackendChoice, MsmNtt, NttDirection};
 pub use prove::{Proven, prove};
 pub use r1cs::R1cs;
+pub use tables::KeyTables;
 pub use verify::{PreparedVk, batch_verify, batch_verify_grouped, verify};
 pub use zkey::ProvingKey;
 

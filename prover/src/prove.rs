@@ -4,8 +4,11 @@
 //! (A and B₁ in G1, B₂ in G2, C's private-wire and H terms in G1), all through an
 //! [`MsmNtt`] backend so a GPU can take them. Each phase is timed at DEBUG level
 //! (`prove.phase`), so `RUST_LOG=fleetmesh_prover=debug` shows where the time goes, and
-//! into the `fleetmesh_prover_phase_seconds{phase}` histogram (`witness_map`, `msm_a_b`,
-//! `msm_c_h`, `self_check`) of whatever `metrics` recorder the program installed.
+//! into the `fleetmesh_prover_phase_seconds{phase}` histogram (`witness_map`, `msm_a_b1`,
+//! `msm_b2`, `msm_c_h`, `self_check`) of whatever `metrics` recorder the program installed.
+//!
+//! With a key's precomputed [`KeyTables`] (see [`crate::tables`]) the CPU backend's MSMs
+//! use them; the proof is the same with or without.
 //!
 //! The proof is checked against the key's own verifying key before it is returned: a
 //! witness that does not satisfy the circuit (which the key alone cannot detect earlier)
@@ -13,11 +16,14 @@
 
 use std::time::Instant;
 
-use ark_bn254::{Bn254, Fr, G1Projective, G2Projective};
+use ark_bn254::{Bn254, Fr, G1Affine, G1Projective, G2Projective, g1};
 use ark_ec::CurveGroup;
 use ark_ff::{One, UniformRand};
 use ark_groth16::Proof;
 
+use fleetmesh_kernels::msm::Shifted;
+
+use crate::tables::KeyTables;
 use crate::verify::{PreparedVk, verify};
 use crate::zkey::ProvingKey;
 use crate::{Error, MsmNtt, Result, qap};
@@ -48,17 +54,19 @@ fn phase<T>(name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 /// [`Error::Witness`] for a witness of the wrong length, whose wire 0 is not 1, or that
 /// does not satisfy the circuit; [`Error::Random`]; a backend failure.
 pub fn prove(pk: &ProvingKey, witness: &[Fr], backend: &dyn MsmNtt) -> Result<Proven> {
-    prove_checked(pk, &PreparedVk::new(&pk.vk), witness, backend)
+    prove_checked(pk, None, &PreparedVk::new(&pk.vk), witness, backend)
 }
 
 /// [`prove`] with the key's verifying key already prepared (`pvk` must be
-/// `PreparedVk::new(&pk.vk)`): what a service proving many times with one key calls, so
-/// the self-check does not prepare the key (a pairing) for every proof.
+/// `PreparedVk::new(&pk.vk)`) and its tables if it has them (made by
+/// [`KeyTables::build`] from this key): what a service proving many times with one key
+/// calls, so the self-check does not prepare the key (a pairing) for every proof.
 ///
 /// # Errors
 /// As [`prove`].
 pub fn prove_checked(
     pk: &ProvingKey,
+    tables: Option<&KeyTables>,
     pvk: &PreparedVk,
     witness: &[Fr],
     backend: &dyn MsmNtt,
@@ -68,7 +76,7 @@ pub fn prove_checked(
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::from_seed(seed);
     let r = Fr::rand(&mut rng);
     let s = Fr::rand(&mut rng);
-    let proven = prove_with(pk, witness, backend, r, s)?;
+    let proven = prove_with(pk, tables, witness, backend, r, s)?;
     if !phase("self_check", || verify(pvk, &proven.proof, &proven.public))? {
         return Err(Error::Witness(
             "the witness does not satisfy the circuit (the proof does not verify)".into(),
@@ -77,13 +85,15 @@ pub fn prove_checked(
     Ok(proven)
 }
 
-/// Proves with the given blinding `r, s` and does not check the result. Deterministic:
-/// for tests and for comparing backends. Use [`prove`] otherwise.
+/// Proves with the given blinding `r, s` (and the key's tables, if given) and does not
+/// check the result. Deterministic: for tests and for comparing backends. Use [`prove`]
+/// otherwise.
 ///
 /// # Errors
 /// As [`prove`], except that an unsatisfying witness is not detected.
 pub fn prove_with(
     pk: &ProvingKey,
+    tables: Option<&KeyTables>,
     witness: &[Fr],
     backend: &dyn MsmNtt,
     r: Fr,
@@ -105,15 +115,27 @@ pub fn prove_with(
         qap::witness_map(backend, &pk.coeffs, witness, pk.domain_size)
     })?;
     let private = &witness[pk.n_public + 1..];
-    let (a, b1, b2) = phase("msm_a_b", || {
+    let g1 = |bases: &[G1Affine], table: Option<&Shifted<g1::Config>>, scalars: &[Fr]| match table {
+        Some(t) => backend.msm_g1_fixed(bases, t, scalars),
+        None => backend.msm_g1(bases, scalars),
+    };
+    let (a, b1) = phase("msm_a_b1", || {
         Ok((
-            backend.msm_g1(&pk.a, witness)?,
-            backend.msm_g1(&pk.b_g1, witness)?,
-            backend.msm_g2(&pk.b_g2, witness)?,
+            g1(&pk.a, tables.map(|t| &t.a), witness)?,
+            g1(&pk.b_g1, tables.map(|t| &t.b_g1), witness)?,
         ))
     })?;
+    let b2 = phase("msm_b2", || {
+        Ok(match tables {
+            Some(t) => backend.msm_g2_fixed(&pk.b_g2, &t.b_g2, witness)?,
+            None => backend.msm_g2(&pk.b_g2, witness)?,
+        })
+    })?;
     let (c, hz) = phase("msm_c_h", || {
-        Ok((backend.msm_g1(&pk.c, private)?, backend.msm_g1(&pk.h, &h)?))
+        Ok((
+            g1(&pk.c, tables.map(|t| &t.c), private)?,
+            g1(&pk.h, tables.map(|t| &t.h), &h)?,
+        ))
     })?;
 
     let delta1 = G1Projective::from(pk.delta_g1);

@@ -14,15 +14,20 @@
 //! without holding a thread (a caller that goes away while waiting is dropped unproved);
 //! [`ProvingQueue::prove_blocking`] is the same queue for callers on a thread of their own.
 //!
+//! With a table budget ([`ProvingQueue::with_tables`]), each loaded circuit's MSM tables
+//! ([`crate::tables`]) are built on a thread of their own after it loads, one circuit at
+//! a time, within what the budget has left; proofs made meanwhile run without them.
+//!
 //! Metrics (through the `metrics` facade): `fleetmesh_prover_proofs_total{circuit,
 //! outcome}`, `fleetmesh_prover_proof_seconds`, `fleetmesh_prover_phase_seconds{phase}`
-//! (`witness` here, the rest in [`crate::prove`]) and the gauge
-//! `fleetmesh_prover_queue_depth` (requests admitted, proving or waiting).
+//! (`witness` here, the rest in [`crate::prove`]) and the gauges
+//! `fleetmesh_prover_queue_depth` (requests admitted, proving or waiting) and
+//! `fleetmesh_prover_table_bytes` (the loaded circuits' MSM tables).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use fleetmesh_kernels::MsmNtt;
@@ -30,7 +35,7 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, SemaphorePermit, TryAcquireError};
 
 use crate::witness::WitnessCalculator;
-use crate::{Error, Fr, PreparedVk, Proven, ProvingKey, Result};
+use crate::{Error, Fr, KeyTables, PreparedVk, Proven, ProvingKey, Result};
 
 /// Requests admitted at once (one proving, the rest waiting).
 pub const QUEUE: usize = 8;
@@ -40,11 +45,45 @@ type Stamp = (SystemTime, u64);
 
 /// A loaded circuit.
 struct Circuit {
+    name: String,
     stamp: Stamp,
     pk: Arc<ProvingKey>,
     /// `pk`'s verifying key, prepared once for the prover's self-check.
     pvk: PreparedVk,
     calc: Option<Arc<WitnessCalculator>>,
+    /// `pk`'s MSM tables, once built in the background (never, without a budget).
+    tables: OnceLock<KeyTables>,
+    /// The queue's table accounting, to give the bytes back when this circuit goes.
+    budget: Arc<TableBudget>,
+}
+
+impl Drop for Circuit {
+    fn drop(&mut self) {
+        if let Some(t) = self.tables.get() {
+            let left = self.budget.used.fetch_sub(t.bytes(), Ordering::SeqCst) - t.bytes();
+            metrics::gauge!("fleetmesh_prover_table_bytes").set(left as f64);
+            tracing::debug!(circuit = %self.name, bytes = t.bytes(), "circuit tables freed");
+        }
+    }
+}
+
+/// The memory all circuits' MSM tables may take together, and what they take now.
+#[derive(Debug, Default)]
+struct TableBudget {
+    limit: usize,
+    used: AtomicUsize,
+    /// One table build at a time (each uses every core).
+    building: Mutex<()>,
+    /// Builds started and not ended, for [`ProvingQueue::wait_for_tables`].
+    pending: Mutex<usize>,
+    ended: Condvar,
+}
+
+impl TableBudget {
+    fn end_build(&self) {
+        *self.pending.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        self.ended.notify_all();
+    }
 }
 
 /// What a proof is made from.
@@ -88,6 +127,7 @@ pub struct ProvingQueue {
     /// Proofs being made now, and the most there ever were at once (1, by design).
     running: AtomicUsize,
     peak: AtomicUsize,
+    tables: Arc<TableBudget>,
 }
 
 impl std::fmt::Debug for ProvingQueue {
@@ -185,8 +225,19 @@ impl Drop for Admission<'_> {
 }
 
 impl ProvingQueue {
-    /// A queue for the circuits under `dir`, proving on `backend`.
+    /// A queue for the circuits under `dir`, proving on `backend`, without MSM tables.
     pub fn new(dir: PathBuf, backend: Arc<dyn MsmNtt>) -> Arc<ProvingQueue> {
+        ProvingQueue::with_tables(dir, backend, 0)
+    }
+
+    /// A queue whose circuits' MSM tables ([`crate::tables`]) may take `table_bytes`
+    /// together: each circuit's are built in the background after it loads, from what the
+    /// others left (when the backend uses them: the CPU), and freed when it goes.
+    pub fn with_tables(
+        dir: PathBuf,
+        backend: Arc<dyn MsmNtt>,
+        table_bytes: usize,
+    ) -> Arc<ProvingQueue> {
         Arc::new(ProvingQueue {
             dir,
             backend,
@@ -196,7 +247,37 @@ impl ProvingQueue {
             digests: Mutex::new(HashMap::new()),
             running: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            tables: Arc::new(TableBudget {
+                limit: table_bytes,
+                ..TableBudget::default()
+            }),
         })
+    }
+
+    /// The bytes the loaded circuits' MSM tables take now.
+    pub fn table_bytes(&self) -> usize {
+        self.tables.used.load(Ordering::SeqCst)
+    }
+
+    /// Waits (blocking) until every table build started has ended; then `Some(bytes)` of
+    /// circuit `name`'s tables, `None` when it has none (not loaded, no budget, or none
+    /// fitted). For tests and benchmarks.
+    pub fn wait_for_tables(&self, name: &str) -> Option<usize> {
+        let mut pending = self
+            .tables
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        while *pending > 0 {
+            pending = self
+                .tables
+                .ended
+                .wait(pending)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        drop(pending);
+        let c = self.lock().get(name).cloned()?;
+        c.tables.get().map(KeyTables::bytes)
     }
 
     /// The most proofs that were ever being made at once by this queue.
@@ -282,15 +363,40 @@ impl ProvingQueue {
             "circuit loaded"
         );
         let c = Arc::new(Circuit {
+            name: name.to_owned(),
             stamp: st,
             pvk: PreparedVk::new(&pk.vk),
             pk: Arc::new(pk),
             calc,
+            tables: OnceLock::new(),
+            budget: self.tables.clone(),
         });
         self.lock().insert(name.to_owned(), c.clone());
+        if self.tables.limit > 0 && self.backend.uses_tables() {
+            self.build_tables(&c);
+        }
         Ok(c)
     }
 
+    /// Builds `c`'s tables on a thread of its own, after any other build, within what the
+    /// budget has left when it starts.
+    fn build_tables(&self, c: &Arc<Circuit>) {
+        let weak = Arc::downgrade(c);
+        let budget = self.tables.clone();
+        *budget.pending.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        std::thread::spawn(move || {
+            let one = budget.building.lock().unwrap_or_else(|p| p.into_inner());
+            // a circuit replaced or dropped before its turn needs no tables
+            if let Some(c) = weak.upgrade() {
+                build_into(&budget, &c);
+            }
+            drop(one);
+            budget.end_build();
+        });
+    }
+}
+
+impl ProvingQueue {
     /// The installed circuit whose `circuit.zkey` has SHA-256 `digest` (hex), if any — how
     /// an ask names a circuit.
     pub fn circuit_by_digest(&self, digest: &str) -> Option<String> {
@@ -410,6 +516,7 @@ impl ProvingQueue {
         let t = Instant::now();
         let proven = crate::prove::prove_checked(
             &circuit.pk,
+            circuit.tables.get(),
             &circuit.pvk,
             &witness,
             self.backend.as_ref(),
@@ -419,5 +526,35 @@ impl ProvingQueue {
             witness_ms,
             prove_ms: t.elapsed().as_millis() as u64,
         })
+    }
+}
+
+/// Builds `c`'s tables within what `budget` has left and accounts for them.
+fn build_into(budget: &TableBudget, c: &Circuit) {
+    let left = budget
+        .limit
+        .saturating_sub(budget.used.load(Ordering::SeqCst));
+    let t = Instant::now();
+    let Some(tables) = KeyTables::build(&c.pk, left) else {
+        tracing::info!(
+            circuit = %c.name,
+            left_bytes = left,
+            per_copy = crate::tables::bytes_per_copy(&c.pk),
+            "no MSM tables: what is left of the table budget does not fit one copy"
+        );
+        return;
+    };
+    let bytes = tables.bytes();
+    let used = budget.used.fetch_add(bytes, Ordering::SeqCst) + bytes;
+    metrics::gauge!("fleetmesh_prover_table_bytes").set(used as f64);
+    tracing::info!(
+        circuit = %c.name,
+        bytes,
+        copies = tables.copies(),
+        ms = t.elapsed().as_millis() as u64,
+        "circuit MSM tables ready"
+    );
+    if c.tables.set(tables).is_err() {
+        budget.used.fetch_sub(bytes, Ordering::SeqCst);
     }
 }

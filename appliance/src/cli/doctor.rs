@@ -51,9 +51,12 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
             json!({"error": e.to_string()}),
         ),
     };
+    // the MSM tables' budget: the node's `[compute] precompute_mib`, else the default
+    let mut tables_mib = crate::config::ComputeSection::default().precompute_mib;
     let node = match dir {
         Some(dir) if node::exists(dir) => {
             let node = Node::open(dir)?;
+            tables_mib = node.config.compute.precompute_mib;
             let descriptor = node.store.latest_event(
                 &node.keys.nostr_pubkey(),
                 fleetmesh_schemas::constants::kind::NODE_DESCRIPTOR,
@@ -70,6 +73,12 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
         Some(dir) => json!({"dir": dir.display().to_string(), "error": "no node here"}),
         None => Value::Null,
     };
+    let mut prover = prover;
+    if prover.get("error").is_none() {
+        // only the CPU MSM uses precomputed tables
+        let on_cpu = prover["msm_g1"] == "cpu";
+        prover["tables_mib"] = json!(if on_cpu { tables_mib } else { 0 });
+    }
     Ok(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "features": features(),
@@ -155,10 +164,14 @@ pub fn render(r: &Value) -> String {
     out += &match p.get("error") {
         Some(e) => format!("prover:   {}\n", s(e)),
         None => format!(
-            "prover:   NTT on {}, G1 MSM on {}, G2 MSM on {}\n",
+            "prover:   NTT on {}, G1 MSM on {}, G2 MSM on {}; MSM tables {}\n",
             s(&p["ntt"]),
             s(&p["msm_g1"]),
-            s(&p["msm_g2"])
+            s(&p["msm_g2"]),
+            match p["tables_mib"].as_u64() {
+                Some(0) | None => "off".to_owned(),
+                Some(m) => format!("up to {m} MiB ([compute] precompute_mib)"),
+            }
         ),
     };
     out += &format!("protocol digest: {}\n", s(&r["protocol_digest"]));

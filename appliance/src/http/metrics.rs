@@ -56,12 +56,17 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
     (
         "fleetmesh_prover_phase_seconds",
         Kind::Histogram,
-        "Time per proving phase: witness, witness_map (NTT), msm_a_b, msm_c_h, self_check.",
+        "Time per proving phase: witness, witness_map (NTT), msm_a_b1, msm_b2 (the G2 MSM), msm_c_h, self_check.",
     ),
     (
         "fleetmesh_prover_queue_depth",
         Kind::Gauge,
         "Proof requests admitted: proving or waiting for their turn.",
+    ),
+    (
+        "fleetmesh_prover_table_bytes",
+        Kind::Gauge,
+        "Bytes the loaded circuits' precomputed MSM tables take ([compute] precompute_mib bounds it).",
     ),
     (
         "fleetmesh_verifier_proofs_total",

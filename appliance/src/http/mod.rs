@@ -92,7 +92,11 @@ pub fn router(
     )?;
     blobs.meter_peers(peers.clone());
     // one proving queue and one verify gatherer for the API and jobs alike
-    let prover = fleetmesh_prover::queue::ProvingQueue::new(node.dir.join(CIRCUITS_DIR), backend);
+    let prover = fleetmesh_prover::queue::ProvingQueue::with_tables(
+        node.dir.join(CIRCUITS_DIR),
+        backend,
+        (node.config.compute.precompute_mib as usize).saturating_mul(1 << 20),
+    );
     let verifier = fleetmesh_prover::gather::Gatherer::start();
     let jobs = fleetmesh_market::service::JobService::start(
         &node.dir,

@@ -216,6 +216,9 @@ fn doctor_reports_the_box_and_the_digest() {
         for op in ["ntt", "msm_g1", "msm_g2"] {
             assert_eq!(report["prover"][op], "cpu", "{report}");
         }
+        // the CPU MSM's precomputed tables, within the default budget
+        assert_eq!(report["prover"]["tables_mib"], 1024, "{report}");
+        assert!(text.contains("MSM tables up to 1024 MiB"), "{text}");
     } else {
         assert_eq!(report["prover"]["msm_g2"], "cpu", "{report}");
         assert_eq!(report["prover"]["msm_g1"], report["backend"]["backend"]);
@@ -223,6 +226,7 @@ fn doctor_reports_the_box_and_the_digest() {
     let o = run(&["doctor", "--json", "--backend", "cpu"]);
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["prover"]["msm_g1"], "cpu", "{report}");
+    assert_eq!(report["prover"]["tables_mib"], 1024, "{report}");
     let adapters = report["gpu"]["wgpu"]["adapters"].as_array();
     if std::env::var("CI").as_deref() == Ok("true") {
         // CI installs lavapipe: the software Vulkan driver must be seen.

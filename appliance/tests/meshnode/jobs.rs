@@ -586,7 +586,14 @@ fn groth16_prove_jobs_return_a_proof_that_proof_verify_accepts() {
     let proofs = [("circuit", "tiny"), ("outcome", "ok")];
     assert_eq!(m.must("fleetmesh_prover_proofs_total", &proofs), 1.0);
     assert_eq!(m.must("fleetmesh_prover_proof_seconds", &[]), 1.0);
-    for phase in ["witness", "witness_map", "msm_a_b", "msm_c_h", "self_check"] {
+    for phase in [
+        "witness",
+        "witness_map",
+        "msm_a_b1",
+        "msm_b2",
+        "msm_c_h",
+        "self_check",
+    ] {
         let n = m.must("fleetmesh_prover_phase_seconds", &[("phase", phase)]);
         assert_eq!(n, 1.0, "{phase}");
     }

@@ -7,6 +7,7 @@ use fleetmesh_kernels::ops::{Cpu, Reference};
 use fleetmesh_prover::prove::prove_with;
 use fleetmesh_prover::setup::setup_with_rng;
 use fleetmesh_prover::snarkjs::{parse_proof, parse_public, parse_vk};
+use fleetmesh_prover::tables::{self, KeyTables};
 use fleetmesh_prover::witness::WitnessCalculator;
 use fleetmesh_prover::{Error, PreparedVk, ProvingKey, R1cs, prove, verify, wtns};
 use rand::SeedableRng;
@@ -210,9 +211,45 @@ fn dev_setup_on_the_2_14_chain_proves_and_round_trips() {
     // deterministic blinding gives deterministic proofs, and the CPU backend's own MSM
     // gives exactly what the arkworks reference gives
     let (r, s) = (Fr::from(3u64), Fr::from(5u64));
-    let ours = prove_with(&pk, &w, &Cpu, r, s).unwrap().proof;
-    assert_eq!(ours, prove_with(&again, &w, &Cpu, r, s).unwrap().proof);
-    assert_eq!(ours, prove_with(&pk, &w, &Reference, r, s).unwrap().proof);
+    let ours = prove_with(&pk, None, &w, &Cpu, r, s).unwrap().proof;
+    assert_eq!(
+        ours,
+        prove_with(&again, None, &w, &Cpu, r, s).unwrap().proof
+    );
+    assert_eq!(
+        ours,
+        prove_with(&pk, None, &w, &Reference, r, s).unwrap().proof
+    );
+    // the key's MSM tables, some copies or all the MSMs can use, change nothing
+    let per_copy = tables::bytes_per_copy(&pk);
+    for budget in [2 * per_copy, usize::MAX] {
+        let t = KeyTables::build(&pk, budget).unwrap();
+        assert!(
+            t.bytes() > 0 && t.bytes() <= budget,
+            "{} > {budget}",
+            t.bytes()
+        );
+        if budget == usize::MAX {
+            // every window of a scalar in one bucket pass
+            assert_eq!(t.b_g2.plan().rounds, 1, "{:?}", t.b_g2.plan());
+        } else {
+            assert_eq!(t.copies(), 3);
+        }
+        assert_eq!(
+            ours,
+            prove_with(&pk, Some(&t), &w, &Cpu, r, s).unwrap().proof
+        );
+    }
+    assert!(KeyTables::build(&pk, per_copy - 1).is_none());
+    // tables made for another key of the same size are never used for this one's
+    let t = KeyTables::build(&other, 2 * per_copy).unwrap();
+    assert_eq!(
+        ours,
+        prove_with(&pk, Some(&t), &w, &Cpu, r, s).unwrap().proof
+    );
+    // and a key too small for tables gets none
+    let tiny = ProvingKey::from_bytes(&fixture("tiny.zkey")).unwrap();
+    assert!(KeyTables::build(&tiny, usize::MAX).is_none());
 }
 
 /// Flips bytes in a copy of `data`.
@@ -362,8 +399,11 @@ fn a_proof_made_on_wgpu_is_the_cpu_proof_and_verifies() {
     let w = wtns::from_bytes(&fixture("tiny.wtns")).unwrap();
     let vk = parse_vk(&fixture_json("tiny_vk.json")).unwrap();
     let (r, s) = (Fr::from(11u64), Fr::from(13u64));
-    let on_gpu = prove_with(&pk, &w, &gpu, r, s).unwrap();
-    assert_eq!(on_gpu.proof, prove_with(&pk, &w, &Cpu, r, s).unwrap().proof);
+    let on_gpu = prove_with(&pk, None, &w, &gpu, r, s).unwrap();
+    assert_eq!(
+        on_gpu.proof,
+        prove_with(&pk, None, &w, &Cpu, r, s).unwrap().proof
+    );
     assert!(ark_verify(&vk, &on_gpu.proof, &on_gpu.public));
     let fresh = prove(&pk, &w, &gpu).unwrap();
     assert!(ark_verify(&vk, &fresh.proof, &fresh.public));

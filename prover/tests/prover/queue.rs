@@ -141,3 +141,38 @@ async fn the_gatherer_batches_and_agrees_with_single_checks() {
     .unwrap();
     assert_eq!(verdict, vec![Ok(true)]);
 }
+
+#[test]
+fn a_queue_with_a_table_budget_builds_tables_in_the_background_and_proves_with_them() {
+    use fleetmesh_prover::setup::setup_with_rng;
+    use fleetmesh_prover::{R1cs, tables, wtns};
+    use rand::SeedableRng;
+    let r1cs = R1cs::from_bytes(&fixture("chain.r1cs")).unwrap();
+    let pk = setup_with_rng(&r1cs, &mut rand::rngs::StdRng::seed_from_u64(7)).unwrap();
+    let witness = wtns::from_bytes(&fixture("chain.wtns")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("chain")).unwrap();
+    std::fs::write(dir.path().join("chain/circuit.zkey"), pk.to_bytes()).unwrap();
+    let req = ProveRequest {
+        circuit: "chain".into(),
+        witnessing: Witnessing::Witness(witness),
+    };
+    let pvk = PreparedVk::new(&pk.vk);
+    // two copies' worth: the first proof loads the key and starts the build
+    let budget = 2 * tables::bytes_per_copy(&pk);
+    let queue = ProvingQueue::with_tables(dir.path().to_path_buf(), Arc::new(Cpu), budget);
+    let first = queue.prove_blocking(&req).unwrap();
+    let bytes = queue.wait_for_tables("chain").expect("tables built");
+    assert!(bytes > 0 && bytes <= budget, "{bytes} of {budget}");
+    assert_eq!(queue.table_bytes(), bytes);
+    let second = queue.prove_blocking(&req).unwrap();
+    for p in [first, second] {
+        assert!(verify(&pvk, &p.proven.proof, &p.proven.public).unwrap());
+    }
+    // a budget that fits no copy builds none, and proofs go on without
+    let small = ProvingQueue::with_tables(dir.path().to_path_buf(), Arc::new(Cpu), budget / 3);
+    let p = small.prove_blocking(&req).unwrap();
+    assert_eq!(small.wait_for_tables("chain"), None);
+    assert_eq!(small.table_bytes(), 0);
+    assert!(verify(&pvk, &p.proven.proof, &p.proven.public).unwrap());
+}

@@ -20,6 +20,7 @@ use ark_relations::gr1cs::{
 };
 use fleetmesh_bench::{compare, report};
 use fleetmesh_kernels::ops::Cpu;
+use fleetmesh_prover::KeyTables;
 use fleetmesh_prover::setup::setup_with_rng;
 use fleetmesh_prover::testing::setup;
 use fleetmesh_prover::witness::WitnessCalculator;
@@ -267,17 +268,19 @@ pub fn prove(k: u32, rounds: usize) {
                 .proof,
         )
     };
-    let c = compare(rounds, 1, &ours, || {
+    let mut circom_rng = StdRng::seed_from_u64(3);
+    let mut ark_circom = || {
         let circuit = Circuit {
             r1cs: &r1cs,
             witness: &witness,
         };
-        let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
+        let (r, s) = (Fr::rand(&mut circom_rng), Fr::rand(&mut circom_rng));
         check(
             &Groth16::<Bn254, CircomReduction>::create_proof_with_reduction(circuit, &apk, r, s)
                 .expect("ark prove"),
         )
-    });
+    };
+    let c = compare(rounds, 1, &ours, &mut ark_circom);
     report("prove (per proof)", "ark-groth16+circom", &c);
     let c = compare(rounds, 1, &ours, || {
         let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
@@ -295,7 +298,84 @@ pub fn prove(k: u32, rounds: usize) {
         )
     });
     report("prove (per proof)", "ark, no synthesis", &c);
-    snarkjs_prove(&pk, &witness, work.path(), rounds, &pvk, &public);
+    // a node proving with a loaded key: its precomputed MSM tables, unbounded here
+    let t = Instant::now();
+    let tables = KeyTables::build(&pk, usize::MAX).expect("tables");
+    println!(
+        "tables: {:.0} MiB, {} copies, built in {:.1} s (once per key, in the background)",
+        tables.bytes() as f64 / (1u64 << 20) as f64,
+        tables.copies(),
+        t.elapsed().as_secs_f64()
+    );
+    phases(&pk, &witness, &tables, rounds);
+    let pvk_tabled = PreparedVk::new(&pk.vk);
+    let tabled = || {
+        let p =
+            fleetmesh_prover::prove::prove_checked(&pk, Some(&tables), &pvk_tabled, &witness, &Cpu)
+                .expect("prove");
+        check(&p.proof)
+    };
+    let c = compare(rounds, 1, &tabled, &ours);
+    report("prove, tables (per proof)", "ours without", &c);
+    let c = compare(rounds, 1, &tabled, &mut ark_circom);
+    report("prove, tables (per proof)", "ark-groth16+circom", &c);
+    snarkjs_prove(&pk, &witness, work.path(), rounds, &pvk, &public, &tabled);
+}
+
+/// Each phase of a proof alone (median of `rounds`), without and with the key's tables:
+/// where the time goes.
+fn phases(pk: &ProvingKey, witness: &[Fr], tables: &KeyTables, rounds: usize) {
+    use fleetmesh_kernels::MsmNtt;
+    let median = |f: &dyn Fn()| {
+        f();
+        let mut v: Vec<f64> = (0..rounds.max(1))
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let h = fleetmesh_prover::qap::witness_map(&Cpu, &pk.coeffs, witness, pk.domain_size)
+        .expect("witness map");
+    let private = &witness[pk.n_public + 1..];
+    let ntt = median(&|| {
+        fleetmesh_prover::qap::witness_map(&Cpu, &pk.coeffs, witness, pk.domain_size)
+            .expect("witness map");
+    });
+    println!("phase        without tables   with tables");
+    println!("witness_map  {ntt:>11.1} ms   (the same)");
+    let g1 = |name: &str,
+              bases: &[ark_bn254::G1Affine],
+              t: &fleetmesh_kernels::msm::Shifted<ark_bn254::g1::Config>,
+              sc: &[Fr]| {
+        let a = median(&|| {
+            let _ = std::hint::black_box(Cpu.msm_g1(bases, sc).expect("msm"));
+        });
+        let b = median(&|| {
+            let _ = std::hint::black_box(Cpu.msm_g1_fixed(bases, t, sc).expect("msm"));
+        });
+        println!("{name:<12} {a:>11.1} ms   {b:>8.1} ms   {:?}", t.plan());
+    };
+    g1("msm A", &pk.a, &tables.a, witness);
+    g1("msm B1", &pk.b_g1, &tables.b_g1, witness);
+    let a = median(&|| {
+        let _ = std::hint::black_box(Cpu.msm_g2(&pk.b_g2, witness).expect("msm"));
+    });
+    let b = median(&|| {
+        let _ = std::hint::black_box(
+            Cpu.msm_g2_fixed(&pk.b_g2, &tables.b_g2, witness)
+                .expect("msm"),
+        );
+    });
+    println!(
+        "msm B2 (G2)  {a:>11.1} ms   {b:>8.1} ms   {:?}",
+        tables.b_g2.plan()
+    );
+    g1("msm C", &pk.c, &tables.c, private);
+    g1("msm H", &pk.h, &tables.h, &h);
 }
 
 /// snarkjs's `groth16 prove` on the same key and witness (files written by us), timed as
@@ -307,6 +387,7 @@ fn snarkjs_prove(
     rounds: usize,
     pvk: &PreparedVk,
     public: &[Fr],
+    tabled: &dyn Fn() -> u64,
 ) {
     let bin = npm_dir().join("node_modules/.bin/snarkjs");
     if Command::new("node").arg("--version").output().is_err() || !bin.exists() {
@@ -320,6 +401,18 @@ fn snarkjs_prove(
     std::fs::write(&zkey, pk.to_bytes()).expect("write zkey");
     std::fs::write(&wtns, fleetmesh_prover::wtns::to_bytes(witness)).expect("write wtns");
     let (proof, publ) = (work.join("proof.json"), work.join("public.json"));
+    let snarkjs = || {
+        let st = Command::new(&bin)
+            .args(["groth16", "prove"])
+            .args([&zkey, &wtns, &proof, &publ])
+            .status()
+            .expect("snarkjs");
+        assert!(st.success());
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&proof).expect("proof")).expect("json");
+        let p = fleetmesh_prover::snarkjs::parse_proof(&v).expect("snarkjs proof");
+        u64::from(fleetmesh_prover::verify(pvk, &p, public).expect("verify"))
+    };
     let c = compare(
         rounds.min(3),
         1,
@@ -330,20 +423,12 @@ fn snarkjs_prove(
             let p = fleetmesh_prover::prove(&pk, &w, &Cpu).expect("prove");
             u64::from(fleetmesh_prover::verify(pvk, &p.proof, public).expect("verify"))
         },
-        || {
-            let st = Command::new(&bin)
-                .args(["groth16", "prove"])
-                .args([&zkey, &wtns, &proof, &publ])
-                .status()
-                .expect("snarkjs");
-            assert!(st.success());
-            let v: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(&proof).expect("proof")).expect("json");
-            let p = fleetmesh_prover::snarkjs::parse_proof(&v).expect("snarkjs proof");
-            u64::from(fleetmesh_prover::verify(pvk, &p, public).expect("verify"))
-        },
+        snarkjs,
     );
     report("prove incl. reading files", "snarkjs 0.7.6", &c);
+    // a node's proof: the key loaded once with its tables, the witness given
+    let c = compare(rounds.min(3), 1, tabled, snarkjs);
+    report("prove, key loaded, tables", "snarkjs 0.7.6", &c);
 }
 
 /// `ntt`: forward NTTs of 2^12…2^max_log elements on the CPU reference and on wgpu's
@@ -416,11 +501,11 @@ pub fn prove_backends(args: &[String]) {
         pk.domain_size.trailing_zeros()
     );
     let (r, s) = (Fr::from(11u64), Fr::from(13u64));
-    let reference = fleetmesh_prover::prove::prove_with(&pk, &witness, &Cpu, r, s)
+    let reference = fleetmesh_prover::prove::prove_with(&pk, None, &witness, &Cpu, r, s)
         .expect("prove")
         .proof;
     for (name, b) in backends(&chosen) {
-        let p = fleetmesh_prover::prove::prove_with(&pk, &witness, b.as_ref(), r, s)
+        let p = fleetmesh_prover::prove::prove_with(&pk, None, &witness, b.as_ref(), r, s)
             .expect("prove")
             .proof;
         assert!(p == reference, "{name}: proof differs from the CPU's");
