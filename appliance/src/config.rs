@@ -282,7 +282,7 @@ pub struct ComputeSection {
     pub backend: BackendChoice,
     /// MiB the installed circuits' precomputed MSM tables may take together (CPU backend
     /// only; built in the background when a circuit loads). A 2^16-constraint key uses
-    /// ~380 MiB for all the copies its MSMs can use, and each circuit gets what the
+    /// ~360 MiB for all the copies its MSMs can use, and each circuit gets what the
     /// others left. 0 turns them off. Default: 1024; at most 1048576.
     pub precompute_mib: u64,
 }
