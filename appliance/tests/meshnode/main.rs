@@ -27,6 +27,7 @@ mod nwc;
 mod paid_jobs;
 mod peering;
 mod proof;
+mod prover_api;
 mod reconcile;
 mod routing;
 mod schema;
