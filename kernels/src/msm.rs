@@ -110,31 +110,22 @@ impl Plan {
     #[must_use]
     pub fn new(n: usize, bits: usize, max_copies: usize) -> Plan {
         let max_copies = max_copies.max(1);
-        let mut best: Option<(usize, Plan)> = None;
-        for c in 4..=20usize {
+        let plan_for = |c: usize| {
             let windows = (bits + 1).div_ceil(c);
             let rounds = windows.div_ceil(max_copies.min(windows));
-            let copies = windows.div_ceil(rounds);
-            let cost = windows * n + rounds * (REDUCE_COST << (c - 1));
             let plan = Plan {
                 c,
                 windows,
-                copies,
+                copies: windows.div_ceil(rounds),
                 rounds,
             };
-            if best.is_none_or(|(b, _)| cost < b) {
-                best = Some((cost, plan));
-            }
-        }
-        best.map_or(
-            Plan {
-                c: 4,
-                windows: (bits + 1).div_ceil(4),
-                copies: 1,
-                rounds: (bits + 1).div_ceil(4),
-            },
-            |(_, p)| p,
-        )
+            (windows * n + rounds * (REDUCE_COST << (c - 1)), plan)
+        };
+        // the first of the cheapest
+        (5..=20)
+            .map(plan_for)
+            .fold(plan_for(4), |best, p| if p.0 < best.0 { p } else { best })
+            .1
     }
 
     /// The window of round `r` that copy `j` covers, if any.
