@@ -12,6 +12,8 @@
 //!   backend ([`ops::Cpu`]), and [`ops::select`], which turns a choice into a backend;
 //! - [`msm`]: that CPU MSM (batch-affine Pippenger), and [`msm::Shifted`], the precomputed
 //!   copies of a proving key's bases that make its MSMs cheaper, at a memory cost;
+//! - [`ifma`] (x86-64): the MSM's batch-affine additions eight at a time in AVX-512
+//!   IFMA lanes, chosen at run time where the CPU has them;
 //! - [`WgpuBackend`] (feature `wgpu`): NTT and G1 MSM in WGSL compute shaders;
 //! - [`CudaBackend`] (feature `cuda`): the same in CUDA C compiled at run time by NVRTC.
 //!
@@ -29,6 +31,8 @@ mod cuda_backend;
 mod cuda_host_check;
 mod cuda_probe;
 mod error;
+#[cfg(target_arch = "x86_64")]
+pub mod ifma;
 pub mod msm;
 pub mod ops;
 #[cfg(any(feature = "wgpu", feature = "cuda", test))]

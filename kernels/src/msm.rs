@@ -40,11 +40,26 @@ pub trait BatchInvert: Field {
     type Scratch: Default + Send;
     /// Replaces every element of `v` (all non-zero) by its inverse.
     fn invert_all(v: &mut [Self], scratch: &mut Self::Scratch);
+    /// `acc[b] += p` for each `(b, p)` (distinct buckets, finite points, different x)
+    /// in vector lanes, where this CPU has them; `false`: nothing done, the caller adds.
+    fn add_chords<P: SWCurveConfig<BaseField = Self>>(
+        _acc: &mut [Affine<P>],
+        _pairs: &[(u32, Affine<P>)],
+        _scratch: &mut Self::Scratch,
+    ) -> bool {
+        false
+    }
 }
+
+/// The vector lanes' buffers, where there are vector lanes.
+#[cfg(target_arch = "x86_64")]
+type LaneScratch = crate::ifma::Scratch;
+#[cfg(not(target_arch = "x86_64"))]
+type LaneScratch = ();
 
 /// Montgomery's trick over a prime field: three multiplications per element and one
 /// inversion.
-fn montgomery_invert<F: Field>(v: &mut [F], prefix: &mut Vec<F>) {
+pub(crate) fn montgomery_invert<F: Field>(v: &mut [F], prefix: &mut Vec<F>) {
     prefix.clear();
     let mut acc = F::one();
     for x in v.iter() {
@@ -66,18 +81,27 @@ fn montgomery_invert<F: Field>(v: &mut [F], prefix: &mut Vec<F>) {
 }
 
 impl BatchInvert for Fq {
-    type Scratch = Vec<Fq>;
-    fn invert_all(v: &mut [Fq], scratch: &mut Vec<Fq>) {
-        montgomery_invert(v, scratch);
+    /// The prefix products, and the vector lanes' buffers.
+    type Scratch = (Vec<Fq>, LaneScratch);
+    fn invert_all(v: &mut [Fq], (prefix, _): &mut Self::Scratch) {
+        montgomery_invert(v, prefix);
+    }
+    #[cfg(target_arch = "x86_64")]
+    fn add_chords<P: SWCurveConfig<BaseField = Fq>>(
+        acc: &mut [Affine<P>],
+        pairs: &[(u32, Affine<P>)],
+        (_, lanes): &mut Self::Scratch,
+    ) -> bool {
+        crate::ifma::add_chords::<crate::ifma::Fq8, P>(acc, pairs, &mut lanes.g1)
     }
 }
 
 impl BatchInvert for Fq2 {
-    /// The norms and the prefix products, in Fq.
-    type Scratch = (Vec<Fq>, Vec<Fq>);
+    /// The norms and the prefix products, in Fq, and the vector lanes' buffers.
+    type Scratch = (Vec<Fq>, Vec<Fq>, LaneScratch);
     /// `z⁻¹ = z̄ / N(z)` with `N(z) = z₀² + z₁²` in Fq: the shared inversion and its
     /// prefix products run in Fq, then two Fq multiplications per element.
-    fn invert_all(v: &mut [Fq2], (norms, prefix): &mut (Vec<Fq>, Vec<Fq>)) {
+    fn invert_all(v: &mut [Fq2], (norms, prefix, _): &mut Self::Scratch) {
         norms.clear();
         norms.extend(v.iter().map(|z| z.norm()));
         montgomery_invert(norms, prefix);
@@ -85,6 +109,14 @@ impl BatchInvert for Fq2 {
             z.conjugate_in_place();
             z.mul_assign_by_basefield(n);
         }
+    }
+    #[cfg(target_arch = "x86_64")]
+    fn add_chords<P: SWCurveConfig<BaseField = Fq2>>(
+        acc: &mut [Affine<P>],
+        pairs: &[(u32, Affine<P>)],
+        (_, _, lanes): &mut Self::Scratch,
+    ) -> bool {
+        crate::ifma::add_chords::<crate::ifma::Fq2x8, P>(acc, pairs, &mut lanes.g2)
     }
 }
 
@@ -294,6 +326,28 @@ impl Digits {
     }
 }
 
+/// `acc[b] += p` for each `(b, p)` (distinct buckets, finite points, different x) in
+/// arkworks' arithmetic, sharing one inversion: where there are no vector lanes.
+fn add_chords_scalar<P: SWCurveConfig>(
+    acc: &mut [Affine<P>],
+    pairs: &[(u32, Affine<P>)],
+    dx: &mut Vec<P::BaseField>,
+    scratch: &mut <P::BaseField as BatchInvert>::Scratch,
+) where
+    P::BaseField: BatchInvert,
+{
+    dx.clear();
+    dx.extend(pairs.iter().map(|(b, p)| p.x - acc[*b as usize].x));
+    P::BaseField::invert_all(dx, scratch);
+    for ((b, p), inv) in pairs.iter().zip(dx.iter()) {
+        let q = &mut acc[*b as usize];
+        let lambda = (p.y - q.y) * inv;
+        let x3 = lambda.square() - q.x - p.x;
+        let y3 = lambda * (q.x - x3) - q.y;
+        *q = Affine::new_unchecked(x3, y3);
+    }
+}
+
 /// Affine buckets `[lo, lo + len)` of one bucket pass, with their projective side
 /// buckets and the batch of pending additions.
 struct Buckets<P: SWCurveConfig>
@@ -357,17 +411,10 @@ where
 
     /// Applies the pending additions with one shared inversion.
     fn flush(&mut self) {
-        self.dx.clear();
-        let acc = &self.acc;
-        self.dx
-            .extend(self.pairs.iter().map(|(b, p)| p.x - acc[*b as usize].x));
-        P::BaseField::invert_all(&mut self.dx, &mut self.scratch);
-        for ((b, p), inv) in self.pairs.iter().zip(self.dx.iter()) {
-            let q = &mut self.acc[*b as usize];
-            let lambda = (p.y - q.y) * inv;
-            let x3 = lambda.square() - q.x - p.x;
-            let y3 = lambda * (q.x - x3) - q.y;
-            *q = Affine::new_unchecked(x3, y3);
+        if !P::BaseField::add_chords(&mut self.acc, &self.pairs, &mut self.scratch) {
+            add_chords_scalar(&mut self.acc, &self.pairs, &mut self.dx, &mut self.scratch);
+        }
+        for (b, _) in &self.pairs {
             self.pending[*b as usize] = false;
         }
         self.pairs.clear();
@@ -489,6 +536,7 @@ mod tests {
     use ark_ec::{PrimeGroup, VariableBaseMSM};
     use ark_ff::UniformRand;
     use ark_std::rand::SeedableRng;
+    use ark_std::rand::rngs::StdRng;
 
     fn check<P: SWCurveConfig>(bases: &[Affine<P>], scalars: &[P::ScalarField])
     where
@@ -547,7 +595,7 @@ mod tests {
         let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(3);
         let v: Vec<Fq> = (0..100).map(|_| Fq::rand(&mut rng)).collect();
         let mut w = v.clone();
-        Fq::invert_all(&mut w, &mut Vec::new());
+        Fq::invert_all(&mut w, &mut Default::default());
         assert!(v.iter().zip(&w).all(|(a, b)| *a * b == Fq::from(1u64)));
         let v: Vec<Fq2> = (0..100).map(|_| Fq2::rand(&mut rng)).collect();
         let mut w = v.clone();
@@ -555,7 +603,7 @@ mod tests {
         assert!(v.iter().zip(&w).all(|(a, b)| *a * b == Fq2::from(1u64)));
         // a zero (which the MSM never passes) does not spoil the others
         let mut w = vec![Fq::from(2u64), Fq::from(0u64), Fq::from(4u64)];
-        Fq::invert_all(&mut w, &mut Vec::new());
+        Fq::invert_all(&mut w, &mut Default::default());
         assert_eq!(w[0] * Fq::from(2u64), Fq::from(1u64));
         assert_eq!(w[1], Fq::from(0u64));
     }
@@ -613,6 +661,44 @@ mod tests {
             let scalars: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
             check(&bases, &scalars);
         }
+    }
+
+    /// The chord additions of one batch, scalar and (where the CPU has them) in vector
+    /// lanes, against arkworks' projective addition; batch lengths around the lane width.
+    fn chords_equal_arkworks<P: SWCurveConfig>(rng: &mut StdRng)
+    where
+        P::BaseField: BatchInvert,
+    {
+        for n in [1usize, 7, 8, 9, 64, 517] {
+            let point = |rng: &mut StdRng| {
+                (Projective::<P>::generator() * P::ScalarField::rand(rng)).into_affine()
+            };
+            let acc: Vec<Affine<P>> = (0..n + 3).map(|_| point(rng)).collect();
+            // every other bucket, backwards: the batch need not be in bucket order
+            let pairs: Vec<(u32, Affine<P>)> =
+                (0..n).rev().map(|i| ((i + 3) as u32, point(rng))).collect();
+            let mut want = acc.clone();
+            for (b, p) in &pairs {
+                want[*b as usize] = (want[*b as usize] + p).into_affine();
+            }
+            let mut scratch = Default::default();
+            let mut scalar = acc.clone();
+            add_chords_scalar(&mut scalar, &pairs, &mut Vec::new(), &mut scratch);
+            assert_eq!(scalar, want, "scalar, n = {n}");
+            let mut lanes = acc.clone();
+            if P::BaseField::add_chords(&mut lanes, &pairs, &mut scratch) {
+                assert_eq!(lanes, want, "vector lanes, n = {n}");
+            } else {
+                eprintln!("SKIPPED: no vector lanes on this CPU (the scalar path was checked)");
+            }
+        }
+    }
+
+    #[test]
+    fn chord_additions_scalar_and_in_lanes() {
+        let mut rng = StdRng::seed_from_u64(12);
+        chords_equal_arkworks::<ark_bn254::g1::Config>(&mut rng);
+        chords_equal_arkworks::<ark_bn254::g2::Config>(&mut rng);
     }
 
     #[test]

@@ -78,6 +78,8 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
         // only the CPU MSM uses precomputed tables
         let on_cpu = prover["msm_g1"] == "cpu";
         prover["tables_mib"] = json!(if on_cpu { tables_mib } else { 0 });
+        // the CPU MSM's field arithmetic (the G2 MSM runs on the CPU on every backend)
+        prover["cpu_msm_arithmetic"] = json!(cpu_msm_arithmetic());
     }
     Ok(json!({
         "version": env!("CARGO_PKG_VERSION"),
@@ -164,13 +166,17 @@ pub fn render(r: &Value) -> String {
     out += &match p.get("error") {
         Some(e) => format!("prover:   {}\n", s(e)),
         None => format!(
-            "prover:   NTT on {}, G1 MSM on {}, G2 MSM on {}; MSM tables {}\n",
+            "prover:   NTT on {}, G1 MSM on {}, G2 MSM on {}; MSM tables {}; CPU MSM in {}\n",
             s(&p["ntt"]),
             s(&p["msm_g1"]),
             s(&p["msm_g2"]),
             match p["tables_mib"].as_u64() {
                 Some(0) | None => "off".to_owned(),
                 Some(m) => format!("up to {m} MiB ([compute] precompute_mib)"),
+            },
+            match p["cpu_msm_arithmetic"].as_str() {
+                Some("avx512ifma") => "AVX-512 IFMA lanes",
+                _ => "scalar arithmetic",
             }
         ),
     };
@@ -184,4 +190,13 @@ pub fn render(r: &Value) -> String {
         out += &format!("class:    {}\n", s(&n["class"]));
     }
     out
+}
+
+/// `avx512ifma` where the CPU MSM adds in AVX-512 IFMA lanes, else `scalar`.
+fn cpu_msm_arithmetic() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if fleetmesh_kernels::ifma::active() {
+        return "avx512ifma";
+    }
+    "scalar"
 }

@@ -219,6 +219,7 @@ fn doctor_reports_the_box_and_the_digest() {
         // the CPU MSM's precomputed tables, within the default budget
         assert_eq!(report["prover"]["tables_mib"], 1024, "{report}");
         assert!(text.contains("MSM tables up to 1024 MiB"), "{text}");
+        assert!(text.contains("CPU MSM in "), "{text}");
     } else {
         assert_eq!(report["prover"]["msm_g2"], "cpu", "{report}");
         assert_eq!(report["prover"]["msm_g1"], report["backend"]["backend"]);
@@ -227,6 +228,16 @@ fn doctor_reports_the_box_and_the_digest() {
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["prover"]["msm_g1"], "cpu", "{report}");
     assert_eq!(report["prover"]["tables_mib"], 1024, "{report}");
+    // the CPU MSM adds in AVX-512 IFMA lanes exactly where this CPU has them
+    #[cfg(target_arch = "x86_64")]
+    let lanes = std::is_x86_feature_detected!("avx512ifma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let lanes = false;
+    let arithmetic = if lanes { "avx512ifma" } else { "scalar" };
+    assert_eq!(
+        report["prover"]["cpu_msm_arithmetic"], arithmetic,
+        "{report}"
+    );
     let adapters = report["gpu"]["wgpu"]["adapters"].as_array();
     if std::env::var("CI").as_deref() == Ok("true") {
         // CI installs lavapipe: the software Vulkan driver must be seen.

@@ -345,7 +345,31 @@ fn phases(pk: &ProvingKey, witness: &[Fr], tables: &KeyTables, rounds: usize) {
         fleetmesh_prover::qap::witness_map(&Cpu, &pk.coeffs, witness, pk.domain_size)
             .expect("witness map");
     });
-    println!("phase        without tables   with tables");
+    #[cfg(target_arch = "x86_64")]
+    let lanes = fleetmesh_kernels::ifma::active();
+    #[cfg(not(target_arch = "x86_64"))]
+    let lanes = false;
+    // the last column: with tables, the chord additions in scalar arkworks arithmetic
+    let scalar = |f: &dyn Fn()| -> String {
+        if !lanes {
+            return "(no AVX-512 IFMA)".into();
+        }
+        #[cfg(target_arch = "x86_64")]
+        fleetmesh_kernels::ifma::set_enabled(false);
+        let ms = median(f);
+        #[cfg(target_arch = "x86_64")]
+        fleetmesh_kernels::ifma::set_enabled(true);
+        format!("{ms:>8.1} ms")
+    };
+    println!(
+        "chord additions: {}",
+        if lanes {
+            "AVX-512 IFMA, 8 lanes"
+        } else {
+            "scalar (arkworks)"
+        }
+    );
+    println!("phase        without tables   with tables   tables, scalar");
     println!("witness_map  {ntt:>11.1} ms   (the same)");
     let g1 = |name: &str,
               bases: &[ark_bn254::G1Affine],
@@ -354,24 +378,31 @@ fn phases(pk: &ProvingKey, witness: &[Fr], tables: &KeyTables, rounds: usize) {
         let a = median(&|| {
             let _ = std::hint::black_box(Cpu.msm_g1(bases, sc).expect("msm"));
         });
-        let b = median(&|| {
+        let fixed = || {
             let _ = std::hint::black_box(Cpu.msm_g1_fixed(bases, t, sc).expect("msm"));
-        });
-        println!("{name:<12} {a:>11.1} ms   {b:>8.1} ms   {:?}", t.plan());
+        };
+        let b = median(&fixed);
+        let s = scalar(&fixed);
+        println!(
+            "{name:<12} {a:>11.1} ms   {b:>8.1} ms   {s}   {:?}",
+            t.plan()
+        );
     };
     g1("msm A", &pk.a, &tables.a, witness);
     g1("msm B1", &pk.b_g1, &tables.b_g1, witness);
     let a = median(&|| {
         let _ = std::hint::black_box(Cpu.msm_g2(&pk.b_g2, witness).expect("msm"));
     });
-    let b = median(&|| {
+    let fixed = || {
         let _ = std::hint::black_box(
             Cpu.msm_g2_fixed(&pk.b_g2, &tables.b_g2, witness)
                 .expect("msm"),
         );
-    });
+    };
+    let b = median(&fixed);
+    let s = scalar(&fixed);
     println!(
-        "msm B2 (G2)  {a:>11.1} ms   {b:>8.1} ms   {:?}",
+        "msm B2 (G2)  {a:>11.1} ms   {b:>8.1} ms   {s}   {:?}",
         tables.b_g2.plan()
     );
     g1("msm C", &pk.c, &tables.c, private);
