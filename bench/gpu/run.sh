@@ -4,8 +4,8 @@
 #   1. every GPU backend against the CPU, bit for bit: the kernels' GPU tests
 #      (kernels/tests/gpu.rs) with CUDA required (FLEETMESH_REQUIRE_CUDA=1) and wgpu on
 #      whatever Vulkan adapter is there;
-#   2. G1 MSM and NTT at 2^16 … 2^22 on cpu, wgpu and cuda:0, each result checked against
-#      arkworks before it is timed against it (`fleetmesh-bench kernels`);
+#   2. G1 MSM, G2 MSM and NTT at 2^16 … 2^22 on cpu, wgpu and cuda:0, each result checked
+#      against arkworks before it is timed against it (`fleetmesh-bench kernels`);
 #   3. a full Groth16 proof on each backend, equal to the CPU's proof and verified, timed
 #      against our CPU backend (`fleetmesh-bench prove-backends`).
 # It prints one table; with $OUT set, the log is also written to $OUT/gpu-bench.log.

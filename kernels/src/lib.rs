@@ -14,8 +14,9 @@
 //!   copies of a proving key's bases that make its MSMs cheaper, at a memory cost;
 //! - [`ifma`] (x86-64): the MSM's batch-affine additions eight at a time in AVX-512
 //!   IFMA lanes, chosen at run time where the CPU has them;
-//! - [`WgpuBackend`] (feature `wgpu`): NTT and G1 MSM in WGSL compute shaders;
-//! - [`CudaBackend`] (feature `cuda`): the same in CUDA C compiled at run time by NVRTC.
+//! - [`WgpuBackend`] (feature `wgpu`): NTT and the G1 and G2 MSMs in WGSL compute shaders;
+//! - [`CudaBackend`] (feature `cuda`): NTT and G1 MSM in CUDA C compiled at run time by
+//!   NVRTC (its G2 MSM on the CPU).
 //!
 //! Both GPU backends share the host half of their work (bucket sorting, NTT preparation)
 //! and equal the CPU reference bit for bit. Without a feature its backend is a stub of the

@@ -1,7 +1,7 @@
 //! The host half of a GPU MSM: signed window digits, bucket sorting and the work split
 //! that the wgpu and CUDA kernels both execute.
 //!
-//! A G1 MSM on a GPU here is Pippenger in three steps:
+//! An MSM on a GPU here, in G1 or G2 ([`GpuCurve`]), is Pippenger in three steps:
 //!
 //! 1. **Sort** (host, this module): every scalar is cut into signed `c`-bit digits; for each
 //!    window the (point, sign) entries are counting-sorted by bucket `|digit| − 1`. Each
@@ -26,7 +26,8 @@
 //! [`Plan::evaluate_on_cpu`] runs steps 2 to 4 with arkworks: the tests use it to check a
 //! plan independently of any GPU.
 
-use ark_bn254::{Fq, Fr, G1Affine, G1Projective};
+use ark_bn254::{Fq, Fq2, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_ec::short_weierstrass::{Affine, Projective, SWCurveConfig};
 use ark_ec::{AdditiveGroup, AffineRepr};
 use ark_ff::{Field, PrimeField, Zero};
 use rayon::prelude::*;
@@ -38,7 +39,49 @@ pub(crate) const SEGMENT: usize = 32;
 /// Buckets one reducing thread walks.
 pub(crate) const CHUNK: usize = 32;
 
-/// The sorted work of one G1 MSM, ready to upload. All indices are `u32`.
+/// A group the GPU MSM kernels handle: BN254 G1 (coordinates in Fq) or G2 (in Fq2),
+/// with how its coordinates travel to and from the GPU.
+pub(crate) trait GpuCurve: SWCurveConfig<ScalarField = Fr> {
+    /// `msm_g1` or `msm_g2`, for errors.
+    const OP: &'static str;
+    /// Field elements ([`FE_BYTES`] each) per coordinate.
+    const COORD_FE: usize;
+    /// Writes a coordinate's `COORD_FE · FE_BYTES` bytes (Montgomery limbs).
+    fn put(c: &Self::BaseField, out: &mut [u8]);
+    /// A coordinate from its bytes.
+    fn get(b: &[u8]) -> Self::BaseField;
+}
+
+impl GpuCurve for ark_bn254::g1::Config {
+    const OP: &'static str = "msm_g1";
+    const COORD_FE: usize = 1;
+    fn put(c: &Fq, out: &mut [u8]) {
+        for (d, b) in out.iter_mut().zip(fe_bytes(c.0)) {
+            *d = b;
+        }
+    }
+    fn get(b: &[u8]) -> Fq {
+        Fq::new_unchecked(limbs(b))
+    }
+}
+
+impl GpuCurve for ark_bn254::g2::Config {
+    const OP: &'static str = "msm_g2";
+    const COORD_FE: usize = 2;
+    fn put(c: &Fq2, out: &mut [u8]) {
+        for (d, b) in out.iter_mut().zip(fe_bytes(c.c0.0).chain(fe_bytes(c.c1.0))) {
+            *d = b;
+        }
+    }
+    fn get(b: &[u8]) -> Fq2 {
+        Fq2::new(
+            Fq::new_unchecked(limbs(&b[..FE_BYTES])),
+            Fq::new_unchecked(limbs(&b[FE_BYTES..2 * FE_BYTES])),
+        )
+    }
+}
+
+/// The sorted work of one MSM, ready to upload. All indices are `u32`.
 #[derive(Debug)]
 pub(crate) struct Plan {
     /// Window width in bits.
@@ -89,17 +132,17 @@ impl Plan {
     ///
     /// # Errors
     /// [`Error::Arith`] for unequal lengths or more than 2^31 − 1 points.
-    pub fn new(bases: &[G1Affine], scalars: &[Fr]) -> Result<Plan> {
+    pub fn new<P: GpuCurve>(bases: &[Affine<P>], scalars: &[Fr]) -> Result<Plan> {
         if bases.len() != scalars.len() {
             return Err(Error::Arith {
-                op: "msm_g1",
+                op: P::OP,
                 reason: format!("{} bases but {} scalars", bases.len(), scalars.len()),
             });
         }
         let n = bases.len();
         if n >= 1 << 31 {
             return Err(Error::Arith {
-                op: "msm_g1",
+                op: P::OP,
                 reason: format!("{n} points exceed the GPU MSM's 2^31 − 1"),
             });
         }
@@ -231,13 +274,13 @@ impl Plan {
 
     /// The MSM from the reducing threads' outputs (`windows · chunks` points, window-major):
     /// each window's chunks are added, then the windows are combined by doubling.
-    pub fn combine(&self, chunk_sums: &[G1Projective]) -> G1Projective {
+    pub fn combine<P: GpuCurve>(&self, chunk_sums: &[Projective<P>]) -> Projective<P> {
         debug_assert_eq!(chunk_sums.len(), self.reduce_count());
-        let sums: Vec<G1Projective> = chunk_sums
+        let sums: Vec<Projective<P>> = chunk_sums
             .par_chunks(self.chunks as usize)
             .map(|w| w.iter().sum())
             .collect();
-        let mut total = G1Projective::zero();
+        let mut total = Projective::<P>::zero();
         for s in sums.iter().rev() {
             for _ in 0..self.c {
                 total.double_in_place();
@@ -250,12 +293,12 @@ impl Plan {
     #[cfg(test)]
     /// Steps 2 to 4 on the CPU with arkworks, exactly as the kernels do them: the oracle
     /// for a plan, without a GPU.
-    pub fn evaluate_on_cpu(&self, bases: &[G1Affine]) -> G1Projective {
-        let mut partials: Vec<G1Projective> = self
+    pub fn evaluate_on_cpu<P: GpuCurve>(&self, bases: &[Affine<P>]) -> Projective<P> {
+        let mut partials: Vec<Projective<P>> = self
             .segments
             .chunks_exact(2)
             .map(|s| {
-                let mut acc = G1Projective::zero();
+                let mut acc = Projective::<P>::zero();
                 for &e in &self.entries[s[0] as usize..(s[0] + s[1]) as usize] {
                     let p = bases[(e >> 1) as usize];
                     acc += if e & 1 == 1 { -p } else { p };
@@ -269,12 +312,12 @@ impl Plan {
                 partials[p[0] as usize] += b;
             }
         }
-        let outs: Vec<G1Projective> = (0..self.reduce_count())
+        let outs: Vec<Projective<P>> = (0..self.reduce_count())
             .map(|t| {
                 let (w, j) = (t as u32 / self.chunks, t as u32 % self.chunks);
                 let lo = j * self.chunk;
                 let hi = (lo + self.chunk).min(self.buckets);
-                let (mut running, mut acc) = (G1Projective::zero(), G1Projective::zero());
+                let (mut running, mut acc) = (Projective::<P>::zero(), Projective::<P>::zero());
                 for b in (lo..hi).rev() {
                     let g = (w * self.buckets + b) as usize;
                     if self.bucket_segments[g] < self.bucket_segments[g + 1] {
@@ -383,36 +426,44 @@ impl NttJob {
     }
 }
 
-/// What a GPU backend implements: its device's name, the G1 MSM and the NTT on the GPU.
-/// Every such backend gets [`crate::MsmNtt`] from it, with the G2 MSM on the CPU backend
-/// (Fq2 is in neither the WGSL nor the CUDA code yet).
+/// What a GPU backend implements: its device's name, the MSMs and the NTT on the GPU.
+/// Every such backend gets [`crate::MsmNtt`] from it; a backend without G2 kernels
+/// leaves the G2 MSM to the CPU backend (the defaults).
 pub(crate) trait GpuKernels: Send + Sync {
     /// e.g. `wgpu (NVIDIA H200)`, `cuda:0 (NVIDIA H200 (sm_90))`.
     fn device(&self) -> String;
     /// `Σ scalars[i] · bases[i]` in G1 on the GPU.
     fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective>;
+    /// Whether [`GpuKernels::msm_g2_gpu`] runs on the GPU.
+    fn g2_on_gpu(&self) -> bool {
+        false
+    }
+    /// `Σ scalars[i] · bases[i]` in G2: on the GPU where [`GpuKernels::g2_on_gpu`].
+    fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+        crate::MsmNtt::msm_g2(&crate::ops::Cpu, bases, scalars)
+    }
     /// An NTT of `values` on the GPU (see [`NttJob`]).
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()>;
 }
 
 impl<T: GpuKernels> crate::MsmNtt for T {
     fn describe(&self) -> String {
-        format!(
-            "{} (NTT and G1 MSM on the GPU, G2 MSM on the CPU)",
-            self.device()
-        )
+        if self.g2_on_gpu() {
+            format!("{} (NTT and the G1 and G2 MSMs on the GPU)", self.device())
+        } else {
+            format!(
+                "{} (NTT and G1 MSM on the GPU, G2 MSM on the CPU)",
+                self.device()
+            )
+        }
     }
 
     fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
         self.msm_g1_gpu(bases, scalars)
     }
 
-    fn msm_g2(
-        &self,
-        bases: &[ark_bn254::G2Affine],
-        scalars: &[Fr],
-    ) -> Result<ark_bn254::G2Projective> {
-        crate::ops::Cpu.msm_g2(bases, scalars)
+    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+        self.msm_g2_gpu(bases, scalars)
     }
 
     fn ntt(&self, values: &mut Vec<Fr>, direction: crate::NttDirection) -> Result<()> {
@@ -441,19 +492,21 @@ pub(crate) fn fe_bytes(l: ark_ff::BigInt<4>) -> impl Iterator<Item = u8> {
     l.0.into_iter().flat_map(u64::to_le_bytes)
 }
 
-/// The bases as the MSM kernels read them: affine (x, y), [`FE_BYTES`] each in Montgomery
-/// form; the point at infinity as zeros (it never has an entry). Packed in parallel.
+/// The bases as the MSM kernels read them: affine (x, y), `COORD_FE` elements of
+/// [`FE_BYTES`] each in Montgomery form; the point at infinity as zeros (it never has an
+/// entry). Packed in parallel.
 // used by the GPU backends; a test-only build of this module has none
 #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
-pub(crate) fn affine_bytes(bases: &[G1Affine]) -> Vec<u8> {
-    let mut out = vec![0u8; bases.len() * 2 * FE_BYTES];
-    out.par_chunks_mut(2 * FE_BYTES)
+pub(crate) fn affine_bytes<P: GpuCurve>(bases: &[Affine<P>]) -> Vec<u8> {
+    let coord = P::COORD_FE * FE_BYTES;
+    let mut out = vec![0u8; bases.len() * 2 * coord];
+    out.par_chunks_mut(2 * coord)
         .zip(bases.par_iter())
         .for_each(|(o, p)| {
             if let Some((x, y)) = p.xy() {
-                for (d, b) in o.iter_mut().zip(fe_bytes(x.0).chain(fe_bytes(y.0))) {
-                    *d = b;
-                }
+                let (ox, oy) = o.split_at_mut(coord);
+                P::put(&x, ox);
+                P::put(&y, oy);
             }
         });
     out
@@ -484,17 +537,17 @@ pub(crate) fn fr_from_bytes(b: &[u8]) -> Vec<Fr> {
 }
 
 /// An XYZZ point (x = X/ZZ, y = Y/ZZZ, ZZ = 0 at infinity) as the kernels write it (four
-/// elements of [`FE_BYTES`]), as an arkworks Jacobian point without an inversion:
-/// Z = ZZ·ZZZ, X·ZZ·ZZZ², Y·ZZZ⁴.
-pub(crate) fn xyzz_to_projective(c: &[u8]) -> G1Projective {
-    let fq = |c: &[u8]| Fq::new_unchecked(limbs(c));
-    let e = |i: usize| fq(&c[i * FE_BYTES..(i + 1) * FE_BYTES]);
+/// coordinates of `COORD_FE` elements), as an arkworks Jacobian point without an
+/// inversion: Z = ZZ·ZZZ, X·ZZ·ZZZ², Y·ZZZ⁴.
+pub(crate) fn xyzz_to_projective<P: GpuCurve>(c: &[u8]) -> Projective<P> {
+    let coord = P::COORD_FE * FE_BYTES;
+    let e = |i: usize| P::get(&c[i * coord..(i + 1) * coord]);
     let (x, y, zz, zzz) = (e(0), e(1), e(2), e(3));
     if zz.is_zero() {
-        return G1Projective::zero();
+        return Projective::<P>::zero();
     }
     let zzz2 = zzz.square();
-    G1Projective::new_unchecked(x * zz * zzz2, y * zzz2.square(), zz * zzz)
+    Projective::<P>::new_unchecked(x * zz * zzz2, y * zzz2.square(), zz * zzz)
 }
 
 #[cfg(test)]
@@ -540,6 +593,47 @@ mod tests {
         assert!(plan.entries.is_empty());
         assert!(plan.evaluate_on_cpu(&g).is_zero());
         assert!(Plan::new(&g, &zero[..49]).is_err());
+    }
+
+    #[test]
+    fn g2_plans_and_coordinate_bytes() {
+        let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(4);
+        let mut g2: Vec<G2Affine> = (0..300)
+            .map(|_| (G2Projective::generator() * Fr::rand(&mut rng)).into_affine())
+            .collect();
+        g2[3] = G2Affine::identity();
+        let scalars: Vec<Fr> = (0..300).map(|_| Fr::rand(&mut rng)).collect();
+        let plan = Plan::new(&g2, &scalars).unwrap();
+        assert_eq!(
+            plan.evaluate_on_cpu(&g2),
+            G2Projective::msm_unchecked(&g2, &scalars)
+        );
+        assert!(Plan::new(&g2, &scalars[..2]).is_err());
+        // affine bytes: x then y, c0 then c1 each; infinity as zeros
+        let bytes = affine_bytes(&g2);
+        let coord = 2 * FE_BYTES;
+        for (p, b) in g2.iter().zip(bytes.chunks_exact(2 * coord)) {
+            match p.xy() {
+                Some((x, y)) => {
+                    assert_eq!(ark_bn254::g2::Config::get(&b[..coord]), x);
+                    assert_eq!(ark_bn254::g2::Config::get(&b[coord..]), y);
+                }
+                None => assert!(b.iter().all(|x| *x == 0)),
+            }
+        }
+        // XYZZ bytes back to a point: (x·λ², y·λ³, λ², λ³) is (x, y)
+        for p in &g2[..10] {
+            let lambda = Fq2::rand(&mut rng);
+            let (zz, zzz) = (lambda.square(), lambda.square() * lambda);
+            let mut b = vec![0u8; 4 * coord];
+            for (i, c) in [p.x * zz, p.y * zzz, zz, zzz].iter().enumerate() {
+                ark_bn254::g2::Config::put(c, &mut b[i * coord..(i + 1) * coord]);
+            }
+            let q: G2Projective = xyzz_to_projective(&b);
+            assert_eq!(q.into_affine(), *p);
+        }
+        let q: G2Projective = xyzz_to_projective(&[0u8; 4 * 2 * FE_BYTES]);
+        assert!(q.is_zero());
     }
 
     #[test]

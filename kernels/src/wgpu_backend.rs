@@ -2,27 +2,33 @@
 //! and on the lavapipe software driver in CI.
 //!
 //! On the GPU: the NTT — forward, inverse and coset — with BN254 Fr in Montgomery form as
-//! eight u32 limbs (`wgsl/field.wgsl`), and the G1 MSM (Pippenger with signed digits,
-//! sorted into buckets on the host by [`crate::plan`], accumulated and reduced by
-//! `wgsl/msm.wgsl` in XYZZ coordinates over Fq). The G2 MSM (one of a proof's five) stays
-//! on the CPU backend. Every result is compared with the CPU reference in the tests.
+//! eight u32 limbs (`wgsl/field.wgsl`), and the G1 and G2 MSMs (Pippenger with signed
+//! digits, sorted into buckets on the host by [`crate::plan`], accumulated and reduced by
+//! `wgsl/msm.wgsl` in XYZZ coordinates, `wgsl/curve.wgsl`, over Fq for G1 and Fq2,
+//! `wgsl/fe2.wgsl`, for G2: the coordinate type is chosen by the prelude the host puts
+//! in front, `wgsl/coords_g1.wgsl` or `wgsl/coords_g2.wgsl`). Every result is compared
+//! with the CPU reference in the tests.
 
 use std::sync::mpsc;
 
-use ark_bn254::{Fq, Fr, G1Affine, G1Projective};
+use ark_bn254::{Fq, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_ec::short_weierstrass::{Affine, Projective};
 use ark_ec::{AffineRepr, CurveGroup};
 use ark_ff::{One, PrimeField, Zero};
 use wgpu::util::DeviceExt;
 
-use crate::plan::GpuKernels;
-use crate::plan::{NttJob, NttKind, fe_bytes, fr_bytes, fr_from_bytes};
+use crate::plan::{GpuCurve, GpuKernels};
+use crate::plan::{NttJob, NttKind, fr_bytes, fr_from_bytes};
 use crate::{Error, Result};
 
 const FIELD_WGSL: &str = include_str!("wgsl/field.wgsl");
 const BINDINGS_WGSL: &str = include_str!("wgsl/bindings.wgsl");
 const NTT_WGSL: &str = include_str!("wgsl/ntt.wgsl");
-const G1_WGSL: &str = include_str!("wgsl/g1.wgsl");
-const G1_CHECK_WGSL: &str = include_str!("wgsl/g1_check.wgsl");
+const FE2_WGSL: &str = include_str!("wgsl/fe2.wgsl");
+const COORDS_G1_WGSL: &str = include_str!("wgsl/coords_g1.wgsl");
+const COORDS_G2_WGSL: &str = include_str!("wgsl/coords_g2.wgsl");
+const CURVE_WGSL: &str = include_str!("wgsl/curve.wgsl");
+const ADD_CHECK_WGSL: &str = include_str!("wgsl/add_check.wgsl");
 const MSM_WGSL: &str = include_str!("wgsl/msm.wgsl");
 const WORKGROUP: u32 = 64;
 /// Bytes of one field element on the GPU.
@@ -65,12 +71,22 @@ pub struct WgpuBackend {
     mul: wgpu::ComputePipeline,
     scale: wgpu::ComputePipeline,
     pipeline_layout: wgpu::PipelineLayout,
-    /// The G1 check pipeline, compiled on first use (slow to compile on lavapipe).
-    g1_add: std::sync::OnceLock<wgpu::ComputePipeline>,
-    /// The MSM pipelines, compiled on first use.
-    msm: std::sync::OnceLock<MsmPipelines>,
+    /// The G1 and G2 addition check pipelines, compiled on first use (slow to compile on
+    /// lavapipe).
+    add_check: [std::sync::OnceLock<wgpu::ComputePipeline>; 2],
+    /// The G1 and G2 MSM pipelines, compiled on first use.
+    msm: [std::sync::OnceLock<MsmPipelines>; 2],
     max_storage: u64,
+    /// G2 MSMs of fewer points run on the CPU backend.
+    g2_gpu_from: usize,
 }
+
+/// The default for [`WgpuBackend::set_g2_gpu_from`]: below this many points a G2 MSM runs
+/// on the CPU. Fq2 makes the G2 kernels ~3× the G1 code, and some drivers take minutes to
+/// compile them (lavapipe: ~4 min for the two MSM kernels on 2 cores), so a node proving
+/// small circuits should not pay that; a GPU's G2 MSM pays off only at thousands of points
+/// anyway (to be measured per device by bench/gpu/run.sh).
+const G2_GPU_FROM: usize = 1 << 12;
 
 /// The bind group layout and the two kernels of `wgsl/msm.wgsl`.
 struct MsmPipelines {
@@ -92,6 +108,24 @@ fn fq_one_wgsl() -> String {
         "fn fe_one() -> Fe {{\n    return Fe(array<u32, 8>({}));\n}}\n",
         limbs.join(", ")
     )
+}
+
+/// The field code, constants and point arithmetic of `P` (G1 or G2), for a shader.
+fn curve_wgsl<P: GpuCurve>() -> String {
+    let coords = match P::COORD_FE {
+        1 => COORDS_G1_WGSL.to_owned(),
+        _ => format!("{FE2_WGSL}\n{COORDS_G2_WGSL}"),
+    };
+    format!(
+        "{}{FIELD_WGSL}\n{}{coords}\n{CURVE_WGSL}\n",
+        field_constants(Fq::MODULUS.0),
+        fq_one_wgsl()
+    )
+}
+
+/// Index 0 for G1, 1 for G2, into the per-group pipelines.
+fn group<P: GpuCurve>() -> usize {
+    P::COORD_FE - 1
 }
 
 impl std::fmt::Debug for WgpuBackend {
@@ -178,6 +212,7 @@ impl WgpuBackend {
         Ok(WgpuBackend {
             name,
             max_storage: limits.max_storage_buffer_binding_size,
+            g2_gpu_from: G2_GPU_FROM,
             device,
             queue,
             layout,
@@ -185,43 +220,36 @@ impl WgpuBackend {
             mul,
             scale,
             pipeline_layout: pl,
-            g1_add: std::sync::OnceLock::new(),
-            msm: std::sync::OnceLock::new(),
+            add_check: Default::default(),
+            msm: Default::default(),
         })
     }
 
-    fn g1_pipeline(&self) -> wgpu::ComputePipeline {
-        let source = format!(
-            "{}{FIELD_WGSL}\n{BINDINGS_WGSL}\n{G1_WGSL}\n{G1_CHECK_WGSL}",
-            field_constants(Fq::MODULUS.0)
-        );
+    fn add_pipeline<P: GpuCurve>(&self) -> wgpu::ComputePipeline {
+        let source = format!("{}{BINDINGS_WGSL}\n{ADD_CHECK_WGSL}", curve_wgsl::<P>());
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("g1"),
+                label: Some(P::OP),
                 source: wgpu::ShaderSource::Wgsl(source.into()),
             });
         self.device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("g1_add_mixed"),
+                label: Some("add_mixed"),
                 layout: Some(&self.pipeline_layout),
                 module: &module,
-                entry_point: Some("g1_add_mixed"),
+                entry_point: Some("add_mixed"),
                 compilation_options: Default::default(),
                 cache: None,
             })
     }
 
-    fn msm_pipelines(&self) -> MsmPipelines {
-        let source = format!(
-            "{}{FIELD_WGSL}\n{}{G1_WGSL}\n{MSM_WGSL}",
-            field_constants(Fq::MODULUS.0),
-            fq_one_wgsl()
-        );
+    fn msm_pipelines<P: GpuCurve>(&self) -> MsmPipelines {
+        let source = format!("{}{MSM_WGSL}", curve_wgsl::<P>());
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("msm"),
+                label: Some(P::OP),
                 source: wgpu::ShaderSource::Wgsl(source.into()),
             });
         let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
@@ -271,6 +299,13 @@ impl WgpuBackend {
         }
     }
 
+    /// G2 MSMs of at least `points` points run on this GPU, smaller ones on the CPU
+    /// (default 4096: their kernels are slow to compile on some drivers and pay off only
+    /// for large MSMs; 0: all on the GPU).
+    pub fn set_g2_gpu_from(&mut self, points: usize) {
+        self.g2_gpu_from = points;
+    }
+
     /// `p[i] + q[i]` for each i, by the GPU's G1 arithmetic (XYZZ mixed addition, the
     /// MSM's bucket step), returned in affine form. A self-check of the curve code against
     /// the CPU; `p[i]` may be the point at infinity, `q[i]` may not.
@@ -278,37 +313,37 @@ impl WgpuBackend {
     /// # Errors
     /// [`Error::Arith`] for unequal lengths or a `q[i]` at infinity; a device failure.
     pub fn g1_add_check(&self, p: &[G1Affine], q: &[G1Affine]) -> Result<Vec<G1Affine>> {
+        self.add_check(p, q)
+    }
+
+    fn add_check<P: GpuCurve>(&self, p: &[Affine<P>], q: &[Affine<P>]) -> Result<Vec<Affine<P>>> {
+        let err = |reason: &str| Error::Arith {
+            op: "add_check",
+            reason: reason.into(),
+        };
         if p.len() != q.len() || q.iter().any(|x| x.is_zero()) {
-            return Err(Error::Arith {
-                op: "g1_add_check",
-                reason: "needs equal lengths and no point at infinity in q".into(),
-            });
+            return Err(err("needs equal lengths and no point at infinity in q"));
         }
-        let one = Fq::one();
-        let zero = Fq::zero();
-        let mut data = Vec::with_capacity(p.len() * 4);
-        for a in p {
-            match a.xy() {
-                Some((x, y)) => data.extend([x, y, one, one]),
-                None => data.extend([zero, zero, zero, zero]),
+        let n = u32::try_from(p.len()).map_err(|_| err("too many points"))?;
+        let coord = P::COORD_FE * FE as usize;
+        let one = P::BaseField::one();
+        let mut bytes = vec![0u8; p.len() * 4 * coord];
+        for (a, o) in p.iter().zip(bytes.chunks_exact_mut(4 * coord)) {
+            if let Some((x, y)) = a.xy() {
+                for (c, o) in [x, y, one, one].iter().zip(o.chunks_exact_mut(coord)) {
+                    P::put(c, o);
+                }
             }
         }
-        let mut aux: Vec<Fq> = q.iter().flat_map(|a| [a.x, a.y]).collect();
-        aux.push(one);
-        let n = u32::try_from(p.len()).map_err(|_| Error::Arith {
-            op: "g1_add_check",
-            reason: "too many points".into(),
-        })?;
-        let mut bytes: Vec<u8> = data.iter().flat_map(|x| fe_bytes(x.0)).collect();
-        let aux_bytes: Vec<u8> = aux.iter().flat_map(|x| fe_bytes(x.0)).collect();
-        let aux_buf = self.buffer("g1 aux", &aux_bytes, wgpu::BufferUsages::STORAGE);
+        let aux_bytes = crate::plan::affine_bytes(q);
+        let aux_buf = self.buffer("add aux", &aux_bytes, wgpu::BufferUsages::STORAGE);
         if n > 0 {
-            let pipeline = self.g1_add.get_or_init(|| self.g1_pipeline());
+            let pipeline = self.add_check[group::<P>()].get_or_init(|| self.add_pipeline::<P>());
             self.run_bytes(&mut bytes, &[(pipeline, &aux_buf, 0, 0, n)])?;
         }
         Ok(bytes
-            .chunks_exact(4 * FE as usize)
-            .map(|c| crate::plan::xyzz_to_projective(c).into_affine())
+            .chunks_exact(4 * coord)
+            .map(|c| crate::plan::xyzz_to_projective::<P>(c).into_affine())
             .collect())
     }
 
@@ -459,24 +494,21 @@ impl WgpuBackend {
     }
 }
 
-impl GpuKernels for WgpuBackend {
-    fn device(&self) -> String {
-        format!("wgpu ({})", self.name)
-    }
-
-    /// The G1 MSM on the GPU: the host sorts ([`crate::plan::Plan`]), one submission runs
-    /// the accumulation and the reduction, the host adds the chunk sums and combines the
-    /// windows.
-    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+impl WgpuBackend {
+    /// `Σ scalars[i] · bases[i]` in G1 or G2 on the GPU: the host sorts
+    /// ([`crate::plan::Plan`]), one submission runs the accumulation and the reduction,
+    /// the host adds the chunk sums and combines the windows.
+    fn msm_gpu<P: GpuCurve>(&self, bases: &[Affine<P>], scalars: &[Fr]) -> Result<Projective<P>> {
         let plan = crate::plan::Plan::new(bases, scalars)?;
         if plan.segment_count() == 0 {
-            return Ok(G1Projective::zero());
+            return Ok(Projective::<P>::zero());
         }
         let points = crate::plan::affine_bytes(bases);
         let (idx, off) = plan.indices();
         let idx: Vec<u8> = idx.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let partial_size = plan.segment_count() as u64 * 4 * FE;
-        let out_size = plan.reduce_count() as u64 * 4 * FE;
+        let point_size = 4 * P::COORD_FE as u64 * FE;
+        let partial_size = plan.segment_count() as u64 * point_size;
+        let out_size = plan.reduce_count() as u64 * point_size;
         for (what, size) in [
             ("points", points.len() as u64),
             ("bucket indices", idx.len() as u64),
@@ -484,7 +516,7 @@ impl GpuKernels for WgpuBackend {
         ] {
             if size > self.max_storage {
                 return Err(Error::Arith {
-                    op: "msm_g1",
+                    op: P::OP,
                     reason: format!(
                         "{} points need {size} bytes of {what}, over the adapter's {} byte \
                          storage binding",
@@ -494,7 +526,7 @@ impl GpuKernels for WgpuBackend {
                 });
             }
         }
-        let p = self.msm.get_or_init(|| self.msm_pipelines());
+        let p = self.msm[group::<P>()].get_or_init(|| self.msm_pipelines::<P>());
         let storage = wgpu::BufferUsages::STORAGE;
         let points = self.buffer("msm points", &points, storage);
         let idx = self.buffer("msm indices", &idx, storage);
@@ -554,11 +586,32 @@ impl GpuKernels for WgpuBackend {
             );
         }
         let bytes = self.read_back(enc, &out, out_size)?;
-        let sums: Vec<G1Projective> = bytes
-            .chunks_exact(4 * FE as usize)
-            .map(crate::plan::xyzz_to_projective)
+        let sums: Vec<Projective<P>> = bytes
+            .chunks_exact(point_size as usize)
+            .map(crate::plan::xyzz_to_projective::<P>)
             .collect();
         Ok(plan.combine(&sums))
+    }
+}
+
+impl GpuKernels for WgpuBackend {
+    fn device(&self) -> String {
+        format!("wgpu ({})", self.name)
+    }
+
+    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        self.msm_gpu(bases, scalars)
+    }
+
+    fn g2_on_gpu(&self) -> bool {
+        true
+    }
+
+    fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+        if bases.len() < self.g2_gpu_from {
+            return crate::MsmNtt::msm_g2(&crate::ops::Cpu, bases, scalars);
+        }
+        self.msm_gpu(bases, scalars)
     }
 
     /// An NTT of `values` on the GPU (see [`NttJob`]), in one submission.

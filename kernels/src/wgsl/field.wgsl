@@ -35,26 +35,21 @@ fn mac(t: u32, a: u32, b: u32, c: u32) -> vec2<u32> {
     return vec2<u32>(lo2, hi);
 }
 
-fn fe_geq_p(a: Fe) -> bool {
-    for (var i = 7; i >= 0; i = i - 1) {
-        if (a.l[i] > P[i]) {
-            return true;
-        }
-        if (a.l[i] < P[i]) {
-            return false;
-        }
-    }
-    return true;
-}
-
-fn fe_sub_p(a: Fe) -> Fe {
-    var r: Fe;
+// a − P where that does not borrow or `carry` (a 257th bit of a) is set, else a. Without
+// branches: the field code is inlined at every call site, and branches multiply the
+// work of shader compilers (lavapipe's above all) as well as diverging on GPUs.
+fn fe_reduce_once(a: Fe, carry: u32) -> Fe {
+    var d: Fe;
     var borrow = 0u;
     for (var i = 0; i < 8; i = i + 1) {
-        let d = a.l[i] - P[i];
-        let d2 = d - borrow;
-        borrow = select(0u, 1u, a.l[i] < P[i]) | select(0u, 1u, d < borrow);
-        r.l[i] = d2;
+        let t = a.l[i] - P[i];
+        d.l[i] = t - borrow;
+        borrow = select(0u, 1u, a.l[i] < P[i]) | select(0u, 1u, t < borrow);
+    }
+    let keep = borrow == 1u && carry == 0u;
+    var r: Fe;
+    for (var i = 0; i < 8; i = i + 1) {
+        r.l[i] = select(d.l[i], a.l[i], keep);
     }
     return r;
 }
@@ -69,10 +64,7 @@ fn fe_add(a: Fe, b: Fe) -> Fe {
         r.l[i] = s2;
     }
     // P < 2^254, so a + b < 2^255 never carries out of the top limb.
-    if (fe_geq_p(r)) {
-        r = fe_sub_p(r);
-    }
-    return r;
+    return fe_reduce_once(r, 0u);
 }
 
 fn fe_sub(a: Fe, b: Fe) -> Fe {
@@ -84,14 +76,14 @@ fn fe_sub(a: Fe, b: Fe) -> Fe {
         borrow = select(0u, 1u, a.l[i] < b.l[i]) | select(0u, 1u, d < borrow);
         r.l[i] = d2;
     }
-    if (borrow != 0u) {
-        var carry = 0u;
-        for (var i = 0; i < 8; i = i + 1) {
-            let s = r.l[i] + P[i];
-            let s2 = s + carry;
-            carry = select(0u, 1u, s < r.l[i]) | select(0u, 1u, s2 < s);
-            r.l[i] = s2;
-        }
+    // add P back where a < b (its limbs masked by the borrow)
+    let mask = 0u - borrow;
+    var carry = 0u;
+    for (var i = 0; i < 8; i = i + 1) {
+        let s = r.l[i] + (P[i] & mask);
+        let s2 = s + carry;
+        carry = select(0u, 1u, s < r.l[i]) | select(0u, 1u, s2 < s);
+        r.l[i] = s2;
     }
     return r;
 }
@@ -128,8 +120,21 @@ fn fe_mul(a: Fe, b: Fe) -> Fe {
     for (var i = 0; i < 8; i = i + 1) {
         out.l[i] = t[i];
     }
-    if (t[8] != 0u || fe_geq_p(out)) {
-        out = fe_sub_p(out);
+    return fe_reduce_once(out, t[8]);
+}
+
+fn fe_is_zero(a: Fe) -> bool {
+    var acc = 0u;
+    for (var i = 0; i < 8; i = i + 1) {
+        acc = acc | a.l[i];
     }
-    return out;
+    return acc == 0u;
+}
+
+fn fe_zero() -> Fe {
+    var r: Fe;
+    for (var i = 0; i < 8; i = i + 1) {
+        r.l[i] = 0u;
+    }
+    return r;
 }

@@ -1,16 +1,18 @@
-// The two GPU steps of the G1 MSM (kernels/src/plan.rs describes the whole algorithm).
+// The GPU steps of the MSM in G1 or G2 (kernels/src/plan.rs describes the whole
+// algorithm), over curve.wgsl's points.
 //
 // accumulate: thread s adds the points of segment s — entries idx[start .. start + len],
 //   each `point << 1 | negate`, points affine (x, y) in `src` — into an XYZZ partial sum,
 //   written to out[s].
-// combine (the reduce entry point with mp.combine = 1, sharing its one g1_add): thread t
+// combine (the reduce entry point with mp.combine = 1, sharing its one pt_add): thread t
 //   adds partial idx[pair_off + 2t + 1] into partial idx[pair_off + 2t] (`out` holds the
 //   partials then); a few passes leave each bucket's sum in its first slot.
 // reduce: thread t = window·chunks + j walks buckets [lo, hi) of its window from the top,
 //   adding each bucket's sum (its first segment's partial, now in `src`) into a running
 //   sum, and writes Σ (b − lo + 1)·bucket_b + lo·Σ bucket_b = Σ (b + 1)·bucket_b over its
 //   buckets.
-// Points are XYZZ, four Fe each; the host prepends fe_one() (1 in Montgomery form).
+// Points are XYZZ, four coordinates of CO_FE elements each; affine points two
+// coordinates; the host prepends fe_one() (1 in Montgomery form) and the coordinates.
 
 struct MsmParams {
     count: u32,     // threads that do work
@@ -32,15 +34,25 @@ struct MsmParams {
 @group(0) @binding(2) var<storage, read> idx: array<u32>;
 @group(0) @binding(3) var<uniform> mp: MsmParams;
 
+fn out_co(i: u32) -> Co {
+    return co_of(out[CO_FE * i], out[CO_FE * i + CO_FE - 1u]);
+}
+
+fn src_co(i: u32) -> Co {
+    return co_of(src[CO_FE * i], src[CO_FE * i + CO_FE - 1u]);
+}
+
 fn store(k: u32, p: Xyzz) {
-    out[4u * k] = p.x;
-    out[4u * k + 1u] = p.y;
-    out[4u * k + 2u] = p.zz;
-    out[4u * k + 3u] = p.zzz;
+    let coords = array<Co, 4>(p.x, p.y, p.zz, p.zzz);
+    for (var c = 0u; c < 4u; c = c + 1u) {
+        let i = CO_FE * (4u * k + c);
+        out[i] = co_first(coords[c]);
+        out[i + CO_FE - 1u] = co_last(coords[c]);
+    }
 }
 
 fn load(k: u32) -> Xyzz {
-    return Xyzz(out[4u * k], out[4u * k + 1u], out[4u * k + 2u], out[4u * k + 3u]);
+    return Xyzz(out_co(4u * k), out_co(4u * k + 1u), out_co(4u * k + 2u), out_co(4u * k + 3u));
 }
 
 @compute @workgroup_size(64)
@@ -51,21 +63,21 @@ fn accumulate(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let start = idx[mp.seg_off + 2u * s];
     let len = idx[mp.seg_off + 2u * s + 1u];
-    let one = fe_one();
-    var acc = g1_infinity();
+    let one = co_one();
+    var acc = pt_infinity();
     for (var i = 0u; i < len; i = i + 1u) {
         let e = idx[start + i];
         let k = e >> 1u;
-        var y = src[2u * k + 1u];
+        var y = src_co(2u * k + 1u);
         if ((e & 1u) == 1u) {
-            y = fe_sub(fe_zero(), y);
+            y = co_sub(co_zero(), y);
         }
-        acc = g1_add_affine(acc, src[2u * k], y, one);
+        acc = pt_add_affine(acc, src_co(2u * k), y, one);
     }
     store(s, acc);
 }
 
-// One g1_add call site drives the whole reduction (shader compilers inline every call, and
+// One pt_add call site drives the whole reduction (shader compilers inline every call, and
 // on lavapipe each inlined addition costs seconds of compilation): a small state machine
 // picks the operands of each step.
 //   phase 0: move to the next bucket down (or to phase 2 past the chunk's last bucket)
@@ -82,9 +94,9 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
     let w = t / mp.chunks;
     let lo = (t % mp.chunks) * mp.chunk;
     let hi = min(lo + mp.chunk, mp.buckets);
-    var running = g1_infinity();
-    var acc = g1_infinity();
-    var m = g1_infinity();
+    var running = pt_infinity();
+    var acc = pt_infinity();
+    var m = pt_infinity();
     var b = hi;
     var s = 0u;
     var s_end = 0u;
@@ -116,7 +128,7 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
         if (phase == 1u) {
             if (s < s_end) {
                 x = running;
-                y = Xyzz(src[4u * s], src[4u * s + 1u], src[4u * s + 2u], src[4u * s + 3u]);
+                y = Xyzz(src_co(4u * s), src_co(4u * s + 1u), src_co(4u * s + 2u), src_co(4u * s + 3u));
                 s = s + 1u;
             } else {
                 x = acc;
@@ -151,7 +163,7 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
         } else {
             break;
         }
-        let r = g1_add(x, y);
+        let r = pt_add(x, y);
         if (into == 0u) {
             running = r;
         } else if (into == 1u) {

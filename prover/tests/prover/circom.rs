@@ -387,7 +387,7 @@ fn corrupt_binary_files_are_refused_naming_the_place() {
 #[test]
 fn a_proof_made_on_wgpu_is_the_cpu_proof_and_verifies() {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let gpu = match fleetmesh_kernels::WgpuBackend::new(0) {
+    let mut gpu = match fleetmesh_kernels::WgpuBackend::new(0) {
         Ok(g) => g,
         Err(e) => {
             assert!(!ci, "CI=true but the wgpu backend cannot run: {e}");
@@ -395,6 +395,8 @@ fn a_proof_made_on_wgpu_is_the_cpu_proof_and_verifies() {
             return;
         }
     };
+    // the whole proof on the GPU: its small G2 MSM too (by default it would be the CPU's)
+    gpu.set_g2_gpu_from(0);
     let pk = ProvingKey::from_bytes(&fixture("tiny.zkey")).unwrap();
     let w = wtns::from_bytes(&fixture("tiny.wtns")).unwrap();
     let vk = parse_vk(&fixture_json("tiny_vk.json")).unwrap();

@@ -595,6 +595,16 @@ pub fn kernels(args: &[String]) {
         }
         let bases = G1Projective::normalize_batch(&walk);
         let want = Reference.msm_g1(&bases, &scalars).expect("msm");
+        let g2 = ark_bn254::G2Projective::generator();
+        let (mut p2, step2) = (g2 * Fr::rand(&mut rng), g2 * Fr::rand(&mut rng));
+        let walk2: Vec<_> = (0..n)
+            .map(|_| {
+                p2 += step2;
+                p2
+            })
+            .collect();
+        let bases2 = ark_bn254::G2Projective::normalize_batch(&walk2);
+        let want2 = Reference.msm_g2(&bases2, &scalars).expect("msm");
         let mut ntt_want = scalars.clone();
         Reference
             .ntt(&mut ntt_want, NttDirection::Forward)
@@ -612,6 +622,18 @@ pub fn kernels(args: &[String]) {
                 || u64::from(Reference.msm_g1(&bases, &scalars).is_ok()),
             );
             report(&format!("msm_g1 2^{log} {name}"), "arkworks", &c);
+            let got = b.msm_g2(&bases2, &scalars).expect("msm");
+            assert!(
+                got == want2,
+                "{name}: G2 MSM differs from arkworks at 2^{log}"
+            );
+            let c = compare(
+                rounds,
+                1,
+                || u64::from(b.msm_g2(&bases2, &scalars).is_ok()),
+                || u64::from(Reference.msm_g2(&bases2, &scalars).is_ok()),
+            );
+            report(&format!("msm_g2 2^{log} {name}"), "arkworks", &c);
             let mut v = scalars.clone();
             b.ntt(&mut v, NttDirection::Forward).expect("ntt");
             assert!(
