@@ -434,11 +434,13 @@ pub(crate) trait GpuKernels: Send + Sync {
     fn device(&self) -> String;
     /// `Σ scalars[i] · bases[i]` in G1 on the GPU.
     fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective>;
-    /// Whether [`GpuKernels::msm_g2_gpu`] runs on the GPU.
-    fn g2_on_gpu(&self) -> bool {
-        false
+    /// From how many points a G2 MSM runs on the GPU ([`GpuKernels::msm_g2_gpu`]);
+    /// smaller ones, and all of them where `None` (no G2 kernels), on the CPU backend.
+    fn g2_gpu_from(&self) -> Option<usize> {
+        None
     }
-    /// `Σ scalars[i] · bases[i]` in G2: on the GPU where [`GpuKernels::g2_on_gpu`].
+    /// `Σ scalars[i] · bases[i]` in G2 on the GPU; called only where
+    /// [`GpuKernels::g2_gpu_from`] allows.
     fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
         crate::MsmNtt::msm_g2(&crate::ops::Cpu, bases, scalars)
     }
@@ -448,8 +450,11 @@ pub(crate) trait GpuKernels: Send + Sync {
 
 impl<T: GpuKernels> crate::MsmNtt for T {
     fn describe(&self) -> String {
-        if self.g2_on_gpu() {
-            format!("{} (NTT and the G1 and G2 MSMs on the GPU)", self.device())
+        if let Some(from) = self.g2_gpu_from() {
+            format!(
+                "{} (NTT and the G1 MSM on the GPU, the G2 MSM too from {from} points)",
+                self.device()
+            )
         } else {
             format!(
                 "{} (NTT and G1 MSM on the GPU, G2 MSM on the CPU)",
@@ -463,7 +468,10 @@ impl<T: GpuKernels> crate::MsmNtt for T {
     }
 
     fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
-        self.msm_g2_gpu(bases, scalars)
+        match self.g2_gpu_from() {
+            Some(from) if bases.len() >= from => self.msm_g2_gpu(bases, scalars),
+            _ => crate::MsmNtt::msm_g2(&crate::ops::Cpu, bases, scalars),
+        }
     }
 
     fn ntt(&self, values: &mut Vec<Fr>, direction: crate::NttDirection) -> Result<()> {

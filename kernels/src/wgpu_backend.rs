@@ -603,14 +603,11 @@ impl GpuKernels for WgpuBackend {
         self.msm_gpu(bases, scalars)
     }
 
-    fn g2_on_gpu(&self) -> bool {
-        true
+    fn g2_gpu_from(&self) -> Option<usize> {
+        Some(self.g2_gpu_from)
     }
 
     fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
-        if bases.len() < self.g2_gpu_from {
-            return crate::MsmNtt::msm_g2(&crate::ops::Cpu, bases, scalars);
-        }
         self.msm_gpu(bases, scalars)
     }
 

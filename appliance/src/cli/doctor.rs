@@ -83,7 +83,7 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
         // only the CPU MSM uses precomputed tables
         let on_cpu = prover["msm_g1"] == "cpu";
         prover["tables_mib"] = json!(if on_cpu { tables_mib } else { 0 });
-        // the CPU MSM's field arithmetic (the G2 MSM runs on the CPU on every backend)
+        // the CPU MSM's field arithmetic (CUDA's G2 MSMs and small ones on wgpu run there too)
         prover["cpu_msm_arithmetic"] = json!(cpu_msm_arithmetic());
     }
     Ok(json!({
