@@ -6,11 +6,24 @@
 use super::peering::{holds, note, wait_until};
 use super::*;
 
-/// Stops the cluster in `dir` when dropped (a failed test leaves no nodes running).
+/// Stops the cluster in `dir` when dropped (a failed test leaves no nodes running); when
+/// the test failed, prints the end of each node's log first (what the nodes did is gone
+/// with the test's directory).
 pub(super) struct Stop<'a>(&'a Path);
 
 impl Drop for Stop<'_> {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            for i in 0.. {
+                let log = self.0.join(format!("node-{i}/meshnode.log"));
+                let Ok(text) = std::fs::read_to_string(&log) else {
+                    break;
+                };
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(300)..];
+                eprintln!("--- the end of node {i}'s log ---\n{}", tail.join("\n"));
+            }
+        }
         let _ = run(&["cluster", "stop", "--dir", self.0.to_str().unwrap()]);
     }
 }
@@ -42,7 +55,15 @@ impl Nodes {
 pub(super) fn start<'a>(dir: &'a Path, args: &[&str]) -> (Stop<'a>, Nodes) {
     let mut all = vec!["cluster", "start", "--dir", dir.to_str().unwrap()];
     all.extend_from_slice(args);
-    let o = run(&all);
+    // the nodes log what they do with their peers (their logs are printed when a test fails)
+    let o = meshnode()
+        .args(&all)
+        .env(
+            "MESHNODE_LOG",
+            "warn,meshnode::ledger=debug,meshnode::federation=info,meshnode::didcomm=debug",
+        )
+        .output()
+        .expect("meshnode runs");
     let stop = Stop(dir);
     assert!(o.status.success(), "{}", stderr(&o));
     let nodes = stdout(&o)
