@@ -61,6 +61,16 @@ pub fn active() -> bool {
         && std::is_x86_feature_detected!("avx512ifma")
 }
 
+/// For tests: whether the lanes can be tested on this CPU (saying so when not).
+#[cfg(test)]
+pub(crate) fn testable() -> bool {
+    let on = active();
+    if !on {
+        eprintln!("SKIPPED: this CPU has no AVX-512 IFMA");
+    }
+    on
+}
+
 const fn to52(x: [u64; 4]) -> [u64; 5] {
     [
         x[0] & M52,
@@ -259,9 +269,20 @@ impl Lanes for Fq8 {
     }
 }
 
+impl Fq8 {
+    /// `a` in the lanes set in `mask`, `self` in the others.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    pub(crate) fn blend(self, mask: __mmask8, a: Fq8) -> Fq8 {
+        Fq8(core::array::from_fn(|j| {
+            _mm512_mask_blend_epi64(mask, self.0[j], a.0[j])
+        }))
+    }
+}
+
 /// Eight Fq2 elements `c₀ + c₁·u` (`u² = −1`).
 #[derive(Clone, Copy)]
-pub(crate) struct Fq2x8(Fq8, Fq8);
+pub(crate) struct Fq2x8(pub(crate) Fq8, pub(crate) Fq8);
 
 impl Lanes for Fq2x8 {
     type Scalar = Fq2;
@@ -488,8 +509,7 @@ mod tests {
 
     #[test]
     fn lane_arithmetic_equals_arkworks() {
-        if !active() {
-            eprintln!("SKIPPED: this CPU has no AVX-512 IFMA");
+        if !testable() {
             return;
         }
         let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(11);

@@ -14,6 +14,8 @@
 //!   copies of a proving key's bases that make its MSMs cheaper, at a memory cost;
 //! - [`ifma`] (x86-64): the MSM's batch-affine additions eight at a time in AVX-512
 //!   IFMA lanes, chosen at run time where the CPU has them;
+//! - [`miller`] and [`scalar`] (x86-64): the BN254 multi-Miller loop and G1 points
+//!   times 128-bit weights in the same lanes, for batch verification;
 //! - [`WgpuBackend`] (feature `wgpu`): NTT and the G1 and G2 MSMs in WGSL compute shaders;
 //! - [`CudaBackend`] (feature `cuda`): NTT and G1 MSM in CUDA C compiled at run time by
 //!   NVRTC (its G2 MSM on the CPU).
@@ -34,11 +36,15 @@ mod cuda_probe;
 mod error;
 #[cfg(target_arch = "x86_64")]
 pub mod ifma;
+#[cfg(target_arch = "x86_64")]
+pub mod miller;
 pub mod msm;
 pub mod ops;
 #[cfg(any(feature = "wgpu", feature = "cuda", test))]
 mod plan;
 pub mod probe;
+#[cfg(target_arch = "x86_64")]
+pub mod scalar;
 #[cfg(feature = "wgpu")]
 mod wgpu_backend;
 #[cfg(not(feature = "wgpu"))]

@@ -58,6 +58,22 @@ pub fn verify(n: usize) {
         },
     );
     report("batch verify (per proof)", "ark-groth16 loop", &c);
+    // what the IFMA lanes (Miller loop, weights) buy: the same batch in arkworks' code
+    #[cfg(target_arch = "x86_64")]
+    if fleetmesh_kernels::ifma::active() {
+        let c = compare(
+            7,
+            n as u64,
+            || batch_verify(&ours, &items).expect("random source").len() as u64,
+            || {
+                fleetmesh_kernels::ifma::set_enabled(false);
+                let v = batch_verify(&ours, &items).expect("random source");
+                fleetmesh_kernels::ifma::set_enabled(true);
+                v.len() as u64
+            },
+        );
+        report("batch verify, IFMA lanes", "lanes off", &c);
+    }
 }
 
 /// The circom (snarkjs) reduction for ark-groth16, so its prover can use a snarkjs key:
