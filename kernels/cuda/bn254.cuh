@@ -1,16 +1,18 @@
-// BN254 field and G1 arithmetic for the CUDA backend, in __host__ __device__ functions so
-// the same code runs on the GPU (compiled at run time by NVRTC, see
-// kernels/src/cuda_backend.rs) and on the host (kernels/tests/cuda_host.rs compiles
+// BN254 field, G1 and G2 arithmetic for the CUDA backend, in __host__ __device__ functions
+// so the same code runs on the GPU (compiled at run time by NVRTC, see
+// kernels/src/cuda_backend.rs) and on the host (kernels/src/cuda_host_check.rs compiles
 // kernels/cuda/host_check.cpp with the system C++ compiler and checks every operation
 // against arkworks).
 //
 // Field elements are in Montgomery form with R = 2^256, as eight little-endian u32 limbs:
 // the same bytes as arkworks' four u64 limbs, so elements travel without conversion.
-// Products use 64-bit accumulators (one mad.wide per limb product on the GPU).
+// Products use 64-bit accumulators (one mad.wide per limb product on the GPU). Fq2 =
+// Fq[u]/(u² + 1) is a pair (c0, c1), as arkworks lays it out.
 //
-// G1 points (y² = x³ + 3) are XYZZ: x = X/ZZ, y = Y/ZZZ, ZZ³ = ZZZ², ZZ = 0 at infinity.
-// Formulas from the Explicit-Formulas Database (madd-2008-s, add-2008-s, dbl-2008-s-1,
-// mdbl-2008-s-1), with a = 0.
+// The curve code is written once over a coordinate field C (CoordG1: Fq, for G1:
+// y² = x³ + 3; CoordG2: Fq2, for the twist G2: y² = x³ + 3/(9 + u)); neither formula uses
+// b. Points are XYZZ: x = X/ZZ, y = Y/ZZZ, ZZ³ = ZZZ², ZZ = 0 at infinity. Formulas from
+// the Explicit-Formulas Database (madd-2008-s, add-2008-s, dbl-2008-s-1), with a = 0.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -28,12 +30,8 @@ struct Fe {
     u32 l[8];
 };
 
-struct Affine {
-    Fe x, y;
-};
-
-struct Xyzz {
-    Fe x, y, zz, zzz;
+struct Fe2 {
+    Fe c0, c1;
 };
 
 // The base field Fq: modulus limbs and −p⁻¹ mod 2^32.
@@ -195,133 +193,211 @@ FM_HD Fe fq_one() {
     return r;
 }
 
-FM_HD Xyzz g1_infinity() {
-    Xyzz r;
-    r.x = fe_zero();
-    r.y = fe_zero();
-    r.zz = fe_zero();
-    r.zzz = fe_zero();
+// The coordinate field of G1.
+struct CoordG1 {
+    typedef Fe E;
+    static FM_HD E zero() { return fe_zero(); }
+    static FM_HD E one() { return fq_one(); }
+    static FM_HD bool is_zero(const E& a) { return fe_is_zero(a); }
+    static FM_HD E add(const E& a, const E& b) { return fe_add<Fq>(a, b); }
+    static FM_HD E sub(const E& a, const E& b) { return fe_sub<Fq>(a, b); }
+    static FM_HD E mul(const E& a, const E& b) { return fe_mul<Fq>(a, b); }
+};
+
+// The coordinate field of G2: Fq2, products by Karatsuba (three Fq products).
+struct CoordG2 {
+    typedef Fe2 E;
+    static FM_HD E zero() {
+        E r;
+        r.c0 = fe_zero();
+        r.c1 = fe_zero();
+        return r;
+    }
+    static FM_HD E one() {
+        E r;
+        r.c0 = fq_one();
+        r.c1 = fe_zero();
+        return r;
+    }
+    static FM_HD bool is_zero(const E& a) { return fe_is_zero(a.c0) && fe_is_zero(a.c1); }
+    static FM_HD E add(const E& a, const E& b) {
+        E r;
+        r.c0 = fe_add<Fq>(a.c0, b.c0);
+        r.c1 = fe_add<Fq>(a.c1, b.c1);
+        return r;
+    }
+    static FM_HD E sub(const E& a, const E& b) {
+        E r;
+        r.c0 = fe_sub<Fq>(a.c0, b.c0);
+        r.c1 = fe_sub<Fq>(a.c1, b.c1);
+        return r;
+    }
+    static FM_HD E mul(const E& a, const E& b) {
+        Fe v0 = fe_mul<Fq>(a.c0, b.c0);
+        Fe v1 = fe_mul<Fq>(a.c1, b.c1);
+        Fe cross = fe_mul<Fq>(fe_add<Fq>(a.c0, a.c1), fe_add<Fq>(b.c0, b.c1));
+        E r;
+        r.c0 = fe_sub<Fq>(v0, v1);
+        r.c1 = fe_sub<Fq>(fe_sub<Fq>(cross, v0), v1);
+        return r;
+    }
+};
+
+template <class C>
+struct AffineT {
+    typename C::E x, y;
+};
+
+template <class C>
+struct XyzzT {
+    typename C::E x, y, zz, zzz;
+};
+
+typedef AffineT<CoordG1> Affine;
+typedef XyzzT<CoordG1> Xyzz;
+typedef AffineT<CoordG2> Affine2;
+typedef XyzzT<CoordG2> Xyzz2;
+
+template <class C>
+FM_HD XyzzT<C> pt_infinity() {
+    XyzzT<C> r;
+    r.x = C::zero();
+    r.y = C::zero();
+    r.zz = C::zero();
+    r.zzz = C::zero();
     return r;
 }
 
-FM_HD Xyzz g1_from_affine(const Affine& a) {
-    Xyzz r;
+template <class C>
+FM_HD XyzzT<C> pt_from_affine(const AffineT<C>& a) {
+    XyzzT<C> r;
     r.x = a.x;
     r.y = a.y;
-    r.zz = fq_one();
-    r.zzz = fq_one();
+    r.zz = C::one();
+    r.zzz = C::one();
     return r;
 }
 
 // 2·p (dbl-2008-s-1); infinity doubles to itself.
-FM_HD Xyzz g1_double(const Xyzz& p) {
-    Fe u = fe_add<Fq>(p.y, p.y);
-    Fe v = fe_mul<Fq>(u, u);
-    Fe w = fe_mul<Fq>(u, v);
-    Fe s = fe_mul<Fq>(p.x, v);
-    Fe xx = fe_mul<Fq>(p.x, p.x);
-    Fe m = fe_add<Fq>(fe_add<Fq>(xx, xx), xx);
-    Xyzz r;
-    r.x = fe_sub<Fq>(fe_sub<Fq>(fe_mul<Fq>(m, m), s), s);
-    r.y = fe_sub<Fq>(fe_mul<Fq>(m, fe_sub<Fq>(s, r.x)), fe_mul<Fq>(w, p.y));
-    r.zz = fe_mul<Fq>(v, p.zz);
-    r.zzz = fe_mul<Fq>(w, p.zzz);
+template <class C>
+FM_HD XyzzT<C> pt_double(const XyzzT<C>& p) {
+    typedef typename C::E E;
+    E u = C::add(p.y, p.y);
+    E v = C::mul(u, u);
+    E w = C::mul(u, v);
+    E s = C::mul(p.x, v);
+    E xx = C::mul(p.x, p.x);
+    E m = C::add(C::add(xx, xx), xx);
+    XyzzT<C> r;
+    r.x = C::sub(C::sub(C::mul(m, m), s), s);
+    r.y = C::sub(C::mul(m, C::sub(s, r.x)), C::mul(w, p.y));
+    r.zz = C::mul(v, p.zz);
+    r.zzz = C::mul(w, p.zzz);
     return r;
 }
 
 // p + q for an affine q that is not the point at infinity (madd-2008-s).
-FM_HD Xyzz g1_add_affine(const Xyzz& p, const Affine& q) {
-    if (fe_is_zero(p.zz)) return g1_from_affine(q);
-    Fe u2 = fe_mul<Fq>(q.x, p.zz);
-    Fe s2 = fe_mul<Fq>(q.y, p.zzz);
-    Fe pp_ = fe_sub<Fq>(u2, p.x);
-    Fe r = fe_sub<Fq>(s2, p.y);
-    if (fe_is_zero(pp_)) {
-        return fe_is_zero(r) ? g1_double(g1_from_affine(q)) : g1_infinity();
+template <class C>
+FM_HD XyzzT<C> pt_add_affine(const XyzzT<C>& p, const AffineT<C>& q) {
+    typedef typename C::E E;
+    if (C::is_zero(p.zz)) return pt_from_affine<C>(q);
+    E u2 = C::mul(q.x, p.zz);
+    E s2 = C::mul(q.y, p.zzz);
+    E pp_ = C::sub(u2, p.x);
+    E r = C::sub(s2, p.y);
+    if (C::is_zero(pp_)) {
+        return C::is_zero(r) ? pt_double<C>(pt_from_affine<C>(q)) : pt_infinity<C>();
     }
-    Fe pp = fe_mul<Fq>(pp_, pp_);
-    Fe ppp = fe_mul<Fq>(pp_, pp);
-    Fe q2 = fe_mul<Fq>(p.x, pp);
-    Xyzz o;
-    o.x = fe_sub<Fq>(fe_sub<Fq>(fe_sub<Fq>(fe_mul<Fq>(r, r), ppp), q2), q2);
-    o.y = fe_sub<Fq>(fe_mul<Fq>(r, fe_sub<Fq>(q2, o.x)), fe_mul<Fq>(p.y, ppp));
-    o.zz = fe_mul<Fq>(p.zz, pp);
-    o.zzz = fe_mul<Fq>(p.zzz, ppp);
+    E pp = C::mul(pp_, pp_);
+    E ppp = C::mul(pp_, pp);
+    E q2 = C::mul(p.x, pp);
+    XyzzT<C> o;
+    o.x = C::sub(C::sub(C::sub(C::mul(r, r), ppp), q2), q2);
+    o.y = C::sub(C::mul(r, C::sub(q2, o.x)), C::mul(p.y, ppp));
+    o.zz = C::mul(p.zz, pp);
+    o.zzz = C::mul(p.zzz, ppp);
     return o;
 }
 
 // p + q for XYZZ points, either possibly at infinity (add-2008-s).
-FM_HD Xyzz g1_add(const Xyzz& p, const Xyzz& q) {
-    if (fe_is_zero(p.zz)) return q;
-    if (fe_is_zero(q.zz)) return p;
-    Fe u1 = fe_mul<Fq>(p.x, q.zz);
-    Fe u2 = fe_mul<Fq>(q.x, p.zz);
-    Fe s1 = fe_mul<Fq>(p.y, q.zzz);
-    Fe s2 = fe_mul<Fq>(q.y, p.zzz);
-    Fe pp_ = fe_sub<Fq>(u2, u1);
-    Fe r = fe_sub<Fq>(s2, s1);
-    if (fe_is_zero(pp_)) {
-        return fe_is_zero(r) ? g1_double(p) : g1_infinity();
+template <class C>
+FM_HD XyzzT<C> pt_add(const XyzzT<C>& p, const XyzzT<C>& q) {
+    typedef typename C::E E;
+    if (C::is_zero(p.zz)) return q;
+    if (C::is_zero(q.zz)) return p;
+    E u1 = C::mul(p.x, q.zz);
+    E u2 = C::mul(q.x, p.zz);
+    E s1 = C::mul(p.y, q.zzz);
+    E s2 = C::mul(q.y, p.zzz);
+    E pp_ = C::sub(u2, u1);
+    E r = C::sub(s2, s1);
+    if (C::is_zero(pp_)) {
+        return C::is_zero(r) ? pt_double<C>(p) : pt_infinity<C>();
     }
-    Fe pp = fe_mul<Fq>(pp_, pp_);
-    Fe ppp = fe_mul<Fq>(pp_, pp);
-    Fe q2 = fe_mul<Fq>(u1, pp);
-    Xyzz o;
-    o.x = fe_sub<Fq>(fe_sub<Fq>(fe_sub<Fq>(fe_mul<Fq>(r, r), ppp), q2), q2);
-    o.y = fe_sub<Fq>(fe_mul<Fq>(r, fe_sub<Fq>(q2, o.x)), fe_mul<Fq>(s1, ppp));
-    o.zz = fe_mul<Fq>(fe_mul<Fq>(p.zz, q.zz), pp);
-    o.zzz = fe_mul<Fq>(fe_mul<Fq>(p.zzz, q.zzz), ppp);
+    E pp = C::mul(pp_, pp_);
+    E ppp = C::mul(pp_, pp);
+    E q2 = C::mul(u1, pp);
+    XyzzT<C> o;
+    o.x = C::sub(C::sub(C::sub(C::mul(r, r), ppp), q2), q2);
+    o.y = C::sub(C::mul(r, C::sub(q2, o.x)), C::mul(s1, ppp));
+    o.zz = C::mul(C::mul(p.zz, q.zz), pp);
+    o.zzz = C::mul(C::mul(p.zzz, q.zzz), ppp);
     return o;
 }
 
 // k·p for a small k (the bits below `bits`), by double-and-add.
-FM_HD Xyzz g1_mul_small(const Xyzz& p, u32 k, int bits) {
-    Xyzz m = g1_infinity();
+template <class C>
+FM_HD XyzzT<C> pt_mul_small(const XyzzT<C>& p, u32 k, int bits) {
+    XyzzT<C> m = pt_infinity<C>();
     for (int b = bits - 1; b >= 0; b--) {
-        m = g1_double(m);
-        if ((k >> b) & 1u) m = g1_add(m, p);
+        m = pt_double<C>(m);
+        if ((k >> b) & 1u) m = pt_add<C>(m, p);
     }
     return m;
 }
 
-// The two GPU steps of the G1 MSM (kernels/src/plan.rs), as functions of one thread so the
+// The three GPU steps of an MSM (kernels/src/plan.rs), as functions of one thread so the
 // host check runs them too.
 
 // Thread s of the accumulation: Σ ±points over segment s.
-FM_HD Xyzz msm_accumulate_one(const Affine* points, const u32* idx, u32 seg_off, u32 s) {
+template <class C>
+FM_HD XyzzT<C> msm_accumulate_one(const AffineT<C>* points, const u32* idx, u32 seg_off,
+                                  u32 s) {
     u32 start = idx[seg_off + 2 * s];
     u32 len = idx[seg_off + 2 * s + 1];
-    Xyzz acc = g1_infinity();
+    XyzzT<C> acc = pt_infinity<C>();
     for (u32 i = 0; i < len; i++) {
         u32 e = idx[start + i];
-        Affine q = points[e >> 1];
-        if (e & 1u) q.y = fe_sub<Fq>(fe_zero(), q.y);
-        acc = g1_add_affine(acc, q);
+        AffineT<C> q = points[e >> 1];
+        if (e & 1u) q.y = C::sub(C::zero(), q.y);
+        acc = pt_add_affine<C>(acc, q);
     }
     return acc;
 }
 
 // Thread t of a combining pass: partials[a] += partials[b] for its pair (a, b).
-FM_HD void msm_combine_one(Xyzz* partials, const u32* idx, u32 pair_off, u32 t) {
+template <class C>
+FM_HD void msm_combine_one(XyzzT<C>* partials, const u32* idx, u32 pair_off, u32 t) {
     u32 a = idx[pair_off + 2 * t];
     u32 b = idx[pair_off + 2 * t + 1];
-    partials[a] = g1_add(partials[a], partials[b]);
+    partials[a] = pt_add<C>(partials[a], partials[b]);
 }
 
 // Thread t of the reduction: Σ (b + 1)·bucket_b over buckets [lo, hi) of its window.
-FM_HD Xyzz msm_reduce_one(const Xyzz* partials, const u32* idx, u32 bseg_off, u32 chunks,
-                          u32 chunk, u32 buckets, u32 t) {
+template <class C>
+FM_HD XyzzT<C> msm_reduce_one(const XyzzT<C>* partials, const u32* idx, u32 bseg_off,
+                              u32 chunks, u32 chunk, u32 buckets, u32 t) {
     u32 w = t / chunks;
     u32 lo = (t % chunks) * chunk;
     u32 hi = lo + chunk < buckets ? lo + chunk : buckets;
-    Xyzz running = g1_infinity();
-    Xyzz acc = g1_infinity();
+    XyzzT<C> running = pt_infinity<C>();
+    XyzzT<C> acc = pt_infinity<C>();
     for (u32 b = hi; b > lo; b--) {
         u32 g = bseg_off + w * buckets + b - 1;
         // the combining passes left the bucket's sum in its first segment's slot
-        if (idx[g] < idx[g + 1]) running = g1_add(running, partials[idx[g]]);
-        acc = g1_add(acc, running);
+        if (idx[g] < idx[g + 1]) running = pt_add<C>(running, partials[idx[g]]);
+        acc = pt_add<C>(acc, running);
     }
     // lo < 2^15: at most 2^15 buckets per window
-    return g1_add(acc, g1_mul_small(running, lo, 16));
+    return pt_add<C>(acc, pt_mul_small<C>(running, lo, 16));
 }

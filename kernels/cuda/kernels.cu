@@ -2,26 +2,33 @@
 // kernels/src/cuda_backend.rs). Each thread's work is a function of bn254.cuh, which the
 // host check also runs; these wrappers only map threads to indices.
 //
-// Buffers are u32 arrays: a field element is 8 limbs, an affine point 16, an XYZZ point 32.
+// Buffers are u32 arrays: a field element is 8 limbs; a G1 affine point 16, an XYZZ point
+// 32; G2's twice those (Fq2 coordinates).
 
-extern "C" __global__ void msm_accumulate(Xyzz* out, const Affine* points, const u32* idx,
-                                          u32 seg_off, u32 count) {
-    u32 s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s < count) out[s] = msm_accumulate_one(points, idx, seg_off, s);
-}
+// The MSM kernels of one group: `msm_accumulate`, `msm_combine`, `msm_reduce` over G1 (C =
+// CoordG1) and the same with a `_g2` suffix over G2 (CoordG2).
+#define FM_MSM_KERNELS(SUFFIX, C)                                                           \
+    extern "C" __global__ void msm_accumulate##SUFFIX(XyzzT<C>* out, const AffineT<C>* points, \
+                                                      const u32* idx, u32 seg_off,          \
+                                                      u32 count) {                          \
+        u32 s = blockIdx.x * blockDim.x + threadIdx.x;                                      \
+        if (s < count) out[s] = msm_accumulate_one<C>(points, idx, seg_off, s);             \
+    }                                                                                       \
+    extern "C" __global__ void msm_combine##SUFFIX(XyzzT<C>* partials, const u32* idx,      \
+                                                   u32 pair_off, u32 count) {               \
+        u32 t = blockIdx.x * blockDim.x + threadIdx.x;                                      \
+        if (t < count) msm_combine_one<C>(partials, idx, pair_off, t);                      \
+    }                                                                                       \
+    extern "C" __global__ void msm_reduce##SUFFIX(XyzzT<C>* out, const XyzzT<C>* partials,  \
+                                                  const u32* idx, u32 bseg_off, u32 chunks, \
+                                                  u32 chunk, u32 buckets, u32 count) {      \
+        u32 t = blockIdx.x * blockDim.x + threadIdx.x;                                      \
+        if (t < count)                                                                      \
+            out[t] = msm_reduce_one<C>(partials, idx, bseg_off, chunks, chunk, buckets, t); \
+    }
 
-extern "C" __global__ void msm_combine(Xyzz* partials, const u32* idx, u32 pair_off,
-                                       u32 count) {
-    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < count) msm_combine_one(partials, idx, pair_off, t);
-}
-
-extern "C" __global__ void msm_reduce(Xyzz* out, const Xyzz* partials, const u32* idx,
-                                      u32 bseg_off, u32 chunks, u32 chunk, u32 buckets,
-                                      u32 count) {
-    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < count) out[t] = msm_reduce_one(partials, idx, bseg_off, chunks, chunk, buckets, t);
-}
+FM_MSM_KERNELS(, CoordG1)
+FM_MSM_KERNELS(_g2, CoordG2)
 
 // One radix-2 butterfly stage over Fr; `data` was bit-reversed by the host.
 extern "C" __global__ void ntt_stage(Fe* data, const Fe* twiddles, u32 half, u32 stride,

@@ -4,9 +4,11 @@
 //!
 //! cudarc panics on first use when libcuda or libnvrtc is missing, so [`CudaBackend::new`]
 //! first asks the `dlopen` probe (`cuda_probe.rs`) and refuses with a reason before cudarc
-//! is touched. On the GPU: the G1 MSM (the bucket plan of [`crate::plan`], then the
-//! accumulation and reduction kernels) and the NTT over Fr (forward, inverse, coset); the
-//! G2 MSM runs on the CPU backend, as on wgpu. The arithmetic is the same code that the
+//! is touched. On the GPU: the G1 and G2 MSMs (the bucket plan of [`crate::plan`], then
+//! the accumulation, combining and reduction kernels, instantiated per group from one
+//! template over the coordinate field) and the NTT over Fr (forward, inverse, coset); G2
+//! MSMs below [`CudaBackend::set_g2_gpu_from`]'s size run on the CPU backend. The
+//! arithmetic is the same code that the
 //! host check (`cuda_host_check.rs`) compiles with the C++ compiler and tests against
 //! arkworks; the whole backend is checked against the CPU by `bench/gpu/run.sh` on a
 //! machine with an NVIDIA GPU.
@@ -14,26 +16,30 @@
 
 use std::sync::Arc;
 
-use ark_bn254::{Fr, G1Affine, G1Projective};
+use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_ec::short_weierstrass::{Affine, Projective};
 use ark_ff::Zero;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::CompileOptions;
 
-use crate::plan::GpuKernels;
 use crate::plan::{
-    FE_BYTES, NttJob, NttKind, Plan, affine_bytes, fr_bytes, fr_from_bytes, xyzz_to_projective,
+    FE_BYTES, GpuCurve, GpuKernels, NttJob, NttKind, Plan, affine_bytes, fr_bytes, fr_from_bytes,
+    xyzz_to_projective,
 };
 use crate::probe::CudaStatus;
 use crate::{Error, Result};
 
 const BN254_CUH: &str = include_str!("../cuda/bn254.cuh");
 const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
-/// Bytes of an XYZZ point.
-const XYZZ_BYTES: usize = 4 * FE_BYTES;
 /// Threads per block.
 const BLOCK: u32 = 256;
+/// The default for [`CudaBackend::set_g2_gpu_from`]: G2 MSMs of fewer points run on the
+/// CPU. Not measured yet (no NVIDIA GPU here): `bench/gpu/run.sh` times G2 MSMs per size on
+/// both sides; wgpu's default is 4096 for the compile times of some Vulkan drivers, which
+/// NVRTC does not have, so CUDA starts lower.
+const G2_GPU_FROM: usize = 1 << 10;
 
 fn cuda_err(ordinal: u32, what: &str, e: impl std::fmt::Display) -> Error {
     Error::Unavailable {
@@ -47,11 +53,18 @@ pub struct CudaBackend {
     ordinal: u32,
     name: String,
     stream: Arc<CudaStream>,
+    g1: MsmKernels,
+    g2: MsmKernels,
+    g2_gpu_from: usize,
+    stage: CudaFunction,
+    mul: CudaFunction,
+}
+
+/// The three MSM kernels of one group (kernels.cu's `FM_MSM_KERNELS`).
+struct MsmKernels {
     accumulate: CudaFunction,
     combine: CudaFunction,
     reduce: CudaFunction,
-    stage: CudaFunction,
-    mul: CudaFunction,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -126,13 +139,20 @@ impl CudaBackend {
             .load_module(ptx)
             .map_err(|e| cuda_err(ordinal, "loading the kernels", e))?;
         let f = |n: &str| module.load_function(n).map_err(|e| cuda_err(ordinal, n, e));
+        let msm = |suffix: &str| -> Result<MsmKernels> {
+            Ok(MsmKernels {
+                accumulate: f(&format!("msm_accumulate{suffix}"))?,
+                combine: f(&format!("msm_combine{suffix}"))?,
+                reduce: f(&format!("msm_reduce{suffix}"))?,
+            })
+        };
         Ok(CudaBackend {
             ordinal,
             name: format!("{name} (sm_{major}{minor})"),
             stream: ctx.default_stream(),
-            accumulate: f("msm_accumulate")?,
-            combine: f("msm_combine")?,
-            reduce: f("msm_reduce")?,
+            g1: msm("")?,
+            g2: msm("_g2")?,
+            g2_gpu_from: G2_GPU_FROM,
             stage: f("ntt_stage")?,
             mul: f("ntt_mul")?,
         })
@@ -164,17 +184,25 @@ impl CudaBackend {
             .alloc_zeros::<u8>(bytes.max(1))
             .map_err(|e| self.err("allocating GPU memory", e))
     }
-}
 
-impl GpuKernels for CudaBackend {
-    fn device(&self) -> String {
-        format!("cuda:{} ({})", self.ordinal, self.name)
+    /// G2 MSMs of at least `points` points run on this GPU, smaller ones on the CPU
+    /// (default 1024; 0: all on the GPU).
+    pub fn set_g2_gpu_from(&mut self, points: usize) {
+        self.g2_gpu_from = points;
     }
 
-    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+    /// `Σ scalars[i] · bases[i]` in G1 or G2 with that group's `kernels`: the host's bucket
+    /// plan, then accumulation, the combining passes and the reduction on the GPU.
+    fn msm<P: GpuCurve>(
+        &self,
+        kernels: &MsmKernels,
+        bases: &[Affine<P>],
+        scalars: &[Fr],
+    ) -> Result<Projective<P>> {
+        let xyzz_bytes = 4 * P::COORD_FE * FE_BYTES;
         let plan = Plan::new(bases, scalars)?;
         if plan.segment_count() == 0 {
-            return Ok(G1Projective::zero());
+            return Ok(Projective::<P>::zero());
         }
         let points = affine_bytes(bases);
         let (idx, off) = plan.indices();
@@ -182,33 +210,33 @@ impl GpuKernels for CudaBackend {
         let idx = self.upload(&idx)?;
         let segments = plan.segment_count() as u32;
         let reducers = plan.reduce_count() as u32;
-        let mut partial = self.zeros(segments as usize * XYZZ_BYTES)?;
-        let mut out = self.zeros(reducers as usize * XYZZ_BYTES)?;
+        let mut partial = self.zeros(segments as usize * xyzz_bytes)?;
+        let mut out = self.zeros(reducers as usize * xyzz_bytes)?;
         // SAFETY: the kernels' signatures in kernels.cu take exactly these arguments in this
         // order; every index they read was built by `Plan::new` within the uploaded lengths.
         unsafe {
             self.stream
-                .launch_builder(&self.accumulate)
+                .launch_builder(&kernels.accumulate)
                 .arg(&mut partial)
                 .arg(&points)
                 .arg(&idx)
                 .arg(&off.segments)
                 .arg(&segments)
                 .launch(grid(segments))
-                .map_err(|e| self.err("msm_accumulate", e))?;
+                .map_err(|e| self.err(P::OP, e))?;
             for &(first, count) in &plan.passes {
                 let pairs = off.pairs + 2 * first;
                 self.stream
-                    .launch_builder(&self.combine)
+                    .launch_builder(&kernels.combine)
                     .arg(&mut partial)
                     .arg(&idx)
                     .arg(&pairs)
                     .arg(&count)
                     .launch(grid(count))
-                    .map_err(|e| self.err("msm_combine", e))?;
+                    .map_err(|e| self.err(P::OP, e))?;
             }
             self.stream
-                .launch_builder(&self.reduce)
+                .launch_builder(&kernels.reduce)
                 .arg(&mut out)
                 .arg(&partial)
                 .arg(&idx)
@@ -218,17 +246,35 @@ impl GpuKernels for CudaBackend {
                 .arg(&plan.buckets)
                 .arg(&reducers)
                 .launch(grid(reducers))
-                .map_err(|e| self.err("msm_reduce", e))?;
+                .map_err(|e| self.err(P::OP, e))?;
         }
         let bytes = self
             .stream
             .clone_dtoh(&out)
             .map_err(|e| self.err("copying from the GPU", e))?;
-        let sums: Vec<G1Projective> = bytes[..reducers as usize * XYZZ_BYTES]
-            .chunks_exact(XYZZ_BYTES)
+        let sums: Vec<Projective<P>> = bytes[..reducers as usize * xyzz_bytes]
+            .chunks_exact(xyzz_bytes)
             .map(xyzz_to_projective)
             .collect();
         Ok(plan.combine(&sums))
+    }
+}
+
+impl GpuKernels for CudaBackend {
+    fn device(&self) -> String {
+        format!("cuda:{} ({})", self.ordinal, self.name)
+    }
+
+    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        self.msm(&self.g1, bases, scalars)
+    }
+
+    fn g2_gpu_from(&self) -> Option<usize> {
+        Some(self.g2_gpu_from)
+    }
+
+    fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+        self.msm(&self.g2, bases, scalars)
     }
 
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {

@@ -21,6 +21,11 @@ impl CudaBackend {
             feature: "cuda",
         })
     }
+
+    /// Unreachable: no value of this type exists in this build.
+    pub fn set_g2_gpu_from(&mut self, _points: usize) {
+        match self._never {}
+    }
 }
 
 impl MsmNtt for CudaBackend {

@@ -1,6 +1,7 @@
 //! The CUDA arithmetic (`kernels/cuda/bn254.cuh`) compiled for the host with the system
-//! C++ compiler and checked against arkworks: field operations over Fq and Fr, the G1
-//! XYZZ formulas, and both MSM kernels' per-thread functions on a real bucket plan.
+//! C++ compiler and checked against arkworks: field operations over Fq, Fr and Fq2, the
+//! XYZZ formulas of G1 and G2, and the MSM kernels' per-thread functions on real bucket
+//! plans for both groups.
 //!
 //! This runs without a GPU and without the `cuda` feature. Skipped with a message only
 //! when no C++ compiler is found and `CI` is not `true` (`.ci/test` installs `g++`).
@@ -9,13 +10,17 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use ark_bn254::{Fq, Fr, G1Affine, G1Projective};
-use ark_ec::{AffineRepr, CurveGroup, PrimeGroup, VariableBaseMSM};
+use ark_bn254::{Fq, Fq2, Fr};
+use ark_ec::short_weierstrass::{Affine, Projective};
+use ark_ec::{AffineRepr, CurveGroup, VariableBaseMSM};
 use ark_ff::{Field, One, UniformRand, Zero};
 use ark_std::rand::SeedableRng;
 use ark_std::rand::rngs::StdRng;
 
-use crate::plan::{Plan, fe_bytes, xyzz_to_projective};
+use crate::plan::{FE_BYTES, GpuCurve, Plan, fe_bytes, xyzz_to_projective};
+
+type G1 = ark_bn254::g1::Config;
+type G2 = ark_bn254::g2::Config;
 
 /// A check of one answer line from `host_check`.
 type Expect = Box<dyn Fn(&str)>;
@@ -115,99 +120,109 @@ fn unhex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-fn xyzz(p: &G1Affine, lambda: Fq) -> String {
-    match p.xy() {
+/// A coordinate of `P` in hex, one token per Fq element (as `host_check` reads it).
+fn coord<P: GpuCurve>(c: &P::BaseField) -> String {
+    let mut b = vec![0u8; P::COORD_FE * FE_BYTES];
+    P::put(c, &mut b);
+    b.chunks(FE_BYTES)
+        .map(|e| hex(e.iter().copied()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `p` in XYZZ coordinates scaled by `lambda` (not only ZZ = 1).
+fn xyzz<P: GpuCurve>(p: &Affine<P>, lambda: P::BaseField) -> String {
+    let (x, y, l2, l3) = match p.xy() {
         Some((x, y)) => {
             let (l2, l3) = (lambda.square(), lambda.square() * lambda);
-            [x * l2, y * l3, l2, l3].map(fe).join(" ")
+            (x * l2, y * l3, l2, l3)
         }
-        None => [Fq::zero(); 4].map(fe).join(" "),
-    }
+        None => Default::default(),
+    };
+    [x, y, l2, l3].map(|c| coord::<P>(&c)).join(" ")
 }
 
-fn points_of(line: &str) -> Vec<G1Projective> {
+fn points_of<P: GpuCurve>(line: &str) -> Vec<Projective<P>> {
     let bytes: Vec<u8> = line.split_whitespace().flat_map(unhex).collect();
-    bytes.chunks_exact(128).map(xyzz_to_projective).collect()
+    bytes
+        .chunks_exact(4 * P::COORD_FE * FE_BYTES)
+        .map(xyzz_to_projective)
+        .collect()
 }
 
-#[test]
-fn cuda_arithmetic_compiled_for_the_host_equals_arkworks() {
-    let Some(exe) = compile() else { return };
-    let mut rng = StdRng::seed_from_u64(42);
-    let mut requests = String::new();
-    let mut expect: Vec<Expect> = Vec::new();
+fn random_point<P: GpuCurve>(rng: &mut StdRng) -> Affine<P> {
+    (Affine::<P>::generator() * Fr::rand(rng)).into_affine()
+}
 
-    // Fields: random pairs and the edge values 0, 1, −1.
-    let q_edges = [Fq::zero(), Fq::one(), -Fq::one()];
-    let r_edges = [Fr::zero(), Fr::one(), -Fr::one()];
-    for i in 0..60 {
-        let (a, b) = if i < 9 {
-            (q_edges[i / 3], q_edges[i % 3])
-        } else {
-            (Fq::rand(&mut rng), Fq::rand(&mut rng))
-        };
-        for (op, want) in [("add", a + b), ("sub", a - b), ("mul", a * b)] {
-            requests += &format!("fq_{op} {} {}\n", fe(a), fe(b));
-            let want = fe(want);
-            expect.push(Box::new(move |got| assert_eq!(got, want, "fq_{op}")));
-        }
-        let (a, b) = if i < 9 {
-            (r_edges[i / 3], r_edges[i % 3])
-        } else {
-            (Fr::rand(&mut rng), Fr::rand(&mut rng))
-        };
-        for (op, want) in [("add", a + b), ("sub", a - b), ("mul", a * b)] {
-            requests += &format!("fr_{op} {} {}\n", fe_r(a), fe_r(b));
-            let want = fe_r(want);
-            expect.push(Box::new(move |got| assert_eq!(got, want, "fr_{op}")));
-        }
-    }
-
-    // G1: points in XYZZ with random Z (not only Z = 1), incl. doubling, cancellation and
-    // infinity on either side.
-    let point = |rng: &mut StdRng| (G1Projective::generator() * Fr::rand(rng)).into_affine();
+/// Requests for the curve formulas of `P` (`group`: `g1` or `g2`): XYZZ points with random
+/// Z, incl. doubling, cancellation and infinity on either side.
+fn curve_cases<P: GpuCurve>(
+    group: &'static str,
+    rng: &mut StdRng,
+    requests: &mut String,
+    expect: &mut Vec<Expect>,
+) where
+    P::BaseField: UniformRand,
+{
     for i in 0..40 {
         let p = if i == 3 {
-            G1Affine::identity()
+            Affine::<P>::identity()
         } else {
-            point(&mut rng)
+            random_point::<P>(rng)
         };
         let q = match i {
             0 => p,
             1 => -p,
-            2 => G1Affine::identity(),
-            _ => point(&mut rng),
+            2 => Affine::<P>::identity(),
+            _ => random_point::<P>(rng),
         };
-        let (l1, l2) = (Fq::rand(&mut rng), Fq::rand(&mut rng));
-        let sum = p + q;
-        requests += &format!("g1_add {} {}\n", xyzz(&p, l1), xyzz(&q, l2));
+        let (l1, l2) = (P::BaseField::rand(rng), P::BaseField::rand(rng));
+        let sum: Projective<P> = p + q;
+        *requests += &format!("{group}_add {} {}\n", xyzz(&p, l1), xyzz(&q, l2));
         expect.push(Box::new(move |got| {
-            assert_eq!(points_of(got), vec![sum], "g1_add case {i}")
+            assert_eq!(points_of::<P>(got), vec![sum], "{group}_add case {i}")
         }));
-        let twice = p + p;
-        requests += &format!("g1_double {}\n", xyzz(&p, l1));
+        let twice: Projective<P> = p + p;
+        *requests += &format!("{group}_double {}\n", xyzz(&p, l1));
         expect.push(Box::new(move |got| {
-            assert_eq!(points_of(got), vec![twice], "g1_double case {i}")
+            assert_eq!(points_of::<P>(got), vec![twice], "{group}_double case {i}")
         }));
-        if !q.is_zero() {
-            let (x, y) = q.xy().expect("not infinity");
-            requests += &format!("g1_add_affine {} {} {}\n", xyzz(&p, l1), fe(x), fe(y));
+        if let Some((x, y)) = q.xy() {
+            *requests += &format!(
+                "{group}_add_affine {} {} {}\n",
+                xyzz(&p, l1),
+                coord::<P>(&x),
+                coord::<P>(&y)
+            );
             expect.push(Box::new(move |got| {
-                assert_eq!(points_of(got), vec![sum], "g1_add_affine case {i}")
+                assert_eq!(
+                    points_of::<P>(got),
+                    vec![sum],
+                    "{group}_add_affine case {i}"
+                )
             }));
         }
     }
+}
 
-    // The MSM kernels' per-thread functions on real plans, combined as the backend does.
-    for n in [1usize, 5, 200, 2000] {
-        let mut bases: Vec<G1Affine> = (0..n).map(|_| point(&mut rng)).collect();
-        let mut scalars: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
+/// Requests for the MSM kernels' per-thread functions of `P` (`op`: `msm` or `msm_g2`) on
+/// real plans, combined as the backend does.
+fn msm_cases<P: GpuCurve>(
+    op: &'static str,
+    sizes: &[usize],
+    rng: &mut StdRng,
+    requests: &mut String,
+    expect: &mut Vec<Expect>,
+) {
+    for &n in sizes {
+        let mut bases: Vec<Affine<P>> = (0..n).map(|_| random_point::<P>(rng)).collect();
+        let mut scalars: Vec<Fr> = (0..n).map(|_| Fr::rand(rng)).collect();
         if n >= 200 {
             bases[1] = bases[0];
             scalars[1] = scalars[0];
             bases[2] = -bases[0];
             scalars[2] = scalars[0];
-            bases[3] = G1Affine::identity();
+            bases[3] = Affine::<P>::identity();
             scalars[4] = Fr::zero();
             // 100 equal scalars: several segments in one bucket, combining passes
             for s in scalars.iter_mut().skip(10).take(100) {
@@ -215,10 +230,10 @@ fn cuda_arithmetic_compiled_for_the_host_equals_arkworks() {
             }
         }
         let plan = Plan::new(&bases, &scalars).expect("plan");
-        let mut line = format!("msm {n}");
+        let mut line = format!("{op} {n}");
         for p in &bases {
-            let (x, y) = p.xy().unwrap_or((Fq::zero(), Fq::zero()));
-            line += &format!(" {} {}", fe(x), fe(y));
+            let (x, y) = p.xy().unwrap_or_default();
+            line += &format!(" {} {}", coord::<P>(&x), coord::<P>(&y));
         }
         let (idx, off) = plan.indices();
         line += &format!(" {}", idx.len());
@@ -240,14 +255,69 @@ fn cuda_arithmetic_compiled_for_the_host_equals_arkworks() {
             line += &format!(" {} {count}", off.pairs + 2 * first);
         }
         line += "\n";
-        requests += &line;
-        let want = G1Projective::msm_unchecked(&bases, &scalars);
+        *requests += &line;
+        let want = Projective::<P>::msm_unchecked(&bases, &scalars);
         expect.push(Box::new(move |got| {
-            let sums = points_of(got);
+            let sums = points_of::<P>(got);
             assert_eq!(sums.len(), plan.reduce_count());
-            assert_eq!(plan.combine(&sums), want, "msm n = {n}");
+            assert_eq!(plan.combine(&sums), want, "{op} n = {n}");
         }));
     }
+}
+
+/// Requests for `{name}_add`, `_sub` and `_mul`: every pair of `edges`, then random pairs,
+/// `count` in all; `show` writes an element as `host_check` reads it.
+fn field_cases<F: Field + UniformRand + 'static>(
+    name: &'static str,
+    edges: &[F],
+    count: usize,
+    show: fn(&F) -> String,
+    rng: &mut StdRng,
+    requests: &mut String,
+    expect: &mut Vec<Expect>,
+) {
+    let e = edges.len();
+    for i in 0..count {
+        let (a, b) = if i < e * e {
+            (edges[i / e], edges[i % e])
+        } else {
+            (F::rand(rng), F::rand(rng))
+        };
+        for (op, want) in [("add", a + b), ("sub", a - b), ("mul", a * b)] {
+            *requests += &format!("{name}_{op} {} {}\n", show(&a), show(&b));
+            let want = show(&want);
+            expect.push(Box::new(move |got| assert_eq!(got, want, "{name}_{op}")));
+        }
+    }
+}
+
+#[test]
+fn cuda_arithmetic_compiled_for_the_host_equals_arkworks() {
+    let Some(exe) = compile() else { return };
+    let mut rng = StdRng::seed_from_u64(42);
+    let mut requests = String::new();
+    let mut expect: Vec<Expect> = Vec::new();
+
+    // Fields: every pair of edge values, then random pairs.
+    let fq_edges = [Fq::zero(), Fq::one(), -Fq::one()];
+    let fr_edges = [Fr::zero(), Fr::one(), -Fr::one()];
+    let u = Fq2::new(Fq::zero(), Fq::one());
+    let fq2_edges = [Fq2::zero(), Fq2::one(), u, -Fq2::one()];
+    let (r, q) = (&mut requests, &mut expect);
+    field_cases("fq", &fq_edges, 60, |x| fe(*x), &mut rng, r, q);
+    field_cases("fr", &fr_edges, 60, |x| fe_r(*x), &mut rng, r, q);
+    field_cases("fq2", &fq2_edges, 40, coord::<G2>, &mut rng, r, q);
+
+    curve_cases::<G1>("g1", &mut rng, &mut requests, &mut expect);
+    curve_cases::<G2>("g2", &mut rng, &mut requests, &mut expect);
+    msm_cases::<G1>(
+        "msm",
+        &[1, 5, 200, 2000],
+        &mut rng,
+        &mut requests,
+        &mut expect,
+    );
+    msm_cases::<G2>("msm_g2", &[1, 5, 300], &mut rng, &mut requests, &mut expect);
 
     let mut child = Command::new(&exe)
         .stdin(Stdio::piped())

@@ -17,8 +17,8 @@
 //! - [`miller`] and [`scalar`] (x86-64): the BN254 multi-Miller loop and G1 points
 //!   times 128-bit weights in the same lanes, for batch verification;
 //! - [`WgpuBackend`] (feature `wgpu`): NTT and the G1 and G2 MSMs in WGSL compute shaders;
-//! - [`CudaBackend`] (feature `cuda`): NTT and G1 MSM in CUDA C compiled at run time by
-//!   NVRTC (its G2 MSM on the CPU).
+//! - [`CudaBackend`] (feature `cuda`): NTT and the G1 and G2 MSMs in CUDA C compiled at
+//!   run time by NVRTC.
 //!
 //! Both GPU backends share the host half of their work (bucket sorting, NTT preparation)
 //! and equal the CPU reference bit for bit. Without a feature its backend is a stub of the

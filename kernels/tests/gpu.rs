@@ -32,7 +32,11 @@ fn wgpu_backend() -> Option<WgpuBackend> {
 /// `FLEETMESH_REQUIRE_CUDA=1` (set by bench/gpu/run.sh) makes a refusal a failure.
 fn cuda_backend() -> Option<CudaBackend> {
     match CudaBackend::new(0) {
-        Ok(b) => Some(b),
+        Ok(mut b) => {
+            // every G2 MSM on the GPU here, however small
+            b.set_g2_gpu_from(0);
+            Some(b)
+        }
         Err(e) => {
             assert!(
                 std::env::var("FLEETMESH_REQUIRE_CUDA").as_deref() != Ok("1"),
@@ -200,7 +204,7 @@ fn msm_on(gpu: &dyn MsmNtt) {
     assert!(gpu.msm_g1(&[p, -p], &[s, s]).unwrap().is_zero());
     // unequal lengths are refused, as by the reference
     assert!(gpu.msm_g1(&bases[..2], &scalars[..3]).is_err());
-    // G2: on the GPU in wgpu (CUDA leaves it to the CPU), the same cases at smaller sizes
+    // G2 on the GPU (both backends), the same cases at smaller sizes
     let g2_points = |n: usize, rng: &mut ark_std::rand::rngs::StdRng| -> Vec<G2Affine> {
         let v: Vec<G2Projective> = (0..n)
             .map(|_| G2Projective::generator() * Fr::rand(rng))

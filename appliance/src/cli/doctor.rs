@@ -33,17 +33,14 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
     let inventory = probe::probe();
     let (resolved, prover) = match resolve(choice, &inventory) {
         Ok(r) => {
-            // Where each of the prover's operations runs on that backend (CUDA keeps the G2
-            // MSM on the CPU); opening the device and compiling its kernels is left to the
-            // prover.
+            // Where each of the prover's operations runs on that backend (a GPU backend
+            // leaves G2 MSMs below its size threshold to the CPU); opening the device and
+            // compiling its kernels is left to the prover.
             let device = r.backend.to_string();
             let prover = match r.backend {
                 ResolvedBackend::Cpu => json!({"ntt": "cpu", "msm_g1": "cpu", "msm_g2": "cpu"}),
-                ResolvedBackend::Wgpu(_) => {
+                ResolvedBackend::Wgpu(_) | ResolvedBackend::Cuda(_) => {
                     json!({"ntt": device, "msm_g1": device, "msm_g2": device})
-                }
-                ResolvedBackend::Cuda(_) => {
-                    json!({"ntt": device, "msm_g1": device, "msm_g2": "cpu"})
                 }
             };
             (
