@@ -19,32 +19,47 @@
 //! for arkworks' scalar multiplication.
 #![allow(unsafe_code)]
 
-use ark_bn254::{Fq, Fq2};
+use ark_bn254::{Fq, Fq2, FqConfig, FrConfig};
 use ark_ec::short_weierstrass::{Affine, SWCurveConfig};
-use ark_ff::{AdditiveGroup, BigInt, Field, PrimeField};
+use ark_ff::{AdditiveGroup, BigInt, Field, Fp256, MontBackend, MontConfig};
 use std::arch::x86_64::*;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-const P: [u64; 4] = <Fq as PrimeField>::MODULUS.0;
 const M52: u64 = (1 << 52) - 1;
-const P52: [u64; 5] = to52(P);
-const P2_52: [u64; 5] = to52([
-    P[0] << 1,
-    (P[1] << 1) | (P[0] >> 63),
-    (P[2] << 1) | (P[1] >> 63),
-    (P[3] << 1) | (P[2] >> 63),
-]);
-/// `−p⁻¹ mod 2⁵²`.
-const PINV52: u64 = {
+
+/// The constants of a prime field's lanes, from its arkworks configuration (BN254's Fq
+/// and Fr: both primes are below 2²⁵⁴, so the bounds below hold for either).
+pub(crate) trait Modulus: MontConfig<4> {
+    const P: [u64; 4] = <Self as MontConfig<4>>::MODULUS.0;
+    const P52: [u64; 5] = to52(Self::P);
+    const P2_52: [u64; 5] = to52(double(Self::P));
+    /// `−p⁻¹ mod 2⁵²`.
+    const PINV52: u64 = pinv52(Self::P[0]);
+}
+
+impl Modulus for FqConfig {}
+impl Modulus for FrConfig {}
+
+const fn double(p: [u64; 4]) -> [u64; 4] {
+    [
+        p[0] << 1,
+        (p[1] << 1) | (p[0] >> 63),
+        (p[2] << 1) | (p[1] >> 63),
+        (p[3] << 1) | (p[2] >> 63),
+    ]
+}
+
+const fn pinv52(p0: u64) -> u64 {
     // Newton's iteration doubles the correct low bits each step: 2^6 ≥ 64.
     let mut inv = 1u64;
     let mut i = 0;
     while i < 6 {
-        inv = inv.wrapping_mul(2u64.wrapping_sub(P[0].wrapping_mul(inv)));
+        inv = inv.wrapping_mul(2u64.wrapping_sub(p0.wrapping_mul(inv)));
         i += 1;
     }
     inv.wrapping_neg() & M52
-};
+}
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
 
@@ -91,11 +106,11 @@ const fn from52(l: [u64; 5]) -> [u64; 4] {
 }
 
 /// `x − p` if that does not borrow, else `x` (for `x < 2p`).
-fn reduce_once(x: [u64; 4]) -> [u64; 4] {
+fn reduce_once<M: Modulus>(x: [u64; 4]) -> [u64; 4] {
     let mut s = [0u64; 4];
     let mut borrow = false;
     for i in 0..4 {
-        let (d, b1) = x[i].overflowing_sub(P[i]);
+        let (d, b1) = x[i].overflowing_sub(M::P[i]);
         let (d, b2) = d.overflowing_sub(borrow as u64);
         s[i] = d;
         borrow = b1 | b2;
@@ -112,15 +127,37 @@ pub(crate) trait Lanes: Copy {
     unsafe fn sub(self, o: Self) -> Self;
     unsafe fn mul(self, o: Self) -> Self;
     unsafe fn square(self) -> Self;
+}
+
+/// Lanes of Fq or Fq2, which the MSM's shared inversion handles through the norm.
+pub(crate) trait Inverse: Lanes {
     /// The norm down to Fq (the element itself in Fq), for the shared inversion.
     unsafe fn norm(self) -> Fq8;
     /// `self⁻¹` given `norm(self)⁻¹`.
     unsafe fn inverse_from_norm(self, n_inv: Fq8) -> Self;
 }
 
-/// Eight Fq elements, five 52-bit limbs each, below `2p`.
-#[derive(Clone, Copy)]
-pub(crate) struct Fq8([__m512i; 5]);
+/// Eight elements of the prime field of `M`, five 52-bit limbs each, below `2p`.
+pub(crate) struct L8<M>([__m512i; 5], PhantomData<M>);
+
+impl<M> Clone for L8<M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M> Copy for L8<M> {}
+
+/// Eight Fq elements.
+pub(crate) type Fq8 = L8<FqConfig>;
+/// Eight Fr elements.
+pub(crate) type Fr8 = L8<FrConfig>;
+
+impl<M> L8<M> {
+    fn new(limbs: [__m512i; 5]) -> L8<M> {
+        L8(limbs, PhantomData)
+    }
+}
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
@@ -143,8 +180,8 @@ fn normalize(t: &mut [__m512i; 5]) {
 /// `t − 2p` where that is not negative, else `t` (normalized `t < 4p`).
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn reduce_2p(t: [__m512i; 5]) -> [__m512i; 5] {
-    let mut s: [__m512i; 5] = core::array::from_fn(|j| _mm512_sub_epi64(t[j], splat(P2_52[j])));
+fn reduce_2p<M: Modulus>(t: [__m512i; 5]) -> [__m512i; 5] {
+    let mut s: [__m512i; 5] = core::array::from_fn(|j| _mm512_sub_epi64(t[j], splat(M::P2_52[j])));
     normalize(&mut s);
     let negative = _mm512_cmplt_epi64_mask(s[4], _mm512_setzero_si512());
     core::array::from_fn(|j| _mm512_mask_blend_epi64(negative, s[j], t[j]))
@@ -153,10 +190,10 @@ fn reduce_2p(t: [__m512i; 5]) -> [__m512i; 5] {
 /// The Montgomery product `a·b·2⁻²⁶⁰` (`a < 2p`, `b < 32p`), below `2p`, normalized.
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn mont(a: &[__m512i; 5], b: &[__m512i; 5]) -> [__m512i; 5] {
+fn mont<M: Modulus>(a: &[__m512i; 5], b: &[__m512i; 5]) -> [__m512i; 5] {
     let z = _mm512_setzero_si512();
-    let pinv = splat(PINV52);
-    let p: [__m512i; 5] = core::array::from_fn(|j| splat(P52[j]));
+    let pinv = splat(M::PINV52);
+    let p: [__m512i; 5] = core::array::from_fn(|j| splat(M::P52[j]));
     let mut t = [z; 6];
     for bi in b {
         for j in 0..5 {
@@ -192,12 +229,12 @@ fn times16(b: &[__m512i; 5]) -> [__m512i; 5] {
     })
 }
 
-impl Lanes for Fq8 {
-    type Scalar = Fq;
+impl<M: Modulus> Lanes for L8<M> {
+    type Scalar = Fp256<MontBackend<M, 4>>;
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn load(xs: &[Fq; 8]) -> Fq8 {
+    unsafe fn load(xs: &[Self::Scalar; 8]) -> L8<M> {
         let mut l = [[0u64; 8]; 5];
         for (k, x) in xs.iter().enumerate() {
             let v = to52(x.0.0);
@@ -206,56 +243,58 @@ impl Lanes for Fq8 {
             }
         }
         // SAFETY: each row is eight u64, 64 bytes; unaligned loads.
-        Fq8(core::array::from_fn(|j| unsafe {
+        L8::new(core::array::from_fn(|j| unsafe {
             _mm512_loadu_si512(l[j].as_ptr() as *const __m512i)
         }))
     }
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn store(self) -> [Fq; 8] {
+    unsafe fn store(self) -> [Self::Scalar; 8] {
         let mut l = [[0u64; 8]; 5];
         for (row, limb) in l.iter_mut().zip(self.0) {
             // SAFETY: each row is eight u64, 64 bytes; unaligned stores.
             unsafe { _mm512_storeu_si512(row.as_mut_ptr() as *mut __m512i, limb) };
         }
         core::array::from_fn(|k| {
-            let x = reduce_once(from52(core::array::from_fn(|j| l[j][k])));
-            Fq::new_unchecked(BigInt(x))
+            let x = reduce_once::<M>(from52(core::array::from_fn(|j| l[j][k])));
+            Fp256::new_unchecked(BigInt(x))
         })
     }
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn add(self, o: Fq8) -> Fq8 {
+    unsafe fn add(self, o: L8<M>) -> L8<M> {
         let mut t: [__m512i; 5] = core::array::from_fn(|j| _mm512_add_epi64(self.0[j], o.0[j]));
         normalize(&mut t);
-        Fq8(reduce_2p(t))
+        L8::new(reduce_2p::<M>(t))
     }
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn sub(self, o: Fq8) -> Fq8 {
+    unsafe fn sub(self, o: L8<M>) -> L8<M> {
         // a + 2p − b: positive, below 4p
         let mut t: [__m512i; 5] = core::array::from_fn(|j| {
-            _mm512_sub_epi64(_mm512_add_epi64(self.0[j], splat(P2_52[j])), o.0[j])
+            _mm512_sub_epi64(_mm512_add_epi64(self.0[j], splat(M::P2_52[j])), o.0[j])
         });
         normalize(&mut t);
-        Fq8(reduce_2p(t))
+        L8::new(reduce_2p::<M>(t))
     }
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn mul(self, o: Fq8) -> Fq8 {
-        Fq8(mont(&self.0, &times16(&o.0)))
+    unsafe fn mul(self, o: L8<M>) -> L8<M> {
+        L8::new(mont::<M>(&self.0, &times16(&o.0)))
     }
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn square(self) -> Fq8 {
-        Fq8(mont(&self.0, &times16(&self.0)))
+    unsafe fn square(self) -> L8<M> {
+        L8::new(mont::<M>(&self.0, &times16(&self.0)))
     }
+}
 
+impl Inverse for Fq8 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
     unsafe fn norm(self) -> Fq8 {
@@ -269,12 +308,19 @@ impl Lanes for Fq8 {
     }
 }
 
-impl Fq8 {
+impl<M> L8<M> {
+    /// The lanes reordered: lane `k` takes lane `idx[k]`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    pub(crate) fn permute(self, idx: __m512i) -> L8<M> {
+        L8::new(self.0.map(|l| _mm512_permutexvar_epi64(idx, l)))
+    }
+
     /// `a` in the lanes set in `mask`, `self` in the others.
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
-    pub(crate) fn blend(self, mask: __mmask8, a: Fq8) -> Fq8 {
-        Fq8(core::array::from_fn(|j| {
+    pub(crate) fn blend(self, mask: __mmask8, a: L8<M>) -> L8<M> {
+        L8::new(core::array::from_fn(|j| {
             _mm512_mask_blend_epi64(mask, self.0[j], a.0[j])
         }))
     }
@@ -334,7 +380,9 @@ impl Lanes for Fq2x8 {
             Fq2x8(c0, c01.add(c01))
         }
     }
+}
 
+impl Inverse for Fq2x8 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
     unsafe fn norm(self) -> Fq8 {
@@ -346,7 +394,7 @@ impl Lanes for Fq2x8 {
     #[target_feature(enable = "avx512f,avx512ifma")]
     unsafe fn inverse_from_norm(self, n_inv: Fq8) -> Fq2x8 {
         unsafe {
-            let zero = Fq8([_mm512_setzero_si512(); 5]);
+            let zero = Fq8::new([_mm512_setzero_si512(); 5]);
             Fq2x8(self.0.mul(n_inv), zero.sub(self.1.mul(n_inv)))
         }
     }
@@ -374,7 +422,7 @@ pub struct Scratch {
 /// `acc[b] += p` for each `(b, p)` (distinct buckets, both points finite, different x),
 /// with `Fq8` lanes for G1 and `Fq2x8` for G2. `false`: the vector path is off here
 /// and nothing was done.
-pub(crate) fn add_chords<L: Lanes, P: SWCurveConfig<BaseField = L::Scalar>>(
+pub(crate) fn add_chords<L: Inverse, P: SWCurveConfig<BaseField = L::Scalar>>(
     acc: &mut [Affine<P>],
     pairs: &[(u32, Affine<P>)],
     groups: &mut Vec<Group<L>>,
@@ -390,7 +438,7 @@ pub(crate) fn add_chords<L: Lanes, P: SWCurveConfig<BaseField = L::Scalar>>(
 /// The batch-affine additions with one shared inversion: prefix products of the norms of
 /// `x_p − x_q` per lane, eight scalar inversions folded into one, then the chords.
 #[target_feature(enable = "avx512f,avx512ifma")]
-unsafe fn chords<L: Lanes, P: SWCurveConfig<BaseField = L::Scalar>>(
+unsafe fn chords<L: Inverse, P: SWCurveConfig<BaseField = L::Scalar>>(
     acc: &mut [Affine<P>],
     pairs: &[(u32, Affine<P>)],
     groups: &mut Vec<Group<L>>,
@@ -456,8 +504,8 @@ mod tests {
     }
 
     /// Every lane operation against arkworks, on random elements and on the extremes
-    /// (0, 1, p − 1), for Fq and Fq2.
-    fn check_ops<L: Lanes>(rng: &mut impl ark_std::rand::Rng)
+    /// (0, 1, p − 1); with `inverse`, the inversion through the norm too.
+    fn check_ops<L: Lanes>(rng: &mut impl ark_std::rand::Rng, inverse: Option<unsafe fn(L) -> L>)
     where
         L::Scalar: UniformRand,
     {
@@ -493,17 +541,26 @@ mod tests {
                     assert_eq!(prod.store()[k], s * d);
                     assert_eq!(sq.store()[k], (s * d).square());
                 }
-                if a.iter().all(|x| *x != L::Scalar::ZERO) {
-                    let inv = va.inverse_from_norm(Fq8::load(&va.norm().store().map(|n| {
-                        n.inverse()
-                            .expect("the norm of a non-zero element is non-zero")
-                    })));
-                    let inv = inv.store();
+                if let Some(inverse) = inverse
+                    && a.iter().all(|x| *x != L::Scalar::ZERO)
+                {
+                    let inv = inverse(va).store();
                     for k in 0..8 {
                         assert_eq!(inv[k] * a[k], L::Scalar::ONE);
                     }
                 }
             }
+        }
+    }
+
+    /// `x⁻¹` through the norm, as the MSM inverts.
+    unsafe fn invert<L: Inverse>(x: L) -> L {
+        unsafe {
+            let norms = x.norm().store().map(|n| {
+                n.inverse()
+                    .expect("the norm of a non-zero element is non-zero")
+            });
+            x.inverse_from_norm(Fq8::load(&norms))
         }
     }
 
@@ -513,20 +570,27 @@ mod tests {
             return;
         }
         let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(11);
-        check_ops::<Fq8>(&mut rng);
-        check_ops::<Fq2x8>(&mut rng);
+        check_ops::<Fq8>(&mut rng, Some(invert::<Fq8>));
+        check_ops::<Fq2x8>(&mut rng, Some(invert::<Fq2x8>));
+        check_ops::<Fr8>(&mut rng, None);
+    }
+
+    fn check_constants<M: Modulus>() {
+        assert_eq!(from52(M::P52), M::P);
+        assert_eq!(
+            M::P[0].wrapping_mul(M::PINV52) & M52,
+            M52,
+            "p·(−p⁻¹) ≡ −1 mod 2⁵²"
+        );
+        let mut two_p = BigInt(M::P);
+        assert!(!two_p.add_with_carry(&BigInt(M::P)), "2p fits in 256 bits");
+        assert_eq!(from52(M::P2_52), two_p.0);
+        assert!(M::P[3] < 1 << 62, "p < 2²⁵⁴: the bounds of the lanes hold");
     }
 
     #[test]
     fn constants() {
-        assert_eq!(from52(P52), P);
-        assert_eq!(
-            P[0].wrapping_mul(PINV52) & M52,
-            M52,
-            "p·(−p⁻¹) ≡ −1 mod 2⁵²"
-        );
-        let mut two_p = BigInt(P);
-        assert!(!two_p.add_with_carry(&BigInt(P)), "2p fits in 256 bits");
-        assert_eq!(from52(P2_52), two_p.0);
+        check_constants::<FqConfig>();
+        check_constants::<FrConfig>();
     }
 }

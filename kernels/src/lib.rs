@@ -14,6 +14,7 @@
 //!   copies of a proving key's bases that make its MSMs cheaper, at a memory cost;
 //! - [`ifma`] (x86-64): the MSM's batch-affine additions eight at a time in AVX-512
 //!   IFMA lanes, chosen at run time where the CPU has them;
+//! - `ntt` (x86-64): the CPU backend's Fr NTT in the same lanes;
 //! - [`miller`] and [`scalar`] (x86-64): the BN254 multi-Miller loop and G1 points
 //!   times 128-bit weights in the same lanes, for batch verification;
 //! - [`WgpuBackend`] (feature `wgpu`): NTT and the G1 and G2 MSMs in WGSL compute shaders;
@@ -39,6 +40,8 @@ pub mod ifma;
 #[cfg(target_arch = "x86_64")]
 pub mod miller;
 pub mod msm;
+#[cfg(target_arch = "x86_64")]
+mod ntt;
 pub mod ops;
 #[cfg(any(feature = "wgpu", feature = "cuda", test))]
 mod plan;

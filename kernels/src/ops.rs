@@ -156,9 +156,9 @@ pub trait MsmNtt: Send + Sync {
     }
 }
 
-/// The CPU backend: arkworks' radix-2 NTT and a batch-affine Pippenger MSM
-/// ([`crate::msm`], with a proving key's precomputed copies when it has them), on all
-/// cores. The trait's default methods (plain arkworks) are the
+/// The CPU backend: a radix-2 NTT ([`crate::ntt`] in IFMA lanes where the CPU has them,
+/// else arkworks') and a batch-affine Pippenger MSM ([`crate::msm`], with a proving key's
+/// precomputed copies when it has them), on all cores. The trait's default methods (plain arkworks) are the
 /// reference it is tested against.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cpu;
@@ -182,6 +182,30 @@ impl MsmNtt for Cpu {
         true
     }
 
+    /// In IFMA lanes where the CPU has them ([`crate::ntt`]), else arkworks'.
+    fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
+        let d = domain(values.len())?;
+        let (omega, scale) = match direction {
+            NttDirection::Forward => (d.group_gen, None),
+            NttDirection::Inverse => (d.group_gen_inv, Some(d.size_inv)),
+        };
+        if lane_ntt(values, omega, None, scale) {
+            Ok(())
+        } else {
+            Reference.ntt(values, direction)
+        }
+    }
+
+    /// In IFMA lanes where the CPU has them ([`crate::ntt`]), else arkworks'.
+    fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
+        let d = domain(values.len())?;
+        if lane_ntt(values, d.group_gen, Some(shift), None) {
+            Ok(())
+        } else {
+            Reference.coset_ntt(values, shift)
+        }
+    }
+
     fn msm_g1_fixed(
         &self,
         bases: &[G1Affine],
@@ -201,6 +225,16 @@ impl MsmNtt for Cpu {
         same_len("msm_g2", bases.len(), scalars.len())?;
         Ok(crate::msm::msm_shifted(bases, shifted, scalars))
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn lane_ntt(values: &mut [Fr], omega: Fr, shift: Option<Fr>, scale: Option<Fr>) -> bool {
+    crate::ntt::ntt(values, omega, shift, scale)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn lane_ntt(_: &mut [Fr], _: Fr, _: Option<Fr>, _: Option<Fr>) -> bool {
+    false
 }
 
 /// The arkworks reference for every operation (the trait's defaults, unchanged): what the

@@ -365,7 +365,8 @@ fn phases(pk: &ProvingKey, witness: &[Fr], tables: &KeyTables, rounds: usize) {
     let lanes = fleetmesh_kernels::ifma::active();
     #[cfg(not(target_arch = "x86_64"))]
     let lanes = false;
-    // the last column: with tables, the chord additions in scalar arkworks arithmetic
+    // the last column: with tables, the chord additions (and the NTTs) in scalar arkworks
+    // arithmetic
     let scalar = |f: &dyn Fn()| -> String {
         if !lanes {
             return "(no AVX-512 IFMA)".into();
@@ -386,7 +387,11 @@ fn phases(pk: &ProvingKey, witness: &[Fr], tables: &KeyTables, rounds: usize) {
         }
     );
     println!("phase        without tables   with tables   tables, scalar");
-    println!("witness_map  {ntt:>11.1} ms   (the same)");
+    let ntt_scalar = scalar(&|| {
+        fleetmesh_prover::qap::witness_map(&Cpu, &pk.coeffs, witness, pk.domain_size)
+            .expect("witness map");
+    });
+    println!("witness_map  {ntt:>11.1} ms   (the same)    {ntt_scalar}");
     let g1 = |name: &str,
               bases: &[ark_bn254::G1Affine],
               t: &fleetmesh_kernels::msm::Shifted<ark_bn254::g1::Config>,
