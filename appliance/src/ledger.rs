@@ -13,6 +13,12 @@
 //!   linked peer as a signed DIDComm message over the link; a quarter window later (at
 //!   least a second) the node's own measurement of each granted peer is logged, which has
 //!   the window judged.
+//! - **Delivery**: grants and receipts to a peer go out in order through its outbox; one
+//!   the peer did not take (no link, refused — it may not have linked back to us yet —,
+//!   no answer) stays there, ahead of the later ones, and is sent again at the next
+//!   window. A receipt lost on the way would otherwise be a gap in our chain at the peer,
+//!   which it judges S4. The peer takes a receipt it already has as a retry. An outbox
+//!   holds [`OUTBOX`] messages at most (the oldest go first), in memory only.
 //! - **Remedies**: S1 halves the capacity and sends the peer a complaint/1.0 notice; S2
 //!   (probation), S3 (suspended 24 h: no rounds, its sessions admit nothing) and S4
 //!   (peering revoked, our grant deleted by NIP-09, the link closed, never dialled again)
@@ -23,6 +29,7 @@
 //! - **Faults** (`[ledger] fault`, for federation tests): receipts that understate what
 //!   was sent, or a chain whose links are wrong from the third receipt on.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,8 +58,14 @@ pub const COMPLAINT: &str = crate::didcomm::LEDGER_TYPES[2];
 /// Ledger messages waiting to be recorded; past it a peer's message is refused (429).
 pub const INBOX: usize = 1024;
 
+/// Messages an outbox holds for a peer that takes none (past it the oldest are dropped).
+pub const OUTBOX: usize = 64;
+
 /// A ledger message from a peer: its key (hex, the DIDComm signer), the type, the body.
 pub type Inbound = (String, String, Value);
+
+/// A peer's outbox: (number, DIDComm type, body), oldest first.
+type Outbox = std::collections::VecDeque<(u64, &'static str, Value)>;
 
 /// A grant's shard filters, parsed (one that does not parse matches nothing); empty for
 /// no grant or one that names no shards.
@@ -106,6 +119,8 @@ pub struct Accounts {
     table: Arc<Peers>,
     links: Links,
     config: LedgerSection,
+    /// Grants and receipts not taken yet, per peer, and the next message's number.
+    outbox: Mutex<(HashMap<String, Outbox>, u64)>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -155,6 +170,7 @@ impl Accounts {
             table,
             links,
             config,
+            outbox: Mutex::default(),
         }))
     }
 
@@ -267,7 +283,7 @@ impl Accounts {
         if let Err(e) = self.relay.publish(event.clone()).await {
             tracing::warn!(%peer, error = %e, "our grant was not stored");
         }
-        self.send(peer, GRANT, event.to_value()).await;
+        self.deliver(peer, GRANT, event.to_value()).await;
         tracing::info!(%peer, events, bytes, window_secs, "grant issued");
         Ok(event)
     }
@@ -330,12 +346,45 @@ impl Accounts {
         }
     }
 
-    /// Sends `body` as a signed DIDComm message of `type_` over the link to `peer`.
-    async fn send(&self, peer: &str, type_: &str, body: Value) {
+    /// Puts `body` (a grant or a receipt) in `peer`'s outbox, then sends what the outbox
+    /// holds, oldest first, until the peer does not take one.
+    async fn deliver(&self, peer: &str, type_: &'static str, body: Value) {
+        {
+            let mut guard = lock(&self.outbox);
+            let (boxes, next) = &mut *guard;
+            *next += 1;
+            let queue = boxes.entry(peer.to_owned()).or_default();
+            queue.push_back((*next, type_, body));
+            if queue.len() > OUTBOX {
+                queue.pop_front();
+                tracing::warn!(%peer, max = OUTBOX, "the peer's outbox is full: its oldest message is dropped");
+            }
+        }
+        loop {
+            let front = lock(&self.outbox)
+                .0
+                .get(peer)
+                .and_then(|q| q.front().cloned());
+            let Some((n, type_, body)) = front else { break };
+            if !self.send(peer, type_, body).await {
+                break;
+            }
+            // a concurrent delivery may have sent it too (the peer takes it as a retry)
+            if let Some(q) = lock(&self.outbox).0.get_mut(peer)
+                && q.front().is_some_and(|(m, ..)| *m == n)
+            {
+                q.pop_front();
+            }
+        }
+    }
+
+    /// Sends `body` as a signed DIDComm message of `type_` over the link to `peer`;
+    /// whether the peer took it.
+    async fn send(&self, peer: &str, type_: &str, body: Value) -> bool {
         let link = lock(&self.links).get(peer).cloned();
         let Some(link) = link else {
             tracing::debug!(%peer, type_, "no link: not sent");
-            return;
+            return false;
         };
         let sent = async {
             let doc = fleetmesh_proto::didcomm::PeerDoc::parse(&fleetmesh_proto::did::document(
@@ -345,8 +394,12 @@ impl Accounts {
             crate::federation::exchange_over(&link, &packed, &self.keys, &vec![doc]).await?;
             anyhow::Ok(())
         };
-        if let Err(e) = sent.await {
-            tracing::debug!(%peer, type_, error = %format!("{e:#}"), "a ledger message was not taken");
+        match sent.await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(%peer, type_, error = %format!("{e:#}"), "a ledger message was not taken");
+                false
+            }
         }
     }
 
@@ -449,7 +502,7 @@ impl Accounts {
                 receipt: body.clone(),
             })
             .await;
-            self.send(&peer, RECEIPT, body).await;
+            self.deliver(&peer, RECEIPT, body).await;
         }
     }
 
@@ -517,6 +570,7 @@ impl Accounts {
                 });
                 metrics::counter!("fleetmesh_ledger_complaints_total", "direction" => "sent")
                     .increment(1);
+                // a notice, not evidence: not kept for a later try
                 self.send(&d.peer, COMPLAINT, complaint).await;
             }
             Remedy::Suspend => self.table.bar(
@@ -525,6 +579,7 @@ impl Accounts {
             ),
             Remedy::Revoke => {
                 self.table.bar(&d.peer, u64::MAX);
+                lock(&self.outbox).0.remove(&d.peer);
                 self.delete_grant(&d.peer).await;
                 if let Some(link) = lock(&self.links).remove(&d.peer) {
                     link.close();
