@@ -343,6 +343,17 @@ impl Store {
     }
 }
 
+impl Store {
+    /// A write transaction that takes the write lock when it begins: one that began as a
+    /// read (SQLite's default) fails at once with `SQLITE_BUSY` when it must upgrade while
+    /// another connection to the file writes or has written since its snapshot — a node's
+    /// peering rounds write beside its relay's writer — and no busy timeout waits that
+    /// out. Beginning `IMMEDIATE` waits for the other writer instead (the busy timeout).
+    fn write_tx(conn: &mut rusqlite::Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+        conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+    }
+}
+
 impl EventStore for Store {
     /// Stores verified events in one transaction (one commit for the group) and says what
     /// became of each. `json` is each event's JSON as it will be served.
@@ -355,7 +366,7 @@ impl EventStore for Store {
             self.deleters = Some(insert::Deleters::load(&self.conn).map_err(sql_err(&path))?);
         }
         let deleters = self.deleters.as_mut().expect("loaded above");
-        let tx = self.conn.transaction().map_err(sql_err(&path))?;
+        let tx = Store::write_tx(&mut self.conn).map_err(sql_err(&path))?;
         let mut outcomes = Vec::with_capacity(events.len());
         for (event, json) in events {
             outcomes.push(insert::insert_in(&tx, deleters, event, json).map_err(sql_err(&path))?);
@@ -370,7 +381,7 @@ impl EventStore for Store {
     /// [`Error::Store`] if SQLite fails.
     fn purge_expired(&mut self, now: u64) -> Result<usize> {
         let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(sql_err(&path))?;
+        let tx = Store::write_tx(&mut self.conn).map_err(sql_err(&path))?;
         let n = insert::purge_expired(&tx, now).map_err(sql_err(&path))?;
         tx.commit().map_err(sql_err(&path))?;
         Ok(n)
@@ -382,7 +393,7 @@ impl EventStore for Store {
     /// [`Error::Store`] if SQLite fails.
     fn evict_oldest(&mut self, keep: usize, spare: &[u8; 32]) -> Result<usize> {
         let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(sql_err(&path))?;
+        let tx = Store::write_tx(&mut self.conn).map_err(sql_err(&path))?;
         let n = insert::evict_oldest(&tx, keep, spare).map_err(sql_err(&path))?;
         tx.commit().map_err(sql_err(&path))?;
         Ok(n)

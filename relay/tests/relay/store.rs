@@ -622,3 +622,36 @@ fn a_bounded_cache_evicts_the_oldest_beyond_its_size_and_never_the_spared_author
         assert_eq!(ids(s, json!({"#t": ["x"]})).len(), 5);
     });
 }
+
+#[test]
+fn two_connections_writing_one_file_wait_for_each_other_instead_of_failing() {
+    // a node's relay writer and a peering round each hold a connection to the same file;
+    // a write transaction that began as a read would fail at once (SQLITE_BUSY_SNAPSHOT)
+    // when the other committed in between, which no busy timeout waits out
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s.db");
+    drop(Store::create(&path).unwrap());
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut s = Store::open(&path).unwrap();
+                let k = NodeKeys::generate().unwrap();
+                for i in 0..300u64 {
+                    // a replaceable event: its insert reads the stored version first
+                    let e = ev(&k, 0, 1000 + i, &[], &format!("writer {w}, version {i}"));
+                    assert_eq!(s.insert_event(&e).unwrap(), InsertOutcome::Stored);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("no writer failed");
+    }
+    let s = Store::open(&path).unwrap();
+    assert_eq!(
+        ids(&s, json!({"kinds": [0]})).len(),
+        2,
+        "each writer's newest"
+    );
+}
