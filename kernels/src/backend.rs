@@ -82,10 +82,11 @@ pub struct Resolved {
 /// Turns a choice into a backend this machine has.
 ///
 /// `auto` takes CUDA device 0 when this build has the `cuda` feature and the driver and
-/// NVRTC load, else the first wgpu adapter that is real hardware (a software rasterizer such
-/// as lavapipe is slower than the CPU reference and is used only when asked for), else the
-/// CPU. An explicit choice that the machine cannot honour is an error, never a silent
-/// fallback.
+/// NVRTC load (its operations then routed by size, [`crate::route::GpuFrom::measured`]),
+/// else the CPU: wgpu, on an H200's Vulkan driver, was slower than our CPU backend at
+/// every size measured (bench/RESULTS.md), and a software rasterizer such as lavapipe much
+/// more so, so it runs only when asked for; the reason names a hardware adapter found. An
+/// explicit choice that the machine cannot honour is an error, never a silent fallback.
 ///
 /// # Errors
 /// [`Error::Unavailable`] or [`Error::NotCompiled`] for an explicit choice that cannot run.
@@ -161,13 +162,20 @@ fn resolve_with(choice: BackendChoice, inv: &Inventory, cuda_compiled: bool) -> 
             Ok(if cuda_compiled && cuda_devices > 0 {
                 Resolved {
                     backend: ResolvedBackend::Cuda(0),
-                    reason: "auto: CUDA driver and NVRTC are loadable; using cuda:0".into(),
+                    reason: "auto: CUDA driver and NVRTC are loadable; using cuda:0 where it \
+                             was measured faster than the CPU (MSMs from 2^16 points; NTTs \
+                             on the CPU)"
+                        .into(),
                 }
             } else if let Some(i) = hardware_gpu {
                 let name = &inv.wgpu.as_ref().expect("position came from Ok")[i].name;
                 Resolved {
-                    backend: ResolvedBackend::Wgpu(i),
-                    reason: format!("auto: {no_cuda}; using wgpu hardware adapter {name}"),
+                    backend: ResolvedBackend::Cpu,
+                    reason: format!(
+                        "auto: {no_cuda}; wgpu adapter {name} found but not used (wgpu was \
+                         measured slower than the CPU backend at every size; ask for \
+                         `wgpu` to use it); using the CPU"
+                    ),
                 }
             } else {
                 Resolved {
@@ -251,13 +259,25 @@ mod tests {
     }
 
     #[test]
-    fn auto_prefers_cuda_then_hardware_gpu_then_cpu() {
+    fn auto_takes_cuda_else_the_cpu_and_names_a_wgpu_adapter_it_leaves_alone() {
         let lavapipe = adapter("llvmpipe (LLVM 15.0.6, 256 bits)", "Cpu");
         let gpu = adapter("NVIDIA H200", "DiscreteGpu");
         let r = resolve_with_cuda(BackendChoice::Auto, &inventory(vec![gpu.clone()], 1)).unwrap();
         assert_eq!(r.backend, ResolvedBackend::Cuda(0));
         let r = resolve(
             BackendChoice::Auto,
+            &inventory(vec![lavapipe.clone(), gpu.clone()], 0),
+        )
+        .unwrap();
+        assert_eq!(r.backend, ResolvedBackend::Cpu);
+        assert!(
+            r.reason.contains("NVIDIA H200") && r.reason.contains("`wgpu`"),
+            "{}",
+            r.reason
+        );
+        // asked for, the hardware adapter is taken before the software one
+        let r = resolve(
+            BackendChoice::Wgpu,
             &inventory(vec![lavapipe.clone(), gpu], 0),
         )
         .unwrap();

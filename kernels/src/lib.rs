@@ -10,6 +10,8 @@
 //! - [`ops`]: the [`MsmNtt`] trait the Groth16 prover runs its MSMs and NTTs through, with
 //!   the CPU reference ([`ops::Reference`], arkworks) as every method's default, our CPU
 //!   backend ([`ops::Cpu`]), and [`ops::select`], which turns a choice into a backend;
+//! - [`route`]: which operations a chosen GPU runs, by size (`auto`: only where it was
+//!   measured to beat the CPU);
 //! - [`msm`]: that CPU MSM (batch-affine Pippenger), and [`msm::Shifted`], the precomputed
 //!   copies of a proving key's bases that make its MSMs cheaper, at a memory cost;
 //! - [`ifma`] (x86-64): the MSM's batch-affine additions eight at a time in AVX-512
@@ -46,6 +48,7 @@ pub mod ops;
 #[cfg(any(feature = "wgpu", feature = "cuda", test))]
 mod plan;
 pub mod probe;
+pub mod route;
 #[cfg(target_arch = "x86_64")]
 pub mod scalar;
 #[cfg(feature = "wgpu")]

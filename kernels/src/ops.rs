@@ -31,6 +31,7 @@ use ark_ff::FftField;
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
 
 use crate::msm::Shifted;
+use crate::route::{GpuFrom, Routed};
 use crate::{BackendChoice, Error, Inventory, ResolvedBackend, Result, resolve};
 
 /// Which way an [`MsmNtt::ntt`] goes.
@@ -94,8 +95,10 @@ pub trait MsmNtt: Send + Sync {
     }
 
     /// Whether [`MsmNtt::msm_g1_fixed`] and [`MsmNtt::msm_g2_fixed`] use the precomputed
-    /// copies (so building them is worth its memory). Default: no.
-    fn uses_tables(&self) -> bool {
+    /// copies for MSMs of `points` points (so building a key's is worth its memory).
+    /// Default: no.
+    fn uses_tables(&self, points: usize) -> bool {
+        let _ = points;
         false
     }
 
@@ -178,7 +181,7 @@ impl MsmNtt for Cpu {
         Ok(crate::msm::msm(bases, scalars))
     }
 
-    fn uses_tables(&self) -> bool {
+    fn uses_tables(&self, _points: usize) -> bool {
         true
     }
 
@@ -268,9 +271,10 @@ pub fn for_backend(backend: &ResolvedBackend) -> Result<Box<dyn MsmNtt>> {
 /// decides it (the daemon, `meshnode proof prove` and `meshnode doctor` all ask here).
 ///
 /// `cpu` needs no probing. `auto` probes (`probe` is called) and takes what [`resolve`]
-/// picks — CUDA, else a hardware wgpu adapter, else the CPU — and when that GPU cannot be
-/// opened it falls back to the CPU and says why. An explicit GPU choice is an error when
-/// it cannot run, never a quiet fallback.
+/// picks, routed by [`GpuFrom::measured`] (each operation on the GPU only from the size
+/// at which it was measured to beat the CPU), and when that GPU cannot be opened it falls
+/// back to the CPU and says why. An explicit GPU choice runs everything there and is an
+/// error when it cannot run, never a quiet fallback.
 ///
 /// # Errors
 /// As [`resolve`] and [`for_backend`], for explicit GPU choices.
@@ -283,7 +287,11 @@ pub fn select(
     }
     let resolved = resolve(choice, &probe())?;
     match for_backend(&resolved.backend) {
-        Ok(b) => Ok((b, resolved.reason)),
+        Ok(b) => match GpuFrom::for_choice(choice, &resolved.backend) {
+            GpuFrom::ALL => Ok((b, resolved.reason)),
+            GpuFrom::NONE => Ok((Box::new(Cpu), resolved.reason)),
+            from => Ok((Box::new(Routed::new(b, from)), resolved.reason)),
+        },
         Err(e) if choice == BackendChoice::Auto => Ok((
             Box::new(Cpu),
             format!(

@@ -372,7 +372,8 @@ impl ProvingQueue {
             budget: self.tables.clone(),
         });
         self.lock().insert(name.to_owned(), c.clone());
-        if self.tables.limit > 0 && self.backend.uses_tables() {
+        // tables only where the key's largest MSM runs on the CPU
+        if self.tables.limit > 0 && self.backend.uses_tables(c.pk.a.len().max(c.pk.h.len())) {
             self.build_tables(&c);
         }
         Ok(c)

@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use fleetmesh_kernels::{BackendChoice, CudaStatus, ResolvedBackend, probe, resolve};
+use fleetmesh_kernels::route::GpuFrom;
+use fleetmesh_kernels::{BackendChoice, CudaStatus, probe, resolve};
 use fleetmesh_schemas::SchemaSet;
 use serde_json::{Value, json};
 
@@ -33,16 +34,18 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
     let inventory = probe::probe();
     let (resolved, prover) = match resolve(choice, &inventory) {
         Ok(r) => {
-            // Where each of the prover's operations runs on that backend (a GPU backend
-            // leaves G2 MSMs below its size threshold to the CPU); opening the device and
-            // compiling its kernels is left to the prover.
+            // Where each of the prover's operations runs on that backend: `auto` routes by
+            // the sizes measured to pay (fleetmesh_kernels::route), and a GPU backend leaves
+            // G2 MSMs below its own threshold to the CPU; opening the device and compiling
+            // its kernels is left to the prover.
             let device = r.backend.to_string();
-            let prover = match r.backend {
-                ResolvedBackend::Cpu => json!({"ntt": "cpu", "msm_g1": "cpu", "msm_g2": "cpu"}),
-                ResolvedBackend::Wgpu(_) | ResolvedBackend::Cuda(_) => {
-                    json!({"ntt": device, "msm_g1": device, "msm_g2": device})
-                }
-            };
+            let from = GpuFrom::for_choice(choice, &r.backend);
+            let prover: serde_json::Map<String, Value> = from
+                .placement(&device)
+                .into_iter()
+                .map(|(op, place)| (op.to_owned(), Value::from(place)))
+                .collect();
+            let prover = Value::Object(prover);
             (
                 json!({"choice": choice.to_string(), "backend": device, "reason": r.reason}),
                 prover,
@@ -77,8 +80,10 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
     };
     let mut prover = prover;
     if prover.get("error").is_none() {
-        // only the CPU MSM uses precomputed tables
-        let on_cpu = prover["msm_g1"] == "cpu";
+        // only the CPU MSM uses precomputed tables (all MSMs, or those below a threshold)
+        let on_cpu = prover["msm_g1"]
+            .as_str()
+            .is_some_and(|p| p == "cpu" || p.ends_with("cpu below"));
         prover["tables_mib"] = json!(if on_cpu { tables_mib } else { 0 });
         // the CPU MSM's field arithmetic (CUDA's G2 MSMs and small ones on wgpu run there too)
         prover["cpu_msm_arithmetic"] = json!(cpu_msm_arithmetic());

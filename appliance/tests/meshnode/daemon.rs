@@ -208,11 +208,14 @@ fn doctor_reports_the_box_and_the_digest() {
     assert_eq!(report["protocol_digest"], digest);
     assert!(report["cpu"]["threads"].as_u64().unwrap() >= 1);
     // auto says why it chose what it chose, and the prover's operations follow it: here
-    // (no CUDA, at most a software adapter) everything runs on the CPU
+    // (no CUDA; wgpu, even on hardware, is left alone by auto) everything runs on the CPU
     let reason = report["backend"]["reason"].as_str().unwrap();
     assert!(reason.starts_with("auto:"), "{report}");
     if report["backend"]["backend"] == "cpu" {
-        assert!(reason.contains("no hardware GPU adapter"), "{report}");
+        assert!(
+            reason.contains("no hardware GPU adapter") || reason.contains("ask for `wgpu`"),
+            "{report}"
+        );
         for op in ["ntt", "msm_g1", "msm_g2"] {
             assert_eq!(report["prover"][op], "cpu", "{report}");
         }
@@ -221,9 +224,28 @@ fn doctor_reports_the_box_and_the_digest() {
         assert!(text.contains("MSM tables up to 1024 MiB"), "{text}");
         assert!(text.contains("CPU MSM in "), "{text}");
     } else {
-        // both GPU backends run the G2 MSM too
-        assert_eq!(report["prover"]["msm_g2"], report["backend"]["backend"]);
-        assert_eq!(report["prover"]["msm_g1"], report["backend"]["backend"]);
+        // auto on CUDA: the MSMs from the size measured to pay, the NTTs on the CPU
+        let from = format!(
+            "{} from 65536 points, cpu below",
+            report["backend"]["backend"].as_str().unwrap()
+        );
+        assert_eq!(report["prover"]["msm_g1"], from, "{report}");
+        assert_eq!(report["prover"]["msm_g2"], from, "{report}");
+        assert_eq!(report["prover"]["ntt"], "cpu", "{report}");
+    }
+    // asked for, a GPU backend runs every operation (CI has lavapipe)
+    let o = run(&["doctor", "--json", "--backend", "wgpu"]);
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    if let Some(device) = report["backend"]["backend"].as_str() {
+        for op in ["ntt", "msm_g1", "msm_g2"] {
+            assert_eq!(report["prover"][op], device, "{report}");
+        }
+        assert_eq!(report["prover"]["tables_mib"], 0, "{report}");
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI has lavapipe: {report}"
+        );
     }
     let o = run(&["doctor", "--json", "--backend", "cpu"]);
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();

@@ -1,0 +1,300 @@
+//! Where each of the prover's operations runs when a GPU backend was chosen: [`GpuFrom`]
+//! says from how many points (MSM) or elements (NTT) an operation goes to the GPU, and
+//! [`Routed`] sends every call below that to our CPU backend instead.
+//!
+//! An explicit choice (`wgpu`, `cuda:N`) puts everything on the GPU ([`GpuFrom::ALL`]; a
+//! backend's own G2 threshold still applies). `auto` uses [`GpuFrom::measured`]: the GPU
+//! only where `bench/gpu/run.sh` measured it beating our CPU backend on the same machine
+//! (bench/RESULTS.md, "On an NVIDIA H200"). Re-measure and change these numbers together
+//! with that table.
+
+use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective, g1, g2};
+
+use crate::msm::Shifted;
+use crate::ops::{Cpu, MsmNtt, NttDirection};
+use crate::{BackendChoice, ResolvedBackend, Result};
+
+/// An operation that never goes to the GPU.
+pub const NEVER: usize = usize::MAX;
+
+/// From how many points (MSMs) or elements (NTTs) each operation runs on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuFrom {
+    /// G1 MSMs.
+    pub msm_g1: usize,
+    /// G2 MSMs.
+    pub msm_g2: usize,
+    /// NTTs (forward, inverse and coset).
+    pub ntt: usize,
+}
+
+impl GpuFrom {
+    /// Everything on the GPU: what an explicit GPU choice means.
+    pub const ALL: GpuFrom = GpuFrom {
+        msm_g1: 0,
+        msm_g2: 0,
+        ntt: 0,
+    };
+
+    /// Nothing on the GPU.
+    pub const NONE: GpuFrom = GpuFrom {
+        msm_g1: NEVER,
+        msm_g2: NEVER,
+        ntt: NEVER,
+    };
+
+    /// What `auto` uses on `backend`, from the recorded runs on an H200 (16 host threads):
+    /// - CUDA: G1 MSMs ×3.0 our CPU at 2^16 (the smallest size timed), ×1.5–2 up to 2^22;
+    ///   G2 MSMs ×3.4 at 2^16, ×2.2–2.6 above; the NTT ×0.6–1.1 at every size: MSMs from
+    ///   2^16 points, NTTs never.
+    /// - wgpu (NVIDIA's Vulkan driver): slower than our CPU at every size and operation
+    ///   (×0.3–0.6), so nothing; `auto` does not pick it ([`crate::resolve`]).
+    #[must_use]
+    pub fn measured(backend: &ResolvedBackend) -> GpuFrom {
+        match backend {
+            ResolvedBackend::Cuda(_) => GpuFrom {
+                msm_g1: 1 << 16,
+                msm_g2: 1 << 16,
+                ntt: NEVER,
+            },
+            ResolvedBackend::Wgpu(_) | ResolvedBackend::Cpu => GpuFrom::NONE,
+        }
+    }
+
+    /// The routing for `backend` when the operator chose `choice`.
+    #[must_use]
+    pub fn for_choice(choice: BackendChoice, backend: &ResolvedBackend) -> GpuFrom {
+        match (choice, backend) {
+            (_, ResolvedBackend::Cpu) => GpuFrom::NONE,
+            (BackendChoice::Auto, b) => GpuFrom::measured(b),
+            _ => GpuFrom::ALL,
+        }
+    }
+
+    /// Where each operation runs, for `meshnode doctor` and the log: `(operation, place)`
+    /// with places like `cpu`, `cuda:0` or `cuda:0 from 65536 points, cpu below`.
+    #[must_use]
+    pub fn placement(&self, device: &str) -> [(&'static str, String); 3] {
+        let place = |from: usize, unit: &str| match from {
+            0 => device.to_owned(),
+            NEVER => "cpu".to_owned(),
+            n => format!("{device} from {n} {unit}, cpu below"),
+        };
+        [
+            ("ntt", place(self.ntt, "elements")),
+            ("msm_g1", place(self.msm_g1, "points")),
+            ("msm_g2", place(self.msm_g2, "points")),
+        ]
+    }
+}
+
+/// A GPU backend behind [`GpuFrom`]: each call runs on the GPU from its size on, on our
+/// CPU backend ([`Cpu`], with a key's tables) below.
+pub struct Routed {
+    gpu: Box<dyn MsmNtt>,
+    from: GpuFrom,
+}
+
+impl Routed {
+    /// Routes `gpu`'s operations by `from`.
+    #[must_use]
+    pub fn new(gpu: Box<dyn MsmNtt>, from: GpuFrom) -> Routed {
+        Routed { gpu, from }
+    }
+}
+
+impl MsmNtt for Routed {
+    fn describe(&self) -> String {
+        let places = self
+            .from
+            .placement("GPU")
+            .iter()
+            .map(|(op, place)| format!("{op}: {place}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        format!("{} routed by size ({places})", self.gpu.describe())
+    }
+
+    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+        if bases.len() >= self.from.msm_g1 {
+            self.gpu.msm_g1(bases, scalars)
+        } else {
+            Cpu.msm_g1(bases, scalars)
+        }
+    }
+
+    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+        if bases.len() >= self.from.msm_g2 {
+            self.gpu.msm_g2(bases, scalars)
+        } else {
+            Cpu.msm_g2(bases, scalars)
+        }
+    }
+
+    fn uses_tables(&self, points: usize) -> bool {
+        points < self.from.msm_g1 || points < self.from.msm_g2
+    }
+
+    fn msm_g1_fixed(
+        &self,
+        bases: &[G1Affine],
+        shifted: &Shifted<g1::Config>,
+        scalars: &[Fr],
+    ) -> Result<G1Projective> {
+        if bases.len() >= self.from.msm_g1 {
+            self.gpu.msm_g1(bases, scalars)
+        } else {
+            Cpu.msm_g1_fixed(bases, shifted, scalars)
+        }
+    }
+
+    fn msm_g2_fixed(
+        &self,
+        bases: &[G2Affine],
+        shifted: &Shifted<g2::Config>,
+        scalars: &[Fr],
+    ) -> Result<G2Projective> {
+        if bases.len() >= self.from.msm_g2 {
+            self.gpu.msm_g2(bases, scalars)
+        } else {
+            Cpu.msm_g2_fixed(bases, shifted, scalars)
+        }
+    }
+
+    fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
+        if values.len() >= self.from.ntt {
+            self.gpu.ntt(values, direction)
+        } else {
+            Cpu.ntt(values, direction)
+        }
+    }
+
+    fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
+        if values.len() >= self.from.ntt {
+            self.gpu.coset_ntt(values, shift)
+        } else {
+            Cpu.coset_ntt(values, shift)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use ark_ec::{CurveGroup, PrimeGroup};
+    use ark_ff::UniformRand;
+    use ark_std::rand::SeedableRng;
+
+    use super::*;
+
+    /// Records which calls reached it, and answers with the reference.
+    #[derive(Default)]
+    struct Witness(Mutex<Vec<&'static str>>);
+
+    impl MsmNtt for &'static Witness {
+        fn describe(&self) -> String {
+            "witness".into()
+        }
+        fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+            self.0.lock().unwrap().push("msm_g1");
+            crate::ops::Reference.msm_g1(bases, scalars)
+        }
+        fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+            self.0.lock().unwrap().push("msm_g2");
+            crate::ops::Reference.msm_g2(bases, scalars)
+        }
+        fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
+            self.0.lock().unwrap().push("ntt");
+            crate::ops::Reference.ntt(values, direction)
+        }
+        fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
+            self.0.lock().unwrap().push("coset_ntt");
+            crate::ops::Reference.coset_ntt(values, shift)
+        }
+    }
+
+    #[test]
+    fn each_call_goes_to_the_gpu_from_its_size_and_to_the_cpu_below_with_equal_results() {
+        let gpu: &'static Witness = Box::leak(Box::default());
+        let from = GpuFrom {
+            msm_g1: 8,
+            msm_g2: 4,
+            ntt: 16,
+        };
+        let routed = Routed::new(Box::new(gpu), from);
+        let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(5);
+        let g1: Vec<G1Affine> = (0..8)
+            .map(|_| (G1Projective::generator() * Fr::rand(&mut rng)).into_affine())
+            .collect();
+        let g2: Vec<G2Affine> = (0..4)
+            .map(|_| (G2Projective::generator() * Fr::rand(&mut rng)).into_affine())
+            .collect();
+        let s: Vec<Fr> = (0..16).map(|_| Fr::rand(&mut rng)).collect();
+        let r = &crate::ops::Reference;
+        assert_eq!(
+            routed.msm_g1(&g1[..7], &s[..7]).unwrap(),
+            r.msm_g1(&g1[..7], &s[..7]).unwrap()
+        );
+        assert_eq!(
+            routed.msm_g1(&g1, &s[..8]).unwrap(),
+            r.msm_g1(&g1, &s[..8]).unwrap()
+        );
+        assert_eq!(
+            routed.msm_g2(&g2[..3], &s[..3]).unwrap(),
+            r.msm_g2(&g2[..3], &s[..3]).unwrap()
+        );
+        assert_eq!(
+            routed.msm_g2(&g2, &s[..4]).unwrap(),
+            r.msm_g2(&g2, &s[..4]).unwrap()
+        );
+        let tables = Shifted::new(&g1[..7], 2);
+        assert_eq!(
+            routed.msm_g1_fixed(&g1[..7], &tables, &s[..7]).unwrap(),
+            r.msm_g1(&g1[..7], &s[..7]).unwrap()
+        );
+        for len in [8, 16] {
+            let mut v = s[..len].to_vec();
+            let mut want = v.clone();
+            routed.ntt(&mut v, NttDirection::Forward).unwrap();
+            r.ntt(&mut want, NttDirection::Forward).unwrap();
+            assert_eq!(v, want);
+            routed.coset_ntt(&mut v, Fr::from(7u64)).unwrap();
+            r.coset_ntt(&mut want, Fr::from(7u64)).unwrap();
+            assert_eq!(v, want);
+        }
+        assert_eq!(
+            *gpu.0.lock().unwrap(),
+            ["msm_g1", "msm_g2", "ntt", "coset_ntt"],
+            "only the calls at or above their thresholds reach the GPU"
+        );
+        assert!(routed.uses_tables(7) && !routed.uses_tables(8));
+    }
+
+    #[test]
+    fn auto_routes_by_the_measured_figures_and_an_explicit_choice_routes_everything() {
+        let cuda = ResolvedBackend::Cuda(0);
+        let auto = GpuFrom::for_choice(BackendChoice::Auto, &cuda);
+        assert_eq!(auto.ntt, NEVER);
+        assert_eq!((auto.msm_g1, auto.msm_g2), (1 << 16, 1 << 16));
+        assert_eq!(
+            GpuFrom::for_choice(BackendChoice::Cuda(0), &cuda),
+            GpuFrom::ALL
+        );
+        assert_eq!(
+            GpuFrom::for_choice(BackendChoice::Wgpu, &ResolvedBackend::Wgpu(0)),
+            GpuFrom::ALL
+        );
+        assert_eq!(
+            GpuFrom::for_choice(BackendChoice::Auto, &ResolvedBackend::Cpu),
+            GpuFrom::NONE
+        );
+        let places = auto.placement("cuda:0");
+        assert_eq!(places[0], ("ntt", "cpu".to_owned()));
+        assert_eq!(
+            places[1],
+            ("msm_g1", "cuda:0 from 65536 points, cpu below".to_owned())
+        );
+        assert_eq!(GpuFrom::ALL.placement("wgpu")[2], ("msm_g2", "wgpu".into()));
+    }
+}
