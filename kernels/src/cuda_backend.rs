@@ -285,24 +285,6 @@ impl GpuKernels for CudaBackend {
         let n = job.n;
         let mut data = self.upload(&fr_bytes(values))?;
         let twiddles = self.upload(&fr_bytes(&job.twiddles))?;
-        let mul = |data: &mut CudaSlice<u8>, factors: &CudaSlice<u8>, broadcast: u32| {
-            // SAFETY: ntt_mul(Fe*, const Fe*, u32, u32); `factors` holds n elements, or one
-            // when broadcast.
-            unsafe {
-                self.stream
-                    .launch_builder(&self.mul)
-                    .arg(data)
-                    .arg(factors)
-                    .arg(&broadcast)
-                    .arg(&n)
-                    .launch(grid(n))
-            }
-            .map(|_| ())
-            .map_err(|e| self.err("ntt_mul", e))
-        };
-        if let Some(pre) = &job.pre {
-            mul(&mut data, &self.upload(&fr_bytes(pre))?, 0)?;
-        }
         let half_n = n / 2;
         for (half, stride) in job.stages() {
             // SAFETY: ntt_stage(Fe*, const Fe*, u32, u32, u32); threads < n/2 touch indices
@@ -320,7 +302,19 @@ impl GpuKernels for CudaBackend {
             .map_err(|e| self.err("ntt_stage", e))?;
         }
         if let Some(post) = job.post {
-            mul(&mut data, &self.upload(&fr_bytes(&[post]))?, 1)?;
+            let factor = self.upload(&fr_bytes(&[post]))?;
+            let broadcast = 1u32;
+            // SAFETY: ntt_mul(Fe*, const Fe*, u32, u32); broadcast, it reads factors[0] only.
+            unsafe {
+                self.stream
+                    .launch_builder(&self.mul)
+                    .arg(&mut data)
+                    .arg(&factor)
+                    .arg(&broadcast)
+                    .arg(&n)
+                    .launch(grid(n))
+            }
+            .map_err(|e| self.err("ntt_mul", e))?;
         }
         let bytes = self
             .stream

@@ -352,21 +352,36 @@ impl From<crate::ops::NttDirection> for NttKind {
     }
 }
 
-/// The host half of a GPU NTT, shared by the wgpu and CUDA kernels: the input is
-/// bit-reversed on the host, then the GPU runs an optional element-wise product by `pre`
-/// (the coset shift's powers, bit-reversed alike), the log₂ n radix-2 butterfly stages
-/// ([`NttJob::stages`]) with `twiddles` (ω^t for t < n/2), and an optional scaling by `post`
-/// (1/n for the inverse).
+/// The host half of a GPU NTT, shared by the wgpu and CUDA kernels: for a coset the input
+/// is multiplied by the shift's powers, then bit-reversed, on the host (in parallel); the
+/// GPU runs the log₂ n radix-2 butterfly stages ([`NttJob::stages`]) with `twiddles` (ω^t
+/// for t < n/2) and an optional scaling by `post` (1/n for the inverse).
 #[derive(Debug)]
 pub(crate) struct NttJob {
     /// The transform's length.
     pub n: u32,
     /// ω^t for t < n/2.
     pub twiddles: Vec<Fr>,
-    /// Multiplied in element-wise before the stages.
-    pub pre: Option<Vec<Fr>>,
     /// Multiplied into every element after the stages.
     pub post: Option<Fr>,
+}
+
+/// Elements per block of the parallel power computations.
+const POWERS_BLOCK: usize = 1 << 12;
+
+/// `g⁰, g¹, …, g^(len−1)`, in parallel blocks (each starts from its own power of `g`).
+fn powers(g: Fr, len: usize) -> Vec<Fr> {
+    let mut out = vec![Fr::zero(); len];
+    out.par_chunks_mut(POWERS_BLOCK)
+        .enumerate()
+        .for_each(|(b, chunk)| {
+            let mut w = g.pow([(b * POWERS_BLOCK) as u64]);
+            for x in chunk {
+                *x = w;
+                w *= g;
+            }
+        });
+    out
 }
 
 impl NttJob {
@@ -376,7 +391,6 @@ impl NttJob {
     /// # Errors
     /// [`Error::Arith`] for a length that is not a supported power of two.
     pub fn new(values: &mut [Fr], kind: NttKind) -> Result<Option<NttJob>> {
-        use ark_ff::One;
         use ark_poly::EvaluationDomain;
         let d = crate::ops::domain(values.len())?;
         let (omega, shift, post) = match kind {
@@ -394,26 +408,27 @@ impl NttJob {
             reason: format!("{n} elements are too many for one dispatch"),
         })?;
         let bits = n.trailing_zeros();
-        let rev = |v: &[Fr]| -> Vec<Fr> {
-            (0..n)
-                .map(|i| v[i.reverse_bits() >> (usize::BITS - bits)])
-                .collect()
-        };
-        let powers = |g: Fr, len: usize| {
-            let mut out = Vec::with_capacity(len);
-            let mut w = Fr::one();
-            for _ in 0..len {
-                out.push(w);
-                w *= g;
-            }
-            out
-        };
-        let reversed = rev(values);
+        if let Some(s) = shift {
+            // p(shift·x) has coefficients pᵢ·shiftⁱ
+            values
+                .par_chunks_mut(POWERS_BLOCK)
+                .enumerate()
+                .for_each(|(b, chunk)| {
+                    let mut w = s.pow([(b * POWERS_BLOCK) as u64]);
+                    for x in chunk {
+                        *x *= w;
+                        w *= s;
+                    }
+                });
+        }
+        let reversed: Vec<Fr> = (0..n)
+            .into_par_iter()
+            .map(|i| values[i.reverse_bits() >> (usize::BITS - bits)])
+            .collect();
         values.copy_from_slice(&reversed);
         Ok(Some(NttJob {
             n: n32,
             twiddles: powers(omega, n / 2),
-            pre: shift.map(|s| rev(&powers(s, n))),
             post,
         }))
     }
@@ -649,15 +664,13 @@ mod tests {
         use crate::ops::{MsmNtt, NttDirection, Reference};
         let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(8);
         let shift = Fr::from(7u64);
-        for n in [1usize, 2, 8, 64] {
+        // 2^14: the shift's powers and the twiddles span several parallel blocks
+        for n in [1usize, 2, 8, 64, 1 << 14] {
             let x: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
             for kind in [NttKind::Forward, NttKind::Inverse, NttKind::Coset(shift)] {
                 let mut v = x.clone();
                 if let Some(job) = NttJob::new(&mut v, kind).unwrap() {
                     // what the kernels do, thread by thread
-                    if let Some(pre) = &job.pre {
-                        v.iter_mut().zip(pre).for_each(|(a, b)| *a *= b);
-                    }
                     for (half, stride) in job.stages() {
                         for k in 0..job.n / 2 {
                             let j = k % half;

@@ -68,7 +68,6 @@ pub struct WgpuBackend {
     queue: wgpu::Queue,
     layout: wgpu::BindGroupLayout,
     stage: wgpu::ComputePipeline,
-    mul: wgpu::ComputePipeline,
     scale: wgpu::ComputePipeline,
     pipeline_layout: wgpu::PipelineLayout,
     /// The G1 and G2 addition check pipelines, compiled on first use (slow to compile on
@@ -208,7 +207,7 @@ impl WgpuBackend {
                 cache: None,
             })
         };
-        let (stage, mul, scale) = (pipeline("stage"), pipeline("mul"), pipeline("scale"));
+        let (stage, scale) = (pipeline("stage"), pipeline("scale"));
         Ok(WgpuBackend {
             name,
             max_storage: limits.max_storage_buffer_binding_size,
@@ -217,7 +216,6 @@ impl WgpuBackend {
             queue,
             layout,
             stage,
-            mul,
             scale,
             pipeline_layout: pl,
             add_check: Default::default(),
@@ -617,12 +615,8 @@ impl GpuKernels for WgpuBackend {
             return Ok(());
         };
         let tw = self.upload(&job.twiddles);
-        let pre_buf = job.pre.as_ref().map(|p| self.upload(p));
         let post_buf = job.post.map(|s| self.upload(&[s]));
         let mut passes = Vec::new();
-        if let Some(b) = &pre_buf {
-            passes.push((&self.mul, b, 0, 0, job.n));
-        }
         for (half, stride) in job.stages() {
             passes.push((&self.stage, &tw, half, stride, job.n / 2));
         }
