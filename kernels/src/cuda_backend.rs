@@ -57,6 +57,8 @@ pub struct CudaBackend {
     g1: MsmKernels,
     g2: MsmKernels,
     g2_gpu_from: usize,
+    /// Identity for the bases this backend keeps ([`crate::fixed::Kept`]).
+    owner: u64,
     stage: CudaFunction,
     mul: CudaFunction,
 }
@@ -154,6 +156,7 @@ impl CudaBackend {
             g1: msm("")?,
             g2: msm("_g2")?,
             g2_gpu_from: G2_GPU_FROM,
+            owner: crate::fixed::new_owner(),
             stage: f("ntt_stage")?,
             mul: f("ntt_mul")?,
         })
@@ -193,10 +196,13 @@ impl CudaBackend {
     }
 
     /// `Σ scalars[i] · bases[i]` in G1 or G2 with that group's `kernels`: the host's bucket
-    /// plan, then accumulation, the combining passes and the reduction on the GPU.
+    /// plan, then accumulation, the combining passes and the reduction on the GPU. The
+    /// bases are read from `kept` (a copy of exactly these bases) when given, else
+    /// uploaded.
     fn msm<P: GpuCurve>(
         &self,
         kernels: &MsmKernels,
+        kept: Option<&CudaSlice<u8>>,
         bases: &[Affine<P>],
         scalars: &[Fr],
     ) -> Result<Projective<P>> {
@@ -205,10 +211,16 @@ impl CudaBackend {
         if plan.segment_count() == 0 {
             return Ok(Projective::<P>::zero());
         }
-        let points = affine_bytes(bases);
+        let uploaded;
+        let points = match kept {
+            Some(points) => points,
+            None => {
+                uploaded = self.upload(&affine_bytes(bases))?;
+                &uploaded
+            }
+        };
         let (idx, off) = plan.indices();
-        let points = self.upload(&points)?;
-        let idx = self.upload(&idx)?;
+        let idx = self.upload(idx)?;
         let segments = plan.segment_count() as u32;
         let reducers = plan.reduce_count() as u32;
         let mut partial = self.zeros(segments as usize * xyzz_bytes)?;
@@ -219,7 +231,7 @@ impl CudaBackend {
             self.stream
                 .launch_builder(&kernels.accumulate)
                 .arg(&mut partial)
-                .arg(&points)
+                .arg(points)
                 .arg(&idx)
                 .arg(&off.segments)
                 .arg(&segments)
@@ -262,20 +274,40 @@ impl CudaBackend {
 }
 
 impl GpuKernels for CudaBackend {
+    type Points = CudaSlice<u8>;
+
     fn device(&self) -> String {
         format!("cuda:{} ({})", self.ordinal, self.name)
     }
 
-    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
-        self.msm(&self.g1, bases, scalars)
+    fn owner(&self) -> u64 {
+        self.owner
+    }
+
+    fn keep(&self, bytes: &[u8]) -> Result<CudaSlice<u8>> {
+        self.upload(bytes)
+    }
+
+    fn msm_g1_gpu(
+        &self,
+        kept: Option<&CudaSlice<u8>>,
+        bases: &[G1Affine],
+        scalars: &[Fr],
+    ) -> Result<G1Projective> {
+        self.msm(&self.g1, kept, bases, scalars)
     }
 
     fn g2_gpu_from(&self) -> Option<usize> {
         Some(self.g2_gpu_from)
     }
 
-    fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
-        self.msm(&self.g2, bases, scalars)
+    fn msm_g2_gpu(
+        &self,
+        kept: Option<&CudaSlice<u8>>,
+        bases: &[G2Affine],
+        scalars: &[Fr],
+    ) -> Result<G2Projective> {
+        self.msm(&self.g2, kept, bases, scalars)
     }
 
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {

@@ -237,7 +237,7 @@ fn msm_cases<P: GpuCurve>(
         }
         let (idx, off) = plan.indices();
         line += &format!(" {}", idx.len());
-        for v in &idx {
+        for v in idx {
             line += &format!(" {v}");
         }
         line += &format!(

@@ -14,6 +14,8 @@
 //!   measured to beat the CPU);
 //! - [`msm`]: that CPU MSM (batch-affine Pippenger), and [`msm::Shifted`], the precomputed
 //!   copies of a proving key's bases that make its MSMs cheaper, at a memory cost;
+//! - [`fixed`]: what a backend prepares once per fixed base vector — those copies on the
+//!   CPU, a copy kept in device memory on a GPU ([`fixed::Kept`]);
 //! - [`ifma`] (x86-64): the MSM's batch-affine additions eight at a time in AVX-512
 //!   IFMA lanes, chosen at run time where the CPU has them;
 //! - `ntt` (x86-64): the CPU backend's Fr NTT in the same lanes;
@@ -37,6 +39,7 @@ mod cuda_backend;
 mod cuda_host_check;
 mod cuda_probe;
 mod error;
+pub mod fixed;
 #[cfg(target_arch = "x86_64")]
 pub mod ifma;
 #[cfg(target_arch = "x86_64")]

@@ -30,7 +30,7 @@ use ark_ec::VariableBaseMSM;
 use ark_ff::FftField;
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
 
-use crate::msm::Shifted;
+use crate::fixed::{Fixed, Kept};
 use crate::route::{GpuFrom, Routed};
 use crate::{BackendChoice, Error, Inventory, ResolvedBackend, Result, resolve};
 
@@ -94,6 +94,12 @@ pub trait MsmNtt: Send + Sync {
         Ok(G2Projective::msm_unchecked(bases, scalars))
     }
 
+    /// Whether its MSMs run on the CPU (so several proofs at once share the cores well),
+    /// rather than on one GPU (where they are best run back to back). Default: yes.
+    fn runs_on_cpu(&self) -> bool {
+        true
+    }
+
     /// Whether [`MsmNtt::msm_g1_fixed`] and [`MsmNtt::msm_g2_fixed`] use the precomputed
     /// copies for MSMs of `points` points (so building a key's is worth its memory).
     /// Default: no.
@@ -102,33 +108,53 @@ pub trait MsmNtt: Send + Sync {
         false
     }
 
-    /// [`MsmNtt::msm_g1`] over bases that `shifted` was made from
-    /// ([`crate::msm::Shifted::new`], a proving key's precomputed copies). The default
-    /// ignores the copies; the CPU backend uses them.
+    /// Keeps a copy of `bases` (a proving key's, fixed across proofs) in this backend's
+    /// device memory for [`MsmNtt::msm_g1_fixed`], so later MSMs over them upload only
+    /// their scalars; `None` where the backend keeps nothing (the CPU, the default).
+    ///
+    /// # Errors
+    /// A device failure (e.g. out of memory).
+    fn keep_g1(&self, bases: &[G1Affine]) -> Result<Option<Kept<g1::Config>>> {
+        let _ = bases;
+        Ok(None)
+    }
+
+    /// [`MsmNtt::keep_g1`] for G2 bases.
+    ///
+    /// # Errors
+    /// As [`MsmNtt::keep_g1`].
+    fn keep_g2(&self, bases: &[G2Affine]) -> Result<Option<Kept<g2::Config>>> {
+        let _ = bases;
+        Ok(None)
+    }
+
+    /// [`MsmNtt::msm_g1`] over bases that `fixed` was prepared from (a proving key's
+    /// precomputed copies for the CPU, or a copy kept on this GPU). The default ignores
+    /// it; what a backend did not make, or was made from other bases, is ignored too.
     ///
     /// # Errors
     /// As [`MsmNtt::msm_g1`].
     fn msm_g1_fixed(
         &self,
         bases: &[G1Affine],
-        shifted: &Shifted<g1::Config>,
+        fixed: &Fixed<g1::Config>,
         scalars: &[Fr],
     ) -> Result<G1Projective> {
-        let _ = shifted;
+        let _ = fixed;
         self.msm_g1(bases, scalars)
     }
 
-    /// [`MsmNtt::msm_g2`] with precomputed copies, as [`MsmNtt::msm_g1_fixed`].
+    /// [`MsmNtt::msm_g2`] with prepared bases, as [`MsmNtt::msm_g1_fixed`].
     ///
     /// # Errors
     /// As [`MsmNtt::msm_g1`].
     fn msm_g2_fixed(
         &self,
         bases: &[G2Affine],
-        shifted: &Shifted<g2::Config>,
+        fixed: &Fixed<g2::Config>,
         scalars: &[Fr],
     ) -> Result<G2Projective> {
-        let _ = shifted;
+        let _ = fixed;
         self.msm_g2(bases, scalars)
     }
 
@@ -212,21 +238,27 @@ impl MsmNtt for Cpu {
     fn msm_g1_fixed(
         &self,
         bases: &[G1Affine],
-        shifted: &Shifted<g1::Config>,
+        fixed: &Fixed<g1::Config>,
         scalars: &[Fr],
     ) -> Result<G1Projective> {
         same_len("msm_g1", bases.len(), scalars.len())?;
-        Ok(crate::msm::msm_shifted(bases, shifted, scalars))
+        Ok(match fixed.shifted() {
+            Some(shifted) => crate::msm::msm_shifted(bases, shifted, scalars),
+            None => crate::msm::msm(bases, scalars),
+        })
     }
 
     fn msm_g2_fixed(
         &self,
         bases: &[G2Affine],
-        shifted: &Shifted<g2::Config>,
+        fixed: &Fixed<g2::Config>,
         scalars: &[Fr],
     ) -> Result<G2Projective> {
         same_len("msm_g2", bases.len(), scalars.len())?;
-        Ok(crate::msm::msm_shifted(bases, shifted, scalars))
+        Ok(match fixed.shifted() {
+            Some(shifted) => crate::msm::msm_shifted(bases, shifted, scalars),
+            None => crate::msm::msm(bases, scalars),
+        })
     }
 }
 

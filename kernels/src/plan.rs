@@ -26,12 +26,13 @@
 //! [`Plan::evaluate_on_cpu`] runs steps 2 to 4 with arkworks: the tests use it to check a
 //! plan independently of any GPU.
 
-use ark_bn254::{Fq, Fq2, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+use ark_bn254::{Fq, Fq2, Fr, G1Affine, G1Projective, G2Affine, G2Projective, g1, g2};
 use ark_ec::short_weierstrass::{Affine, Projective, SWCurveConfig};
 use ark_ec::{AdditiveGroup, AffineRepr};
 use ark_ff::{Field, PrimeField, Zero};
 use rayon::prelude::*;
 
+use crate::fixed::{Fixed, Kept};
 use crate::{Error, Result};
 
 /// Most entries one accumulating thread adds.
@@ -94,15 +95,11 @@ pub(crate) struct Plan {
     pub chunks: u32,
     /// Buckets per reducing thread.
     pub chunk: u32,
-    /// `point << 1 | negate`, grouped by window then bucket.
-    pub entries: Vec<u32>,
-    /// Segment `s` covers `entries[segments[2s] .. segments[2s] + segments[2s+1]]`.
-    pub segments: Vec<u32>,
-    /// The segments of global bucket `g = window·buckets + b` are
-    /// `bucket_segments[g] .. bucket_segments[g + 1]`.
-    pub bucket_segments: Vec<u32>,
-    /// Segment pairs `(a, b)` for the combining passes: `partial[a] += partial[b]`.
-    pub pairs: Vec<u32>,
+    /// Every index array in one buffer, as the kernels read it: entries, segments,
+    /// bucket segment starts, pairs (see the accessors and [`Plan::indices`]).
+    all: Vec<u32>,
+    /// Where each part of `all` after the entries begins.
+    off: IndexOffsets,
     /// Each combining pass as (first pair, pair count), in order.
     pub passes: Vec<(u32, u32)>,
 }
@@ -149,64 +146,105 @@ impl Plan {
         let c = window_bits(n);
         let windows = (Fr::MODULUS_BIT_SIZE + 1).div_ceil(c);
         let buckets = 1u32 << (c - 1);
+
         let chunk = (CHUNK as u32).min(buckets);
         let chunks = buckets.div_ceil(chunk);
         let digits = crate::msm::Digits::new(scalars, c as usize, windows as usize);
-        // Per window: counting sort by bucket, then segments. Windows are independent.
-        let per_window: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = (0..windows as usize)
+        let (w_count, b_count) = (windows as usize, buckets as usize);
+        let live = |i: usize, v: i32| v != 0 && !bases[i].is_zero();
+        // 1. Each window's bucket sizes (windows are independent).
+        let sizes: Vec<Vec<u32>> = (0..w_count)
             .into_par_iter()
             .map(|w| {
-                let column = || digits.column(w);
-                let mut count = vec![0u32; buckets as usize + 1];
-                for (i, v) in column().enumerate() {
-                    if v != 0 && !bases[i].is_zero() {
-                        count[v.unsigned_abs() as usize] += 1;
+                let mut size = vec![0u32; b_count];
+                for (i, v) in digits.column(w).enumerate() {
+                    if live(i, v) {
+                        size[v.unsigned_abs() as usize - 1] += 1;
                     }
                 }
-                // count[b + 1] holds bucket b's size; prefix sums give the starts.
-                for b in 1..count.len() {
-                    count[b] += count[b - 1];
-                }
-                let mut next = count.clone();
-                let mut entries = vec![0u32; count[buckets as usize] as usize];
-                for (i, v) in column().enumerate() {
-                    if v != 0 && !bases[i].is_zero() {
-                        let b = v.unsigned_abs() as usize - 1;
-                        entries[next[b] as usize] = (i as u32) << 1 | u32::from(v < 0);
-                        next[b] += 1;
-                    }
-                }
-                let mut segments = Vec::new();
-                let mut first = Vec::with_capacity(buckets as usize);
-                for b in 0..buckets as usize {
-                    first.push((segments.len() / 2) as u32);
-                    let (start, end) = (count[b], count[b + 1]);
-                    let mut s = start;
-                    while s < end {
-                        let len = (end - s).min(SEGMENT as u32);
-                        segments.extend([s, len]);
-                        s += len;
-                    }
-                }
-                (entries, segments, first)
+                size
             })
             .collect();
-        // Concatenate, shifting each window's entry and segment indices.
-        let total: usize = per_window.iter().map(|w| w.0.len()).sum();
-        let mut entries = Vec::with_capacity(total);
-        let mut segments = Vec::new();
-        let mut bucket_segments = Vec::with_capacity((windows * buckets) as usize + 1);
-        for (e, s, first) in per_window {
-            let (eoff, soff) = (entries.len() as u32, (segments.len() / 2) as u32);
-            entries.extend(e);
-            segments.extend(s.chunks_exact(2).flat_map(|p| [p[0] + eoff, p[1]]));
-            bucket_segments.extend(first.into_iter().map(|f| f + soff));
+        // 2. Where each window's entries and segments go in the one index buffer.
+        let seg_len = |n: u32| n.div_ceil(SEGMENT as u32);
+        let mut starts = Vec::with_capacity(w_count);
+        let (mut e_total, mut s_total) = (0u64, 0u64);
+        for size in &sizes {
+            starts.push((e_total as u32, s_total as u32));
+            e_total += size.iter().map(|&n| u64::from(n)).sum::<u64>();
+            s_total += size.iter().map(|&n| u64::from(seg_len(n))).sum::<u64>();
         }
-        bucket_segments.push((segments.len() / 2) as u32);
+        // every index is a u32: the entries, two per segment, the bucket starts and the
+        // pairs (fewer than the segments)
+        if e_total + 3 * s_total + u64::from(windows * buckets) + 1 > u64::from(u32::MAX) {
+            return Err(Error::Arith {
+                op: P::OP,
+                reason: format!("{n} points need more indices than one GPU MSM addresses (u32)"),
+            });
+        }
+        let (e_total, s_total) = (e_total as u32, s_total as u32);
+        let off = IndexOffsets {
+            segments: e_total,
+            bucket_segments: e_total + 2 * s_total,
+            pairs: e_total + 2 * s_total + windows * buckets + 1,
+        };
+        let mut all = vec![0u32; off.pairs as usize];
+        // 3. Each window sorts its entries into its own slices: counting sort by bucket,
+        // then the buckets cut into segments.
+        {
+            let (entries, rest) = all.split_at_mut(e_total as usize);
+            let (segments, bucket_segments) = rest.split_at_mut(2 * s_total as usize);
+            let mut parts = Vec::with_capacity(w_count);
+            let (mut entries, mut segments) = (entries, segments);
+            let mut firsts = bucket_segments.chunks_mut(b_count);
+            for (w, size) in sizes.iter().enumerate() {
+                let e = size.iter().sum::<u32>() as usize;
+                let sg = 2 * size.iter().map(|&n| seg_len(n)).sum::<u32>() as usize;
+                let (e_w, e_rest) = std::mem::take(&mut entries).split_at_mut(e);
+                let (s_w, s_rest) = std::mem::take(&mut segments).split_at_mut(sg);
+                (entries, segments) = (e_rest, s_rest);
+                let first = firsts.next().expect("a bucket range per window");
+                parts.push((w, size, e_w, s_w, first));
+            }
+            if let Some(last) = firsts.next() {
+                last[0] = s_total;
+            }
+            parts
+                .into_par_iter()
+                .for_each(|(w, size, e_w, s_w, first)| {
+                    let (e0, s0) = starts[w];
+                    let mut next = Vec::with_capacity(b_count);
+                    let mut at = 0u32;
+                    for &n in size {
+                        next.push(at);
+                        at += n;
+                    }
+                    let bucket_start = next.clone();
+                    for (i, v) in digits.column(w).enumerate() {
+                        if live(i, v) {
+                            let b = v.unsigned_abs() as usize - 1;
+                            e_w[next[b] as usize] = (i as u32) << 1 | u32::from(v < 0);
+                            next[b] += 1;
+                        }
+                    }
+                    let mut k = 0;
+                    for b in 0..b_count {
+                        first[b] = s0 + (k / 2) as u32;
+                        let (mut start, end) = (bucket_start[b], bucket_start[b] + size[b]);
+                        while start < end {
+                            let len = (end - start).min(SEGMENT as u32);
+                            s_w[k] = e0 + start;
+                            s_w[k + 1] = len;
+                            k += 2;
+                            start += len;
+                        }
+                    }
+                });
+        }
         // Combining passes: a bucket with m > 1 segments adds slot i + ⌈m/2⌉ into slot i
         // for i < ⌊m/2⌋ (no slot is written by one thread and read by another), m ← ⌈m/2⌉.
         let mut rounds: Vec<Vec<u32>> = Vec::new();
-        for g in bucket_segments.windows(2) {
+        for g in all[off.bucket_segments as usize..].windows(2) {
             let (s0, mut m) = (g[0], g[1] - g[0]);
             let mut k = 0;
             while m > 1 {
@@ -219,11 +257,12 @@ impl Plan {
                 k += 1;
             }
         }
-        let mut pairs = Vec::new();
         let mut passes = Vec::new();
+        let mut pairs = 0u32;
         for r in rounds {
-            passes.push(((pairs.len() / 2) as u32, (r.len() / 2) as u32));
-            pairs.extend(r);
+            passes.push((pairs, (r.len() / 2) as u32));
+            pairs += (r.len() / 2) as u32;
+            all.extend(r);
         }
         Ok(Plan {
             c,
@@ -231,40 +270,45 @@ impl Plan {
             buckets,
             chunks,
             chunk,
-            entries,
-            segments,
-            bucket_segments,
-            pairs,
+            all,
+            off,
             passes,
         })
     }
 
-    /// Every index array in one buffer, as the kernels read it — entries, segments, bucket
-    /// segment starts, pairs — with where each part after the entries begins.
-    pub fn indices(&self) -> (Vec<u32>, IndexOffsets) {
-        let segments = self.entries.len() as u32;
-        let bucket_segments = segments + self.segments.len() as u32;
-        let pairs = bucket_segments + self.bucket_segments.len() as u32;
-        let all = [
-            &self.entries[..],
-            &self.segments,
-            &self.bucket_segments,
-            &self.pairs,
-        ]
-        .concat();
-        (
-            all,
-            IndexOffsets {
-                segments,
-                bucket_segments,
-                pairs,
-            },
-        )
+    /// `point << 1 | negate`, grouped by window then bucket.
+    #[cfg(test)]
+    pub fn entries(&self) -> &[u32] {
+        &self.all[..self.off.segments as usize]
+    }
+
+    /// Segment `s` covers `entries[segments[2s] .. segments[2s] + segments[2s+1]]`.
+    pub fn segments(&self) -> &[u32] {
+        &self.all[self.off.segments as usize..self.off.bucket_segments as usize]
+    }
+
+    /// The segments of global bucket `g = window·buckets + b` are
+    /// `bucket_segments[g] .. bucket_segments[g + 1]`.
+    #[cfg(test)]
+    pub fn bucket_segments(&self) -> &[u32] {
+        &self.all[self.off.bucket_segments as usize..self.off.pairs as usize]
+    }
+
+    /// Segment pairs `(a, b)` for the combining passes: `partial[a] += partial[b]`.
+    #[cfg(test)]
+    pub fn pairs(&self) -> &[u32] {
+        &self.all[self.off.pairs as usize..]
+    }
+
+    /// Every index array in one buffer, as the kernels read it — entries, segments,
+    /// bucket segment starts, pairs — with where each part after the entries begins.
+    pub fn indices(&self) -> (&[u32], IndexOffsets) {
+        (&self.all, self.off)
     }
 
     /// Number of accumulating threads.
     pub fn segment_count(&self) -> usize {
-        self.segments.len() / 2
+        self.segments().len() / 2
     }
 
     /// Number of reducing threads: `windows · chunks`.
@@ -295,11 +339,11 @@ impl Plan {
     /// for a plan, without a GPU.
     pub fn evaluate_on_cpu<P: GpuCurve>(&self, bases: &[Affine<P>]) -> Projective<P> {
         let mut partials: Vec<Projective<P>> = self
-            .segments
+            .segments()
             .chunks_exact(2)
             .map(|s| {
                 let mut acc = Projective::<P>::zero();
-                for &e in &self.entries[s[0] as usize..(s[0] + s[1]) as usize] {
+                for &e in &self.entries()[s[0] as usize..(s[0] + s[1]) as usize] {
                     let p = bases[(e >> 1) as usize];
                     acc += if e & 1 == 1 { -p } else { p };
                 }
@@ -307,7 +351,8 @@ impl Plan {
             })
             .collect();
         for &(first, count) in &self.passes {
-            for p in self.pairs[2 * first as usize..2 * (first + count) as usize].chunks_exact(2) {
+            for p in self.pairs()[2 * first as usize..2 * (first + count) as usize].chunks_exact(2)
+            {
                 let b = partials[p[1] as usize];
                 partials[p[0] as usize] += b;
             }
@@ -320,8 +365,9 @@ impl Plan {
                 let (mut running, mut acc) = (Projective::<P>::zero(), Projective::<P>::zero());
                 for b in (lo..hi).rev() {
                     let g = (w * self.buckets + b) as usize;
-                    if self.bucket_segments[g] < self.bucket_segments[g + 1] {
-                        running += partials[self.bucket_segments[g] as usize];
+                    let starts = self.bucket_segments();
+                    if starts[g] < starts[g + 1] {
+                        running += partials[starts[g] as usize];
                     }
                     acc += running;
                 }
@@ -445,18 +491,37 @@ impl NttJob {
 /// Every such backend gets [`crate::MsmNtt`] from it; a backend without G2 kernels
 /// leaves the G2 MSM to the CPU backend (the defaults).
 pub(crate) trait GpuKernels: Send + Sync {
+    /// A buffer of bases in device memory ([`crate::fixed::Kept`] holds one).
+    type Points: std::any::Any + Send + Sync;
     /// e.g. `wgpu (NVIDIA H200)`, `cuda:0 (NVIDIA H200 (sm_90))`.
     fn device(&self) -> String;
-    /// `Σ scalars[i] · bases[i]` in G1 on the GPU.
-    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective>;
+    /// This backend instance's identity ([`crate::fixed::new_owner`]): only it reads the
+    /// copies it kept.
+    fn owner(&self) -> u64;
+    /// `bytes` ([`affine_bytes`] of some bases) copied into device memory, to stay.
+    fn keep(&self, bytes: &[u8]) -> Result<Self::Points>;
+    /// `Σ scalars[i] · bases[i]` in G1 on the GPU, reading the bases from `kept` when
+    /// given (a copy of exactly these bases), else uploading them.
+    fn msm_g1_gpu(
+        &self,
+        kept: Option<&Self::Points>,
+        bases: &[G1Affine],
+        scalars: &[Fr],
+    ) -> Result<G1Projective>;
     /// From how many points a G2 MSM runs on the GPU ([`GpuKernels::msm_g2_gpu`]);
     /// smaller ones, and all of them where `None` (no G2 kernels), on the CPU backend.
     fn g2_gpu_from(&self) -> Option<usize> {
         None
     }
-    /// `Σ scalars[i] · bases[i]` in G2 on the GPU; called only where
-    /// [`GpuKernels::g2_gpu_from`] allows.
-    fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
+    /// `Σ scalars[i] · bases[i]` in G2 on the GPU, as [`GpuKernels::msm_g1_gpu`]; called
+    /// only where [`GpuKernels::g2_gpu_from`] allows.
+    fn msm_g2_gpu(
+        &self,
+        kept: Option<&Self::Points>,
+        bases: &[G2Affine],
+        scalars: &[Fr],
+    ) -> Result<G2Projective> {
+        let _ = kept;
         crate::MsmNtt::msm_g2(&crate::ops::Cpu, bases, scalars)
     }
     /// An NTT of `values` on the GPU (see [`NttJob`]).
@@ -478,14 +543,60 @@ impl<T: GpuKernels> crate::MsmNtt for T {
         }
     }
 
+    fn runs_on_cpu(&self) -> bool {
+        false
+    }
+
     fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
-        self.msm_g1_gpu(bases, scalars)
+        self.msm_g1_gpu(None, bases, scalars)
     }
 
     fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
         match self.g2_gpu_from() {
-            Some(from) if bases.len() >= from => self.msm_g2_gpu(bases, scalars),
+            Some(from) if bases.len() >= from => self.msm_g2_gpu(None, bases, scalars),
             _ => crate::MsmNtt::msm_g2(&crate::ops::Cpu, bases, scalars),
+        }
+    }
+
+    fn keep_g1(&self, bases: &[G1Affine]) -> Result<Option<Kept<g1::Config>>> {
+        let bytes = affine_bytes(bases);
+        let points = Box::new(self.keep(&bytes)?);
+        Ok(Some(Kept::new(bases, bytes.len(), self.owner(), points)))
+    }
+
+    fn keep_g2(&self, bases: &[G2Affine]) -> Result<Option<Kept<g2::Config>>> {
+        match self.g2_gpu_from() {
+            Some(from) if bases.len() >= from => {
+                let bytes = affine_bytes(bases);
+                let points = Box::new(self.keep(&bytes)?);
+                Ok(Some(Kept::new(bases, bytes.len(), self.owner(), points)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn msm_g1_fixed(
+        &self,
+        bases: &[G1Affine],
+        fixed: &Fixed<g1::Config>,
+        scalars: &[Fr],
+    ) -> Result<G1Projective> {
+        let kept = fixed.kept().and_then(|k| k.on(self.owner(), bases));
+        self.msm_g1_gpu(kept, bases, scalars)
+    }
+
+    fn msm_g2_fixed(
+        &self,
+        bases: &[G2Affine],
+        fixed: &Fixed<g2::Config>,
+        scalars: &[Fr],
+    ) -> Result<G2Projective> {
+        match self.g2_gpu_from() {
+            Some(from) if bases.len() >= from => {
+                let kept = fixed.kept().and_then(|k| k.on(self.owner(), bases));
+                self.msm_g2_gpu(kept, bases, scalars)
+            }
+            _ => crate::MsmNtt::msm_g2_fixed(&crate::ops::Cpu, bases, fixed, scalars),
         }
     }
 
@@ -600,7 +711,7 @@ mod tests {
             }
             let plan = Plan::new(&bases, &scalars).unwrap();
             assert!(
-                plan.segments
+                plan.segments()
                     .chunks_exact(2)
                     .all(|s| s[1] as usize <= SEGMENT)
             );
@@ -613,7 +724,7 @@ mod tests {
         let zero = vec![Fr::zero(); 50];
         let g = vec![G1Affine::generator(); 50];
         let plan = Plan::new(&g, &zero).unwrap();
-        assert!(plan.entries.is_empty());
+        assert!(plan.entries().is_empty());
         assert!(plan.evaluate_on_cpu(&g).is_zero());
         assert!(Plan::new(&g, &zero[..49]).is_err());
     }

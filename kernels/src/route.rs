@@ -10,7 +10,7 @@
 
 use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective, g1, g2};
 
-use crate::msm::Shifted;
+use crate::fixed::{Fixed, Kept};
 use crate::ops::{Cpu, MsmNtt, NttDirection};
 use crate::{BackendChoice, ResolvedBackend, Result};
 
@@ -115,6 +115,10 @@ impl MsmNtt for Routed {
         format!("{} routed by size ({places})", self.gpu.describe())
     }
 
+    fn runs_on_cpu(&self) -> bool {
+        self.from.msm_g1 == NEVER && self.from.msm_g2 == NEVER
+    }
+
     fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
         if bases.len() >= self.from.msm_g1 {
             self.gpu.msm_g1(bases, scalars)
@@ -135,29 +139,45 @@ impl MsmNtt for Routed {
         points < self.from.msm_g1 || points < self.from.msm_g2
     }
 
+    fn keep_g1(&self, bases: &[G1Affine]) -> Result<Option<Kept<g1::Config>>> {
+        if bases.len() >= self.from.msm_g1 {
+            self.gpu.keep_g1(bases)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn keep_g2(&self, bases: &[G2Affine]) -> Result<Option<Kept<g2::Config>>> {
+        if bases.len() >= self.from.msm_g2 {
+            self.gpu.keep_g2(bases)
+        } else {
+            Ok(None)
+        }
+    }
+
     fn msm_g1_fixed(
         &self,
         bases: &[G1Affine],
-        shifted: &Shifted<g1::Config>,
+        fixed: &Fixed<g1::Config>,
         scalars: &[Fr],
     ) -> Result<G1Projective> {
         if bases.len() >= self.from.msm_g1 {
-            self.gpu.msm_g1(bases, scalars)
+            self.gpu.msm_g1_fixed(bases, fixed, scalars)
         } else {
-            Cpu.msm_g1_fixed(bases, shifted, scalars)
+            Cpu.msm_g1_fixed(bases, fixed, scalars)
         }
     }
 
     fn msm_g2_fixed(
         &self,
         bases: &[G2Affine],
-        shifted: &Shifted<g2::Config>,
+        fixed: &Fixed<g2::Config>,
         scalars: &[Fr],
     ) -> Result<G2Projective> {
         if bases.len() >= self.from.msm_g2 {
-            self.gpu.msm_g2(bases, scalars)
+            self.gpu.msm_g2_fixed(bases, fixed, scalars)
         } else {
-            Cpu.msm_g2_fixed(bases, shifted, scalars)
+            Cpu.msm_g2_fixed(bases, fixed, scalars)
         }
     }
 
@@ -248,7 +268,7 @@ mod tests {
             routed.msm_g2(&g2, &s[..4]).unwrap(),
             r.msm_g2(&g2, &s[..4]).unwrap()
         );
-        let tables = Shifted::new(&g1[..7], 2);
+        let tables = Fixed::Shifted(crate::msm::Shifted::new(&g1[..7], 2));
         assert_eq!(
             routed.msm_g1_fixed(&g1[..7], &tables, &s[..7]).unwrap(),
             r.msm_g1(&g1[..7], &s[..7]).unwrap()

@@ -78,6 +78,8 @@ pub struct WgpuBackend {
     max_storage: u64,
     /// G2 MSMs of fewer points run on the CPU backend.
     g2_gpu_from: usize,
+    /// Identity for the bases this backend keeps ([`crate::fixed::Kept`]).
+    owner: u64,
 }
 
 /// The default for [`WgpuBackend::set_g2_gpu_from`]: below this many points a G2 MSM runs
@@ -212,6 +214,7 @@ impl WgpuBackend {
             name,
             max_storage: limits.max_storage_buffer_binding_size,
             g2_gpu_from: G2_GPU_FROM,
+            owner: crate::fixed::new_owner(),
             device,
             queue,
             layout,
@@ -495,20 +498,36 @@ impl WgpuBackend {
 impl WgpuBackend {
     /// `Σ scalars[i] · bases[i]` in G1 or G2 on the GPU: the host sorts
     /// ([`crate::plan::Plan`]), one submission runs the accumulation and the reduction,
-    /// the host adds the chunk sums and combines the windows.
-    fn msm_gpu<P: GpuCurve>(&self, bases: &[Affine<P>], scalars: &[Fr]) -> Result<Projective<P>> {
+    /// the host adds the chunk sums and combines the windows. The bases are read from
+    /// `kept` (a copy of exactly these bases) when given, else uploaded.
+    fn msm_gpu<P: GpuCurve>(
+        &self,
+        kept: Option<&wgpu::Buffer>,
+        bases: &[Affine<P>],
+        scalars: &[Fr],
+    ) -> Result<Projective<P>> {
         let plan = crate::plan::Plan::new(bases, scalars)?;
         if plan.segment_count() == 0 {
             return Ok(Projective::<P>::zero());
         }
-        let points = crate::plan::affine_bytes(bases);
+        let points_size = bases.len() as u64 * 2 * P::COORD_FE as u64 * FE;
         let (idx, off) = plan.indices();
-        let idx: Vec<u8> = idx.iter().flat_map(|v| v.to_le_bytes()).collect();
+        use rayon::prelude::*;
+        let mut bytes = vec![0u8; 4 * idx.len()];
+        bytes
+            .par_chunks_mut(4 << 12)
+            .zip(idx.par_chunks(1 << 12))
+            .for_each(|(out, v)| {
+                for (o, x) in out.chunks_exact_mut(4).zip(v) {
+                    o.copy_from_slice(&x.to_le_bytes());
+                }
+            });
+        let idx = bytes;
         let point_size = 4 * P::COORD_FE as u64 * FE;
         let partial_size = plan.segment_count() as u64 * point_size;
         let out_size = plan.reduce_count() as u64 * point_size;
         for (what, size) in [
-            ("points", points.len() as u64),
+            ("points", points_size),
             ("bucket indices", idx.len() as u64),
             ("partial sums", partial_size),
         ] {
@@ -526,7 +545,14 @@ impl WgpuBackend {
         }
         let p = self.msm[group::<P>()].get_or_init(|| self.msm_pipelines::<P>());
         let storage = wgpu::BufferUsages::STORAGE;
-        let points = self.buffer("msm points", &points, storage);
+        let uploaded;
+        let points = match kept {
+            Some(points) => points,
+            None => {
+                uploaded = self.buffer("msm points", &crate::plan::affine_bytes(bases), storage);
+                &uploaded
+            }
+        };
         let idx = self.buffer("msm indices", &idx, storage);
         let scratch = |label, size| {
             self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -544,12 +570,12 @@ impl WgpuBackend {
         let mut steps = vec![(
             &p.accumulate,
             &partial,
-            &points,
+            points,
             u32_of(plan.segment_count()),
             None,
         )];
         for &(first, count) in &plan.passes {
-            steps.push((&p.reduce, &partial, &points, count, Some(first)));
+            steps.push((&p.reduce, &partial, points, count, Some(first)));
         }
         steps.push((&p.reduce, &out, &partial, u32_of(plan.reduce_count()), None));
         let mut enc = self
@@ -593,20 +619,50 @@ impl WgpuBackend {
 }
 
 impl GpuKernels for WgpuBackend {
+    type Points = wgpu::Buffer;
+
     fn device(&self) -> String {
         format!("wgpu ({})", self.name)
     }
 
-    fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
-        self.msm_gpu(bases, scalars)
+    fn owner(&self) -> u64 {
+        self.owner
+    }
+
+    fn keep(&self, bytes: &[u8]) -> Result<wgpu::Buffer> {
+        if bytes.len() as u64 > self.max_storage {
+            return Err(Error::Arith {
+                op: "keep",
+                reason: format!(
+                    "{} bytes of bases, over the adapter's {} byte storage binding",
+                    bytes.len(),
+                    self.max_storage
+                ),
+            });
+        }
+        Ok(self.buffer("kept bases", bytes, wgpu::BufferUsages::STORAGE))
+    }
+
+    fn msm_g1_gpu(
+        &self,
+        kept: Option<&wgpu::Buffer>,
+        bases: &[G1Affine],
+        scalars: &[Fr],
+    ) -> Result<G1Projective> {
+        self.msm_gpu(kept, bases, scalars)
     }
 
     fn g2_gpu_from(&self) -> Option<usize> {
         Some(self.g2_gpu_from)
     }
 
-    fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
-        self.msm_gpu(bases, scalars)
+    fn msm_g2_gpu(
+        &self,
+        kept: Option<&wgpu::Buffer>,
+        bases: &[G2Affine],
+        scalars: &[Fr],
+    ) -> Result<G2Projective> {
+        self.msm_gpu(kept, bases, scalars)
     }
 
     /// An NTT of `values` on the GPU (see [`NttJob`]), in one submission.

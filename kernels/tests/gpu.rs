@@ -233,4 +233,47 @@ fn msm_on(gpu: &dyn MsmNtt) {
     s2[101] = -Fr::one();
     check2(&g2, &s2, "repeated, opposite and infinite points");
     assert!(gpu.msm_g2(&g2[..2], &s2[..3]).is_err());
+
+    // bases kept in device memory (a proving key's): the same sums, proof after proof,
+    // and a copy offered with other bases is not read
+    use fleetmesh_kernels::fixed::Fixed;
+    let kept = Fixed::Kept(gpu.keep_g1(&bases).unwrap().expect("a GPU keeps bases"));
+    assert_eq!(kept.bytes(), bases.len() * 64);
+    for seed in [1, 2] {
+        let s = inputs(n, seed);
+        let want = Reference.msm_g1(&bases, &s).unwrap();
+        assert!(
+            gpu.msm_g1_fixed(&bases, &kept, &s).unwrap() == want,
+            "kept G1"
+        );
+    }
+    let other = points(n, &mut rng);
+    let s = inputs(n, 3);
+    assert!(
+        gpu.msm_g1_fixed(&other, &kept, &s).unwrap() == Reference.msm_g1(&other, &s).unwrap(),
+        "a copy of other bases is ignored"
+    );
+    let kept2 = Fixed::Kept(gpu.keep_g2(&g2).unwrap().expect("G2 kept where it runs"));
+    assert!(
+        gpu.msm_g2_fixed(&g2, &kept2, &s2).unwrap() == Reference.msm_g2(&g2, &s2).unwrap(),
+        "kept G2"
+    );
+}
+
+#[test]
+fn bases_kept_by_one_gpu_backend_are_not_read_by_another() {
+    use fleetmesh_kernels::fixed::Fixed;
+    let (Some(a), Some(b)) = (wgpu_backend(), wgpu_backend()) else {
+        return;
+    };
+    use ark_ec::{CurveGroup, PrimeGroup};
+    let g = ark_bn254::G1Projective::generator();
+    let bases: Vec<_> = (1..=3u64)
+        .map(|k| (g * Fr::from(k)).into_affine())
+        .collect();
+    let kept = Fixed::Kept(a.keep_g1(&bases).unwrap().unwrap());
+    let s = inputs(3, 4);
+    let want = Reference.msm_g1(&bases, &s).unwrap();
+    assert!(a.msm_g1_fixed(&bases, &kept, &s).unwrap() == want);
+    assert!(b.msm_g1_fixed(&bases, &kept, &s).unwrap() == want);
 }

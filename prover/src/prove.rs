@@ -7,8 +7,9 @@
 //! into the `fleetmesh_prover_phase_seconds{phase}` histogram (`witness_map`, `msm_a_b1`,
 //! `msm_b2`, `msm_c_h`, `self_check`) of whatever `metrics` recorder the program installed.
 //!
-//! With a key's precomputed [`KeyTables`] (see [`crate::tables`]) the CPU backend's MSMs
-//! use them; the proof is the same with or without.
+//! With a key's prepared [`KeyTables`] (see [`crate::tables`]: the CPU's precomputed
+//! copies, or bases kept on a GPU) the backend's MSMs use them; the proof is the same with
+//! or without.
 //!
 //! The proof is checked against the key's own verifying key before it is returned: a
 //! witness that does not satisfy the circuit (which the key alone cannot detect earlier)
@@ -21,7 +22,7 @@ use ark_ec::CurveGroup;
 use ark_ff::{One, UniformRand};
 use ark_groth16::Proof;
 
-use fleetmesh_kernels::msm::Shifted;
+use fleetmesh_kernels::fixed::Fixed;
 
 use crate::tables::KeyTables;
 use crate::verify::{PreparedVk, verify};
@@ -85,6 +86,57 @@ pub fn prove_checked(
     Ok(proven)
 }
 
+/// Proves several witnesses of one key together, each with fresh random `r, s`, and
+/// checks all the proofs at once with one batch verification (bisected, so a witness
+/// that does not satisfy the circuit is named by its own [`Error::Witness`] while the
+/// others' proofs stand). On a backend whose MSMs run on the CPU
+/// ([`MsmNtt::runs_on_cpu`]) the proofs run side by side, so one proof's serial stretches
+/// (window combination, the NTTs' bookkeeping) overlap another's parallel work; on a GPU
+/// they run back to back over the key's kept bases. `pvk` and `tables` as for
+/// [`prove_checked`].
+///
+/// # Errors
+/// The outer error only for [`Error::Random`]; each witness gets its own result.
+pub fn prove_batch(
+    pk: &ProvingKey,
+    tables: Option<&KeyTables>,
+    pvk: &PreparedVk,
+    witnesses: &[Vec<Fr>],
+    backend: &dyn MsmNtt,
+) -> Result<Vec<Result<Proven>>> {
+    use rayon::prelude::*;
+    let mut rng = {
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed).map_err(|e| Error::Random(e.to_string()))?;
+        <rand::rngs::StdRng as rand::SeedableRng>::from_seed(seed)
+    };
+    let blinding: Vec<(Fr, Fr)> = witnesses
+        .iter()
+        .map(|_| (Fr::rand(&mut rng), Fr::rand(&mut rng)))
+        .collect();
+    let one = |(w, (r, s)): (&Vec<Fr>, &(Fr, Fr))| prove_with(pk, tables, w, backend, *r, *s);
+    let mut out: Vec<Result<Proven>> = if backend.runs_on_cpu() {
+        witnesses.par_iter().zip(&blinding).map(one).collect()
+    } else {
+        witnesses.iter().zip(&blinding).map(one).collect()
+    };
+    let made: Vec<usize> = (0..out.len()).filter(|&i| out[i].is_ok()).collect();
+    let items: Vec<crate::verify::Item> = made
+        .iter()
+        .filter_map(|&i| out[i].as_ref().ok())
+        .map(|p| (p.proof.clone(), p.public.clone()))
+        .collect();
+    let valid = phase("self_check", || crate::verify::batch_verify(pvk, &items))?;
+    for (i, ok) in made.into_iter().zip(valid) {
+        if !ok {
+            out[i] = Err(Error::Witness(
+                "the witness does not satisfy the circuit (the proof does not verify)".into(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
 /// Proves with the given blinding `r, s` (and the key's tables, if given) and does not
 /// check the result. Deterministic: for tests and for comparing backends. Use [`prove`]
 /// otherwise.
@@ -115,26 +167,26 @@ pub fn prove_with(
         qap::witness_map(backend, &pk.coeffs, witness, pk.domain_size)
     })?;
     let private = &witness[pk.n_public + 1..];
-    let g1 = |bases: &[G1Affine], table: Option<&Shifted<g1::Config>>, scalars: &[Fr]| match table {
-        Some(t) => backend.msm_g1_fixed(bases, t, scalars),
+    let g1 = |bases: &[G1Affine], fixed: Option<&Fixed<g1::Config>>, scalars: &[Fr]| match fixed {
+        Some(f) => backend.msm_g1_fixed(bases, f, scalars),
         None => backend.msm_g1(bases, scalars),
     };
     let (a, b1) = phase("msm_a_b1", || {
         Ok((
-            g1(&pk.a, tables.map(|t| &t.a), witness)?,
-            g1(&pk.b_g1, tables.map(|t| &t.b_g1), witness)?,
+            g1(&pk.a, tables.and_then(|t| t.a.as_ref()), witness)?,
+            g1(&pk.b_g1, tables.and_then(|t| t.b_g1.as_ref()), witness)?,
         ))
     })?;
     let b2 = phase("msm_b2", || {
-        Ok(match tables {
-            Some(t) => backend.msm_g2_fixed(&pk.b_g2, &t.b_g2, witness)?,
+        Ok(match tables.and_then(|t| t.b_g2.as_ref()) {
+            Some(f) => backend.msm_g2_fixed(&pk.b_g2, f, witness)?,
             None => backend.msm_g2(&pk.b_g2, witness)?,
         })
     })?;
     let (c, hz) = phase("msm_c_h", || {
         Ok((
-            g1(&pk.c, tables.map(|t| &t.c), private)?,
-            g1(&pk.h, tables.map(|t| &t.h), &h)?,
+            g1(&pk.c, tables.and_then(|t| t.c.as_ref()), private)?,
+            g1(&pk.h, tables.and_then(|t| t.h.as_ref()), &h)?,
         ))
     })?;
 

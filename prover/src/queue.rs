@@ -16,7 +16,9 @@
 //!
 //! With a table budget ([`ProvingQueue::with_tables`]), each loaded circuit's MSM tables
 //! ([`crate::tables`]) are built on a thread of their own after it loads, one circuit at
-//! a time, within what the budget has left; proofs made meanwhile run without them.
+//! a time, within what the budget has left; proofs made meanwhile run without them. On a
+//! GPU backend the circuit's bases are kept in device memory instead, when it loads
+//! ([`KeyTables::keep`]), and freed with it.
 //!
 //! Metrics (through the `metrics` facade): `fleetmesh_prover_proofs_total{circuit,
 //! outcome}`, `fleetmesh_prover_proof_seconds`, `fleetmesh_prover_phase_seconds{phase}`
@@ -53,6 +55,8 @@ struct Circuit {
     calc: Option<Arc<WitnessCalculator>>,
     /// `pk`'s MSM tables, once built in the background (never, without a budget).
     tables: OnceLock<KeyTables>,
+    /// `pk`'s bases kept in the GPU backend's memory (freed with the circuit).
+    kept: Option<KeyTables>,
     /// The queue's table accounting, to give the bytes back when this circuit goes.
     budget: Arc<TableBudget>,
 }
@@ -362,6 +366,22 @@ impl ProvingQueue {
             ms = t.elapsed().as_millis() as u64,
             "circuit loaded"
         );
+        // a GPU backend keeps the bases it runs MSMs over (none for the CPU)
+        let kept = match KeyTables::keep(&pk, self.backend.as_ref()) {
+            Ok(Some(k)) => {
+                tracing::info!(
+                    circuit = name,
+                    bytes = k.bytes(),
+                    "circuit bases kept on the GPU"
+                );
+                Some(k)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(circuit = name, error = %e, "circuit bases not kept on the GPU; each proof uploads them");
+                None
+            }
+        };
         let c = Arc::new(Circuit {
             name: name.to_owned(),
             stamp: st,
@@ -369,6 +389,7 @@ impl ProvingQueue {
             pk: Arc::new(pk),
             calc,
             tables: OnceLock::new(),
+            kept,
             budget: self.tables.clone(),
         });
         self.lock().insert(name.to_owned(), c.clone());
@@ -517,7 +538,7 @@ impl ProvingQueue {
         let t = Instant::now();
         let proven = crate::prove::prove_checked(
             &circuit.pk,
-            circuit.tables.get(),
+            circuit.kept.as_ref().or_else(|| circuit.tables.get()),
             &circuit.pvk,
             &witness,
             self.backend.as_ref(),

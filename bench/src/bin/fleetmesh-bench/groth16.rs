@@ -229,7 +229,7 @@ fn chain(k: u32, work: &Path) -> (Vec<u8>, Vec<u8>, serde_json::Value) {
 }
 
 /// The chain circuit for a 2^k domain and its witness.
-fn chain_witness(k: u32, work: &Path) -> (R1cs, Vec<Fr>) {
+pub(crate) fn chain_witness(k: u32, work: &Path) -> (R1cs, Vec<Fr>) {
     let (r1cs, wasm, input) = chain(k, work);
     let r1cs = R1cs::from_bytes(&r1cs).expect("chain.r1cs");
     let witness = WitnessCalculator::new(&wasm)
@@ -394,8 +394,9 @@ fn phases(pk: &ProvingKey, witness: &[Fr], tables: &KeyTables, rounds: usize) {
     println!("witness_map  {ntt:>11.1} ms   (the same)    {ntt_scalar}");
     let g1 = |name: &str,
               bases: &[ark_bn254::G1Affine],
-              t: &fleetmesh_kernels::msm::Shifted<ark_bn254::g1::Config>,
+              t: &Option<fleetmesh_kernels::fixed::Fixed<ark_bn254::g1::Config>>,
               sc: &[Fr]| {
+        let t = t.as_ref().expect("CPU tables for every vector");
         let a = median(&|| {
             let _ = std::hint::black_box(Cpu.msm_g1(bases, sc).expect("msm"));
         });
@@ -406,7 +407,7 @@ fn phases(pk: &ProvingKey, witness: &[Fr], tables: &KeyTables, rounds: usize) {
         let s = scalar(&fixed);
         println!(
             "{name:<12} {a:>11.1} ms   {b:>8.1} ms   {s}   {:?}",
-            t.plan()
+            t.shifted().map(|t| t.plan())
         );
     };
     g1("msm A", &pk.a, &tables.a, witness);
@@ -414,17 +415,15 @@ fn phases(pk: &ProvingKey, witness: &[Fr], tables: &KeyTables, rounds: usize) {
     let a = median(&|| {
         let _ = std::hint::black_box(Cpu.msm_g2(&pk.b_g2, witness).expect("msm"));
     });
+    let b_g2 = tables.b_g2.as_ref().expect("CPU tables for every vector");
     let fixed = || {
-        let _ = std::hint::black_box(
-            Cpu.msm_g2_fixed(&pk.b_g2, &tables.b_g2, witness)
-                .expect("msm"),
-        );
+        let _ = std::hint::black_box(Cpu.msm_g2_fixed(&pk.b_g2, b_g2, witness).expect("msm"));
     };
     let b = median(&fixed);
     let s = scalar(&fixed);
     println!(
         "msm B2 (G2)  {a:>11.1} ms   {b:>8.1} ms   {s}   {:?}",
-        tables.b_g2.plan()
+        b_g2.shifted().map(|t| t.plan())
     );
     g1("msm C", &pk.c, &tables.c, private);
     g1("msm H", &pk.h, &tables.h, &h);
@@ -489,7 +488,7 @@ fn snarkjs_prove(
 /// The backends named in `chosen` (`cpu`, `wgpu` for every adapter, `cuda:N`), or when it
 /// is empty every one this machine has (cpu, each wgpu adapter, cuda:0). A backend that
 /// cannot be opened is reported and left out.
-fn backends(chosen: &[String]) -> Vec<(String, Box<dyn fleetmesh_kernels::MsmNtt>)> {
+pub(crate) fn backends(chosen: &[String]) -> Vec<(String, Box<dyn fleetmesh_kernels::MsmNtt>)> {
     use fleetmesh_kernels::ops::Cpu;
     use fleetmesh_kernels::{BackendChoice, CudaBackend, MsmNtt, WgpuBackend};
     let mut backends: Vec<(String, Box<dyn MsmNtt>)> = Vec::new();
@@ -556,6 +555,7 @@ pub fn prove_backends(args: &[String]) {
     let reference = fleetmesh_prover::prove::prove_with(&pk, None, &witness, &Cpu, r, s)
         .expect("prove")
         .proof;
+    let cpu_tables = std::sync::OnceLock::new();
     for (name, b) in backends(&chosen) {
         let p = fleetmesh_prover::prove::prove_with(&pk, None, &witness, b.as_ref(), r, s)
             .expect("prove")
@@ -565,11 +565,38 @@ pub fn prove_backends(args: &[String]) {
             fleetmesh_prover::verify(&pvk, &p, &public).expect("verify"),
             "{name}: proof does not verify"
         );
-        let run = |m: &dyn fleetmesh_kernels::MsmNtt| {
-            u64::from(fleetmesh_prover::prove(&pk, &witness, m).is_ok())
+        let run = |m: &dyn fleetmesh_kernels::MsmNtt, t: Option<&KeyTables>| {
+            u64::from(fleetmesh_prover::prove::prove_checked(&pk, t, &pvk, &witness, m).is_ok())
         };
-        let c = compare(rounds, 1, || run(b.as_ref()), || run(&Cpu));
+        let c = compare(rounds, 1, || run(b.as_ref(), None), || run(&Cpu, None));
         report(&format!("prove 2^{k} {name}"), "our cpu", &c);
+        // a GPU keeps a loaded circuit's bases: the same proof, without their upload
+        let Some(kept) = KeyTables::keep(&pk, b.as_ref()).expect("keep the bases") else {
+            continue;
+        };
+        let p = fleetmesh_prover::prove::prove_with(&pk, Some(&kept), &witness, b.as_ref(), r, s)
+            .expect("prove")
+            .proof;
+        assert!(
+            p == reference,
+            "{name}: proof with kept bases differs from the CPU's"
+        );
+        let c = compare(
+            rounds,
+            1,
+            || run(b.as_ref(), Some(&kept)),
+            || run(b.as_ref(), None),
+        );
+        report(&format!("prove 2^{k} {name} kept"), "uploading", &c);
+        // against the CPU at its best: with the key's tables (the node's default budget)
+        let tables = cpu_tables.get_or_init(|| KeyTables::build(&pk, 1 << 30));
+        let c = compare(
+            rounds,
+            1,
+            || run(b.as_ref(), Some(&kept)),
+            || run(&Cpu, tables.as_ref()),
+        );
+        report(&format!("prove 2^{k} {name} kept"), "cpu+tables", &c);
     }
 }
 
