@@ -8,7 +8,10 @@
 #   2. G1 MSM, G2 MSM and NTT at 2^16 … 2^MAX_LOG on cpu, wgpu and cuda:0, each result checked
 #      against arkworks before it is timed against it (`fleetmesh-bench kernels`);
 #   3. a full Groth16 proof on each backend, equal to the CPU's proof and verified, timed
-#      against our CPU backend (`fleetmesh-bench prove-backends`).
+#      against our CPU backend, then with the key's bases kept on the GPU against uploading
+#      them and against the CPU with its tables (`fleetmesh-bench prove-backends`);
+#   4. batch proving on each backend, proofs/s at batches of 1, 4 and 16
+#      (`fleetmesh-bench prove-batch`).
 # It prints one table; with $OUT set, the log is also written to $OUT/gpu-bench.log.
 #
 # Usage:
@@ -115,4 +118,7 @@ echo "== 2. G1 and G2 MSM and NTT, 2^16 … 2^$MAX_LOG, checked then timed again
 echo "(section 2: ${SECONDS}s)"; SECONDS=0
 echo "== 3. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"
 "$BENCH" prove-backends "$PROVE_K" "$ROUNDS"
-echo "(section 3: ${SECONDS}s)"
+echo "(section 3: ${SECONDS}s)"; SECONDS=0
+echo "== 4. batch proving, 2^$PROVE_K domain, batches of 1, 4, 16 against one by one"
+"$BENCH" prove-batch "$PROVE_K" 1
+echo "(section 4: ${SECONDS}s)"

@@ -1,7 +1,7 @@
 //! The crate's one error type.
 
 /// Everything that can go wrong reading or checking proofs.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A value in a snarkjs JSON document is malformed: not canonical, not on the curve,

@@ -8,11 +8,15 @@
 //! file changes); [`ProvingQueue::circuit_by_digest`] finds one by its zkey's SHA-256, as an
 //! ask names it.
 //!
-//! Proving uses every core, so proofs run one at a time; at most [`QUEUE`] requests are
-//! admitted at once (one proving, the rest waiting) and a request beyond is refused at once
-//! with [`Error::Busy`] instead of piling up. [`ProvingQueue::prove`] waits for its turn
-//! without holding a thread (a caller that goes away while waiting is dropped unproved);
-//! [`ProvingQueue::prove_blocking`] is the same queue for callers on a thread of their own.
+//! Proving uses every core, so proofs run one batch at a time; at most [`QUEUE`] requests
+//! are admitted at once (proving or waiting) and a request beyond is refused at once with
+//! [`Error::Busy`] instead of piling up. Whoever gets the turn proves every waiting request
+//! of the first waiting one's circuit together ([`crate::prove::prove_batch`]: side by
+//! side on the CPU, back to back over kept bases on a GPU, one batch self-check), and each
+//! caller gets its own answer, saying how many were proved with it (`batch`).
+//! [`ProvingQueue::prove`] waits for its turn without holding a thread (a caller that goes
+//! away while waiting is dropped unproved); [`ProvingQueue::prove_blocking`] is the same
+//! queue for callers on a thread of their own.
 //!
 //! With a table budget ([`ProvingQueue::with_tables`]), each loaded circuit's MSM tables
 //! ([`crate::tables`]) are built on a thread of their own after it loads, one circuit at
@@ -115,8 +119,16 @@ pub struct QueuedProof {
     pub proven: Proven,
     /// Time spent computing the witness, ms.
     pub witness_ms: u64,
-    /// Time spent proving, ms.
+    /// Time spent proving the batch it was proved in, ms.
     pub prove_ms: u64,
+    /// How many proofs were made together with it (1: alone).
+    pub batch: usize,
+}
+
+/// A request waiting for its turn, and where its answer goes.
+struct Waiting {
+    req: ProveRequest,
+    answer: tokio::sync::oneshot::Sender<Result<QueuedProof>>,
 }
 
 /// The proving queue over a folder of circuits.
@@ -124,7 +136,11 @@ pub struct ProvingQueue {
     dir: PathBuf,
     backend: Arc<dyn MsmNtt>,
     admitted: Semaphore,
-    turn: tokio::sync::Mutex<()>,
+    /// Held while a batch is proved (by the blocking task itself, so a caller that goes
+    /// away mid-proof does not let another batch start beside it).
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// Admitted requests not yet taken into a batch, in arrival order.
+    waiting: Mutex<Vec<Waiting>>,
     circuits: Mutex<HashMap<String, Arc<Circuit>>>,
     /// Each circuit's zkey digest, with the file's stamp it was computed for.
     digests: Mutex<HashMap<String, (Stamp, String)>>,
@@ -195,12 +211,14 @@ impl ProveRequest {
 
 impl QueuedProof {
     /// The proof as the API answers it: `{"proof": <proof.json>, "public": <public.json>,
-    /// "ms": {"witness", "prove"}}` (snarkjs's formats).
+    /// "ms": {"witness", "prove"}, "batch": n}` (snarkjs's formats; `batch`: how many
+    /// proofs were made together with it).
     pub fn to_json(&self) -> Value {
         serde_json::json!({
             "proof": crate::snarkjs::proof_to_json(&self.proven.proof),
             "public": crate::snarkjs::public_to_json(&self.proven.public),
             "ms": {"witness": self.witness_ms, "prove": self.prove_ms},
+            "batch": self.batch,
         })
     }
 }
@@ -246,7 +264,8 @@ impl ProvingQueue {
             dir,
             backend,
             admitted: Semaphore::new(QUEUE),
-            turn: tokio::sync::Mutex::new(()),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+            waiting: Mutex::new(Vec::new()),
             circuits: Mutex::new(HashMap::new()),
             digests: Mutex::new(HashMap::new()),
             running: AtomicUsize::new(0),
@@ -289,8 +308,9 @@ impl ProvingQueue {
         self.peak.load(Ordering::SeqCst)
     }
 
-    /// Makes a proof: admission (or [`Error::Busy`] at once), the turn, then the witness
-    /// and the proof on a blocking thread.
+    /// Makes a proof: admission (or [`Error::Busy`] at once), then waiting until a turn
+    /// proves it (this caller's turn or another's: the requests of one circuit waiting
+    /// together are proved as a batch), witnesses and proofs on a blocking thread.
     ///
     /// # Errors
     /// [`Error::Busy`]; [`Error::UnknownCircuit`]; [`Error::Malformed`] / [`Error::Input`]
@@ -298,11 +318,21 @@ impl ProvingQueue {
     /// its constraints; [`Error::Circuit`] for an installed circuit that does not load.
     pub async fn prove(self: &Arc<Self>, req: ProveRequest) -> Result<QueuedProof> {
         let _admitted = self.admit()?;
-        let _turn = self.turn.lock().await;
-        let me = self.clone();
-        tokio::task::spawn_blocking(move || me.run(&req))
+        let mut answer = self.wait(req);
+        loop {
+            let turn = self.turn.clone().lock_owned().await;
+            if let Some(done) = answered(&mut answer) {
+                return done;
+            }
+            let batch = self.take_batch();
+            let me = self.clone();
+            tokio::task::spawn_blocking(move || {
+                let _turn = turn;
+                me.run_batch(batch);
+            })
             .await
-            .map_err(|e| circuit_error("?", format!("the prover panicked: {e}")))?
+            .map_err(|e| circuit_error("?", format!("the prover panicked: {e}")))?;
+        }
     }
 
     /// [`ProvingQueue::prove`] for a caller on a thread of its own (never from async code).
@@ -311,8 +341,53 @@ impl ProvingQueue {
     /// As [`ProvingQueue::prove`].
     pub fn prove_blocking(&self, req: &ProveRequest) -> Result<QueuedProof> {
         let _admitted = self.admit()?;
-        let _turn = self.turn.blocking_lock();
-        self.run(req)
+        let mut answer = self.wait(req.clone());
+        loop {
+            let _turn = self.turn.blocking_lock();
+            if let Some(done) = answered(&mut answer) {
+                return done;
+            }
+            let batch = self.take_batch();
+            self.run_batch(batch);
+        }
+    }
+
+    /// Holds the turn until the guard is dropped: no batch starts meanwhile, and requests
+    /// that arrive wait together. For tests of batching.
+    #[doc(hidden)]
+    pub async fn hold_turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.turn.clone().lock_owned().await
+    }
+
+    /// Requests admitted and not yet taken into a batch. For tests of batching.
+    #[doc(hidden)]
+    pub fn waiting(&self) -> usize {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Puts `req` among the waiting; its answer comes on the receiver.
+    fn wait(&self, req: ProveRequest) -> tokio::sync::oneshot::Receiver<Result<QueuedProof>> {
+        let (answer, rx) = tokio::sync::oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Waiting { req, answer });
+        rx
+    }
+
+    /// The first waiting request and every other waiting one of its circuit, in order
+    /// (those whose caller went away are dropped unproved); empty when none waits.
+    fn take_batch(&self) -> Vec<Waiting> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.retain(|w| !w.answer.is_closed());
+        let Some(circuit) = waiting.first().map(|w| w.req.circuit.clone()) else {
+            return Vec::new();
+        };
+        let (batch, rest) = std::mem::take(&mut *waiting)
+            .into_iter()
+            .partition(|w| w.req.circuit == circuit);
+        *waiting = rest;
+        batch
     }
 
     fn admit(&self) -> Result<Admission<'_>> {
@@ -482,40 +557,107 @@ impl ProvingQueue {
         self.circuits.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Witness then proof, blocking, on the caller's thread (the turn is held).
-    /// Counted in `fleetmesh_prover_proofs_total{circuit, outcome}` (the outcome is
-    /// `ok` or the [`error_code`]; the circuit is empty when the name is not installed) and
-    /// timed in `fleetmesh_prover_proof_seconds`.
-    fn run(&self, req: &ProveRequest) -> Result<QueuedProof> {
-        let circuit = match self.circuit(&req.circuit) {
+    /// Witnesses then proofs of `batch` (requests of one circuit), blocking, on the
+    /// caller's thread (the turn is held); each answer goes to its caller. Each proof is
+    /// counted in `fleetmesh_prover_proofs_total{circuit, outcome}` (the outcome is `ok` or
+    /// the [`error_code`]; the circuit is empty when the name is not installed) and timed
+    /// in `fleetmesh_prover_proof_seconds` (its batch's time).
+    fn run_batch(&self, batch: Vec<Waiting>) {
+        let Some(name) = batch.first().map(|w| w.req.circuit.clone()) else {
+            return;
+        };
+        let count = |circuit: &str, outcome: &'static str| {
+            metrics::counter!("fleetmesh_prover_proofs_total", "circuit" => circuit.to_owned(), "outcome" => outcome)
+                .increment(1);
+        };
+        let circuit = match self.circuit(&name) {
             Ok(c) => c,
             Err(e) => {
-                metrics::counter!("fleetmesh_prover_proofs_total", "circuit" => "", "outcome" => error_code(&e))
-                    .increment(1);
-                return Err(e);
+                let label = if matches!(e, Error::UnknownCircuit(_)) {
+                    ""
+                } else {
+                    &name
+                };
+                for w in batch {
+                    count(label, error_code(&e));
+                    let _ = w.answer.send(Err(e.clone()));
+                }
+                return;
             }
         };
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
         let t = Instant::now();
-        let out = self.make(&circuit, req);
-        self.running.fetch_sub(1, Ordering::SeqCst);
-        let outcome = match &out {
-            Ok(_) => {
-                metrics::histogram!("fleetmesh_prover_proof_seconds")
-                    .record(t.elapsed().as_secs_f64());
-                "ok"
+        // the witnesses, one by one; those that fail are answered at once
+        let mut made = Vec::with_capacity(batch.len());
+        for w in batch {
+            let started = Instant::now();
+            match self.witness(&circuit, &w.req) {
+                Ok(witness) => {
+                    let ms = started.elapsed().as_millis() as u64;
+                    metrics::histogram!("fleetmesh_prover_phase_seconds", "phase" => "witness")
+                        .record(started.elapsed().as_secs_f64());
+                    made.push((w, witness, ms));
+                }
+                Err(e) => {
+                    count(&name, error_code(&e));
+                    let _ = w.answer.send(Err(e));
+                }
             }
-            Err(e) => error_code(e),
+        }
+        let prepared = circuit.kept.as_ref().or_else(|| circuit.tables.get());
+        let proving = Instant::now();
+        let proofs: Vec<Result<Proven>> = match made.as_slice() {
+            [] => Vec::new(),
+            [(_, witness, _)] => vec![crate::prove::prove_checked(
+                &circuit.pk,
+                prepared,
+                &circuit.pvk,
+                witness,
+                self.backend.as_ref(),
+            )],
+            many => {
+                let witnesses: Vec<Vec<Fr>> = many.iter().map(|(_, w, _)| w.clone()).collect();
+                match crate::prove::prove_batch(
+                    &circuit.pk,
+                    prepared,
+                    &circuit.pvk,
+                    &witnesses,
+                    self.backend.as_ref(),
+                ) {
+                    Ok(each) => each,
+                    Err(e) => witnesses.iter().map(|_| Err(e.clone())).collect(),
+                }
+            }
         };
-        metrics::counter!("fleetmesh_prover_proofs_total", "circuit" => req.circuit.clone(), "outcome" => outcome)
-            .increment(1);
-        out
+        let prove_ms = proving.elapsed().as_millis() as u64;
+        let n = made.len();
+        if n > 1 {
+            tracing::debug!(circuit = %name, proofs = n, ms = prove_ms, "proved a batch");
+        }
+        for ((w, _, witness_ms), proof) in made.into_iter().zip(proofs) {
+            let answer = proof.map(|proven| QueuedProof {
+                proven,
+                witness_ms,
+                prove_ms,
+                batch: n,
+            });
+            match &answer {
+                Ok(_) => {
+                    metrics::histogram!("fleetmesh_prover_proof_seconds")
+                        .record(t.elapsed().as_secs_f64());
+                    count(&name, "ok");
+                }
+                Err(e) => count(&name, error_code(e)),
+            }
+            let _ = w.answer.send(answer);
+        }
+        self.running.fetch_sub(1, Ordering::SeqCst);
     }
 
-    fn make(&self, circuit: &Circuit, req: &ProveRequest) -> Result<QueuedProof> {
-        let t = Instant::now();
-        let witness = match &req.witnessing {
+    /// The witness `req` asks for: computed from its input, or as given.
+    fn witness(&self, circuit: &Circuit, req: &ProveRequest) -> Result<Vec<Fr>> {
+        Ok(match &req.witnessing {
             Witnessing::Input(input) => {
                 let calc = circuit.calc.as_ref().ok_or_else(|| Error::Malformed {
                     field: "input".into(),
@@ -531,23 +673,22 @@ impl ProvingQueue {
                 })?
             }
             Witnessing::Witness(w) => w.clone(),
-        };
-        let witness_ms = t.elapsed().as_millis() as u64;
-        metrics::histogram!("fleetmesh_prover_phase_seconds", "phase" => "witness")
-            .record(t.elapsed().as_secs_f64());
-        let t = Instant::now();
-        let proven = crate::prove::prove_checked(
-            &circuit.pk,
-            circuit.kept.as_ref().or_else(|| circuit.tables.get()),
-            &circuit.pvk,
-            &witness,
-            self.backend.as_ref(),
-        )?;
-        Ok(QueuedProof {
-            proven,
-            witness_ms,
-            prove_ms: t.elapsed().as_millis() as u64,
         })
+    }
+}
+
+/// The answer on `rx`, if it came (an error if it never will: its sender was dropped).
+fn answered(
+    rx: &mut tokio::sync::oneshot::Receiver<Result<QueuedProof>>,
+) -> Option<Result<QueuedProof>> {
+    use tokio::sync::oneshot::error::TryRecvError;
+    match rx.try_recv() {
+        Ok(answer) => Some(answer),
+        Err(TryRecvError::Empty) => None,
+        Err(TryRecvError::Closed) => Some(Err(circuit_error(
+            "?",
+            "the prover stopped before answering",
+        ))),
     }
 }
 

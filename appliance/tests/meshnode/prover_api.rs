@@ -170,6 +170,22 @@ fn the_daemon_proves_installed_circuits_over_http() {
         assert_eq!(status, 400);
         let r = http.post(&url).header("content-type", "application/json").body("{").send().await.unwrap();
         assert_eq!(r.status().as_u16(), 400);
+        // six at once: each answered with its own verifying proof; those that waited
+        // together were proved as one batch, and every answer says the size of its batch
+        let answers = futures_util::future::join_all((0..6).map(|_| {
+            post(serde_json::json!({"circuit": "tiny", "input": read("tiny_input.json")}))
+        }))
+        .await;
+        let mut sizes = std::collections::BTreeMap::<u64, u64>::new();
+        for (status, v) in &answers {
+            assert_eq!(*status, 200, "{v}");
+            let proof = parse_proof(&v["proof"]).unwrap();
+            assert!(fleetmesh_prover::verify(&pvk, &proof, &public).unwrap());
+            *sizes.entry(v["batch"].as_u64().unwrap()).or_default() += 1;
+        }
+        for (size, answered) in sizes {
+            assert!(size >= 1 && answered % size == 0, "{answered} answers of batches of {size}");
+        }
         // the daemon is still healthy
         let r = http.get(daemon.url("/healthz")).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 200);

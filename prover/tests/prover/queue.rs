@@ -7,7 +7,7 @@ use std::sync::Arc;
 use fleetmesh_kernels::ops::Cpu;
 use fleetmesh_prover::gather::Gatherer;
 use fleetmesh_prover::queue::{ProveRequest, ProvingQueue, Witnessing};
-use fleetmesh_prover::{Error, PreparedVk, verify};
+use fleetmesh_prover::{Error, Fr, PreparedVk, verify};
 
 use crate::{fixture, fixture_json};
 
@@ -63,6 +63,71 @@ async fn api_and_job_proofs_take_turns_in_one_queue() {
     }
     // six proofs, never two at once
     assert_eq!(queue.peak_concurrency(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_waiting_together_are_proved_as_one_batch_each_with_its_own_answer() {
+    let dir = installed();
+    let queue = ProvingQueue::new(dir.path().to_path_buf(), Arc::new(Cpu));
+    let pvk = PreparedVk::new(&queue.verifying_key("tiny").unwrap());
+    let w = fleetmesh_prover::wtns::from_bytes(&fixture("tiny.wtns")).unwrap();
+    let mut bad = w.clone();
+    bad[5] += Fr::from(1u64);
+    let with = |witness: Vec<Fr>, circuit: &str| ProveRequest {
+        circuit: circuit.into(),
+        witnessing: Witnessing::Witness(witness),
+    };
+    // while a batch is being proved (the turn held), six requests arrive: four good ones
+    // of "tiny" (by input and by witness), one that does not satisfy it, one for a
+    // circuit that is not installed; one more caller gives up before its turn
+    let turn = queue.hold_turn().await;
+    let reqs = vec![
+        request(),
+        with(w.clone(), "tiny"),
+        with(bad, "tiny"),
+        with(w.clone(), "absent"),
+        request(),
+        with(w.clone(), "tiny"),
+    ];
+    let callers: Vec<_> = reqs
+        .into_iter()
+        .map(|r| {
+            let q = queue.clone();
+            tokio::spawn(async move { q.prove(r).await })
+        })
+        .collect();
+    let q = queue.clone();
+    let gone = tokio::spawn(async move { q.prove(request()).await });
+    while queue.waiting() < 7 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    gone.abort();
+    drop(turn);
+    let mut answers = Vec::new();
+    for c in callers {
+        answers.push(c.await.unwrap());
+    }
+    for i in [0, 1, 4, 5] {
+        let p = answers[i].as_ref().unwrap();
+        assert!(verify(&pvk, &p.proven.proof, &p.proven.public).unwrap());
+        // the five of "tiny" were proved together (the bad one among them)
+        assert_eq!(p.batch, 5, "{i}");
+        assert_eq!(p.to_json()["batch"], 5);
+    }
+    assert!(
+        matches!(&answers[2], Err(Error::Witness(m)) if m.contains("does not satisfy")),
+        "{:?}",
+        answers[2]
+    );
+    assert!(matches!(&answers[3], Err(Error::UnknownCircuit(_))));
+    assert_eq!(queue.peak_concurrency(), 1);
+    assert_eq!(
+        queue.waiting(),
+        0,
+        "the caller that went away was dropped unproved"
+    );
+    // alone, a proof is a batch of one
+    assert_eq!(queue.prove(request()).await.unwrap().batch, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
