@@ -6,7 +6,8 @@
 #      (kernels/tests/gpu.rs) with CUDA required (FLEETMESH_REQUIRE_CUDA=1) and wgpu on
 #      whatever Vulkan adapter is there;
 #   2. G1 MSM, G2 MSM and NTT at 2^16 … 2^MAX_LOG on cpu, wgpu and cuda:0, each result checked
-#      against arkworks before it is timed against it (`fleetmesh-bench kernels`);
+#      against arkworks before it is timed against it (`fleetmesh-bench kernels`), each GPU
+#      call's phases (host plan, upload, kernels, download, combine) logged as gpu.phase;
 #   3. a full Groth16 proof on each backend, equal to the CPU's proof and verified, timed
 #      against our CPU backend, then with the key's bases kept on the GPU against uploading
 #      them and against the CPU with its tables (`fleetmesh-bench prove-backends`);
@@ -114,7 +115,9 @@ echo "== 1. GPU backends against the CPU (kernels/tests/gpu.rs)"
 FLEETMESH_REQUIRE_CUDA=${FLEETMESH_REQUIRE_CUDA:-1} "${TESTS[@]}" --test-threads 1 --nocapture
 echo "(section 1: ${SECONDS}s)"; SECONDS=0
 echo "== 2. G1 and G2 MSM and NTT, 2^16 … 2^$MAX_LOG, checked then timed against arkworks"
-"$BENCH" kernels --min-log 16 --max-log "$MAX_LOG" --rounds "$ROUNDS"
+# with each GPU call's phases (plan, upload, kernels, download, combine) as gpu.phase lines
+FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" kernels --min-log 16 --max-log "$MAX_LOG" \
+    --rounds "$ROUNDS"
 echo "(section 2: ${SECONDS}s)"; SECONDS=0
 echo "== 3. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"
 "$BENCH" prove-backends "$PROVE_K" "$ROUNDS"

@@ -25,8 +25,8 @@ use cudarc::driver::{
 use cudarc::nvrtc::CompileOptions;
 
 use crate::plan::{
-    FE_BYTES, GpuCurve, GpuKernels, NttJob, NttKind, Plan, affine_bytes, fr_bytes, fr_from_bytes,
-    xyzz_to_projective,
+    FE_BYTES, GpuCurve, GpuKernels, NttJob, NttKind, Phases, Plan, affine_bytes, fr_bytes,
+    fr_from_bytes, xyzz_to_projective,
 };
 use crate::probe::CudaStatus;
 use crate::{Error, Result};
@@ -207,10 +207,12 @@ impl CudaBackend {
         scalars: &[Fr],
     ) -> Result<Projective<P>> {
         let xyzz_bytes = 4 * P::COORD_FE * FE_BYTES;
+        let mut phases = Phases::new("cuda", P::OP, bases.len());
         let plan = Plan::new(bases, scalars)?;
         if plan.segment_count() == 0 {
             return Ok(Projective::<P>::zero());
         }
+        phases.mark("plan");
         let uploaded;
         let points = match kept {
             Some(points) => points,
@@ -225,6 +227,11 @@ impl CudaBackend {
         let reducers = plan.reduce_count() as u32;
         let mut partial = self.zeros(segments as usize * xyzz_bytes)?;
         let mut out = self.zeros(reducers as usize * xyzz_bytes)?;
+        phases.mark(if kept.is_some() {
+            "upload (bases kept)"
+        } else {
+            "upload"
+        });
         // SAFETY: the kernels' signatures in kernels.cu take exactly these arguments in this
         // order; every index they read was built by `Plan::new` within the uploaded lengths.
         unsafe {
@@ -261,15 +268,20 @@ impl CudaBackend {
                 .launch(grid(reducers))
                 .map_err(|e| self.err(P::OP, e))?;
         }
+        self.stream.synchronize().map_err(|e| self.err(P::OP, e))?;
+        phases.mark("kernels");
         let bytes = self
             .stream
             .clone_dtoh(&out)
             .map_err(|e| self.err("copying from the GPU", e))?;
+        phases.mark("download");
         let sums: Vec<Projective<P>> = bytes[..reducers as usize * xyzz_bytes]
             .chunks_exact(xyzz_bytes)
             .map(xyzz_to_projective)
             .collect();
-        Ok(plan.combine(&sums))
+        let sum = plan.combine(&sums);
+        phases.mark("combine");
+        Ok(sum)
     }
 }
 
@@ -311,12 +323,15 @@ impl GpuKernels for CudaBackend {
     }
 
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {
+        let mut phases = Phases::new("cuda", "ntt", values.len());
         let Some(job) = NttJob::new(values, kind)? else {
             return Ok(());
         };
+        phases.mark("prepare");
         let n = job.n;
         let mut data = self.upload(&fr_bytes(values))?;
         let twiddles = self.upload(&fr_bytes(&job.twiddles))?;
+        phases.mark("upload");
         let half_n = n / 2;
         for (half, stride) in job.stages() {
             // SAFETY: ntt_stage(Fe*, const Fe*, u32, u32, u32); threads < n/2 touch indices
@@ -348,11 +363,14 @@ impl GpuKernels for CudaBackend {
             }
             .map_err(|e| self.err("ntt_mul", e))?;
         }
+        self.stream.synchronize().map_err(|e| self.err("ntt", e))?;
+        phases.mark("kernels");
         let bytes = self
             .stream
             .clone_dtoh(&data)
             .map_err(|e| self.err("copying from the GPU", e))?;
         values.copy_from_slice(&fr_from_bytes(&bytes[..values.len() * FE_BYTES]));
+        phases.mark("download");
         Ok(())
     }
 }

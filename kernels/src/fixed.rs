@@ -77,6 +77,7 @@ pub struct Kept<P: SWCurveConfig> {
 
 /// A fresh identity for a GPU backend instance, so that a [`Kept`] copy is only ever read
 /// by the device (and context) that holds it.
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
 pub(crate) fn new_owner() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)

@@ -609,6 +609,63 @@ impl<T: GpuKernels> crate::MsmNtt for T {
     }
 }
 
+/// The wall-clock phases of one GPU call, reported as one DEBUG event (target
+/// `gpu.phase`: backend, operation, size, total and each phase in ms) when it ends — where
+/// a GPU MSM's or NTT's time goes (`MESHNODE_LOG=gpu.phase=debug`; the bench:
+/// `FLEETMESH_BENCH_LOG=gpu.phase=debug`).
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+pub(crate) struct Phases {
+    backend: &'static str,
+    op: &'static str,
+    n: usize,
+    start: std::time::Instant,
+    last: std::time::Instant,
+    parts: Vec<(&'static str, f64)>,
+}
+
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+impl Phases {
+    /// Starts timing `op` of `n` elements on `backend`.
+    pub fn new(backend: &'static str, op: &'static str, n: usize) -> Phases {
+        let now = std::time::Instant::now();
+        Phases {
+            backend,
+            op,
+            n,
+            start: now,
+            last: now,
+            parts: Vec::new(),
+        }
+    }
+
+    /// Ends phase `name` (it began where the last one ended).
+    pub fn mark(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.parts
+            .push((name, (now - self.last).as_secs_f64() * 1e3));
+        self.last = now;
+    }
+}
+
+impl Drop for Phases {
+    fn drop(&mut self) {
+        let phases = self
+            .parts
+            .iter()
+            .map(|(name, ms)| format!("{name} {ms:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::debug!(
+            target: "gpu.phase",
+            backend = self.backend,
+            op = self.op,
+            n = self.n,
+            ms = self.start.elapsed().as_secs_f64() * 1e3,
+            phases = %phases,
+        );
+    }
+}
+
 /// Bytes of a field element on the GPU: its Montgomery limbs, little-endian.
 pub(crate) const FE_BYTES: usize = 32;
 

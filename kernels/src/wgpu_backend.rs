@@ -506,10 +506,12 @@ impl WgpuBackend {
         bases: &[Affine<P>],
         scalars: &[Fr],
     ) -> Result<Projective<P>> {
+        let mut phases = crate::plan::Phases::new("wgpu", P::OP, bases.len());
         let plan = crate::plan::Plan::new(bases, scalars)?;
         if plan.segment_count() == 0 {
             return Ok(Projective::<P>::zero());
         }
+        phases.mark("plan");
         let points_size = bases.len() as u64 * 2 * P::COORD_FE as u64 * FE;
         let (idx, off) = plan.indices();
         use rayon::prelude::*;
@@ -564,6 +566,11 @@ impl WgpuBackend {
         };
         let partial = scratch("msm partials", partial_size);
         let out = scratch("msm chunk sums", out_size);
+        phases.mark(if kept.is_some() {
+            "upload (bases kept)"
+        } else {
+            "upload"
+        });
         let u32_of = |v: usize| v as u32;
         // (pipeline, destination, source, threads, Some(first pair) for a combining pass);
         // a combining pass is the reduce kernel in its combine mode (one g1_add to compile)
@@ -610,11 +617,14 @@ impl WgpuBackend {
             );
         }
         let bytes = self.read_back(enc, &out, out_size)?;
+        phases.mark("kernels and download");
         let sums: Vec<Projective<P>> = bytes
             .chunks_exact(point_size as usize)
             .map(crate::plan::xyzz_to_projective::<P>)
             .collect();
-        Ok(plan.combine(&sums))
+        let sum = plan.combine(&sums);
+        phases.mark("combine");
+        Ok(sum)
     }
 }
 
@@ -667,9 +677,11 @@ impl GpuKernels for WgpuBackend {
 
     /// An NTT of `values` on the GPU (see [`NttJob`]), in one submission.
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {
+        let mut phases = crate::plan::Phases::new("wgpu", "ntt", values.len());
         let Some(job) = NttJob::new(values, kind)? else {
             return Ok(());
         };
+        phases.mark("prepare");
         let tw = self.upload(&job.twiddles);
         let post_buf = job.post.map(|s| self.upload(&[s]));
         let mut passes = Vec::new();
@@ -679,6 +691,8 @@ impl GpuKernels for WgpuBackend {
         if let Some(b) = &post_buf {
             passes.push((&self.scale, b, 0, 0, job.n));
         }
-        self.run(values, &passes)
+        self.run(values, &passes)?;
+        phases.mark("upload, kernels and download");
+        Ok(())
     }
 }

@@ -45,6 +45,15 @@ fn usage() -> ! {
 }
 
 fn main() {
+    // FLEETMESH_BENCH_LOG (an env-filter, e.g. `gpu.phase=debug`): the libraries' events
+    // on stderr, beside the tables on stdout
+    if let Ok(filter) = std::env::var("FLEETMESH_BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("attacks") => attacks::run(&args[1..]),
