@@ -5,7 +5,7 @@
 #   1. every GPU backend against the CPU, bit for bit: the kernels' GPU tests
 #      (kernels/tests/gpu.rs) with CUDA required (FLEETMESH_REQUIRE_CUDA=1) and wgpu on
 #      whatever Vulkan adapter is there;
-#   2. G1 MSM, G2 MSM and NTT at 2^16 … 2^MAX_LOG on cpu, wgpu and cuda:0, each result checked
+#   2. G1 MSM, G2 MSM and NTT at 2^14 … 2^MAX_LOG on cpu, wgpu and cuda:0, each result checked
 #      against arkworks before it is timed against it (`fleetmesh-bench kernels`), each GPU
 #      call's phases (host plan, upload, kernels, download, combine) logged as gpu.phase;
 #   3. a full Groth16 proof on each backend, equal to the CPU's proof and verified, timed
@@ -114,9 +114,9 @@ SECONDS=0
 echo "== 1. GPU backends against the CPU (kernels/tests/gpu.rs)"
 FLEETMESH_REQUIRE_CUDA=${FLEETMESH_REQUIRE_CUDA:-1} "${TESTS[@]}" --test-threads 1 --nocapture
 echo "(section 1: ${SECONDS}s)"; SECONDS=0
-echo "== 2. G1 and G2 MSM and NTT, 2^16 … 2^$MAX_LOG, checked then timed against arkworks"
+echo "== 2. G1 and G2 MSM and NTT, 2^14 … 2^$MAX_LOG, checked then timed against arkworks"
 # with each GPU call's phases (plan, upload, kernels, download, combine) as gpu.phase lines
-FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" kernels --min-log 16 --max-log "$MAX_LOG" \
+FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" kernels --min-log 14 --max-log "$MAX_LOG" \
     --rounds "$ROUNDS"
 echo "(section 2: ${SECONDS}s)"; SECONDS=0
 echo "== 3. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"

@@ -163,7 +163,7 @@ fn resolve_with(choice: BackendChoice, inv: &Inventory, cuda_compiled: bool) -> 
                 Resolved {
                     backend: ResolvedBackend::Cuda(0),
                     reason: "auto: CUDA driver and NVRTC are loadable; using cuda:0 where it \
-                             was measured faster than the CPU (MSMs from 2^16 points; NTTs \
+                             was measured faster than the CPU (MSMs from 2^15 points; NTTs \
                              on the CPU)"
                         .into(),
                 }

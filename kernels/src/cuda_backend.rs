@@ -37,7 +37,7 @@ const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
 const BLOCK: u32 = 256;
 /// The default for [`CudaBackend::set_g2_gpu_from`]: G2 MSMs of fewer points run on the
 /// CPU. On an H200 the GPU's G2 MSM was ×3.4 our 16-thread CPU at 2^16, the smallest size
-/// timed; below that it is not measured (`auto` routes G2 MSMs from 2^16 anyway,
+/// timed; below that it is not measured (`auto` routes G2 MSMs from 2^15 anyway,
 /// `crate::route`). wgpu's default is 4096 for the compile times of some Vulkan drivers,
 /// which NVRTC does not have.
 const G2_GPU_FROM: usize = 1 << 10;

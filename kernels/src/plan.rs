@@ -146,7 +146,6 @@ impl Plan {
         let c = window_bits(n);
         let windows = (Fr::MODULUS_BIT_SIZE + 1).div_ceil(c);
         let buckets = 1u32 << (c - 1);
-
         let chunk = (CHUNK as u32).min(buckets);
         let chunks = buckets.div_ceil(chunk);
         let digits = crate::msm::Digits::new(scalars, c as usize, windows as usize);

@@ -46,15 +46,16 @@ impl GpuFrom {
     /// What `auto` uses on `backend`, from the recorded runs on an H200 (16 host threads):
     /// - CUDA: G1 MSMs ×3.0 our CPU at 2^16 (the smallest size timed), ×1.5–2 up to 2^22;
     ///   G2 MSMs ×3.4 at 2^16, ×2.2–2.6 above; the NTT ×0.6–1.1 at every size: MSMs from
-    ///   2^16 points, NTTs never.
+    ///   2^15 points (half the smallest size timed, where the GPU's margin was ×3; a key
+    ///   of a 2^16 domain has MSMs of 2^16 − 1 points), NTTs never.
     /// - wgpu (NVIDIA's Vulkan driver): slower than our CPU at every size and operation
     ///   (×0.3–0.6), so nothing; `auto` does not pick it ([`crate::resolve`]).
     #[must_use]
     pub fn measured(backend: &ResolvedBackend) -> GpuFrom {
         match backend {
             ResolvedBackend::Cuda(_) => GpuFrom {
-                msm_g1: 1 << 16,
-                msm_g2: 1 << 16,
+                msm_g1: 1 << 15,
+                msm_g2: 1 << 15,
                 ntt: NEVER,
             },
             ResolvedBackend::Wgpu(_) | ResolvedBackend::Cpu => GpuFrom::NONE,
@@ -72,7 +73,7 @@ impl GpuFrom {
     }
 
     /// Where each operation runs, for `meshnode doctor` and the log: `(operation, place)`
-    /// with places like `cpu`, `cuda:0` or `cuda:0 from 65536 points, cpu below`.
+    /// with places like `cpu`, `cuda:0` or `cuda:0 from 32768 points, cpu below`.
     #[must_use]
     pub fn placement(&self, device: &str) -> [(&'static str, String); 3] {
         let place = |from: usize, unit: &str| match from {
@@ -296,7 +297,7 @@ mod tests {
         let cuda = ResolvedBackend::Cuda(0);
         let auto = GpuFrom::for_choice(BackendChoice::Auto, &cuda);
         assert_eq!(auto.ntt, NEVER);
-        assert_eq!((auto.msm_g1, auto.msm_g2), (1 << 16, 1 << 16));
+        assert_eq!((auto.msm_g1, auto.msm_g2), (1 << 15, 1 << 15));
         assert_eq!(
             GpuFrom::for_choice(BackendChoice::Cuda(0), &cuda),
             GpuFrom::ALL
@@ -313,7 +314,7 @@ mod tests {
         assert_eq!(places[0], ("ntt", "cpu".to_owned()));
         assert_eq!(
             places[1],
-            ("msm_g1", "cuda:0 from 65536 points, cpu below".to_owned())
+            ("msm_g1", "cuda:0 from 32768 points, cpu below".to_owned())
         );
         assert_eq!(GpuFrom::ALL.placement("wgpu")[2], ("msm_g2", "wgpu".into()));
     }

@@ -226,7 +226,7 @@ fn doctor_reports_the_box_and_the_digest() {
     } else {
         // auto on CUDA: the MSMs from the size measured to pay, the NTTs on the CPU
         let from = format!(
-            "{} from 65536 points, cpu below",
+            "{} from 32768 points, cpu below",
             report["backend"]["backend"].as_str().unwrap()
         );
         assert_eq!(report["prover"]["msm_g1"], from, "{report}");
