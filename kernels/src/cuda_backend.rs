@@ -126,6 +126,7 @@ impl CudaBackend {
             .compute_capability()
             .map_err(|e| cuda_err(ordinal, "compute capability", e))?;
         let source = format!("{}\n{KERNELS_CU}", BN254_CUH.replace("#pragma once", ""));
+        let started = std::time::Instant::now();
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(
             source,
             CompileOptions {
@@ -138,9 +139,19 @@ impl CudaBackend {
             },
         )
         .map_err(|e| cuda_err(ordinal, "NVRTC", e))?;
+        let compiled = started.elapsed();
         let module = ctx
             .load_module(ptx)
             .map_err(|e| cuda_err(ordinal, "loading the kernels", e))?;
+        // NVRTC's compile and the driver's load (its own compile of the PTX for this chip)
+        // are paid at every start: how long they take, for the device script and the log
+        tracing::debug!(
+            target: "gpu.phase",
+            backend = "cuda",
+            op = "compile",
+            nvrtc_ms = compiled.as_secs_f64() * 1e3,
+            load_ms = (started.elapsed() - compiled).as_secs_f64() * 1e3,
+        );
         let f = |n: &str| module.load_function(n).map_err(|e| cuda_err(ordinal, n, e));
         let msm = |suffix: &str| -> Result<MsmKernels> {
             Ok(MsmKernels {

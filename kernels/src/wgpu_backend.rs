@@ -246,6 +246,7 @@ impl WgpuBackend {
     }
 
     fn msm_pipelines<P: GpuCurve>(&self) -> MsmPipelines {
+        let mut phases = crate::plan::Phases::new("wgpu", P::OP, 0);
         let source = format!("{}{MSM_WGSL}", curve_wgsl::<P>());
         let module = self
             .device
@@ -293,11 +294,13 @@ impl WgpuBackend {
                     cache: None,
                 })
         };
-        MsmPipelines {
+        let pipelines = MsmPipelines {
             accumulate: pipeline("accumulate"),
             reduce: pipeline("reduce"),
             layout,
-        }
+        };
+        phases.mark("compile the MSM pipelines");
+        pipelines
     }
 
     /// G2 MSMs of at least `points` points run on this GPU, smaller ones on the CPU
