@@ -9,33 +9,46 @@ use ark_bn254::Fr;
 use ark_ff::{One, UniformRand, Zero};
 use ark_std::rand::SeedableRng;
 use fleetmesh_kernels::ops::{MsmNtt, NttDirection, Reference};
+use std::sync::OnceLock;
+
 use fleetmesh_kernels::{CudaBackend, Error, WgpuBackend, probe};
 
-fn wgpu_backend() -> Option<WgpuBackend> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let adapters = probe::probe().wgpu.unwrap_or_default();
-    if adapters.is_empty() {
-        assert!(
-            !ci,
-            "CI=true but wgpu finds no adapter (is mesa-vulkan-drivers installed?)"
-        );
+/// The wgpu backend on adapter 0, opened once for all tests (each opening compiles its
+/// pipelines again), or `None` with a visible message where there is no adapter.
+fn wgpu_backend() -> Option<&'static WgpuBackend> {
+    static GPU: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    GPU.get_or_init(|| {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        let adapters = probe::probe().wgpu.unwrap_or_default();
+        if adapters.is_empty() {
+            assert!(
+                !ci,
+                "CI=true but wgpu finds no adapter (is mesa-vulkan-drivers installed?)"
+            );
+            return None;
+        }
+        let mut gpu = WgpuBackend::new(0).expect("open adapter 0");
+        // every G2 MSM on the GPU here, however small
+        gpu.set_g2_gpu_from(0);
+        Some(gpu)
+    })
+    .as_ref()
+    .or_else(|| {
         eprintln!("SKIPPED wgpu tests: no wgpu adapter");
-        return None;
-    }
-    let mut gpu = WgpuBackend::new(0).expect("open adapter 0");
-    // every G2 MSM on the GPU here, however small
-    gpu.set_g2_gpu_from(0);
-    Some(gpu)
+        None
+    })
 }
 
-/// CUDA device 0, or `None` after checking that the refusal is a clean error naming why.
+/// CUDA device 0, opened once for all tests (NVRTC compiles the kernels at each opening),
+/// or `None` after checking that the refusal is a clean error naming why.
 /// `FLEETMESH_REQUIRE_CUDA=1` (set by bench/gpu/run.sh) makes a refusal a failure.
-fn cuda_backend() -> Option<CudaBackend> {
-    match CudaBackend::new(0) {
+fn cuda_backend() -> Option<&'static CudaBackend> {
+    static GPU: OnceLock<Result<CudaBackend, String>> = OnceLock::new();
+    let opened = GPU.get_or_init(|| match CudaBackend::new(0) {
         Ok(mut b) => {
             // every G2 MSM on the GPU here, however small
             b.set_g2_gpu_from(0);
-            Some(b)
+            Ok(b)
         }
         Err(e) => {
             assert!(
@@ -47,6 +60,12 @@ fn cuda_backend() -> Option<CudaBackend> {
                 Error::NotCompiled { feature, .. } => assert_eq!(*feature, "cuda"),
                 other => panic!("unexpected refusal {other:?}"),
             }
+            Err(e.to_string())
+        }
+    });
+    match opened {
+        Ok(b) => Some(b),
+        Err(e) => {
             eprintln!("SKIPPED cuda tests: {e}");
             None
         }
@@ -54,13 +73,13 @@ fn cuda_backend() -> Option<CudaBackend> {
 }
 
 /// Every GPU backend available here.
-fn backends() -> Vec<Box<dyn MsmNtt>> {
-    let mut v: Vec<Box<dyn MsmNtt>> = Vec::new();
+fn backends() -> Vec<&'static dyn MsmNtt> {
+    let mut v: Vec<&'static dyn MsmNtt> = Vec::new();
     if let Some(b) = wgpu_backend() {
-        v.push(Box::new(b));
+        v.push(b);
     }
     if let Some(b) = cuda_backend() {
-        v.push(Box::new(b));
+        v.push(b);
     }
     v
 }
@@ -80,7 +99,7 @@ fn inputs(n: usize, seed: u64) -> Vec<Fr> {
 #[test]
 fn ntt_forward_inverse_and_coset_equal_the_cpu_reference() {
     for gpu in backends() {
-        ntt_on(gpu.as_ref());
+        ntt_on(gpu);
     }
 }
 
@@ -138,7 +157,7 @@ fn g1_mixed_addition_equals_arkworks_including_doubling_and_cancellation() {
 #[test]
 fn msm_equals_the_cpu_reference_on_edge_cases_and_random_inputs() {
     for gpu in backends() {
-        msm_on(gpu.as_ref());
+        msm_on(gpu);
     }
 }
 
@@ -263,9 +282,10 @@ fn msm_on(gpu: &dyn MsmNtt) {
 #[test]
 fn bases_kept_by_one_gpu_backend_are_not_read_by_another() {
     use fleetmesh_kernels::fixed::Fixed;
-    let (Some(a), Some(b)) = (wgpu_backend(), wgpu_backend()) else {
+    let Some(a) = wgpu_backend() else {
         return;
     };
+    let b = WgpuBackend::new(0).expect("a second instance on adapter 0");
     use ark_ec::{CurveGroup, PrimeGroup};
     let g = ark_bn254::G1Projective::generator();
     let bases: Vec<_> = (1..=3u64)
