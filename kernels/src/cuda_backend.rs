@@ -24,9 +24,10 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::CompileOptions;
 
+use crate::gpu::{GpuKernels, Phases};
 use crate::plan::{
-    FE_BYTES, GpuCurve, GpuKernels, NttJob, NttKind, Phases, Plan, affine_bytes, fr_bytes,
-    fr_from_bytes, xyzz_to_projective,
+    FE_BYTES, GpuCurve, NttJob, NttKind, Plan, affine_bytes, fr_bytes, fr_from_bytes,
+    xyzz_to_projective,
 };
 use crate::probe::CudaStatus;
 use crate::{Error, Result};

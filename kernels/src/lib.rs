@@ -40,6 +40,8 @@ mod cuda_host_check;
 mod cuda_probe;
 mod error;
 pub mod fixed;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod gpu;
 #[cfg(target_arch = "x86_64")]
 pub mod ifma;
 #[cfg(target_arch = "x86_64")]

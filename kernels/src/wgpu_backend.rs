@@ -17,7 +17,8 @@ use ark_ec::{AffineRepr, CurveGroup};
 use ark_ff::{One, PrimeField, Zero};
 use wgpu::util::DeviceExt;
 
-use crate::plan::{GpuCurve, GpuKernels};
+use crate::gpu::GpuKernels;
+use crate::plan::GpuCurve;
 use crate::plan::{NttJob, NttKind, fr_bytes, fr_from_bytes};
 use crate::{Error, Result};
 
@@ -246,7 +247,7 @@ impl WgpuBackend {
     }
 
     fn msm_pipelines<P: GpuCurve>(&self) -> MsmPipelines {
-        let mut phases = crate::plan::Phases::new("wgpu", P::OP, 0);
+        let mut phases = crate::gpu::Phases::new("wgpu", P::OP, 0);
         let source = format!("{}{MSM_WGSL}", curve_wgsl::<P>());
         let module = self
             .device
@@ -509,7 +510,7 @@ impl WgpuBackend {
         bases: &[Affine<P>],
         scalars: &[Fr],
     ) -> Result<Projective<P>> {
-        let mut phases = crate::plan::Phases::new("wgpu", P::OP, bases.len());
+        let mut phases = crate::gpu::Phases::new("wgpu", P::OP, bases.len());
         let plan = crate::plan::Plan::new(bases, scalars)?;
         if plan.segment_count() == 0 {
             return Ok(Projective::<P>::zero());
@@ -680,7 +681,7 @@ impl GpuKernels for WgpuBackend {
 
     /// An NTT of `values` on the GPU (see [`NttJob`]), in one submission.
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {
-        let mut phases = crate::plan::Phases::new("wgpu", "ntt", values.len());
+        let mut phases = crate::gpu::Phases::new("wgpu", "ntt", values.len());
         let Some(job) = NttJob::new(values, kind)? else {
             return Ok(());
         };
