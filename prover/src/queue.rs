@@ -607,35 +607,36 @@ impl ProvingQueue {
         }
         let prepared = circuit.kept.as_ref().or_else(|| circuit.tables.get());
         let proving = Instant::now();
-        let proofs: Vec<Result<Proven>> = match made.as_slice() {
+        let (made, witnesses): (Vec<_>, Vec<Vec<Fr>>) = made
+            .into_iter()
+            .map(|(w, witness, ms)| ((w, ms), witness))
+            .unzip();
+        let proofs: Vec<Result<Proven>> = match witnesses.as_slice() {
             [] => Vec::new(),
-            [(_, witness, _)] => vec![crate::prove::prove_checked(
+            [witness] => vec![crate::prove::prove_checked(
                 &circuit.pk,
                 prepared,
                 &circuit.pvk,
                 witness,
                 self.backend.as_ref(),
             )],
-            many => {
-                let witnesses: Vec<Vec<Fr>> = many.iter().map(|(_, w, _)| w.clone()).collect();
-                match crate::prove::prove_batch(
-                    &circuit.pk,
-                    prepared,
-                    &circuit.pvk,
-                    &witnesses,
-                    self.backend.as_ref(),
-                ) {
-                    Ok(each) => each,
-                    Err(e) => witnesses.iter().map(|_| Err(e.clone())).collect(),
-                }
-            }
+            many => match crate::prove::prove_batch(
+                &circuit.pk,
+                prepared,
+                &circuit.pvk,
+                many,
+                self.backend.as_ref(),
+            ) {
+                Ok(each) => each,
+                Err(e) => many.iter().map(|_| Err(e.clone())).collect(),
+            },
         };
         let prove_ms = proving.elapsed().as_millis() as u64;
         let n = made.len();
         if n > 1 {
             tracing::debug!(circuit = %name, proofs = n, ms = prove_ms, "proved a batch");
         }
-        for ((w, _, witness_ms), proof) in made.into_iter().zip(proofs) {
+        for ((w, witness_ms), proof) in made.into_iter().zip(proofs) {
             let answer = proof.map(|proven| QueuedProof {
                 proven,
                 witness_ms,

@@ -525,10 +525,9 @@ pub(crate) fn backends(chosen: &[String]) -> Vec<(String, Box<dyn fleetmesh_kern
     backends
 }
 
-/// `fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...`: one proof of the chain
-/// circuit (2^K domain) on each backend; each backend's proof with fixed r, s must equal the
-/// CPU's and verify, then it is timed against our CPU backend in the same run.
-pub fn prove_backends(args: &[String]) {
+/// `[K] [ROUNDS] [--backend B]...` as `prove-backends` and `prove-batch` take them: K
+/// (default `k`), ROUNDS (default 3) and the backends named.
+pub(crate) fn k_rounds_backends(args: &[String], k: u32) -> (u32, usize, Vec<String>) {
     let mut nums = Vec::new();
     let mut chosen = Vec::new();
     let mut it = args.iter();
@@ -539,8 +538,15 @@ pub fn prove_backends(args: &[String]) {
             nums.push(a.parse::<usize>().unwrap_or_else(|_| super::usage()));
         }
     }
-    let k = nums.first().map_or(14, |k| *k as u32);
-    let rounds = nums.get(1).copied().unwrap_or(3);
+    let k = nums.first().map_or(k, |k| *k as u32);
+    (k, nums.get(1).copied().unwrap_or(3), chosen)
+}
+
+/// `fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...`: one proof of the chain
+/// circuit (2^K domain) on each backend; each backend's proof with fixed r, s must equal the
+/// CPU's and verify, then it is timed against our CPU backend in the same run.
+pub fn prove_backends(args: &[String]) {
+    let (k, rounds, chosen) = k_rounds_backends(args, 14);
     let work = tempfile::tempdir().expect("tempdir");
     let (r1cs, witness) = chain_witness(k, work.path());
     let pk = setup_with_rng(&r1cs, &mut StdRng::seed_from_u64(1)).expect("setup");

@@ -15,18 +15,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 pub fn run(args: &[String]) {
-    let mut nums = Vec::new();
-    let mut chosen = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--backend" {
-            chosen.push(it.next().cloned().unwrap_or_else(|| super::usage()));
-        } else {
-            nums.push(a.parse::<usize>().unwrap_or_else(|_| super::usage()));
-        }
-    }
-    let k = nums.first().map_or(16, |k| *k as u32);
-    let rounds = nums.get(1).copied().unwrap_or(3);
+    let (k, rounds, chosen) = super::groth16::k_rounds_backends(args, 16);
     let work = tempfile::tempdir().expect("tempdir");
     let (r1cs, witness) = super::groth16::chain_witness(k, work.path());
     let pk = setup_with_rng(&r1cs, &mut StdRng::seed_from_u64(1)).expect("setup");
