@@ -237,9 +237,12 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Proof(cli::ProofCommand::Verify { vk, proof, public }) => {
             cli::proof::verify_one(&vk, &proof, &public)
         }
-        Command::Proof(cli::ProofCommand::BatchVerify { vk, manifest, dirs }) => {
-            cli::proof::batch(vk.as_deref(), &dirs, manifest.as_deref())
-        }
+        Command::Proof(cli::ProofCommand::BatchVerify {
+            vk,
+            manifest,
+            dirs,
+            backend,
+        }) => cli::proof::batch(vk.as_deref(), &dirs, manifest.as_deref(), backend),
         Command::Proof(cli::ProofCommand::Prove {
             zkey,
             wtns,

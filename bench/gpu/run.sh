@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# The GPU check and benchmark for a machine with an NVIDIA GPU, in one run (on an H200,
-# 2026-12-04, with MAX_LOG=22: 461 s, of which the GPU tests 246 s; the default MAX_LOG=20
-# leaves out the 2^22 rows, already recorded in bench/RESULTS.md):
-#   1. every GPU backend against the CPU, bit for bit: the kernels' GPU tests
-#      (kernels/tests/gpu.rs) with CUDA required (FLEETMESH_REQUIRE_CUDA=1) and wgpu on
-#      whatever Vulkan adapter is there;
-#   2. G1 MSM, G2 MSM and NTT at 2^14 … 2^MAX_LOG on cpu, wgpu and cuda:0, each result checked
+# The GPU check and benchmark for a machine with an NVIDIA GPU, in one run. Measurements
+# first, the GPU tests last (on an H200: sections 1–3 ~280 s at MAX_LOG=20; the tests took
+# 530 s, most of it NVIDIA's Vulkan driver compiling the wgpu G2 MSM kernels, 127 s a time;
+# SKIP_TESTS=1 leaves them out when device time is short):
+#   1. G1 MSM, G2 MSM and NTT at 2^14 … 2^MAX_LOG on cpu, wgpu and cuda:0, each result checked
 #      against arkworks before it is timed against it (`fleetmesh-bench kernels`), each GPU
 #      call's phases (host plan, upload, kernels, download, combine) logged as gpu.phase;
-#   3. a full Groth16 proof on each backend, equal to the CPU's proof and verified, timed
+#   2. a full Groth16 proof on each backend, equal to the CPU's proof and verified, timed
 #      against our CPU backend, then with the key's bases kept on the GPU against uploading
 #      them and against the CPU with its tables (`fleetmesh-bench prove-backends`);
-#   4. batch proving on each backend, proofs/s at batches of 1, 4 and 16
-#      (`fleetmesh-bench prove-batch`).
+#   3. batch proving on each backend, proofs/s at batches of 1, 4 and 16
+#      (`fleetmesh-bench prove-batch`);
+#   4. batch verification on each GPU backend against the CPU batch verifier
+#      (`fleetmesh-bench groth16-verify N --backend …`);
+#   5. every GPU backend against the CPU, bit for bit: the kernels' GPU tests
+#      (kernels/tests/gpu.rs) with CUDA required (FLEETMESH_REQUIRE_CUDA=1) and wgpu on
+#      whatever Vulkan adapter is there, each test's time per backend printed.
 # It prints one table; with $OUT set, the log is also written to $OUT/gpu-bench.log.
 #
 # Usage:
@@ -23,6 +26,7 @@
 #                                chain circuit (needs npm); carry .gpu-bin there and run
 #                                bench/gpu/run.sh
 # Environment: MAX_LOG (default 20), PROVE_K (default 16 when prepared, else 14), ROUNDS (3),
+# VERIFY_N (batch sizes to verify, default "256 4096"), SKIP_TESTS (1: no section 5),
 # FLEETMESH_REQUIRE_CUDA (default 1; 0 lets a machine without CUDA rehearse the script).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -110,18 +114,28 @@ export FLEETMESH_CHAIN_DIR=$BIN
 if [[ -n ${OUT:-} ]]; then exec > >(tee "$OUT/gpu-bench.log") 2>&1; fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
+failed=0
 SECONDS=0
-echo "== 1. GPU backends against the CPU (kernels/tests/gpu.rs)"
-FLEETMESH_REQUIRE_CUDA=${FLEETMESH_REQUIRE_CUDA:-1} "${TESTS[@]}" --test-threads 1 --nocapture
-echo "(section 1: ${SECONDS}s)"; SECONDS=0
-echo "== 2. G1 and G2 MSM and NTT, 2^14 … 2^$MAX_LOG, checked then timed against arkworks"
+echo "== 1. G1 and G2 MSM and NTT, 2^14 … 2^$MAX_LOG, checked then timed against arkworks"
 # with each GPU call's phases (plan, upload, kernels, download, combine) as gpu.phase lines
 FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" kernels --min-log 14 --max-log "$MAX_LOG" \
     --rounds "$ROUNDS"
-echo "(section 2: ${SECONDS}s)"; SECONDS=0
-echo "== 3. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"
+echo "(section 1: ${SECONDS}s)"; SECONDS=0
+echo "== 2. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"
 "$BENCH" prove-backends "$PROVE_K" "$ROUNDS"
-echo "(section 3: ${SECONDS}s)"; SECONDS=0
-echo "== 4. batch proving, 2^$PROVE_K domain, batches of 1, 4, 16 against one by one"
+echo "(section 2: ${SECONDS}s)"; SECONDS=0
+echo "== 3. batch proving, 2^$PROVE_K domain, batches of 1, 4, 16 against one by one"
 "$BENCH" prove-batch "$PROVE_K" 1
-echo "(section 4: ${SECONDS}s)"
+echo "(section 3: ${SECONDS}s)"; SECONDS=0
+echo "== 4. batch verification on each GPU backend against the CPU batch verifier"
+for n in ${VERIFY_N:-256 4096}; do
+    FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" groth16-verify "$n" --backend cuda:0 \
+        --backend wgpu || { echo "groth16-verify $n FAILED"; failed=1; }
+done
+echo "(section 4: ${SECONDS}s)"; SECONDS=0
+if [[ ${SKIP_TESTS:-0} != 1 ]]; then
+    echo "== 5. GPU backends against the CPU (kernels/tests/gpu.rs)"
+    FLEETMESH_REQUIRE_CUDA=${FLEETMESH_REQUIRE_CUDA:-1} "${TESTS[@]}" --test-threads 1 --nocapture
+    echo "(section 5: ${SECONDS}s)"
+fi
+exit "$failed"

@@ -356,6 +356,19 @@ FM_HD XyzzT<C> pt_mul_small(const XyzzT<C>& p, u32 k, int bits) {
     return m;
 }
 
+// Thread k of a batch verification's weights: points[k] (not the point at infinity) times
+// the 128-bit weight weights[4k .. 4k + 4] (little-endian words), by double-and-add from
+// the top bit (doubling the point at infinity leaves ZZ = 0).
+template <class C>
+FM_HD XyzzT<C> scale_one(const AffineT<C>* points, const u32* weights, u32 k) {
+    XyzzT<C> m = pt_infinity<C>();
+    for (int b = 127; b >= 0; b--) {
+        m = pt_double<C>(m);
+        if ((weights[4 * k + b / 32] >> (b % 32)) & 1u) m = pt_add_affine<C>(m, points[k]);
+    }
+    return m;
+}
+
 // The three GPU steps of an MSM (kernels/src/plan.rs), as functions of one thread so the
 // host check runs them too.
 

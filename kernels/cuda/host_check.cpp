@@ -134,6 +134,20 @@ static void msm(std::istream& in) {
     }
 }
 
+// A weights request: n affine G1 points, then 4n weight words; the n products.
+static void scale(std::istream& in) {
+    u32 n;
+    in >> n;
+    std::vector<Affine> points(n);
+    for (auto& q : points) q = read_affine<CoordG1>(in);
+    std::vector<u32> weights(4 * n);
+    for (auto& w : weights) in >> w;
+    for (u32 k = 0; k < n; k++) {
+        if (k) std::printf(" ");
+        write_xyzz<CoordG1>(scale_one<CoordG1>(points.data(), weights.data(), k));
+    }
+}
+
 int main() {
     std::string line;
     while (std::getline(std::cin, line)) {
@@ -162,6 +176,8 @@ int main() {
             msm<CoordG1>(in);
         } else if (op == "msm_g2") {
             msm<CoordG2>(in);
+        } else if (op == "scale") {
+            scale(in);
         } else {
             std::fprintf(stderr, "unknown request %s\n", op.c_str());
             return 2;

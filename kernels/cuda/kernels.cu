@@ -30,6 +30,13 @@
 FM_MSM_KERNELS(, CoordG1)
 FM_MSM_KERNELS(_g2, CoordG2)
 
+// A batch verification's weights times its G1 points (scale_one), one thread each.
+extern "C" __global__ void scale_g1(Xyzz* out, const Affine* points, const u32* weights,
+                                    u32 count) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < count) out[k] = scale_one<CoordG1>(points, weights, k);
+}
+
 // One radix-2 butterfly stage over Fr; `data` was bit-reversed by the host.
 extern "C" __global__ void ntt_stage(Fe* data, const Fe* twiddles, u32 half, u32 stride,
                                      u32 count) {

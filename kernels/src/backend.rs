@@ -163,8 +163,8 @@ fn resolve_with(choice: BackendChoice, inv: &Inventory, cuda_compiled: bool) -> 
                 Resolved {
                     backend: ResolvedBackend::Cuda(0),
                     reason: "auto: CUDA driver and NVRTC are loadable; using cuda:0 where it \
-                             was measured faster than the CPU (MSMs from 2^15 points; NTTs \
-                             on the CPU)"
+                             was measured faster than the CPU (MSMs from 2^14 points, NTTs \
+                             from 2^17)"
                         .into(),
                 }
             } else if let Some(i) = hardware_gpu {

@@ -6,12 +6,12 @@
 //! first asks the `dlopen` probe (`cuda_probe.rs`) and refuses with a reason before cudarc
 //! is touched. On the GPU: the G1 and G2 MSMs (the bucket plan of [`crate::plan`], then
 //! the accumulation, combining and reduction kernels, instantiated per group from one
-//! template over the coordinate field) and the NTT over Fr (forward, inverse, coset); G2
-//! MSMs below [`CudaBackend::set_g2_gpu_from`]'s size run on the CPU backend. The
-//! arithmetic is the same code that the
-//! host check (`cuda_host_check.rs`) compiles with the C++ compiler and tests against
-//! arkworks; the whole backend is checked against the CPU by `bench/gpu/run.sh` on a
-//! machine with an NVIDIA GPU.
+//! template over the coordinate field), the NTT over Fr (forward, inverse, coset) and a
+//! batch verification's weights (`scale_g1`); G2 MSMs below
+//! [`CudaBackend::set_g2_gpu_from`]'s size run on the CPU backend. The arithmetic is the
+//! same code that the host check (`cuda_host_check.rs`) compiles with the C++ compiler
+//! and tests against arkworks; the whole backend is checked against the CPU by
+//! `bench/gpu/run.sh` on a machine with an NVIDIA GPU.
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::CompileOptions;
 
-use crate::gpu::{GpuKernels, Phases};
+use crate::gpu::{GpuKernels, Phases, ScaleJob};
 use crate::plan::{
     FE_BYTES, GpuCurve, NttJob, NttKind, Plan, affine_bytes, fr_bytes, fr_from_bytes,
     xyzz_to_projective,
@@ -37,10 +37,9 @@ const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
 /// Threads per block.
 const BLOCK: u32 = 256;
 /// The default for [`CudaBackend::set_g2_gpu_from`]: G2 MSMs of fewer points run on the
-/// CPU. On an H200 the GPU's G2 MSM was ×3.4 our 16-thread CPU at 2^16, the smallest size
-/// timed; below that it is not measured (`auto` routes G2 MSMs from 2^15 anyway,
-/// `crate::route`). wgpu's default is 4096 for the compile times of some Vulkan drivers,
-/// which NVRTC does not have.
+/// CPU. On an H200 the GPU's G2 MSM was ×2.1 our 16-thread CPU at 2^14, the smallest size
+/// timed (`auto` routes G2 MSMs from 2^14 anyway, `crate::route`). wgpu's default is 4096
+/// for the compile times of some Vulkan drivers, which NVRTC does not have.
 const G2_GPU_FROM: usize = 1 << 10;
 
 fn cuda_err(ordinal: u32, what: &str, e: impl std::fmt::Display) -> Error {
@@ -62,6 +61,7 @@ pub struct CudaBackend {
     owner: u64,
     stage: CudaFunction,
     mul: CudaFunction,
+    scale: CudaFunction,
 }
 
 /// The three MSM kernels of one group (kernels.cu's `FM_MSM_KERNELS`).
@@ -171,6 +171,7 @@ impl CudaBackend {
             owner: crate::fixed::new_owner(),
             stage: f("ntt_stage")?,
             mul: f("ntt_mul")?,
+            scale: f("scale_g1")?,
         })
     }
 
@@ -332,6 +333,39 @@ impl GpuKernels for CudaBackend {
         scalars: &[Fr],
     ) -> Result<G2Projective> {
         self.msm(&self.g2, kept, bases, scalars)
+    }
+
+    fn scale_gpu(&self, job: &ScaleJob) -> Result<Vec<u8>> {
+        let count = job.count();
+        let mut phases = Phases::new("cuda", "scale_g1", count as usize);
+        let xyzz_bytes = 4 * FE_BYTES;
+        let points = self.upload(&job.points)?;
+        let weights = self.upload(&job.weights)?;
+        let mut out = self.zeros(count as usize * xyzz_bytes)?;
+        phases.mark("upload");
+        // SAFETY: scale_g1(Xyzz*, const Affine*, const u32*, u32); thread k < count reads
+        // point k and weight words 4k..4k+4 and writes out[k], all within the buffers.
+        unsafe {
+            self.stream
+                .launch_builder(&self.scale)
+                .arg(&mut out)
+                .arg(&points)
+                .arg(&weights)
+                .arg(&count)
+                .launch(grid(count))
+        }
+        .map_err(|e| self.err("scale_g1", e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| self.err("scale_g1", e))?;
+        phases.mark("kernel");
+        let mut bytes = self
+            .stream
+            .clone_dtoh(&out)
+            .map_err(|e| self.err("copying from the GPU", e))?;
+        bytes.truncate(count as usize * xyzz_bytes);
+        phases.mark("download");
+        Ok(bytes)
     }
 
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {

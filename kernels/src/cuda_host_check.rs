@@ -1,7 +1,7 @@
 //! The CUDA arithmetic (`kernels/cuda/bn254.cuh`) compiled for the host with the system
 //! C++ compiler and checked against arkworks: field operations over Fq, Fr and Fq2, the
-//! XYZZ formulas of G1 and G2, and the MSM kernels' per-thread functions on real bucket
-//! plans for both groups.
+//! XYZZ formulas of G1 and G2, the MSM kernels' per-thread functions on real bucket
+//! plans for both groups, and the batch verifier's weights kernel.
 //!
 //! This runs without a GPU and without the `cuda` feature. Skipped with a message only
 //! when no C++ compiler is found and `CI` is not `true` (`.ci/test` installs `g++`).
@@ -14,8 +14,8 @@ use ark_bn254::{Fq, Fq2, Fr};
 use ark_ec::short_weierstrass::{Affine, Projective};
 use ark_ec::{AffineRepr, CurveGroup, VariableBaseMSM};
 use ark_ff::{Field, One, UniformRand, Zero};
-use ark_std::rand::SeedableRng;
 use ark_std::rand::rngs::StdRng;
+use ark_std::rand::{Rng, SeedableRng};
 
 use crate::plan::{FE_BYTES, GpuCurve, Plan, fe_bytes, xyzz_to_projective};
 
@@ -265,6 +265,37 @@ fn msm_cases<P: GpuCurve>(
     }
 }
 
+/// Requests for the weights kernel's per-thread function (`scale`): random points and
+/// 128-bit weights, with the edge weights 0, 1 and 2^128 − 1 and a point twice.
+fn scale_cases(rng: &mut StdRng, requests: &mut String, expect: &mut Vec<Expect>) {
+    let n = 40;
+    let mut points: Vec<Affine<G1>> = (0..n).map(|_| random_point::<G1>(rng)).collect();
+    let mut weights: Vec<u128> = (0..n).map(|_| rng.r#gen::<u128>()).collect();
+    weights[0] = 0;
+    weights[1] = 1;
+    weights[2] = u128::MAX;
+    points[3] = points[4];
+    let mut line = format!("scale {n}");
+    for p in &points {
+        let (x, y) = p.xy().expect("not infinity");
+        line += &format!(" {} {}", coord::<G1>(&x), coord::<G1>(&y));
+    }
+    for w in &weights {
+        for k in 0..4 {
+            line += &format!(" {}", (w >> (32 * k)) as u32);
+        }
+    }
+    *requests += &(line + "\n");
+    let want: Vec<Projective<G1>> = points
+        .iter()
+        .zip(&weights)
+        .map(|(p, w)| *p * Fr::from(*w))
+        .collect();
+    expect.push(Box::new(move |got| {
+        assert_eq!(points_of::<G1>(got), want, "scale")
+    }));
+}
+
 /// Requests for `{name}_add`, `_sub` and `_mul`: every pair of `edges`, then random pairs,
 /// `count` in all; `show` writes an element as `host_check` reads it.
 fn field_cases<F: Field + UniformRand + 'static>(
@@ -318,6 +349,7 @@ fn cuda_arithmetic_compiled_for_the_host_equals_arkworks() {
         &mut expect,
     );
     msm_cases::<G2>("msm_g2", &[1, 5, 300], &mut rng, &mut requests, &mut expect);
+    scale_cases(&mut rng, &mut requests, &mut expect);
 
     let mut child = Command::new(&exe)
         .stdin(Stdio::piped())

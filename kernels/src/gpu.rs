@@ -1,13 +1,16 @@
-//! What a GPU backend implements ([`GpuKernels`]: its device, the MSMs and the NTT on the
-//! GPU, keeping bases in device memory) and the [`crate::MsmNtt`] every such backend gets
-//! from it; [`Phases`] times each GPU call. The host half of the work they share is in
-//! [`crate::plan`].
+//! What a GPU backend implements ([`GpuKernels`]: its device, the MSMs, the NTT and a batch
+//! verification's weights on the GPU, keeping bases in device memory) and the
+//! [`crate::MsmNtt`] every such backend gets from it; [`Phases`] times each GPU call. The
+//! host half of the work they share is in [`crate::plan`] and, for the weights, in
+//! [`ScaleJob`].
 
 use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective, g1, g2};
+use ark_ec::{AffineRepr, CurveGroup};
+use ark_ff::Zero;
 
-use crate::Result;
 use crate::fixed::{Fixed, Kept};
 use crate::plan::{NttKind, affine_bytes};
+use crate::{Error, Result};
 
 /// What a GPU backend implements: its device's name, the MSMs and the NTT on the GPU.
 /// Every such backend gets [`crate::MsmNtt`] from it; a backend without G2 kernels
@@ -48,6 +51,69 @@ pub(crate) trait GpuKernels: Send + Sync {
     }
     /// An NTT of `values` on the GPU (see [`NttJob`]).
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()>;
+    /// `job`'s weights times its points on the GPU: `job.count()` XYZZ points
+    /// ([`crate::plan::xyzz_to_projective`]'s bytes), in order.
+    fn scale_gpu(&self, job: &ScaleJob) -> Result<Vec<u8>>;
+}
+
+/// The host half of a batch verification's weights on a GPU ([`crate::MsmNtt::scale_g1`]):
+/// the points that are not the point at infinity, packed for upload, each one's 128-bit
+/// weight as four little-endian u32 words, and where each product goes. One GPU thread
+/// per point runs double-and-add over its weight's bits (`scale` in `wgsl/msm.wgsl`,
+/// `scale_one` in `cuda/bn254.cuh`).
+pub(crate) struct ScaleJob {
+    /// [`affine_bytes`] of the points not at infinity.
+    pub points: Vec<u8>,
+    /// Four words per point, least significant first.
+    pub weights: Vec<u32>,
+    /// The index of each of those points in the caller's list.
+    at: Vec<usize>,
+    /// The caller's number of points.
+    n: usize,
+}
+
+impl ScaleJob {
+    /// The job for `weights[i] · points[i]`.
+    ///
+    /// # Errors
+    /// [`Error::Arith`] for unequal lengths or more points than a GPU call indexes (u32).
+    pub fn new(points: &[G1Affine], weights: &[u128]) -> Result<ScaleJob> {
+        crate::ops::same_len("scale_g1", points.len(), weights.len())?;
+        let at: Vec<usize> = (0..points.len())
+            .filter(|&i| !points[i].is_zero())
+            .collect();
+        u32::try_from(at.len()).map_err(|_| Error::Arith {
+            op: "scale_g1",
+            reason: format!("{} points, more than a GPU call indexes", at.len()),
+        })?;
+        let kept: Vec<G1Affine> = at.iter().map(|&i| points[i]).collect();
+        let weights = at
+            .iter()
+            .flat_map(|&i| (0..4).map(move |w| (weights[i] >> (32 * w)) as u32))
+            .collect();
+        Ok(ScaleJob {
+            points: affine_bytes(&kept),
+            weights,
+            at,
+            n: points.len(),
+        })
+    }
+
+    /// How many points go to the GPU (one thread each).
+    pub fn count(&self) -> u32 {
+        self.at.len() as u32
+    }
+
+    /// The caller's `n` products in affine form, from the GPU's XYZZ results (the point
+    /// at infinity where the caller's point was).
+    pub fn results(&self, xyzz: &[u8]) -> Vec<G1Affine> {
+        let size = xyzz.len() / self.at.len().max(1);
+        let mut out = vec![G1Projective::zero(); self.n];
+        for (&i, c) in self.at.iter().zip(xyzz.chunks_exact(size.max(1))) {
+            out[i] = crate::plan::xyzz_to_projective::<g1::Config>(c);
+        }
+        G1Projective::normalize_batch(&out)
+    }
 }
 
 impl<T: GpuKernels> crate::MsmNtt for T {
@@ -71,6 +137,18 @@ impl<T: GpuKernels> crate::MsmNtt for T {
 
     fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
         self.msm_g1_gpu(None, bases, scalars)
+    }
+
+    fn scale_g1(&self, points: &[G1Affine], weights: &[u128]) -> Result<Vec<G1Affine>> {
+        let job = ScaleJob::new(points, weights)?;
+        if job.count() == 0 {
+            return Ok(vec![G1Affine::zero(); points.len()]);
+        }
+        Ok(job.results(&self.scale_gpu(&job)?))
+    }
+
+    fn scales_on_gpu(&self, _points: usize) -> bool {
+        true
     }
 
     fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {

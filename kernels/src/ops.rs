@@ -26,7 +26,7 @@
 //! ```
 
 use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective, g1, g2};
-use ark_ec::VariableBaseMSM;
+use ark_ec::{CurveGroup, VariableBaseMSM};
 use ark_ff::FftField;
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
 
@@ -59,7 +59,7 @@ pub(crate) fn domain(len: usize) -> Result<Radix2EvaluationDomain<Fr>> {
     })
 }
 
-fn same_len(op: &'static str, bases: usize, scalars: usize) -> Result<()> {
+pub(crate) fn same_len(op: &'static str, bases: usize, scalars: usize) -> Result<()> {
     if bases == scalars {
         Ok(())
     } else {
@@ -92,6 +92,31 @@ pub trait MsmNtt: Send + Sync {
     fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Result<G2Projective> {
         same_len("msm_g2", bases.len(), scalars.len())?;
         Ok(G2Projective::msm_unchecked(bases, scalars))
+    }
+
+    /// `weights[i] · points[i]` for each i, in affine form: the random weights a batch
+    /// verifier multiplies each proof's points by (fleetmesh-prover's `verify`). The
+    /// default (arkworks) runs on the calling thread: a batch verifier splits its proofs
+    /// across threads itself.
+    ///
+    /// # Errors
+    /// [`Error::Arith`] when the lengths differ; a device failure for GPU backends.
+    fn scale_g1(&self, points: &[G1Affine], weights: &[u128]) -> Result<Vec<G1Affine>> {
+        same_len("scale_g1", points.len(), weights.len())?;
+        Ok(G1Projective::normalize_batch(
+            &points
+                .iter()
+                .zip(weights)
+                .map(|(p, r)| *p * Fr::from(*r))
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    /// Whether [`MsmNtt::scale_g1`] of `points` points runs on a GPU, so that a batch
+    /// verifier hands it all of a batch's points in one call. Default: no.
+    fn scales_on_gpu(&self, points: usize) -> bool {
+        let _ = points;
+        false
     }
 
     /// Whether its MSMs run on the CPU (so several proofs at once share the cores well),
@@ -211,6 +236,16 @@ impl MsmNtt for Cpu {
         true
     }
 
+    /// Eight at a time in IFMA lanes where the CPU has them ([`crate::scalar`]), else
+    /// arkworks'; on the calling thread.
+    fn scale_g1(&self, points: &[G1Affine], weights: &[u128]) -> Result<Vec<G1Affine>> {
+        same_len("scale_g1", points.len(), weights.len())?;
+        match lane_scale(points, weights) {
+            Some(scaled) => Ok(scaled),
+            None => Reference.scale_g1(points, weights),
+        }
+    }
+
     /// In IFMA lanes where the CPU has them ([`crate::ntt`]), else arkworks'.
     fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
         let d = domain(values.len())?;
@@ -265,6 +300,16 @@ impl MsmNtt for Cpu {
 #[cfg(target_arch = "x86_64")]
 fn lane_ntt(values: &mut [Fr], omega: Fr, shift: Option<Fr>, scale: Option<Fr>) -> bool {
     crate::ntt::ntt(values, omega, shift, scale)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn lane_scale(points: &[G1Affine], weights: &[u128]) -> Option<Vec<G1Affine>> {
+    crate::scalar::mul_u128(points, weights)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn lane_scale(_: &[G1Affine], _: &[u128]) -> Option<Vec<G1Affine>> {
+    None
 }
 
 #[cfg(not(target_arch = "x86_64"))]

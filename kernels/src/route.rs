@@ -26,6 +26,9 @@ pub struct GpuFrom {
     pub msm_g2: usize,
     /// NTTs (forward, inverse and coset).
     pub ntt: usize,
+    /// A batch verification's weights ([`MsmNtt::scale_g1`]), counted in points (two per
+    /// proof).
+    pub verify: usize,
 }
 
 impl GpuFrom {
@@ -34,6 +37,7 @@ impl GpuFrom {
         msm_g1: 0,
         msm_g2: 0,
         ntt: 0,
+        verify: 0,
     };
 
     /// Nothing on the GPU.
@@ -41,22 +45,28 @@ impl GpuFrom {
         msm_g1: NEVER,
         msm_g2: NEVER,
         ntt: NEVER,
+        verify: NEVER,
     };
 
-    /// What `auto` uses on `backend`, from the recorded runs on an H200 (16 host threads):
-    /// - CUDA: G1 MSMs ×3.0 our CPU at 2^16 (the smallest size timed), ×1.5–2 up to 2^22;
-    ///   G2 MSMs ×3.4 at 2^16, ×2.2–2.6 above; the NTT ×0.6–1.1 at every size: MSMs from
-    ///   2^15 points (half the smallest size timed, where the GPU's margin was ×3; a key
-    ///   of a 2^16 domain has MSMs of 2^16 − 1 points), NTTs never.
-    /// - wgpu (NVIDIA's Vulkan driver): slower than our CPU at every size and operation
-    ///   (×0.3–0.6), so nothing; `auto` does not pick it ([`crate::resolve`]).
+    /// What `auto` uses on `backend`, from the recorded runs on an H200 (16 host threads;
+    /// bench/RESULTS.md, the second run, after the host half of the GPU paths was reworked
+    /// and with a loaded key's bases kept on the device):
+    /// - CUDA: G1 MSMs ×1.7 our CPU at 2^14 (the smallest size timed), ×2.8–4.3 from 2^16
+    ///   to 2^20; G2 MSMs ×2.1 at 2^14, ×2.9–4.8 above; the NTT ×0.65 at 2^14, ×1.14 at
+    ///   2^16, ×1.85 at 2^18, ×1.14 at 2^20 (its time is in the copies, not the kernels):
+    ///   MSMs from 2^14 points, NTTs from 2^17 elements. A batch verification's weights
+    ///   stay on the CPU until `bench/gpu/run.sh` has timed them there.
+    /// - wgpu (NVIDIA's Vulkan driver): slower than our CPU at nearly every size and
+    ///   operation (MSMs ×0.2–0.7), so nothing; `auto` does not pick it
+    ///   ([`crate::resolve`]).
     #[must_use]
     pub fn measured(backend: &ResolvedBackend) -> GpuFrom {
         match backend {
             ResolvedBackend::Cuda(_) => GpuFrom {
-                msm_g1: 1 << 15,
-                msm_g2: 1 << 15,
-                ntt: NEVER,
+                msm_g1: 1 << 14,
+                msm_g2: 1 << 14,
+                ntt: 1 << 17,
+                verify: NEVER,
             },
             ResolvedBackend::Wgpu(_) | ResolvedBackend::Cpu => GpuFrom::NONE,
         }
@@ -73,9 +83,9 @@ impl GpuFrom {
     }
 
     /// Where each operation runs, for `meshnode doctor` and the log: `(operation, place)`
-    /// with places like `cpu`, `cuda:0` or `cuda:0 from 32768 points, cpu below`.
+    /// with places like `cpu`, `cuda:0` or `cuda:0 from 16384 points, cpu below`.
     #[must_use]
-    pub fn placement(&self, device: &str) -> [(&'static str, String); 3] {
+    pub fn placement(&self, device: &str) -> [(&'static str, String); 4] {
         let place = |from: usize, unit: &str| match from {
             0 => device.to_owned(),
             NEVER => "cpu".to_owned(),
@@ -85,6 +95,7 @@ impl GpuFrom {
             ("ntt", place(self.ntt, "elements")),
             ("msm_g1", place(self.msm_g1, "points")),
             ("msm_g2", place(self.msm_g2, "points")),
+            ("verify", place(self.verify, "points")),
         ]
     }
 }
@@ -182,6 +193,18 @@ impl MsmNtt for Routed {
         }
     }
 
+    fn scale_g1(&self, points: &[G1Affine], weights: &[u128]) -> Result<Vec<G1Affine>> {
+        if points.len() >= self.from.verify {
+            self.gpu.scale_g1(points, weights)
+        } else {
+            Cpu.scale_g1(points, weights)
+        }
+    }
+
+    fn scales_on_gpu(&self, points: usize) -> bool {
+        points >= self.from.verify && self.gpu.scales_on_gpu(points)
+    }
+
     fn ntt(&self, values: &mut Vec<Fr>, direction: NttDirection) -> Result<()> {
         if values.len() >= self.from.ntt {
             self.gpu.ntt(values, direction)
@@ -242,6 +265,7 @@ mod tests {
             msm_g1: 8,
             msm_g2: 4,
             ntt: 16,
+            verify: NEVER,
         };
         let routed = Routed::new(Box::new(gpu), from);
         let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(5);
@@ -296,8 +320,8 @@ mod tests {
     fn auto_routes_by_the_measured_figures_and_an_explicit_choice_routes_everything() {
         let cuda = ResolvedBackend::Cuda(0);
         let auto = GpuFrom::for_choice(BackendChoice::Auto, &cuda);
-        assert_eq!(auto.ntt, NEVER);
-        assert_eq!((auto.msm_g1, auto.msm_g2), (1 << 15, 1 << 15));
+        assert_eq!(auto.ntt, 1 << 17);
+        assert_eq!((auto.msm_g1, auto.msm_g2), (1 << 14, 1 << 14));
         assert_eq!(
             GpuFrom::for_choice(BackendChoice::Cuda(0), &cuda),
             GpuFrom::ALL
@@ -311,10 +335,13 @@ mod tests {
             GpuFrom::NONE
         );
         let places = auto.placement("cuda:0");
-        assert_eq!(places[0], ("ntt", "cpu".to_owned()));
+        assert_eq!(
+            places[0],
+            ("ntt", "cuda:0 from 131072 elements, cpu below".to_owned())
+        );
         assert_eq!(
             places[1],
-            ("msm_g1", "cuda:0 from 32768 points, cpu below".to_owned())
+            ("msm_g1", "cuda:0 from 16384 points, cpu below".to_owned())
         );
         assert_eq!(GpuFrom::ALL.placement("wgpu")[2], ("msm_g2", "wgpu".into()));
     }

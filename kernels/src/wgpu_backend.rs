@@ -17,7 +17,7 @@ use ark_ec::{AffineRepr, CurveGroup};
 use ark_ff::{One, PrimeField, Zero};
 use wgpu::util::DeviceExt;
 
-use crate::gpu::GpuKernels;
+use crate::gpu::{GpuKernels, ScaleJob};
 use crate::plan::GpuCurve;
 use crate::plan::{NttJob, NttKind, fr_bytes, fr_from_bytes};
 use crate::{Error, Result};
@@ -74,8 +74,14 @@ pub struct WgpuBackend {
     /// The G1 and G2 addition check pipelines, compiled on first use (slow to compile on
     /// lavapipe).
     add_check: [std::sync::OnceLock<wgpu::ComputePipeline>; 2],
+    /// The bindings of `wgsl/msm.wgsl`'s kernels: out, src, idx, params.
+    msm_layout: wgpu::BindGroupLayout,
+    msm_pipeline_layout: wgpu::PipelineLayout,
     /// The G1 and G2 MSM pipelines, compiled on first use.
     msm: [std::sync::OnceLock<MsmPipelines>; 2],
+    /// The G1 `scale` kernel of `wgsl/msm.wgsl` (a batch verification's weights),
+    /// compiled on first use.
+    scale_g1: std::sync::OnceLock<wgpu::ComputePipeline>,
     max_storage: u64,
     /// G2 MSMs of fewer points run on the CPU backend.
     g2_gpu_from: usize,
@@ -90,9 +96,8 @@ pub struct WgpuBackend {
 /// anyway (to be measured per device by bench/gpu/run.sh).
 const G2_GPU_FROM: usize = 1 << 12;
 
-/// The bind group layout and the two kernels of `wgsl/msm.wgsl`.
+/// The two MSM kernels of `wgsl/msm.wgsl`.
 struct MsmPipelines {
-    layout: wgpu::BindGroupLayout,
     accumulate: wgpu::ComputePipeline,
     reduce: wgpu::ComputePipeline,
 }
@@ -168,32 +173,22 @@ impl WgpuBackend {
             label: Some("ntt"),
             source: wgpu::ShaderSource::Wgsl(source.into()),
         });
-        let storage = |binding, read_only| wgpu::BindGroupLayoutEntry {
+        let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
             binding,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only },
+                ty,
                 has_dynamic_offset: false,
                 min_binding_size: None,
             },
             count: None,
         };
+        let storage =
+            |binding, read_only| entry(binding, wgpu::BufferBindingType::Storage { read_only });
+        let uniform = |binding| entry(binding, wgpu::BufferBindingType::Uniform);
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("ntt"),
-            entries: &[
-                storage(0, false),
-                storage(1, true),
-                wgpu::BindGroupLayoutEntry {
-                    binding: 2,
-                    visibility: wgpu::ShaderStages::COMPUTE,
-                    ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
-                        min_binding_size: None,
-                    },
-                    count: None,
-                },
-            ],
+            entries: &[storage(0, false), storage(1, true), uniform(2)],
         });
         let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("ntt"),
@@ -211,6 +206,20 @@ impl WgpuBackend {
             })
         };
         let (stage, scale) = (pipeline("stage"), pipeline("scale"));
+        let msm_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("msm"),
+            entries: &[
+                storage(0, false),
+                storage(1, true),
+                storage(2, true),
+                uniform(3),
+            ],
+        });
+        let msm_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("msm"),
+            bind_group_layouts: &[Some(&msm_layout)],
+            immediate_size: 0,
+        });
         Ok(WgpuBackend {
             name,
             max_storage: limits.max_storage_buffer_binding_size,
@@ -223,7 +232,10 @@ impl WgpuBackend {
             scale,
             pipeline_layout: pl,
             add_check: Default::default(),
+            msm_layout,
+            msm_pipeline_layout,
             msm: Default::default(),
+            scale_g1: Default::default(),
         })
     }
 
@@ -246,8 +258,8 @@ impl WgpuBackend {
             })
     }
 
-    fn msm_pipelines<P: GpuCurve>(&self) -> MsmPipelines {
-        let mut phases = crate::gpu::Phases::new("wgpu", P::OP, 0);
+    /// `wgsl/msm.wgsl` for `P`'s coordinates, with the pipelines of `entries` compiled.
+    fn msm_module<P: GpuCurve>(&self, entries: &[&str]) -> Vec<wgpu::ComputePipeline> {
         let source = format!("{}{MSM_WGSL}", curve_wgsl::<P>());
         let module = self
             .device
@@ -255,53 +267,30 @@ impl WgpuBackend {
                 label: Some(P::OP),
                 source: wgpu::ShaderSource::Wgsl(source.into()),
             });
-        let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
-            binding,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty,
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        };
-        let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
-        let layout = self
-            .device
-            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("msm"),
-                entries: &[
-                    entry(0, storage(false)),
-                    entry(1, storage(true)),
-                    entry(2, storage(true)),
-                    entry(3, wgpu::BufferBindingType::Uniform),
-                ],
-            });
-        let pl = self
-            .device
-            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("msm"),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-        let pipeline = |name: &str| {
-            self.device
-                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(name),
-                    layout: Some(&pl),
-                    module: &module,
-                    entry_point: Some(name),
-                    compilation_options: Default::default(),
-                    cache: None,
-                })
-        };
-        let pipelines = MsmPipelines {
-            accumulate: pipeline("accumulate"),
-            reduce: pipeline("reduce"),
-            layout,
-        };
+        entries
+            .iter()
+            .map(|name| {
+                self.device
+                    .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                        label: Some(name),
+                        layout: Some(&self.msm_pipeline_layout),
+                        module: &module,
+                        entry_point: Some(name),
+                        compilation_options: Default::default(),
+                        cache: None,
+                    })
+            })
+            .collect()
+    }
+
+    fn msm_pipelines<P: GpuCurve>(&self) -> MsmPipelines {
+        let mut phases = crate::gpu::Phases::new("wgpu", P::OP, 0);
+        let [accumulate, reduce]: [wgpu::ComputePipeline; 2] = self
+            .msm_module::<P>(&["accumulate", "reduce"])
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("two entries asked for"));
         phases.mark("compile the MSM pipelines");
-        pipelines
+        MsmPipelines { accumulate, reduce }
     }
 
     /// G2 MSMs of at least `points` points run on this GPU, smaller ones on the CPU
@@ -615,7 +604,7 @@ impl WgpuBackend {
             self.encode(
                 &mut enc,
                 pipeline,
-                &p.layout,
+                &self.msm_layout,
                 &[dst, src, &idx, &params],
                 (x, y),
             );
@@ -677,6 +666,67 @@ impl GpuKernels for WgpuBackend {
         scalars: &[Fr],
     ) -> Result<G2Projective> {
         self.msm_gpu(kept, bases, scalars)
+    }
+
+    /// A batch verification's weights times its points: one thread per point
+    /// (`scale` in `wgsl/msm.wgsl`), in one submission.
+    fn scale_gpu(&self, job: &ScaleJob) -> Result<Vec<u8>> {
+        let count = job.count();
+        let mut phases = crate::gpu::Phases::new("wgpu", "scale_g1", count as usize);
+        let out_size = u64::from(count) * 4 * FE;
+        for (what, size) in [("points", job.points.len() as u64), ("products", out_size)] {
+            if size > self.max_storage {
+                return Err(Error::Arith {
+                    op: "scale_g1",
+                    reason: format!(
+                        "{count} points need {size} bytes of {what}, over the adapter's {} \
+                         byte storage binding",
+                        self.max_storage
+                    ),
+                });
+            }
+        }
+        let pipeline = self.scale_g1.get_or_init(|| {
+            let mut compile = crate::gpu::Phases::new("wgpu", "scale_g1", 0);
+            let p = self.msm_module::<ark_bn254::g1::Config>(&["scale"]);
+            compile.mark("compile the scale pipeline");
+            p.into_iter().next().expect("one entry asked for")
+        });
+        let storage = wgpu::BufferUsages::STORAGE;
+        let points = self.buffer("scale points", &job.points, storage);
+        let weights: Vec<u8> = job.weights.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let weights = self.buffer("scale weights", &weights, storage);
+        let out = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("scale products"),
+            size: out_size,
+            usage: storage | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let groups = count.div_ceil(WORKGROUP).max(1);
+        let x = groups.min(65_535);
+        let y = groups.div_ceil(x);
+        // MsmParams: count and threads per row; the rest is unused by `scale`
+        let mut words = [0u32; 12];
+        words[0] = count;
+        words[1] = x * WORKGROUP;
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let params = self.buffer("scale params", &bytes, wgpu::BufferUsages::UNIFORM);
+        phases.mark("upload");
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("scale"),
+            });
+        self.encode(
+            &mut enc,
+            pipeline,
+            &self.msm_layout,
+            &[&out, &points, &weights, &params],
+            (x, y),
+        );
+        let bytes = self.read_back(enc, &out, out_size)?;
+        phases.mark("kernel and download");
+        Ok(bytes)
     }
 
     /// An NTT of `values` on the GPU (see [`NttJob`]), in one submission.

@@ -72,6 +72,20 @@ fn cuda_backend() -> Option<&'static CudaBackend> {
     }
 }
 
+/// Runs `check` on every GPU backend available here, printing each one's time (on an
+/// NVIDIA machine `bench/gpu/run.sh` shows where the tests' time goes).
+fn on_each_backend(test: &str, check: fn(&dyn MsmNtt)) {
+    for gpu in backends() {
+        let started = std::time::Instant::now();
+        check(gpu);
+        eprintln!(
+            "{test} on {}: {:.1} s",
+            gpu.describe(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
 /// Every GPU backend available here.
 fn backends() -> Vec<&'static dyn MsmNtt> {
     let mut v: Vec<&'static dyn MsmNtt> = Vec::new();
@@ -98,13 +112,10 @@ fn inputs(n: usize, seed: u64) -> Vec<Fr> {
 
 #[test]
 fn ntt_forward_inverse_and_coset_equal_the_cpu_reference() {
-    for gpu in backends() {
-        ntt_on(gpu);
-    }
+    on_each_backend("ntt", ntt_on);
 }
 
 fn ntt_on(gpu: &dyn MsmNtt) {
-    eprintln!("{}", gpu.describe());
     for log in [0u32, 1, 2, 3, 5, 8, 11] {
         let n = 1usize << log;
         let x = inputs(n, u64::from(log));
@@ -156,15 +167,54 @@ fn g1_mixed_addition_equals_arkworks_including_doubling_and_cancellation() {
 
 #[test]
 fn msm_equals_the_cpu_reference_on_edge_cases_and_random_inputs() {
-    for gpu in backends() {
-        msm_on(gpu);
+    on_each_backend("msm", msm_on);
+}
+
+#[test]
+fn batch_verification_weights_equal_the_cpu_reference() {
+    on_each_backend("scale_g1", scale_on);
+}
+
+/// `scale_g1` (a batch verifier's 128-bit weights times its proofs' points) on the GPU
+/// against arkworks: random points and weights, with the weights 0, 1 and 2^128 − 1, the
+/// point at infinity, a point twice and a point with its negation.
+fn scale_on(gpu: &dyn MsmNtt) {
+    use ark_bn254::{G1Affine, G1Projective};
+    use ark_ec::{AffineRepr, CurveGroup, PrimeGroup};
+    use ark_std::rand::Rng;
+    assert!(gpu.scales_on_gpu(1));
+    let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(21);
+    for n in [1usize, 7, 300] {
+        let mut points: Vec<G1Affine> = (0..n)
+            .map(|_| (G1Projective::generator() * Fr::rand(&mut rng)).into_affine())
+            .collect();
+        let mut weights: Vec<u128> = (0..n).map(|_| rng.r#gen()).collect();
+        if n >= 7 {
+            weights[0] = 0;
+            weights[1] = 1;
+            weights[2] = u128::MAX;
+            points[3] = G1Affine::identity();
+            points[4] = points[5];
+            points[6] = -points[5];
+        }
+        let got = gpu.scale_g1(&points, &weights).unwrap();
+        assert_eq!(
+            got,
+            Reference.scale_g1(&points, &weights).unwrap(),
+            "n = {n}"
+        );
     }
+    assert!(gpu.scale_g1(&[], &[]).unwrap().is_empty());
+    assert_eq!(
+        gpu.scale_g1(&[G1Affine::identity()], &[5]).unwrap(),
+        vec![G1Affine::identity()]
+    );
+    assert!(gpu.scale_g1(&[G1Affine::generator()], &[]).is_err());
 }
 
 fn msm_on(gpu: &dyn MsmNtt) {
     use ark_bn254::{G1Affine, G1Projective, G2Affine, G2Projective};
     use ark_ec::{CurveGroup, PrimeGroup};
-    eprintln!("{}", gpu.describe());
     let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(11);
     let points = |n: usize, rng: &mut ark_std::rand::rngs::StdRng| -> Vec<G1Affine> {
         let v: Vec<G1Projective> = (0..n)

@@ -2,7 +2,8 @@
 //! API, jobs) joins one queue. A worker takes whatever has queued within a short window
 //! ([`WINDOW`], at most [`MAX_BATCH`] proofs), groups the proofs by verifying key and
 //! batch-verifies each group on a blocking thread (one multi-Miller loop per group, bad
-//! proofs named by bisection, [`crate::batch_verify_grouped`]), then answers each caller.
+//! proofs named by bisection, [`crate::batch_verify_grouped_on`], the weights on the
+//! node's GPU where its backend takes the batch), then answers each caller.
 //! Prepared keys are cached by their coordinates ([`Gatherer::prepared`]), so a buyer who
 //! sends the same key again does not pay for its preparation.
 //!
@@ -19,7 +20,10 @@ use tracing::{debug, warn};
 
 use crate::snarkjs::vk_id;
 use crate::verify::Item;
-use crate::{Bn254, Error, PreparedVk, Result, VerifyingKey, batch_verify_grouped};
+use crate::{
+    Bn254, Error, PreparedVk, Result, VerifyingKey, batch_verify_grouped, batch_verify_grouped_on,
+};
+use fleetmesh_kernels::ops::{Cpu, MsmNtt};
 
 /// How long the worker waits for more proofs to join a batch.
 pub const WINDOW: Duration = Duration::from_millis(2);
@@ -64,10 +68,18 @@ pub struct Gatherer {
 }
 
 impl Gatherer {
-    /// Starts the worker on the current tokio runtime.
+    /// Starts the worker on the current tokio runtime, verifying on the CPU.
     pub fn start() -> Arc<Gatherer> {
+        Gatherer::start_on(Arc::new(Cpu))
+    }
+
+    /// [`Gatherer::start`] with the batches' weights on `backend` where it takes them
+    /// ([`crate::batch_verify_on`]; the prover's backend, so `auto` and an explicit GPU
+    /// choice mean the same for both). A batch the GPU fails on is checked again on the
+    /// CPU, with a warning.
+    pub fn start_on(backend: Arc<dyn MsmNtt>) -> Arc<Gatherer> {
         let (queue, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(worker(rx));
+        tokio::spawn(worker(rx, backend));
         Arc::new(Gatherer {
             queue,
             keys: Mutex::new(HashMap::new()),
@@ -117,7 +129,7 @@ impl Gatherer {
     }
 }
 
-async fn worker(mut rx: mpsc::Receiver<Job>) {
+async fn worker(mut rx: mpsc::Receiver<Job>, backend: Arc<dyn MsmNtt>) {
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
         let deadline = tokio::time::Instant::now() + WINDOW;
@@ -136,8 +148,17 @@ async fn worker(mut rx: mpsc::Receiver<Job>) {
             .enumerate()
             .map(|(i, j)| (i, j.item.clone()))
             .collect();
-        let verdicts =
-            tokio::task::spawn_blocking(move || batch_verify_grouped(&keys, &items)).await;
+        let backend = backend.clone();
+        let verdicts = tokio::task::spawn_blocking(move || {
+            match batch_verify_grouped_on(backend.as_ref(), &keys, &items) {
+                Err(Error::Backend(e)) => {
+                    warn!(error = %e, "batch verification on the GPU failed; checking on the CPU");
+                    batch_verify_grouped(&keys, &items)
+                }
+                done => done,
+            }
+        })
+        .await;
         match verdicts {
             Ok(Ok(v)) => {
                 let valid = v.iter().filter(|ok| **ok).count() as u64;

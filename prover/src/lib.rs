@@ -45,7 +45,10 @@ pub use fleetmesh_kernels::{BackendChoice, MsmNtt, NttDirection};
 pub use prove::{Proven, prove};
 pub use r1cs::R1cs;
 pub use tables::KeyTables;
-pub use verify::{PreparedVk, batch_verify, batch_verify_grouped, verify};
+pub use verify::{
+    PreparedVk, batch_verify, batch_verify_grouped, batch_verify_grouped_on, batch_verify_on,
+    verify,
+};
 pub use zkey::ProvingKey;
 
 /// Re-exported so callers name the curve types from here.

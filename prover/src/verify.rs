@@ -16,8 +16,13 @@
 //! Where the CPU has AVX-512 IFMA, the weights' scalar multiplications and the proofs'
 //! Miller loop run eight at a time in vector lanes ([`fleetmesh_kernels::scalar`],
 //! [`fleetmesh_kernels::miller`]), computing the same values as arkworks' code, which
-//! runs elsewhere. The soundness bound is unchanged: a batch holding an invalid proof
-//! passes with probability at most 2⁻¹²⁸ per check, over the fresh weights.
+//! runs elsewhere. [`batch_verify_on`] takes a backend: where its
+//! [`MsmNtt::scales_on_gpu`] says so for the batch (an explicit GPU choice, or `auto`
+//! above its measured size), all of the batch's weight products r_j·A_j and r_j·C_j are
+//! made on that GPU in one call, and the Σ r·L MSM runs on the backend too; the Miller
+//! loops and the final exponentiation stay on the CPU. The soundness bound is unchanged:
+//! a batch holding an invalid proof passes with probability at most 2⁻¹²⁸ per check,
+//! over the fresh weights.
 
 use std::collections::HashMap;
 
@@ -28,6 +33,7 @@ use ark_ec::pairing::{MillerLoopOutput, Pairing, PairingOutput};
 use ark_ec::{CurveGroup, VariableBaseMSM};
 
 use ark_groth16::{Groth16, PreparedVerifyingKey, Proof, VerifyingKey, prepare_verifying_key};
+use fleetmesh_kernels::ops::{Cpu, MsmNtt};
 
 /// A verifying key prepared for repeated verification.
 #[derive(Clone)]
@@ -97,8 +103,8 @@ fn random_weights(n: usize) -> Result<Vec<u128>> {
         .collect())
 }
 
-/// The parts of a batch check that run in AVX-512 IFMA lanes where this CPU has them
-/// (`None` where it has not: arkworks' code runs then). Both give arkworks' values.
+/// The proofs' Miller loop in AVX-512 IFMA lanes where this CPU has them (`None` where it
+/// has not: arkworks' code runs then). Both give arkworks' values.
 #[cfg(target_arch = "x86_64")]
 mod lanes {
     use ark_bn254::{Fq12, G1Affine, G2Affine};
@@ -106,11 +112,6 @@ mod lanes {
     /// The proofs' multi-Miller loop ([`fleetmesh_kernels::miller`]).
     pub(super) fn miller_loop(pairs: &[(G1Affine, G2Affine)]) -> Option<Fq12> {
         fleetmesh_kernels::miller::multi_miller_loop(pairs)
-    }
-
-    /// `r_j·P_j` ([`fleetmesh_kernels::scalar`]).
-    pub(super) fn scale(points: &[G1Affine], weights: &[u128]) -> Option<Vec<G1Affine>> {
-        fleetmesh_kernels::scalar::mul_u128(points, weights)
     }
 }
 
@@ -121,27 +122,18 @@ mod lanes {
     pub(super) fn miller_loop(_: &[(G1Affine, G2Affine)]) -> Option<Fq12> {
         None
     }
-
-    pub(super) fn scale(_: &[G1Affine], _: &[u128]) -> Option<Vec<G1Affine>> {
-        None
-    }
 }
 
-/// `r_j·P_j` for each j, in affine coordinates.
+/// `r_j·P_j` for each j, in affine coordinates, on this thread (in IFMA lanes where the
+/// CPU has them).
 fn scale(points: &[G1Affine], weights: &[u128]) -> Vec<G1Affine> {
-    lanes::scale(points, weights).unwrap_or_else(|| {
-        G1Projective::normalize_batch(
-            &points
-                .iter()
-                .zip(weights)
-                .map(|(p, r)| *p * Fr::from(*r))
-                .collect::<Vec<_>>(),
-        )
-    })
+    Cpu.scale_g1(points, weights)
+        .expect("a weight for each point")
 }
 
-/// The random-linear-combination check of `items` (all with the right input count).
-fn combined_check(pvk: &PreparedVk, items: &[&Item]) -> Result<bool> {
+/// The random-linear-combination check of `items` (all with the right input count), the
+/// weights' products on `backend`'s GPU where it takes a batch this size.
+fn combined_check(pvk: &PreparedVk, items: &[&Item], backend: &dyn MsmNtt) -> Result<bool> {
     let vk = pvk.vk();
     if vk.gamma_abc_g1.is_empty() {
         return Ok(false); // not a usable key (the parser never builds one)
@@ -157,14 +149,32 @@ fn combined_check(pvk: &PreparedVk, items: &[&Item]) -> Result<bool> {
         }
     }
     let sum_r = ic_scalars[0];
-    let acc_l = G1Projective::msm(&vk.gamma_abc_g1, &ic_scalars).expect("equal lengths");
-    // Σ_j r_j·C_j: each product (eight at a time in lanes), then their sum
-    let cs: Vec<G1Affine> = items.iter().map(|(p, _)| p.c).collect();
-    let acc_c: G1Projective = scale(&cs, &r).iter().sum();
-    // The proofs' pairs are split across the cores: each thread scales its A_j and runs
-    // the multi-Miller loop of its pairs (in IFMA lanes where the CPU has them); the
-    // partial results multiply together (the Miller loop is a product), and one final
-    // exponentiation follows.
+    let on_gpu = backend.scales_on_gpu(2 * items.len());
+    let acc_l = if on_gpu {
+        backend.msm_g1(&vk.gamma_abc_g1, &ic_scalars)?
+    } else {
+        G1Projective::msm(&vk.gamma_abc_g1, &ic_scalars).expect("equal lengths")
+    };
+    // Σ_j r_j·C_j: each product (eight at a time in lanes, or all at once on the GPU
+    // together with the r_j·A_j), then their sum
+    let (scaled_a, acc_c): (Option<Vec<G1Affine>>, G1Projective) = if on_gpu {
+        let points: Vec<G1Affine> = items
+            .iter()
+            .map(|(p, _)| p.a)
+            .chain(items.iter().map(|(p, _)| p.c))
+            .collect();
+        let weights: Vec<u128> = r.iter().chain(&r).copied().collect();
+        let mut scaled = backend.scale_g1(&points, &weights)?;
+        let cs = scaled.split_off(items.len());
+        (Some(scaled), cs.iter().sum())
+    } else {
+        let cs: Vec<G1Affine> = items.iter().map(|(p, _)| p.c).collect();
+        (None, scale(&cs, &r).iter().sum())
+    };
+    // The proofs' pairs are split across the cores: each thread scales its A_j (unless the
+    // GPU did) and runs the multi-Miller loop of its pairs (in IFMA lanes where the CPU has
+    // them); the partial results multiply together (the Miller loop is a product), and
+    // one final exponentiation follows.
     let threads = verify_threads()
         .min(items.len().div_ceil(MIN_PAIRS_PER_THREAD))
         .max(1);
@@ -173,9 +183,14 @@ fn combined_check(pvk: &PreparedVk, items: &[&Item]) -> Result<bool> {
         let handles: Vec<_> = items
             .chunks(chunk)
             .zip(r.chunks(chunk))
-            .map(|(its, rs)| {
+            .enumerate()
+            .map(|(t, (its, rs))| {
+                let scaled_a = scaled_a.as_deref();
                 s.spawn(move || {
-                    let scaled = scale(&its.iter().map(|(p, _)| p.a).collect::<Vec<_>>(), rs);
+                    let scaled = match scaled_a {
+                        Some(all) => all[t * chunk..t * chunk + its.len()].to_vec(),
+                        None => scale(&its.iter().map(|(p, _)| p.a).collect::<Vec<_>>(), rs),
+                    };
                     let pairs: Vec<(G1Affine, G2Affine)> = scaled
                         .into_iter()
                         .zip(its.iter().map(|(p, _)| p.b))
@@ -208,37 +223,57 @@ fn combined_check(pvk: &PreparedVk, items: &[&Item]) -> Result<bool> {
     Ok(PairingOutput(lhs) == PairingOutput::<Bn254>(pvk.pvk.alpha_g1_beta_g2) * sum_r)
 }
 
-fn bisect(pvk: &PreparedVk, items: &[Item], idx: &[usize], out: &mut [bool]) -> Result<()> {
+fn bisect(
+    pvk: &PreparedVk,
+    items: &[Item],
+    idx: &[usize],
+    out: &mut [bool],
+    backend: &dyn MsmNtt,
+) -> Result<()> {
     if idx.len() == 1 {
         let (proof, public) = &items[idx[0]];
         out[idx[0]] = verify(pvk, proof, public)?;
         return Ok(());
     }
     let refs: Vec<&Item> = idx.iter().map(|&i| &items[i]).collect();
-    if combined_check(pvk, &refs)? {
+    if combined_check(pvk, &refs, backend)? {
         for &i in idx {
             out[i] = true;
         }
         return Ok(());
     }
     let (left, right) = idx.split_at(idx.len() / 2);
-    bisect(pvk, items, left, out)?;
-    bisect(pvk, items, right, out)
+    bisect(pvk, items, left, out, backend)?;
+    bisect(pvk, items, right, out, backend)
 }
 
 /// Verifies a batch of proofs under one key; the result says, for each, whether it is
 /// valid. One check when all are valid; a failing batch is bisected to name the bad
-/// proofs. An item with the wrong number of public inputs is invalid.
+/// proofs. An item with the wrong number of public inputs is invalid. On the CPU; see
+/// [`batch_verify_on`] for a GPU.
 ///
 /// # Errors
 /// [`Error::Random`] if the OS random source fails.
 pub fn batch_verify(pvk: &PreparedVk, items: &[Item]) -> Result<Vec<bool>> {
+    batch_verify_on(&Cpu, pvk, items)
+}
+
+/// [`batch_verify`] with the weights' products and the Σ r·L MSM on `backend` where its
+/// [`MsmNtt::scales_on_gpu`] takes the batch (else exactly [`batch_verify`]).
+///
+/// # Errors
+/// [`Error::Random`] if the OS random source fails; [`Error::Backend`] if the GPU fails.
+pub fn batch_verify_on(
+    backend: &dyn MsmNtt,
+    pvk: &PreparedVk,
+    items: &[Item],
+) -> Result<Vec<bool>> {
     let mut out = vec![false; items.len()];
     let idx: Vec<usize> = (0..items.len())
         .filter(|&i| check_public_count(pvk.vk(), &items[i].1).is_ok())
         .collect();
     if !idx.is_empty() {
-        bisect(pvk, items, &idx, &mut out)?;
+        bisect(pvk, items, &idx, &mut out, backend)?;
     }
     Ok(out)
 }
@@ -252,6 +287,21 @@ pub fn batch_verify(pvk: &PreparedVk, items: &[Item]) -> Result<Vec<bool>> {
 /// # Panics
 /// If an item names a key index out of range.
 pub fn batch_verify_grouped<K: std::borrow::Borrow<PreparedVk>>(
+    keys: &[K],
+    items: &[(usize, Item)],
+) -> Result<Vec<bool>> {
+    batch_verify_grouped_on(&Cpu, keys, items)
+}
+
+/// [`batch_verify_grouped`] with each group checked by [`batch_verify_on`] `backend`.
+///
+/// # Errors
+/// As [`batch_verify_on`].
+///
+/// # Panics
+/// If an item names a key index out of range.
+pub fn batch_verify_grouped_on<K: std::borrow::Borrow<PreparedVk>>(
+    backend: &dyn MsmNtt,
     keys: &[K],
     items: &[(usize, Item)],
 ) -> Result<Vec<bool>> {
@@ -273,7 +323,7 @@ pub fn batch_verify_grouped<K: std::borrow::Borrow<PreparedVk>>(
     let mut out = vec![false; items.len()];
     for (k, members) in groups {
         let batch: Vec<Item> = members.iter().map(|&i| items[i].1.clone()).collect();
-        for (valid, i) in batch_verify(keys[k].borrow(), &batch)?
+        for (valid, i) in batch_verify_on(backend, keys[k].borrow(), &batch)?
             .into_iter()
             .zip(members)
         {

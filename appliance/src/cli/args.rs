@@ -714,6 +714,11 @@ pub enum ProofCommand {
         /// Directories holding proof.json and public.json (with --vk).
         #[arg(value_name = "PROOF_DIR")]
         dirs: Vec<PathBuf>,
+        /// Where the proofs' random weights are multiplied in (a GPU takes all of a batch's
+        /// at once; `auto` only from the batch size measured to pay). The pairings run on
+        /// the CPU.
+        #[arg(long, value_name = "auto|cpu|wgpu|cuda:N", default_value = "auto")]
+        backend: BackendChoice,
     },
     /// Prove with a snarkjs .zkey and a witness (.wtns, or computed from circom's witness
     /// .wasm and an input.json); writes snarkjs proof.json and public.json. One JSON line;

@@ -173,10 +173,12 @@ pub fn render(r: &Value) -> String {
     out += &match p.get("error") {
         Some(e) => format!("prover:   {}\n", s(e)),
         None => format!(
-            "prover:   NTT on {}, G1 MSM on {}, G2 MSM on {}; MSM tables {}; CPU MSM in {}\n",
+            "prover:   NTT on {}, G1 MSM on {}, G2 MSM on {}, batch-verify weights on {}; MSM \
+             tables {}; CPU MSM in {}\n",
             s(&p["ntt"]),
             s(&p["msm_g1"]),
             s(&p["msm_g2"]),
+            s(&p["verify"]),
             match p["tables_mib"].as_u64() {
                 Some(0) | None => "off".to_owned(),
                 Some(m) => format!("up to {m} MiB ([compute] precompute_mib)"),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use fleetmesh_prover::snarkjs::{check_public_count, parse_proof, parse_public, parse_vk};
-use fleetmesh_prover::{Bn254, batch_verify_grouped, verify};
+use fleetmesh_prover::{Bn254, batch_verify_grouped_on, verify};
 use fleetmesh_prover::{PreparedVk, VerifyingKey};
 use serde_json::{Value, json};
 
@@ -96,6 +96,7 @@ pub fn batch(
     vk: Option<&Path>,
     dirs: &[PathBuf],
     manifest: Option<&Path>,
+    backend: fleetmesh_prover::BackendChoice,
 ) -> anyhow::Result<Outcome> {
     let entries: Vec<Entry> = match (vk, manifest) {
         (Some(vk), None) if !dirs.is_empty() => dirs
@@ -142,7 +143,9 @@ pub fn batch(
             }
         }
     }
-    let verdicts = batch_verify_grouped(&keys, &items)?;
+    let (backend, why) = fleetmesh_kernels::ops::select(backend, fleetmesh_kernels::probe::probe)?;
+    eprintln!("meshnode: backend {} ({why})", backend.describe());
+    let verdicts = batch_verify_grouped_on(backend.as_ref(), &keys, &items)?;
     let (mut valid, mut invalid) = (0, 0);
     for (i, pos) in positions.iter().enumerate() {
         let line = match pos {

@@ -92,12 +92,12 @@ pub fn router(
     )?;
     blobs.meter_peers(peers.clone());
     // one proving queue and one verify gatherer for the API and jobs alike
+    let verifier = fleetmesh_prover::gather::Gatherer::start_on(backend.clone());
     let prover = fleetmesh_prover::queue::ProvingQueue::with_tables(
         node.dir.join(CIRCUITS_DIR),
         backend,
         (node.config.compute.precompute_mib as usize).saturating_mul(1 << 20),
     );
-    let verifier = fleetmesh_prover::gather::Gatherer::start();
     let jobs = fleetmesh_market::service::JobService::start(
         &node.dir,
         fleetmesh_market::service::Parts {

@@ -216,7 +216,7 @@ fn doctor_reports_the_box_and_the_digest() {
             reason.contains("no hardware GPU adapter") || reason.contains("ask for `wgpu`"),
             "{report}"
         );
-        for op in ["ntt", "msm_g1", "msm_g2"] {
+        for op in ["ntt", "msm_g1", "msm_g2", "verify"] {
             assert_eq!(report["prover"][op], "cpu", "{report}");
         }
         // the CPU MSM's precomputed tables, within the default budget
@@ -224,20 +224,24 @@ fn doctor_reports_the_box_and_the_digest() {
         assert!(text.contains("MSM tables up to 1024 MiB"), "{text}");
         assert!(text.contains("CPU MSM in "), "{text}");
     } else {
-        // auto on CUDA: the MSMs from the size measured to pay, the NTTs on the CPU
-        let from = format!(
-            "{} from 32768 points, cpu below",
-            report["backend"]["backend"].as_str().unwrap()
-        );
+        // auto on CUDA: each operation from the size measured to pay
+        let device = report["backend"]["backend"].as_str().unwrap();
+        let from = format!("{device} from 16384 points, cpu below");
         assert_eq!(report["prover"]["msm_g1"], from, "{report}");
         assert_eq!(report["prover"]["msm_g2"], from, "{report}");
-        assert_eq!(report["prover"]["ntt"], "cpu", "{report}");
+        assert_eq!(
+            report["prover"]["ntt"],
+            format!("{device} from 131072 elements, cpu below"),
+            "{report}"
+        );
+        // batch verification's weights: not yet timed on a device, so the CPU
+        assert_eq!(report["prover"]["verify"], "cpu", "{report}");
     }
     // asked for, a GPU backend runs every operation (CI has lavapipe)
     let o = run(&["doctor", "--json", "--backend", "wgpu"]);
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     if let Some(device) = report["backend"]["backend"].as_str() {
-        for op in ["ntt", "msm_g1", "msm_g2"] {
+        for op in ["ntt", "msm_g1", "msm_g2", "verify"] {
             assert_eq!(report["prover"][op], device, "{report}");
         }
         assert_eq!(report["prover"]["tables_mib"], 0, "{report}");

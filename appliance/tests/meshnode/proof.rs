@@ -132,6 +132,31 @@ fn batch_verify_names_bad_items_by_directory_and_by_manifest() {
         out[8],
         serde_json::json!({"total": 8, "valid": 6, "invalid": 2, "malformed": 0, "keys": 1})
     );
+    // the same batch with its weights on a GPU: the same verdicts (CI: lavapipe)
+    let o = meshnode()
+        .args(&args)
+        .args(["--backend", "wgpu"])
+        .output()
+        .unwrap();
+    if o.status.code() == Some(1) {
+        assert_eq!(lines(&o), out, "{}", stderr(&o));
+        assert!(stderr(&o).contains("backend wgpu ("), "{}", stderr(&o));
+    } else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but batch-verify --backend wgpu failed: {}",
+            stderr(&o)
+        );
+        eprintln!("SKIPPED wgpu batch verify: {}", stderr(&o));
+    }
+    // a GPU that exists nowhere: refused by name, never a quiet CPU run
+    let o = meshnode()
+        .args(&args)
+        .args(["--backend", "cuda:9"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cuda:9"), "{}", stderr(&o));
 
     // A manifest with two keys; one item malformed (exit 2), the others still judged.
     let (p2, x2) = prove(&pk2, &mut rng2);

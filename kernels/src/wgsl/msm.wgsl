@@ -11,6 +11,10 @@
 //   adding each bucket's sum (its first segment's partial, now in `src`) into a running
 //   sum, and writes Σ (b − lo + 1)·bucket_b + lo·Σ bucket_b = Σ (b + 1)·bucket_b over its
 //   buckets.
+// scale (G1 only): thread k multiplies the affine point k of `src` (not the point at
+//   infinity) by its 128-bit weight, idx[4k .. 4k + 4] (little-endian words), by
+//   double-and-add from the top bit, and writes the XYZZ product to out[k]: a batch
+//   verification's random weights.
 // Points are XYZZ, four coordinates of CO_FE elements each; affine points two
 // coordinates; the host prepends fe_one() (1 in Montgomery form) and the coordinates.
 
@@ -176,4 +180,34 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     store(t, acc);
+}
+
+// One pt_add call site here too: a doubling is pt_add(m, m), which takes its doubling
+// branch.
+@compute @workgroup_size(64)
+fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let k = gid.x + gid.y * mp.row;
+    if (k >= mp.count) {
+        return;
+    }
+    let one = co_one();
+    let p = Xyzz(src_co(2u * k), src_co(2u * k + 1u), one, one);
+    var m = pt_infinity();
+    var bit = 128u;
+    var add = false;
+    loop {
+        var y: Xyzz;
+        if (add) {
+            y = p;
+            add = false;
+        } else if (bit > 0u) {
+            bit = bit - 1u;
+            y = m;
+            add = ((idx[4u * k + bit / 32u] >> (bit % 32u)) & 1u) == 1u;
+        } else {
+            break;
+        }
+        m = pt_add(m, y);
+    }
+    store(k, m);
 }

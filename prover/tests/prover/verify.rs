@@ -8,7 +8,10 @@ use ark_groth16::Proof;
 use fleetmesh_prover::snarkjs::{
     parse_proof, parse_public, parse_vk, proof_to_json, public_to_json, vk_to_json,
 };
-use fleetmesh_prover::{Error, PreparedVk, batch_verify, batch_verify_grouped, verify};
+use fleetmesh_prover::{
+    Error, PreparedVk, batch_verify, batch_verify_grouped, batch_verify_grouped_on,
+    batch_verify_on, verify,
+};
 use serde_json::{Value, json};
 
 use fleetmesh_prover::testing::{prove, setup};
@@ -63,6 +66,65 @@ fn batch_names_exactly_the_bad_proofs() {
         let single = verify(&pvk, p, x).unwrap_or(false);
         assert_eq!(single, got[i], "item {i}");
     }
+}
+
+/// A GPU double (no GPU needed): says it takes every batch's weights, computes them with
+/// arkworks' reference and counts the points it was given, so the verifier's GPU path
+/// (all weights in one call, split back across the Miller-loop threads) runs anywhere.
+/// The real GPUs run the same path in `meshnode proof batch-verify --backend wgpu` (CI:
+/// lavapipe) and `fleetmesh-bench groth16-verify N --backend …` (bench/gpu/run.sh).
+#[derive(Default)]
+struct GpuDouble(std::sync::atomic::AtomicUsize);
+
+impl fleetmesh_kernels::MsmNtt for GpuDouble {
+    fn describe(&self) -> String {
+        "gpu double".into()
+    }
+
+    fn scales_on_gpu(&self, _points: usize) -> bool {
+        true
+    }
+
+    fn scale_g1(
+        &self,
+        points: &[G1Affine],
+        weights: &[u128],
+    ) -> fleetmesh_kernels::Result<Vec<G1Affine>> {
+        self.0
+            .fetch_add(points.len(), std::sync::atomic::Ordering::Relaxed);
+        fleetmesh_kernels::ops::Reference.scale_g1(points, weights)
+    }
+}
+
+#[test]
+fn batch_verify_with_the_weights_on_a_gpu_double_names_exactly_the_bad_proofs() {
+    let (pk, vk, mut rng) = setup(9);
+    let pvk = PreparedVk::new(&vk);
+    let gpu = GpuDouble::default();
+    // enough proofs for several Miller-loop threads, each taking its slice of the products
+    let mut items: Vec<_> = (0..40).map(|_| prove(&pk, &mut rng)).collect();
+    assert_eq!(batch_verify_on(&gpu, &pvk, &items).unwrap(), vec![true; 40]);
+    assert_eq!(
+        gpu.0.load(std::sync::atomic::Ordering::Relaxed),
+        80,
+        "A and C of each"
+    );
+    items[5].0.c = (items[5].0.c + G1Affine::generator()).into_affine();
+    items[33].0.a = (items[33].0.a + G1Affine::generator()).into_affine();
+    items[21].1[1] += Fr::from(1u8);
+    let got = batch_verify_on(&gpu, &pvk, &items).unwrap();
+    assert_eq!(got, batch_verify(&pvk, &items).unwrap());
+    let bad: Vec<usize> = (0..40).filter(|&i| !got[i]).collect();
+    assert_eq!(bad, vec![5, 21, 33]);
+    // grouped under two keys, the same verdicts as on the CPU
+    let (pk2, vk2, mut rng2) = setup(10);
+    let keys = [PreparedVk::new(&vk), PreparedVk::new(&vk2)];
+    let mut grouped: Vec<(usize, _)> = items.iter().cloned().map(|it| (0, it)).collect();
+    grouped.extend((0..3).map(|_| (1, prove(&pk2, &mut rng2))));
+    assert_eq!(
+        batch_verify_grouped_on(&gpu, &keys, &grouped).unwrap(),
+        batch_verify_grouped(&keys, &grouped).unwrap()
+    );
 }
 
 #[test]

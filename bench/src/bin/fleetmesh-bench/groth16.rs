@@ -1,6 +1,7 @@
 //! `groth16-verify`: N proofs under one key, `ark-groth16`'s verifier in a loop (the
 //! baseline) against our batch verification (one multi-Miller loop of N + 2 pairs, one
-//! final exponentiation), in the same run on the same proofs.
+//! final exponentiation), in the same run on the same proofs; with `--backend`, the
+//! weights on a GPU against the CPU batch verifier.
 //!
 //! `groth16-prove`: one proof of a circom circuit, ours against ark-groth16 with the
 //! circom reduction (with and without its constraint synthesis) and snarkjs, on the same
@@ -11,6 +12,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use ark_bn254::{Bn254, Fr};
+use ark_ec::{AffineRepr, CurveGroup};
 use ark_ff::{PrimeField, UniformRand};
 use ark_groth16::r1cs_to_qap::{LibsnarkReduction, R1CSToQAP, evaluate_constraint};
 use ark_groth16::{Groth16, prepare_verifying_key};
@@ -24,10 +26,52 @@ use fleetmesh_prover::KeyTables;
 use fleetmesh_prover::setup::setup_with_rng;
 use fleetmesh_prover::testing::setup;
 use fleetmesh_prover::witness::WitnessCalculator;
-use fleetmesh_prover::{PreparedVk, ProvingKey, R1cs, batch_verify};
+use fleetmesh_prover::{PreparedVk, ProvingKey, R1cs, batch_verify, batch_verify_on};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rayon::prelude::*;
+
+/// `groth16-verify [N] [--backend B]...`: the comparison over N proofs (default 64); with
+/// GPU backends named, instead, for each our batch verifier with the weights on it
+/// against the same on the CPU (after checking that it names a tampered proof and passes
+/// the rest).
+pub fn verify_cmd(args: &[String]) {
+    let (n, _, chosen) = k_rounds_backends(args, 64);
+    let n = (n as usize).max(1);
+    let gpus: Vec<String> = chosen.into_iter().filter(|c| c != "cpu").collect();
+    if gpus.is_empty() {
+        return verify(n);
+    }
+    println!("groth16-verify: {n} proofs (BN254, 2 public inputs), weights on a GPU");
+    let (pk, vk, mut rng) = setup(42);
+    let mut items: Vec<_> = (0..n)
+        .map(|_| fleetmesh_prover::testing::prove(&pk, &mut rng))
+        .collect();
+    let ours = PreparedVk::new(&vk);
+    for (name, b) in backends(&gpus) {
+        // a tampered proof in the middle must be named, the others pass
+        let bad = n / 2;
+        let honest = items[bad].0.a;
+        items[bad].0.a = (honest + ark_bn254::G1Affine::generator()).into_affine();
+        let v = batch_verify_on(b.as_ref(), &ours, &items).expect("batch verify on the GPU");
+        assert!(
+            v.iter().enumerate().all(|(i, ok)| *ok == (i != bad)),
+            "{name}: the tampered proof {bad} is not the one named invalid"
+        );
+        items[bad].0.a = honest;
+        let c = compare(
+            7,
+            n as u64,
+            || {
+                let v = batch_verify_on(b.as_ref(), &ours, &items).expect("GPU");
+                assert!(v.iter().all(|ok| *ok));
+                v.len() as u64
+            },
+            || batch_verify(&ours, &items).expect("random source").len() as u64,
+        );
+        report(&format!("batch verify {n} on {name}"), "cpu batch", &c);
+    }
+}
 
 /// Runs the comparison over `n` proofs.
 pub fn verify(n: usize) {

@@ -15,7 +15,7 @@
 //! cargo run --release -p fleetmesh-bench -- shed [--flood-conns K] [--secs S] [--rate R] [--pool N]
 //! cargo run --release -p fleetmesh-bench -- store [--events N] [--window W] [--dir DIR]
 //! cargo run --release -p fleetmesh-bench -- sync [--items N]... [--diffs D]... [--relay-max N]
-//! cargo run --release -p fleetmesh-bench -- groth16-verify [N]
+//! cargo run --release -p fleetmesh-bench -- groth16-verify [N] [--backend B]...
 //! cargo run --release -p fleetmesh-bench -- groth16-prove [K] [ROUNDS]   (2^K domain; 14 uses the
 //!     committed circuit, other K build it with circom via gen.sh)
 //! ```
@@ -39,7 +39,7 @@ mod wasi;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench federation [--meshnode PATH] [--nodes 3,5,10] [--topologies line,full] [--events N] [--interval-secs S]\n       fleetmesh-bench giftwrap [N]\n       fleetmesh-bench didcomm [N] [--rounds R] [--python PATH]\n       fleetmesh-bench cashu [N] [--rounds R] [--meshnode PATH]\n       fleetmesh-bench market --meshnode PATH [N]\n       fleetmesh-bench relay [--prefill N,..] [--events N] [--conns K] [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]\n       fleetmesh-bench shed [--flood-conns K] [--secs S] [--rate R] [--pool N]\n       fleetmesh-bench store [--events N] [--window W] [--dir DIR]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N]\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench prove-batch [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
+        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench federation [--meshnode PATH] [--nodes 3,5,10] [--topologies line,full] [--events N] [--interval-secs S]\n       fleetmesh-bench giftwrap [N]\n       fleetmesh-bench didcomm [N] [--rounds R] [--python PATH]\n       fleetmesh-bench cashu [N] [--rounds R] [--meshnode PATH]\n       fleetmesh-bench market --meshnode PATH [N]\n       fleetmesh-bench relay [--prefill N,..] [--events N] [--conns K] [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]\n       fleetmesh-bench shed [--flood-conns K] [--secs S] [--rate R] [--pool N]\n       fleetmesh-bench store [--events N] [--window W] [--dir DIR]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N] [--backend B]...\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench prove-batch [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench wasi [N]"
     );
     std::process::exit(2);
 }
@@ -78,12 +78,7 @@ fn main() {
         Some("shed") => shed::run(&args[1..]),
         Some("store") => store::run(&args[1..]),
         Some("sync") => sync::run(&args[1..]),
-        Some("groth16-verify") => {
-            let n = args
-                .get(1)
-                .map_or(64, |s| s.parse().unwrap_or_else(|_| usage()));
-            groth16::verify(n.max(1));
-        }
+        Some("groth16-verify") => groth16::verify_cmd(&args[1..]),
         Some("kernels") => groth16::kernels(&args[1..]),
         Some("prove-backends") => groth16::prove_backends(&args[1..]),
         Some("prove-batch") => prove_batch::run(&args[1..]),
