@@ -72,6 +72,26 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
         let v: Value = serde_json::from_str(r["choices"][0]["text"].as_str().unwrap()).unwrap();
         assert!(v.is_object(), "{v}");
 
+        // strings under a format and a pattern: valid with formats asserted
+        let dated = json!({"type": "object", "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "code": {"type": "string", "pattern": "^[A-Z]{2}\\d{3}$"}},
+            "required": ["when", "code"], "additionalProperties": false});
+        let check = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&dated)
+            .unwrap();
+        for temperature in [0.0, 1.0] {
+            let (status, r) = post_json(&http, &url, json!({
+                "model": "tiny", "prompt": "x", "max_tokens": 60, "temperature": temperature,
+                "seed": 5, "response_format": format_of(&dated)})).await;
+            assert_eq!(status, 200, "{r}");
+            let text = r["choices"][0]["text"].as_str().unwrap();
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert!(check.is_valid(&v), "{text}");
+            assert_eq!(r["choices"][0]["fleetmesh"]["verdict"]["valid"], true, "{r}");
+        }
+
         // chat, streamed and not: the deltas add up to the same valid document
         let chat = d.url("/v1/chat/completions");
         let body = json!({
@@ -109,8 +129,8 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
 
         // refusals, before any generation
         let refusals = [
-            (json!({"response_format": format_of(&json!({"type": "string", "pattern": "^a"}))}), "unsupported_schema", "`pattern`"),
-            (json!({"response_format": format_of(&json!({"type": "object", "properties": {"a": {"format": "date"}}}))}), "unsupported_schema", "#/properties/a"),
+            (json!({"response_format": format_of(&json!({"type": "string", "pattern": "(?=a)"}))}), "unsupported_schema", "`pattern`"),
+            (json!({"response_format": format_of(&json!({"type": "object", "properties": {"a": {"format": "hostname"}}}))}), "unsupported_schema", "#/properties/a"),
             (json!({"response_format": {"type": "xml"}}), "", "json_object or json_schema"),
             (json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}), "", "must be a JSON Schema"),
             (json!({"verification": "schema-bounds"}), "", "needs a response_format"),
@@ -181,13 +201,13 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
 
     // bad schemas and flags: exit 2 with the reason
     let bad = models.path().join("bad.json");
-    std::fs::write(&bad, json!({"type": "string", "pattern": "^a"}).to_string()).unwrap();
+    std::fs::write(&bad, json!({"anyOf": [{"type": "string"}]}).to_string()).unwrap();
     let mut args = base.to_vec();
     args[8] = bad.to_str().unwrap();
     let o = run(&args);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("unsupported keyword `pattern`"),
+        stderr(&o).contains("unsupported keyword `anyOf`"),
         "{}",
         stderr(&o)
     );

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::check::{SchemaCheck, Validation, validator};
 use super::numbers::{IntSpec, int_bounds};
+use super::pattern::Pattern;
 use crate::{Error, Result};
 
 /// Type bits of [`Node::kinds`].
@@ -40,6 +42,8 @@ const STRUCTURAL: &[&str] = &[
     "exclusiveMinimum",
     "exclusiveMaximum",
     "multipleOf",
+    "pattern",
+    "format",
     "$ref",
     "$defs",
     "definitions",
@@ -95,6 +99,9 @@ pub(crate) struct Node {
     pub max_len: Option<usize>,
     /// The fewest bytes of any document valid under this node ([`NEVER`] if none).
     pub min_bytes: usize,
+    /// `pattern` or `format`: the index of its [`Pattern`] in [`Grammar`]'s list, and the
+    /// fewest bytes of a string it takes (without the quotes).
+    pub pattern: Option<(u32, usize)>,
     /// `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` and `multipleOf` as the
     /// integers they allow (within the matcher's 18 digits): numbers here are generated as
     /// such integers, exactly.
@@ -115,6 +122,7 @@ impl Node {
             min_len: 0,
             max_len: None,
             min_bytes: NEVER,
+            pattern: None,
             int_range: None,
         }
     }
@@ -205,62 +213,11 @@ pub(crate) const ANY: usize = 0;
 #[derive(Debug)]
 pub struct Grammar {
     pub(crate) nodes: Vec<Node>,
+    /// The string patterns the nodes refer to ([`Node::pattern`]).
+    pub(crate) patterns: Vec<Pattern>,
     pub(crate) root: usize,
     schema: Value,
     check: SchemaCheck,
-}
-
-/// A check of whole JSON documents against a schema with the `jsonschema` crate, an
-/// implementation independent of the matcher: what a [`Grammar`] checks its constrained
-/// outputs with, and what checks documents generated elsewhere (a routed executor's), under
-/// any schema that crate takes — the constrained decoder's subset does not apply.
-#[derive(Debug)]
-pub struct SchemaCheck(jsonschema::Validator);
-
-impl SchemaCheck {
-    /// The check of documents under `schema`.
-    ///
-    /// # Errors
-    /// [`Error::Schema`] when `schema` is not a valid JSON Schema (checked against its
-    /// meta-schema), naming where.
-    pub fn new(schema: &Value) -> Result<SchemaCheck> {
-        jsonschema::validator_for(schema)
-            .map(SchemaCheck)
-            .map_err(|e| Error::Schema {
-                at: format!("#{}", e.schema_path()),
-                reason: format!("not a valid JSON Schema: {e}"),
-            })
-    }
-
-    /// Whether `text` is one JSON document valid under the schema, or the reasons not.
-    pub fn validate(&self, text: &str) -> Validation {
-        let value: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                return Validation {
-                    valid: false,
-                    errors: vec![format!("not JSON: {e}")],
-                };
-            }
-        };
-        let errors: Vec<String> = self
-            .0
-            .iter_errors(&value)
-            .take(8)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
-        Validation {
-            valid: errors.is_empty(),
-            errors,
-        }
-    }
 }
 
 impl Grammar {
@@ -274,11 +231,12 @@ impl Grammar {
         let mut c = Compiler {
             doc: schema,
             nodes: vec![Node::any()],
+            patterns: Vec::new(),
             memo: HashMap::new(),
             resolving: Vec::new(),
         };
         let root = c.node("")?;
-        let mut nodes = c.nodes;
+        let (mut nodes, patterns) = (c.nodes, c.patterns);
         // the independent validator must take the schema too (it also checks it against
         // the meta-schema)
         let check = SchemaCheck::new(schema)?;
@@ -291,6 +249,7 @@ impl Grammar {
         }
         Ok(Grammar {
             nodes,
+            patterns,
             root,
             schema: schema.clone(),
             check,
@@ -314,18 +273,10 @@ impl Grammar {
     }
 }
 
-/// The verdict of [`Grammar::validate`] and [`SchemaCheck::validate`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Validation {
-    /// Whether the text is one JSON document valid under the schema.
-    pub valid: bool,
-    /// Why not (at most 8 reasons, each naming the instance location).
-    pub errors: Vec<String>,
-}
-
 struct Compiler<'a> {
     doc: &'a Value,
     nodes: Vec<Node>,
+    patterns: Vec<Pattern>,
     /// JSON pointer → node, so refs and recursion share nodes.
     memo: HashMap<String, usize>,
     /// Pointers of `$ref`s being followed (a ref cycle with no schema in it is refused).
@@ -456,6 +407,7 @@ impl Compiler<'_> {
         if n.max_len.is_some_and(|m| m < n.min_len) {
             n.kinds &= !STRING;
         }
+        n.pattern = self.pattern(obj, at, n.kinds)?;
         n.int_range = int_bounds(obj, at)?;
 
         // properties, in the order the schema lists them
@@ -593,6 +545,50 @@ impl Compiler<'_> {
 }
 
 impl Compiler<'_> {
+    /// The `pattern` or `format` of the schema object `obj` (types `kinds`), compiled and
+    /// listed: None when it has neither, or no string is allowed there (a `format` on a
+    /// number, as OpenAPI writes `int32`, then says nothing about the document).
+    fn pattern(
+        &mut self,
+        obj: &serde_json::Map<String, Value>,
+        at: &str,
+        kinds: u8,
+    ) -> Result<Option<(u32, usize)>> {
+        let text = |key: &str| -> Result<Option<&str>> {
+            obj.get(key)
+                .map(|v| {
+                    v.as_str()
+                        .ok_or_else(|| schema_err(at, format!("`{key}` must be a string")))
+                })
+                .transpose()
+        };
+        let (pattern, format) = (text("pattern")?, text("format")?);
+        if kinds & STRING == 0 || (pattern.is_none() && format.is_none()) {
+            return Ok(None);
+        }
+        if obj.contains_key("minLength") || obj.contains_key("maxLength") {
+            return Err(schema_err(
+                at,
+                "`minLength`/`maxLength` beside `pattern` or `format` is not supported; put \
+                 the length in the pattern (e.g. `^.{2,8}$`)",
+            ));
+        }
+        let p = match (pattern, format) {
+            (Some(p), None) => Pattern::new(p, at)?,
+            (None, Some(f)) => Pattern::format(f, at)?,
+            _ => {
+                return Err(schema_err(
+                    at,
+                    "`pattern` beside `format` is not supported; write the format into the \
+                     pattern",
+                ));
+            }
+        };
+        let shortest = p.left(0);
+        self.patterns.push(p);
+        Ok(Some(((self.patterns.len() - 1) as u32, shortest)))
+    }
+
     /// A validator of the schema object `obj` alone, with the document's `$defs` and
     /// `definitions` beside it; None when one of its refs would point elsewhere (`#`, or
     /// another place of the document), or it does not build.
@@ -622,7 +618,7 @@ impl Compiler<'_> {
         if !refs_resolve_alone(&sub) {
             return None;
         }
-        jsonschema::validator_for(&sub).ok()
+        validator(&sub).ok()
     }
 }
 
@@ -734,7 +730,8 @@ fn shortest(nodes: &[Node], i: usize) -> usize {
         best = best.min(items.saturating_add(2).min(NEVER));
     }
     if n.kinds & STRING != 0 {
-        best = best.min(n.min_len.saturating_add(2));
+        let body = n.pattern.map_or(n.min_len, |(_, shortest)| shortest);
+        best = best.min(body.saturating_add(2));
     }
     if n.kinds & (NUMBER | INTEGER) != 0 {
         best = best.min(n.int_range.map_or(1, |spec| spec.shortest()));

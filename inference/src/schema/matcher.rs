@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::compile::{ARRAY, BOOLEAN, Grammar, INTEGER, NEVER, NULL, NUMBER, OBJECT, STRING};
 use super::numbers::{INT_DIGITS, IntSpec, digits_to_range};
+use super::text::{Step, Text};
 use super::utf8::Utf8;
 
 const WS_MAX: u8 = 16;
@@ -55,13 +56,6 @@ pub(crate) struct InString {
     pub room: usize,
     pub owed: usize,
     pub below: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Esc {
-    None,
-    Backslash,
-    Hex(u8),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,13 +135,7 @@ enum Frame {
         count: usize,
         stage: ArrStage,
     },
-    Str {
-        min: usize,
-        max: usize,
-        count: usize,
-        esc: Esc,
-        utf8: Utf8,
-    },
+    Str(Text),
     Num {
         int_only: bool,
         st: Num,
@@ -290,15 +278,9 @@ impl Matcher {
     pub(crate) fn in_string(&self) -> Option<InString> {
         let (top, rest) = self.stack.split_last()?;
         match top {
-            Frame::Str {
-                min,
-                max,
-                count,
-                esc: Esc::None,
-                utf8: Utf8::Ready,
-            } => Some(InString {
-                room: max - count,
-                owed: min.saturating_sub(*count),
+            Frame::Str(t) => t.plain().map(|(room, owed)| InString {
+                room,
+                owed,
                 below: rest
                     .iter()
                     .fold(0usize, |a, f| a.saturating_add(frame_remaining(&self.g, f))),
@@ -377,60 +359,10 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                 ArrStage::AfterItem => Go::No,
             }
         }
-        Frame::Str {
-            min,
-            max,
-            count,
-            esc,
-            utf8,
-        } => match *esc {
-            Esc::None => {
-                if *utf8 != Utf8::Ready {
-                    return match utf8.step(b) {
-                        Some(u) => {
-                            *utf8 = u;
-                            Go::Take
-                        }
-                        None => Go::No,
-                    };
-                }
-                match b {
-                    b'"' if *count >= *min => Go::Done,
-                    b'"' | 0x00..=0x1F => Go::No,
-                    _ if *count >= *max => Go::No,
-                    b'\\' => {
-                        *count += 1;
-                        *esc = Esc::Backslash;
-                        Go::Take
-                    }
-                    _ => match utf8.step(b) {
-                        Some(u) => {
-                            *count += 1;
-                            *utf8 = u;
-                            Go::Take
-                        }
-                        None => Go::No,
-                    },
-                }
-            }
-            Esc::Backslash => match b {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
-                    *esc = Esc::None;
-                    Go::Take
-                }
-                b'u' => {
-                    *esc = Esc::Hex(0);
-                    Go::Take
-                }
-                _ => Go::No,
-            },
-            Esc::Hex(k) => {
-                if !b.is_ascii_hexdigit() || (k == 0 && (b == b'd' || b == b'D')) {
-                    return Go::No;
-                }
-                *esc = if k == 3 { Esc::None } else { Esc::Hex(k + 1) };
-                Go::Take
-            }
+        Frame::Str(t) => match t.step(g, b) {
+            Step::No => Go::No,
+            Step::Take => Go::Take,
+            Step::Done => Go::Done,
         },
         Frame::Num {
             int_only,
@@ -537,13 +469,7 @@ fn start_value(g: &Grammar, node: usize, b: u8) -> Go {
             count: 0,
             stage: ArrStage::Open,
         }),
-        b'"' if k & STRING != 0 => Go::Become(Frame::Str {
-            min: n.min_len,
-            max: n.max_len.unwrap_or(usize::MAX),
-            count: 0,
-            esc: Esc::None,
-            utf8: Utf8::Ready,
-        }),
+        b'"' if k & STRING != 0 => Go::Become(Frame::Str(Text::new(n))),
         b'-' | b'0'..=b'9' if k & (NUMBER | INTEGER) != 0 => {
             let (neg, mag) = (b == b'-', u64::from(b.wrapping_sub(b'0')).min(9));
             let mag = if neg { 0 } else { mag };
@@ -678,20 +604,7 @@ fn frame_remaining(g: &Grammar, f: &Frame) -> usize {
             .map(|c| lit(g, *src, *c).len() - pos)
             .min()
             .unwrap_or(NEVER),
-        Frame::Str {
-            min,
-            count,
-            esc,
-            utf8,
-            ..
-        } => {
-            let esc = match esc {
-                Esc::None => 0,
-                Esc::Backslash => 1,
-                Esc::Hex(k) => usize::from(4 - k),
-            };
-            esc + utf8.owed() + min.saturating_sub(*count) + 1
-        }
+        Frame::Str(t) => t.remaining(g),
         Frame::Num {
             st,
             neg,

@@ -4,7 +4,8 @@
 //! `enum`, `const`, `properties`, `required`, `additionalProperties` (false, true or a
 //! schema), `items` (or `false`), `prefixItems`, `minItems`/`maxItems`,
 //! `minLength`/`maxLength`, `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` and
-//! whole `multipleOf` (integers exactly), `$ref` within the document (`$defs`,
+//! whole `multipleOf` (integers exactly), `pattern` and `format` (date, time, date-time,
+//! uuid, email, ipv4, ipv6, uri) on strings, `$ref` within the document (`$defs`,
 //! `definitions`, recursion) and annotations (`title`, `description`, …) — and refuses
 //! any other keyword up front with [`crate::Error::Schema`], never
 //! ignoring one. A [`Matcher`] then follows a generation byte by byte; at each step a
@@ -16,7 +17,8 @@
 //!
 //! Whatever produced a text — the constrained local runtime, a remote executor, an
 //! unconstrained run — [`Grammar::validate`] checks it with the `jsonschema` crate, an
-//! implementation independent of the matcher: that check is the verdict.
+//! implementation independent of the matcher, with `format` asserted: that check is the
+//! verdict.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -33,15 +35,19 @@
 //! assert!(!m.clone().feed(b'"'));
 //! ```
 
+mod check;
 mod compile;
 mod matcher;
 mod numbers;
+mod pattern;
+mod text;
 mod utf8;
 mod vocab;
 
 use std::sync::Arc;
 
-pub use compile::{Grammar, SchemaCheck, Validation};
+pub use check::{SchemaCheck, Validation};
+pub use compile::Grammar;
 pub use matcher::Matcher;
 pub use vocab::TokenVocab;
 

@@ -4,10 +4,8 @@
 //! only tuples it accepts; its shortest completion is exact; the tiny model's constrained
 //! answers are always valid.
 
-use super::schema::{samplings, shortest_walk, tiny};
-use fleetmesh_inference::Batcher;
-use fleetmesh_inference::batch::{Job, wait};
-use fleetmesh_inference::schema::{Constraint, Grammar, Matcher, TokenVocab};
+use super::schema::{answers, samplings, shortest_walk};
+use fleetmesh_inference::schema::{Grammar, Matcher};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -187,38 +185,20 @@ fn bounds_no_integer_meets_draft_4_booleans_and_fractional_steps_are_refused_wit
 
 #[test]
 fn the_tiny_models_constrained_answers_are_always_in_range() {
-    let (_dir, model, tok) = tiny();
-    let vocab = Arc::new(TokenVocab::new(&tok.token_bytes()));
-    let batcher = Batcher::new(model, [7; 32], 8);
-    let mut runs = 0;
-    for (schema, _) in bounded() {
-        let grammar = Arc::new(Grammar::compile(&schema).unwrap());
-        let shortest = grammar.min_bytes();
-        let mut tickets = Vec::new();
-        for sampling in samplings() {
-            for max_tokens in [32, shortest] {
-                let job = Job {
-                    prompt: b"age: ".iter().map(|b| u32::from(*b)).collect(),
-                    max_tokens,
-                    sampling: sampling.clone(),
-                    top_logprobs: 0,
-                    on_step: None,
-                    constraint: Some(Constraint::new(grammar.clone(), vocab.clone(), Vec::new())),
-                };
-                tickets.push((max_tokens, batcher.submit(job).unwrap()));
-            }
-        }
-        for (max_tokens, ticket) in tickets {
-            let t = wait(&ticket).unwrap();
-            let text = tok.decode(&t.output_ids()).unwrap();
-            let v: Value = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("{schema}: {text:?} is not JSON: {e}"));
-            assert!(jsonschema::is_valid(&schema, &v), "{schema}: {text}");
-            assert!(t.steps.len() <= max_tokens);
-            runs += 1;
-        }
+    let schemas: Vec<Value> = bounded().into_iter().map(|(s, _)| s).collect();
+    let got = answers(&schemas, b"age: ", |shortest| [32, shortest]);
+    assert_eq!(got.len(), schemas.len() * samplings().len() * 2);
+    for a in got {
+        let v: Value = serde_json::from_str(&a.text)
+            .unwrap_or_else(|e| panic!("{}: {:?} is not JSON: {e}", a.schema, a.text));
+        assert!(
+            jsonschema::is_valid(&a.schema, &v),
+            "{}: {}",
+            a.schema,
+            a.text
+        );
+        assert!(a.steps <= a.max_tokens);
     }
-    assert_eq!(runs, bounded().len() * samplings().len() * 2);
 }
 
 #[test]
