@@ -24,6 +24,25 @@ fn format_of(schema: &Value) -> Value {
     json!({"type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": true}})
 }
 
+/// `text` with each string literal as `S`: what lies between a document's tokens.
+fn outside_strings(text: &str) -> String {
+    let (mut out, mut in_str, mut esc) = (String::new(), false, false);
+    for c in text.chars() {
+        match (in_str, esc, c) {
+            (true, true, _) => esc = false,
+            (true, false, '\\') => esc = true,
+            (true, false, '"') => {
+                in_str = false;
+                out.push('S');
+            }
+            (true, false, _) => {}
+            (false, _, '"') => in_str = true,
+            (false, _, c) => out.push(c),
+        }
+    }
+    out
+}
+
 /// Whether `text` is one JSON document valid under `schema` (the jsonschema crate's word).
 fn valid(schema: &Value, text: &str) -> bool {
     serde_json::from_str::<Value>(text).is_ok_and(|v| jsonschema::is_valid(schema, &v))
@@ -50,6 +69,10 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
             for c in r["choices"].as_array().unwrap() {
                 let text = c["text"].as_str().unwrap();
                 assert!(valid(&schema, text), "{text:?}");
+                // by default at most one space between tokens: no tabs or line breaks
+                let between = outside_strings(text);
+                assert!(!between.contains(['\t', '\r', '\n']), "{text:?}");
+                assert!(!between.contains("  "), "{text:?}");
                 assert_eq!(c["finish_reason"], "stop", "{c}");
                 let v = &c["fleetmesh"]["verdict"];
                 assert_eq!(v["mode"], "schema-bounds");
@@ -71,6 +94,20 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
         assert_eq!(status, 200, "{r}");
         let v: Value = serde_json::from_str(r["choices"][0]["text"].as_str().unwrap()).unwrap();
         assert!(v.is_object(), "{v}");
+
+        // whitespace: any when asked for, none as vLLM's flag disables it
+        for (flag, none) in [("any_whitespace", false), ("disable_any_whitespace", true)] {
+            let mut body = json!({"model": "tiny", "prompt": "{", "max_tokens": 60,
+                "temperature": 1.0, "seed": 9, "response_format": format_of(&schema)});
+            body[flag] = json!(true);
+            let (status, r) = post_json(&http, &url, body).await;
+            assert_eq!(status, 200, "{r}");
+            let text = r["choices"][0]["text"].as_str().unwrap();
+            assert!(valid(&schema, text), "{flag}: {text:?}");
+            if none {
+                assert!(!outside_strings(text).contains([' ', '\t', '\r', '\n']), "{text:?}");
+            }
+        }
 
         // strings under a format and a pattern: valid with formats asserted
         let dated = json!({"type": "object", "properties": {
@@ -136,6 +173,8 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
             (json!({"verification": "schema-bounds"}), "", "needs a response_format"),
             (json!({"response_format": format_of(&schema), "verification": "quasi-deterministic"}), "", "cannot be combined"),
             (json!({"response_format": format_of(&schema), "max_tokens": 5}), "", "too few for this schema"),
+            (json!({"response_format": format_of(&schema), "any_whitespace": "yes"}), "", "any_whitespace must be a boolean"),
+            (json!({"response_format": format_of(&schema), "any_whitespace": true, "disable_any_whitespace": true}), "", "cannot both be true"),
         ];
         for (extra, code, says) in refusals {
             let mut body = json!({"model": "tiny", "prompt": "hi", "max_tokens": 30});

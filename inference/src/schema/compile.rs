@@ -63,6 +63,20 @@ const ANNOTATIONS: &[&str] = &[
     "writeOnly",
 ];
 
+/// The whitespace a generated document may hold where JSON allows it (between tokens).
+/// Whatever the choice, the schema's verdict is the same: whitespace is insignificant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Whitespace {
+    /// At most one space in a row, no tabs or line breaks: a small model otherwise fills
+    /// documents with runs of `\r`/`\t` that spend its token budget (the default).
+    #[default]
+    Compact,
+    /// Any JSON whitespace, at most 16 bytes in a row (`"any_whitespace": true`).
+    Any,
+    /// None at all (vLLM's `"disable_any_whitespace": true`).
+    None,
+}
+
 /// One declared property of an object schema.
 #[derive(Debug, Clone)]
 pub(crate) struct Prop {
@@ -213,6 +227,8 @@ pub(crate) const ANY: usize = 0;
 #[derive(Debug)]
 pub struct Grammar {
     pub(crate) nodes: Vec<Node>,
+    /// The whitespace documents may hold between their tokens.
+    pub(crate) whitespace: Whitespace,
     /// The string patterns the nodes refer to ([`Node::pattern`]).
     pub(crate) patterns: Vec<Pattern>,
     pub(crate) root: usize,
@@ -249,11 +265,20 @@ impl Grammar {
         }
         Ok(Grammar {
             nodes,
+            whitespace: Whitespace::default(),
             patterns,
             root,
             schema: schema.clone(),
             check,
         })
+    }
+
+    /// The same grammar with `whitespace` between tokens ([`Whitespace::Compact`] by
+    /// default).
+    #[must_use]
+    pub fn with_whitespace(mut self, whitespace: Whitespace) -> Grammar {
+        self.whitespace = whitespace;
+        self
     }
 
     /// The schema it was compiled from.

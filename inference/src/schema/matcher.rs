@@ -3,14 +3,18 @@
 //! finish from any state takes.
 //!
 //! The documents it accepts are a subset of those the schema allows: no key twice, keys
-//! other than the declared ones carry no escapes, numbers have at most 18 integer digits, 20 fraction digits and a
-//! two-digit exponent, a bounded number (`minimum`, `multipleOf`…) is an integer it allows, `\u`
-//! escapes do not start with `d` (no surrogate halves), and at most 16 whitespace bytes
-//! stand together. Every document it accepts is valid.
+//! other than the declared ones carry no escapes, numbers have at most 18 integer digits,
+//! 20 fraction digits and a two-digit exponent, a bounded number (`minimum`,
+//! `multipleOf`…) is an integer it allows, `\u` escapes do not start with `d` (no
+//! surrogate halves), strings under a pattern or format carry no escapes, and whitespace
+//! is as the grammar's [`super::Whitespace`] allows (by default at most one space in a
+//! row; at most 16 bytes with `Any`). Every document it accepts is valid.
 
 use std::sync::Arc;
 
-use super::compile::{ARRAY, BOOLEAN, Grammar, INTEGER, NEVER, NULL, NUMBER, OBJECT, STRING};
+use super::compile::{
+    ARRAY, BOOLEAN, Grammar, INTEGER, NEVER, NULL, NUMBER, OBJECT, STRING, Whitespace,
+};
 use super::numbers::{INT_DIGITS, IntSpec, digits_to_range};
 use super::text::{Step, Text};
 use super::utf8::Utf8;
@@ -199,11 +203,13 @@ impl Matcher {
             match step(g, top, b) {
                 Go::No => return false,
                 Go::Ws => {
-                    if self.ws >= WS_MAX {
-                        return false;
-                    }
-                    self.ws += 1;
-                    return true;
+                    let ok = match g.whitespace {
+                        Whitespace::Compact => b == b' ' && self.ws == 0,
+                        Whitespace::Any => self.ws < WS_MAX,
+                        Whitespace::None => false,
+                    };
+                    self.ws += u8::from(ok);
+                    return ok;
                 }
                 Go::Take => {
                     self.ws = 0;

@@ -13,7 +13,8 @@
 //! every token after which the shortest way to close the document no longer fits in the
 //! tokens left (so generation always ends with a whole document within `max_tokens`,
 //! provided the vocabulary has a token per byte, as byte-level and byte-fallback
-//! vocabularies do).
+//! vocabularies do). Between tokens a document holds at most one space in a row unless
+//! [`Grammar::with_whitespace`] says otherwise ([`Whitespace`]).
 //!
 //! Whatever produced a text — the constrained local runtime, a remote executor, an
 //! unconstrained run — [`Grammar::validate`] checks it with the `jsonschema` crate, an
@@ -47,7 +48,7 @@ mod vocab;
 use std::sync::Arc;
 
 pub use check::{SchemaCheck, Validation};
-pub use compile::Grammar;
+pub use compile::{Grammar, Whitespace};
 pub use matcher::Matcher;
 pub use vocab::TokenVocab;
 

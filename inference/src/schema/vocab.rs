@@ -2,7 +2,11 @@
 //! trie with the matcher, so a refused first byte rules out every token that starts with
 //! it at once.
 
+use std::sync::Arc;
+
+use super::Grammar;
 use super::matcher::Matcher;
+use crate::{Error, Result};
 
 #[derive(Debug, Default, Clone)]
 struct TrieNode {
@@ -23,6 +27,9 @@ pub struct TokenVocab {
     plain: Vec<(usize, u32)>,
     /// The other tokens, walked inside strings.
     rest: Vec<TrieNode>,
+    /// Whether every byte a document may hold (0x20–0xFF) is a token of its own, so any
+    /// document can be written byte by byte.
+    every_byte: bool,
 }
 
 fn plain_chars(bytes: &[u8]) -> Option<usize> {
@@ -68,7 +75,12 @@ impl TokenVocab {
             .filter_map(|(id, b)| Some((plain_chars(b)?, id as u32)))
             .collect();
         plain.sort_unstable();
+        let mut single = [false; 256];
+        for (_, b) in with_bytes().filter(|(_, b)| b.len() == 1) {
+            single[usize::from(b[0])] = true;
+        }
         TokenVocab {
+            every_byte: single[0x20..].iter().all(|s| *s),
             tokens: tokens.to_vec(),
             trie: build_trie(with_bytes()),
             rest: build_trie(with_bytes().filter(|(_, b)| plain_chars(b).is_none())),
@@ -89,6 +101,49 @@ impl TokenVocab {
     /// The bytes of token `id` (None for special tokens and unknown ids).
     pub fn bytes(&self, id: u32) -> Option<&[u8]> {
         self.tokens.get(id as usize)?.as_deref()
+    }
+
+    /// Whether this vocabulary can write a whole document of `grammar`, checked before
+    /// generating: following the shortest document token by token, each token bringing
+    /// its end strictly closer (at once where every byte is a token of its own).
+    ///
+    /// # Errors
+    /// [`Error::Schema`] naming the first character no token writes, and where.
+    pub fn writes(&self, grammar: &Arc<Grammar>) -> Result<()> {
+        if self.every_byte {
+            return Ok(());
+        }
+        let mut m = Matcher::new(grammar.clone());
+        let mut written = Vec::new();
+        let mut mask = vec![false; self.len()];
+        while !m.complete() {
+            let left = m.remaining();
+            mask.fill(false);
+            if self.allowed(&m, left - 1, &mut mask) == 0 {
+                let next = (0..=255u8).find(|b| {
+                    let mut t = m.clone();
+                    t.feed(*b) && t.remaining() < left
+                });
+                let show = |b: u8| match b {
+                    0x21..=0x7e => format!("`{}`", char::from(b)),
+                    _ => format!("byte 0x{b:02x}"),
+                };
+                return Err(Error::Schema {
+                    at: "#".into(),
+                    reason: format!(
+                        "the model's vocabulary cannot write this schema's shortest document: \
+                         no token writes {} after {:?}",
+                        next.map_or_else(|| "its next character".into(), show),
+                        String::from_utf8_lossy(&written)
+                    ),
+                });
+            }
+            let id = mask.iter().position(|a| *a).expect("one allowed") as u32;
+            let bytes = self.bytes(id).expect("an allowed token has bytes");
+            assert!(m.feed_all(bytes), "an allowed token is taken");
+            written.extend_from_slice(bytes);
+        }
+        Ok(())
     }
 
     /// Marks in `allowed` every token the matcher takes whole after which the document can

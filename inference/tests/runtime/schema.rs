@@ -4,7 +4,7 @@
 
 use super::*;
 use fleetmesh_inference::batch::{Job, wait};
-use fleetmesh_inference::schema::{Constraint, Grammar, Matcher, TokenVocab};
+use fleetmesh_inference::schema::{Constraint, Grammar, Matcher, TokenVocab, Whitespace};
 use fleetmesh_inference::{Batcher, Error, Sampling, TextTokenizer};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -240,10 +240,13 @@ fn twenty_schemas_always_yield_valid_documents_under_constraint_and_mostly_not_w
 fn the_matcher_takes_valid_documents_in_its_subset_and_refuses_invalid_ones() {
     let s = schemas();
     let accepts = |i: usize, doc: &str| {
-        let mut m = Matcher::new(Arc::new(Grammar::compile(&s[i]).unwrap()));
+        let g = Grammar::compile(&s[i])
+            .unwrap()
+            .with_whitespace(Whitespace::Any);
+        let mut m = Matcher::new(Arc::new(g));
         m.feed_all(doc.as_bytes()) && m.complete()
     };
-    // whitespace, escapes, multi-byte characters, exponents
+    // whitespace (any, as asked for), escapes, multi-byte characters, exponents
     assert!(accepts(
         12,
         "{ \"name\" : \"Zo\\u00e9\\n\",\n  \"age\": -0 }"
@@ -320,6 +323,33 @@ pub(super) fn shortest_walk(g: &Arc<Grammar>, what: &str) -> Vec<u8> {
         doc.push(b);
     }
     doc
+}
+
+#[test]
+fn whitespace_is_one_space_by_default_any_when_asked_and_none_as_vllm_disables_it() {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "array"}}});
+    let takes = |ws: Option<Whitespace>, doc: &str| {
+        let g = Grammar::compile(&schema).unwrap();
+        let g = match ws {
+            Some(ws) => g.with_whitespace(ws),
+            None => g,
+        };
+        let mut m = Matcher::new(Arc::new(g));
+        m.feed_all(doc.as_bytes()) && m.complete()
+    };
+    let spaced = "{ \"a\": [ 1, 2 ] }";
+    let pretty = "{\n  \"a\": [1,\t2]\r\n}";
+    let doubled = "{\"a\":  []}";
+    let tight = "{\"a\":[1,2]}";
+    for (ws, want) in [
+        (None, [true, false, false, true]),
+        (Some(Whitespace::Compact), [true, false, false, true]),
+        (Some(Whitespace::Any), [true, true, true, true]),
+        (Some(Whitespace::None), [false, false, false, true]),
+    ] {
+        let got = [spaced, pretty, doubled, tight].map(|d| takes(ws, d));
+        assert_eq!(got, want, "{ws:?}");
+    }
 }
 
 #[test]
@@ -560,13 +590,37 @@ fn masks_over_a_multi_byte_vocabulary_equal_token_by_token_checks_and_always_clo
 }
 
 #[test]
-fn a_vocabulary_without_a_needed_byte_ends_the_generation_stuck_not_wrong() {
+fn a_vocabulary_without_a_needed_byte_is_refused_up_front_and_never_writes_wrong() {
     // every byte but `}`: an object can be opened, never closed
     let tokens: Vec<Option<Vec<u8>>> = (0u8..=255).map(|b| (b != b'}').then(|| vec![b])).collect();
     let vocab = Arc::new(TokenVocab::new(&tokens));
     let g = Arc::new(
         Grammar::compile(&json!({"type": "object", "additionalProperties": false})).unwrap(),
     );
+    // checked before generating: refused, naming the character no token writes
+    let e = vocab.writes(&g).unwrap_err().to_string();
+    assert!(e.contains("no token writes `}` after \"{\""), "{e}");
+    let nested = Arc::new(
+        Grammar::compile(
+            &json!({"type": "object", "properties": {"a": {"const": [1]}},
+            "required": ["a"]}),
+        )
+        .unwrap(),
+    );
+    let e = vocab.writes(&nested).unwrap_err().to_string();
+    assert!(e.contains("after \"{\\\"a\\\":[1]\""), "{e}");
+    // a vocabulary with every byte writes anything, one of merged tokens too
+    let all: Vec<Option<Vec<u8>>> = (0u8..=255).map(|b| Some(vec![b])).collect();
+    assert!(TokenVocab::new(&all).writes(&g).is_ok());
+    // without DEL (no document needs it) the shortest documents are followed token by
+    // token, and every schema is written
+    let mut no_del = bpe_like_vocab();
+    no_del[0x7f] = None;
+    let no_del = TokenVocab::new(&no_del);
+    for schema in schemas() {
+        let g = Arc::new(Grammar::compile(&schema).unwrap());
+        assert!(no_del.writes(&g).is_ok(), "{schema}");
+    }
     let mut c = Constraint::new(g, vocab, Vec::new());
     c.start(2).unwrap();
     let mut logits = vec![0f32; 256];

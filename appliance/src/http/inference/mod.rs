@@ -39,7 +39,7 @@ use fleetmesh_inference::chat::{ChatTemplate, Message};
 use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
 use fleetmesh_inference::quorum::{QuorumConfig, run_quorum};
 use fleetmesh_inference::remote::{RemoteConfig, RemoteExecutor};
-use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab};
+use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab, Whitespace};
 use fleetmesh_inference::{Batcher, Sampling, Step, TextTokenizer};
 use serde_json::{Value, json};
 

@@ -62,7 +62,11 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
     if stop.iter().any(String::is_empty) {
         return Err(bad("a stop string is empty", "stop"));
     }
-    let schema = response_format(&v["response_format"])?;
+    let schema = response_format(&v["response_format"], whitespace(&v)?)?;
+    if let Some(g) = &schema {
+        // a vocabulary that cannot spell the schema is refused now, not answered empty
+        served.vocab().writes(g).map_err(unsupported_schema)?;
+    }
     let prompts = match api {
         Api::Completion => {
             completion_prompts(&served, &v["prompt"], vocab, add_special(&v, true)?)?
@@ -327,20 +331,46 @@ pub(super) fn response_schema(v: &Value) -> Result<Option<Value>, Failure> {
     }))
 }
 
-/// `response_format`'s schema ([`response_schema`]) compiled for the constrained decoder.
-fn response_format(v: &Value) -> Result<Option<Arc<Grammar>>, Failure> {
+/// The whitespace a constrained document may hold: at most one space in a row (the
+/// default), any (`"any_whitespace": true`), or none (vLLM's
+/// `"disable_any_whitespace": true`).
+fn whitespace(v: &Value) -> Result<Whitespace, Failure> {
+    let flag = |key: &'static str| match &v[key] {
+        Value::Null => Ok(false),
+        Value::Bool(b) => Ok(*b),
+        _ => Err(bad(format!("{key} must be a boolean"), key)),
+    };
+    match (flag("any_whitespace")?, flag("disable_any_whitespace")?) {
+        (true, true) => Err(bad(
+            "any_whitespace and disable_any_whitespace cannot both be true",
+            "any_whitespace",
+        )),
+        (true, false) => Ok(Whitespace::Any),
+        (false, true) => Ok(Whitespace::None),
+        (false, false) => Ok(Whitespace::Compact),
+    }
+}
+
+/// `response_format`'s schema ([`response_schema`]) compiled for the constrained decoder,
+/// with `whitespace` between tokens.
+fn response_format(v: &Value, whitespace: Whitespace) -> Result<Option<Arc<Grammar>>, Failure> {
     let Some(schema) = response_schema(v)? else {
         return Ok(None);
     };
     Grammar::compile(&schema)
-        .map(|g| Some(Arc::new(g)))
-        .map_err(|e| Failure {
-            status: StatusCode::BAD_REQUEST,
-            message: e.to_string(),
-            param: Some("response_format"),
-            code: Some("unsupported_schema"),
-            extra: None,
-        })
+        .map(|g| Some(Arc::new(g.with_whitespace(whitespace))))
+        .map_err(unsupported_schema)
+}
+
+/// 400 `unsupported_schema`: the schema cannot be generated here, and why.
+fn unsupported_schema(e: fleetmesh_inference::Error) -> Failure {
+    Failure {
+        status: StatusCode::BAD_REQUEST,
+        message: e.to_string(),
+        param: Some("response_format"),
+        code: Some("unsupported_schema"),
+        extra: None,
+    }
 }
 
 /// Most prompts in one completions request.
