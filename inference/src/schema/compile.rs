@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::alts::FirstBytes;
 use super::check::{SchemaCheck, Validation, validator};
 use super::numbers::{IntSpec, int_bounds};
 use super::pattern::Pattern;
@@ -42,6 +43,8 @@ const STRUCTURAL: &[&str] = &[
     "exclusiveMinimum",
     "exclusiveMaximum",
     "multipleOf",
+    "anyOf",
+    "oneOf",
     "pattern",
     "format",
     "$ref",
@@ -113,6 +116,9 @@ pub(crate) struct Node {
     pub max_len: Option<usize>,
     /// The fewest bytes of any document valid under this node ([`NEVER`] if none).
     pub min_bytes: usize,
+    /// `anyOf`/`oneOf`: the branches and the bytes each may start with (which picks it);
+    /// the node has no other keywords then ([`super::alts`]).
+    pub alts: Vec<(usize, FirstBytes)>,
     /// `pattern` or `format`: the index of its [`Pattern`] in [`Grammar`]'s list, and the
     /// fewest bytes of a string it takes (without the quotes).
     pub pattern: Option<(u32, usize)>,
@@ -123,7 +129,7 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn any() -> Node {
+    pub(super) fn any() -> Node {
         Node {
             kinds: ALL,
             literals: None,
@@ -136,6 +142,7 @@ impl Node {
             min_len: 0,
             max_len: None,
             min_bytes: NEVER,
+            alts: Vec::new(),
             pattern: None,
             int_range: None,
         }
@@ -250,8 +257,10 @@ impl Grammar {
             patterns: Vec::new(),
             memo: HashMap::new(),
             resolving: Vec::new(),
+            alt_sites: Vec::new(),
         };
         let root = c.node("")?;
+        super::alts::settle(&mut c.nodes, &c.alt_sites)?;
         let (mut nodes, patterns) = (c.nodes, c.patterns);
         // the independent validator must take the schema too (it also checks it against
         // the meta-schema)
@@ -298,14 +307,16 @@ impl Grammar {
     }
 }
 
-struct Compiler<'a> {
+pub(super) struct Compiler<'a> {
     doc: &'a Value,
-    nodes: Vec<Node>,
+    pub(super) nodes: Vec<Node>,
     patterns: Vec<Pattern>,
     /// JSON pointer → node, so refs and recursion share nodes.
     memo: HashMap<String, usize>,
     /// Pointers of `$ref`s being followed (a ref cycle with no schema in it is refused).
     resolving: Vec<String>,
+    /// Each `anyOf`/`oneOf` branch: its node, index and location (for messages).
+    pub(super) alt_sites: Vec<(usize, usize, String)>,
 }
 
 pub(crate) fn schema_err(at: &str, reason: impl Into<String>) -> Error {
@@ -320,8 +331,17 @@ fn escape_token(s: &str) -> String {
 }
 
 impl Compiler<'_> {
+    /// A node for the schema at `at`, set once its parts are compiled (they may refer
+    /// back to it).
+    pub(super) fn placeholder(&mut self, at: &str) -> usize {
+        let id = self.nodes.len();
+        self.nodes.push(Node::any());
+        self.memo.insert(at.to_string(), id);
+        id
+    }
+
     /// The node for the schema at JSON pointer `at`.
-    fn node(&mut self, at: &str) -> Result<usize> {
+    pub(super) fn node(&mut self, at: &str) -> Result<usize> {
         if let Some(id) = self.memo.get(at) {
             return Ok(*id);
         }
@@ -387,9 +407,10 @@ impl Compiler<'_> {
             self.memo.insert(at.to_string(), id);
             return Ok(id);
         }
-        let id = self.nodes.len();
-        self.nodes.push(Node::any());
-        self.memo.insert(at.to_string(), id);
+        if let Some(id) = self.alternatives(obj, at, ANNOTATIONS)? {
+            return Ok(id);
+        }
+        let id = self.placeholder(at);
         let mut n = Node::any();
 
         if let Some(t) = obj.get("type") {
@@ -742,6 +763,14 @@ fn settle(nodes: &mut [Node]) {
 
 fn shortest(nodes: &[Node], i: usize) -> usize {
     let n = &nodes[i];
+    if !n.alts.is_empty() {
+        return n
+            .alts
+            .iter()
+            .map(|(b, _)| nodes[*b].min_bytes)
+            .min()
+            .unwrap_or(NEVER);
+    }
     if let Some(l) = &n.literals {
         return l.iter().map(Vec::len).min().unwrap_or(NEVER);
     }

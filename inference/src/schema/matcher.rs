@@ -449,6 +449,13 @@ fn start_value(g: &Grammar, node: usize, b: u8) -> Go {
         return Go::Ws;
     }
     let n = &g.nodes[node];
+    if !n.alts.is_empty() {
+        // `anyOf`/`oneOf`: the branch this byte can start (at most one can)
+        return match n.alts.iter().find(|(_, first)| first[usize::from(b)]) {
+            Some((branch, _)) => start_value(g, *branch, b),
+            None => Go::No,
+        };
+    }
     if let Some(lits) = &n.literals {
         let cands: Vec<u32> = (0..lits.len() as u32)
             .filter(|i| lits[*i as usize].first() == Some(&b))

@@ -15,6 +15,7 @@ mod quorum;
 mod schema;
 mod special_tokens;
 mod strings;
+mod unions;
 
 /// Greedy decoding (temperature 0) of `n` tokens: the ids and their logprobs.
 fn greedy(model: &Llama, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<f64>) {

@@ -158,6 +158,24 @@ pub(super) fn answers(
     out
 }
 
+/// Asserts that every one of [`answers`] is JSON that `valid(schema, value)` takes, within
+/// its budget.
+pub(super) fn answers_are_valid(
+    schemas: &[Value],
+    prompt: &[u8],
+    budgets: fn(usize) -> [usize; 2],
+    valid: impl Fn(&Value, &Value) -> bool,
+) {
+    let got = answers(schemas, prompt, budgets);
+    assert_eq!(got.len(), schemas.len() * samplings().len() * 2);
+    for a in got {
+        let v: Value = serde_json::from_str(&a.text)
+            .unwrap_or_else(|e| panic!("{}: {:?} is not JSON: {e}", a.schema, a.text));
+        assert!(valid(&a.schema, &v), "{}: {}", a.schema, a.text);
+        assert!(a.steps <= a.max_tokens);
+    }
+}
+
 pub(super) fn samplings() -> Vec<Sampling> {
     let mut s = vec![Sampling::default()];
     for seed in 1..=3 {
@@ -375,8 +393,12 @@ fn unsupported_and_unsatisfiable_schemas_are_refused_up_front() {
             "unsupported `format`",
         ),
         (
-            json!({"anyOf": [{"type": "string"}]}),
-            "unsupported keyword `anyOf`",
+            json!({"anyOf": [{"type": "object"}, {"type": "object", "required": ["a"]}]}),
+            "can both start with `{`",
+        ),
+        (
+            json!({"allOf": [{"type": "string"}]}),
+            "unsupported keyword `allOf`",
         ),
         (
             json!({"properties": {"a": {"type": "string", "not": {}}}}),
