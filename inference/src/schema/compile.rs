@@ -255,6 +255,7 @@ impl Grammar {
             doc: schema,
             nodes: vec![Node::any()],
             patterns: Vec::new(),
+            pattern_ids: HashMap::new(),
             memo: HashMap::new(),
             resolving: Vec::new(),
             alt_sites: Vec::new(),
@@ -310,7 +311,10 @@ impl Grammar {
 pub(super) struct Compiler<'a> {
     doc: &'a Value,
     pub(super) nodes: Vec<Node>,
-    patterns: Vec<Pattern>,
+    pub(super) patterns: Vec<Pattern>,
+    /// Each pattern's index and shortest string by its source (`pattern` or `format`,
+    /// text), so one written many times is built once.
+    pub(super) pattern_ids: HashMap<(&'static str, String), (u32, usize)>,
     /// JSON pointer → node, so refs and recursion share nodes.
     memo: HashMap<String, usize>,
     /// Pointers of `$ref`s being followed (a ref cycle with no schema in it is refused).
@@ -591,50 +595,6 @@ impl Compiler<'_> {
 }
 
 impl Compiler<'_> {
-    /// The `pattern` or `format` of the schema object `obj` (types `kinds`), compiled and
-    /// listed: None when it has neither, or no string is allowed there (a `format` on a
-    /// number, as OpenAPI writes `int32`, then says nothing about the document).
-    fn pattern(
-        &mut self,
-        obj: &serde_json::Map<String, Value>,
-        at: &str,
-        kinds: u8,
-    ) -> Result<Option<(u32, usize)>> {
-        let text = |key: &str| -> Result<Option<&str>> {
-            obj.get(key)
-                .map(|v| {
-                    v.as_str()
-                        .ok_or_else(|| schema_err(at, format!("`{key}` must be a string")))
-                })
-                .transpose()
-        };
-        let (pattern, format) = (text("pattern")?, text("format")?);
-        if kinds & STRING == 0 || (pattern.is_none() && format.is_none()) {
-            return Ok(None);
-        }
-        if obj.contains_key("minLength") || obj.contains_key("maxLength") {
-            return Err(schema_err(
-                at,
-                "`minLength`/`maxLength` beside `pattern` or `format` is not supported; put \
-                 the length in the pattern (e.g. `^.{2,8}$`)",
-            ));
-        }
-        let p = match (pattern, format) {
-            (Some(p), None) => Pattern::new(p, at)?,
-            (None, Some(f)) => Pattern::format(f, at)?,
-            _ => {
-                return Err(schema_err(
-                    at,
-                    "`pattern` beside `format` is not supported; write the format into the \
-                     pattern",
-                ));
-            }
-        };
-        let shortest = p.left(0);
-        self.patterns.push(p);
-        Ok(Some(((self.patterns.len() - 1) as u32, shortest)))
-    }
-
     /// A validator of the schema object `obj` alone, with the document's `$defs` and
     /// `definitions` beside it; None when one of its refs would point elsewhere (`#`, or
     /// another place of the document), or it does not build.

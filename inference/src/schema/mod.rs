@@ -14,7 +14,8 @@
 //! every token after which the shortest way to close the document no longer fits in the
 //! tokens left (so generation always ends with a whole document within `max_tokens`,
 //! provided the vocabulary has a token per byte, as byte-level and byte-fallback
-//! vocabularies do). Between tokens a document holds at most one space in a row unless
+//! vocabularies do; [`TokenVocab::writes`] checks any other vocabulary before generating).
+//! Between tokens a document holds at most one space in a row unless
 //! [`Grammar::with_whitespace`] says otherwise ([`Whitespace`]).
 //!
 //! Whatever produced a text — the constrained local runtime, a remote executor, an

@@ -17,11 +17,16 @@ use regex_automata::dfa::{Automaton, StartKind, dense};
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
 
-use super::compile::{NEVER, schema_err};
+use serde_json::Value;
+
+use super::compile::{Compiler, NEVER, STRING, schema_err};
 use crate::Result;
 
-/// Most states a pattern's table may have (each takes 1 KiB).
-const MAX_STATES: usize = 4096;
+/// Most automaton states of one schema's patterns and formats together (each takes 1 KiB
+/// of transitions).
+const MAX_STATES: usize = 8192;
+/// Most different patterns and formats in one schema.
+const MAX_PATTERNS: usize = 64;
 /// The DFA builder's memory limits, in bytes.
 const DFA_LIMIT: usize = 8 << 20;
 /// No transition (a byte the string cannot take there).
@@ -202,6 +207,11 @@ impl Pattern {
         }
     }
 
+    /// How many states its table has.
+    pub fn states(&self) -> usize {
+        self.dist.len()
+    }
+
     /// Fewest bytes from state `s` to a whole match (0: the string may end here).
     pub fn left(&self, s: u32) -> usize {
         self.dist[s as usize]
@@ -218,6 +228,77 @@ impl Pattern {
             }
         }
         self.left(s) == 0
+    }
+}
+
+impl Compiler<'_> {
+    /// The `pattern` or `format` of the schema object `obj` (types `kinds`), compiled and
+    /// listed: None when it has neither, or no string is allowed there (a `format` on a
+    /// number, as OpenAPI writes `int32`, then says nothing about the document).
+    pub(super) fn pattern(
+        &mut self,
+        obj: &serde_json::Map<String, Value>,
+        at: &str,
+        kinds: u8,
+    ) -> Result<Option<(u32, usize)>> {
+        let text = |key: &str| -> Result<Option<&str>> {
+            obj.get(key)
+                .map(|v| {
+                    v.as_str()
+                        .ok_or_else(|| schema_err(at, format!("`{key}` must be a string")))
+                })
+                .transpose()
+        };
+        let (pattern, format) = (text("pattern")?, text("format")?);
+        if kinds & STRING == 0 || (pattern.is_none() && format.is_none()) {
+            return Ok(None);
+        }
+        if obj.contains_key("minLength") || obj.contains_key("maxLength") {
+            return Err(schema_err(
+                at,
+                "`minLength`/`maxLength` beside `pattern` or `format` is not supported; put \
+                 the length in the pattern (e.g. `^.{2,8}$`)",
+            ));
+        }
+        let key = match (pattern, format) {
+            (Some(p), None) => ("pattern", p),
+            (None, Some(f)) => ("format", f),
+            _ => {
+                return Err(schema_err(
+                    at,
+                    "`pattern` beside `format` is not supported; write the format into the \
+                     pattern",
+                ));
+            }
+        };
+        if let Some(known) = self.pattern_ids.get(&(key.0, key.1.to_owned())) {
+            return Ok(Some(*known));
+        }
+        if self.patterns.len() >= MAX_PATTERNS {
+            return Err(schema_err(
+                at,
+                format!("more than {MAX_PATTERNS} different patterns and formats"),
+            ));
+        }
+        let p = match key {
+            ("pattern", p) => Pattern::new(p, at)?,
+            (_, f) => Pattern::format(f, at)?,
+        };
+        let states: usize = self.patterns.iter().map(Pattern::states).sum();
+        if states + p.states() > MAX_STATES {
+            return Err(schema_err(
+                at,
+                format!(
+                    "`{}`: the schema's patterns and formats need more than {MAX_STATES} \
+                     automaton states in all",
+                    key.0
+                ),
+            ));
+        }
+        let id = (self.patterns.len() as u32, p.left(0));
+        self.patterns.push(p);
+        self.pattern_ids.insert((key.0, key.1.to_owned()), id);
+        Ok(Some(id))
     }
 }
 

@@ -260,10 +260,38 @@ fn patterns_and_formats_that_cannot_be_generated_are_refused_naming_the_keyword(
             json!({"type": "string", "pattern": "a", "format": "date"}),
             "`pattern` beside `format`",
         ),
+        // hostile sizes: one automaton too large, too many patterns, too many states in all
+        (
+            json!({"type": "string", "pattern": "^\\p{L}{1,300}$"}),
+            "exceeded size limit",
+        ),
+        (
+            many(65, |i| format!("^a{{{i}}}$")),
+            "more than 64 different patterns",
+        ),
+        (
+            many(40, |i| format!("^[a-z]{{{}}}x$", 300 + i)),
+            "automaton states in all",
+        ),
     ] {
         let e = Grammar::compile(&schema).unwrap_err();
         assert!(e.to_string().contains(says), "{schema}: {e}");
     }
+    // the same pattern written many times is built once
+    assert!(Grammar::compile(&many(100, |_| "^[a-z]{300}x$".into())).is_ok());
+}
+
+/// An object of `n` string properties, property i under pattern `pattern(i)`.
+fn many(n: usize, pattern: impl Fn(usize) -> String) -> Value {
+    let props: serde_json::Map<String, Value> = (0..n)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"type": "string", "pattern": pattern(i)}),
+            )
+        })
+        .collect();
+    json!({"type": "object", "properties": props})
 }
 
 #[test]
