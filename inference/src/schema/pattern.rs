@@ -27,8 +27,9 @@ use crate::Result;
 const MAX_STATES: usize = 8192;
 /// Most different patterns and formats in one schema.
 const MAX_PATTERNS: usize = 64;
-/// The DFA builder's memory limits, in bytes.
-const DFA_LIMIT: usize = 8 << 20;
+/// The DFA builder's memory limits, in bytes (they also bound the time one pattern takes
+/// to build: a hostile schema holds at most [`MAX_PATTERNS`] of them).
+const DFA_LIMIT: usize = 2 << 20;
 /// No transition (a byte the string cannot take there).
 const NONE: u32 = u32::MAX;
 
