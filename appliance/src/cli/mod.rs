@@ -23,6 +23,7 @@ pub mod nwc;
 pub mod peers;
 pub mod progress;
 pub mod proof;
+mod proof_args;
 pub mod route;
 pub mod schema;
 pub mod settle;
