@@ -110,6 +110,15 @@ pub(super) fn tiny() -> (tempfile::TempDir, Arc<Llama>, TextTokenizer) {
     (dir, model, tok)
 }
 
+/// The `jsonschema` crate's validator of `schema` with `format` asserted (the verdict the
+/// node gives).
+pub(super) fn checker(schema: &Value) -> jsonschema::Validator {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .unwrap()
+}
+
 /// One constrained answer of the tiny model: its schema, budget, text and steps taken.
 pub(super) struct Answer {
     pub schema: Value,

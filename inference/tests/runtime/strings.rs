@@ -4,7 +4,7 @@
 //! model's constrained answers are always valid; what cannot be generated is refused up
 //! front, naming the keyword.
 
-use super::schema::{answers_are_valid, shortest_walk};
+use super::schema::{answers_are_valid, checker, shortest_walk};
 use fleetmesh_inference::schema::{Grammar, Matcher};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -125,13 +125,6 @@ fn cases() -> Vec<(Value, Vec<&'static str>)> {
         // a format on a number (as OpenAPI writes them) says nothing to generation
         (json!({"type": "integer", "format": "int32"}), vec![]),
     ]
-}
-
-fn checker(schema: &Value) -> jsonschema::Validator {
-    jsonschema::options()
-        .should_validate_formats(true)
-        .build(schema)
-        .unwrap()
 }
 
 fn takes(g: &Arc<Grammar>, doc: &str) -> bool {

@@ -3,7 +3,7 @@
 //! `jsonschema` crate takes; random walks and the tiny model's answers are always valid;
 //! unions whose branches can start alike are refused up front, naming both.
 
-use super::schema::{answers_are_valid, shortest_walk};
+use super::schema::{answers_are_valid, checker, shortest_walk};
 use super::strings::random_walk;
 use fleetmesh_inference::schema::{Grammar, Matcher};
 use rand::SeedableRng;
@@ -58,13 +58,6 @@ fn cases() -> Vec<(Value, Vec<&'static str>)> {
             vec!["[1,null]", "[null,null,3]", "[1]", "[1,\"a\"]"],
         ),
     ]
-}
-
-fn checker(schema: &Value) -> jsonschema::Validator {
-    jsonschema::options()
-        .should_validate_formats(true)
-        .build(schema)
-        .unwrap()
 }
 
 #[test]
