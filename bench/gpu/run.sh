@@ -27,6 +27,8 @@
 #                                bench/gpu/run.sh
 # Environment: MAX_LOG (default 20), PROVE_K (default 16 when prepared, else 14), ROUNDS (3),
 # VERIFY_N (batch sizes to verify, default "256 4096"), SKIP_TESTS (1: no section 5),
+# SECTIONS (which sections, in that order, default "1 2 3 4 5"), BACKENDS (the backends of
+# sections 2–4, default "cuda:0 wgpu"; wgpu's first G2 MSM costs NVIDIA's driver 127 s),
 # FLEETMESH_REQUIRE_CUDA (default 1; 0 lets a machine without CUDA rehearse the script).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -115,27 +117,43 @@ if [[ -n ${OUT:-} ]]; then exec > >(tee "$OUT/gpu-bench.log") 2>&1; fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 failed=0
-SECONDS=0
-echo "== 1. G1 and G2 MSM and NTT, 2^14 … 2^$MAX_LOG, checked then timed against arkworks"
-# with each GPU call's phases (plan, upload, kernels, download, combine) as gpu.phase lines
-FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" kernels --min-log 14 --max-log "$MAX_LOG" \
-    --rounds "$ROUNDS"
-echo "(section 1: ${SECONDS}s)"; SECONDS=0
-echo "== 2. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"
-"$BENCH" prove-backends "$PROVE_K" "$ROUNDS"
-echo "(section 2: ${SECONDS}s)"; SECONDS=0
-echo "== 3. batch proving, 2^$PROVE_K domain, batches of 1, 4, 16 against one by one"
-"$BENCH" prove-batch "$PROVE_K" 1
-echo "(section 3: ${SECONDS}s)"; SECONDS=0
-echo "== 4. batch verification on each GPU backend against the CPU batch verifier"
-for n in ${VERIFY_N:-256 4096}; do
-    FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" groth16-verify "$n" --backend cuda:0 \
-        --backend wgpu || { echo "groth16-verify $n FAILED"; failed=1; }
+backend_args=()
+for b in ${BACKENDS:-cuda:0 wgpu}; do backend_args+=(--backend "$b"); done
+section() {
+    SECONDS=0
+    case $1 in
+    1)
+        echo "== 1. G1 and G2 MSM and NTT, 2^14 … 2^$MAX_LOG, checked then timed against arkworks"
+        # with each GPU call's phases (plan, upload, kernels, download, combine) as gpu.phase
+        FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" kernels --min-log 14 --max-log "$MAX_LOG" \
+            --rounds "$ROUNDS"
+        ;;
+    2)
+        echo "== 2. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"
+        "$BENCH" prove-backends "$PROVE_K" "$ROUNDS" "${backend_args[@]}"
+        ;;
+    3)
+        echo "== 3. batch proving, 2^$PROVE_K domain, batches of 1, 4, 16 against one by one"
+        "$BENCH" prove-batch "$PROVE_K" 1 "${backend_args[@]}"
+        ;;
+    4)
+        echo "== 4. batch verification on each GPU backend against the CPU batch verifier"
+        local rc=0
+        for n in ${VERIFY_N:-256 4096}; do
+            FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" groth16-verify "$n" "${backend_args[@]}" ||
+                rc=1
+        done
+        return "$rc"
+        ;;
+    5)
+        [[ ${SKIP_TESTS:-0} == 1 ]] && return 0
+        echo "== 5. GPU backends against the CPU (kernels/tests/gpu.rs)"
+        FLEETMESH_REQUIRE_CUDA=${FLEETMESH_REQUIRE_CUDA:-1} "${TESTS[@]}" --test-threads 1 --nocapture
+        ;;
+    esac
+}
+for s in ${SECTIONS:-1 2 3 4 5}; do
+    section "$s" || { echo "section $s FAILED"; failed=1; }
+    echo "(section $s: ${SECONDS}s)"
 done
-echo "(section 4: ${SECONDS}s)"; SECONDS=0
-if [[ ${SKIP_TESTS:-0} != 1 ]]; then
-    echo "== 5. GPU backends against the CPU (kernels/tests/gpu.rs)"
-    FLEETMESH_REQUIRE_CUDA=${FLEETMESH_REQUIRE_CUDA:-1} "${TESTS[@]}" --test-threads 1 --nocapture
-    echo "(section 5: ${SECONDS}s)"
-fi
 exit "$failed"

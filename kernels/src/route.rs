@@ -55,7 +55,9 @@ impl GpuFrom {
     ///   to 2^20; G2 MSMs ×2.1 at 2^14, ×2.9–4.8 above; the NTT ×0.65 at 2^14, ×1.14 at
     ///   2^16, ×1.85 at 2^18, ×1.14 at 2^20 (its time is in the copies, not the kernels):
     ///   MSMs from 2^14 points, NTTs from 2^17 elements. A batch verification's weights
-    ///   stay on the CPU until `bench/gpu/run.sh` has timed them there.
+    ///   (two points per proof) ×0.81 at 256 proofs, ×2.44 at 4 096 against the CPU batch
+    ///   verifier: from 2^13 points (the kernel's ~5 ms is one scalar multiplication's
+    ///   latency, whatever the batch).
     /// - wgpu (NVIDIA's Vulkan driver): slower than our CPU at nearly every size and
     ///   operation (MSMs ×0.2–0.7), so nothing; `auto` does not pick it
     ///   ([`crate::resolve`]).
@@ -66,7 +68,7 @@ impl GpuFrom {
                 msm_g1: 1 << 14,
                 msm_g2: 1 << 14,
                 ntt: 1 << 17,
-                verify: NEVER,
+                verify: 1 << 13,
             },
             ResolvedBackend::Wgpu(_) | ResolvedBackend::Cpu => GpuFrom::NONE,
         }
@@ -322,6 +324,7 @@ mod tests {
         let auto = GpuFrom::for_choice(BackendChoice::Auto, &cuda);
         assert_eq!(auto.ntt, 1 << 17);
         assert_eq!((auto.msm_g1, auto.msm_g2), (1 << 14, 1 << 14));
+        assert_eq!(auto.verify, 1 << 13, "a batch's weights from 4096 proofs");
         assert_eq!(
             GpuFrom::for_choice(BackendChoice::Cuda(0), &cuda),
             GpuFrom::ALL

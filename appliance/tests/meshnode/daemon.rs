@@ -234,8 +234,12 @@ fn doctor_reports_the_box_and_the_digest() {
             format!("{device} from 131072 elements, cpu below"),
             "{report}"
         );
-        // batch verification's weights: not yet timed on a device, so the CPU
-        assert_eq!(report["prover"]["verify"], "cpu", "{report}");
+        // batch verification's weights: from 4096 proofs (two points each)
+        assert_eq!(
+            report["prover"]["verify"],
+            format!("{device} from 8192 points, cpu below"),
+            "{report}"
+        );
     }
     // asked for, a GPU backend runs every operation (CI has lavapipe)
     let o = run(&["doctor", "--json", "--backend", "wgpu"]);
