@@ -28,7 +28,9 @@
 # Environment: MAX_LOG (default 20), PROVE_K (default 16 when prepared, else 14), ROUNDS (3),
 # VERIFY_N (batch sizes to verify, default "256 4096"), SKIP_TESTS (1: no section 5),
 # SECTIONS (which sections, in that order, default "1 2 3 4 5"), BACKENDS (the backends of
-# sections 2–4, default "cuda:0 wgpu"; wgpu's first G2 MSM costs NVIDIA's driver 127 s),
+# sections 1–4, default every one in 1 and "cuda:0 wgpu" in 2–4; wgpu's first G2 MSM costs
+# NVIDIA's driver 127 s), MIN_LOG (section 1's smallest size, default 14), GPU_TESTS (cuda
+# or wgpu: section 5 tests only that backend),
 # FLEETMESH_REQUIRE_CUDA (default 1; 0 lets a machine without CUDA rehearse the script).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -125,8 +127,8 @@ section() {
     1)
         echo "== 1. G1 and G2 MSM and NTT, 2^14 … 2^$MAX_LOG, checked then timed against arkworks"
         # with each GPU call's phases (plan, upload, kernels, download, combine) as gpu.phase
-        FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" kernels --min-log 14 --max-log "$MAX_LOG" \
-            --rounds "$ROUNDS"
+        FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" kernels --min-log "${MIN_LOG:-14}" \
+            --max-log "$MAX_LOG" --rounds "$ROUNDS" ${BACKENDS:+"${backend_args[@]}"}
         ;;
     2)
         echo "== 2. a full proof, 2^$PROVE_K domain, on each backend against our CPU backend"
@@ -148,7 +150,10 @@ section() {
     5)
         [[ ${SKIP_TESTS:-0} == 1 ]] && return 0
         echo "== 5. GPU backends against the CPU (kernels/tests/gpu.rs)"
-        FLEETMESH_REQUIRE_CUDA=${FLEETMESH_REQUIRE_CUDA:-1} "${TESTS[@]}" --test-threads 1 --nocapture
+        # GPU_TESTS=cuda leaves wgpu out (NVIDIA's Vulkan driver compiles its G2 kernels in
+        # minutes)
+        FLEETMESH_REQUIRE_CUDA=${FLEETMESH_REQUIRE_CUDA:-1} FLEETMESH_GPU_TESTS=${GPU_TESTS:-} \
+            "${TESTS[@]}" --test-threads 1 --nocapture
         ;;
     esac
 }

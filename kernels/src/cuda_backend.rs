@@ -8,13 +8,17 @@
 //! the accumulation, combining and reduction kernels, instantiated per group from one
 //! template over the coordinate field), the NTT over Fr (forward, inverse, coset) and a
 //! batch verification's weights (`scale_g1`); G2 MSMs below
-//! [`CudaBackend::set_g2_gpu_from`]'s size run on the CPU backend. The arithmetic is the
+//! [`CudaBackend::set_g2_gpu_from`]'s size run on the CPU backend. Every copy goes through
+//! page-locked host buffers (`cuda_staging.rs`; the points and field elements are packed
+//! straight into them). The arithmetic is the
 //! same code that the host check (`cuda_host_check.rs`) compiles with the C++ compiler
 //! and tests against arkworks; the whole backend is checked against the CPU by
 //! `bench/gpu/run.sh` on a machine with an NVIDIA GPU.
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
+
+use rayon::prelude::*;
 
 use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 use ark_ec::short_weierstrass::{Affine, Projective};
@@ -24,10 +28,10 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::CompileOptions;
 
+use crate::cuda_staging::Staging;
 use crate::gpu::{GpuKernels, Phases, ScaleJob};
 use crate::plan::{
-    FE_BYTES, GpuCurve, NttJob, NttKind, Plan, affine_bytes, fr_bytes, fr_from_bytes,
-    xyzz_to_projective,
+    FE_BYTES, GpuCurve, NttJob, NttKind, Plan, put_affine, put_fr, read_fr, xyzz_to_projective,
 };
 use crate::probe::CudaStatus;
 use crate::{Error, Result};
@@ -54,6 +58,8 @@ pub struct CudaBackend {
     ordinal: u32,
     name: String,
     stream: Arc<CudaStream>,
+    /// The page-locked buffers every copy goes through.
+    staging: Staging,
     g1: MsmKernels,
     g2: MsmKernels,
     g2_gpu_from: usize,
@@ -165,6 +171,7 @@ impl CudaBackend {
             ordinal,
             name: format!("{name} (sm_{major}{minor})"),
             stream: ctx.default_stream(),
+            staging: Staging::new(ctx.clone()),
             g1: msm("")?,
             g2: msm("_g2")?,
             g2_gpu_from: G2_GPU_FROM,
@@ -179,21 +186,36 @@ impl CudaBackend {
         cuda_err(self.ordinal, what, e)
     }
 
-    fn upload<T: cudarc::driver::DeviceRepr + Default + Copy>(
-        &self,
-        data: &[T],
-    ) -> Result<CudaSlice<T>> {
-        // a zero-length allocation is refused by the driver; kernels never read past count
-        let padded;
-        let d = if data.is_empty() {
-            padded = [T::default()];
-            &padded[..]
-        } else {
-            data
-        };
-        self.stream
-            .clone_htod(d)
+    /// A device buffer of `len` bytes that `fill` writes (through [`Staging`]).
+    fn upload_with(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<CudaSlice<u8>> {
+        self.staging
+            .upload(&self.stream, len, fill)
             .map_err(|e| self.err("copying to the GPU", e))
+    }
+
+    fn upload(&self, bytes: &[u8]) -> Result<CudaSlice<u8>> {
+        self.upload_with(bytes.len(), |out| out.copy_from_slice(bytes))
+    }
+
+    /// `words` as little-endian bytes on the device (the kernels read `u32`).
+    fn upload_words(&self, words: &[u32]) -> Result<CudaSlice<u8>> {
+        self.upload_with(4 * words.len(), |out| {
+            out.par_chunks_mut(4)
+                .zip(words.par_iter())
+                .for_each(|(o, w)| o.copy_from_slice(&w.to_le_bytes()));
+        })
+    }
+
+    /// The first `len` bytes of `device`, given to `read` once the stream's kernels are done.
+    fn download<R>(
+        &self,
+        device: &CudaSlice<u8>,
+        len: usize,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        self.staging
+            .download(&self.stream, device, len, read)
+            .map_err(|e| self.err("copying from the GPU", e))
     }
 
     fn zeros(&self, bytes: usize) -> Result<CudaSlice<u8>> {
@@ -230,12 +252,13 @@ impl CudaBackend {
         let points = match kept {
             Some(points) => points,
             None => {
-                uploaded = self.upload(&affine_bytes(bases))?;
+                let len = bases.len() * 2 * P::COORD_FE * FE_BYTES;
+                uploaded = self.upload_with(len, |out| put_affine(bases, out))?;
                 &uploaded
             }
         };
         let (idx, off) = plan.indices();
-        let idx = self.upload(idx)?;
+        let idx = self.upload_words(idx)?;
         let segments = plan.segment_count() as u32;
         let reducers = plan.reduce_count() as u32;
         let mut partial = self.zeros(segments as usize * xyzz_bytes)?;
@@ -283,15 +306,11 @@ impl CudaBackend {
         }
         self.stream.synchronize().map_err(|e| self.err(P::OP, e))?;
         phases.mark("kernels");
-        let bytes = self
-            .stream
-            .clone_dtoh(&out)
-            .map_err(|e| self.err("copying from the GPU", e))?;
+        let sums: Vec<Projective<P>> =
+            self.download(&out, reducers as usize * xyzz_bytes, |b| {
+                b.chunks_exact(xyzz_bytes).map(xyzz_to_projective).collect()
+            })?;
         phases.mark("download");
-        let sums: Vec<Projective<P>> = bytes[..reducers as usize * xyzz_bytes]
-            .chunks_exact(xyzz_bytes)
-            .map(xyzz_to_projective)
-            .collect();
         let sum = plan.combine(&sums);
         phases.mark("combine");
         Ok(sum)
@@ -340,7 +359,7 @@ impl GpuKernels for CudaBackend {
         let mut phases = Phases::new("cuda", "scale_g1", count as usize);
         let xyzz_bytes = 4 * FE_BYTES;
         let points = self.upload(&job.points)?;
-        let weights = self.upload(&job.weights)?;
+        let weights = self.upload_words(&job.weights)?;
         let mut out = self.zeros(count as usize * xyzz_bytes)?;
         phases.mark("upload");
         // SAFETY: scale_g1(Xyzz*, const Affine*, const u32*, u32); thread k < count reads
@@ -359,11 +378,7 @@ impl GpuKernels for CudaBackend {
             .synchronize()
             .map_err(|e| self.err("scale_g1", e))?;
         phases.mark("kernel");
-        let mut bytes = self
-            .stream
-            .clone_dtoh(&out)
-            .map_err(|e| self.err("copying from the GPU", e))?;
-        bytes.truncate(count as usize * xyzz_bytes);
+        let bytes = self.download(&out, count as usize * xyzz_bytes, <[u8]>::to_vec)?;
         phases.mark("download");
         Ok(bytes)
     }
@@ -375,8 +390,10 @@ impl GpuKernels for CudaBackend {
         };
         phases.mark("prepare");
         let n = job.n;
-        let mut data = self.upload(&fr_bytes(values))?;
-        let twiddles = self.upload(&fr_bytes(&job.twiddles))?;
+        let mut data = self.upload_with(values.len() * FE_BYTES, |out| put_fr(values, out))?;
+        let twiddles = self.upload_with(job.twiddles.len() * FE_BYTES, |out| {
+            put_fr(&job.twiddles, out)
+        })?;
         phases.mark("upload");
         let half_n = n / 2;
         for (half, stride) in job.stages() {
@@ -395,7 +412,7 @@ impl GpuKernels for CudaBackend {
             .map_err(|e| self.err("ntt_stage", e))?;
         }
         if let Some(post) = job.post {
-            let factor = self.upload(&fr_bytes(&[post]))?;
+            let factor = self.upload_with(FE_BYTES, |out| put_fr(&[post], out))?;
             let broadcast = 1u32;
             // SAFETY: ntt_mul(Fe*, const Fe*, u32, u32); broadcast, it reads factors[0] only.
             unsafe {
@@ -411,11 +428,7 @@ impl GpuKernels for CudaBackend {
         }
         self.stream.synchronize().map_err(|e| self.err("ntt", e))?;
         phases.mark("kernels");
-        let bytes = self
-            .stream
-            .clone_dtoh(&data)
-            .map_err(|e| self.err("copying from the GPU", e))?;
-        values.copy_from_slice(&fr_from_bytes(&bytes[..values.len() * FE_BYTES]));
+        self.download(&data, values.len() * FE_BYTES, |b| read_fr(b, values))?;
         phases.mark("download");
         Ok(())
     }

@@ -38,6 +38,8 @@ mod cuda_backend;
 #[cfg(test)]
 mod cuda_host_check;
 mod cuda_probe;
+#[cfg(feature = "cuda")]
+mod cuda_staging;
 mod error;
 pub mod fixed;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]

@@ -508,18 +508,26 @@ pub(crate) fn fe_bytes(l: ark_ff::BigInt<4>) -> impl Iterator<Item = u8> {
 // used by the GPU backends; a test-only build of this module has none
 #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
 pub(crate) fn affine_bytes<P: GpuCurve>(bases: &[Affine<P>]) -> Vec<u8> {
+    let mut out = vec![0u8; bases.len() * 2 * P::COORD_FE * FE_BYTES];
+    put_affine(bases, &mut out);
+    out
+}
+
+/// [`affine_bytes`] written into `out` (exactly that long; every byte written).
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+pub(crate) fn put_affine<P: GpuCurve>(bases: &[Affine<P>], out: &mut [u8]) {
     let coord = P::COORD_FE * FE_BYTES;
-    let mut out = vec![0u8; bases.len() * 2 * coord];
+    assert_eq!(out.len(), bases.len() * 2 * coord, "affine bytes");
     out.par_chunks_mut(2 * coord)
         .zip(bases.par_iter())
-        .for_each(|(o, p)| {
-            if let Some((x, y)) = p.xy() {
+        .for_each(|(o, p)| match p.xy() {
+            Some((x, y)) => {
                 let (ox, oy) = o.split_at_mut(coord);
                 P::put(&x, ox);
                 P::put(&y, oy);
             }
+            None => o.fill(0),
         });
-    out
 }
 
 /// Fr elements as the NTT kernels read them, packed in parallel.
@@ -527,6 +535,14 @@ pub(crate) fn affine_bytes<P: GpuCurve>(bases: &[Affine<P>]) -> Vec<u8> {
 #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
 pub(crate) fn fr_bytes(v: &[Fr]) -> Vec<u8> {
     let mut out = vec![0u8; v.len() * FE_BYTES];
+    put_fr(v, &mut out);
+    out
+}
+
+/// [`fr_bytes`] written into `out` (exactly that long).
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+pub(crate) fn put_fr(v: &[Fr], out: &mut [u8]) {
+    assert_eq!(out.len(), v.len() * FE_BYTES, "field element bytes");
     out.par_chunks_mut(FE_BYTES)
         .zip(v.par_iter())
         .for_each(|(o, x)| {
@@ -534,16 +550,17 @@ pub(crate) fn fr_bytes(v: &[Fr]) -> Vec<u8> {
                 *d = b;
             }
         });
-    out
 }
 
-/// Fr elements from the NTT kernels' bytes.
+/// Fr elements from the NTT kernels' bytes, into `values` (as many as it holds).
 // used by the GPU backends; a test-only build of this module has none
 #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
-pub(crate) fn fr_from_bytes(b: &[u8]) -> Vec<Fr> {
-    b.par_chunks_exact(FE_BYTES)
-        .map(|c| Fr::new_unchecked(limbs(c)))
-        .collect()
+pub(crate) fn read_fr(b: &[u8], values: &mut [Fr]) {
+    assert!(b.len() >= values.len() * FE_BYTES, "field element bytes");
+    values
+        .par_iter_mut()
+        .zip(b.par_chunks_exact(FE_BYTES))
+        .for_each(|(v, c)| *v = Fr::new_unchecked(limbs(c)));
 }
 
 /// An XYZZ point (x = X/ZZ, y = Y/ZZZ, ZZ = 0 at infinity) as the kernels write it (four

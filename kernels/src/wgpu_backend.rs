@@ -19,7 +19,7 @@ use wgpu::util::DeviceExt;
 
 use crate::gpu::{GpuKernels, ScaleJob};
 use crate::plan::GpuCurve;
-use crate::plan::{NttJob, NttKind, fr_bytes, fr_from_bytes};
+use crate::plan::{NttJob, NttKind, fr_bytes, read_fr};
 use crate::{Error, Result};
 
 const FIELD_WGSL: &str = include_str!("wgsl/field.wgsl");
@@ -363,7 +363,7 @@ impl WgpuBackend {
     ) -> Result<()> {
         let mut bytes = fr_bytes(values);
         self.run_bytes(&mut bytes, passes)?;
-        values.copy_from_slice(&fr_from_bytes(&bytes));
+        read_fr(&bytes, values);
         Ok(())
     }
 

@@ -86,14 +86,27 @@ fn on_each_backend(test: &str, check: fn(&dyn MsmNtt)) {
     }
 }
 
-/// Every GPU backend available here.
+/// Every GPU backend available here; `FLEETMESH_GPU_TESTS=cuda` (or `wgpu`) tests only
+/// that one (bench/gpu/run.sh on a device whose Vulkan driver takes minutes to compile
+/// the wgpu kernels). CI never sets it.
 fn backends() -> Vec<&'static dyn MsmNtt> {
+    let only = std::env::var("FLEETMESH_GPU_TESTS")
+        .ok()
+        .filter(|o| !o.is_empty());
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let mut v: Vec<&'static dyn MsmNtt> = Vec::new();
-    if let Some(b) = wgpu_backend() {
+    if wanted("wgpu")
+        && let Some(b) = wgpu_backend()
+    {
         v.push(b);
     }
-    if let Some(b) = cuda_backend() {
+    if wanted("cuda")
+        && let Some(b) = cuda_backend()
+    {
         v.push(b);
+    }
+    if only.is_some() {
+        eprintln!("FLEETMESH_GPU_TESTS={only:?}: only that backend tested");
     }
     v
 }
