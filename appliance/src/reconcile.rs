@@ -277,6 +277,7 @@ fn inference_router(doc: &Value, cfg: &mut Config, notes: &mut Notes) {
             (Some(path), _) => cfg.inference.models.push(ModelEntry::Named {
                 id,
                 path: PathBuf::from(path),
+                base_model_digest: None,
             }),
             // a remote server: the model's executor (routed, or in the quorum of a local
             // model of the same id)

@@ -36,6 +36,15 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// An executor serves another model than the one asked for: it states a model digest
+    /// other than the one pinned for it, or a base digest other than the quorum's model.
+    #[error("executor {executor} serves another model: {reason}")]
+    WrongModel {
+        /// The executor's name.
+        executor: String,
+        /// What it stated against what was expected.
+        reason: String,
+    },
     /// A JSON Schema constrained decoding cannot follow: a keyword outside the supported
     /// subset, a `$ref` outside the document, bounds no value meets.
     #[error("schema {at}: {reason}")]

@@ -11,11 +11,18 @@ use crate::schema::{Constraint, Grammar, TokenVocab};
 use crate::{Error, Result};
 
 /// What an executor says it runs. Two executors with the same model digest, engine and
-/// dtype must produce the same greedy ids; other pairs may part at near-ties.
+/// dtype must produce the same greedy ids; other builds of the same model (the same
+/// [`Build::base_digest`]) may part at near-ties; builds of another model may not take
+/// part at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Build {
     /// SHA-256 of the weight files, when the executor states it.
     pub model_digest: Option<[u8; 32]>,
+    /// The model's identity across conversions: the digest of the weights this build was
+    /// made from (its own digest for original weights, the original's for a quantized or
+    /// rounded copy), when stated. An F32, a BF16 and a Q8 file of one model have three
+    /// model digests and one base digest.
+    pub base_digest: Option<[u8; 32]>,
     /// The inference engine, e.g. `fleetmesh-candle`, `vllm`, `ollama`.
     pub engine: String,
     /// The dtype of the forward pass, e.g. `f32`, `bf16`, `q4_k`.
@@ -23,14 +30,25 @@ pub struct Build {
 }
 
 impl Build {
-    /// Whether `self` and `other` are the same build: both digests known and equal, same
-    /// engine, same dtype.
+    /// Whether `self` and `other` are the same build: both model digests known and equal,
+    /// same engine, same dtype.
     pub fn same_as(&self, other: &Build) -> bool {
         self.model_digest.is_some()
             && self.model_digest == other.model_digest
             && self.engine == other.engine
             && self.dtype == other.dtype
     }
+
+    /// Whether `self` and `other` are builds of one model: both base digests known and
+    /// equal.
+    pub fn same_model(&self, other: &Build) -> bool {
+        self.base_digest.is_some() && self.base_digest == other.base_digest
+    }
+}
+
+/// A digest in lowercase hex, as verdicts and answers write them.
+pub(crate) fn hex32(d: &[u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The name of this crate's runtime; [`crate::model::engine_name`] adds the device.
@@ -103,6 +121,7 @@ pub struct LocalExecutor {
     name: String,
     batcher: Arc<Batcher>,
     dtype: String,
+    base_digest: Option<[u8; 32]>,
     vocab: Option<Arc<TokenVocab>>,
 }
 
@@ -114,8 +133,18 @@ impl LocalExecutor {
             name: name.into(),
             batcher,
             dtype: "f32".into(),
+            base_digest: None,
             vocab: None,
         }
+    }
+}
+
+impl LocalExecutor {
+    /// States `digest` as the model's base digest (the weights these were converted
+    /// from) instead of the batcher's own model digest.
+    pub fn with_base_digest(mut self, digest: [u8; 32]) -> LocalExecutor {
+        self.base_digest = Some(digest);
+        self
     }
 }
 
@@ -144,6 +173,10 @@ impl Executor for LocalExecutor {
     fn build(&self) -> Build {
         Build {
             model_digest: Some(self.batcher.model_digest()),
+            base_digest: Some(
+                self.base_digest
+                    .unwrap_or_else(|| self.batcher.model_digest()),
+            ),
             engine: crate::model::engine_name(self.batcher.model().device()),
             dtype: self.dtype.clone(),
         }

@@ -3,11 +3,15 @@
 //!
 //! Greedy decoding is a deterministic function of the weights and the arithmetic, so two
 //! honest executors of the same [`Build`] (model digest, engine, dtype) produce the same
-//! ids, and any difference is a fault. Executors of different builds (another engine, a
-//! bf16 GPU beside an f32 CPU) compute slightly different logits and may part where the
-//! model hardly prefers one token over another; such a divergence — both top-1/top-2
-//! margins below [`QuorumConfig::near_tie_epsilon`] at the first differing step — is a
-//! near-tie, reported but never counted as fraud. Executors of the same dtype must also
+//! ids, and any difference is a fault. Executors of different builds of one model (another
+//! engine, a bf16 GPU beside an f32 CPU, a quantized copy: the same
+//! [`Build::base_digest`]) compute slightly different logits and may part where the model
+//! hardly prefers one token over another; such a divergence — both top-1/top-2 margins
+//! below [`QuorumConfig::near_tie_epsilon`] at the first differing step — is a near-tie,
+//! reported but never counted as fraud. An executor whose base digest is unknown gets no
+//! such allowance, and one that states another model than the quorum's
+//! ([`QuorumConfig::base_digest`]), or other digests than those pinned for it, takes no
+//! part: [`Status::WrongModel`], flagged. Executors of the same dtype must also
 //! agree on each step's logprob within [`QuorumConfig::logprob_tolerance`]: a provider
 //! running other weights under a copied digest usually keeps the argmax and moves the
 //! logprobs.
@@ -21,7 +25,7 @@
 
 use serde_json::{Value, json};
 
-use crate::executor::{Build, ExecRequest, Execution, Executor};
+use crate::executor::{Build, ExecRequest, Execution, Executor, hex32};
 use crate::{Error, Result};
 
 /// The quorum's knobs.
@@ -37,6 +41,10 @@ pub struct QuorumConfig {
     /// ids only. Default 1e-3: same-dtype engines on different
     /// hardware stay well inside it, other weights do not.
     pub logprob_tolerance: Option<f64>,
+    /// The model every executor must serve: an execution stating another base digest is
+    /// [`Status::WrongModel`]. `None` (default) takes the first executor's
+    /// ([`Executor::build`]; the node's own model comes first).
+    pub base_digest: Option<[u8; 32]>,
 }
 
 impl Default for QuorumConfig {
@@ -44,6 +52,7 @@ impl Default for QuorumConfig {
         QuorumConfig {
             near_tie_epsilon: 0.1,
             logprob_tolerance: Some(1e-3),
+            base_digest: None,
         }
     }
 }
@@ -79,7 +88,8 @@ pub struct Divergence {
 pub enum DivergenceKind {
     /// Different ids where one executor was sure: a fault.
     Token,
-    /// Different ids where both were unsure, between different builds: not a fault.
+    /// Different ids where both were unsure, between different builds of one model: not a
+    /// fault.
     NearTie,
     /// Same ids, logprobs further apart than the tolerance: a fault.
     Logprob,
@@ -121,6 +131,7 @@ pub fn compare(a: &Execution, b: &Execution, cfg: &QuorumConfig) -> Comparison {
         let kind = match (at(a, step), at(b, step)) {
             (Some(x), Some(y))
                 if !a.build.same_as(&b.build)
+                    && a.build.same_model(&b.build)
                     && x.margin < cfg.near_tie_epsilon
                     && y.margin < cfg.near_tie_epsilon =>
             {
@@ -176,6 +187,9 @@ pub enum Status {
     Length,
     /// Same ids as the accepted output, logprobs beyond the tolerance: flagged.
     LogprobMismatch,
+    /// It serves another model: it stated a base digest other than the quorum's, or
+    /// digests other than those pinned for it. Flagged; its output is not compared.
+    WrongModel,
     /// It returned no output (unreachable, timed out, refused).
     Failed,
     /// Not needed: the first two agreed.
@@ -193,6 +207,7 @@ impl Status {
             Status::NearTie => "near-tie",
             Status::Length => "length",
             Status::LogprobMismatch => "logprob-mismatch",
+            Status::WrongModel => "wrong-model",
             Status::Failed => "failed",
             Status::NotRun => "not-run",
             Status::Unsettled => "unsettled",
@@ -201,7 +216,10 @@ impl Status {
 
     /// Whether this status accuses the executor of a wrong output.
     pub fn is_flagged(self) -> bool {
-        matches!(self, Status::Diverged | Status::LogprobMismatch)
+        matches!(
+            self,
+            Status::Diverged | Status::LogprobMismatch | Status::WrongModel
+        )
     }
 }
 
@@ -216,7 +234,7 @@ pub struct ExecutorReport {
     pub transcript_digest: Option<[u8; 32]>,
     /// What the verdict says of it.
     pub status: Status,
-    /// Why it failed, when it did.
+    /// Why it failed or was refused, when it was.
     pub error: Option<String>,
 }
 
@@ -245,7 +263,7 @@ impl Verdict {
 
     /// The verdict as JSON (digests in hex), as receipts and the API carry it.
     pub fn to_json(&self) -> Value {
-        let hex = |d: &[u8; 32]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let hex = hex32;
         json!({
             "mode": "quasi-deterministic",
             "outcome": self.outcome.as_str(),
@@ -255,6 +273,7 @@ impl Verdict {
                 "engine": r.build.engine,
                 "dtype": r.build.dtype,
                 "model_digest": r.build.model_digest.as_ref().map(hex),
+                "base_model_digest": r.build.base_digest.as_ref().map(hex),
                 "transcript_digest": r.transcript_digest.as_ref().map(hex),
                 "status": r.status.as_str(),
                 "flagged": r.status.is_flagged(),
@@ -272,8 +291,27 @@ impl Verdict {
     }
 }
 
+/// What one executor's run came to.
+enum Ran {
+    /// An output of the quorum's model.
+    Output(Execution),
+    /// No output.
+    Failed(String),
+    /// Another model (its execution's build, when it returned one).
+    WrongModel(Option<Build>, String),
+}
+
+impl Ran {
+    fn output(&self) -> Option<&Execution> {
+        match self {
+            Ran::Output(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Runs `req` on the first two of `executors` side by side and, if they disagree (or one
-/// fails), on the third; see the module docs for the verdict.
+/// fails or serves another model), on the third; see the module docs for the verdict.
 ///
 /// # Errors
 /// [`Error::Request`] when fewer than three executors are given. Executors that fail are
@@ -291,6 +329,22 @@ pub fn run_quorum(
         )));
     }
     let ex = &executors[..3];
+    let model = cfg.base_digest.or_else(|| ex[0].build().base_digest);
+    let ran = |r: Result<Execution>| match r {
+        Ok(e) => match (model, e.build.base_digest) {
+            (Some(want), Some(stated)) if want != stated => {
+                let why = format!(
+                    "it states base_model_digest {}, the quorum's model is {}",
+                    hex32(&stated),
+                    hex32(&want)
+                );
+                Ran::WrongModel(Some(e.build), why)
+            }
+            _ => Ran::Output(e),
+        },
+        Err(Error::WrongModel { reason, .. }) => Ran::WrongModel(None, reason),
+        Err(e) => Ran::Failed(e.to_string()),
+    };
     let (ra, rb) = std::thread::scope(|s| {
         let a = s.spawn(|| ex[0].run(req));
         let rb = ex[1].run(req);
@@ -302,18 +356,12 @@ pub fn run_quorum(
         });
         (ra, rb)
     });
-    let mut results: Vec<Option<std::result::Result<Execution, String>>> = vec![
-        Some(ra.map_err(|e| e.to_string())),
-        Some(rb.map_err(|e| e.to_string())),
-        None,
-    ];
+    let mut results: Vec<Option<Ran>> = vec![Some(ran(ra)), Some(ran(rb)), None];
     let mut divergences = Vec::new();
-    let mut agree =
-        |i: usize, j: usize, results: &[Option<std::result::Result<Execution, String>>]| match (
-            &results[i],
-            &results[j],
-        ) {
-            (Some(Ok(a)), Some(Ok(b))) => match compare(a, b, cfg) {
+    let mut agree = |i: usize, j: usize, results: &[Option<Ran>]| {
+        let output = |k: usize| results[k].as_ref().and_then(Ran::output);
+        match (output(i), output(j)) {
+            (Some(a), Some(b)) => match compare(a, b, cfg) {
                 Comparison::Agree => true,
                 Comparison::Diverge(d) => {
                     divergences.push(d);
@@ -321,29 +369,28 @@ pub fn run_quorum(
                 }
             },
             _ => false,
-        };
+        }
+    };
     let mut pair = agree(0, 1, &results).then_some((0, 1));
     let outcome_if_pair = if pair.is_some() {
         Outcome::Unanimous
     } else {
-        results[2] = Some(ex[2].run(req).map_err(|e| e.to_string()));
+        results[2] = Some(ran(ex[2].run(req)));
         pair = [(0, 2), (1, 2)]
             .into_iter()
             .find(|(i, j)| agree(*i, *j, &results));
         Outcome::Majority
     };
-    let ok = |i: usize| match &results[i] {
-        Some(Ok(e)) => Some(e),
-        _ => None,
-    };
+    let ok = |i: usize| results[i].as_ref().and_then(Ran::output);
     let mut reports = Vec::with_capacity(3);
     for (i, e) in ex.iter().enumerate() {
         let status = match (&results[i], pair) {
             (None, _) => Status::NotRun,
-            (Some(Err(_)), _) => Status::Failed,
-            (Some(Ok(_)), None) => Status::Unsettled,
-            (Some(Ok(_)), Some((a, b))) if i == a || i == b => Status::Agreed,
-            (Some(Ok(mine)), Some((a, _))) => {
+            (Some(Ran::Failed(_)), _) => Status::Failed,
+            (Some(Ran::WrongModel(..)), _) => Status::WrongModel,
+            (Some(Ran::Output(_)), None) => Status::Unsettled,
+            (Some(Ran::Output(_)), Some((a, b))) if i == a || i == b => Status::Agreed,
+            (Some(Ran::Output(mine)), Some((a, _))) => {
                 let accepted = ok(a).expect("an agreeing pair ran");
                 match compare(accepted, mine, cfg) {
                     Comparison::Agree => Status::Agreed,
@@ -361,13 +408,18 @@ pub fn run_quorum(
                 }
             }
         };
+        let build = match &results[i] {
+            Some(Ran::Output(x)) => x.build.clone(),
+            Some(Ran::WrongModel(Some(b), _)) => b.clone(),
+            _ => e.build(),
+        };
         reports.push(ExecutorReport {
             executor: e.name().to_owned(),
-            build: ok(i).map_or_else(|| e.build(), |x| x.build.clone()),
+            build,
             transcript_digest: ok(i).map(|x| x.transcript_digest(&req.prompt)),
             status,
             error: match &results[i] {
-                Some(Err(m)) => Some(m.clone()),
+                Some(Ran::Failed(m) | Ran::WrongModel(_, m)) => Some(m.clone()),
                 _ => None,
             },
         });

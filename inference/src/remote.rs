@@ -56,8 +56,13 @@ pub struct RemoteConfig {
     pub engine: Option<String>,
     /// Its dtype (e.g. `bf16`); `None` takes what the server reports, else `unknown`.
     pub dtype: Option<String>,
-    /// Its model digest; `None` takes what the server reports (fleetmesh nodes do).
+    /// Its model digest, pinned: an answer (or a health check) stating another one is
+    /// refused as [`Error::WrongModel`]; `None` takes what the server reports (fleetmesh
+    /// nodes do).
     pub model_digest: Option<[u8; 32]>,
+    /// The model it must serve, across conversions ([`Build::base_digest`]), pinned the
+    /// same way; `None` takes what the server reports (fleetmesh nodes do).
+    pub base_digest: Option<[u8; 32]>,
     /// Bearer token sent as `Authorization`, if the server wants one.
     pub api_key: Option<String>,
     /// Longest a generation may take, connection included. Default 120 s.
@@ -77,6 +82,7 @@ impl RemoteConfig {
             engine: None,
             dtype: None,
             model_digest: None,
+            base_digest: None,
             api_key: None,
             timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(5),
@@ -91,6 +97,8 @@ pub struct Health {
     pub models: Vec<String>,
     /// The model digest the server states for our model, if it does.
     pub model_digest: Option<[u8; 32]>,
+    /// The base model digest it states, if it does.
+    pub base_digest: Option<[u8; 32]>,
     /// How long the check took.
     pub latency: Duration,
 }
@@ -210,7 +218,8 @@ impl RemoteExecutor {
     ///
     /// # Errors
     /// [`Error::Executor`] when it does not answer in time, answers with an error, or
-    /// does not list the model.
+    /// does not list the model; [`Error::WrongModel`] when it states digests other than
+    /// the pinned ones.
     pub fn health(&self) -> Result<Health> {
         let start = Instant::now();
         if self.cfg.kind == RemoteKind::Ollama {
@@ -230,6 +239,7 @@ impl RemoteExecutor {
             return Ok(Health {
                 models,
                 model_digest: None,
+                base_digest: None,
                 latency: start.elapsed(),
             });
         }
@@ -250,15 +260,20 @@ impl RemoteExecutor {
                     self.cfg.model
                 ))
             })?;
+        let (model_digest, base_digest) = self.digests(&ours["fleetmesh"])?;
         Ok(Health {
-            model_digest: digest_of(&ours["fleetmesh"]["model_digest"]),
+            model_digest,
+            base_digest,
             models,
             latency: start.elapsed(),
         })
     }
 }
 
-fn digest_of(v: &Value) -> Option<[u8; 32]> {
+/// A SHA-256 digest.
+type Digest = [u8; 32];
+
+fn digest_of(v: &Value) -> Option<Digest> {
     let s = v.as_str()?;
     if s.len() != 64 {
         return None;
@@ -321,6 +336,7 @@ impl Executor for RemoteExecutor {
     fn build(&self) -> Build {
         Build {
             model_digest: self.cfg.model_digest,
+            base_digest: self.cfg.base_digest,
             engine: self.engine().unwrap_or_else(|| "unknown".into()),
             dtype: self.cfg.dtype.clone().unwrap_or_else(|| "unknown".into()),
         }
@@ -409,21 +425,20 @@ impl Executor for RemoteExecutor {
                 .unwrap_or_default();
             steps.push(step(*id, logprob, top));
         }
-        Ok(self.execution(steps, &v["fleetmesh"]))
+        self.execution(steps, &v["fleetmesh"])
     }
 }
 
 impl RemoteExecutor {
     /// What it ran, as the config states it or else as the answer's `fleetmesh` claims.
-    fn execution(&self, steps: Vec<Step>, fm: &Value) -> Execution {
+    fn execution(&self, steps: Vec<Step>, fm: &Value) -> Result<Execution> {
         let claimed = |key: &str| fm[key].as_str().map(str::to_owned);
-        Execution {
+        let (model_digest, base_digest) = self.digests(fm)?;
+        Ok(Execution {
             executor: self.cfg.name.clone(),
             build: Build {
-                model_digest: self
-                    .cfg
-                    .model_digest
-                    .or_else(|| digest_of(&fm["model_digest"])),
+                model_digest,
+                base_digest,
                 engine: self
                     .engine()
                     .or_else(|| claimed("engine"))
@@ -436,7 +451,33 @@ impl RemoteExecutor {
                     .unwrap_or_else(|| "unknown".into()),
             },
             steps,
-        }
+        })
+    }
+
+    /// The model and base digests from the server's `fleetmesh` object (an answer's or
+    /// its `/v1/models` entry's), the pinned ones where it states none.
+    ///
+    /// # Errors
+    /// [`Error::WrongModel`] when it states one other than the pinned one.
+    fn digests(&self, fm: &Value) -> Result<(Option<Digest>, Option<Digest>)> {
+        let check = |key: &str, pinned: Option<[u8; 32]>| {
+            let stated = digest_of(&fm[key]);
+            match (pinned, stated) {
+                (Some(p), Some(s)) if p != s => Err(Error::WrongModel {
+                    executor: self.cfg.name.clone(),
+                    reason: format!(
+                        "it states {key} {}, pinned to {}",
+                        crate::executor::hex32(&s),
+                        crate::executor::hex32(&p)
+                    ),
+                }),
+                _ => Ok(pinned.or(stated)),
+            }
+        };
+        Ok((
+            check("model_digest", self.cfg.model_digest)?,
+            check("base_model_digest", self.cfg.base_digest)?,
+        ))
     }
 
     /// [`Executor::run`] through Ollama's `POST /api/generate`.
@@ -522,7 +563,7 @@ impl RemoteExecutor {
             steps.push(step(id_of(lp)?, logprob, top));
         }
         let steps = with_end(steps, v["done_reason"].as_str(), req);
-        Ok(self.execution(steps, &Value::Null))
+        self.execution(steps, &Value::Null)
     }
 
     /// The engine the config states, or `ollama` for an Ollama server.

@@ -60,6 +60,12 @@ pub enum ModelEntry {
         id: String,
         /// Weights: a safetensors directory or a .gguf file.
         path: std::path::PathBuf,
+        /// The model these weights were converted from (quantized, rounded to f16 …), as
+        /// the hex SHA-256 `model_digest` of the original's weights: the quorum treats this
+        /// file as a build of that model (near-ties forgiven between its builds, any other
+        /// model refused as `wrong-model`). Default: this file's own digest.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        base_model_digest: Option<String>,
     },
 }
 
@@ -68,6 +74,17 @@ impl ModelEntry {
     pub fn path(&self) -> &std::path::Path {
         match self {
             ModelEntry::Path(p) | ModelEntry::Named { path: p, .. } => p,
+        }
+    }
+
+    /// The base model digest it states, as written (hex), if it states one.
+    pub fn base_model_digest(&self) -> Option<&str> {
+        match self {
+            ModelEntry::Named {
+                base_model_digest: Some(d),
+                ..
+            } => Some(d),
+            _ => None,
         }
     }
 
@@ -83,9 +100,14 @@ impl ModelEntry {
     pub fn resolved(&self, dir: &std::path::Path) -> ModelEntry {
         match self {
             ModelEntry::Path(p) => ModelEntry::Path(dir.join(p)),
-            ModelEntry::Named { id, path } => ModelEntry::Named {
+            ModelEntry::Named {
+                id,
+                path,
+                base_model_digest,
+            } => ModelEntry::Named {
                 id: id.clone(),
                 path: dir.join(path),
+                base_model_digest: base_model_digest.clone(),
             },
         }
     }
@@ -157,8 +179,8 @@ impl From<Verification> for String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QuorumSection {
-    /// Both margins (nats) below this at a divergence between different builds make it a
-    /// near-tie, not fraud. Default 0.1.
+    /// Both margins (nats) below this at a divergence between different builds of the same
+    /// model make it a near-tie, not fraud. Default 0.1.
     pub near_tie_epsilon: f64,
     /// Most logprob difference (nats) between same-dtype executors of one token; 0 turns
     /// the check off. Default 0.001.
@@ -176,11 +198,13 @@ impl Default for QuorumSection {
 }
 
 impl QuorumSection {
-    /// The library's form.
+    /// The library's form. The quorum's model is the first executor's, the local model
+    /// (its base digest).
     pub fn to_config(&self) -> fleetmesh_inference::quorum::QuorumConfig {
         fleetmesh_inference::quorum::QuorumConfig {
             near_tie_epsilon: self.near_tie_epsilon,
             logprob_tolerance: (self.logprob_tolerance > 0.0).then_some(self.logprob_tolerance),
+            base_digest: None,
         }
     }
 }
@@ -212,9 +236,16 @@ pub struct ExecutorSection {
     /// Its dtype (`bf16`, `f32` …). Default: what the server reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
-    /// Its model digest (hex SHA-256 of the weights). Default: what the server reports.
+    /// Its model digest (hex SHA-256 of the weights), pinned: an answer stating another
+    /// one makes it `wrong-model` (flagged) in the quorum. Default: what the server reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_digest: Option<String>,
+    /// The model it serves across conversions (hex SHA-256 of the original weights: the
+    /// local model's `base_model_digest`), pinned the same way; for a server that states
+    /// none (vLLM), this is what grants it the near-tie allowance of a build of the same
+    /// model. Default: what the server reports (fleetmesh nodes do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_model_digest: Option<String>,
     /// Bearer token for the server. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
@@ -238,6 +269,7 @@ impl Default for ExecutorSection {
             engine: None,
             dtype: None,
             model_digest: None,
+            base_model_digest: None,
             api_key: None,
             timeout_s: default_timeout(),
             connect_timeout_s: default_connect_timeout(),

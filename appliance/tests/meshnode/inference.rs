@@ -304,40 +304,45 @@ fn models_in_the_config_are_served_by_run() {
         text.contains("[inference]"),
         "init writes every section: {text}"
     );
-    let text = text.replace("models = []", "models = [\"models/tiny\"]");
-    std::fs::write(&cfg, text).unwrap();
+    // a converted copy states the model it was made from
+    let base = "ab".repeat(32);
+    let entry = format!(
+        "models = [{{ id = \"tiny\", path = \"models/tiny\", base_model_digest = \"{}\" }}]",
+        base.to_uppercase()
+    );
+    std::fs::write(&cfg, text.replace("models = []", &entry)).unwrap();
     let d = run_node(node.path());
     runtime().block_on(async {
-        let list: Value = http_client()
-            .get(d.url("/v1/models"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list = get_json(&http_client(), d.url("/v1/models")).await;
         assert_eq!(list["data"][0]["id"], "tiny", "{list}");
+        let fm = &list["data"][0]["fleetmesh"];
+        assert_eq!(fm["base_model_digest"], base.as_str(), "{list}");
+        assert_ne!(fm["model_digest"], fm["base_model_digest"], "{list}");
     });
     drop(d);
+    // a config the node refuses to start with, naming why
+    let refused = |config: &str, says: &str| {
+        std::fs::write(&cfg, config).unwrap();
+        let o = run(&[
+            "run",
+            node.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{config}");
+        assert!(stderr(&o).contains(says), "{config}: {}", stderr(&o));
+    };
+    // a base that is not a digest
+    refused(
+        &text.replace("models = []", &entry.replace(&base.to_uppercase(), "12")),
+        "base_model_digest is not 64 hex digits",
+    );
     // a typo in the section is refused, not ignored
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("models = [", "modles = [");
-    std::fs::write(&cfg, text).unwrap();
-    let o = run(&[
-        "run",
-        node.path().to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("modles"), "{}", stderr(&o));
+    let good = text.replace("models = []", "models = [\"models/tiny\"]");
+    refused(&good.replace("models = [", "modles = ["), "modles");
     // executors with a bad digest, URL or kind are refused (one for a model that is not
     // served locally makes it a routed model: its URL is checked the same)
-    let good = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("modles = [", "models = [")
-        .replace("executors = []\n", "");
+    let good = good.replace("executors = []\n", "");
     for (executor, says) in [
         ("serves = \"nope\"\nurl = \"ftp://127.0.0.1:9\"", "not http"),
         (
@@ -348,21 +353,16 @@ fn models_in_the_config_are_served_by_run() {
             "serves = \"tiny\"\nurl = \"http://127.0.0.1:9\"\nmodel_digest = \"abc\"",
             "64 hex digits",
         ),
+        (
+            "serves = \"tiny\"\nurl = \"http://127.0.0.1:9\"\nbase_model_digest = \"xyz\"",
+            "base_model_digest is not 64 hex digits",
+        ),
         ("serves = \"tiny\"\nurl = \"ftp://127.0.0.1:9\"", "not http"),
     ] {
-        std::fs::write(
-            &cfg,
-            format!("{good}\n[[inference.executors]]\nname = \"x\"\n{executor}\n"),
-        )
-        .unwrap();
-        let o = run(&[
-            "run",
-            node.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ]);
-        assert_eq!(o.status.code(), Some(2), "{executor}");
-        assert!(stderr(&o).contains(says), "{executor}: {}", stderr(&o));
+        refused(
+            &format!("{good}\n[[inference.executors]]\nname = \"x\"\n{executor}\n"),
+            says,
+        );
     }
 }
 
@@ -464,8 +464,23 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
     make_tiny(&other, 8);
     let (_h, honest_node) = serve(&[&honest], "");
     let (_t, cheat_node) = serve(&[&other], "");
-    // the cheat is asked first, beside the local runtime; the honest node settles it
-    let cfg = executor_toml("cheat", &cheat_node) + &executor_toml("honest", &honest_node);
+    // each node states its model's digest, and (original weights) that as its base
+    let digests = |d: &Daemon| {
+        runtime().block_on(async {
+            let v = get_json(&http_client(), d.url("/v1/models")).await;
+            let fm = &v["data"][0]["fleetmesh"];
+            assert_eq!(fm["base_model_digest"], fm["model_digest"], "{v}");
+            fm["model_digest"].as_str().unwrap().to_owned()
+        })
+    };
+    let (honest_digest, cheat_digest) = (digests(&honest_node), digests(&cheat_node));
+    assert_ne!(honest_digest, cheat_digest);
+    // the cheat (another model, honestly stated; its own digest pinned right) is asked
+    // first, beside the local runtime; the honest node (its base pinned) settles it
+    let cfg = executor_toml("cheat", &cheat_node)
+        + &format!("model_digest = \"{cheat_digest}\"\n")
+        + &executor_toml("honest", &honest_node)
+        + &format!("base_model_digest = \"{}\"\n", honest_digest.to_uppercase());
     let (_a, node) = serve(&[&honest], &cfg);
     let prompts = ["hello", "fleetmesh", "2 + 2 ="];
     runtime().block_on(async {
@@ -474,7 +489,11 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
         let health: Value = http.get(node.url("/v1/executors")).send().await.unwrap().json().await.unwrap();
         let list = health["data"].as_array().unwrap();
         assert_eq!(list.len(), 2, "{health}");
-        assert!(list.iter().all(|e| e["healthy"] == true), "{health}");
+        let named = |name: &str| list.iter().find(|e| e["executor"] == name).unwrap();
+        assert_eq!(named("honest")["healthy"], true, "{health}");
+        // the server that serves another model is reported, not trusted
+        assert_eq!(named("cheat")["healthy"], false, "{health}");
+        assert!(named("cheat")["error"].as_str().unwrap().contains("serves another model"), "{health}");
         for prompt in prompts {
             let plain = serde_json::json!({"model": "tiny", "prompt": prompt, "max_tokens": 8,
                                            "temperature": 0, "return_token_ids": true});
@@ -494,17 +513,20 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
                 .find(|e| e["executor"] == name).unwrap().clone();
             assert_eq!(by("local:tiny")["status"], "agreed");
             assert_eq!(by("honest")["status"], "agreed");
-            assert_eq!(by("cheat")["status"], "diverged", "{v}");
+            // another model, whatever it answered: refused and flagged, never compared
+            assert_eq!(by("cheat")["status"], "wrong-model", "{v}");
             assert_eq!(by("cheat")["flagged"], true);
-            // the honest node states its digest over HTTP; both honest transcripts agree
+            assert_eq!(by("cheat")["base_model_digest"], cheat_digest.as_str());
+            assert!(by("cheat")["error"].as_str().unwrap().contains("base_model_digest"), "{v}");
+            assert!(by("cheat")["transcript_digest"].is_null(), "{v}");
+            assert!(v["divergences"].as_array().unwrap().iter()
+                .all(|d| !d["executors"].as_array().unwrap().contains(&"cheat".into())), "{v}");
+            // the honest node states its digests over HTTP; both honest transcripts agree
             assert_eq!(by("honest")["model_digest"], r["fleetmesh"]["model_digest"]);
+            assert_eq!(by("honest")["base_model_digest"], r["fleetmesh"]["base_model_digest"]);
+            assert_eq!(r["fleetmesh"]["base_model_digest"], honest_digest.as_str());
             assert_eq!(by("honest")["transcript_digest"], by("local:tiny")["transcript_digest"]);
             assert_eq!(by("local:tiny")["transcript_digest"], r["fleetmesh"]["transcript_digest"]);
-            assert_ne!(by("cheat")["transcript_digest"], by("honest")["transcript_digest"]);
-            let d = v["divergences"].as_array().unwrap().iter()
-                .find(|d| d["executors"].as_array().unwrap().contains(&"cheat".into())).unwrap();
-            assert_eq!(d["kind"], "token");
-            assert!(d["margins"][0].is_number() && d["margins"][1].is_number(), "{d}");
         }
         // the quorum decodes greedily and does not stream
         for (extra, param) in [(("temperature", serde_json::json!(0.8)), "temperature"),
@@ -553,7 +575,29 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
         .iter()
         .map(|e| e["status"].as_str().unwrap())
         .collect();
-    assert_eq!(statuses, ["agreed", "diverged", "agreed"]);
+    assert_eq!(statuses, ["agreed", "wrong-model", "agreed"]);
+    // a pin the server's statement contradicts: that executor is wrong-model too
+    let pinned = executor_toml("pinned", &honest_node)
+        + &format!("model_digest = \"{}\"\n", "0".repeat(64))
+        + &executor_toml("honest", &honest_node);
+    let (_p, pinned_node) = serve(&[&honest], &pinned);
+    runtime().block_on(async {
+        let (status, r) = post_json(
+            &http_client(),
+            &pinned_node.url("/v1/completions"),
+            serde_json::json!({"model": "tiny", "prompt": "hi", "max_tokens": 3,
+                               "verification": "quasi-deterministic"}),
+        )
+        .await;
+        assert_eq!(status, 200, "{r}");
+        let e = &r["fleetmesh"]["verdict"]["executors"][1];
+        assert_eq!(e["status"], "wrong-model", "{r}");
+        assert!(
+            e["error"].as_str().unwrap().contains("pinned to 0000"),
+            "{r}"
+        );
+        assert_eq!(r["fleetmesh"]["verdict"]["outcome"], "majority", "{r}");
+    });
     // an unreachable executor is reported as failed, not flagged, and the quorum goes on
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_url = format!("http://{}", dead.local_addr().unwrap());

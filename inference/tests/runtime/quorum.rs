@@ -203,7 +203,7 @@ fn f16_copy(src: &Path, dst: &Path) {
 
 #[test]
 fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_one_build_is() {
-    use fleetmesh_inference::executor::{Build, ExecRequest, Execution, LocalExecutor};
+    use fleetmesh_inference::executor::{Build, ExecRequest, Execution, Executor, LocalExecutor};
     use fleetmesh_inference::model::model_digest;
     use fleetmesh_inference::quorum::{
         Comparison, DivergenceKind, QuorumConfig, Status, compare, run_quorum,
@@ -221,6 +221,7 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
         executor: name.into(),
         build: Build {
             model_digest: Some([1; 32]),
+            base_digest: Some([1; 32]),
             engine: "fleetmesh-candle".into(),
             dtype: dtype.into(),
         },
@@ -240,6 +241,13 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
     // the same divergence between executors of one build is a fault
     let same_build = exec("c", "f32", step(8, 0.03));
     assert_eq!(kind(&a, &same_build).unwrap().0, DivergenceKind::Token);
+    // and between builds of another model, or of a model nobody stated
+    let mut other_model = other_build.clone();
+    other_model.build.base_digest = Some([2; 32]);
+    assert_eq!(kind(&a, &other_model).unwrap().0, DivergenceKind::Token);
+    other_model.build.base_digest = None;
+    assert_eq!(kind(&a, &other_model).unwrap().0, DivergenceKind::Token);
+    assert_eq!(kind(&other_model, &other_model.clone()), None);
     // a sure executor overturned is a fault across builds too
     let sure = exec("d", "bf16", step(8, 1.5));
     assert_eq!(kind(&a, &sure).unwrap().0, DivergenceKind::Token);
@@ -274,11 +282,16 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
     let digest = model_digest(dir.path()).unwrap();
     let local = |d: &Path, name: &str| {
         let m = Arc::new(Llama::load_dir(d).unwrap());
-        LocalExecutor::new(name, Arc::new(Batcher::new(m, digest, 4)))
+        LocalExecutor::new(name, Arc::new(Batcher::new(m, model_digest(d).unwrap(), 4)))
     };
     let h1 = local(dir.path(), "f32-1");
     let h2 = local(dir.path(), "f32-2");
-    let half = local(f16_dir.path(), "f16").with_dtype("f16");
+    // its file has its own digest; it states the f32 original as its base
+    let half = local(f16_dir.path(), "f16")
+        .with_dtype("f16")
+        .with_base_digest(digest);
+    assert_ne!(half.build().model_digest, h1.build().model_digest);
+    assert!(half.build().same_model(&h1.build()));
     for prompt in quorum_prompts() {
         let req = ExecRequest {
             prompt,
@@ -291,4 +304,133 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
         let s = v.executors[0].status;
         assert!(matches!(s, Status::Agreed | Status::NearTie), "{s:?}");
     }
+}
+
+#[test]
+fn another_model_under_the_same_name_is_refused_as_wrong_model_not_forgiven_as_a_near_tie() {
+    use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
+    use fleetmesh_inference::model::model_digest;
+    use fleetmesh_inference::quorum::{Outcome, QuorumConfig, Status, run_quorum};
+    use fleetmesh_inference::{Batcher, Sampling, generate};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    make_tiny(dir.path(), 7).unwrap();
+    let digest = model_digest(dir.path()).unwrap();
+    let honest = Arc::new(Llama::load_dir(dir.path()).unwrap());
+    let greedy = |m: &Llama, d, prompt: &[u32]| {
+        generate(m, d, prompt, 12, &[], &Sampling::default())
+            .unwrap()
+            .output_ids()
+    };
+    // another model of the same shape: the lm_head rows of the two ids the honest model
+    // writes most swapped, so it parts from it wherever it would write one of them
+    let mut counts: HashMap<u32, usize> = HashMap::new();
+    for prompt in quorum_prompts() {
+        for id in greedy(&honest, digest, &prompt) {
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    let mut by_count: Vec<(u32, usize)> = counts.into_iter().collect();
+    by_count.sort_by_key(|(id, n)| (std::cmp::Reverse(*n), *id));
+    let (a, b) = (by_count[0].0, by_count[1].0);
+    let other_dir = tempfile::tempdir().unwrap();
+    copy_with(dir.path(), other_dir.path(), |name, w| {
+        if name != "lm_head.weight" {
+            return w;
+        }
+        let rows = w.dim(0).unwrap() as u32;
+        let order: Vec<u32> = (0..rows)
+            .map(|i| match i {
+                i if i == a => b,
+                i if i == b => a,
+                i => i,
+            })
+            .collect();
+        let order = candle_core::Tensor::new(order, &candle_core::Device::Cpu).unwrap();
+        w.index_select(&order, 0).unwrap()
+    });
+    let other_digest = model_digest(other_dir.path()).unwrap();
+    assert_ne!(other_digest, digest);
+    let other_model = Arc::new(Llama::load_dir(other_dir.path()).unwrap());
+    // it honestly states its own digest, so its own base
+    let other = LocalExecutor::new(
+        "other-model",
+        Arc::new(Batcher::new(other_model.clone(), other_digest, 4)),
+    );
+    let h1 = LocalExecutor::new(
+        "honest-1",
+        Arc::new(Batcher::new(honest.clone(), digest, 4)),
+    );
+    let h2 = LocalExecutor::new(
+        "honest-2",
+        Arc::new(Batcher::new(honest.clone(), digest, 4)),
+    );
+    let by_default = QuorumConfig::default();
+    let named = QuorumConfig {
+        base_digest: Some(digest),
+        ..QuorumConfig::default()
+    };
+    let mut diverging = 0;
+    for prompt in quorum_prompts() {
+        let honest_ids = greedy(&honest, digest, &prompt);
+        if greedy(&other_model, other_digest, &prompt) != honest_ids {
+            diverging += 1;
+        }
+        let req = ExecRequest {
+            schema: None,
+            prompt,
+            max_tokens: 12,
+            stop_ids: vec![],
+        };
+        // the quorum's model: the first executor's (the node's own), or named
+        for (order, cfg) in [
+            ([&h1 as &dyn Executor, &other, &h2], &by_default),
+            ([&other as &dyn Executor, &h1, &h2], &named),
+        ] {
+            let v = run_quorum(&order, &req, cfg).unwrap();
+            // whatever its output, it takes no part: refused, flagged, never compared
+            assert_eq!(v.outcome, Outcome::Majority);
+            assert_eq!(v.output.as_ref().unwrap().ids(), honest_ids);
+            assert_eq!(v.flagged(), ["other-model"]);
+            let r = v
+                .executors
+                .iter()
+                .find(|r| r.executor == "other-model")
+                .unwrap();
+            assert_eq!(r.status, Status::WrongModel);
+            assert!(r.transcript_digest.is_none());
+            assert!(
+                r.error.as_deref().unwrap().contains("base_model_digest"),
+                "{:?}",
+                r.error
+            );
+            assert!(
+                v.divergences
+                    .iter()
+                    .all(|d| d.executors.0 != "other-model" && d.executors.1 != "other-model")
+            );
+            let json = v.to_json();
+            let e = &json["executors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["executor"] == "other-model")
+                .unwrap()
+                .clone();
+            assert_eq!(e["status"], "wrong-model", "{json}");
+            assert_eq!(e["flagged"], true);
+            assert_eq!(
+                e["base_model_digest"],
+                other_digest
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            );
+        }
+        // where the honest pair runs first it is never asked
+        let v = run_quorum(&[&h1, &h2, &other], &req, &by_default).unwrap();
+        assert_eq!(v.outcome, Outcome::Unanimous);
+        assert_eq!(v.executors[2].status, Status::NotRun);
+    }
+    assert!(diverging >= 2, "only {diverging} prompts part");
 }

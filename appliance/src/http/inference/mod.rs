@@ -9,7 +9,7 @@
 //! `ignore_eos`, `return_token_ids` → `prompt_token_ids` / `token_ids`,
 //! `return_tokens_as_token_ids` → tokens written `token_id:N`); errors are OpenAI's
 //! `{"error": {"message", "type", "param", "code"}}`. Each response also carries
-//! `fleetmesh.{model_digest, transcript_digest, engine, dtype}`.
+//! `fleetmesh.{model_digest, base_model_digest, transcript_digest, engine, dtype}`.
 //!
 //! `"verification": "quasi-deterministic"` (or `[inference] verification`) runs the
 //! request through the quorum — the local runtime and the model's remote executors —
@@ -124,6 +124,7 @@ pub async fn models(State(s): State<Arc<InferenceService>>) -> Response {
                 "max_model_len": m.batcher.model().config().max_position_embeddings,
                 "fleetmesh": {
                     "model_digest": hex::encode(m.digest),
+                    "base_model_digest": hex::encode(m.base_digest),
                     "engine": m.engine,
                     "dtype": "f32",
                     "chat_template": m.template.is_some(),
@@ -175,9 +176,20 @@ pub async fn executors(State(s): State<Arc<InferenceService>>) -> Response {
             .iter()
             .flat_map(|m| {
                 m.remotes.iter().map(|r| match r.health() {
+                    // a server stating another model would be refused by the quorum
+                    Ok(h) if h.base_digest.is_some_and(|b| b != m.base_digest) => {
+                        json!({"executor": r.name(), "serves": m.id, "healthy": false,
+                               "model_digest": h.model_digest.map(hex::encode),
+                               "base_model_digest": h.base_digest.map(hex::encode),
+                               "error": format!("serves another model: base_model_digest \
+                                   {}, this node's {} is {}",
+                                   h.base_digest.map(hex::encode).unwrap_or_default(),
+                                   m.id, hex::encode(m.base_digest))})
+                    }
                     Ok(h) => json!({"executor": r.name(), "serves": m.id, "healthy": true,
                                     "latency_ms": h.latency.as_secs_f64() * 1e3,
-                                    "model_digest": h.model_digest.map(hex::encode)}),
+                                    "model_digest": h.model_digest.map(hex::encode),
+                                    "base_model_digest": h.base_digest.map(hex::encode)}),
                     Err(e) => json!({"executor": r.name(), "serves": m.id, "healthy": false,
                                      "error": e.to_string()}),
                 })

@@ -77,6 +77,7 @@ pub(super) fn render(m: &Served, p: &Params, gens: &[Generated]) -> Value {
     let first = &gens[0];
     let mut fm = json!({
         "model_digest": hex::encode(m.digest),
+        "base_model_digest": hex::encode(m.base_digest),
         "engine": first.build.0,
         "dtype": first.build.1,
     });

@@ -20,6 +20,8 @@ pub(super) struct Served {
     pub(super) tokenizer: Arc<TextTokenizer>,
     pub(super) template: Option<ChatTemplate>,
     pub(super) digest: [u8; 32],
+    /// The model it is a build of (`base_model_digest`, else `digest`).
+    pub(super) base_digest: [u8; 32],
     /// `fleetmesh-candle/<device>`.
     pub(super) engine: String,
     pub(super) eos: Vec<u32>,
@@ -226,6 +228,10 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
             .filter(|e| e.serves == id)
             .cloned()
             .collect();
+        let base = entry
+            .base_model_digest()
+            .map(|h| digest_hex(h, &format!("model {id:?}: base_model_digest")))
+            .transpose()?;
         // the weights, batcher and counters of the same model loaded the same way
         let kept = before.and_then(|b| {
             let m = b.model(&id)?;
@@ -235,6 +241,7 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
         if let Some(m) = &kept
             && m.executors == executors
             && m.queue_size == cfg.max_queue
+            && m.base_digest == base.unwrap_or(m.digest)
         {
             models.push(m.clone());
             continue;
@@ -264,9 +271,10 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
                 tokenizer: m.tokenizer.clone(),
                 template: m.template.clone(),
                 digest: m.digest,
+                base_digest: base.unwrap_or(m.digest),
                 engine: m.engine.clone(),
                 eos: m.eos.clone(),
-                local: m.local.clone(),
+                local: m.local.clone().with_base_digest(base.unwrap_or(m.digest)),
                 remotes: remotes(&m.tokenizer)?,
                 executors,
                 vocab: m.vocab.clone(),
@@ -280,7 +288,9 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
                 tracing::info!(model = %id, digest = %hex::encode(digest), chat = template.is_some(), "serving model");
                 let batcher = Arc::new(Batcher::new(Arc::new(model), digest, cfg.max_batch));
                 Served {
-                    local: LocalExecutor::new(format!("local:{id}"), batcher.clone()),
+                    local: LocalExecutor::new(format!("local:{id}"), batcher.clone())
+                        .with_base_digest(base.unwrap_or(digest)),
+                    base_digest: base.unwrap_or(digest),
                     engine: fleetmesh_inference::model::engine_name(batcher.model().device()),
                     eos: batcher.model().config().eos_token_id.clone(),
                     id,
@@ -333,22 +343,21 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
     })
 }
 
+/// A SHA-256 digest written as 64 hex digits (either case); `what` names the setting.
+fn digest_hex(h: &str, what: &str) -> anyhow::Result<[u8; 32]> {
+    hex::decode(h)
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .ok_or_else(|| anyhow::anyhow!("{what} is not 64 hex digits"))
+}
+
 /// A remote executor from its `[[inference.executors]]` entry.
 pub(super) fn remote(e: &crate::config::ExecutorSection) -> anyhow::Result<RemoteExecutor> {
-    let model_digest = match &e.model_digest {
-        None => None,
-        Some(h) => Some(
-            hex::decode(h)
-                .ok()
-                .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "[[inference.executors]] {:?}: model_digest is not 64 hex digits",
-                        e.name
-                    )
-                })?,
-        ),
-    };
+    let what = |key: &str| format!("[[inference.executors]] {:?}: {key}", e.name);
+    let pin =
+        |h: &Option<String>, key: &str| h.as_deref().map(|h| digest_hex(h, &what(key))).transpose();
+    let model_digest = pin(&e.model_digest, "model_digest")?;
+    let base_digest = pin(&e.base_model_digest, "base_model_digest")?;
     let mut rc = RemoteConfig::new(
         e.name.clone(),
         e.url.clone(),
@@ -358,6 +367,7 @@ pub(super) fn remote(e: &crate::config::ExecutorSection) -> anyhow::Result<Remot
     rc.engine = e.engine.clone();
     rc.dtype = e.dtype.clone();
     rc.model_digest = model_digest;
+    rc.base_digest = base_digest;
     rc.api_key = e.api_key.clone();
     rc.timeout = std::time::Duration::from_secs(e.timeout_s.max(1));
     rc.connect_timeout = std::time::Duration::from_secs(e.connect_timeout_s.max(1));
@@ -377,6 +387,9 @@ fn check_remotes(models: &[Arc<Served>]) {
             .flat_map(|m| m.remotes.iter().map(move |r| (m, r)))
         {
             match r.health() {
+                Ok(h) if h.base_digest.is_some_and(|b| b != m.base_digest) => {
+                    tracing::warn!(executor = r.name(), model = %m.id, base_model_digest = %h.base_digest.map(hex::encode).unwrap_or_default(), "remote executor serves another model: the quorum will refuse it")
+                }
                 Ok(h) => {
                     tracing::info!(executor = r.name(), model = %m.id, latency_ms = h.latency.as_millis() as u64, "remote executor is up")
                 }

@@ -138,6 +138,7 @@ pub(super) fn stream(p: Params, place: tokio::sync::OwnedSemaphorePermit) -> Res
                 });
                 last["fleetmesh"] = json!({
                     "model_digest": hex::encode(m.digest),
+                    "base_model_digest": hex::encode(m.base_digest),
                     "transcript_digest": hex::encode(t.digest()),
                     "engine": m.engine,
                     "dtype": "f32",
