@@ -16,7 +16,9 @@
 //! provided the vocabulary has a token per byte, as byte-level and byte-fallback
 //! vocabularies do; [`TokenVocab::writes`] checks any other vocabulary before generating).
 //! Between tokens a document holds at most one space in a row unless
-//! [`Grammar::with_whitespace`] says otherwise ([`Whitespace`]).
+//! [`Grammar::with_whitespace`] says otherwise ([`Whitespace`]). The allowed ids are a
+//! [`TokenMask`] bitset; inside strings they come from an index by character count
+//! (`in_string.rs`), so a step costs tens of microseconds at a 128k vocabulary.
 //!
 //! Whatever produced a text — the constrained local runtime, a remote executor, an
 //! unconstrained run — [`Grammar::validate`] checks it with the `jsonschema` crate, an
@@ -41,6 +43,8 @@
 mod alts;
 mod check;
 mod compile;
+mod in_string;
+mod mask;
 mod matcher;
 mod numbers;
 mod pattern;
@@ -52,6 +56,7 @@ use std::sync::Arc;
 
 pub use check::{SchemaCheck, Validation};
 pub use compile::{Grammar, Whitespace};
+pub use mask::TokenMask;
 pub use matcher::Matcher;
 pub use vocab::TokenVocab;
 
@@ -66,6 +71,8 @@ pub struct Constraint {
     end_ids: Vec<u32>,
     budget: usize,
     state: State,
+    /// The last mask, its memory reused.
+    allowed: TokenMask,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +95,7 @@ impl Constraint {
             end_ids,
             budget: usize::MAX,
             state: State::Open,
+            allowed: TokenMask::new(0),
         }
     }
 
@@ -114,15 +122,13 @@ impl Constraint {
         if self.state != State::Open {
             return false;
         }
-        let mut allowed = vec![false; logits.len()];
+        let allowed = &mut self.allowed;
+        allowed.reset(logits.len());
         let after = self.budget.saturating_sub(1);
-        let mut n = self.vocab.allowed(&self.matcher, after, &mut allowed);
+        let mut n = self.vocab.allowed(&self.matcher, after, allowed);
         if self.matcher.complete() {
             for id in &self.end_ids {
-                if let Some(slot) = allowed.get_mut(*id as usize) {
-                    *slot = true;
-                    n += 1;
-                }
+                n += usize::from(allowed.insert(*id));
             }
         }
         if n == 0 || self.budget == 0 {
@@ -133,11 +139,7 @@ impl Constraint {
             };
             return false;
         }
-        for (l, ok) in logits.iter_mut().zip(allowed) {
-            if !ok {
-                *l = f32::NEG_INFINITY;
-            }
-        }
+        allowed.apply(logits);
         true
     }
 

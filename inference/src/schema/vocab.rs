@@ -1,17 +1,54 @@
 //! The vocabulary as bytes, in a trie: which tokens may come next is found by walking the
 //! trie with the matcher, so a refused first byte rules out every token that starts with
-//! it at once.
+//! it at once. Inside a plain string, and below a `"` that opens one, the tokens are taken
+//! from [`super::in_string`]'s index instead, by their character count.
 
 use std::sync::Arc;
 
 use super::Grammar;
+use super::in_string::StringIndex;
+use super::mask::TokenMask;
 use super::matcher::Matcher;
 use crate::{Error, Result};
 
+/// A node of a byte trie: its children by byte, the tokens that end here, and for a node
+/// that opens a string (a `"`) with many tokens below it, their index for the inside of
+/// plain strings.
 #[derive(Debug, Default, Clone)]
-struct TrieNode {
-    children: Vec<(u8, u32)>,
-    ids: Vec<u32>,
+pub(super) struct TrieNode {
+    pub(super) children: Vec<(u8, u32)>,
+    pub(super) ids: Vec<u32>,
+    strings: Option<Box<StringIndex>>,
+}
+
+/// Tokens below a string-opening node from which it gets a [`StringIndex`] of its own.
+const OPENS_INDEXED: usize = 64;
+
+/// Gives the nodes of `trie` one or two bytes deep whose byte is `"` and that have at least
+/// [`OPENS_INDEXED`] tokens below them the index of those tokens' tails.
+fn index_string_opens(trie: &mut [TrieNode], tokens: &[Option<Vec<u8>>]) {
+    let mut below: std::collections::HashMap<usize, Vec<(usize, &[u8])>> =
+        std::collections::HashMap::new();
+    for (id, bytes) in tokens.iter().enumerate() {
+        let Some(bytes) = bytes.as_deref() else {
+            continue;
+        };
+        let mut at = 0usize;
+        for (depth, b) in bytes.iter().enumerate().take(2) {
+            let Some((_, child)) = trie[at].children.iter().find(|(c, _)| c == b) else {
+                break;
+            };
+            at = *child as usize;
+            if *b == b'"' && depth + 1 < bytes.len() {
+                below.entry(at).or_default().push((id, &bytes[depth + 1..]));
+            }
+        }
+    }
+    for (node, tails) in below {
+        if tails.len() >= OPENS_INDEXED {
+            trie[node].strings = Some(Box::new(StringIndex::new(tails.into_iter(), tokens.len())));
+        }
+    }
 }
 
 /// Every token's bytes, for masking. Special tokens (no bytes) are never allowed by the
@@ -21,25 +58,17 @@ pub struct TokenVocab {
     tokens: Vec<Option<Vec<u8>>>,
     /// Every token.
     trie: Vec<TrieNode>,
-    /// Tokens that are plain string text (no quote, backslash or control byte; whole UTF-8
-    /// characters), by character count: inside a string each is allowed or not by its
-    /// length alone.
-    plain: Vec<(usize, u32)>,
-    /// The other tokens, walked inside strings.
-    rest: Vec<TrieNode>,
+    /// The vocabulary sorted for the inside of plain strings.
+    strings: StringIndex,
+    /// The longest token's length in bytes.
+    depth: usize,
     /// Whether every byte a document may hold (0x20–0xFF) is a token of its own, so any
     /// document can be written byte by byte.
     every_byte: bool,
 }
 
-fn plain_chars(bytes: &[u8]) -> Option<usize> {
-    if bytes.iter().any(|b| *b < 0x20 || *b == b'"' || *b == b'\\') {
-        return None;
-    }
-    std::str::from_utf8(bytes).ok().map(|s| s.chars().count())
-}
-
-fn build_trie<'a>(tokens: impl Iterator<Item = (usize, &'a [u8])>) -> Vec<TrieNode> {
+/// A trie of `tokens` (id, bytes).
+pub(super) fn build_trie<'a>(tokens: impl Iterator<Item = (usize, &'a [u8])>) -> Vec<TrieNode> {
     let mut trie = vec![TrieNode::default()];
     for (id, bytes) in tokens {
         let mut at = 0usize;
@@ -71,10 +100,6 @@ impl TokenVocab {
                 .enumerate()
                 .filter_map(|(id, b)| Some((id, b.as_deref().filter(|b| !b.is_empty())?)))
         };
-        let mut plain: Vec<(usize, u32)> = with_bytes()
-            .filter_map(|(id, b)| Some((plain_chars(b)?, id as u32)))
-            .collect();
-        plain.sort_unstable();
         let mut single = [false; 256];
         for (_, b) in with_bytes().filter(|(_, b)| b.len() == 1) {
             single[usize::from(b[0])] = true;
@@ -82,9 +107,13 @@ impl TokenVocab {
         TokenVocab {
             every_byte: single[0x20..].iter().all(|s| *s),
             tokens: tokens.to_vec(),
-            trie: build_trie(with_bytes()),
-            rest: build_trie(with_bytes().filter(|(_, b)| plain_chars(b).is_none())),
-            plain,
+            trie: {
+                let mut trie = build_trie(with_bytes());
+                index_string_opens(&mut trie, tokens);
+                trie
+            },
+            strings: StringIndex::new(with_bytes(), tokens.len()),
+            depth: with_bytes().map(|(_, b)| b.len()).max().unwrap_or(0),
         }
     }
 
@@ -115,10 +144,10 @@ impl TokenVocab {
         }
         let mut m = Matcher::new(grammar.clone());
         let mut written = Vec::new();
-        let mut mask = vec![false; self.len()];
+        let mut mask = TokenMask::new(self.len());
         while !m.complete() {
             let left = m.remaining();
-            mask.fill(false);
+            mask.reset(self.len());
             if self.allowed(&m, left - 1, &mut mask) == 0 {
                 let next = (0..=255u8).find(|b| {
                     let mut t = m.clone();
@@ -138,7 +167,7 @@ impl TokenVocab {
                     ),
                 });
             }
-            let id = mask.iter().position(|a| *a).expect("one allowed") as u32;
+            let id = mask.first().expect("one allowed");
             let bytes = self.bytes(id).expect("an allowed token has bytes");
             assert!(m.feed_all(bytes), "an allowed token is taken");
             written.extend_from_slice(bytes);
@@ -146,54 +175,30 @@ impl TokenVocab {
         Ok(())
     }
 
-    /// Marks in `allowed` every token the matcher takes whole after which the document can
-    /// still be finished in `budget` more bytes; returns how many.
-    pub fn allowed(&self, m: &Matcher, budget: usize, allowed: &mut [bool]) -> usize {
-        let mut count = 0;
-        let mut scratch = vec![m.clone(); self.depth()];
-        let trie = match m.in_string() {
-            Some(s) => {
-                // plain text: allowed while it fits maxLength and the budget
-                for (chars, id) in &self.plain {
-                    if *chars > s.room {
-                        break;
-                    }
-                    let after = s.below.saturating_add(1 + s.owed.saturating_sub(*chars));
-                    if after <= budget
-                        && let Some(slot) = allowed.get_mut(*id as usize)
-                    {
-                        *slot = true;
-                        count += 1;
-                    }
-                }
-                &self.rest
-            }
-            None => &self.trie,
-        };
-        walk(trie, 0, m, budget, allowed, &mut count, &mut scratch);
-        count
-    }
-
-    /// The longest token's length.
-    fn depth(&self) -> usize {
-        self.tokens
-            .iter()
-            .map(|t| t.as_ref().map_or(0, Vec::len))
-            .max()
-            .unwrap_or(0)
+    /// Adds to `allowed` every token the matcher takes whole after which the document can
+    /// still be finished in `budget` more bytes (ids beyond `allowed`'s range are left
+    /// out); returns how many ids `allowed` then holds.
+    pub fn allowed(&self, m: &Matcher, budget: usize, allowed: &mut TokenMask) -> usize {
+        let mut scratch = vec![m.clone(); self.depth];
+        match m.in_string() {
+            Some(s) => self.strings.allowed(m, s, budget, allowed, &mut scratch),
+            None => walk(&self.trie, 0, m, budget, allowed, &mut scratch, &|_| true),
+        }
+        allowed.count()
     }
 }
 
-/// Visits `trie` below `at` with the matcher state `m` there; `scratch` holds one matcher
-/// per level below, reused across siblings.
-fn walk(
+/// Visits `trie` below `at` with the matcher state `m` there, adding the tokens it takes
+/// (those `keep` keeps); `scratch` holds one matcher per level below, reused across
+/// siblings.
+pub(super) fn walk(
     trie: &[TrieNode],
     at: usize,
     m: &Matcher,
     budget: usize,
-    allowed: &mut [bool],
-    count: &mut usize,
+    allowed: &mut TokenMask,
     scratch: &mut [Matcher],
+    keep: &dyn Fn(u32) -> bool,
 ) {
     let Some((next, deeper)) = scratch.split_first_mut() else {
         return;
@@ -206,14 +211,21 @@ fn walk(
         let node = &trie[*child as usize];
         if !node.ids.is_empty() && next.remaining() <= budget {
             for id in &node.ids {
-                if let Some(slot) = allowed.get_mut(*id as usize) {
-                    *slot = true;
-                    *count += 1;
+                if keep(*id) {
+                    allowed.insert(*id);
                 }
             }
         }
-        if !node.children.is_empty() {
-            walk(trie, *child as usize, next, budget, allowed, count, deeper);
+        if node.children.is_empty() {
+            continue;
         }
+        // a string opened by this byte: the tokens below by their text, not one by one
+        if let Some(index) = &node.strings
+            && let Some(s) = next.in_string()
+        {
+            index.allowed(next, s, budget, allowed, deeper);
+            continue;
+        }
+        walk(trie, *child as usize, next, budget, allowed, deeper, keep);
     }
 }

@@ -4,7 +4,9 @@
 
 use super::*;
 use fleetmesh_inference::batch::{Job, wait};
-use fleetmesh_inference::schema::{Constraint, Grammar, Matcher, TokenVocab, Whitespace};
+use fleetmesh_inference::schema::{
+    Constraint, Grammar, Matcher, TokenMask, TokenVocab, Whitespace,
+};
 use fleetmesh_inference::{Batcher, Error, Sampling, TextTokenizer};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -493,7 +495,7 @@ fn extreme_values_of_every_numeric_keyword_compile_or_are_refused_never_panic() 
                     if s == &schema {
                         assert_eq!(valid, fed, "{s}: {doc}");
                     }
-                    let mut allowed = vec![false; vocab.len()];
+                    let mut allowed = TokenMask::new(vocab.len());
                     vocab.allowed(
                         &Matcher::new(g.clone()),
                         g.min_bytes().saturating_add(8),
@@ -544,15 +546,27 @@ fn bpe_like_vocab() -> Vec<Option<Vec<u8>>> {
     v.push(Some(vec![0xC3])); // the first half of a two-byte character
     v.push(Some(vec![0xA9, b'"'])); // its second half, then a quote
     v.push(None); // a special token
+    v.push(Some(vec![b'a'; 300])); // plain text too long for the table: walked
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    for _ in 0..400 {
+    for i in 0..500 {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         let len = 2 + (state % 6) as usize;
+        // a hundred open a string (enough for the index of what follows a `"`), some
+        // with escapes
+        let start: &[u8] = match i % 5 {
+            _ if i >= 100 => b"",
+            0 => b"\"",
+            1 => b"\"\\n",
+            2 => b"\"\\u00e9",
+            _ => b"\"",
+        };
         v.push(Some(
-            (0..len)
-                .map(|i| b' ' + ((state >> (8 * i)) % 95) as u8)
+            start
+                .iter()
+                .copied()
+                .chain((0..len).map(|i| b' ' + ((state >> (8 * i)) % 95) as u8))
                 .collect(),
         ));
     }
@@ -581,7 +595,7 @@ fn masks_over_a_multi_byte_vocabulary_equal_token_by_token_checks_and_always_clo
                     assert!(m.complete(), "schema {i}: out of budget after {doc:?}");
                     break;
                 }
-                let mut allowed = vec![false; tokens.len()];
+                let mut allowed = TokenMask::new(tokens.len());
                 let n = vocab.allowed(&m, left - 1, &mut allowed);
                 // the definition, token by token
                 for (id, bytes) in tokens.iter().enumerate() {
@@ -590,7 +604,8 @@ fn masks_over_a_multi_byte_vocabulary_equal_token_by_token_checks_and_always_clo
                         !b.is_empty() && t.feed_all(b) && t.remaining() < left
                     });
                     assert_eq!(
-                        allowed[id], want,
+                        allowed.contains(id as u32),
+                        want,
                         "schema {i}, after {doc:?}: token {id} {bytes:?}"
                     );
                 }
@@ -599,12 +614,10 @@ fn masks_over_a_multi_byte_vocabulary_equal_token_by_token_checks_and_always_clo
                     assert!(m.complete(), "schema {i}: stuck after {doc:?}");
                     break;
                 }
-                let pick = allowed
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, a)| **a)
-                    .map(|(id, _)| id);
-                let pick: Vec<usize> = pick.collect();
+                let pick: Vec<usize> = (0..tokens.len())
+                    .filter(|id| allowed.contains(*id as u32))
+                    .collect();
+                assert_eq!(pick.len(), n);
                 let id = pick[(rng() % pick.len() as u64) as usize];
                 let bytes = tokens[id].as_ref().unwrap();
                 assert!(m.feed_all(bytes));

@@ -347,6 +347,23 @@ fn bench_model(name: &str, config: &LlamaConfig, rounds: usize) {
     );
 }
 
+/// `fleetmesh-bench llm-mask [ROUNDS]`: schema-bounds decoding on the tiny model only —
+/// constrained against free decoding and the mask alone at its vocabulary and at a
+/// Llama 3-sized one (the figure issue 26 sets a goal for), without the model comparisons.
+pub fn mask_only(args: &[String]) {
+    let rounds = args
+        .first()
+        .map_or(5, |s| s.parse().unwrap_or_else(|_| super::usage()));
+    let dir = tempfile::tempdir().expect("tempdir");
+    make_model(dir.path(), &tiny_config(), 7).expect("tiny model");
+    let m = std::sync::Arc::new(Llama::load_dir(dir.path()).expect("load"));
+    let prompt: Vec<u32> = (0..PROMPT as u32).map(|i| (i * 37 + 11) % 256).collect();
+    println!(
+        "llm tiny schema-bounds   {}",
+        schema_cost(&m, &prompt, rounds)
+    );
+}
+
 /// Runs the benchmark.
 pub fn run(args: &[String]) {
     let rounds = args
