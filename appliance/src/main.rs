@@ -294,6 +294,10 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             schema: a.schema,
             remote_model: a.remote_model,
             executor_timeout: std::time::Duration::from_secs(a.executor_timeout.max(1)),
+            base_model_digest: a
+                .base_model_digest
+                .map(|h| crate::models::digest_hex(&h, "--base-model-digest"))
+                .transpose()?,
             device: a.device,
         }),
         Command::Wasi(cli::WasiCommand::Run(a)) => cli::wasi::run(&a),

@@ -29,3 +29,12 @@ pub fn load(path: &Path, device: &str) -> anyhow::Result<(Llama, TextTokenizer, 
     let digest = model_digest(path)?;
     Ok((model.to_device(&on)?, tokenizer, digest))
 }
+
+/// A SHA-256 digest written as 64 hex digits (either case), as `model_digest` and
+/// `base_model_digest` are; `what` names the setting in the error.
+pub fn digest_hex(h: &str, what: &str) -> anyhow::Result<[u8; 32]> {
+    hex::decode(h)
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .ok_or_else(|| anyhow::anyhow!("{what} is not 64 hex digits"))
+}

@@ -503,6 +503,11 @@ pub struct InferArgs {
     /// Seconds a remote executor may take.
     #[arg(long, default_value_t = 120)]
     pub executor_timeout: u64,
+    /// The model this file was converted from, as the hex `model_digest` of the original
+    /// weights: the quorum's model (executors stating it as their base get the near-tie
+    /// allowance, others are `wrong-model`). Default: this file's own digest.
+    #[arg(long, value_name = "HEX")]
+    pub base_model_digest: Option<String>,
     /// Where the model runs: auto (a CUDA GPU when this build has candle's CUDA backend,
     /// else the CPU), cpu, cuda:N.
     #[arg(long, default_value = "auto")]

@@ -38,12 +38,18 @@ pub struct InferArgs {
     pub remote_model: Option<String>,
     /// How long a remote executor may take.
     pub executor_timeout: Duration,
+    /// The quorum's model: the digest of the weights this file was converted from
+    /// (default: its own digest).
+    pub base_model_digest: Option<[u8; 32]>,
     /// Where the model runs: auto, cpu, cuda:N.
     pub device: String,
 }
 
 /// Runs one generation and prints it; exit 1 when the quorum accepts no output.
 pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
+    if args.base_model_digest.is_some() && args.verify != Verification::QuasiDeterministic {
+        anyhow::bail!("--base-model-digest is for --verify quasi-deterministic");
+    }
     let loading = crate::cli::progress::Progress::new("meshnode: infer");
     loading.say(&format!("meshnode: loading {}", args.model.display()));
     let (model, tokenizer, digest) = crate::models::load(&args.model, &args.device)?;
@@ -163,7 +169,8 @@ pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
                 );
             }
             let batcher = Arc::new(Batcher::new(Arc::new(model), digest, 1));
-            let local = LocalExecutor::new("local", batcher);
+            let local = LocalExecutor::new("local", batcher)
+                .with_base_digest(args.base_model_digest.unwrap_or(digest));
             let remotes = args
                 .executors
                 .iter()

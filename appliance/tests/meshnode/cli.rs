@@ -212,17 +212,7 @@ fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
             .status
             .success()
     );
-    let infer = |model: &std::path::Path, extra: &[&str]| {
-        let mut args = vec![
-            "infer",
-            "--model",
-            model.to_str().unwrap(),
-            "--prompt",
-            "hello",
-        ];
-        args.extend_from_slice(extra);
-        run(&args)
-    };
+    let infer = |model: &std::path::Path, extra: &[&str]| super::infer(model, "hello", extra);
     let o = infer(dir.path(), &["--max-tokens", "6"]);
     assert!(o.status.success(), "{}", stderr(&o));
     // not on a terminal: the model's loading in plain lines

@@ -33,8 +33,8 @@ fn llm_jobs_run_under_the_quorum_or_a_schema_with_receipts_saying_so() {
         .as_str()
         .unwrap()
         .to_owned();
-    let cfg = super::inference::executor_toml("cheat", &cheat)
-        + &super::inference::executor_toml("honest", &honest)
+    let cfg = super::quorum::executor_toml("cheat", &cheat)
+        + &super::quorum::executor_toml("honest", &honest)
         + &format!(
             "[[inference.executors]]\nname = \"far\"\nurl = \"http://{}\"\nserves = \"far-tiny\"\n\
              model = \"tiny\"\nkind = \"vllm\"\nmodel_digest = \"{pinned}\"\n\n",

@@ -28,6 +28,7 @@ mod paid_jobs;
 mod peering;
 mod proof;
 mod prover_api;
+mod quorum;
 mod reconcile;
 mod routing;
 mod schema;
@@ -397,6 +398,19 @@ async fn nip11(d: &Daemon) -> Value {
         .json()
         .await
         .unwrap()
+}
+
+/// `meshnode infer --model MODEL --prompt PROMPT` and `extra` arguments.
+fn infer(model: &Path, prompt: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "infer",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        prompt,
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
 }
 
 /// GETs `url`: the JSON body.

@@ -2,7 +2,8 @@
 //! `"verification": "schema-bounds"`, the refusals, and `meshnode infer --schema` on the
 //! local model and on a remote executor.
 
-use super::inference::{fake_executor, make_tiny, serve};
+use super::inference::{make_tiny, serve};
+use super::quorum::fake_executor;
 use super::*;
 use serde_json::json;
 

@@ -230,7 +230,7 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
             .collect();
         let base = entry
             .base_model_digest()
-            .map(|h| digest_hex(h, &format!("model {id:?}: base_model_digest")))
+            .map(|h| crate::models::digest_hex(h, &format!("model {id:?}: base_model_digest")))
             .transpose()?;
         // the weights, batcher and counters of the same model loaded the same way
         let kept = before.and_then(|b| {
@@ -343,19 +343,14 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
     })
 }
 
-/// A SHA-256 digest written as 64 hex digits (either case); `what` names the setting.
-fn digest_hex(h: &str, what: &str) -> anyhow::Result<[u8; 32]> {
-    hex::decode(h)
-        .ok()
-        .and_then(|b| <[u8; 32]>::try_from(b).ok())
-        .ok_or_else(|| anyhow::anyhow!("{what} is not 64 hex digits"))
-}
-
 /// A remote executor from its `[[inference.executors]]` entry.
 pub(super) fn remote(e: &crate::config::ExecutorSection) -> anyhow::Result<RemoteExecutor> {
     let what = |key: &str| format!("[[inference.executors]] {:?}: {key}", e.name);
-    let pin =
-        |h: &Option<String>, key: &str| h.as_deref().map(|h| digest_hex(h, &what(key))).transpose();
+    let pin = |h: &Option<String>, key: &str| {
+        h.as_deref()
+            .map(|h| crate::models::digest_hex(h, &what(key)))
+            .transpose()
+    };
     let model_digest = pin(&e.model_digest, "model_digest")?;
     let base_digest = pin(&e.base_model_digest, "base_model_digest")?;
     let mut rc = RemoteConfig::new(
