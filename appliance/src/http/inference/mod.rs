@@ -176,20 +176,18 @@ pub async fn executors(State(s): State<Arc<InferenceService>>) -> Response {
             .iter()
             .flat_map(|m| {
                 m.remotes.iter().map(|r| match r.health() {
-                    // a server stating another model would be refused by the quorum
-                    Ok(h) if h.base_digest.is_some_and(|b| b != m.base_digest) => {
-                        json!({"executor": r.name(), "serves": m.id, "healthy": false,
-                               "model_digest": h.model_digest.map(hex::encode),
-                               "base_model_digest": h.base_digest.map(hex::encode),
-                               "error": format!("serves another model: base_model_digest \
-                                   {}, this node's {} is {}",
-                                   h.base_digest.map(hex::encode).unwrap_or_default(),
-                                   m.id, hex::encode(m.base_digest))})
-                    }
-                    Ok(h) => json!({"executor": r.name(), "serves": m.id, "healthy": true,
-                                    "latency_ms": h.latency.as_secs_f64() * 1e3,
-                                    "model_digest": h.model_digest.map(hex::encode),
-                                    "base_model_digest": h.base_digest.map(hex::encode)}),
+                    Ok(h) => match m.other_model(&h) {
+                        // a server stating another model would be refused by the quorum
+                        Some(why) => json!({"executor": r.name(), "serves": m.id,
+                                            "healthy": false,
+                                            "model_digest": h.model_digest.map(hex::encode),
+                                            "base_model_digest": h.base_digest.map(hex::encode),
+                                            "error": why}),
+                        None => json!({"executor": r.name(), "serves": m.id, "healthy": true,
+                                       "latency_ms": h.latency.as_secs_f64() * 1e3,
+                                       "model_digest": h.model_digest.map(hex::encode),
+                                       "base_model_digest": h.base_digest.map(hex::encode)}),
+                    },
                     Err(e) => json!({"executor": r.name(), "serves": m.id, "healthy": false,
                                      "error": e.to_string()}),
                 })

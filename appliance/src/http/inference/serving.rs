@@ -40,6 +40,18 @@ pub(super) struct Served {
 }
 
 impl Served {
+    /// Why a remote whose health check found `h` serves another model than this one (it
+    /// states another base digest: the quorum refuses its answers as `wrong-model`).
+    pub(super) fn other_model(&self, h: &fleetmesh_inference::remote::Health) -> Option<String> {
+        let b = h.base_digest.filter(|b| *b != self.base_digest)?;
+        Some(format!(
+            "serves another model: base_model_digest {}, this node's {} is {}",
+            hex::encode(b),
+            self.id,
+            hex::encode(self.base_digest)
+        ))
+    }
+
     pub(super) fn vocab(&self) -> Arc<TokenVocab> {
         self.vocab
             .get_or_init(|| Arc::new(TokenVocab::new(&self.tokenizer.token_bytes())))
@@ -382,12 +394,14 @@ fn check_remotes(models: &[Arc<Served>]) {
             .flat_map(|m| m.remotes.iter().map(move |r| (m, r)))
         {
             match r.health() {
-                Ok(h) if h.base_digest.is_some_and(|b| b != m.base_digest) => {
-                    tracing::warn!(executor = r.name(), model = %m.id, base_model_digest = %h.base_digest.map(hex::encode).unwrap_or_default(), "remote executor serves another model: the quorum will refuse it")
-                }
-                Ok(h) => {
-                    tracing::info!(executor = r.name(), model = %m.id, latency_ms = h.latency.as_millis() as u64, "remote executor is up")
-                }
+                Ok(h) => match m.other_model(&h) {
+                    Some(why) => {
+                        tracing::warn!(executor = r.name(), model = %m.id, reason = %why, "remote executor serves another model: the quorum will refuse it")
+                    }
+                    None => {
+                        tracing::info!(executor = r.name(), model = %m.id, latency_ms = h.latency.as_millis() as u64, "remote executor is up")
+                    }
+                },
                 Err(e) => {
                     tracing::warn!(executor = r.name(), model = %m.id, error = %e, "remote executor is not reachable")
                 }
