@@ -104,7 +104,8 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
         assert_eq!(named("honest")["healthy"], true, "{health}");
         // the server that serves another model is reported, not trusted
         assert_eq!(named("cheat")["healthy"], false, "{health}");
-        assert!(named("cheat")["error"].as_str().unwrap().contains("serves another model"), "{health}");
+        let why = named("cheat")["error"].as_str().unwrap();
+        assert!(why.contains("serves another model") && why.contains(&cheat_digest), "{health}");
         for prompt in prompts {
             let plain = serde_json::json!({"model": "tiny", "prompt": prompt, "max_tokens": 8,
                                            "temperature": 0, "return_token_ids": true});
@@ -181,6 +182,43 @@ fn quorum_over_http_picks_the_honest_output_and_names_the_node_with_other_weight
     let cli: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(cli["verdict"]["outcome"], "majority", "{cli}");
     assert_eq!(statuses(&o), ["agreed", "wrong-model", "agreed"]);
+    // a pin the server's statement contradicts: that executor is wrong-model too, and
+    // its health check says so
+    let pinned = executor_toml("pinned", &honest_node)
+        + &format!("model_digest = \"{}\"\n", "0".repeat(64))
+        + &executor_toml("honest", &honest_node);
+    let (_p, pinned_node) = serve(&[&honest], &pinned);
+    runtime().block_on(async {
+        let http = http_client();
+        let (status, r) = post_json(
+            &http,
+            &pinned_node.url("/v1/completions"),
+            serde_json::json!({"model": "tiny", "prompt": "hi", "max_tokens": 3,
+                               "verification": "quasi-deterministic"}),
+        )
+        .await;
+        assert_eq!(status, 200, "{r}");
+        let e = &r["fleetmesh"]["verdict"]["executors"][1];
+        assert_eq!(e["status"], "wrong-model", "{r}");
+        assert!(
+            e["error"].as_str().unwrap().contains("pinned to 0000"),
+            "{r}"
+        );
+        assert_eq!(r["fleetmesh"]["verdict"]["outcome"], "majority", "{r}");
+        let health = get_json(&http, pinned_node.url("/v1/executors")).await;
+        let e = health["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["executor"] == "pinned")
+            .unwrap()
+            .clone();
+        assert_eq!(e["healthy"], false, "{health}");
+        assert!(
+            e["error"].as_str().unwrap().contains("pinned to 0000"),
+            "{health}"
+        );
+    });
     // the local file declared a build of the cheat's model: now the honest node serves
     // another model than the quorum's
     let urls = [cheat_node.url(""), honest_node.url("")];
