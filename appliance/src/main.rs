@@ -302,6 +302,27 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         }),
         Command::Wasi(cli::WasiCommand::Run(a)) => cli::wasi::run(&a),
         Command::Job(c) => cli::job::run(c),
+        Command::Model(cli::ModelCommand::Quantize {
+            dir,
+            file_type,
+            out,
+        }) => {
+            let out = out.unwrap_or_else(|| dir.join(format!("model-{}.gguf", file_type.name())));
+            fleetmesh_inference::gguf::convert_dir(&dir, file_type, &out)?;
+            let base = fleetmesh_inference::model::model_digest(&dir)?;
+            let model = fleetmesh_inference::Llama::load_gguf(&out)?;
+            println!(
+                "{}",
+                serde_json::json!({
+                    "out": out.display().to_string(),
+                    "type": file_type.name(),
+                    "model_digest": hex::encode(fleetmesh_inference::model::model_digest(&out)?),
+                    "base_model_digest": hex::encode(base),
+                    "weight_bytes": model.weight_bytes(),
+                })
+            );
+            Ok(Outcome::Ok)
+        }
         Command::Model(cli::ModelCommand::MakeTiny { dir, seed }) => {
             let config = fleetmesh_inference::tiny::make_tiny(&dir, seed)?;
             let digest = fleetmesh_inference::model::model_digest(&dir)?;

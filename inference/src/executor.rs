@@ -126,13 +126,13 @@ pub struct LocalExecutor {
 }
 
 impl LocalExecutor {
-    /// An executor named `name` running on `batcher`'s model, reporting the F32 dtype the
-    /// runtime computes in.
+    /// An executor named `name` running on `batcher`'s model, reporting the model's dtype
+    /// ([`crate::Llama::dtype`]: `f32`, `bf16`, `q4_k_m` …).
     pub fn new(name: impl Into<String>, batcher: Arc<Batcher>) -> LocalExecutor {
         LocalExecutor {
             name: name.into(),
+            dtype: batcher.model().dtype().to_owned(),
             batcher,
-            dtype: "f32".into(),
             base_digest: None,
             vocab: None,
         }
@@ -149,8 +149,9 @@ impl LocalExecutor {
 }
 
 impl LocalExecutor {
-    /// Reports `dtype` instead of `f32`: for weights converted before loading (rounded to
-    /// f16 or bf16, dequantized from a GGUF quantization), which make it another build.
+    /// Reports `dtype` instead of the model's: for weights converted before loading
+    /// (rounded from f16 or bf16, dequantized from a GGUF quantization), which make it
+    /// another build.
     pub fn with_dtype(mut self, dtype: impl Into<String>) -> LocalExecutor {
         self.dtype = dtype.into();
         self

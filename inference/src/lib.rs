@@ -1,7 +1,7 @@
 //! # fleetmesh-inference
 //!
-//! LLM inference for fleetmesh: a Llama-family decoder on candle ([`Llama`], F32 on the
-//! CPU, KV cache) loaded from a Hugging Face model directory or a GGUF file; greedy and
+//! LLM inference for fleetmesh: a Llama-family decoder on candle ([`Llama`]: F32, F16,
+//! BF16 or GGML-quantized weights, KV cache) loaded from a Hugging Face model directory or a GGUF file; greedy and
 //! seeded sampling with a per-step [`Transcript`] ([`generate`]); continuous batching of
 //! concurrent generations ([`Batcher`]); chat templates ([`chat`]); executors — the local
 //! runtime and, with the `remote` feature, OpenAI-compatible endpoints ([`executor`],
@@ -25,6 +25,7 @@ mod config;
 mod error;
 pub mod executor;
 pub mod generate;
+pub mod gguf;
 pub mod model;
 pub mod quorum;
 #[cfg(feature = "remote")]
@@ -32,6 +33,7 @@ pub mod remote;
 pub mod schema;
 pub mod tiny;
 pub mod tokenizer;
+mod weight;
 
 pub use batch::{Batcher, Job};
 pub use config::LlamaConfig;

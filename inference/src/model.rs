@@ -1,5 +1,8 @@
-//! A Llama-family decoder on candle tensors (F32, CPU), loaded from a Hugging Face model
-//! directory: `config.json` + `model.safetensors`.
+//! A Llama-family decoder on candle tensors, loaded from a Hugging Face model directory
+//! (`config.json` + `model.safetensors`, F32, F16 or BF16) or a GGUF file (see
+//! [`crate::gguf`]; quantized weights stay quantized). Activations, norms and attention
+//! run in F32; each projection multiplies in its weights' stored dtype
+//! ([`Llama::dtype`] names it).
 //!
 //! The forward pass is Hugging Face transformers' `LlamaForCausalLM`: RMSNorm before
 //! attention and MLP, rotary embeddings in the half-split layout (`rotate_half`),
@@ -13,26 +16,53 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::LlamaConfig;
 use crate::error::{CandleContext, Error, Result};
+use crate::weight::Weight;
+
+pub use crate::gguf::{gguf_name, open_gguf, permute_for_gguf, read_gguf_header};
 
 struct Layer {
     attn_norm: Tensor,
-    /// The query, key and value projections stacked (q rows, then k, then v): one matrix
-    /// product for all three.
-    wqkv: Tensor,
-    wo: Tensor,
+    /// The query, key and value projections (q rows, then k, then v), stacked into one
+    /// matrix product when their dtypes agree ([`Weight::stack`]).
+    wqkv: Vec<Weight>,
+    wo: Weight,
     ffn_norm: Tensor,
-    /// The gate and up projections stacked: one matrix product for both.
-    w_gate_up: Tensor,
-    w_down: Tensor,
+    /// The gate and up projections, stacked like `wqkv`.
+    w_gate_up: Vec<Weight>,
+    w_down: Weight,
+}
+
+/// `x` through projections that read it, their outputs side by side (columns).
+fn project(x: &Tensor, parts: &[Weight]) -> Result<Tensor> {
+    match parts {
+        [one] => one.forward(x),
+        _ => {
+            let outs = parts
+                .iter()
+                .map(|w| w.forward(x))
+                .collect::<Result<Vec<_>>>()?;
+            Tensor::cat(&outs, 1).op("projection")
+        }
+    }
+}
+
+/// `parts` as one stacked weight when they can be, else as they are.
+fn stacked(parts: &[&Weight]) -> Result<Vec<Weight>> {
+    Ok(match Weight::stack(parts)? {
+        Some(w) => vec![w],
+        None => parts.iter().map(|w| (*w).clone()).collect(),
+    })
 }
 
 /// A loaded model.
 pub struct Llama {
     config: LlamaConfig,
-    embed: Tensor,
+    embed: Weight,
     layers: Vec<Layer>,
     norm: Tensor,
-    lm_head: Tensor,
+    lm_head: Weight,
+    /// What [`Llama::dtype`] reports.
+    dtype: String,
     /// cos and sin of every position's rotary angles, (max positions, head width).
     cos: Tensor,
     sin: Tensor,
@@ -86,7 +116,14 @@ impl Llama {
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
-        Llama::from_tensors(config, tensors, &path, |name| name.to_owned(), |t, _| Ok(t))
+        Llama::from_tensors(
+            config,
+            dense(tensors),
+            &path,
+            None,
+            str::to_owned,
+            |w, _| Ok(w),
+        )
     }
 
     /// [`Llama::load_dir`]'s weights from the bytes of a `model.safetensors` (the same
@@ -106,152 +143,46 @@ impl Llama {
                 reason: e.to_string(),
             }
         })?;
-        Llama::from_tensors(config, tensors, path, |name| name.to_owned(), |t, _| Ok(t))
-    }
-
-    /// Loads a GGUF file (llama architecture; F32, F16 or quantized tensors, dequantized to
-    /// F32), its shape from the `llama.*` metadata. llama.cpp's converter stores the query
-    /// and key projections with each head's rows interleaved for its RoPE; they are put
-    /// back in Hugging Face's half-split order, so both formats run the same forward pass.
-    ///
-    /// # Errors
-    /// [`Error::Io`] or [`Error::Model`] naming the metadata key or tensor at fault.
-    pub fn load_gguf(path: &Path) -> Result<Llama> {
-        let mut file = std::fs::File::open(path).map_err(|source| Error::Io {
-            path: path.into(),
-            source,
-        })?;
-        Llama::read_gguf(&mut file, path)
-    }
-
-    /// [`Llama::load_gguf`] from a reader over the file's bytes (a file, or a
-    /// `std::io::Cursor` over bytes in memory); `path` names it in errors.
-    ///
-    /// # Errors
-    /// [`Error::Io`] when reading fails, [`Error::Model`] naming the metadata key or
-    /// tensor at fault.
-    pub fn read_gguf<R: std::io::Read + std::io::Seek>(
-        reader: &mut R,
-        path: &Path,
-    ) -> Result<Llama> {
-        let model_err = |reason: String| Error::Model {
-            path: path.into(),
-            reason,
-        };
-        let content = read_gguf_header(reader, path)?;
-        let meta = |key: &str| {
-            content
-                .metadata
-                .get(key)
-                .ok_or_else(|| model_err(format!("no metadata {key}")))
-        };
-        let arch = meta("general.architecture")?
-            .to_string()
-            .map_err(|e| model_err(e.to_string()))?;
-        if arch != "llama" {
-            return Err(model_err(format!("architecture {arch:?} is not llama")));
-        }
-        let int = |key: &str| -> Result<usize> {
-            let v = meta(key)?;
-            v.to_u32()
-                .map(|v| v as usize)
-                .or_else(|_| v.to_u64().map(|v| v as usize))
-                .map_err(|e| model_err(format!("{key}: {e}")))
-        };
-        let float = |key: &str, default: f32| -> Result<f32> {
-            match content.metadata.get(key) {
-                Some(v) => v.to_f32().map_err(|e| model_err(format!("{key}: {e}"))),
-                None => Ok(default),
-            }
-        };
-        let embd = content
-            .tensor_infos
-            .get("token_embd.weight")
-            .ok_or_else(|| model_err("no tensor token_embd.weight".into()))?;
-        let vocab_size = *embd
-            .shape
-            .dims()
-            .first()
-            .ok_or_else(|| model_err("token_embd.weight has no dimensions".into()))?;
-        let heads = int("llama.attention.head_count")?;
-        let config = LlamaConfig {
-            hidden_size: int("llama.embedding_length")?,
-            intermediate_size: int("llama.feed_forward_length")?,
-            vocab_size,
-            num_hidden_layers: int("llama.block_count")?,
-            num_attention_heads: heads,
-            num_key_value_heads: Some(int("llama.attention.head_count_kv").unwrap_or(heads)),
-            rms_norm_eps: f64::from(float("llama.attention.layer_norm_rms_epsilon", 1e-5)?),
-            rope_theta: f64::from(float("llama.rope.freq_base", 10_000.0)?),
-            max_position_embeddings: int("llama.context_length")?,
-            tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
-            bos_token_id: None,
-            eos_token_id: match content.metadata.get("tokenizer.ggml.eos_token_id") {
-                Some(v) => vec![v.to_u32().map_err(|e| model_err(format!("eos: {e}")))?],
-                None => Vec::new(),
-            },
-        };
-        config.check().map_err(model_err)?;
-        let mut tensors = std::collections::HashMap::new();
-        for (name, info) in &content.tensor_infos {
-            // candle multiplies the dimensions (and then by up to 8 bytes an element)
-            // unchecked, so a crafted shape overflows there; and it views an empty
-            // tensor's data through a misaligned pointer (undefined behaviour). Weights
-            // are never empty.
-            let elements = info
-                .shape
-                .dims()
-                .iter()
-                .try_fold(1usize, |n, d| n.checked_mul(*d));
-            if elements.is_none_or(|n| n == 0 || n > usize::MAX / 8) {
-                return Err(model_err(format!(
-                    "{name}: shape {:?} has no elements, or more than any file holds",
-                    info.shape.dims()
-                )));
-            }
-            let t = content
-                .tensor(reader, name, &Device::Cpu)
-                .and_then(|q| q.dequantize(&Device::Cpu))
-                .map_err(|e| model_err(format!("{name}: {e}")))?;
-            tensors.insert(name.clone(), t);
-        }
-        let (nh, kv) = (config.num_attention_heads, config.kv_heads());
-        Llama::from_tensors(config, tensors, path, gguf_name, |t, name| {
-            if name.ends_with(".attn_q.weight") {
-                unpermute(&t, nh)
-            } else if name.ends_with(".attn_k.weight") {
-                unpermute(&t, kv)
-            } else {
-                Ok(t)
-            }
+        Llama::from_tensors(config, dense(tensors), path, None, str::to_owned, |w, _| {
+            Ok(w)
         })
     }
 
-    /// Builds the model from named tensors: `rename` maps a Hugging Face tensor name to the
-    /// file's, `fix` adjusts a tensor after it is found (given the file's name).
-    fn from_tensors(
+    /// Builds the model from named weights: `rename` maps a Hugging Face tensor name to the
+    /// file's, `fix` adjusts a weight after it is found (given the file's name); `label`
+    /// names the file's dtype when it states one (a GGUF's file type), else
+    /// [`Llama::dtype`] is worked out from the weights.
+    pub(crate) fn from_tensors(
         config: LlamaConfig,
-        mut tensors: std::collections::HashMap<String, Tensor>,
+        mut tensors: std::collections::HashMap<String, Weight>,
         path: &Path,
+        label: Option<String>,
         rename: impl Fn(&str) -> String,
-        fix: impl Fn(Tensor, &str) -> Result<Tensor>,
+        fix: impl Fn(Weight, &str) -> Result<Weight>,
     ) -> Result<Llama> {
         let device = Device::Cpu;
         let n_tensors = tensors.len();
         let (h, kv, hd) = (config.hidden_size, config.kv_heads(), config.head_dim());
-        let mut take = |hf: String, shape: &[usize]| -> Result<Tensor> {
+        let mut take = |hf: String, shape: &[usize]| -> Result<Weight> {
             let name = rename(&hf);
-            let t = tensors.remove(&name).ok_or_else(|| Error::Model {
+            let w = tensors.remove(&name).ok_or_else(|| Error::Model {
                 path: path.into(),
                 reason: format!("no tensor {name}"),
             })?;
-            if t.dims() != shape {
+            if w.dims() != shape {
                 return Err(Error::Model {
                     path: path.into(),
-                    reason: format!("{name} has shape {:?}, expected {shape:?}", t.dims()),
+                    reason: format!("{name} has shape {:?}, expected {shape:?}", w.dims()),
                 });
             }
-            fix(t.to_dtype(DType::F32).op("load")?, &name)
+            let w = match w {
+                // half widths stay as stored; anything else dense is computed in F32
+                Weight::Dense(t) if !matches!(t.dtype(), DType::F16 | DType::BF16) => {
+                    Weight::Dense(t.to_dtype(DType::F32).op("load")?)
+                }
+                w => w,
+            };
+            fix(w, &name)
         };
         let embed = take("model.embed_tokens.weight".into(), &[config.vocab_size, h])?;
         // the count comes from the file: reserve no more layers than it has tensors for
@@ -259,37 +190,46 @@ impl Llama {
         for i in 0..config.num_hidden_layers {
             let p = format!("model.layers.{i}");
             let i_ = config.intermediate_size;
-            let attn_norm = take(format!("{p}.input_layernorm.weight"), &[h])?;
+            let attn_norm = vector(take(format!("{p}.input_layernorm.weight"), &[h])?)?;
             let wq = take(format!("{p}.self_attn.q_proj.weight"), &[h, h])?;
             let wk = take(format!("{p}.self_attn.k_proj.weight"), &[kv * hd, h])?;
             let wv = take(format!("{p}.self_attn.v_proj.weight"), &[kv * hd, h])?;
             let wo = take(format!("{p}.self_attn.o_proj.weight"), &[h, h])?;
-            let ffn_norm = take(format!("{p}.post_attention_layernorm.weight"), &[h])?;
+            let ffn_norm = vector(take(format!("{p}.post_attention_layernorm.weight"), &[h])?)?;
             let w_gate = take(format!("{p}.mlp.gate_proj.weight"), &[i_, h])?;
             let w_up = take(format!("{p}.mlp.up_proj.weight"), &[i_, h])?;
             let w_down = take(format!("{p}.mlp.down_proj.weight"), &[h, i_])?;
             layers.push(Layer {
                 attn_norm,
-                wqkv: Tensor::cat(&[&wq, &wk, &wv], 0).op("stack q, k, v")?,
+                wqkv: stacked(&[&wq, &wk, &wv])?,
                 wo,
                 ffn_norm,
-                w_gate_up: Tensor::cat(&[&w_gate, &w_up], 0).op("stack gate, up")?,
+                w_gate_up: stacked(&[&w_gate, &w_up])?,
                 w_down,
             });
         }
-        let norm = take("model.norm.weight".into(), &[h])?;
+        let norm = vector(take("model.norm.weight".into(), &[h])?)?;
         let lm_head = if config.tie_word_embeddings {
             embed.clone()
         } else {
             take("lm_head.weight".into(), &[config.vocab_size, h])?
         };
         let (cos, sin) = rope_tables(&config, &device)?;
+        let dtype = label.unwrap_or_else(|| {
+            let mut weights: Vec<&Weight> = vec![&embed, &lm_head];
+            for l in &layers {
+                weights.extend(l.wqkv.iter().chain(&l.w_gate_up));
+                weights.extend([&l.wo, &l.w_down]);
+            }
+            dtype_summary(&weights)
+        });
         Ok(Llama {
             config,
             embed,
             layers,
             norm,
             lm_head,
+            dtype,
             cos,
             sin,
             device,
@@ -299,6 +239,33 @@ impl Llama {
     /// The model's configuration.
     pub fn config(&self) -> &LlamaConfig {
         &self.config
+    }
+
+    /// The dtype its projections multiply in, as llama.cpp names it: a GGUF's file type
+    /// (`q4_k_m`, `q8_0`, `f16` …) when the file states one, else the weights' stored
+    /// types, most parameters first, joined by `+` (`f32`, `bf16`, `q4_k+q6_k`). Answers
+    /// report it, and the quorum holds only executors of one dtype to identical ids.
+    pub fn dtype(&self) -> &str {
+        &self.dtype
+    }
+
+    /// Bytes the weights take in memory (what a quantized file saves).
+    pub fn weight_bytes(&self) -> usize {
+        let mut total = self.embed.bytes() + self.norm.elem_count() * 4;
+        if !self.config.tie_word_embeddings {
+            total += self.lm_head.bytes();
+        }
+        for l in &self.layers {
+            total += l
+                .wqkv
+                .iter()
+                .chain(&l.w_gate_up)
+                .map(Weight::bytes)
+                .sum::<usize>();
+            total += l.wo.bytes() + l.w_down.bytes();
+            total += (l.attn_norm.elem_count() + l.ffn_norm.elem_count()) * 4;
+        }
+        total
     }
 
     /// The device the weights live on.
@@ -316,26 +283,30 @@ impl Llama {
             return Ok(self);
         }
         let mv = |t: Tensor| t.to_device(device).op("to device");
+        let all = |ws: Vec<Weight>| -> Result<Vec<Weight>> {
+            ws.iter().map(|w| w.to_device(device)).collect()
+        };
         let layers = self
             .layers
             .into_iter()
             .map(|l| {
                 Ok(Layer {
                     attn_norm: mv(l.attn_norm)?,
-                    wqkv: mv(l.wqkv)?,
-                    wo: mv(l.wo)?,
+                    wqkv: all(l.wqkv)?,
+                    wo: l.wo.to_device(device)?,
                     ffn_norm: mv(l.ffn_norm)?,
-                    w_gate_up: mv(l.w_gate_up)?,
-                    w_down: mv(l.w_down)?,
+                    w_gate_up: all(l.w_gate_up)?,
+                    w_down: l.w_down.to_device(device)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Llama {
             config: self.config,
-            embed: mv(self.embed)?,
+            embed: self.embed.to_device(device)?,
             layers,
             norm: mv(self.norm)?,
-            lm_head: mv(self.lm_head)?,
+            lm_head: self.lm_head.to_device(device)?,
+            dtype: self.dtype,
             cos: mv(self.cos)?,
             sin: mv(self.sin)?,
             device: device.clone(),
@@ -424,7 +395,7 @@ impl Llama {
         }
         let n = all.len();
         let ids = Tensor::new(all.as_slice(), &self.device).op("ids")?;
-        let mut x = self.embed.index_select(&ids, 0).op("embedding")?;
+        let mut x = self.embed.rows(&ids)?;
         let pos = Tensor::new(positions.as_slice(), &self.device).op("positions")?;
         // (rows, head width): broadcast over the heads, the leading axis
         let cos = self.cos.index_select(&pos, 0).op("rope")?;
@@ -436,7 +407,7 @@ impl Llama {
         let scale = 1.0 / (hd as f64).sqrt();
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, c.rms_norm_eps)?;
-            let qkv = h.matmul(&layer.wqkv.t().op("t")?).op("projection")?;
+            let qkv = project(&h, &layer.wqkv)?;
             // (heads, rows, head width) from columns [from, from + heads·hd) of qkv
             let rows = |from: usize, heads: usize| -> Result<Tensor> {
                 qkv.narrow(1, from, heads * hd)
@@ -504,16 +475,14 @@ impl Llama {
             } else {
                 Tensor::cat(&outs, 0).op("attention")?
             };
-            let attn = attn.matmul(&layer.wo.t().op("t")?).op("attention output")?;
+            let attn = layer.wo.forward(&attn)?;
             x = (x + attn).op("residual")?;
             let h = rms_norm(&x, &layer.ffn_norm, c.rms_norm_eps)?;
-            let gate_up = h.matmul(&layer.w_gate_up.t().op("t")?).op("mlp gate")?;
+            let gate_up = project(&h, &layer.w_gate_up)?;
             let i_ = c.intermediate_size;
             let gate = gate_up.narrow(1, 0, i_).op("mlp gate")?;
             let up = gate_up.narrow(1, i_, i_).op("mlp up")?;
-            let mlp = (silu(&gate)? * up)
-                .and_then(|m| m.matmul(&layer.w_down.t()?))
-                .op("mlp down")?;
+            let mlp = layer.w_down.forward(&(silu(&gate)? * up).op("mlp")?)?;
             x = (x + mlp).op("residual")?;
         }
         for ((_, seq, past), (_, cache)) in spans.iter().zip(batch.iter_mut()) {
@@ -526,92 +495,48 @@ impl Llama {
         let last = Tensor::new(last.as_slice(), &self.device).op("last positions")?;
         let last = x.index_select(&last, 0).op("last positions")?;
         let last = rms_norm(&last, &self.norm, c.rms_norm_eps)?;
-        last.matmul(&self.lm_head.t().op("t")?)
-            .and_then(|l| l.to_vec2::<f32>())
+        self.lm_head
+            .forward(&last)?
+            .to_vec2::<f32>()
             .op("output projection")
     }
 }
 
-/// Opens a GGUF file and reads its header (metadata and tensor index); the file is left
-/// open for reading tensors.
-///
-/// # Errors
-/// [`Error::Io`] when it cannot be opened, [`Error::Model`] when the header does not parse.
-pub fn open_gguf(
-    path: &Path,
-) -> Result<(std::fs::File, candle_core::quantized::gguf_file::Content)> {
-    let mut file = std::fs::File::open(path).map_err(|source| Error::Io {
-        path: path.into(),
-        source,
-    })?;
-    let content = read_gguf_header(&mut file, path)?;
-    Ok((file, content))
+/// Named tensors as dense weights.
+fn dense(
+    tensors: std::collections::HashMap<String, Tensor>,
+) -> std::collections::HashMap<String, Weight> {
+    tensors
+        .into_iter()
+        .map(|(k, t)| (k, Weight::Dense(t)))
+        .collect()
 }
 
-/// Reads a GGUF header (metadata and tensor index) from `reader`, left where the header
-/// ends; `path` names the file in errors.
-///
-/// # Errors
-/// [`Error::Model`] when the header does not parse.
-pub fn read_gguf_header<R: std::io::Read + std::io::Seek>(
-    reader: &mut R,
-    path: &Path,
-) -> Result<candle_core::quantized::gguf_file::Content> {
-    candle_core::quantized::gguf_file::Content::read(reader).map_err(|e| Error::Model {
-        path: path.into(),
-        reason: e.to_string(),
-    })
-}
-
-/// The GGUF (llama.cpp) name of a Hugging Face Llama tensor.
-pub fn gguf_name(hf: &str) -> String {
-    let map = [
-        ("model.embed_tokens.weight", "token_embd.weight"),
-        ("model.norm.weight", "output_norm.weight"),
-        ("lm_head.weight", "output.weight"),
-    ];
-    if let Some((_, g)) = map.iter().find(|(h, _)| *h == hf) {
-        return (*g).to_owned();
+/// A norm's weight as one F32 vector.
+fn vector(w: Weight) -> Result<Tensor> {
+    match w {
+        Weight::Dense(t) => t.to_dtype(DType::F32).op("load"),
+        Weight::Quant(q) => q.dequantize(&Device::Cpu).op("load"),
     }
-    let Some(rest) = hf.strip_prefix("model.layers.") else {
-        return hf.to_owned();
-    };
-    let (layer, part) = rest.split_once('.').unwrap_or((rest, ""));
-    let part = match part {
-        "input_layernorm.weight" => "attn_norm.weight",
-        "self_attn.q_proj.weight" => "attn_q.weight",
-        "self_attn.k_proj.weight" => "attn_k.weight",
-        "self_attn.v_proj.weight" => "attn_v.weight",
-        "self_attn.o_proj.weight" => "attn_output.weight",
-        "post_attention_layernorm.weight" => "ffn_norm.weight",
-        "mlp.gate_proj.weight" => "ffn_gate.weight",
-        "mlp.up_proj.weight" => "ffn_up.weight",
-        "mlp.down_proj.weight" => "ffn_down.weight",
-        other => other,
-    };
-    format!("blk.{layer}.{part}")
 }
 
-/// llama.cpp's converter's permutation of a query/key projection (rows of each head
-/// reordered from half-split to interleaved): `reshape(heads, 2, hd/2, cols)`, swap the
-/// two middle axes.
-pub fn permute_for_gguf(w: &Tensor, heads: usize) -> Result<Tensor> {
-    let (rows, cols) = w.dims2().op("permute")?;
-    w.reshape((heads, 2, rows / heads / 2, cols))
-        .and_then(|t| t.transpose(1, 2))
-        .and_then(|t| t.contiguous())
-        .and_then(|t| t.reshape((rows, cols)))
-        .op("permute")
-}
-
-/// The inverse of [`permute_for_gguf`].
-fn unpermute(w: &Tensor, heads: usize) -> Result<Tensor> {
-    let (rows, cols) = w.dims2().op("permute")?;
-    w.reshape((heads, rows / heads / 2, 2, cols))
-        .and_then(|t| t.transpose(1, 2))
-        .and_then(|t| t.contiguous())
-        .and_then(|t| t.reshape((rows, cols)))
-        .op("permute")
+/// The stored types of `weights`, most parameters first, joined by `+`.
+fn dtype_summary(weights: &[&Weight]) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for w in weights {
+        let n = w.dims().iter().product::<usize>();
+        let name = w.dtype_name();
+        match counts.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, c)) => *c += n,
+            None => counts.push((name, n)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    counts
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect::<Vec<_>>()
+        .join("+")
 }
 
 fn rope_tables(c: &LlamaConfig, device: &Device) -> Result<(Tensor, Tensor)> {

@@ -1,7 +1,8 @@
 //! A deterministic tiny Llama for demos and tests, so a fresh machine can run inference
 //! with no download: [`make_tiny`] writes `config.json` and `model.safetensors` (F32) from
 //! a fixed seed — the same bytes on every machine with this lockfile's `rand` — and the same
-//! weights as `model.gguf` (F32, laid out as llama.cpp's converter writes them), with a
+//! weights as `model.gguf` (F32, laid out as llama.cpp's converter writes them; other file
+//! types with [`crate::gguf::convert_dir`]), with a
 //! byte-level `tokenizer.json` (id = byte) and a `tokenizer_config.json` with a ChatML chat
 //! template.
 
@@ -103,7 +104,12 @@ pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
         path: path.clone(),
         reason: e.to_string(),
     })?;
-    write_gguf(c, &tensors, &dir.join("model.gguf"))?;
+    crate::gguf::write_gguf(
+        c,
+        &tensors,
+        crate::gguf::FileType::F32,
+        &dir.join("model.gguf"),
+    )?;
     let path = dir.join("tokenizer.json");
     std::fs::write(&path, crate::tokenizer::byte_level_tokenizer_json())
         .map_err(|source| Error::Io { path, source })?;
@@ -171,58 +177,4 @@ pub fn make_tiny_with_bos(dir: &Path, seed: u64) -> Result<LlamaConfig> {
     let path = dir.join("tokenizer_config.json");
     std::fs::write(&path, tok_config.to_string()).map_err(|source| Error::Io { path, source })?;
     Ok(c)
-}
-
-/// Writes `tensors` (Hugging Face names) as a llama GGUF file in F32: llama.cpp's tensor
-/// names, its query/key row order, its `llama.*` metadata.
-///
-/// # Errors
-/// [`Error::Io`] or [`Error::Model`] when the file cannot be written.
-pub fn write_gguf(c: &LlamaConfig, tensors: &HashMap<String, Tensor>, path: &Path) -> Result<()> {
-    use candle_core::quantized::{GgmlDType, QTensor, gguf_file::Value};
-    let model_err = |e: candle_core::Error| Error::Model {
-        path: path.into(),
-        reason: e.to_string(),
-    };
-    let u = |v: usize| Value::U32(v as u32);
-    let metadata = [
-        ("general.architecture", Value::String("llama".into())),
-        ("general.name", Value::String("fleetmesh tiny".into())),
-        ("llama.block_count", u(c.num_hidden_layers)),
-        ("llama.embedding_length", u(c.hidden_size)),
-        ("llama.feed_forward_length", u(c.intermediate_size)),
-        ("llama.attention.head_count", u(c.num_attention_heads)),
-        ("llama.attention.head_count_kv", u(c.kv_heads())),
-        (
-            "llama.attention.layer_norm_rms_epsilon",
-            Value::F32(c.rms_norm_eps as f32),
-        ),
-        ("llama.rope.freq_base", Value::F32(c.rope_theta as f32)),
-        ("llama.rope.dimension_count", u(c.head_dim())),
-        ("llama.context_length", u(c.max_position_embeddings)),
-        (
-            "tokenizer.chat_template",
-            Value::String(crate::chat::CHATML.into()),
-        ),
-    ];
-    let mut names: Vec<&String> = tensors.keys().collect();
-    names.sort();
-    let mut q = Vec::with_capacity(names.len());
-    for hf in names {
-        let mut t = tensors[hf].clone();
-        if hf.ends_with("self_attn.q_proj.weight") {
-            t = crate::model::permute_for_gguf(&t, c.num_attention_heads)?;
-        } else if hf.ends_with("self_attn.k_proj.weight") {
-            t = crate::model::permute_for_gguf(&t, c.kv_heads())?;
-        }
-        let qt = QTensor::quantize(&t, GgmlDType::F32).map_err(model_err)?;
-        q.push((crate::model::gguf_name(hf), qt));
-    }
-    let meta: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
-    let tens: Vec<(&str, &QTensor)> = q.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let mut file = std::fs::File::create(path).map_err(|source| Error::Io {
-        path: path.into(),
-        source,
-    })?;
-    candle_core::quantized::gguf_file::write(&mut file, &meta, &tens).map_err(model_err)
 }

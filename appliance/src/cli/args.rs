@@ -551,6 +551,32 @@ pub enum ModelCommand {
         #[arg(long, default_value_t = 7)]
         seed: u64,
     },
+    /// Convert a Llama model directory (config.json + model.safetensors) into a GGUF file
+    /// of one of llama.cpp's file types, which `meshnode infer` and `[inference] models`
+    /// serve without expanding it (quantized weights stay in their blocks); prints one
+    /// JSON line with the file's digest and the source's (its `base_model_digest`).
+    Quantize {
+        /// The model directory.
+        dir: PathBuf,
+        /// The file type: f32, f16, q8_0, q4_0, q4_k_m (Q4_K with Q6_K where llama.cpp
+        /// puts it) or q6_k.
+        #[arg(long = "type", value_name = "TYPE", value_parser = parse_file_type)]
+        file_type: fleetmesh_inference::gguf::FileType,
+        /// Where to write it [default: DIR/model-TYPE.gguf]. A tokenizer.json beside it
+        /// is needed to serve it (the directory's is used when the file is written there).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn parse_file_type(s: &str) -> Result<fleetmesh_inference::gguf::FileType, String> {
+    fleetmesh_inference::gguf::FileType::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = fleetmesh_inference::gguf::FileType::ALL
+            .iter()
+            .map(|t| t.name())
+            .collect();
+        format!("{s:?} is not one of {}", names.join(", "))
+    })
 }
 
 /// `meshnode init`.

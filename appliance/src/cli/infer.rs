@@ -53,7 +53,12 @@ pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
     let loading = crate::cli::progress::Progress::new("meshnode: infer");
     loading.say(&format!("meshnode: loading {}", args.model.display()));
     let (model, tokenizer, digest) = crate::models::load(&args.model, &args.device)?;
-    loading.finish(&format!("meshnode: model {} loaded", hex::encode(digest)));
+    loading.finish(&format!(
+        "meshnode: model {} loaded ({}, {:.1} MiB of weights)",
+        hex::encode(digest),
+        model.dtype(),
+        model.weight_bytes() as f64 / (1 << 20) as f64
+    ));
     // as transformers' tokenizer(prompt) and vLLM: with the special tokens (a Llama's BOS)
     let prompt = tokenizer.encode_with(&args.prompt, true)?;
     let model_name = args
@@ -64,6 +69,7 @@ pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
     let mut out = serde_json::json!({
         "model": args.model.display().to_string(),
         "model_digest": hex::encode(digest),
+        "dtype": model.dtype(),
         "prompt_token_ids": prompt,
     });
     let eos = model.config().eos_token_id.clone();

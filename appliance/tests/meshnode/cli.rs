@@ -204,6 +204,77 @@ fn model_make_tiny_writes_a_loadable_model_with_a_stable_digest() {
     );
 }
 
+/// `meshnode model quantize` writes a GGUF of a llama.cpp file type that `meshnode infer`
+/// and the API serve quantized, saying so; a type it does not write is refused by name.
+#[test]
+fn a_quantized_gguf_is_written_served_and_named_by_its_dtype() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let made: Value = serde_json::from_str(&stdout(&run(&["model", "make-tiny", d]))).unwrap();
+    let o = run(&["model", "quantize", d, "--type", "q4_0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let q: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let file = dir.path().join("model-q4_0.gguf");
+    assert_eq!(q["out"], file.display().to_string());
+    assert_eq!(q["type"], "q4_0");
+    // the identity survives conversion: the source's digest is the file's base
+    assert_eq!(q["base_model_digest"], made["model_digest"]);
+    assert_ne!(q["model_digest"], made["model_digest"]);
+    // Q4_0 is 18 bytes per 32 weights: well under a third of the F32 file
+    let f32_len = std::fs::metadata(dir.path().join("model.safetensors"))
+        .unwrap()
+        .len();
+    assert!(q["weight_bytes"].as_u64().unwrap() * 3 < f32_len, "{q}");
+    let o = infer(&file, "hello", &["--max-tokens", "6"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains(" loaded (q4_0, "), "{}", stderr(&o));
+    let a: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(a["dtype"], "q4_0");
+    assert_eq!(a["model_digest"], q["model_digest"]);
+    let o = infer(dir.path(), "hello", &["--max-tokens", "6"]);
+    let f: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(f["dtype"], "f32");
+    // served beside the F32 directory, each answer names what ran
+    let (_node, daemon) = super::inference::serve(&[dir.path(), &file], "");
+    runtime().block_on(async {
+        let http = http_client();
+        let list = get_json(&http, daemon.url("/v1/models")).await;
+        let dtypes: Vec<&Value> = list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| &m["fleetmesh"]["dtype"])
+            .collect();
+        assert_eq!(
+            dtypes,
+            [&Value::from("f32"), &Value::from("q4_0")],
+            "{list}"
+        );
+        let url = daemon.url("/v1/completions");
+        let body = serde_json::json!({"model": "model-q4_0.gguf", "prompt": "hello",
+            "max_tokens": 6, "temperature": 0, "return_token_ids": true});
+        let (status, r) = post_json(&http, &url, body).await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["fleetmesh"]["dtype"], "q4_0", "{r}");
+        assert_eq!(r["choices"][0]["token_ids"], a["token_ids"], "{r}");
+    });
+    // a type it does not write: a usage error listing the ones it does
+    let o = run(&["model", "quantize", d, "--type", "q5_9"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("q4_k_m"), "{}", stderr(&o));
+    // not a model directory: the missing file is named
+    let empty = tempfile::tempdir().unwrap();
+    let o = run(&[
+        "model",
+        "quantize",
+        empty.path().to_str().unwrap(),
+        "--type",
+        "q8_0",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("config.json"), "{}", stderr(&o));
+}
+
 #[test]
 fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
     let dir = tempfile::tempdir().unwrap();
@@ -219,7 +290,10 @@ fn infer_generates_from_a_directory_and_a_gguf_alike_and_refuses_bad_input() {
     let err = stderr(&o);
     let loading = format!("meshnode: loading {}\n", dir.path().display());
     assert!(err.contains(&loading), "{err}");
-    assert!(err.contains(" loaded\n") && !err.contains('\r'), "{err}");
+    assert!(
+        err.contains(" loaded (f32, ") && !err.contains('\r'),
+        "{err}"
+    );
     let a: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(
         a["prompt_token_ids"],

@@ -11,6 +11,7 @@ use fleetmesh_inference::{Error, KvCache, Llama, LlamaConfig};
 mod batch;
 mod bounds;
 mod hostile_files;
+mod quantized;
 mod quorum;
 mod schema;
 mod special_tokens;

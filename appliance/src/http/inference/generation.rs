@@ -88,7 +88,7 @@ fn generated(m: &Served, p: &Params, t: fleetmesh_inference::Transcript) -> Gene
         text,
         finish,
         verdict,
-        build: (m.engine.clone(), "f32".into()),
+        build: (m.engine.clone(), m.batcher.model().dtype().to_owned()),
     }
 }
 

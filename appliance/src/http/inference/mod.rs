@@ -126,7 +126,7 @@ pub async fn models(State(s): State<Arc<InferenceService>>) -> Response {
                     "model_digest": hex::encode(m.digest),
                     "base_model_digest": hex::encode(m.base_digest),
                     "engine": m.engine,
-                    "dtype": "f32",
+                    "dtype": m.batcher.model().dtype(),
                     "chat_template": m.template.is_some(),
                     "executors": std::iter::once(m.local.name())
                         .chain(m.remotes.iter().map(|r| r.name()))

@@ -297,7 +297,7 @@ fn build(cfg: &InferenceSection, before: Option<&Loaded>) -> anyhow::Result<Load
             None => {
                 let (model, tokenizer, digest) = crate::models::load(p, &cfg.device)?;
                 let template = ChatTemplate::load_beside(p)?;
-                tracing::info!(model = %id, digest = %hex::encode(digest), chat = template.is_some(), "serving model");
+                tracing::info!(model = %id, digest = %hex::encode(digest), dtype = model.dtype(), weight_bytes = model.weight_bytes(), chat = template.is_some(), "serving model");
                 let batcher = Arc::new(Batcher::new(Arc::new(model), digest, cfg.max_batch));
                 Served {
                     local: LocalExecutor::new(format!("local:{id}"), batcher.clone())

@@ -141,7 +141,7 @@ pub(super) fn stream(p: Params, place: tokio::sync::OwnedSemaphorePermit) -> Res
                     "base_model_digest": hex::encode(m.base_digest),
                     "transcript_digest": hex::encode(t.digest()),
                     "engine": m.engine,
-                    "dtype": "f32",
+                    "dtype": m.batcher.model().dtype(),
                 });
                 if let Some(v) = verdict {
                     last["fleetmesh"]["verdict"] = v;
