@@ -42,6 +42,7 @@ use cli::{Cli, Command, Outcome};
 
 fn main() -> ExitCode {
     quiet_vulkan_probe();
+    fix_thread_count();
     let cli = Cli::parse();
     // libp2p-style dependencies bring aws-lc-rs beside ring into rustls: choose one
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -94,6 +95,20 @@ fn quiet_vulkan_probe() {
             unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
         }
     }
+}
+
+/// candle's CPU matrix product asks for its thread count at every call, and without
+/// `RAYON_NUM_THREADS` that means parsing /proc/cpuinfo each time (about a millisecond per
+/// decoded token of an 88M model). Unless the operator set it, fix it once to rayon's own
+/// default, the CPUs this process may use, so nothing else changes.
+#[allow(unsafe_code)]
+fn fix_thread_count() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+        return;
+    }
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // SAFETY: called at the start of main, before any other thread exists.
+    unsafe { std::env::set_var("RAYON_NUM_THREADS", n.to_string()) };
 }
 
 fn dispatch(command: Command) -> anyhow::Result<Outcome> {

@@ -19,6 +19,7 @@
 //! assert_eq!(t.output_ids().len(), 8);
 //! ```
 
+mod attention;
 pub mod batch;
 pub mod chat;
 mod config;

@@ -8,13 +8,16 @@
 //! attention and MLP, rotary embeddings in the half-split layout (`rotate_half`),
 //! grouped-query attention with a causal mask, SwiGLU MLP, a final RMSNorm and the output
 //! projection (tied to the embeddings when the config says so). A [`KvCache`] keeps each
-//! layer's keys and values so decoding one more token costs one position.
+//! layer's keys and values so decoding one more token costs one position: on the CPU in
+//! host memory, appended in place, a decoded row attended without tensor operations
+//! ([`crate::attention`]); on a GPU as tensors.
 
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 
 use crate::LlamaConfig;
+use crate::attention::{Heads, HostKv};
 use crate::error::{CandleContext, Error, Result};
 use crate::weight::Weight;
 
@@ -63,9 +66,11 @@ pub struct Llama {
     lm_head: Weight,
     /// What [`Llama::dtype`] reports.
     dtype: String,
-    /// cos and sin of every position's rotary angles, (max positions, head width).
+    /// cos and sin of every position's rotary angles, (max positions, head width / 2).
     cos: Tensor,
     sin: Tensor,
+    /// The same tables in host memory, for attention on the CPU.
+    rope_host: (Vec<f32>, Vec<f32>),
     device: Device,
 }
 
@@ -77,11 +82,35 @@ impl std::fmt::Debug for Llama {
     }
 }
 
-/// Keys and values of the positions already seen, per layer.
+/// Keys and values of the positions already seen, per layer: in host memory, grown in
+/// place, for a model on the CPU ([`crate::attention`]); as tensors on the model's GPU.
 #[derive(Debug, Default)]
 pub struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
+    layers: Vec<LayerKv>,
     len: usize,
+}
+
+/// One layer's cached keys and values.
+#[derive(Debug, Default)]
+enum LayerKv {
+    #[default]
+    Empty,
+    Host(HostKv),
+    /// (kv heads, positions, head width) each.
+    Device(Tensor, Tensor),
+}
+
+impl LayerKv {
+    /// The host cache, started if this layer had none.
+    fn host(&mut self) -> &mut HostKv {
+        if !matches!(self, LayerKv::Host(_)) {
+            *self = LayerKv::Host(HostKv::default());
+        }
+        match self {
+            LayerKv::Host(kv) => kv,
+            _ => unreachable!("set just above"),
+        }
+    }
 }
 
 impl KvCache {
@@ -214,7 +243,7 @@ impl Llama {
         } else {
             take("lm_head.weight".into(), &[config.vocab_size, h])?
         };
-        let (cos, sin) = rope_tables(&config, &device)?;
+        let ((cos, sin), rope_host) = rope_tables(&config, &device)?;
         let dtype = label.unwrap_or_else(|| {
             let mut weights: Vec<&Weight> = vec![&embed, &lm_head];
             for l in &layers {
@@ -232,6 +261,7 @@ impl Llama {
             dtype,
             cos,
             sin,
+            rope_host,
             device,
         })
     }
@@ -309,6 +339,7 @@ impl Llama {
             dtype: self.dtype,
             cos: mv(self.cos)?,
             sin: mv(self.sin)?,
+            rope_host: self.rope_host,
             device: device.clone(),
         })
     }
@@ -387,93 +418,57 @@ impl Llama {
         let mut spans = Vec::with_capacity(batch.len());
         for (tokens, cache) in batch.iter_mut() {
             if cache.layers.len() != self.layers.len() {
-                cache.layers = (0..self.layers.len()).map(|_| None).collect();
+                cache.layers = (0..self.layers.len()).map(|_| LayerKv::Empty).collect();
             }
             spans.push((all.len(), tokens.len(), cache.len));
             all.extend_from_slice(tokens);
             positions.extend((cache.len..cache.len + tokens.len()).map(|p| p as u32));
         }
-        let n = all.len();
         let ids = Tensor::new(all.as_slice(), &self.device).op("ids")?;
         let mut x = self.embed.rows(&ids)?;
-        let pos = Tensor::new(positions.as_slice(), &self.device).op("positions")?;
-        // (rows, head width): broadcast over the heads, the leading axis
-        let cos = self.cos.index_select(&pos, 0).op("rope")?;
-        let sin = self.sin.index_select(&pos, 0).op("rope")?;
+        let cpu = self.device.is_cpu();
+        // on a GPU, each row's rotary angles (rows, head width / 2), broadcast over the heads
+        let rope_rows = if cpu {
+            None
+        } else {
+            let pos = Tensor::new(positions.as_slice(), &self.device).op("positions")?;
+            Some((
+                self.cos.index_select(&pos, 0).op("rope")?,
+                self.sin.index_select(&pos, 0).op("rope")?,
+            ))
+        };
+        // one new position sees every cached one: only prompts need a mask
         let masks = spans
             .iter()
-            .map(|(_, seq, past)| causal_mask(*past, *seq, &self.device))
+            .map(|(_, seq, past)| {
+                (*seq > 1)
+                    .then(|| causal_mask(*past, *seq, &self.device))
+                    .transpose()
+            })
             .collect::<Result<Vec<_>>>()?;
-        let scale = 1.0 / (hd as f64).sqrt();
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, c.rms_norm_eps)?;
             let qkv = project(&h, &layer.wqkv)?;
-            // (heads, rows, head width) from columns [from, from + heads·hd) of qkv
-            let rows = |from: usize, heads: usize| -> Result<Tensor> {
-                qkv.narrow(1, from, heads * hd)
-                    .and_then(|t| t.reshape((n, heads, hd)))
-                    .and_then(|t| t.transpose(0, 1))
-                    .and_then(|t| t.contiguous())
-                    .op("projection")
-            };
-            let q = rope(&rows(0, nh)?, &cos, &sin)?;
-            let k = rope(&rows(nh * hd, kv)?, &cos, &sin)?;
-            let v = rows((nh + kv) * hd, kv)?;
-            let mut outs = Vec::with_capacity(batch.len());
-            for (((start, seq, past), (_, cache)), mask) in
-                spans.iter().zip(batch.iter_mut()).zip(&masks)
-            {
-                // (heads, seq, head width)
-                let heads = |t: &Tensor| -> Result<Tensor> {
-                    t.narrow(1, *start, *seq)
-                        .and_then(|t| t.contiguous())
-                        .op("heads")
-                };
-                let (k, v) = (heads(&k)?, heads(&v)?);
-                let slot = &mut cache.layers[l];
-                let (k, v) = match slot.take() {
-                    Some((pk, pv)) => (
-                        Tensor::cat(&[&pk, &k], 1).op("cache")?,
-                        Tensor::cat(&[&pv, &v], 1).op("cache")?,
-                    ),
-                    None => (k, v),
-                };
-                *slot = Some((k.clone(), v.clone()));
-                let total = past + seq;
-                // grouped-query attention without copying the key/value heads: the query
-                // heads sharing key/value head j (HF's `repeat_kv`: heads j·g … j·g + g − 1)
-                // become g·seq rows of one (kv, g·seq, head width) batch
-                let group = nh / kv;
-                let q = heads(&q)?
-                    .reshape((kv, group * seq, hd))
-                    .op("grouped-query heads")?;
-                let mut scores = q
-                    .matmul(&k.t().op("t")?)
-                    .and_then(|s| s * scale)
-                    .op("attention scores")?;
-                if *seq > 1 {
-                    // one new position sees every cached one: no mask needed then
-                    scores = scores
-                        .reshape((kv, group, *seq, total))
-                        .and_then(|s| s.broadcast_add(mask))
-                        .and_then(|s| s.reshape((kv, group * seq, total)))
-                        .op("attention mask")?;
-                }
-                let probs = softmax_last(&scores)?;
-                outs.push(
-                    probs
-                        .matmul(&v)
-                        .and_then(|a| a.reshape((nh, *seq, hd)))
-                        .and_then(|a| a.transpose(0, 1))
-                        .and_then(|a| a.contiguous())
-                        .and_then(|a| a.reshape((*seq, nh * hd)))
-                        .op("attention")?,
-                );
-            }
-            let attn = if outs.len() == 1 {
-                outs.pop().expect("one")
+            let attn = if let Some((cos, sin)) = &rope_rows {
+                self.device_attention(&qkv, &spans, batch, l, (cos, sin), &masks)?
             } else {
-                Tensor::cat(&outs, 0).op("attention")?
+                let mut kvs: Vec<&mut HostKv> = batch
+                    .iter_mut()
+                    .map(|(_, cache)| cache.layers[l].host())
+                    .collect();
+                let heads = Heads {
+                    q: nh,
+                    kv,
+                    width: hd,
+                };
+                crate::attention::layer(
+                    &qkv,
+                    &spans,
+                    &mut kvs,
+                    heads,
+                    (&self.rope_host.0, &self.rope_host.1),
+                    &masks,
+                )?
             };
             let attn = layer.wo.forward(&attn)?;
             x = (x + attn).op("residual")?;
@@ -499,6 +494,92 @@ impl Llama {
             .forward(&last)?
             .to_vec2::<f32>()
             .op("output projection")
+    }
+
+    /// One layer's attention on a GPU: the new keys and values concatenated to each
+    /// sequence's cached tensors, the scores and weighted sums as candle operations.
+    /// Returns (rows, q heads · head width).
+    fn device_attention(
+        &self,
+        qkv: &Tensor,
+        spans: &[(usize, usize, usize)],
+        batch: &mut [(&[u32], &mut KvCache)],
+        l: usize,
+        (cos, sin): (&Tensor, &Tensor),
+        masks: &[Option<Tensor>],
+    ) -> Result<Tensor> {
+        let c = &self.config;
+        let (nh, kv, hd) = (c.num_attention_heads, c.kv_heads(), c.head_dim());
+        let n = qkv.dim(0).op("projection")?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        // (heads, rows, head width) from columns [from, from + heads·hd) of qkv
+        let rows = |from: usize, heads: usize| -> Result<Tensor> {
+            qkv.narrow(1, from, heads * hd)
+                .and_then(|t| t.reshape((n, heads, hd)))
+                .and_then(|t| t.transpose(0, 1))
+                .and_then(|t| t.contiguous())
+                .op("projection")
+        };
+        let q = rope(&rows(0, nh)?, cos, sin)?;
+        let k = rope(&rows(nh * hd, kv)?, cos, sin)?;
+        let v = rows((nh + kv) * hd, kv)?;
+        let mut outs = Vec::with_capacity(batch.len());
+        for (((start, seq, past), (_, cache)), mask) in
+            spans.iter().zip(batch.iter_mut()).zip(masks)
+        {
+            // (heads, seq, head width)
+            let heads = |t: &Tensor| -> Result<Tensor> {
+                t.narrow(1, *start, *seq)
+                    .and_then(|t| t.contiguous())
+                    .op("heads")
+            };
+            let (k, v) = (heads(&k)?, heads(&v)?);
+            let slot = &mut cache.layers[l];
+            let (k, v) = match std::mem::take(slot) {
+                LayerKv::Device(pk, pv) => (
+                    Tensor::cat(&[&pk, &k], 1).op("cache")?,
+                    Tensor::cat(&[&pv, &v], 1).op("cache")?,
+                ),
+                _ => (k, v),
+            };
+            *slot = LayerKv::Device(k.clone(), v.clone());
+            let total = past + seq;
+            // grouped-query attention without copying the key/value heads: the query
+            // heads sharing key/value head j (HF's `repeat_kv`: heads j·g … j·g + g − 1)
+            // become g·seq rows of one (kv, g·seq, head width) batch
+            let group = nh / kv;
+            let q = heads(&q)?
+                .reshape((kv, group * seq, hd))
+                .op("grouped-query heads")?;
+            let mut scores = q
+                .matmul(&k.t().op("t")?)
+                .and_then(|s| s * scale)
+                .op("attention scores")?;
+            if let Some(mask) = mask {
+                // one new position sees every cached one: no mask needed then
+                scores = scores
+                    .reshape((kv, group, *seq, total))
+                    .and_then(|s| s.broadcast_add(mask))
+                    .and_then(|s| s.reshape((kv, group * seq, total)))
+                    .op("attention mask")?;
+            }
+            let probs = softmax_last(&scores)?;
+            outs.push(
+                probs
+                    .matmul(&v)
+                    .and_then(|a| a.reshape((nh, *seq, hd)))
+                    .and_then(|a| a.transpose(0, 1))
+                    .and_then(|a| a.contiguous())
+                    .and_then(|a| a.reshape((*seq, nh * hd)))
+                    .op("attention")?,
+            );
+        }
+        let attn = if outs.len() == 1 {
+            outs.pop().expect("one")
+        } else {
+            Tensor::cat(&outs, 0).op("attention")?
+        };
+        Ok(attn)
     }
 }
 
@@ -539,7 +620,12 @@ fn dtype_summary(weights: &[&Weight]) -> String {
         .join("+")
 }
 
-fn rope_tables(c: &LlamaConfig, device: &Device) -> Result<(Tensor, Tensor)> {
+/// The rotary tables, (max positions, head width / 2): as tensors and in host memory.
+#[allow(clippy::type_complexity)]
+fn rope_tables(
+    c: &LlamaConfig,
+    device: &Device,
+) -> Result<((Tensor, Tensor), (Vec<f32>, Vec<f32>))> {
     let hd = c.head_dim();
     let half = hd / 2;
     let mut cos = Vec::with_capacity(c.max_position_embeddings * half);
@@ -556,8 +642,11 @@ fn rope_tables(c: &LlamaConfig, device: &Device) -> Result<(Tensor, Tensor)> {
     }
     let shape = (c.max_position_embeddings, half);
     Ok((
-        Tensor::from_vec(cos, shape, device).op("rope table")?,
-        Tensor::from_vec(sin, shape, device).op("rope table")?,
+        (
+            Tensor::from_slice(&cos, shape, device).op("rope table")?,
+            Tensor::from_slice(&sin, shape, device).op("rope table")?,
+        ),
+        (cos, sin),
     ))
 }
 

@@ -18,12 +18,12 @@ use fleetmesh_inference::model::argmax;
 use fleetmesh_inference::tiny::{make_model, tiny_config};
 use fleetmesh_inference::{KvCache, Llama, LlamaConfig};
 
-const PROMPT: usize = 128;
-const DECODE: usize = 32;
+pub(crate) const PROMPT: usize = 128;
+pub(crate) const DECODE: usize = 32;
 
 /// (prefill time, decode time for DECODE tokens, ids) with our runtime: the batched path
 /// with one sequence (what `Llama::forward` runs).
-fn ours(m: &Llama, prompt: &[u32]) -> (Duration, Duration, Vec<u32>) {
+pub(crate) fn ours(m: &Llama, prompt: &[u32]) -> (Duration, Duration, Vec<u32>) {
     let (p, d, mut ids) = ours_batch(m, &[prompt.to_vec()]);
     (p, d, ids.remove(0))
 }
@@ -262,7 +262,7 @@ fn bench_model(name: &str, config: &LlamaConfig, rounds: usize) {
         t.elapsed().as_secs_f64(),
         rayon::current_num_threads()
     );
-    let prompt: Vec<u32> = (0..PROMPT as u32).map(|i| (i * 37 + 11) % 256).collect();
+    let prompt = prompt();
     let (_, _, a) = ours(&ours_m, &prompt);
     let (_, _, b) = theirs(&stock_m, &stock_cfg, &prompt);
     assert_eq!(
@@ -357,7 +357,7 @@ pub fn mask_only(args: &[String]) {
     let dir = tempfile::tempdir().expect("tempdir");
     make_model(dir.path(), &tiny_config(), 7).expect("tiny model");
     let m = std::sync::Arc::new(Llama::load_dir(dir.path()).expect("load"));
-    let prompt: Vec<u32> = (0..PROMPT as u32).map(|i| (i * 37 + 11) % 256).collect();
+    let prompt = prompt();
     println!(
         "llm tiny schema-bounds   {}",
         schema_cost(&m, &prompt, rounds)
@@ -370,7 +370,13 @@ pub fn run(args: &[String]) {
         .first()
         .map_or(3, |s| s.parse().unwrap_or_else(|_| super::usage()));
     bench_model("tiny", &tiny_config(), rounds);
-    let big = LlamaConfig {
+    bench_model("100M", &big(), rounds);
+}
+
+/// The generated ~88M-parameter model (768 wide, 12 layers, 12 query and 4 key/value
+/// heads, 8 192 ids).
+pub(crate) fn big() -> LlamaConfig {
+    LlamaConfig {
         hidden_size: 768,
         intermediate_size: 2048,
         vocab_size: 8192,
@@ -379,6 +385,10 @@ pub fn run(args: &[String]) {
         num_key_value_heads: Some(4),
         max_position_embeddings: 1024,
         ..tiny_config()
-    };
-    bench_model("100M", &big, rounds);
+    }
+}
+
+/// The bench's prompt: PROMPT byte ids.
+pub(crate) fn prompt() -> Vec<u32> {
+    (0..PROMPT as u32).map(|i| (i * 37 + 11) % 256).collect()
 }

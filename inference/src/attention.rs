@@ -1,0 +1,201 @@
+//! Attention on the CPU over a KV cache in host memory: what [`crate::Llama`] runs for a
+//! model on the CPU. Each layer's keys and values are kept position-major
+//! (`[position][kv head][head width]`, the layout the projection writes them in), so a step
+//! appends its rows in place instead of concatenating the whole cache again. A decoded
+//! row (one new token) is attended here directly — dot products, softmax and the weighted
+//! sum over its cache, no tensor operations; prompt rows (several new tokens) go through
+//! candle's matrix products with a causal mask, their keys and values read from the cache.
+
+use candle_core::{Device, Tensor};
+
+use crate::error::{CandleContext, Result};
+
+/// One layer's keys and values, position-major.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct HostKv {
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+}
+
+/// The heads of a layer: query heads, key/value heads, head width.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Heads {
+    pub q: usize,
+    pub kv: usize,
+    pub width: usize,
+}
+
+impl Heads {
+    /// Floats of one row of the stacked q, k, v projection.
+    fn row(self) -> usize {
+        (self.q + 2 * self.kv) * self.width
+    }
+}
+
+/// Rotates `x` (consecutive heads of `width`) in the half-split layout of transformers'
+/// `rotate_half` — the arithmetic of candle's fused `rope` kernel — by one position's
+/// `cos`/`sin` (width / 2 each).
+fn rope(x: &mut [f32], width: usize, cos: &[f32], sin: &[f32]) {
+    let half = width / 2;
+    for head in x.chunks_exact_mut(width) {
+        let (a, b) = head.split_at_mut(half);
+        for i in 0..half {
+            let (x1, x2) = (a[i], b[i]);
+            a[i] = x1 * cos[i] - x2 * sin[i];
+            b[i] = x1 * sin[i] + x2 * cos[i];
+        }
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // eight running sums, so the loop vectorizes
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// One layer's attention for every sequence of a batch. `qkv` is the stacked projection,
+/// (rows, (q + 2·kv)·width), the sequences' rows one after another as `spans` gives them
+/// (first row, new rows, positions already cached); `cos`/`sin` are the rotary tables
+/// (position-major, width / 2 per position); `masks` the causal masks of the spans with
+/// more than one row. The new keys and values are appended to each sequence's `kv`.
+/// Returns the attention output, (rows, q·width).
+pub(crate) fn layer(
+    qkv: &Tensor,
+    spans: &[(usize, usize, usize)],
+    kvs: &mut [&mut HostKv],
+    h: Heads,
+    (cos, sin): (&[f32], &[f32]),
+    masks: &[Option<Tensor>],
+) -> Result<Tensor> {
+    let mut rows: Vec<f32> = qkv.flatten_all().and_then(|t| t.to_vec1()).op("qkv")?;
+    let (qw, kw) = (h.q * h.width, h.kv * h.width);
+    let half = h.width / 2;
+    let n = rows.len() / h.row();
+    let mut out = vec![0f32; n * qw];
+    let scale = 1.0 / (h.width as f32).sqrt();
+    for (((start, seq, past), kv), mask) in spans.iter().zip(kvs.iter_mut()).zip(masks) {
+        for r in 0..*seq {
+            let pos = past + r;
+            let (c, s) = (&cos[pos * half..][..half], &sin[pos * half..][..half]);
+            let row = &mut rows[(start + r) * h.row()..][..h.row()];
+            // q and k rotate; k and v join the cache
+            rope(&mut row[..qw + kw], h.width, c, s);
+            kv.k.extend_from_slice(&row[qw..qw + kw]);
+            kv.v.extend_from_slice(&row[qw + kw..]);
+        }
+        let total = past + seq;
+        if let Some(mask) = mask {
+            let q = (0..*seq).flat_map(|r| rows[(start + r) * h.row()..][..qw].iter().copied());
+            prompt_rows(
+                q.collect(),
+                kv,
+                *seq,
+                total,
+                h,
+                mask,
+                &mut out[start * qw..][..seq * qw],
+            )?;
+        } else {
+            let q = &rows[start * h.row()..][..qw];
+            decode_row(q, kv, total, h, scale, &mut out[start * qw..][..qw]);
+        }
+    }
+    Tensor::from_vec(out, (n, qw), &Device::Cpu).op("attention")
+}
+
+/// Attention of one new row (`q`: every query head) over the `total` cached positions.
+fn decode_row(q: &[f32], kv: &HostKv, total: usize, h: Heads, scale: f32, out: &mut [f32]) {
+    let group = h.q / h.kv;
+    let kw = h.kv * h.width;
+    let mut scores = vec![0f32; total];
+    for head in 0..h.q {
+        let g = head / group;
+        let qh = &q[head * h.width..][..h.width];
+        let mut max = f32::NEG_INFINITY;
+        for (t, s) in scores.iter_mut().enumerate() {
+            *s = dot(qh, &kv.k[t * kw + g * h.width..][..h.width]) * scale;
+            max = max.max(*s);
+        }
+        let mut sum = 0f32;
+        for s in scores.iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        let o = &mut out[head * h.width..][..h.width];
+        for (t, p) in scores.iter().enumerate() {
+            let v = &kv.v[t * kw + g * h.width..][..h.width];
+            for (o, v) in o.iter_mut().zip(v) {
+                *o += p * v;
+            }
+        }
+        for o in o.iter_mut() {
+            *o /= sum;
+        }
+    }
+}
+
+/// Attention of `seq` new rows (`q`: row-major, every query head) over the `total` cached
+/// positions (theirs last) with candle's matrix products and the causal `mask`.
+fn prompt_rows(
+    q: Vec<f32>,
+    kv: &HostKv,
+    seq: usize,
+    total: usize,
+    h: Heads,
+    mask: &Tensor,
+    out: &mut [f32],
+) -> Result<()> {
+    let dev = Device::Cpu;
+    let group = h.q / h.kv;
+    // (kv, positions, width) from the position-major cache
+    let heads = |data: &[f32]| -> Result<Tensor> {
+        Tensor::from_slice(
+            &data[..total * h.kv * h.width],
+            (total, h.kv, h.width),
+            &dev,
+        )
+        .and_then(|t| t.transpose(0, 1))
+        .and_then(|t| t.contiguous())
+        .op("cached heads")
+    };
+    let (k, v) = (heads(&kv.k)?, heads(&kv.v)?);
+    // grouped-query attention without copying the key/value heads: the query heads sharing
+    // key/value head j (HF's `repeat_kv`: heads j·g … j·g + g − 1) become g·seq rows of
+    // one (kv, g·seq, width) batch
+    let q = Tensor::from_vec(q, (seq, h.q, h.width), &dev)
+        .and_then(|t| t.transpose(0, 1))
+        .and_then(|t| t.contiguous())
+        .and_then(|t| t.reshape((h.kv, group * seq, h.width)))
+        .op("grouped-query heads")?;
+    let scale = 1.0 / (h.width as f64).sqrt();
+    let scores = q
+        .matmul(&k.t().op("t")?)
+        .and_then(|s| s * scale)
+        .and_then(|s| s.reshape((h.kv, group, seq, total)))
+        .and_then(|s| s.broadcast_add(mask))
+        .and_then(|s| s.reshape((h.kv, group * seq, total)))
+        .op("attention scores")?;
+    let probs = candle_nn::ops::softmax_last_dim(&scores).op("softmax")?;
+    let a: Vec<f32> = probs
+        .matmul(&v)
+        .and_then(|a| a.reshape((h.q, seq, h.width)))
+        .and_then(|a| a.transpose(0, 1))
+        .and_then(|a| a.contiguous())
+        .and_then(|a| a.flatten_all())
+        .and_then(|a| a.to_vec1())
+        .op("attention")?;
+    out.copy_from_slice(&a);
+    Ok(())
+}
