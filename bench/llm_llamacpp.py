@@ -5,17 +5,25 @@
 Greedy decoding on the given prompt ids, batch 1: each round times the prefill (the prompt in
 one eval, its last logits only) and DECODE tokens (argmax of the last logits, one eval each).
 Prints one JSON object: the ids of the last round, and the per-round prefill and decode
-seconds. The argmax is taken over llama.cpp's own logits buffer (the lowest id among equal
+seconds. `FLEETMESH_LLAMA_CPP_KV=f32` keeps llama.cpp's KV cache in F32 (its default is F16,
+which fleetmesh does not do: with it, greedy ids part ways sooner). The argmax is taken over llama.cpp's own logits buffer (the lowest id among equal
 ones, as fleetmesh's argmax), so the Python side adds microseconds per token.
 """
 
 import json
+import os
 import sys
 import time
 
 import numpy as np
 import llama_cpp
 from llama_cpp import Llama
+
+
+def kv_cache_type() -> dict:
+    if os.environ.get("FLEETMESH_LLAMA_CPP_KV") == "f32":
+        return {"type_k": llama_cpp.GGML_TYPE_F32, "type_v": llama_cpp.GGML_TYPE_F32}
+    return {}
 
 
 def main() -> None:
@@ -28,6 +36,7 @@ def main() -> None:
         n_threads=threads,
         n_threads_batch=threads,
         verbose=False,
+        **kv_cache_type(),
     )
     vocab = m.n_vocab()
 
