@@ -133,6 +133,19 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
             assert_eq!(r["choices"][0]["fleetmesh"]["verdict"]["valid"], true, "{r}");
         }
 
+        // allOf as Pydantic writes inheritance: the base by reference, the fields beside
+        let inherited = json!({"$defs": {"Base": {"type": "object",
+            "properties": {"id": {"type": "integer", "minimum": 1}}, "required": ["id"]}},
+            "allOf": [{"$ref": "#/$defs/Base"}, {"properties": {"tag": {"type": "string",
+            "maxLength": 4}}, "required": ["tag"]}]});
+        let (status, r) = post_json(&http, &url, json!({"model": "tiny", "prompt": "x",
+            "max_tokens": 60, "temperature": 1.0, "seed": 3,
+            "response_format": format_of(&inherited)})).await;
+        assert_eq!(status, 200, "{r}");
+        let text = r["choices"][0]["text"].as_str().unwrap();
+        assert!(valid(&inherited, text), "{text:?}");
+        assert_eq!(r["choices"][0]["fleetmesh"]["verdict"]["valid"], true, "{r}");
+
         // chat, streamed and not: the deltas add up to the same valid document
         let chat = d.url("/v1/chat/completions");
         let body = json!({
@@ -172,6 +185,7 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
         let refusals = [
             (json!({"response_format": format_of(&json!({"type": "string", "pattern": "(?=a)"}))}), "unsupported_schema", "`pattern`"),
             (json!({"response_format": format_of(&json!({"type": "object", "properties": {"a": {"format": "hostname"}}}))}), "unsupported_schema", "#/properties/a"),
+            (json!({"response_format": format_of(&json!({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}))}), "unsupported_schema", "`pattern` differs"),
             (json!({"response_format": {"type": "xml"}}), "", "json_object or json_schema"),
             (json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}), "", "must be a JSON Schema"),
             (json!({"verification": "schema-bounds"}), "", "needs a response_format"),

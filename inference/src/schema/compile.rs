@@ -45,6 +45,7 @@ const STRUCTURAL: &[&str] = &[
     "multipleOf",
     "anyOf",
     "oneOf",
+    "allOf",
     "pattern",
     "format",
     "$ref",
@@ -251,8 +252,10 @@ impl Grammar {
     /// subset (never silently ignored), a `$ref` outside the document, bounds no value
     /// meets, a schema that is not valid JSON Schema, or one no finite document satisfies.
     pub fn compile(schema: &Value) -> Result<Grammar> {
+        // `allOf` folded into its holders; the check below still reads the schema as written
+        let reduced = super::all_of::reduce(schema)?;
         let mut c = Compiler {
-            doc: schema,
+            doc: &reduced,
             nodes: vec![Node::any()],
             patterns: Vec::new(),
             pattern_ids: HashMap::new(),

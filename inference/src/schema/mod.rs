@@ -6,7 +6,8 @@
 //! `minLength`/`maxLength`, `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` and
 //! whole `multipleOf` (integers exactly), `pattern` and `format` (date, time, date-time,
 //! uuid, email, ipv4, ipv6, uri) on strings, `anyOf`/`oneOf` whose branches start
-//! differently (a value or null, a number or a string), `$ref` within the document (`$defs`,
+//! differently (a value or null, a number or a string), `allOf` where its parts combine
+//! into one schema (`all_of.rs`), `$ref` within the document (`$defs`,
 //! `definitions`, recursion) and annotations (`title`, `description`, …) — and refuses
 //! any other keyword up front with [`crate::Error::Schema`], never
 //! ignoring one. A [`Matcher`] then follows a generation byte by byte; at each step a
@@ -40,6 +41,7 @@
 //! assert!(!m.clone().feed(b'"'));
 //! ```
 
+mod all_of;
 mod alts;
 mod check;
 mod compile;

@@ -1,7 +1,8 @@
 //! `anyOf`/`oneOf` under constrained decoding: unions whose branches start differently (as
 //! Pydantic writes `Optional[...]` and `Union[int, str]`) take exactly the documents the
 //! `jsonschema` crate takes; random walks and the tiny model's answers are always valid;
-//! unions whose branches can start alike are refused up front, naming both.
+//! unions whose branches can start alike are refused up front, naming both. `allOf` where
+//! it reduces to one schema is held to the same checks, and refused naming why where not.
 
 use super::schema::{answers_are_valid, checker, shortest_walk};
 use super::strings::random_walk;
@@ -118,6 +119,133 @@ fn the_tiny_models_answers_under_unions_are_always_valid() {
     answers_are_valid(
         &schemas,
         b"user: ",
+        |shortest| [shortest + 30, shortest],
+        |s, v| checker(s).is_valid(v),
+    );
+}
+
+/// `allOf` schemas that reduce, with documents to try (valid and not).
+fn all_of_cases() -> Vec<(Value, Vec<&'static str>)> {
+    // Pydantic's inheritance shape: a base model by reference, the subclass's fields beside
+    let inherited = json!({
+        "$defs": {"Base": {"type": "object", "properties": {"id": {"type": "integer",
+            "minimum": 1}}, "required": ["id"]}},
+        "allOf": [{"$ref": "#/$defs/Base"}, {"properties": {"name": {"type": "string",
+            "maxLength": 5}}, "required": ["name"]}],
+        "title": "Sub"});
+    vec![
+        (
+            json!({"allOf": [{"type": "integer"}, {"minimum": 3}, {"maximum": 9}]}),
+            vec!["3", "9", "2", "10", "3.5", "\"3\""],
+        ),
+        (
+            inherited,
+            vec![
+                "{\"id\":1,\"name\":\"ab\"}",
+                "{\"id\":1}",
+                "{\"name\":\"a\"}",
+                "{\"id\":0,\"name\":\"a\"}",
+                "{\"id\":2,\"name\":\"abcdef\"}",
+            ],
+        ),
+        (
+            json!({"type": "object", "properties": {"n": {"allOf": [{"type": "number"},
+                {"type": "integer", "minimum": 0}, {"maximum": 50}]}}, "required": ["n"],
+                "additionalProperties": false}),
+            vec![
+                "{\"n\":0}",
+                "{\"n\":50}",
+                "{\"n\":-1}",
+                "{\"n\":1.5}",
+                "{\"n\":51}",
+            ],
+        ),
+        (
+            json!({"type": "string", "allOf": [{"minLength": 2}, {"maxLength": 4},
+                {"minLength": 3}]}),
+            vec!["\"abc\"", "\"abcd\"", "\"ab\"", "\"abcde\""],
+        ),
+    ]
+}
+
+#[test]
+fn all_of_that_reduces_takes_exactly_the_documents_the_jsonschema_crate_takes() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    for (schema, docs) in all_of_cases() {
+        let g = Arc::new(Grammar::compile(&schema).unwrap());
+        let check = checker(&schema);
+        for doc in docs {
+            let mut m = Matcher::new(g.clone());
+            let took = m.feed_all(doc.as_bytes()) && m.complete();
+            let valid = check.is_valid(&serde_json::from_str(doc).unwrap());
+            assert_eq!(took, valid, "{schema}: {doc}");
+        }
+        for _ in 0..200 {
+            let text = String::from_utf8(random_walk(&g, &mut rng, g.min_bytes() + 40)).unwrap();
+            let v: Value = serde_json::from_str(&text).unwrap();
+            assert!(check.is_valid(&v), "{schema}: generated {text}");
+        }
+    }
+}
+
+#[test]
+fn all_of_that_does_not_reduce_is_refused_naming_the_keyword() {
+    for (schema, says) in [
+        (
+            json!({"allOf": [{"type": "string"}, {"type": "integer"}]}),
+            "no type is allowed by every part",
+        ),
+        (
+            json!({"allOf": [{"properties": {"a": {"type": "integer"}},
+                "additionalProperties": false}, {"properties": {"b": {}}}]}),
+            "`additionalProperties` in one part",
+        ),
+        (
+            json!({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}),
+            "`pattern` differs between its parts",
+        ),
+        (
+            json!({"allOf": [{"properties": {"a": {"type": "integer"}}},
+                {"properties": {"a": {"type": "string"}}}]}),
+            "property `a` has a different schema",
+        ),
+        (
+            json!({"allOf": [{"items": {"type": "integer"}}, {"prefixItems": [{}]}]}),
+            "`items` and `prefixItems` from different parts",
+        ),
+        (json!({"allOf": []}), "`allOf` must be a non-empty array"),
+        (
+            // each level refers twice to the next: 2^30 copies unless the work is bounded
+            {
+                let mut defs = serde_json::Map::new();
+                for i in 0..30 {
+                    let next = format!("#/$defs/d{}", i + 1);
+                    defs.insert(
+                        format!("d{i}"),
+                        json!({"allOf": [{"$ref": next}, {"$ref": next}]}),
+                    );
+                }
+                defs.insert("d30".into(), json!({"type": "integer"}));
+                json!({"$defs": defs, "allOf": [{"$ref": "#/$defs/d0"}]})
+            },
+            "resolve more than 1000",
+        ),
+        (
+            json!({"properties": {"p": {"allOf": [{"$ref": "#/$defs/none"}]}}}),
+            "#/properties/p/allOf/0",
+        ),
+    ] {
+        let e = Grammar::compile(&schema).unwrap_err();
+        assert!(e.to_string().contains(says), "{schema}: {e}");
+    }
+}
+
+#[test]
+fn the_tiny_models_answers_under_all_of_are_always_valid() {
+    let schemas: Vec<Value> = all_of_cases().into_iter().map(|(s, _)| s).collect();
+    answers_are_valid(
+        &schemas,
+        b"record: ",
         |shortest| [shortest + 30, shortest],
         |s, v| checker(s).is_valid(v),
     );
