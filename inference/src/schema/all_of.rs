@@ -14,24 +14,13 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::compile::schema_err;
+use super::compile::{ANNOTATIONS, schema_err};
 use crate::Result;
 
-/// Keywords a part brings nothing to the join with: annotations and definitions.
-const SKIPPED: &[&str] = &[
-    "$schema",
-    "$id",
-    "$comment",
-    "$defs",
-    "definitions",
-    "title",
-    "description",
-    "default",
-    "examples",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-];
+/// Whether a part's keyword `k` brings nothing to the join: an annotation or definitions.
+fn skipped(k: &str) -> bool {
+    ANNOTATIONS.contains(&k) || k == "$defs" || k == "definitions"
+}
 
 /// How deep `$ref`s inside `allOf` parts may lead before the schema is refused as cyclic.
 const MAX_DEPTH: usize = 32;
@@ -123,9 +112,7 @@ fn resolve(
             ));
         }
     };
-    let only_ref = obj
-        .keys()
-        .all(|k| k == "$ref" || SKIPPED.contains(&k.as_str()));
+    let only_ref = obj.keys().all(|k| k == "$ref" || skipped(k));
     if let (true, Some(r)) = (only_ref, obj.get("$ref")) {
         *left = left.checked_sub(1).ok_or_else(|| {
             schema_err(
@@ -174,7 +161,7 @@ fn join(sources: Vec<Map<String, Value>>, at: &str) -> Result<Map<String, Value>
     let mut out = Map::new();
     for s in sources {
         for (k, v) in s {
-            if SKIPPED.contains(&k.as_str()) {
+            if skipped(&k) {
                 out.entry(k).or_insert(v);
                 continue;
             }

@@ -54,7 +54,7 @@ const STRUCTURAL: &[&str] = &[
 ];
 
 /// Keywords that say nothing about validity (annotations), accepted and ignored.
-const ANNOTATIONS: &[&str] = &[
+pub(super) const ANNOTATIONS: &[&str] = &[
     "$schema",
     "$id",
     "$comment",
