@@ -338,8 +338,9 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             );
             Ok(Outcome::Ok)
         }
-        Command::Model(cli::ModelCommand::MakeTiny { dir, seed }) => {
-            let config = fleetmesh_inference::tiny::make_tiny(&dir, seed)?;
+        Command::Model(cli::ModelCommand::MakeTiny { dir, seed, arch }) => {
+            let config = fleetmesh_inference::tiny::tiny_config_for(&arch)?;
+            fleetmesh_inference::tiny::make_model(&dir, &config, seed)?;
             let digest = fleetmesh_inference::model::model_digest(&dir)?;
             println!(
                 "{}",

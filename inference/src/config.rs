@@ -7,9 +7,21 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// The fields of `config.json` the runtime uses (others are ignored). Names and defaults
-/// are Hugging Face's (`LlamaConfig` in transformers).
+/// are Hugging Face's (`LlamaConfig` in transformers; `Qwen2Config` and `MistralConfig`
+/// share them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlamaConfig {
+    /// The architecture: `llama` (the default when absent), `qwen2` (biases on the query,
+    /// key and value projections) or `mistral` (Llama's shape; its sliding window must
+    /// cover the whole context). Any other is refused rather than run as a Llama.
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    /// Mistral's and Qwen2's attention window; `None` when the config has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<usize>,
+    /// Whether Qwen2 uses its sliding window (it ships with `false`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub use_sliding_window: bool,
     /// Width of the residual stream.
     pub hidden_size: usize,
     /// Width of the MLP's hidden layer.
@@ -69,6 +81,10 @@ fn default_rope_theta() -> f64 {
     10_000.0
 }
 
+fn default_model_type() -> String {
+    "llama".into()
+}
+
 impl LlamaConfig {
     /// Reads and checks `config.json`.
     ///
@@ -101,6 +117,11 @@ impl LlamaConfig {
         self.hidden_size / self.num_attention_heads
     }
 
+    /// Whether the query, key and value projections carry biases (Qwen2).
+    pub fn qkv_bias(&self) -> bool {
+        self.model_type == "qwen2"
+    }
+
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
         let positive = [
             ("hidden_size", self.hidden_size),
@@ -112,6 +133,23 @@ impl LlamaConfig {
         ];
         if let Some((k, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{k} must be positive"));
+        }
+        if !["llama", "qwen2", "mistral"].contains(&self.model_type.as_str()) {
+            return Err(format!(
+                "model_type {:?} is not supported (llama, qwen2, mistral)",
+                self.model_type
+            ));
+        }
+        let windowed = self.model_type == "mistral" || self.use_sliding_window;
+        if let Some(w) = self
+            .sliding_window
+            .filter(|w| windowed && *w < self.max_position_embeddings)
+        {
+            return Err(format!(
+                "sliding_window {w} is shorter than max_position_embeddings {}: sliding-window \
+                 attention is not supported (a context of at most {w} is)",
+                self.max_position_embeddings
+            ));
         }
         if !self.hidden_size.is_multiple_of(self.num_attention_heads)
             || !self.head_dim().is_multiple_of(2)

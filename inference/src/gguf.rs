@@ -56,9 +56,13 @@ impl Llama {
         let arch = meta("general.architecture")?
             .to_string()
             .map_err(|e| model_err(e.to_string()))?;
-        if arch != "llama" {
-            return Err(model_err(format!("architecture {arch:?} is not llama")));
+        if arch != "llama" && arch != "qwen2" {
+            return Err(model_err(format!(
+                "architecture {arch:?} is not llama or qwen2"
+            )));
         }
+        // the metadata keys are named after the architecture: llama.block_count …
+        let key = |k: &str| format!("{arch}.{k}");
         let int = |key: &str| -> Result<usize> {
             let v = meta(key)?;
             v.to_u32()
@@ -81,17 +85,20 @@ impl Llama {
             .dims()
             .first()
             .ok_or_else(|| model_err("token_embd.weight has no dimensions".into()))?;
-        let heads = int("llama.attention.head_count")?;
+        let heads = int(&key("attention.head_count"))?;
         let config = LlamaConfig {
-            hidden_size: int("llama.embedding_length")?,
-            intermediate_size: int("llama.feed_forward_length")?,
+            model_type: arch.clone(),
+            sliding_window: None,
+            use_sliding_window: false,
+            hidden_size: int(&key("embedding_length"))?,
+            intermediate_size: int(&key("feed_forward_length"))?,
             vocab_size,
-            num_hidden_layers: int("llama.block_count")?,
+            num_hidden_layers: int(&key("block_count"))?,
             num_attention_heads: heads,
-            num_key_value_heads: Some(int("llama.attention.head_count_kv").unwrap_or(heads)),
-            rms_norm_eps: f64::from(float("llama.attention.layer_norm_rms_epsilon", 1e-5)?),
-            rope_theta: f64::from(float("llama.rope.freq_base", 10_000.0)?),
-            max_position_embeddings: int("llama.context_length")?,
+            num_key_value_heads: Some(int(&key("attention.head_count_kv")).unwrap_or(heads)),
+            rms_norm_eps: f64::from(float(&key("attention.layer_norm_rms_epsilon"), 1e-5)?),
+            rope_theta: f64::from(float(&key("rope.freq_base"), 10_000.0)?),
+            max_position_embeddings: int(&key("context_length"))?,
             tie_word_embeddings: !content.tensor_infos.contains_key("output.weight"),
             bos_token_id: None,
             eos_token_id: match content.metadata.get("tokenizer.ggml.eos_token_id") {
@@ -151,8 +158,13 @@ impl Llama {
             .and_then(file_type_name)
             .map(str::to_owned);
         let (nh, kv) = (config.num_attention_heads, config.kv_heads());
+        // llama.cpp's converter interleaves the query/key rows of Llamas only (Qwen2 keeps
+        // the half-split order: its rope type is NEOX)
+        let permuted = arch == "llama";
         Llama::from_tensors(config, tensors, path, label, gguf_name, |w, name| {
-            if name.ends_with(".attn_q.weight") {
+            if !permuted {
+                Ok(w)
+            } else if name.ends_with(".attn_q.weight") {
                 w.reorder_rows(&half_split_order(w.dims()[0], nh))
             } else if name.ends_with(".attn_k.weight") {
                 w.reorder_rows(&half_split_order(w.dims()[0], kv))
@@ -211,6 +223,9 @@ pub fn gguf_name(hf: &str) -> String {
     let part = match part {
         "input_layernorm.weight" => "attn_norm.weight",
         "self_attn.q_proj.weight" => "attn_q.weight",
+        "self_attn.q_proj.bias" => "attn_q.bias",
+        "self_attn.k_proj.bias" => "attn_k.bias",
+        "self_attn.v_proj.bias" => "attn_v.bias",
         "self_attn.k_proj.weight" => "attn_k.weight",
         "self_attn.v_proj.weight" => "attn_v.weight",
         "self_attn.o_proj.weight" => "attn_output.weight",
@@ -379,33 +394,53 @@ pub fn write_gguf(
     let kinds: Vec<Value> = (0..c.vocab_size)
         .map(|i| Value::I32(if i < 256 { 6 } else { 1 }))
         .collect();
+    // a Mistral is a llama to llama.cpp
+    let arch = if c.model_type == "qwen2" {
+        "qwen2"
+    } else {
+        "llama"
+    };
+    let permuted = arch == "llama";
+    let key = |k: &str| format!("{arch}.{k}");
     let metadata = [
-        ("general.architecture", Value::String("llama".into())),
-        ("general.name", Value::String("fleetmesh tiny".into())),
-        ("general.file_type", Value::U32(ft.number())),
-        ("llama.block_count", u(c.num_hidden_layers)),
-        ("llama.embedding_length", u(c.hidden_size)),
-        ("llama.feed_forward_length", u(c.intermediate_size)),
-        ("llama.attention.head_count", u(c.num_attention_heads)),
-        ("llama.attention.head_count_kv", u(c.kv_heads())),
         (
-            "llama.attention.layer_norm_rms_epsilon",
+            "general.architecture".to_owned(),
+            Value::String(arch.into()),
+        ),
+        (
+            "general.name".to_owned(),
+            Value::String("fleetmesh tiny".into()),
+        ),
+        ("general.file_type".to_owned(), Value::U32(ft.number())),
+        (key("block_count"), u(c.num_hidden_layers)),
+        (key("embedding_length"), u(c.hidden_size)),
+        (key("feed_forward_length"), u(c.intermediate_size)),
+        (key("attention.head_count"), u(c.num_attention_heads)),
+        (key("attention.head_count_kv"), u(c.kv_heads())),
+        (
+            key("attention.layer_norm_rms_epsilon"),
             Value::F32(c.rms_norm_eps as f32),
         ),
-        ("llama.rope.freq_base", Value::F32(c.rope_theta as f32)),
-        ("llama.rope.dimension_count", u(c.head_dim())),
-        ("llama.context_length", u(c.max_position_embeddings)),
-        ("llama.vocab_size", u(c.vocab_size)),
-        ("tokenizer.ggml.model", Value::String("llama".into())),
-        ("tokenizer.ggml.tokens", Value::Array(pieces)),
+        (key("rope.freq_base"), Value::F32(c.rope_theta as f32)),
+        (key("rope.dimension_count"), u(c.head_dim())),
+        (key("context_length"), u(c.max_position_embeddings)),
+        (key("vocab_size"), u(c.vocab_size)),
         (
-            "tokenizer.ggml.scores",
+            "tokenizer.ggml.model".to_owned(),
+            Value::String("llama".into()),
+        ),
+        ("tokenizer.ggml.tokens".to_owned(), Value::Array(pieces)),
+        (
+            "tokenizer.ggml.scores".to_owned(),
             Value::Array(vec![Value::F32(0.0); c.vocab_size]),
         ),
-        ("tokenizer.ggml.token_type", Value::Array(kinds)),
-        ("tokenizer.ggml.add_bos_token", Value::Bool(false)),
+        ("tokenizer.ggml.token_type".to_owned(), Value::Array(kinds)),
         (
-            "tokenizer.chat_template",
+            "tokenizer.ggml.add_bos_token".to_owned(),
+            Value::Bool(false),
+        ),
+        (
+            "tokenizer.chat_template".to_owned(),
             Value::String(crate::chat::CHATML.into()),
         ),
     ];
@@ -414,9 +449,9 @@ pub fn write_gguf(
     let mut q = Vec::with_capacity(names.len());
     for hf in names {
         let mut t = tensors[hf].to_dtype(DType::F32).op("write gguf")?;
-        if hf.ends_with("self_attn.q_proj.weight") {
+        if permuted && hf.ends_with("self_attn.q_proj.weight") {
             t = permute_for_gguf(&t, c.num_attention_heads)?;
-        } else if hf.ends_with("self_attn.k_proj.weight") {
+        } else if permuted && hf.ends_with("self_attn.k_proj.weight") {
             t = permute_for_gguf(&t, c.kv_heads())?;
         }
         let name = gguf_name(hf);
@@ -432,7 +467,7 @@ pub fn write_gguf(
         let qt = QTensor::quantize(&t, dtype).map_err(model_err)?;
         q.push((name, qt));
     }
-    let meta: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+    let meta: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let tens: Vec<(&str, &QTensor)> = q.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let mut file = std::fs::File::create(path).map_err(|source| Error::Io {
         path: path.into(),

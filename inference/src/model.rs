@@ -28,6 +28,8 @@ struct Layer {
     /// The query, key and value projections (q rows, then k, then v), stacked into one
     /// matrix product when their dtypes agree ([`Weight::stack`]).
     wqkv: Vec<Weight>,
+    /// Qwen2's query, key and value biases, stacked as `wqkv`'s outputs are.
+    bqkv: Option<Tensor>,
     wo: Weight,
     ffn_norm: Tensor,
     /// The gate and up projections, stacked like `wqkv`.
@@ -223,6 +225,18 @@ impl Llama {
             let wq = take(format!("{p}.self_attn.q_proj.weight"), &[h, h])?;
             let wk = take(format!("{p}.self_attn.k_proj.weight"), &[kv * hd, h])?;
             let wv = take(format!("{p}.self_attn.v_proj.weight"), &[kv * hd, h])?;
+            let bqkv = if config.qkv_bias() {
+                let mut b = Vec::with_capacity(3);
+                for (name, len) in [("q", h), ("k", kv * hd), ("v", kv * hd)] {
+                    b.push(vector(take(
+                        format!("{p}.self_attn.{name}_proj.bias"),
+                        &[len],
+                    )?)?);
+                }
+                Some(Tensor::cat(&b, 0).op("stack biases")?)
+            } else {
+                None
+            };
             let wo = take(format!("{p}.self_attn.o_proj.weight"), &[h, h])?;
             let ffn_norm = vector(take(format!("{p}.post_attention_layernorm.weight"), &[h])?)?;
             let w_gate = take(format!("{p}.mlp.gate_proj.weight"), &[i_, h])?;
@@ -231,6 +245,7 @@ impl Llama {
             layers.push(Layer {
                 attn_norm,
                 wqkv: stacked(&[&wq, &wk, &wv])?,
+                bqkv,
                 wo,
                 ffn_norm,
                 w_gate_up: stacked(&[&w_gate, &w_up])?,
@@ -323,6 +338,7 @@ impl Llama {
                 Ok(Layer {
                     attn_norm: mv(l.attn_norm)?,
                     wqkv: all(l.wqkv)?,
+                    bqkv: l.bqkv.map(mv).transpose()?,
                     wo: l.wo.to_device(device)?,
                     ffn_norm: mv(l.ffn_norm)?,
                     w_gate_up: all(l.w_gate_up)?,
@@ -448,7 +464,10 @@ impl Llama {
             .collect::<Result<Vec<_>>>()?;
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, c.rms_norm_eps)?;
-            let qkv = project(&h, &layer.wqkv)?;
+            let mut qkv = project(&h, &layer.wqkv)?;
+            if let Some(b) = &layer.bqkv {
+                qkv = qkv.broadcast_add(b).op("projection bias")?;
+            }
             let attn = if let Some((cos, sin)) = &rope_rows {
                 self.device_attention(&qkv, &spans, batch, l, (cos, sin), &masks)?
             } else {

@@ -15,10 +15,24 @@ use rand::{Rng, SeedableRng};
 use crate::LlamaConfig;
 use crate::error::{CandleContext, Error, Result};
 
+/// How [`make_model`] draws a tensor.
+#[derive(Clone, Copy)]
+enum Init {
+    /// Uniform in ±√(3/fan-in).
+    Matrix,
+    /// Around 1 (±0.1).
+    Norm,
+    /// Uniform in ±0.5, large enough to matter.
+    Bias,
+}
+
 /// The tiny model's shape: byte-level vocabulary (256 ids), 2 layers, 4 query heads sharing
 /// 2 key/value heads (so grouped-query attention is exercised), width 64.
 pub fn tiny_config() -> LlamaConfig {
     LlamaConfig {
+        model_type: "llama".into(),
+        sliding_window: None,
+        use_sliding_window: false,
         hidden_size: 64,
         intermediate_size: 172,
         vocab_size: 256,
@@ -46,6 +60,27 @@ pub fn make_tiny(dir: &Path, seed: u64) -> Result<LlamaConfig> {
     Ok(tiny_config())
 }
 
+/// The tiny shape as architecture `arch`: `llama` ([`tiny_config`]) or `qwen2` (biased
+/// query/key/value projections and tied embeddings, as Qwen2's small models have).
+///
+/// # Errors
+/// [`Error::Model`] naming an architecture this runtime does not run.
+pub fn tiny_config_for(arch: &str) -> Result<LlamaConfig> {
+    match arch {
+        "llama" => Ok(tiny_config()),
+        "qwen2" => Ok(LlamaConfig {
+            model_type: "qwen2".into(),
+            tie_word_embeddings: true,
+            rope_theta: 1_000_000.0,
+            ..tiny_config()
+        }),
+        other => Err(Error::Model {
+            path: "config.json".into(),
+            reason: format!("architecture {other:?} is not llama or qwen2"),
+        }),
+    }
+}
+
 /// [`make_tiny`] for any shape (benchmarks use a ~100M-parameter one). The tokenizer is the
 /// byte-level one, so only ids below 256 have text.
 ///
@@ -62,21 +97,19 @@ pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
     })?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut tensors: HashMap<String, Tensor> = HashMap::new();
-    let mut put = |name: String, rows: usize, cols: usize, norm: bool| -> Result<()> {
+    let mut put = |name: String, rows: usize, cols: usize, init: Init| -> Result<()> {
         let bound = (3.0 / cols as f32).sqrt();
         let v: Vec<f32> = (0..rows * cols)
-            .map(|_| {
-                if norm {
-                    1.0 + rng.gen_range(-0.1f32..0.1)
-                } else {
-                    rng.gen_range(-bound..bound)
-                }
+            .map(|_| match init {
+                Init::Norm => 1.0 + rng.gen_range(-0.1f32..0.1),
+                Init::Matrix => rng.gen_range(-bound..bound),
+                Init::Bias => rng.gen_range(-0.5f32..0.5),
             })
             .collect();
-        let t = if norm {
-            Tensor::from_vec(v, cols, &Device::Cpu)
-        } else {
+        let t = if matches!(init, Init::Matrix) {
             Tensor::from_vec(v, (rows, cols), &Device::Cpu)
+        } else {
+            Tensor::from_vec(v, cols, &Device::Cpu)
         }
         .op("tiny weights")?;
         tensors.insert(name, t);
@@ -84,21 +117,33 @@ pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
     };
     let (h, i, v) = (c.hidden_size, c.intermediate_size, c.vocab_size);
     let kvd = c.kv_heads() * c.head_dim();
-    put("model.embed_tokens.weight".into(), v, h, false)?;
+    put("model.embed_tokens.weight".into(), v, h, Init::Matrix)?;
     for l in 0..c.num_hidden_layers {
         let p = format!("model.layers.{l}");
-        put(format!("{p}.input_layernorm.weight"), 1, h, true)?;
-        put(format!("{p}.self_attn.q_proj.weight"), h, h, false)?;
-        put(format!("{p}.self_attn.k_proj.weight"), kvd, h, false)?;
-        put(format!("{p}.self_attn.v_proj.weight"), kvd, h, false)?;
-        put(format!("{p}.self_attn.o_proj.weight"), h, h, false)?;
-        put(format!("{p}.post_attention_layernorm.weight"), 1, h, true)?;
-        put(format!("{p}.mlp.gate_proj.weight"), i, h, false)?;
-        put(format!("{p}.mlp.up_proj.weight"), i, h, false)?;
-        put(format!("{p}.mlp.down_proj.weight"), h, i, false)?;
+        put(format!("{p}.input_layernorm.weight"), 1, h, Init::Norm)?;
+        put(format!("{p}.self_attn.q_proj.weight"), h, h, Init::Matrix)?;
+        put(format!("{p}.self_attn.k_proj.weight"), kvd, h, Init::Matrix)?;
+        put(format!("{p}.self_attn.v_proj.weight"), kvd, h, Init::Matrix)?;
+        if c.qkv_bias() {
+            put(format!("{p}.self_attn.q_proj.bias"), 1, h, Init::Bias)?;
+            put(format!("{p}.self_attn.k_proj.bias"), 1, kvd, Init::Bias)?;
+            put(format!("{p}.self_attn.v_proj.bias"), 1, kvd, Init::Bias)?;
+        }
+        put(format!("{p}.self_attn.o_proj.weight"), h, h, Init::Matrix)?;
+        put(
+            format!("{p}.post_attention_layernorm.weight"),
+            1,
+            h,
+            Init::Norm,
+        )?;
+        put(format!("{p}.mlp.gate_proj.weight"), i, h, Init::Matrix)?;
+        put(format!("{p}.mlp.up_proj.weight"), i, h, Init::Matrix)?;
+        put(format!("{p}.mlp.down_proj.weight"), h, i, Init::Matrix)?;
     }
-    put("model.norm.weight".into(), 1, h, true)?;
-    put("lm_head.weight".into(), v, h, false)?;
+    put("model.norm.weight".into(), 1, h, Init::Norm)?;
+    if !c.tie_word_embeddings {
+        put("lm_head.weight".into(), v, h, Init::Matrix)?;
+    }
     let path = dir.join("model.safetensors");
     candle_core::safetensors::save(&tensors, &path).map_err(|e| Error::Model {
         path: path.clone(),

@@ -541,8 +541,8 @@ pub enum CtlCommand {
 /// `meshnode model …`.
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
-    /// Write the deterministic tiny Llama (config.json + model.safetensors, byte-level
-    /// vocabulary of 256 ids) into DIR, for demos and tests without a download; prints one
+    /// Write the deterministic tiny Llama (config.json + model.safetensors + the same
+    /// weights as model.gguf, byte-level vocabulary of 256 ids) into DIR, for demos and tests without a download; prints one
     /// JSON line with the model digest.
     MakeTiny {
         /// Where to write it (created if missing).
@@ -550,6 +550,10 @@ pub enum ModelCommand {
         /// Seed of the weights: the same seed gives the same bytes.
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// The architecture: llama, or qwen2 (biased query/key/value projections, tied
+        /// embeddings; Hugging Face's Qwen2 layout and llama.cpp's `qwen2` GGUF).
+        #[arg(long, default_value = "llama", value_parser = ["llama", "qwen2"])]
+        arch: String,
     },
     /// Convert a Llama model directory (config.json + model.safetensors) into a GGUF file
     /// of one of llama.cpp's file types, which `meshnode infer` and `[inference] models`

@@ -204,6 +204,40 @@ fn model_make_tiny_writes_a_loadable_model_with_a_stable_digest() {
     );
 }
 
+/// `meshnode model make-tiny --arch qwen2` writes a Qwen2 that `meshnode infer` runs, from
+/// its directory and its GGUF alike; an architecture it does not write is a usage error.
+#[test]
+fn make_tiny_writes_a_qwen2_that_infer_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = run(&["model", "make-tiny", d, "--arch", "qwen2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let made: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(made["config"]["model_type"], "qwen2");
+    assert_eq!(made["config"]["tie_word_embeddings"], true);
+    let a: Value =
+        serde_json::from_str(&stdout(&infer(dir.path(), "hello", &["--max-tokens", "6"]))).unwrap();
+    let b: Value = serde_json::from_str(&stdout(&infer(
+        &dir.path().join("model.gguf"),
+        "hello",
+        &["--max-tokens", "6"],
+    )))
+    .unwrap();
+    assert_eq!(a["token_ids"].as_array().unwrap().len(), 6);
+    assert_eq!(a["token_ids"], b["token_ids"]);
+    // not the Llama of the same seed: the biases change the answer
+    let llama = tempfile::tempdir().unwrap();
+    run(&["model", "make-tiny", llama.path().to_str().unwrap()]);
+    let l: Value = serde_json::from_str(&stdout(&infer(
+        llama.path(),
+        "hello",
+        &["--max-tokens", "6"],
+    )))
+    .unwrap();
+    assert_ne!(l["token_ids"], a["token_ids"]);
+    assert_usage_error(&run(&["model", "make-tiny", d, "--arch", "gemma"]), "qwen2");
+}
+
 /// `meshnode model quantize` writes a GGUF of a llama.cpp file type that `meshnode infer`
 /// and the API serve quantized, saying so; a type it does not write is refused by name.
 #[test]

@@ -16,6 +16,9 @@ use crate::split_at_byte;
 /// small enough that a whole model fits in a fuzz input.
 pub fn micro_config() -> LlamaConfig {
     LlamaConfig {
+        model_type: "llama".into(),
+        sliding_window: None,
+        use_sliding_window: false,
         hidden_size: 8,
         intermediate_size: 8,
         vocab_size: 16,

@@ -10,6 +10,7 @@ use fleetmesh_inference::{Error, KvCache, Llama, LlamaConfig};
 
 mod batch;
 mod bounds;
+mod families;
 mod hostile_files;
 mod quantized;
 mod quorum;
@@ -30,6 +31,41 @@ fn greedy(model: &Llama, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<f64>) {
     )
     .unwrap();
     (t.output_ids(), t.steps.iter().map(|s| s.logprob).collect())
+}
+
+/// Prompts of different lengths and kinds, as byte ids.
+fn sample_prompts() -> Vec<Vec<u32>> {
+    [&b"hello"[..], b"the quick brown fox", b"{\"a\": 1"]
+        .iter()
+        .map(|p| p.iter().map(|b| u32::from(*b)).collect())
+        .collect()
+}
+
+/// Greedy ids from a candle-transformers model: `forward` takes the new ids as a (1, n)
+/// tensor and the position of the first, and gives logits whose last row is the next
+/// token's ((1, vocab) or (1, n, vocab)).
+fn greedy_candle(
+    mut forward: impl FnMut(&candle_core::Tensor, usize) -> candle_core::Result<candle_core::Tensor>,
+    prompt: &[u32],
+    n: usize,
+) -> Vec<u32> {
+    let (mut got, mut pos, mut input) = (Vec::new(), 0, prompt.to_vec());
+    for _ in 0..n {
+        let x = candle_core::Tensor::new(input.as_slice(), &candle_core::Device::Cpu)
+            .and_then(|x| x.unsqueeze(0))
+            .unwrap();
+        let t = forward(&x, pos).unwrap().squeeze(0).unwrap();
+        let t = if t.rank() == 2 {
+            t.get(t.dim(0).unwrap() - 1).unwrap()
+        } else {
+            t
+        };
+        let id = fleetmesh_inference::model::argmax(&t.to_vec1::<f32>().unwrap());
+        pos += input.len();
+        got.push(id);
+        input = vec![id];
+    }
+    got
 }
 
 /// Every tensor of a safetensors file as f64, read with the `safetensors` crate.

@@ -8,11 +8,10 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use fleetmesh_inference::gguf::{FileType, convert_dir};
-use fleetmesh_inference::model::argmax;
 use fleetmesh_inference::tiny::make_model;
 use fleetmesh_inference::{KvCache, Llama, LlamaConfig};
 
-use crate::greedy;
+use crate::{greedy, greedy_candle, sample_prompts as prompts};
 
 /// A small model whose widths are whole K-quant blocks (256), with grouped-query heads.
 fn quantizable() -> LlamaConfig {
@@ -30,32 +29,7 @@ fn theirs(path: &Path, prompt: &[u32], n: usize) -> Vec<u32> {
     let mut f = std::fs::File::open(path).unwrap();
     let content = candle_core::quantized::gguf_file::Content::read(&mut f).unwrap();
     let mut m = ModelWeights::from_gguf(content, &mut f, &Device::Cpu).unwrap();
-    let (mut got, mut pos, mut input) = (Vec::new(), 0, prompt.to_vec());
-    for _ in 0..n {
-        let x = Tensor::new(input.as_slice(), &Device::Cpu)
-            .unwrap()
-            .unsqueeze(0)
-            .unwrap();
-        let logits: Vec<f32> = m
-            .forward(&x, pos)
-            .unwrap()
-            .squeeze(0)
-            .unwrap()
-            .to_vec1()
-            .unwrap();
-        pos += input.len();
-        let id = argmax(&logits);
-        got.push(id);
-        input = vec![id];
-    }
-    got
-}
-
-fn prompts() -> Vec<Vec<u32>> {
-    [&b"hello"[..], b"the quick brown fox", b"{\"a\": 1"]
-        .iter()
-        .map(|p| p.iter().map(|b| u32::from(*b)).collect())
-        .collect()
+    greedy_candle(|x, pos| m.forward(x, pos), prompt, n)
 }
 
 #[test]
