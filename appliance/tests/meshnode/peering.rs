@@ -261,6 +261,11 @@ fn a_wss_peer_is_reached_with_the_ca_its_entry_names_and_refused_without_it() {
             .cloned()
             .unwrap()
     };
+    // the round stores what it fetched before it records itself: the event can be
+    // readable a moment before the link reads up
+    wait_until("the entry with the CA reads up", || {
+        view(&wss)["link"] == "up"
+    });
     let with_ca = view(&wss);
     assert_eq!(
         (&with_ca["transport"], &with_ca["link"]),
