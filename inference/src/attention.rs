@@ -3,7 +3,8 @@
 //! (`[position][kv head][head width]`, the layout the projection writes them in), so a step
 //! appends its rows in place instead of concatenating the whole cache again. A decoded
 //! row (one new token) is attended here directly — dot products, softmax and the weighted
-//! sum over its cache, no tensor operations; prompt rows (several new tokens) go through
+//! sum over its cache, no tensor operations, the decoded rows of a batch in parallel;
+//! prompt rows (several new tokens) go through
 //! candle's matrix products with a causal mask, their keys and values read from the cache.
 
 use candle_core::{Device, Tensor};
@@ -85,7 +86,7 @@ pub(crate) fn layer(
     let n = rows.len() / h.row();
     let mut out = vec![0f32; n * qw];
     let scale = 1.0 / (h.width as f32).sqrt();
-    for (((start, seq, past), kv), mask) in spans.iter().zip(kvs.iter_mut()).zip(masks) {
+    for ((start, seq, past), kv) in spans.iter().zip(kvs.iter_mut()) {
         for r in 0..*seq {
             let pos = past + r;
             let (c, s) = (&cos[pos * half..][..half], &sin[pos * half..][..half]);
@@ -95,22 +96,29 @@ pub(crate) fn layer(
             kv.k.extend_from_slice(&row[qw..qw + kw]);
             kv.v.extend_from_slice(&row[qw + kw..]);
         }
+    }
+    // prompts through candle's products (parallel inside); decoded rows side by side
+    let mut decoded = Vec::new();
+    let mut rest: &mut [f32] = &mut out;
+    for (((start, seq, past), kv), mask) in spans.iter().zip(kvs.iter()).zip(masks) {
+        let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(seq * qw);
+        rest = tail;
         let total = past + seq;
         if let Some(mask) = mask {
             let q = (0..*seq).flat_map(|r| rows[(start + r) * h.row()..][..qw].iter().copied());
-            prompt_rows(
-                q.collect(),
-                kv,
-                *seq,
-                total,
-                h,
-                mask,
-                &mut out[start * qw..][..seq * qw],
-            )?;
+            prompt_rows(q.collect(), kv, *seq, total, h, mask, chunk)?;
         } else {
-            let q = &rows[start * h.row()..][..qw];
-            decode_row(q, kv, total, h, scale, &mut out[start * qw..][..qw]);
+            decoded.push((&rows[start * h.row()..][..qw], &**kv, total, chunk));
         }
+    }
+    let run = |(q, kv, total, out): (&[f32], &HostKv, usize, &mut [f32])| {
+        decode_row(q, kv, total, h, scale, out)
+    };
+    if decoded.len() > 1 {
+        use rayon::prelude::*;
+        decoded.into_par_iter().for_each(run);
+    } else {
+        decoded.into_iter().for_each(run);
     }
     Tensor::from_vec(out, (n, qw), &Device::Cpu).op("attention")
 }

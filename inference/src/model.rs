@@ -51,12 +51,20 @@ fn project(x: &Tensor, parts: &[Weight]) -> Result<Tensor> {
     }
 }
 
-/// `parts` as one stacked weight when they can be, else as they are.
+/// `parts` with each run of neighbours that share a storage stacked into one weight (all
+/// three of q, k, v when their dtypes agree; q and k when a Q4_K_M file stores v as Q6_K).
 fn stacked(parts: &[&Weight]) -> Result<Vec<Weight>> {
-    Ok(match Weight::stack(parts)? {
-        Some(w) => vec![w],
-        None => parts.iter().map(|w| (*w).clone()).collect(),
-    })
+    let mut out: Vec<Weight> = Vec::with_capacity(parts.len());
+    for p in parts {
+        if let Some(last) = out.last_mut()
+            && let Some(w) = Weight::stack(&[&*last, p])?
+        {
+            *last = w;
+            continue;
+        }
+        out.push((*p).clone());
+    }
+    Ok(out)
 }
 
 /// A loaded model.

@@ -34,11 +34,11 @@ fn theirs(m: &stock::Llama, cfg: &stock::Config, prompt: &[u32]) -> (Duration, D
     (p, d, ids.remove(0))
 }
 
-const BATCH: usize = 8;
+pub(crate) const BATCH: usize = 8;
 
 /// (prefill time, decode time, ids per sequence) for BATCH prompts run together by our
 /// runtime.
-fn ours_batch(m: &Llama, prompts: &[Vec<u32>]) -> (Duration, Duration, Vec<Vec<u32>>) {
+pub(crate) fn ours_batch(m: &Llama, prompts: &[Vec<u32>]) -> (Duration, Duration, Vec<Vec<u32>>) {
     let mut caches: Vec<KvCache> = prompts.iter().map(|_| KvCache::default()).collect();
     let t = Instant::now();
     let mut batch: Vec<(&[u32], &mut KvCache)> = prompts
@@ -297,13 +297,7 @@ fn bench_model(name: &str, config: &LlamaConfig, rounds: usize) {
 
     let solo_decode = od;
     // batch 8: different prompts of the same length (the stock model batches only those)
-    let prompts: Vec<Vec<u32>> = (0..BATCH as u32)
-        .map(|b| {
-            (0..PROMPT as u32)
-                .map(|i| (i * 37 + 11 + b * 101) % 256)
-                .collect()
-        })
-        .collect();
+    let prompts = batch_prompts();
     let (_, _, a) = ours_batch(&ours_m, &prompts);
     let (_, _, b) = theirs_batch(&stock_m, &stock_cfg, &prompts);
     assert_eq!(a, b, "{name}: batched greedy ids differ");
@@ -386,6 +380,17 @@ pub(crate) fn big() -> LlamaConfig {
         max_position_embeddings: 1024,
         ..tiny_config()
     }
+}
+
+/// BATCH different prompts of PROMPT byte ids each.
+pub(crate) fn batch_prompts() -> Vec<Vec<u32>> {
+    (0..BATCH as u32)
+        .map(|b| {
+            (0..PROMPT as u32)
+                .map(|i| (i * 37 + 11 + b * 101) % 256)
+                .collect()
+        })
+        .collect()
 }
 
 /// The bench's prompt: PROMPT byte ids.

@@ -1,7 +1,8 @@
 //! `fleetmesh-bench llm-gguf [ROUNDS]`: our runtime against llama.cpp on the same GGUF
 //! files — the generated 88M model written at F32, Q8_0 and Q4_K_M — batch 1, greedy, the
 //! bench's 128-id prompt: prefill and decode tokens/s on both sides in the same run, the
-//! weights' memory, and the ids compared (the first divergence reported where they differ).
+//! weights' memory, and the ids compared (the first divergence reported where they differ);
+//! and our batch-8 decode (eight prompts decoded together) against our batch 1.
 //! llama.cpp runs through PyPI llama-cpp-python (`bench/llm_llamacpp.py`) with as many
 //! threads as ours; `bench/llm.sh` builds it and sets `FLEETMESH_LLAMA_CPP_PYTHON`.
 
@@ -14,7 +15,7 @@ use fleetmesh_inference::Llama;
 use fleetmesh_inference::gguf::{FileType, convert_dir};
 use fleetmesh_inference::tiny::make_model;
 
-use super::llm::{DECODE, PROMPT, big, ours, prompt};
+use super::llm::{BATCH, DECODE, PROMPT, batch_prompts, big, ours, ours_batch, prompt};
 
 /// llama.cpp's figures on one file: (median prefill, median decode, ids, version).
 fn llama_cpp(
@@ -104,13 +105,15 @@ pub fn run(args: &[String]) {
         let m = Llama::load_gguf(&path).expect("load ours");
         let (lp, ld, theirs, version) = llama_cpp(&python, &path, &prompt, rounds);
         let (_, _, mine) = ours(&m, &prompt);
-        let (mut op, mut od) = (vec![], vec![]);
+        let prompts = batch_prompts();
+        let (mut op, mut od, mut bd) = (vec![], vec![], vec![]);
         for _ in 0..rounds {
             let (p, d, _) = ours(&m, &prompt);
             op.push(p);
             od.push(d);
+            bd.push(ours_batch(&m, &prompts).1);
         }
-        let (op, od) = (median(op), median(od));
+        let (op, od, bd) = (median(op), median(od), median(bd));
         let name = ft.name();
         println!(
             "llm-gguf 88M {name:<6} weights {:>6.1} MiB; llama.cpp (llama-cpp-python {version}), {} threads",
@@ -128,6 +131,11 @@ pub fn run(args: &[String]) {
             tps(DECODE, od),
             tps(DECODE, ld),
             ld.as_secs_f64() / od.as_secs_f64()
+        );
+        println!(
+            "llm-gguf 88M {name:<6} batch {BATCH} decode ours {:>8.1} tok/s   x{:.2} of batch 1",
+            tps(BATCH * DECODE, bd),
+            tps(BATCH * DECODE, bd) / tps(DECODE, od)
         );
         match mine.iter().zip(&theirs).position(|(a, b)| a != b) {
             None => println!("llm-gguf 88M {name:<6} ids       equal ({DECODE} of {DECODE})"),
