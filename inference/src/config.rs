@@ -22,6 +22,14 @@ pub struct LlamaConfig {
     /// Whether Qwen2 uses its sliding window (it ships with `false`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub use_sliding_window: bool,
+    /// transformers' Llama option of biases on all four attention projections, and on the
+    /// MLP's: not run here, so a config that sets either is refused rather than run
+    /// without them.
+    #[serde(default, skip_serializing)]
+    pub attention_bias: bool,
+    /// See `attention_bias`.
+    #[serde(default, skip_serializing)]
+    pub mlp_bias: bool,
     /// Width of the residual stream.
     pub hidden_size: usize,
     /// Width of the MLP's hidden layer.
@@ -139,6 +147,13 @@ impl LlamaConfig {
                 "model_type {:?} is not supported (llama, qwen2, mistral)",
                 self.model_type
             ));
+        }
+        if self.attention_bias || self.mlp_bias {
+            return Err(
+                "attention_bias/mlp_bias (biases on every attention or MLP projection) are not \
+                 supported"
+                    .into(),
+            );
         }
         let windowed = self.model_type == "mistral" || self.use_sliding_window;
         if let Some(w) = self

@@ -90,6 +90,8 @@ impl Llama {
             model_type: arch.clone(),
             sliding_window: None,
             use_sliding_window: false,
+            attention_bias: false,
+            mlp_bias: false,
             hidden_size: int(&key("embedding_length"))?,
             intermediate_size: int(&key("feed_forward_length"))?,
             vocab_size,

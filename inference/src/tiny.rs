@@ -33,6 +33,8 @@ pub fn tiny_config() -> LlamaConfig {
         model_type: "llama".into(),
         sliding_window: None,
         use_sliding_window: false,
+        attention_bias: false,
+        mlp_bias: false,
         hidden_size: 64,
         intermediate_size: 172,
         vocab_size: 256,

@@ -19,6 +19,8 @@ pub fn micro_config() -> LlamaConfig {
         model_type: "llama".into(),
         sliding_window: None,
         use_sliding_window: false,
+        attention_bias: false,
+        mlp_bias: false,
         hidden_size: 8,
         intermediate_size: 8,
         vocab_size: 16,

@@ -83,6 +83,14 @@ fn architectures_the_runtime_does_not_run_are_refused_by_name() {
                 "sliding_window": 64}),
             "sliding-window attention is not supported",
         ),
+        (
+            serde_json::json!({"attention_bias": true}),
+            "attention_bias/mlp_bias",
+        ),
+        (
+            serde_json::json!({"mlp_bias": true}),
+            "attention_bias/mlp_bias",
+        ),
         // a Qwen2 config over weights without its biases: the missing tensor is named
         (serde_json::json!({"model_type": "qwen2"}), "q_proj.bias"),
     ] {
