@@ -338,7 +338,7 @@ fn bad_requests_and_bad_files_are_refused_with_the_reason() {
 /// file really is laid out as llama.cpp's tools expect.
 #[test]
 fn our_gguf_runs_in_candle_transformers_quantized_llama_with_the_same_ids() {
-    use candle_core::{Device, Tensor};
+    use candle_core::Device;
     use candle_transformers::models::quantized_llama::ModelWeights;
     let dir = tempfile::tempdir().unwrap();
     make_tiny(dir.path(), 7).unwrap();
@@ -349,21 +349,7 @@ fn our_gguf_runs_in_candle_transformers_quantized_llama_with_the_same_ids() {
     let mut theirs = ModelWeights::from_gguf(content, &mut f, &Device::Cpu).unwrap();
     let prompt: Vec<u32> = b"hello".iter().map(|b| u32::from(*b)).collect();
     let (want, _) = greedy(&ours, &prompt, 10);
-    let mut got = Vec::new();
-    let mut pos = 0;
-    let mut input = prompt.clone();
-    for _ in 0..10 {
-        let x = Tensor::new(input.as_slice(), &Device::Cpu)
-            .unwrap()
-            .unsqueeze(0)
-            .unwrap();
-        let logits = theirs.forward(&x, pos).unwrap().squeeze(0).unwrap();
-        let logits: Vec<f32> = logits.to_vec1().unwrap();
-        pos += input.len();
-        let id = fleetmesh_inference::model::argmax(&logits);
-        got.push(id);
-        input = vec![id];
-    }
+    let got = greedy_candle(|x, pos| theirs.forward(x, pos), &prompt, 10);
     assert_eq!(got, want);
 }
 
