@@ -1,6 +1,6 @@
 //! Loading llama.cpp's GGUF files: the `llama.*` metadata as a [`LlamaConfig`], tensor
 //! names mapped to Hugging Face's, and the query/key rows put back in Hugging Face's order.
-//! Quantized tensors stay quantized ([`crate::weight`]); F16 and BF16 stay half width.
+//! Quantized tensors stay quantized (`weight.rs`); F16 and BF16 stay half width.
 //! Use [`Llama::load_gguf`]; the helpers here also serve the tiny model's writer and the
 //! chat template reader.
 

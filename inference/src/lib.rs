@@ -28,6 +28,7 @@ pub mod executor;
 pub mod generate;
 pub mod gguf;
 pub mod model;
+mod placement;
 pub mod quorum;
 #[cfg(feature = "remote")]
 pub mod remote;

@@ -10,7 +10,7 @@
 //! projection (tied to the embeddings when the config says so). A [`KvCache`] keeps each
 //! layer's keys and values so decoding one more token costs one position: on the CPU in
 //! host memory, appended in place, a decoded row attended without tensor operations
-//! ([`crate::attention`]); on a GPU as tensors.
+//! (`attention.rs`); on a GPU as tensors.
 
 use std::path::Path;
 
@@ -22,6 +22,7 @@ use crate::error::{CandleContext, Error, Result};
 use crate::weight::Weight;
 
 pub use crate::gguf::{gguf_name, open_gguf, permute_for_gguf, read_gguf_header};
+pub use crate::placement::{device, engine_name, gpu_index};
 
 struct Layer {
     attn_norm: Tensor,
@@ -93,7 +94,7 @@ impl std::fmt::Debug for Llama {
 }
 
 /// Keys and values of the positions already seen, per layer: in host memory, grown in
-/// place, for a model on the CPU ([`crate::attention`]); as tensors on the model's GPU.
+/// place, for a model on the CPU (`attention.rs`); as tensors on the model's GPU.
 #[derive(Debug, Default)]
 pub struct KvCache {
     layers: Vec<LayerKv>,
@@ -745,50 +746,6 @@ pub fn model_digest(dir: &Path) -> Result<[u8; 32]> {
         std::io::copy(&mut file, &mut h).map_err(io(f))?;
     }
     Ok(h.finalize().into())
-}
-
-/// The device named by `choice`: `cpu`, `cuda:N`, or `auto` (CUDA device 0 when this build
-/// has the `cuda` feature and a GPU answers, else the CPU).
-///
-/// # Errors
-/// [`Error::Request`] for another name, or a CUDA device this build or machine cannot open
-/// (saying which).
-pub fn device(choice: &str) -> Result<Device> {
-    match choice {
-        "cpu" => Ok(Device::Cpu),
-        "auto" => Ok(Device::cuda_if_available(0).unwrap_or(Device::Cpu)),
-        other => {
-            let n = other
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse::<usize>().ok())
-                .ok_or_else(|| {
-                    Error::Request(format!("device {other:?} is not auto, cpu or cuda:N"))
-                })?;
-            if !cfg!(feature = "cuda") {
-                return Err(Error::Request(format!(
-                    "device cuda:{n}: this build has no CUDA runtime (build fleetmesh-inference \
-                     with the `cuda` feature, which needs the CUDA toolkit)"
-                )));
-            }
-            Device::new_cuda(n).map_err(|e| Error::Request(format!("device cuda:{n}: {e}")))
-        }
-    }
-}
-
-/// The engine name executors report for a model on `device`: the runtime and where it runs
-/// (`fleetmesh-candle/cpu`, `fleetmesh-candle/cuda`), since a GPU's F32 arithmetic is not
-/// the CPU's.
-pub fn engine_name(device: &Device) -> String {
-    let place = if device.is_cuda() { "cuda" } else { "cpu" };
-    format!("{}/{place}", crate::executor::ENGINE)
-}
-
-/// The CUDA ordinal of `device` (None on the CPU): which GPU's evidence covers a job.
-pub fn gpu_index(device: &Device) -> Option<u32> {
-    match device.location() {
-        candle_core::DeviceLocation::Cuda { gpu_id } => Some(gpu_id as u32),
-        _ => None,
-    }
 }
 
 /// The id of the largest logit, the lowest id among equal ones.
