@@ -6,6 +6,8 @@
 //! sum over its cache, no tensor operations, the decoded rows of a batch in parallel;
 //! prompt rows (several new tokens) go through
 //! candle's matrix products with a causal mask, their keys and values read from the cache.
+//! The rotary tables and the masks (with a sliding window) are built here for both the
+//! host path and the GPU's tensor path.
 
 use candle_core::{Device, Tensor};
 
@@ -70,7 +72,8 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// (rows, (q + 2·kv)·width), the sequences' rows one after another as `spans` gives them
 /// (first row, new rows, positions already cached); `cos`/`sin` are the rotary tables
 /// (position-major, width / 2 per position); `masks` the causal masks of the spans with
-/// more than one row. The new keys and values are appended to each sequence's `kv`.
+/// more than one row (the sliding window in them), `window` the model's sliding window
+/// for the decoded rows. The new keys and values are appended to each sequence's `kv`.
 /// Returns the attention output, (rows, q·width).
 pub(crate) fn layer(
     qkv: &Tensor,
@@ -79,6 +82,7 @@ pub(crate) fn layer(
     h: Heads,
     (cos, sin): (&[f32], &[f32]),
     masks: &[Option<Tensor>],
+    window: Option<usize>,
 ) -> Result<Tensor> {
     let mut rows: Vec<f32> = qkv.flatten_all().and_then(|t| t.to_vec1()).op("qkv")?;
     let (qw, kw) = (h.q * h.width, h.kv * h.width);
@@ -112,7 +116,9 @@ pub(crate) fn layer(
         }
     }
     let run = |(q, kv, total, out): (&[f32], &HostKv, usize, &mut [f32])| {
-        decode_row(q, kv, total, h, scale, out)
+        // a position sees itself and the window − 1 before it
+        let first = window.map_or(0, |w| total.saturating_sub(w));
+        decode_row(q, kv, first..total, h, scale, out)
     };
     if decoded.len() > 1 {
         use rayon::prelude::*;
@@ -123,16 +129,25 @@ pub(crate) fn layer(
     Tensor::from_vec(out, (n, qw), &Device::Cpu).op("attention")
 }
 
-/// Attention of one new row (`q`: every query head) over the `total` cached positions.
-fn decode_row(q: &[f32], kv: &HostKv, total: usize, h: Heads, scale: f32, out: &mut [f32]) {
+/// Attention of one new row (`q`: every query head) over the cached positions `seen`.
+fn decode_row(
+    q: &[f32],
+    kv: &HostKv,
+    seen: std::ops::Range<usize>,
+    h: Heads,
+    scale: f32,
+    out: &mut [f32],
+) {
     let group = h.q / h.kv;
     let kw = h.kv * h.width;
-    let mut scores = vec![0f32; total];
+    let first = seen.start;
+    let mut scores = vec![0f32; seen.len()];
     for head in 0..h.q {
         let g = head / group;
         let qh = &q[head * h.width..][..h.width];
         let mut max = f32::NEG_INFINITY;
         for (t, s) in scores.iter_mut().enumerate() {
+            let t = first + t;
             *s = dot(qh, &kv.k[t * kw + g * h.width..][..h.width]) * scale;
             max = max.max(*s);
         }
@@ -143,6 +158,7 @@ fn decode_row(q: &[f32], kv: &HostKv, total: usize, h: Heads, scale: f32, out: &
         }
         let o = &mut out[head * h.width..][..h.width];
         for (t, p) in scores.iter().enumerate() {
+            let t = first + t;
             let v = &kv.v[t * kw + g * h.width..][..h.width];
             for (o, v) in o.iter_mut().zip(v) {
                 *o += p * v;
@@ -155,7 +171,8 @@ fn decode_row(q: &[f32], kv: &HostKv, total: usize, h: Heads, scale: f32, out: &
 }
 
 /// Attention of `seq` new rows (`q`: row-major, every query head) over the `total` cached
-/// positions (theirs last) with candle's matrix products and the causal `mask`.
+/// positions (theirs last) with candle's matrix products and the causal `mask` (which
+/// carries the sliding window).
 fn prompt_rows(
     q: Vec<f32>,
     kv: &HostKv,
@@ -206,4 +223,75 @@ fn prompt_rows(
         .op("attention")?;
     out.copy_from_slice(&a);
     Ok(())
+}
+
+/// The rotary tables, (max positions, head width / 2): as tensors and in host memory;
+/// `divisors` are llama.cpp's `rope_freqs` (each frequency divided by its factor).
+#[allow(clippy::type_complexity)]
+pub(crate) fn rope_tables(
+    c: &crate::LlamaConfig,
+    divisors: Option<&[f32]>,
+    device: &Device,
+) -> Result<((Tensor, Tensor), (Vec<f32>, Vec<f32>))> {
+    // θ_0 … θ_{half−1}: candle's fused `rope` applies them in the half-split layout of
+    // transformers' rotate_half
+    let mut inv_freq = c.inv_freq();
+    if let Some(d) = divisors {
+        for (f, d) in inv_freq.iter_mut().zip(d) {
+            *f /= f64::from(*d);
+        }
+    }
+    let half = inv_freq.len();
+    let mut cos = Vec::with_capacity(c.max_position_embeddings * half);
+    let mut sin = Vec::with_capacity(c.max_position_embeddings * half);
+    for p in 0..c.max_position_embeddings {
+        for f in &inv_freq {
+            let angle = p as f64 * f;
+            cos.push(angle.cos() as f32);
+            sin.push(angle.sin() as f32);
+        }
+    }
+    let shape = (c.max_position_embeddings, half);
+    Ok((
+        (
+            Tensor::from_slice(&cos, shape, device).op("rope table")?,
+            Tensor::from_slice(&sin, shape, device).op("rope table")?,
+        ),
+        (cos, sin),
+    ))
+}
+
+/// `x·cos + rotate_half(x)·sin` (candle's fused kernel) for x of shape (heads, seq, head
+/// width).
+pub(crate) fn rope_tensor(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    // x is (heads, rows, head width); cos and sin (rows, head width / 2), one row per
+    // position
+    x.unsqueeze(0)
+        .and_then(|x| candle_nn::rotary_emb::rope(&x, cos, sin))
+        .and_then(|x| x.squeeze(0))
+        .op("rope")
+}
+
+/// (seq, past + seq): 0 where query i (position past + i) may see key j — j ≤ past + i,
+/// and within `window` positions of it when there is one — −∞ elsewhere.
+pub(crate) fn causal_mask(
+    past: usize,
+    seq: usize,
+    window: Option<usize>,
+    device: &Device,
+) -> Result<Tensor> {
+    let total = past + seq;
+    let m: Vec<f32> = (0..seq)
+        .flat_map(|i| {
+            (0..total).map(move |j| {
+                let p = past + i;
+                if j > p || window.is_some_and(|w| p - j >= w) {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
+        })
+        .collect();
+    Tensor::from_vec(m, (seq, total), device).op("mask")
 }

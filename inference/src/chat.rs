@@ -4,8 +4,10 @@
 //! The template comes from `tokenizer_config.json` beside the tokenizer (`chat_template`,
 //! a string or a list of named templates, `default` taken) or from a GGUF file's
 //! `tokenizer.chat_template`. It sees `messages`, `add_generation_prompt`, `bos_token` and
-//! `eos_token`, `raise_exception(msg)` and Python's string methods (`.strip()`,
-//! `.startswith()` …), as transformers provides them. A model without a template has no
+//! `eos_token`, `raise_exception(msg)`, `strftime_now(format)` (Llama 3.1's date line) and
+//! Python's string methods (`.strip()`, `.startswith()` …), and block tags trim as they do
+//! in transformers' environment (`trim_blocks`, `lstrip_blocks`). [`template_for`] gives a
+//! family's own format for models made here. A model without a template has no
 //! chat endpoint: [`ChatTemplate::load_beside`] returns `None` and the API says so.
 
 use std::path::Path;
@@ -120,7 +122,11 @@ impl ChatTemplate {
 
     fn env(&self) -> Result<minijinja::Environment<'static>> {
         let mut env = minijinja::Environment::new();
+        // transformers renders with jinja2's trim_blocks and lstrip_blocks
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
         minijinja_contrib::add_to_environment(&mut env);
+        env.add_function("strftime_now", strftime_now);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function(
             "raise_exception",
@@ -180,5 +186,120 @@ fn gguf_template(path: &Path) -> Result<Option<ChatTemplate>> {
         .map_err(|e| model_err(format!("tokenizer.chat_template: {e}")))
 }
 
+/// Python's `time.strftime(format)` of the current UTC time, for the directives chat
+/// templates use: `%Y %y %m %d %e %b %B %a %A %H %M %S %j %%`; any other is an error.
+fn strftime_now(format: String) -> std::result::Result<String, minijinja::Error> {
+    strftime(&format, time::OffsetDateTime::now_utc())
+}
+
+/// `format` of the time `t` (see [`strftime_now`]).
+fn strftime(
+    format: &str,
+    t: time::OffsetDateTime,
+) -> std::result::Result<String, minijinja::Error> {
+    let month = t.month().to_string();
+    let weekday = t.weekday().to_string();
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let piece = match chars.next().unwrap_or('%') {
+            'Y' => t.year().to_string(),
+            'y' => format!("{:02}", t.year().rem_euclid(100)),
+            'm' => format!("{:02}", u8::from(t.month())),
+            'd' => format!("{:02}", t.day()),
+            'e' => format!("{:>2}", t.day()),
+            'b' => month[..3].to_owned(),
+            'B' => month.clone(),
+            'a' => weekday[..3].to_owned(),
+            'A' => weekday.clone(),
+            'H' => format!("{:02}", t.hour()),
+            'M' => format!("{:02}", t.minute()),
+            'S' => format!("{:02}", t.second()),
+            'j' => format!("{:03}", t.ordinal()),
+            '%' => "%".to_owned(),
+            other => {
+                return Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    format!("strftime_now: %{other} is not supported"),
+                ));
+            }
+        };
+        out.push_str(&piece);
+    }
+    Ok(out)
+}
+
 /// ChatML, the template [`crate::tiny::make_tiny`] ships (Qwen's and many others' format).
 pub const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// Mistral's instruct format: `[INST] … [/INST]` around each user turn, the answer and
+/// `eos_token` after it; roles must alternate user/assistant, and a leading system message
+/// is put before the first user turn's text (Mistral has no system role).
+pub const MISTRAL: &str = include_str!("chat/mistral.jinja");
+
+/// Phi-3's format: `<|role|>` newline, the text, `<|end|>` newline per turn; the
+/// generation prompt opens `<|assistant|>`, else the conversation ends with `eos_token`.
+pub const PHI3: &str = include_str!("chat/phi3.jinja");
+
+/// Llama 3's format: a header per turn (`<|start_header_id|>role<|end_header_id|>`, a
+/// blank line), the text trimmed, `<|eot_id|>`.
+pub const LLAMA3: &str = include_str!("chat/llama3.jinja");
+
+/// The chat template of a model family's own format, for models made here: ChatML for
+/// `llama` and `qwen2` (the tiny Llama has always spoken it), [`MISTRAL`], [`PHI3`].
+pub fn template_for(model_type: &str) -> &'static str {
+    match model_type {
+        "mistral" => MISTRAL,
+        "phi3" => PHI3,
+        _ => CHATML,
+    }
+}
+
+/// The end-of-turn string a family's template writes after an answer.
+pub fn eos_for(model_type: &str) -> &'static str {
+    match model_type {
+        "mistral" => "</s>",
+        "phi3" => "<|end|>",
+        _ => "<|im_end|>",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strftime;
+
+    #[test]
+    fn strftime_formats_known_instants_as_python_does() {
+        // values from Python's time.strftime(fmt, time.gmtime(secs))
+        for (secs, want) in [
+            (
+                0,
+                "1970-01-01 70 001 Thu Thursday January Jan  1 00:00:00 %",
+            ),
+            (
+                951_825_599,
+                "2000-02-29 00 060 Tue Tuesday February Feb 29 11:59:59 %",
+            ),
+            (
+                1_798_761_599,
+                "2026-12-31 26 365 Thu Thursday December Dec 31 23:59:59 %",
+            ),
+            (
+                4_107_542_400,
+                "2100-03-01 00 060 Mon Monday March Mar  1 00:00:00 %",
+            ),
+        ] {
+            let t = time::OffsetDateTime::from_unix_timestamp(secs).unwrap();
+            assert_eq!(
+                strftime("%Y-%m-%d %y %j %a %A %B %b %e %H:%M:%S %%", t).unwrap(),
+                want,
+                "{secs}"
+            );
+        }
+        assert!(strftime("%Z", time::OffsetDateTime::UNIX_EPOCH).is_err());
+    }
+}

@@ -12,16 +12,30 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlamaConfig {
     /// The architecture: `llama` (the default when absent), `qwen2` (biases on the query,
-    /// key and value projections) or `mistral` (Llama's shape; its sliding window must
-    /// cover the whole context). Any other is refused rather than run as a Llama.
+    /// key and value projections), `mistral` (Llama's shape with a sliding attention
+    /// window) or `phi3` (Llama's arithmetic, the query/key/value projections stored as
+    /// one `qkv_proj` and gate/up as one `gate_up_proj`; a sliding window too). Any other
+    /// is refused rather than run as a Llama.
     #[serde(default = "default_model_type")]
     pub model_type: String,
-    /// Mistral's and Qwen2's attention window; `None` when the config has none.
+    /// The attention window of Mistral, Phi-3 and Qwen2: a position attends to itself and
+    /// the `sliding_window − 1` positions before it (transformers' and llama.cpp's
+    /// convention). `None` when the config has none; see [`LlamaConfig::window`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_window: Option<usize>,
-    /// Whether Qwen2 uses its sliding window (it ships with `false`).
+    /// Whether Qwen2 uses its sliding window (it ships with `false`; a window shorter than
+    /// the context is refused for Qwen2, whose `max_window_layers` is not run).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub use_sliding_window: bool,
+    /// transformers' `rope_scaling`: `null`, `default`, `linear` (every frequency divided
+    /// by `factor`) and `llama3` (Llama 3.1/3.2: low frequencies divided, a smooth band)
+    /// are run; anything else (`dynamic`, `yarn`, `longrope`) is refused by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_scaling: Option<serde_json::Value>,
+    /// The share of each head's width that rotates (Phi-3.5/Phi-4-mini set 0.75): only
+    /// 1.0 is run, anything else is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_rotary_factor: Option<f64>,
     /// transformers' Llama option of biases on all four attention projections, and on the
     /// MLP's: not run here, so a config that sets either is refused rather than run
     /// without them.
@@ -30,6 +44,10 @@ pub struct LlamaConfig {
     /// See `attention_bias`.
     #[serde(default, skip_serializing)]
     pub mlp_bias: bool,
+    /// Width of one head when the config states it (Mistral, Llama 3.2): it must be
+    /// `hidden_size / num_attention_heads`, as it is for every family run here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim: Option<usize>,
     /// Width of the residual stream.
     pub hidden_size: usize,
     /// Width of the MLP's hidden layer.
@@ -85,6 +103,22 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Ve
 /// models (a 128k context with 128-wide heads takes 2²³).
 const MAX_ROPE_ENTRIES: usize = 1 << 27;
 
+/// The `model_type`s run.
+const FAMILIES: [&str; 4] = ["llama", "qwen2", "mistral", "phi3"];
+
+/// A `rope_scaling` that changes the frequencies.
+enum RopeScaling {
+    Linear {
+        factor: f64,
+    },
+    Llama3 {
+        factor: f64,
+        low: f64,
+        high: f64,
+        original: f64,
+    },
+}
+
 fn default_rope_theta() -> f64 {
     10_000.0
 }
@@ -130,6 +164,98 @@ impl LlamaConfig {
         self.model_type == "qwen2"
     }
 
+    /// Whether the weights store q, k, v as one `qkv_proj` and gate, up as one
+    /// `gate_up_proj` (Phi-3).
+    pub fn fused_projections(&self) -> bool {
+        self.model_type == "phi3"
+    }
+
+    /// The sliding attention window when it is shorter than the context (Mistral 7B v0.1's
+    /// 4 096 of 32 768, Phi-3-mini-4k's 2 047 of 4 096): a position attends to itself and
+    /// the `window − 1` before it. `None` when every position sees all before it.
+    pub fn window(&self) -> Option<usize> {
+        let windowed = matches!(self.model_type.as_str(), "mistral" | "phi3");
+        self.sliding_window
+            .filter(|w| windowed && *w < self.max_position_embeddings)
+    }
+
+    /// The rotary inverse frequencies θᵢ = base^(−2i/head width), i < head width / 2,
+    /// adjusted by `rope_scaling` (checked by [`LlamaConfig::read`]).
+    pub fn inv_freq(&self) -> Vec<f64> {
+        let hd = self.head_dim();
+        let base: Vec<f64> = (0..hd / 2)
+            .map(|i| 1.0 / self.rope_theta.powf((2 * i) as f64 / hd as f64))
+            .collect();
+        match self.rope_scaling().ok().flatten() {
+            None => base,
+            Some(RopeScaling::Linear { factor }) => base.iter().map(|f| f / factor).collect(),
+            Some(RopeScaling::Llama3 {
+                factor,
+                low,
+                high,
+                original,
+            }) => {
+                // transformers' `_compute_llama3_parameters`
+                let (low_wavelen, high_wavelen) = (original / low, original / high);
+                base.iter()
+                    .map(|f| {
+                        let wavelen = 2.0 * std::f64::consts::PI / f;
+                        if wavelen < high_wavelen {
+                            *f
+                        } else if wavelen > low_wavelen {
+                            f / factor
+                        } else {
+                            let smooth = (original / wavelen - low) / (high - low);
+                            (1.0 - smooth) * f / factor + smooth * f
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// `rope_scaling` read: `None` for none or `default`.
+    fn rope_scaling(&self) -> std::result::Result<Option<RopeScaling>, String> {
+        let Some(v) = self.rope_scaling.as_ref().filter(|v| !v.is_null()) else {
+            return Ok(None);
+        };
+        let kind = v
+            .get("rope_type")
+            .or_else(|| v.get("type"))
+            .and_then(|t| t.as_str())
+            .ok_or("rope_scaling has no rope_type")?;
+        let num = |k: &str| -> std::result::Result<f64, String> {
+            v.get(k)
+                .and_then(serde_json::Value::as_f64)
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .ok_or_else(|| format!("rope_scaling {kind:?} needs a positive number {k}"))
+        };
+        match kind {
+            "default" => Ok(None),
+            "linear" => Ok(Some(RopeScaling::Linear {
+                factor: num("factor")?,
+            })),
+            "llama3" => {
+                let (low, high) = (num("low_freq_factor")?, num("high_freq_factor")?);
+                if high <= low {
+                    return Err(format!(
+                        "rope_scaling llama3: high_freq_factor {high} is not above \
+                         low_freq_factor {low}"
+                    ));
+                }
+                Ok(Some(RopeScaling::Llama3 {
+                    factor: num("factor")?,
+                    low,
+                    high,
+                    original: num("original_max_position_embeddings")?,
+                }))
+            }
+            other => Err(format!(
+                "rope_scaling {other:?} is not supported (default, linear, llama3)"
+            )),
+        }
+    }
+
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
         let positive = [
             ("hidden_size", self.hidden_size),
@@ -142,11 +268,21 @@ impl LlamaConfig {
         if let Some((k, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{k} must be positive"));
         }
-        if !["llama", "qwen2", "mistral"].contains(&self.model_type.as_str()) {
+        if !FAMILIES.contains(&self.model_type.as_str()) {
             return Err(format!(
-                "model_type {:?} is not supported (llama, qwen2, mistral)",
-                self.model_type
+                "model_type {:?} is not supported ({})",
+                self.model_type,
+                FAMILIES.join(", ")
             ));
+        }
+        self.rope_scaling()?;
+        if let Some(f) = self.partial_rotary_factor.filter(|f| *f != 1.0) {
+            return Err(format!(
+                "partial_rotary_factor {f} (rotating part of each head) is not supported"
+            ));
+        }
+        if self.sliding_window == Some(0) {
+            return Err("sliding_window must be positive".into());
         }
         if self.attention_bias || self.mlp_bias {
             return Err(
@@ -155,14 +291,15 @@ impl LlamaConfig {
                     .into(),
             );
         }
-        let windowed = self.model_type == "mistral" || self.use_sliding_window;
+        let qwen_window = self.model_type == "qwen2" && self.use_sliding_window;
         if let Some(w) = self
             .sliding_window
-            .filter(|w| windowed && *w < self.max_position_embeddings)
+            .filter(|w| qwen_window && *w < self.max_position_embeddings)
         {
             return Err(format!(
-                "sliding_window {w} is shorter than max_position_embeddings {}: sliding-window \
-                 attention is not supported (a context of at most {w} is)",
+                "sliding_window {w} is shorter than max_position_embeddings {}: Qwen2's \
+                 sliding-window attention (per max_window_layers) is not supported (a \
+                 context of at most {w} is)",
                 self.max_position_embeddings
             ));
         }
@@ -184,6 +321,13 @@ impl LlamaConfig {
                  rotary entries (512 MiB a table) this runtime builds",
                 self.max_position_embeddings,
                 self.head_dim()
+            ));
+        }
+        if let Some(d) = self.head_dim.filter(|d| *d != self.head_dim()) {
+            return Err(format!(
+                "head_dim {d} is not hidden_size {} / num_attention_heads {} (heads of \
+                 another width than the residual stream's share are not supported)",
+                self.hidden_size, self.num_attention_heads
             ));
         }
         let kv = self.kv_heads();

@@ -56,9 +56,10 @@ impl Llama {
         let arch = meta("general.architecture")?
             .to_string()
             .map_err(|e| model_err(e.to_string()))?;
-        if arch != "llama" && arch != "qwen2" {
+        if !GGUF_ARCHS.contains(&arch.as_str()) {
             return Err(model_err(format!(
-                "architecture {arch:?} is not llama or qwen2"
+                "architecture {arch:?} is not one of {}",
+                GGUF_ARCHS.join(", ")
             )));
         }
         // the metadata keys are named after the architecture: llama.block_count …
@@ -86,10 +87,43 @@ impl Llama {
             .first()
             .ok_or_else(|| model_err("token_embd.weight has no dimensions".into()))?;
         let heads = int(&key("attention.head_count"))?;
+        let window = int(&key("attention.sliding_window"))
+            .ok()
+            .filter(|w| *w > 0);
+        // linear scaling is stated in the metadata; Llama 3's as per-frequency factors
+        // (the `rope_freqs` tensor, which `Llama::from_tensors` applies)
+        let rope_scaling = match content.metadata.get(&key("rope.scaling.type")) {
+            None => None,
+            Some(t) => match t
+                .to_string()
+                .map_err(|e| model_err(e.to_string()))?
+                .as_str()
+            {
+                "none" => None,
+                "linear" => Some(serde_json::json!({
+                    "rope_type": "linear",
+                    "factor": float(&key("rope.scaling.factor"), 1.0)?,
+                })),
+                other => {
+                    return Err(model_err(format!(
+                        "{}: {other:?} is not supported (none, linear)",
+                        key("rope.scaling.type")
+                    )));
+                }
+            },
+        };
         let config = LlamaConfig {
-            model_type: arch.clone(),
-            sliding_window: None,
+            // a llama file that states a sliding window (as `write_gguf` stores a windowed
+            // Mistral) runs as a Mistral
+            model_type: match arch.as_str() {
+                "llama" if window.is_some() => "mistral".into(),
+                _ => arch.clone(),
+            },
+            sliding_window: window,
             use_sliding_window: false,
+            rope_scaling,
+            partial_rotary_factor: None,
+            head_dim: None,
             attention_bias: false,
             mlp_bias: false,
             hidden_size: int(&key("embedding_length"))?,
@@ -160,8 +194,8 @@ impl Llama {
             .and_then(file_type_name)
             .map(str::to_owned);
         let (nh, kv) = (config.num_attention_heads, config.kv_heads());
-        // llama.cpp's converter interleaves the query/key rows of Llamas only (Qwen2 keeps
-        // the half-split order: its rope type is NEOX)
+        // llama.cpp's converter interleaves the query/key rows of Llamas only (Qwen2 and
+        // Phi-3 keep the half-split order: their rope type is NEOX)
         let permuted = arch == "llama";
         Llama::from_tensors(config, tensors, path, label, gguf_name, |w, name| {
             if !permuted {
@@ -208,7 +242,10 @@ pub fn read_gguf_header<R: std::io::Read + std::io::Seek>(
     })
 }
 
-/// The GGUF (llama.cpp) name of a Hugging Face Llama tensor.
+/// The GGUF architectures read (a Mistral is a `llama` to llama.cpp).
+const GGUF_ARCHS: [&str; 3] = ["llama", "qwen2", "phi3"];
+
+/// The GGUF (llama.cpp) name of a Hugging Face Llama, Qwen2, Mistral or Phi-3 tensor.
 pub fn gguf_name(hf: &str) -> String {
     let map = [
         ("model.embed_tokens.weight", "token_embd.weight"),
@@ -230,10 +267,13 @@ pub fn gguf_name(hf: &str) -> String {
         "self_attn.v_proj.bias" => "attn_v.bias",
         "self_attn.k_proj.weight" => "attn_k.weight",
         "self_attn.v_proj.weight" => "attn_v.weight",
+        "self_attn.qkv_proj.weight" => "attn_qkv.weight",
         "self_attn.o_proj.weight" => "attn_output.weight",
         "post_attention_layernorm.weight" => "ffn_norm.weight",
         "mlp.gate_proj.weight" => "ffn_gate.weight",
         "mlp.up_proj.weight" => "ffn_up.weight",
+        // Phi-3's gate and up rows, fused as llama.cpp keeps them
+        "mlp.gate_up_proj.weight" => "ffn_up.weight",
         "mlp.down_proj.weight" => "ffn_down.weight",
         other => other,
     };
@@ -351,6 +391,9 @@ impl FileType {
                     name.ends_with("attn_v.weight") || name.ends_with("ffn_down.weight");
                 if name == "output.weight" || (down_or_v && layer.is_some_and(more_bits)) {
                     GgmlDType::Q6K
+                } else if name.ends_with("attn_qkv.weight") {
+                    // llama.cpp's rule for a fused query/key/value projection
+                    GgmlDType::Q5K
                 } else {
                     GgmlDType::Q4K
                 }
@@ -397,14 +440,20 @@ pub fn write_gguf(
         .map(|i| Value::I32(if i < 256 { 6 } else { 1 }))
         .collect();
     // a Mistral is a llama to llama.cpp
-    let arch = if c.model_type == "qwen2" {
-        "qwen2"
-    } else {
-        "llama"
+    let arch = match c.model_type.as_str() {
+        "qwen2" => "qwen2",
+        "phi3" => "phi3",
+        _ => "llama",
     };
     let permuted = arch == "llama";
     let key = |k: &str| format!("{arch}.{k}");
-    let metadata = [
+    let mut tensors = tensors.clone();
+    if let Some(factors) = rope_freqs(c) {
+        let n = factors.len();
+        let t = Tensor::from_vec(factors, n, &Device::Cpu).op("rope_freqs")?;
+        tensors.insert("rope_freqs.weight".into(), t);
+    }
+    let mut metadata = vec![
         (
             "general.architecture".to_owned(),
             Value::String(arch.into()),
@@ -443,9 +492,12 @@ pub fn write_gguf(
         ),
         (
             "tokenizer.chat_template".to_owned(),
-            Value::String(crate::chat::CHATML.into()),
+            Value::String(crate::chat::template_for(&c.model_type).into()),
         ),
     ];
+    if let Some(w) = c.window() {
+        metadata.push((key("attention.sliding_window"), u(w)));
+    }
     let mut names: Vec<&String> = tensors.keys().collect();
     names.sort();
     let mut q = Vec::with_capacity(names.len());
@@ -476,6 +528,23 @@ pub fn write_gguf(
         source,
     })?;
     candle_core::quantized::gguf_file::write(&mut file, &meta, &tens).map_err(model_err)
+}
+
+/// llama.cpp's per-frequency divisors (`rope_freqs.weight`) for a config whose
+/// `rope_scaling` changes the frequencies: θᵢ unscaled over θᵢ scaled.
+fn rope_freqs(c: &LlamaConfig) -> Option<Vec<f32>> {
+    c.rope_scaling.as_ref().filter(|v| !v.is_null())?;
+    let plain = LlamaConfig {
+        rope_scaling: None,
+        ..c.clone()
+    };
+    let factors: Vec<f32> = plain
+        .inv_freq()
+        .iter()
+        .zip(c.inv_freq())
+        .map(|(a, b)| (a / b) as f32)
+        .collect();
+    factors.iter().any(|f| *f != 1.0).then_some(factors)
 }
 
 /// Converts a Hugging Face Llama directory (`config.json`, `model.safetensors`) into a GGUF

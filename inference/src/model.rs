@@ -1,12 +1,14 @@
-//! A Llama-family decoder on candle tensors, loaded from a Hugging Face model directory
-//! (`config.json` + `model.safetensors`, F32, F16 or BF16) or a GGUF file (see
+//! A Llama-family decoder (Llama, Qwen2, Mistral, Phi-3) on candle tensors, loaded from a
+//! Hugging Face model directory (`config.json` + `model.safetensors`, F32, F16 or BF16) or
+//! a GGUF file (see
 //! [`crate::gguf`]; quantized weights stay quantized). Activations, norms and attention
 //! run in F32; each projection multiplies in its weights' stored dtype
 //! ([`Llama::dtype`] names it).
 //!
 //! The forward pass is Hugging Face transformers' `LlamaForCausalLM`: RMSNorm before
-//! attention and MLP, rotary embeddings in the half-split layout (`rotate_half`),
-//! grouped-query attention with a causal mask, SwiGLU MLP, a final RMSNorm and the output
+//! attention and MLP, rotary embeddings in the half-split layout (`rotate_half`, with
+//! `rope_scaling`'s linear or Llama 3 frequencies), grouped-query attention with a causal
+//! mask (and a sliding window for Mistral and Phi-3), SwiGLU MLP, a final RMSNorm and the output
 //! projection (tied to the embeddings when the config says so). A [`KvCache`] keeps each
 //! layer's keys and values so decoding one more token costs one position: on the CPU in
 //! host memory, appended in place, a decoded row attended without tensor operations
@@ -17,7 +19,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 
 use crate::LlamaConfig;
-use crate::attention::{Heads, HostKv};
+use crate::attention::{Heads, HostKv, causal_mask, rope_tables, rope_tensor as rope};
 use crate::error::{CandleContext, Error, Result};
 use crate::weight::Weight;
 
@@ -231,9 +233,20 @@ impl Llama {
             let p = format!("model.layers.{i}");
             let i_ = config.intermediate_size;
             let attn_norm = vector(take(format!("{p}.input_layernorm.weight"), &[h])?)?;
-            let wq = take(format!("{p}.self_attn.q_proj.weight"), &[h, h])?;
-            let wk = take(format!("{p}.self_attn.k_proj.weight"), &[kv * hd, h])?;
-            let wv = take(format!("{p}.self_attn.v_proj.weight"), &[kv * hd, h])?;
+            let fused = config.fused_projections();
+            let wqkv = if fused {
+                // Phi-3 stores the three as one matrix, q rows then k then v
+                let w = take(
+                    format!("{p}.self_attn.qkv_proj.weight"),
+                    &[h + 2 * kv * hd, h],
+                )?;
+                vec![w]
+            } else {
+                let wq = take(format!("{p}.self_attn.q_proj.weight"), &[h, h])?;
+                let wk = take(format!("{p}.self_attn.k_proj.weight"), &[kv * hd, h])?;
+                let wv = take(format!("{p}.self_attn.v_proj.weight"), &[kv * hd, h])?;
+                stacked(&[&wq, &wk, &wv])?
+            };
             let bqkv = if config.qkv_bias() {
                 let mut b = Vec::with_capacity(3);
                 for (name, len) in [("q", h), ("k", kv * hd), ("v", kv * hd)] {
@@ -248,16 +261,22 @@ impl Llama {
             };
             let wo = take(format!("{p}.self_attn.o_proj.weight"), &[h, h])?;
             let ffn_norm = vector(take(format!("{p}.post_attention_layernorm.weight"), &[h])?)?;
-            let w_gate = take(format!("{p}.mlp.gate_proj.weight"), &[i_, h])?;
-            let w_up = take(format!("{p}.mlp.up_proj.weight"), &[i_, h])?;
+            let w_gate_up = if fused {
+                // gate rows, then up (transformers' Phi3MLP chunks it in that order)
+                vec![take(format!("{p}.mlp.gate_up_proj.weight"), &[2 * i_, h])?]
+            } else {
+                let w_gate = take(format!("{p}.mlp.gate_proj.weight"), &[i_, h])?;
+                let w_up = take(format!("{p}.mlp.up_proj.weight"), &[i_, h])?;
+                stacked(&[&w_gate, &w_up])?
+            };
             let w_down = take(format!("{p}.mlp.down_proj.weight"), &[h, i_])?;
             layers.push(Layer {
                 attn_norm,
-                wqkv: stacked(&[&wq, &wk, &wv])?,
+                wqkv,
                 bqkv,
                 wo,
                 ffn_norm,
-                w_gate_up: stacked(&[&w_gate, &w_up])?,
+                w_gate_up,
                 w_down,
             });
         }
@@ -267,7 +286,25 @@ impl Llama {
         } else {
             take("lm_head.weight".into(), &[config.vocab_size, h])?
         };
-        let ((cos, sin), rope_host) = rope_tables(&config, &device)?;
+        // llama.cpp's per-frequency divisors (a Llama 3.1 GGUF's `rope_freqs`)
+        let divisors = match tensors.remove(&rename("rope_freqs.weight")) {
+            None => None,
+            Some(w) => {
+                let v: Vec<f32> = vector(w)?.to_vec1().op("rope_freqs")?;
+                if v.len() != hd / 2 || v.iter().any(|f| !f.is_finite() || *f <= 0.0) {
+                    return Err(Error::Model {
+                        path: path.into(),
+                        reason: format!(
+                            "rope_freqs.weight: {} factors, expected {} positive ones",
+                            v.len(),
+                            hd / 2
+                        ),
+                    });
+                }
+                Some(v)
+            }
+        };
+        let ((cos, sin), rope_host) = rope_tables(&config, divisors.as_deref(), &device)?;
         let dtype = label.unwrap_or_else(|| {
             let mut weights: Vec<&Weight> = vec![&embed, &lm_head];
             for l in &layers {
@@ -462,12 +499,16 @@ impl Llama {
                 self.sin.index_select(&pos, 0).op("rope")?,
             ))
         };
-        // one new position sees every cached one: only prompts need a mask
+        // one new position sees every cached one: only prompts need a mask, and on a GPU
+        // a decoded row that the window cuts off from the oldest (the host attention
+        // applies the window to a decoded row itself)
+        let window = c.window();
         let masks = spans
             .iter()
             .map(|(_, seq, past)| {
-                (*seq > 1)
-                    .then(|| causal_mask(*past, *seq, &self.device))
+                let cut = !cpu && window.is_some_and(|w| past + seq > w);
+                (*seq > 1 || cut)
+                    .then(|| causal_mask(*past, *seq, window, &self.device))
                     .transpose()
             })
             .collect::<Result<Vec<_>>>()?;
@@ -496,6 +537,7 @@ impl Llama {
                     heads,
                     (&self.rope_host.0, &self.rope_host.1),
                     &masks,
+                    window,
                 )?
             };
             let attn = layer.wo.forward(&attn)?;
@@ -584,7 +626,6 @@ impl Llama {
                 .and_then(|s| s * scale)
                 .op("attention scores")?;
             if let Some(mask) = mask {
-                // one new position sees every cached one: no mask needed then
                 scores = scores
                     .reshape((kv, group, *seq, total))
                     .and_then(|s| s.broadcast_add(mask))
@@ -646,56 +687,6 @@ fn dtype_summary(weights: &[&Weight]) -> String {
         .map(|(k, _)| k)
         .collect::<Vec<_>>()
         .join("+")
-}
-
-/// The rotary tables, (max positions, head width / 2): as tensors and in host memory.
-#[allow(clippy::type_complexity)]
-fn rope_tables(
-    c: &LlamaConfig,
-    device: &Device,
-) -> Result<((Tensor, Tensor), (Vec<f32>, Vec<f32>))> {
-    let hd = c.head_dim();
-    let half = hd / 2;
-    let mut cos = Vec::with_capacity(c.max_position_embeddings * half);
-    let mut sin = Vec::with_capacity(c.max_position_embeddings * half);
-    for p in 0..c.max_position_embeddings {
-        // θ_0 … θ_{half−1}: candle's fused `rope` applies them in the half-split layout of
-        // transformers' rotate_half
-        for i in 0..half {
-            let inv_freq = 1.0 / c.rope_theta.powf((2 * i) as f64 / hd as f64);
-            let angle = p as f64 * inv_freq;
-            cos.push(angle.cos() as f32);
-            sin.push(angle.sin() as f32);
-        }
-    }
-    let shape = (c.max_position_embeddings, half);
-    Ok((
-        (
-            Tensor::from_slice(&cos, shape, device).op("rope table")?,
-            Tensor::from_slice(&sin, shape, device).op("rope table")?,
-        ),
-        (cos, sin),
-    ))
-}
-
-/// `x·cos + rotate_half(x)·sin` (candle's fused kernel) for x of shape (heads, seq, head
-/// width).
-fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    // x is (heads, rows, head width); cos and sin (rows, head width / 2), one row per
-    // position
-    x.unsqueeze(0)
-        .and_then(|x| candle_nn::rotary_emb::rope(&x, cos, sin))
-        .and_then(|x| x.squeeze(0))
-        .op("rope")
-}
-
-/// (seq, past + seq): 0 where query i may see key j (j ≤ past + i), −∞ elsewhere.
-fn causal_mask(past: usize, seq: usize, device: &Device) -> Result<Tensor> {
-    let total = past + seq;
-    let m: Vec<f32> = (0..seq)
-        .flat_map(|i| (0..total).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Tensor::from_vec(m, (seq, total), device).op("mask")
 }
 
 fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {

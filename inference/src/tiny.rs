@@ -3,8 +3,8 @@
 //! a fixed seed — the same bytes on every machine with this lockfile's `rand` — and the same
 //! weights as `model.gguf` (F32, laid out as llama.cpp's converter writes them; other file
 //! types with [`crate::gguf::convert_dir`]), with a
-//! byte-level `tokenizer.json` (id = byte) and a `tokenizer_config.json` with a ChatML chat
-//! template.
+//! byte-level `tokenizer.json` (id = byte) and a `tokenizer_config.json` with the family's
+//! chat template (ChatML for Llama and Qwen2, see [`crate::chat::template_for`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -33,6 +33,9 @@ pub fn tiny_config() -> LlamaConfig {
         model_type: "llama".into(),
         sliding_window: None,
         use_sliding_window: false,
+        rope_scaling: None,
+        partial_rotary_factor: None,
+        head_dim: None,
         attention_bias: false,
         mlp_bias: false,
         hidden_size: 64,
@@ -62,8 +65,10 @@ pub fn make_tiny(dir: &Path, seed: u64) -> Result<LlamaConfig> {
     Ok(tiny_config())
 }
 
-/// The tiny shape as architecture `arch`: `llama` ([`tiny_config`]) or `qwen2` (biased
-/// query/key/value projections and tied embeddings, as Qwen2's small models have).
+/// The tiny shape as architecture `arch`: `llama` ([`tiny_config`]), `qwen2` (biased
+/// query/key/value projections and tied embeddings, as Qwen2's small models have),
+/// `mistral` (a sliding window of [`TINY_WINDOW`] positions, so a test's prompt and output
+/// outrun it) or `phi3` (fused `qkv_proj` and `gate_up_proj`).
 ///
 /// # Errors
 /// [`Error::Model`] naming an architecture this runtime does not run.
@@ -76,12 +81,27 @@ pub fn tiny_config_for(arch: &str) -> Result<LlamaConfig> {
             rope_theta: 1_000_000.0,
             ..tiny_config()
         }),
+        "mistral" => Ok(LlamaConfig {
+            model_type: "mistral".into(),
+            sliding_window: Some(TINY_WINDOW),
+            ..tiny_config()
+        }),
+        "phi3" => Ok(LlamaConfig {
+            model_type: "phi3".into(),
+            ..tiny_config()
+        }),
         other => Err(Error::Model {
             path: "config.json".into(),
-            reason: format!("architecture {other:?} is not llama or qwen2"),
+            reason: format!("architecture {other:?} is not one of {}", ARCHS.join(", ")),
         }),
     }
 }
+
+/// The architectures [`tiny_config_for`] makes.
+pub const ARCHS: [&str; 4] = ["llama", "qwen2", "mistral", "phi3"];
+
+/// The tiny Mistral's sliding window.
+pub const TINY_WINDOW: usize = 16;
 
 /// [`make_tiny`] for any shape (benchmarks use a ~100M-parameter one). The tokenizer is the
 /// byte-level one, so only ids below 256 have text.
@@ -123,9 +143,18 @@ pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
     for l in 0..c.num_hidden_layers {
         let p = format!("model.layers.{l}");
         put(format!("{p}.input_layernorm.weight"), 1, h, Init::Norm)?;
-        put(format!("{p}.self_attn.q_proj.weight"), h, h, Init::Matrix)?;
-        put(format!("{p}.self_attn.k_proj.weight"), kvd, h, Init::Matrix)?;
-        put(format!("{p}.self_attn.v_proj.weight"), kvd, h, Init::Matrix)?;
+        if c.fused_projections() {
+            put(
+                format!("{p}.self_attn.qkv_proj.weight"),
+                h + 2 * kvd,
+                h,
+                Init::Matrix,
+            )?;
+        } else {
+            put(format!("{p}.self_attn.q_proj.weight"), h, h, Init::Matrix)?;
+            put(format!("{p}.self_attn.k_proj.weight"), kvd, h, Init::Matrix)?;
+            put(format!("{p}.self_attn.v_proj.weight"), kvd, h, Init::Matrix)?;
+        }
         if c.qkv_bias() {
             put(format!("{p}.self_attn.q_proj.bias"), 1, h, Init::Bias)?;
             put(format!("{p}.self_attn.k_proj.bias"), 1, kvd, Init::Bias)?;
@@ -138,8 +167,17 @@ pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
             h,
             Init::Norm,
         )?;
-        put(format!("{p}.mlp.gate_proj.weight"), i, h, Init::Matrix)?;
-        put(format!("{p}.mlp.up_proj.weight"), i, h, Init::Matrix)?;
+        if c.fused_projections() {
+            put(
+                format!("{p}.mlp.gate_up_proj.weight"),
+                2 * i,
+                h,
+                Init::Matrix,
+            )?;
+        } else {
+            put(format!("{p}.mlp.gate_proj.weight"), i, h, Init::Matrix)?;
+            put(format!("{p}.mlp.up_proj.weight"), i, h, Init::Matrix)?;
+        }
         put(format!("{p}.mlp.down_proj.weight"), h, i, Init::Matrix)?;
     }
     put("model.norm.weight".into(), 1, h, Init::Norm)?;
@@ -161,9 +199,9 @@ pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
     std::fs::write(&path, crate::tokenizer::byte_level_tokenizer_json())
         .map_err(|source| Error::Io { path, source })?;
     let tok_config = serde_json::json!({
-        "chat_template": crate::chat::CHATML,
+        "chat_template": crate::chat::template_for(&c.model_type),
         "bos_token": null,
-        "eos_token": "<|im_end|>",
+        "eos_token": crate::chat::eos_for(&c.model_type),
         "tokenizer_class": "PreTrainedTokenizerFast",
     });
     let path = dir.join("tokenizer_config.json");

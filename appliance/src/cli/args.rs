@@ -550,9 +550,10 @@ pub enum ModelCommand {
         /// Seed of the weights: the same seed gives the same bytes.
         #[arg(long, default_value_t = 7)]
         seed: u64,
-        /// The architecture: llama, or qwen2 (biased query/key/value projections, tied
-        /// embeddings; Hugging Face's Qwen2 layout and llama.cpp's `qwen2` GGUF).
-        #[arg(long, default_value = "llama", value_parser = ["llama", "qwen2"])]
+        /// The architecture: llama; qwen2 (biased query/key/value projections, tied
+        /// embeddings); mistral (a 16-position sliding window); phi3 (fused `qkv_proj`
+        /// and `gate_up_proj`). Hugging Face's layouts and llama.cpp's GGUF ones.
+        #[arg(long, default_value = "llama", value_parser = fleetmesh_inference::tiny::ARCHS)]
         arch: String,
     },
     /// Convert a Llama model directory (config.json + model.safetensors) into a GGUF file

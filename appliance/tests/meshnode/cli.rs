@@ -204,38 +204,55 @@ fn model_make_tiny_writes_a_loadable_model_with_a_stable_digest() {
     );
 }
 
-/// `meshnode model make-tiny --arch qwen2` writes a Qwen2 that `meshnode infer` runs, from
-/// its directory and its GGUF alike; an architecture it does not write is a usage error.
+/// `meshnode model make-tiny --arch qwen2|mistral|phi3` writes a model of that family that
+/// `meshnode infer` runs, from its directory and its GGUF alike, with other answers than
+/// the Llama of the same seed (Qwen2's biases, Mistral's 16-position window over a longer
+/// prompt) — and Phi-3's the same: its fused rows are the Llama's, drawn in the same
+/// order, so only the layout differs; an architecture it does not write is a usage error.
 #[test]
-fn make_tiny_writes_a_qwen2_that_infer_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap();
-    let o = run(&["model", "make-tiny", d, "--arch", "qwen2"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let made: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(made["config"]["model_type"], "qwen2");
-    assert_eq!(made["config"]["tie_word_embeddings"], true);
-    let a: Value =
-        serde_json::from_str(&stdout(&infer(dir.path(), "hello", &["--max-tokens", "6"]))).unwrap();
-    let b: Value = serde_json::from_str(&stdout(&infer(
-        &dir.path().join("model.gguf"),
-        "hello",
-        &["--max-tokens", "6"],
-    )))
-    .unwrap();
-    assert_eq!(a["token_ids"].as_array().unwrap().len(), 6);
-    assert_eq!(a["token_ids"], b["token_ids"]);
-    // not the Llama of the same seed: the biases change the answer
+fn make_tiny_writes_each_family_that_infer_runs() {
+    let prompt = "the quick brown fox jumps over";
     let llama = tempfile::tempdir().unwrap();
     run(&["model", "make-tiny", llama.path().to_str().unwrap()]);
     let l: Value = serde_json::from_str(&stdout(&infer(
         llama.path(),
-        "hello",
-        &["--max-tokens", "6"],
+        prompt,
+        &["--max-tokens", "8"],
     )))
     .unwrap();
-    assert_ne!(l["token_ids"], a["token_ids"]);
-    assert_usage_error(&run(&["model", "make-tiny", d, "--arch", "gemma"]), "qwen2");
+    for arch in ["qwen2", "mistral", "phi3"] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let o = run(&["model", "make-tiny", d, "--arch", arch]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let made: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(made["config"]["model_type"], arch);
+        assert_eq!(made["config"]["tie_word_embeddings"], arch == "qwen2");
+        let a: Value =
+            serde_json::from_str(&stdout(&infer(dir.path(), prompt, &["--max-tokens", "8"])))
+                .unwrap();
+        let b: Value = serde_json::from_str(&stdout(&infer(
+            &dir.path().join("model.gguf"),
+            prompt,
+            &["--max-tokens", "8"],
+        )))
+        .unwrap();
+        assert_eq!(a["token_ids"].as_array().unwrap().len(), 8, "{arch}");
+        assert_eq!(a["token_ids"], b["token_ids"], "{arch}: directory and GGUF");
+        if arch == "phi3" {
+            assert_eq!(
+                l["token_ids"], a["token_ids"],
+                "{arch} and the same rows as a Llama"
+            );
+        } else {
+            assert_ne!(
+                l["token_ids"], a["token_ids"],
+                "{arch} answers as the Llama does"
+            );
+        }
+    }
+    let d = llama.path().to_str().unwrap();
+    assert_usage_error(&run(&["model", "make-tiny", d, "--arch", "gemma"]), "phi3");
 }
 
 /// `meshnode model quantize` writes a GGUF of a llama.cpp file type that `meshnode infer`

@@ -421,7 +421,20 @@ fn chat_completions_use_the_models_template_and_stream_the_same_answer() {
         "chat_template": "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system messages') }}{% endif %}{{ m.content.strip() }}\n{% endfor %}",
         "eos_token": "\n\n",
     }).to_string()).unwrap();
-    let (_n, d) = serve(&[&tiny, &lone.join("lone.gguf"), &plain, &strict], "");
+    // a tiny Mistral: its family's [INST] format
+    let mistral = models.path().join("mistral");
+    let o = run(&[
+        "model",
+        "make-tiny",
+        mistral.to_str().unwrap(),
+        "--arch",
+        "mistral",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (_n, d) = serve(
+        &[&tiny, &lone.join("lone.gguf"), &plain, &strict, &mistral],
+        "",
+    );
     runtime().block_on(async {
         let http = http_client();
         let chat_url = d.url("/v1/chat/completions");
@@ -471,12 +484,21 @@ fn chat_completions_use_the_models_template_and_stream_the_same_answer() {
             "return_token_ids": true})).await;
         assert_eq!(status, 200, "{g}");
         assert_eq!(g["choices"][0]["token_ids"], choice["token_ids"]);
+        // the Mistral speaks its own format: the system text joins the first user turn
+        let (status, m) = post_json(&http, &chat_url, serde_json::json!({
+            "model": "mistral", "messages": messages, "max_tokens": 4, "temperature": 0,
+            "return_token_ids": true})).await;
+        assert_eq!(status, 200, "{m}");
+        let want: Vec<u32> = "[INST] Be brief.\n\nSay hi [/INST]".bytes().map(u32::from).collect();
+        assert_eq!(m["choices"][0]["prompt_token_ids"], serde_json::json!(want));
         // refusals: no template, a template that refuses, bad messages
         let bad = [
             (serde_json::json!({"model": "plain", "messages": messages}), "model", "chat template"),
             (serde_json::json!({"model": "strict", "messages": messages}), "messages", "no system messages"),
             (serde_json::json!({"model": "tiny", "messages": []}), "messages", "non-empty"),
             (serde_json::json!({"model": "tiny", "messages": [{"role": "user"}]}), "messages", "content"),
+            (serde_json::json!({"model": "mistral", "messages": [{"role": "user", "content": "a"},
+                {"role": "user", "content": "b"}]}), "messages", "roles must alternate"),
             (serde_json::json!({"model": "tiny", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}), "messages", "text parts"),
             (serde_json::json!({"model": "tiny", "messages": messages, "top_logprobs": 3}), "top_logprobs", "logprobs: true"),
         ];

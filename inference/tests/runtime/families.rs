@@ -1,66 +1,90 @@
 //! Model families beside Llama: a generated Qwen2 (biased query/key/value projections,
 //! tied embeddings, Qwen's rope base) run by our runtime gives candle-transformers' Qwen2
 //! greedy ids on the same safetensors, and candle's quantized Qwen2 ids on the GGUF we
-//! write (llama.cpp's `qwen2` layout: no query/key interleave, biases as tensors); an
-//! architecture the runtime does not run is refused, never run as a Llama.
+//! write (llama.cpp's `qwen2` layout: no query/key interleave, biases as tensors); a
+//! Phi-3 (fused projections) gives candle's Phi-3 and quantized Phi-3 ids; a Mistral
+//! attends within its sliding window as transformers masks it (candle's Mistral,
+//! recomputed whole each step, as the reference); Llama 3's `rope_scaling` gives candle's
+//! Llama ids; an architecture or option the runtime does not run is refused, never run as
+//! a Llama.
 
-use candle_core::{DType, Device};
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
 use fleetmesh_inference::gguf::{FileType, convert_dir};
-use fleetmesh_inference::tiny::{make_model, tiny_config_for};
-use fleetmesh_inference::{Error, Llama};
+use fleetmesh_inference::tiny::{TINY_WINDOW, make_model, tiny_config_for};
+use fleetmesh_inference::{Error, KvCache, Llama};
 
 use crate::{greedy, greedy_candle, sample_prompts as prompts};
 
-#[test]
-fn a_qwen2_runs_as_candle_transformers_qwen2_runs_it() {
-    use candle_transformers::models::{quantized_qwen2, qwen2};
+/// A candle-transformers model's forward step (new ids as (1, n), first position).
+type Forward = Box<dyn FnMut(&Tensor, usize) -> candle_core::Result<Tensor>>;
+
+/// The tiny model of `arch` (seed `seed`) gives candle-transformers' greedy ids: `theirs`
+/// builds their model from the directory, `theirs_q` their quantized one from our Q8_0
+/// GGUF (against ours on the same file); our F32 GGUF gives the directory's ids.
+fn same_ids_as_candle(
+    arch: &str,
+    seed: u64,
+    theirs: impl Fn(&Path) -> Forward,
+    theirs_q: impl Fn(&Path) -> Forward,
+) {
     let dir = tempfile::tempdir().unwrap();
-    let c = tiny_config_for("qwen2").unwrap();
-    make_model(dir.path(), &c, 21).unwrap();
+    make_model(dir.path(), &tiny_config_for(arch).unwrap(), seed).unwrap();
     let ours = Llama::load_dir(dir.path()).unwrap();
-    assert_eq!(ours.config().model_type, "qwen2");
-    // their config: ours plus the Qwen2 fields the file leaves at their defaults
-    let mut cfg: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap()).unwrap();
-    cfg["sliding_window"] = c.max_position_embeddings.into();
-    cfg["max_window_layers"] = c.num_hidden_layers.into();
-    cfg["use_sliding_window"] = false.into();
-    cfg["hidden_act"] = "silu".into();
-    let cfg: qwen2::Config = serde_json::from_value(cfg).unwrap();
-    let weights = std::fs::read(dir.path().join("model.safetensors")).unwrap();
-    let vb = candle_nn::VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-        .unwrap();
+    assert_eq!(ours.config().model_type, arch);
     let gguf = dir.path().join("model-q8_0.gguf");
     convert_dir(dir.path(), FileType::Q8_0, &gguf).unwrap();
     let ours_q = Llama::load_gguf(&gguf).unwrap();
     assert_eq!(
         (ours_q.config().model_type.as_str(), ours_q.dtype()),
-        ("qwen2", "q8_0")
+        (arch, "q8_0")
     );
-    for prompt in prompts() {
-        let (want, _) = greedy(&ours, &prompt, 10);
-        let mut theirs = qwen2::ModelForCausalLM::new(&cfg, vb.clone()).unwrap();
-        let got = greedy_candle(|x, pos| theirs.forward(x, pos), &prompt, 10);
-        assert_eq!(got, want, "candle-transformers' qwen2 on {prompt:?}");
-        // the GGUF in candle's quantized qwen2, against ours on the same file
-        let mut f = std::fs::File::open(&gguf).unwrap();
-        let content = candle_core::quantized::gguf_file::Content::read(&mut f).unwrap();
-        let mut theirs_q =
-            quantized_qwen2::ModelWeights::from_gguf(content, &mut f, &Device::Cpu).unwrap();
-        let got = greedy_candle(|x, pos| theirs_q.forward(x, pos), &prompt, 10);
-        assert_eq!(
-            got,
-            greedy(&ours_q, &prompt, 10).0,
-            "quantized qwen2 on {prompt:?}"
-        );
-    }
-    // the F32 GGUF of a Qwen2 gives the safetensors' ids (no interleave to undo)
     let f32_gguf = dir.path().join("model-f32.gguf");
     convert_dir(dir.path(), FileType::F32, &f32_gguf).unwrap();
     let g = Llama::load_gguf(&f32_gguf).unwrap();
     for prompt in prompts() {
-        assert_eq!(greedy(&g, &prompt, 10).0, greedy(&ours, &prompt, 10).0);
+        let (want, _) = greedy(&ours, &prompt, 10);
+        let got = greedy_candle(theirs(dir.path()), &prompt, 10);
+        assert_eq!(got, want, "candle-transformers' {arch} on {prompt:?}");
+        let got = greedy_candle(theirs_q(&gguf), &prompt, 10);
+        let (want_q, _) = greedy(&ours_q, &prompt, 10);
+        assert_eq!(got, want_q, "candle's quantized {arch} on {prompt:?}");
+        assert_eq!(greedy(&g, &prompt, 10).0, want, "our F32 GGUF of {arch}");
     }
+}
+
+/// candle-transformers' GGUF header of `path`, the file open after it.
+fn gguf_content(path: &Path) -> (std::fs::File, candle_core::quantized::gguf_file::Content) {
+    let mut f = std::fs::File::open(path).unwrap();
+    let content = candle_core::quantized::gguf_file::Content::read(&mut f).unwrap();
+    (f, content)
+}
+
+#[test]
+fn a_qwen2_runs_as_candle_transformers_qwen2_runs_it() {
+    use candle_transformers::models::{quantized_qwen2, qwen2};
+    same_ids_as_candle(
+        "qwen2",
+        21,
+        |dir| {
+            // their config: ours plus the Qwen2 fields the file leaves at their defaults
+            let c = tiny_config_for("qwen2").unwrap();
+            let cfg: qwen2::Config = their_config(
+                dir,
+                serde_json::json!({"sliding_window": c.max_position_embeddings,
+                    "max_window_layers": c.num_hidden_layers, "use_sliding_window": false}),
+            );
+            let mut m = qwen2::ModelForCausalLM::new(&cfg, var_builder(dir)).unwrap();
+            Box::new(move |x, pos| m.forward(x, pos))
+        },
+        |gguf| {
+            let (mut f, content) = gguf_content(gguf);
+            let mut m =
+                quantized_qwen2::ModelWeights::from_gguf(content, &mut f, &Device::Cpu).unwrap();
+            Box::new(move |x, pos| m.forward(x, pos))
+        },
+    );
 }
 
 #[test]
@@ -75,14 +99,29 @@ fn architectures_the_runtime_does_not_run_are_refused_by_name() {
             "model_type \"gemma\" is not supported",
         ),
         (
-            serde_json::json!({"model_type": "mistral", "sliding_window": 128}),
-            "sliding_window 128 is shorter",
-        ),
-        (
             serde_json::json!({"model_type": "qwen2", "use_sliding_window": true,
                 "sliding_window": 64}),
-            "sliding-window attention is not supported",
+            "sliding-window attention (per max_window_layers) is not supported",
         ),
+        (
+            serde_json::json!({"model_type": "mistral", "sliding_window": 0}),
+            "sliding_window must be positive",
+        ),
+        (
+            serde_json::json!({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}),
+            "rope_scaling \"yarn\" is not supported",
+        ),
+        (
+            serde_json::json!({"rope_scaling": {"type": "llama3", "factor": 8.0}}),
+            "needs a positive number low_freq_factor",
+        ),
+        (
+            serde_json::json!({"partial_rotary_factor": 0.75}),
+            "partial_rotary_factor 0.75",
+        ),
+        (serde_json::json!({"head_dim": 32}), "head_dim 32 is not"),
+        // a Phi-3 config over separate projections: the fused one is named
+        (serde_json::json!({"model_type": "phi3"}), "qkv_proj.weight"),
         (
             serde_json::json!({"attention_bias": true}),
             "attention_bias/mlp_bias",
@@ -124,5 +163,172 @@ fn architectures_the_runtime_does_not_run_are_refused_by_name() {
     bytes[at..at + 5].copy_from_slice(b"gemma");
     std::fs::write(&gguf, bytes).unwrap();
     let e = Llama::load_gguf(&gguf).unwrap_err();
-    assert!(e.to_string().contains("is not llama or qwen2"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("\"gemma\" is not one of llama, qwen2, phi3"),
+        "{e}"
+    );
+}
+
+/// candle-transformers' config for our `config.json`, plus `extra`.
+fn their_config<T: serde::de::DeserializeOwned>(
+    dir: &std::path::Path,
+    extra: serde_json::Value,
+) -> T {
+    let mut cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    cfg["hidden_act"] = "silu".into();
+    for (k, v) in extra.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
+    serde_json::from_value(cfg).unwrap()
+}
+
+fn var_builder(dir: &Path) -> candle_nn::VarBuilder<'static> {
+    let weights = std::fs::read(dir.join("model.safetensors")).unwrap();
+    candle_nn::VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu).unwrap()
+}
+
+#[test]
+fn a_phi3_runs_as_candle_transformers_phi3_runs_it() {
+    use candle_transformers::models::{phi3, quantized_phi3};
+    // the F32 GGUF is llama.cpp's `phi3`: attn_qkv and a fused ffn_up
+    same_ids_as_candle(
+        "phi3",
+        23,
+        |dir| {
+            let cfg: phi3::Config = their_config(dir, serde_json::json!({}));
+            let mut m = phi3::Model::new(&cfg, var_builder(dir)).unwrap();
+            Box::new(move |x, pos| m.forward(x, pos))
+        },
+        |gguf| {
+            let (mut f, content) = gguf_content(gguf);
+            let mut m =
+                quantized_phi3::ModelWeights::from_gguf(false, content, &mut f, &Device::Cpu)
+                    .unwrap();
+            Box::new(move |x, pos| m.forward(x, pos))
+        },
+    );
+}
+
+/// Greedy ids from candle-transformers' Mistral, the whole sequence recomputed at every
+/// step: candle masks key j from query i when j + window < i (i − window … i, one more
+/// than transformers' i − window + 1 … i) and applies no window to a cached decoding
+/// step, so it is built with `window − 1` and never given a cache.
+fn greedy_mistral_recomputed(dir: &Path, window: usize, prompt: &[u32], n: usize) -> Vec<u32> {
+    use candle_transformers::models::mistral;
+    let cfg: mistral::Config = their_config(
+        dir,
+        serde_json::json!({"sliding_window": window - 1, "head_dim": null}),
+    );
+    let vb = var_builder(dir);
+    let mut seq = prompt.to_vec();
+    for _ in 0..n {
+        let mut m = mistral::Model::new(&cfg, vb.clone()).unwrap();
+        let x = candle_core::Tensor::new(seq.as_slice(), &Device::Cpu)
+            .and_then(|x| x.unsqueeze(0))
+            .unwrap();
+        let logits = m.forward(&x, 0).unwrap().flatten_all().unwrap();
+        seq.push(fleetmesh_inference::model::argmax(
+            &logits.to_vec1::<f32>().unwrap(),
+        ));
+    }
+    seq[prompt.len()..].to_vec()
+}
+
+#[test]
+fn a_mistral_attends_within_its_sliding_window_as_transformers_masks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = tiny_config_for("mistral").unwrap();
+    make_model(dir.path(), &c, 22).unwrap();
+    let ours = Llama::load_dir(dir.path()).unwrap();
+    assert_eq!(ours.config().window(), Some(TINY_WINDOW));
+    // prompts shorter and longer than the window, outputs that run past it
+    let n = 2 * TINY_WINDOW;
+    let mut as_llama_differs = false;
+    let gguf = dir.path().join("model-f32.gguf");
+    convert_dir(dir.path(), FileType::F32, &gguf).unwrap();
+    let g = Llama::load_gguf(&gguf).unwrap();
+    assert_eq!(
+        (g.config().model_type.as_str(), g.config().window()),
+        ("mistral", Some(TINY_WINDOW))
+    );
+    let mut plain = c.clone();
+    plain.model_type = "llama".into();
+    let weights = std::fs::read(dir.path().join("model.safetensors")).unwrap();
+    let unwindowed = Llama::from_safetensors_bytes(plain, &weights, dir.path()).unwrap();
+    for prompt in prompts() {
+        let (want, _) = greedy(&ours, &prompt, n);
+        assert_eq!(
+            greedy_mistral_recomputed(dir.path(), TINY_WINDOW, &prompt, n),
+            want,
+            "candle's mistral on {prompt:?}"
+        );
+        assert_eq!(greedy(&g, &prompt, n).0, want, "our GGUF on {prompt:?}");
+        as_llama_differs |= greedy(&unwindowed, &prompt, n).0 != want;
+    }
+    assert!(
+        as_llama_differs,
+        "the window changed no output: the test is blind"
+    );
+    // a batch (prompts prefilled together, then decoded together) gives the same ids
+    let ps = prompts();
+    let mut caches: Vec<KvCache> = ps.iter().map(|_| KvCache::default()).collect();
+    let mut next: Vec<Vec<u32>> = ps.clone();
+    let mut got: Vec<Vec<u32>> = vec![Vec::new(); ps.len()];
+    for _ in 0..n {
+        let mut batch: Vec<(&[u32], &mut KvCache)> = next
+            .iter()
+            .map(Vec::as_slice)
+            .zip(caches.iter_mut())
+            .collect();
+        let logits = ours.forward_batch(&mut batch).unwrap();
+        for (i, l) in logits.iter().enumerate() {
+            let id = fleetmesh_inference::model::argmax(l);
+            got[i].push(id);
+            next[i] = vec![id];
+        }
+    }
+    for (p, g) in ps.iter().zip(&got) {
+        assert_eq!(*g, greedy(&ours, p, n).0, "batched {p:?}");
+    }
+}
+
+#[test]
+fn llama3_rope_scaling_runs_as_candle_transformers_llama_runs_it() {
+    use candle_transformers::models::llama;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = tiny_config_for("llama").unwrap();
+    // an original context short enough that the tiny heads' frequencies fall in all three
+    // of Llama 3's bands (kept, smoothed, divided)
+    c.rope_scaling = Some(serde_json::json!({"rope_type": "llama3", "factor": 8.0,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64}));
+    make_model(dir.path(), &c, 24).unwrap();
+    let ours = Llama::load_dir(dir.path()).unwrap();
+    let cfg: llama::LlamaConfig = their_config(dir.path(), serde_json::json!({}));
+    let cfg = cfg.into_config(false);
+    assert!(cfg.rope_scaling.is_some());
+    let vb = var_builder(dir.path());
+    let theirs = llama::Llama::load(vb, &cfg).unwrap();
+    // the GGUF carries the scaling as llama.cpp's `rope_freqs` divisors
+    let gguf = dir.path().join("model.gguf");
+    let g = Llama::load_gguf(&gguf).unwrap();
+    let mut unscaled = c.clone();
+    unscaled.rope_scaling = None;
+    let weights = std::fs::read(dir.path().join("model.safetensors")).unwrap();
+    let plain = Llama::from_safetensors_bytes(unscaled, &weights, dir.path()).unwrap();
+    let mut scaling_matters = false;
+    for prompt in prompts() {
+        let (want, _) = greedy(&ours, &prompt, 12);
+        let mut cache = llama::Cache::new(true, DType::F32, &cfg, &Device::Cpu).unwrap();
+        let got = greedy_candle(|x, pos| theirs.forward(x, pos, &mut cache), &prompt, 12);
+        assert_eq!(got, want, "candle-transformers' llama on {prompt:?}");
+        assert_eq!(greedy(&g, &prompt, 12).0, want, "our GGUF on {prompt:?}");
+        scaling_matters |= greedy(&plain, &prompt, 12).0 != want;
+    }
+    assert!(
+        scaling_matters,
+        "the scaling changed no output: the test is blind"
+    );
 }

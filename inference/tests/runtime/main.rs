@@ -10,6 +10,7 @@ use fleetmesh_inference::{Error, KvCache, Llama, LlamaConfig};
 
 mod batch;
 mod bounds;
+mod chat_templates;
 mod families;
 mod hostile_files;
 mod quantized;
