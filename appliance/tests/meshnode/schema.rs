@@ -146,6 +146,21 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
         assert!(valid(&inherited, text), "{text:?}");
         assert_eq!(r["choices"][0]["fleetmesh"]["verdict"]["valid"], true, "{r}");
 
+        // tags: an array of enum values, each at most once, at least two — sampled, so
+        // the model would repeat one if the constraint let it
+        let tagged = json!({"type": "object", "properties": {"tags": {"type": "array",
+            "items": {"enum": ["a", "b", "c"]}, "uniqueItems": true, "minItems": 2}},
+            "required": ["tags"], "additionalProperties": false});
+        for seed in 0..4 {
+            let (status, r) = post_json(&http, &url, json!({"model": "tiny", "prompt": "x",
+                "max_tokens": 40, "temperature": 1.0, "seed": seed,
+                "response_format": format_of(&tagged)})).await;
+            assert_eq!(status, 200, "{r}");
+            let text = r["choices"][0]["text"].as_str().unwrap();
+            assert!(valid(&tagged, text), "{text:?}");
+            assert_eq!(r["choices"][0]["fleetmesh"]["verdict"]["valid"], true, "{r}");
+        }
+
         // chat, streamed and not: the deltas add up to the same valid document
         let chat = d.url("/v1/chat/completions");
         let body = json!({
@@ -186,6 +201,7 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
             (json!({"response_format": format_of(&json!({"type": "string", "pattern": "(?=a)"}))}), "unsupported_schema", "`pattern`"),
             (json!({"response_format": format_of(&json!({"type": "object", "properties": {"a": {"format": "hostname"}}}))}), "unsupported_schema", "#/properties/a"),
             (json!({"response_format": format_of(&json!({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}))}), "unsupported_schema", "`pattern` differs"),
+            (json!({"response_format": format_of(&json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}))}), "unsupported_schema", "`uniqueItems` is supported over items that are an `enum`"),
             (json!({"response_format": {"type": "xml"}}), "", "json_object or json_schema"),
             (json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}), "", "must be a JSON Schema"),
             (json!({"verification": "schema-bounds"}), "", "needs a response_format"),

@@ -36,6 +36,7 @@ const STRUCTURAL: &[&str] = &[
     "prefixItems",
     "minItems",
     "maxItems",
+    "uniqueItems",
     "minLength",
     "maxLength",
     "minimum",
@@ -112,6 +113,9 @@ pub(crate) struct Node {
     /// `minItems`, `maxItems`.
     pub min_items: usize,
     pub max_items: Option<usize>,
+    /// `uniqueItems` over literal items (`unique.rs`): for each of the item node's
+    /// literals, the set of those equal to it as JSON values, itself included.
+    pub unique: Option<Vec<u128>>,
     /// `minLength`, `maxLength` in code points.
     pub min_len: usize,
     pub max_len: Option<usize>,
@@ -140,6 +144,7 @@ impl Node {
             items: ANY,
             min_items: 0,
             max_items: None,
+            unique: None,
             min_len: 0,
             max_len: None,
             min_bytes: NEVER,
@@ -556,6 +561,7 @@ impl Compiler<'_> {
             }
             Some(_) => self.node(&format!("{at}/items"))?,
         };
+        n.unique = super::unique::unique_items(obj, at, &n, &self.nodes)?;
         if let Some(c) = obj.get("const") {
             n.literals = Some(vec![c.clone()].into_iter().map(literal).collect());
         }
@@ -743,7 +749,11 @@ fn shortest(nodes: &[Node], i: usize) -> usize {
     }
     if n.kinds & ARRAY != 0 {
         // the items the array must hold, with a comma between them
-        let items = n.items_cost(nodes, 0, n.min_items).saturating_sub(1);
+        let items = match n.unique {
+            Some(_) => n.unique_cost(nodes, 0, n.min_items),
+            None => n.items_cost(nodes, 0, n.min_items),
+        }
+        .saturating_sub(1);
         best = best.min(items.saturating_add(2).min(NEVER));
     }
     if n.kinds & STRING != 0 {

@@ -138,6 +138,8 @@ enum Frame {
         node: usize,
         count: usize,
         stage: ArrStage,
+        /// Under `uniqueItems`: bit i, the items' literal i (or one equal to it) is written.
+        used: u128,
     },
     Str(Text),
     Num {
@@ -221,8 +223,8 @@ impl Matcher {
                     if let Frame::Lit { src, cands, pos } = top
                         && cands.iter().all(|c| lit(g, *src, *c).len() == *pos)
                     {
-                        stack.pop();
-                        child_done(stack);
+                        let done = finished_literal(g, stack.pop());
+                        child_done(g, stack, done);
                     }
                     return true;
                 }
@@ -234,13 +236,13 @@ impl Matcher {
                 Go::PushFeed(f) => stack.push(f),
                 Go::Done => {
                     self.ws = 0;
-                    stack.pop();
-                    child_done(stack);
+                    let done = finished_literal(g, stack.pop());
+                    child_done(g, stack, done);
                     return true;
                 }
                 Go::Pop => {
-                    stack.pop();
-                    child_done(stack);
+                    let done = finished_literal(g, stack.pop());
+                    child_done(g, stack, done);
                 }
             }
         }
@@ -287,9 +289,9 @@ impl Matcher {
             Frame::Str(t) => t.plain().map(|(room, owed)| InString {
                 room,
                 owed,
-                below: rest
-                    .iter()
-                    .fold(0usize, |a, f| a.saturating_add(frame_remaining(&self.g, f))),
+                below: rest.iter().enumerate().fold(0usize, |a, (i, f)| {
+                    a.saturating_add(frame_remaining(&self.g, f, self.stack.get(i + 1)))
+                }),
             }),
             _ => None,
         }
@@ -299,15 +301,28 @@ impl Matcher {
     pub fn remaining(&self) -> usize {
         let g = &self.g;
         let mut sum = 0usize;
-        for f in &self.stack {
-            sum = sum.saturating_add(frame_remaining(g, f));
+        for (i, f) in self.stack.iter().enumerate() {
+            sum = sum.saturating_add(frame_remaining(g, f, self.stack.get(i + 1)));
         }
         sum.min(NEVER)
     }
 }
 
-/// A value on top of `stack`'s parent has ended.
-fn child_done(stack: &mut [Frame]) {
+/// The literal a finished literal frame `f` wrote (the candidate as long as what it
+/// read), when it is one of a node's.
+fn finished_literal(g: &Grammar, f: Option<Frame>) -> Option<u32> {
+    match f {
+        Some(Frame::Lit {
+            src: src @ Lits::Node(_),
+            cands,
+            pos,
+        }) => cands.into_iter().find(|c| lit(g, src, *c).len() == pos),
+        _ => None,
+    }
+}
+
+/// A value on top of `stack`'s parent has ended (the literal `done`, when it was one).
+fn child_done(g: &Grammar, stack: &mut [Frame], done: Option<u32>) {
     match stack.last_mut() {
         Some(Frame::Object { written, stage, .. }) => {
             if let ObjStage::Value(t) = stage {
@@ -317,9 +332,17 @@ fn child_done(stack: &mut [Frame]) {
                 *stage = ObjStage::AfterValue;
             }
         }
-        Some(Frame::Array { count, stage, .. }) => {
+        Some(Frame::Array {
+            node,
+            count,
+            stage,
+            used,
+        }) => {
             *count += 1;
             *stage = ArrStage::AfterItem;
+            if let (Some(i), Some(same)) = (done, &g.nodes[*node].unique) {
+                *used |= same[i as usize];
+            }
         }
         _ => {}
     }
@@ -334,8 +357,27 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
             extras,
             stage,
         } => object_step(g, *node, *written, extras, stage, b),
-        Frame::Array { node, count, stage } => {
+        Frame::Array {
+            node,
+            count,
+            stage,
+            used,
+        } => {
             let n = &g.nodes[*node];
+            // the next item's frame: under `uniqueItems`, one of the values not yet written
+            let next = |i: usize| match &n.unique {
+                None => Some(Frame::Value(n.item(i))),
+                Some(same) => {
+                    let cands: Vec<u32> = (0..same.len() as u32)
+                        .filter(|c| *used & (1u128 << c) == 0)
+                        .collect();
+                    (!cands.is_empty()).then_some(Frame::Lit {
+                        src: Lits::Node(n.items),
+                        cands,
+                        pos: 0,
+                    })
+                }
+            };
             match stage {
                 ArrStage::Open if is_ws(b) => Go::Ws,
                 ArrStage::Open if b == b']' => {
@@ -349,8 +391,11 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                     if n.max_items == Some(0) {
                         return Go::No;
                     }
+                    let Some(f) = next(0) else {
+                        return Go::No;
+                    };
                     *stage = ArrStage::Item;
-                    Go::PushFeed(Frame::Value(n.item(0)))
+                    Go::PushFeed(f)
                 }
                 ArrStage::Item => Go::No,
                 ArrStage::AfterItem if is_ws(b) => Go::Ws,
@@ -358,8 +403,11 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                     if n.max_items.is_some_and(|m| *count >= m) {
                         return Go::No;
                     }
+                    let Some(f) = next(*count) else {
+                        return Go::No;
+                    };
                     *stage = ArrStage::Item;
-                    Go::Push(Frame::Value(n.item(*count)))
+                    Go::Push(f)
                 }
                 ArrStage::AfterItem if b == b']' && *count >= n.min_items => Go::Done,
                 ArrStage::AfterItem => Go::No,
@@ -428,11 +476,22 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
         }
         Frame::Lit { src, cands, pos } => {
             let p = *pos;
-            let complete = cands.iter().any(|c| lit(g, *src, *c).len() == p);
+            // a `uniqueItems` item starts as a literal frame: whitespace may come first
+            if p == 0 && is_ws(b) {
+                return Go::Ws;
+            }
+            let finished = cands.iter().copied().find(|c| lit(g, *src, *c).len() == p);
             let src = *src;
             cands.retain(|c| lit(g, src, *c).get(p) == Some(&b));
             if cands.is_empty() {
-                return if complete { Go::Pop } else { Go::No };
+                // the finished one stays, so the parent learns which value was written
+                return match finished {
+                    Some(c) => {
+                        cands.push(c);
+                        Go::Pop
+                    }
+                    None => Go::No,
+                };
             }
             *pos += 1;
             if cands.iter().all(|c| lit(g, src, *c).len() == *pos) {
@@ -481,6 +540,7 @@ fn start_value(g: &Grammar, node: usize, b: u8) -> Go {
             node,
             count: 0,
             stage: ArrStage::Open,
+            used: 0,
         }),
         b'"' if k & STRING != 0 => Go::Become(Frame::Str(Text::new(n))),
         b'-' | b'0'..=b'9' if k & (NUMBER | INTEGER) != 0 => {
@@ -608,7 +668,9 @@ fn num_complete(st: Num, neg: bool, mag: u64, range: Option<IntSpec>) -> bool {
     }
 }
 
-fn frame_remaining(g: &Grammar, f: &Frame) -> usize {
+/// The fewest bytes that finish frame `f`, given the frame `above` it (a `uniqueItems`
+/// array counts its owed items against the value its current item is becoming).
+fn frame_remaining(g: &Grammar, f: &Frame, above: Option<&Frame>) -> usize {
     let nodes = &g.nodes;
     match f {
         Frame::Value(node) => nodes[*node].min_bytes,
@@ -626,13 +688,41 @@ fn frame_remaining(g: &Grammar, f: &Frame) -> usize {
             ..
         } => bounded_left(*st, *neg, *mag, *r).unwrap_or(NEVER),
         Frame::Num { st, .. } => usize::from(!st.accepting()),
-        Frame::Array { node, count, stage } => {
+        Frame::Array {
+            node,
+            count,
+            stage,
+            used,
+        } => {
             let n = &nodes[*node];
             let done = match stage {
                 ArrStage::Open | ArrStage::AfterItem => *count,
                 ArrStage::Item => *count + 1,
             };
-            let owed = n.items_cost(nodes, done, n.min_items);
+            let k = n.min_items.saturating_sub(done);
+            let owed = match (&n.unique, stage, above) {
+                (None, ..) => n.items_cost(nodes, done, n.min_items),
+                (Some(same), ArrStage::Item, Some(Frame::Lit { src, cands, pos })) => {
+                    // the item being written becomes one of its candidates, and the owed
+                    // items are others: the least of both together, less what the literal
+                    // frame counts itself
+                    let left = |c: &u32| lit(g, *src, *c).len() - pos;
+                    let own = cands.iter().map(left).min().unwrap_or(NEVER);
+                    let joint = cands
+                        .iter()
+                        .map(|c| {
+                            left(c).saturating_add(n.unique_cost(
+                                nodes,
+                                *used | same[*c as usize],
+                                k,
+                            ))
+                        })
+                        .min()
+                        .unwrap_or(NEVER);
+                    joint.saturating_sub(own)
+                }
+                (Some(_), ..) => n.unique_cost(nodes, *used, k),
+            };
             match stage {
                 // the first item needs no comma
                 ArrStage::Open if done < n.min_items => owed,

@@ -2,7 +2,8 @@
 //!
 //! [`Grammar::compile`] takes a schema in the supported subset — `type` (one or a list),
 //! `enum`, `const`, `properties`, `required`, `additionalProperties` (false, true or a
-//! schema), `items` (or `false`), `prefixItems`, `minItems`/`maxItems`,
+//! schema), `items` (or `false`), `prefixItems`, `minItems`/`maxItems`, `uniqueItems` over
+//! `enum`/`const` items (`unique.rs`),
 //! `minLength`/`maxLength`, `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` and
 //! whole `multipleOf` (integers exactly), `pattern` and `format` (date, time, date-time,
 //! uuid, email, ipv4, ipv6, uri) on strings, `anyOf`/`oneOf` whose branches start
@@ -51,6 +52,7 @@ mod matcher;
 mod numbers;
 mod pattern;
 mod text;
+mod unique;
 mod utf8;
 mod vocab;
 

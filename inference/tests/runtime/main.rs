@@ -19,6 +19,7 @@ mod schema;
 mod special_tokens;
 mod strings;
 mod unions;
+mod unique;
 
 /// Greedy decoding (temperature 0) of `n` tokens: the ids and their logprobs.
 fn greedy(model: &Llama, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<f64>) {

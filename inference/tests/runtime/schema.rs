@@ -409,7 +409,7 @@ fn unsupported_and_unsatisfiable_schemas_are_refused_up_front() {
         ),
         (
             json!({"type": "array", "uniqueItems": true}),
-            "unsupported keyword `uniqueItems`",
+            "`uniqueItems` is supported over items that are an `enum` or `const`",
         ),
         (
             json!({"properties": {"a": {"type": "string", "not": {}}}}),

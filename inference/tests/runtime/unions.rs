@@ -63,7 +63,7 @@ fn cases() -> Vec<(Value, Vec<&'static str>)> {
 
 /// Each schema takes exactly the documents the `jsonschema` crate takes; random walks of
 /// its grammar are valid; with `shortest`, the shortest document is found byte by byte.
-fn take_what_jsonschema_takes(
+pub(super) fn take_what_jsonschema_takes(
     cases: Vec<(Value, Vec<&str>)>,
     seed: u64,
     walks: usize,
