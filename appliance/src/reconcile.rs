@@ -273,11 +273,12 @@ fn inference_router(doc: &Value, cfg: &mut Config, notes: &mut Notes) {
         .enumerate()
     {
         let id = m["id"].as_str().unwrap_or_default().to_owned();
+        let base_model_digest = m["baseModelDigest"].as_str().map(str::to_owned);
         match (m["path"].as_str(), &m["remote"]) {
             (Some(path), _) => cfg.inference.models.push(ModelEntry::Named {
                 id,
                 path: PathBuf::from(path),
-                base_model_digest: None,
+                base_model_digest,
             }),
             // a remote server: the model's executor (routed, or in the quorum of a local
             // model of the same id)
@@ -294,6 +295,7 @@ fn inference_router(doc: &Value, cfg: &mut Config, notes: &mut Notes) {
                         model: r["model"].as_str().map(str::to_owned),
                         serves: id,
                         kind,
+                        base_model_digest,
                         ..crate::config::ExecutorSection::default()
                     });
                 if !r["apiKeySecretRef"].is_null() {

@@ -223,14 +223,18 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
         .await;
         assert_eq!(code, 200, "{v}");
     });
-    // a remote model: routed to its server (here the node itself, serving tiny-b)
+    // a remote model: routed to its server (here the node itself, serving tiny-b); both
+    // stated as builds of one base model, which the node reports and the remote's pin
+    // holds it to
+    let base = "ab".repeat(32);
     let remote = serde_json::json!({
         "apiVersion": "fleetmesh.org/v1alpha1",
         "kind": "InferenceRouter",
         "metadata": {"name": "default"},
-        "spec": {"models": [{"id": "tiny-b", "path": b},
+        "spec": {"models": [{"id": "tiny-b", "path": b, "baseModelDigest": base},
                             {"id": "far", "remote": {"url": d.url(""), "kind": "vllm",
-                                                     "model": "tiny-b"}}],
+                                                     "model": "tiny-b"},
+                             "baseModelDigest": base}],
                  "routes": {"delivery": {"executors": ["local"]}}},
     });
     let o = apply(&dir, work.path(), "r.json", &remote.to_string());
@@ -242,6 +246,11 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
     );
     assert_eq!(served(&d), ["tiny-b", "far"]);
     runtime().block_on(async {
+        let models = get_json(&http_client(), d.url("/v1/models")).await;
+        assert_eq!(
+            models["data"][0]["fleetmesh"]["base_model_digest"], base,
+            "{models}"
+        );
         let (code, v) = post_json(
             &http_client(),
             &d.url("/v1/completions"),
