@@ -3,7 +3,8 @@
 //!
 //! The template comes from `tokenizer_config.json` beside the tokenizer (`chat_template`,
 //! a string or a list of named templates, `default` taken) or from a GGUF file's
-//! `tokenizer.chat_template`. It sees `messages`, `add_generation_prompt`, `bos_token` and
+//! `tokenizer.chat_template` (its `bos_token`/`eos_token` then the vocabulary's pieces of
+//! `tokenizer.ggml.bos_token_id`/`eos_token_id`, as llama.cpp's server passes them). It sees `messages`, `add_generation_prompt`, `bos_token` and
 //! `eos_token`, `raise_exception(msg)`, `strftime_now(format)` (Llama 3.1's date line) and
 //! Python's string methods (`.strip()`, `.startswith()` …), and block tags trim as they do
 //! in transformers' environment (`trim_blocks`, `lstrip_blocks`). [`template_for`] gives a
@@ -181,9 +182,27 @@ fn gguf_template(path: &Path) -> Result<Option<ChatTemplate>> {
         .to_string()
         .map_err(|e| model_err(format!("tokenizer.chat_template: {e}")))?
         .clone();
-    ChatTemplate::new(source, "", "")
-        .map(Some)
-        .map_err(|e| model_err(format!("tokenizer.chat_template: {e}")))
+    // the bos/eos strings are the vocabulary's pieces of the ids the file names (empty
+    // when it names none, or an id outside its vocabulary)
+    let piece = |key: &str| -> String {
+        use candle_core::quantized::gguf_file::Value;
+        let id = content.metadata.get(key).and_then(|v| v.to_u32().ok());
+        match (id, content.metadata.get("tokenizer.ggml.tokens")) {
+            (Some(id), Some(Value::Array(pieces))) => pieces
+                .get(id as usize)
+                .and_then(|p| p.to_string().ok())
+                .cloned()
+                .unwrap_or_default(),
+            _ => String::new(),
+        }
+    };
+    ChatTemplate::new(
+        source,
+        piece("tokenizer.ggml.bos_token_id"),
+        piece("tokenizer.ggml.eos_token_id"),
+    )
+    .map(Some)
+    .map_err(|e| model_err(format!("tokenizer.chat_template: {e}")))
 }
 
 /// Python's `time.strftime(format)` of the current UTC time, for the directives chat

@@ -87,9 +87,11 @@ impl Llama {
             .first()
             .ok_or_else(|| model_err("token_embd.weight has no dimensions".into()))?;
         let heads = int(&key("attention.head_count"))?;
-        let window = int(&key("attention.sliding_window"))
-            .ok()
-            .filter(|w| *w > 0);
+        // absent, or 0: no window; present and not a count: refused like any other key
+        let window = match content.metadata.get(&key("attention.sliding_window")) {
+            None => None,
+            Some(_) => Some(int(&key("attention.sliding_window"))?).filter(|w| *w > 0),
+        };
         // linear scaling is stated in the metadata; Llama 3's as per-frequency factors
         // (the `rope_freqs` tensor, which `Llama::from_tensors` applies)
         let rope_scaling = match content.metadata.get(&key("rope.scaling.type")) {

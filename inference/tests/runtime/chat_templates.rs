@@ -2,7 +2,8 @@
 //! `inference/src/chat/` and a whitespace-control template, over a few conversations,
 //! against the text Python's jinja2 gives in transformers' configuration (trim_blocks,
 //! lstrip_blocks, `raise_exception`; `tests/fixtures/chat_cases.py` regenerates the
-//! cases), and `strftime_now` against the system's `date`.
+//! cases), `strftime_now` against the system's `date`, and a GGUF's template given the
+//! bos/eos pieces its vocabulary names.
 
 use fleetmesh_inference::chat::{ChatTemplate, LLAMA3, MISTRAL, Message, PHI3};
 
@@ -63,4 +64,38 @@ fn strftime_now_is_todays_date_in_utc() {
     let t = ChatTemplate::new(r#"{{ strftime_now("%Z") }}"#, "", "").unwrap();
     let e = t.render(&[], false).unwrap_err().to_string();
     assert!(e.contains("%Z is not supported"), "{e}");
+}
+
+#[test]
+fn a_gguf_template_gets_the_bos_and_eos_pieces_its_vocabulary_names() {
+    use candle_core::quantized::gguf_file::{Value, write};
+    let dir = tempfile::tempdir().unwrap();
+    let pieces = ["a", "<s>", "</s>"]
+        .map(|p| Value::String(p.into()))
+        .to_vec();
+    let template =
+        Value::String("{{ bos_token }}{{ messages[0]['content'] }}{{ eos_token }}".into());
+    for (bos, eos, want) in [(1u32, 2u32, "<s>hi</s>"), (1, 99, "<s>hi")] {
+        let path = dir.path().join(format!("m{eos}.gguf"));
+        let (b, e, tokens) = (
+            Value::U32(bos),
+            Value::U32(eos),
+            Value::Array(pieces.clone()),
+        );
+        let meta = [
+            ("tokenizer.chat_template", &template),
+            ("tokenizer.ggml.tokens", &tokens),
+            ("tokenizer.ggml.bos_token_id", &b),
+            ("tokenizer.ggml.eos_token_id", &e),
+        ];
+        write(&mut std::fs::File::create(&path).unwrap(), &meta, &[]).unwrap();
+        let t = ChatTemplate::load_beside(&path).unwrap().unwrap();
+        let hi = Message {
+            role: "user".into(),
+            content: "hi".into(),
+        };
+        // an eos id outside the vocabulary is no piece, not a panic
+        assert_eq!(t.render(&[hi], false).unwrap(), want);
+        assert_eq!(t.eos_token(), want.strip_prefix("<s>hi").unwrap());
+    }
 }

@@ -168,6 +168,46 @@ fn architectures_the_runtime_does_not_run_are_refused_by_name() {
             .contains("\"gemma\" is not one of llama, qwen2, phi3"),
         "{e}"
     );
+    // a GGUF whose sliding window or rope scaling is not what the keys allow: refused
+    // naming the key, never run without it
+    use candle_core::quantized::gguf_file::{Content, Value, write};
+    let m = tempfile::tempdir().unwrap();
+    make_model(m.path(), &tiny_config_for("mistral").unwrap(), 3).unwrap();
+    let src = m.path().join("model.gguf");
+    for (key, value, says) in [
+        (
+            "llama.attention.sliding_window",
+            Value::String("16".into()),
+            "llama.attention.sliding_window",
+        ),
+        (
+            "llama.rope.scaling.type",
+            Value::String("yarn".into()),
+            "llama.rope.scaling.type: \"yarn\" is not supported",
+        ),
+    ] {
+        let mut f = std::fs::File::open(&src).unwrap();
+        let content = Content::read(&mut f).unwrap();
+        let mut meta: Vec<(String, Value)> = content
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        meta.retain(|(k, _)| k != key);
+        meta.push((key.into(), value));
+        let tensors: Vec<(String, candle_core::quantized::QTensor)> = content
+            .tensor_infos
+            .keys()
+            .map(|n| (n.clone(), content.tensor(&mut f, n, &Device::Cpu).unwrap()))
+            .collect();
+        let bad = m.path().join("bad.gguf");
+        let meta: Vec<(&str, &Value)> = meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let tens: Vec<(&str, &candle_core::quantized::QTensor)> =
+            tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+        write(&mut std::fs::File::create(&bad).unwrap(), &meta, &tens).unwrap();
+        let e = Llama::load_gguf(&bad).unwrap_err();
+        assert!(e.to_string().contains(says), "{key}: {e}");
+    }
 }
 
 /// candle-transformers' config for our `config.json`, plus `extra`.
