@@ -113,9 +113,8 @@ pub(crate) struct Node {
     /// `minItems`, `maxItems`.
     pub min_items: usize,
     pub max_items: Option<usize>,
-    /// `uniqueItems` over literal items (`unique.rs`): for each of the item node's
-    /// literals, the set of those equal to it as JSON values, itself included.
-    pub unique: Option<Vec<u128>>,
+    /// `uniqueItems` over literal items: the item node's literals in sets of equal ones.
+    pub unique: Option<super::unique::Unique>,
     /// `minLength`, `maxLength` in code points.
     pub min_len: usize,
     pub max_len: Option<usize>,
@@ -749,8 +748,8 @@ fn shortest(nodes: &[Node], i: usize) -> usize {
     }
     if n.kinds & ARRAY != 0 {
         // the items the array must hold, with a comma between them
-        let items = match n.unique {
-            Some(_) => n.unique_cost(nodes, 0, n.min_items),
+        let items = match &n.unique {
+            Some(u) => u.cost(0, n.min_items),
             None => n.items_cost(nodes, 0, n.min_items),
         }
         .saturating_sub(1);

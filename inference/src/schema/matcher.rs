@@ -340,8 +340,8 @@ fn child_done(g: &Grammar, stack: &mut [Frame], done: Option<u32>) {
         }) => {
             *count += 1;
             *stage = ArrStage::AfterItem;
-            if let (Some(i), Some(same)) = (done, &g.nodes[*node].unique) {
-                *used |= same[i as usize];
+            if let (Some(i), Some(u)) = (done, &g.nodes[*node].unique) {
+                *used |= u.same[i as usize];
             }
         }
         _ => {}
@@ -367,8 +367,8 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
             // the next item's frame: under `uniqueItems`, one of the values not yet written
             let next = |i: usize| match &n.unique {
                 None => Some(Frame::Value(n.item(i))),
-                Some(same) => {
-                    let cands: Vec<u32> = (0..same.len() as u32)
+                Some(u) => {
+                    let cands: Vec<u32> = (0..u.same.len() as u32)
                         .filter(|c| *used & (1u128 << c) == 0)
                         .collect();
                     (!cands.is_empty()).then_some(Frame::Lit {
@@ -702,26 +702,14 @@ fn frame_remaining(g: &Grammar, f: &Frame, above: Option<&Frame>) -> usize {
             let k = n.min_items.saturating_sub(done);
             let owed = match (&n.unique, stage, above) {
                 (None, ..) => n.items_cost(nodes, done, n.min_items),
-                (Some(same), ArrStage::Item, Some(Frame::Lit { src, cands, pos })) => {
-                    // the item being written becomes one of its candidates, and the owed
-                    // items are others: the least of both together, less what the literal
-                    // frame counts itself
-                    let left = |c: &u32| lit(g, *src, *c).len() - pos;
-                    let own = cands.iter().map(left).min().unwrap_or(NEVER);
-                    let joint = cands
-                        .iter()
-                        .map(|c| {
-                            left(c).saturating_add(n.unique_cost(
-                                nodes,
-                                *used | same[*c as usize],
-                                k,
-                            ))
-                        })
-                        .min()
-                        .unwrap_or(NEVER);
-                    joint.saturating_sub(own)
+                (Some(u), ArrStage::Item, Some(Frame::Lit { src, cands, pos })) => {
+                    // the item being written becomes one of its candidates and the owed
+                    // items are others: both together, less what the literal frame counts
+                    let left = |c: u32| lit(g, *src, c).len() - pos;
+                    let own = cands.iter().map(|c| left(*c)).min().unwrap_or(NEVER);
+                    u.cost_after(*used, k, cands, left).saturating_sub(own)
                 }
-                (Some(_), ..) => n.unique_cost(nodes, *used, k),
+                (Some(u), ..) => u.cost(*used, k),
             };
             match stage {
                 // the first item needs no comma

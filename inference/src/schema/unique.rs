@@ -1,9 +1,11 @@
 //! `uniqueItems` where the items are literals (an `enum` or `const`: tags, categories,
 //! flags): each value written is ruled out of the rest of the array, with every value equal
 //! to it as JSON Schema compares values (`1` and `1.0`). The matcher keeps the set of
-//! values written per array ([`MAX_UNIQUE`] bits); [`Node::unique_cost`] is what the
-//! shortest way to finish counts for the items still owed. Over any other items the
-//! keyword is refused when the schema compiles.
+//! values written per array ([`MAX_UNIQUE`] bits); [`Unique::cost`] and
+//! [`Unique::cost_after`] are what the shortest way to finish counts for the items still
+//! owed, from the sets of equal values sorted by length once, at compile time (the matcher
+//! asks at every step of the mask walk). Over any other items the keyword is refused when
+//! the schema compiles.
 
 use serde_json::Value;
 
@@ -13,35 +15,74 @@ use crate::Result;
 /// The most values the items of a `uniqueItems` array may take.
 pub(crate) const MAX_UNIQUE: usize = 128;
 
-impl Node {
-    /// [`Node::items_cost`] for `k` more items of a `uniqueItems` array ([`Node::unique`])
-    /// when the values in `used` are taken: the `k` shortest values left, one per set of
-    /// equal ones ([`NEVER`] when fewer are left).
-    pub fn unique_cost(&self, nodes: &[Node], used: u128, k: usize) -> usize {
-        let (Some(same), Some(lits)) = (&self.unique, &nodes[self.items].literals) else {
-            return NEVER;
-        };
+/// A `uniqueItems` array's item values (the item node's literals), in sets of equal ones.
+#[derive(Debug, Clone)]
+pub(crate) struct Unique {
+    /// For each literal, the literals equal to it, itself included: what writing it uses.
+    pub same: Vec<u128>,
+    /// Each set of equal values with the bytes of its shortest member plus the comma or
+    /// bracket beside it, cheapest first.
+    sets: Vec<(u128, usize)>,
+    /// For each literal, the bytes its set counts in `sets`.
+    cost_of: Vec<usize>,
+}
+
+impl Unique {
+    /// Bytes of `k` more items, each with the byte beside it, none from a set in `used`:
+    /// the `k` cheapest sets left ([`NEVER`] when fewer are left).
+    pub fn cost(&self, used: u128, k: usize) -> usize {
         if k == 0 {
             return 0;
         }
-        // the shortest member of each set of equal values not yet used
-        let mut lens: Vec<usize> = (0..same.len())
-            .filter(|i| used & (1u128 << i) == 0 && same[*i].trailing_zeros() as usize == *i)
-            .map(|i| {
-                (0..same.len())
-                    .filter(|j| same[i] & (1u128 << j) != 0)
-                    .map(|j| lits[j].len())
-                    .min()
-                    .unwrap_or(NEVER)
-            })
-            .collect();
-        if lens.len() < k {
+        let mut sum = 0usize;
+        let mut n = 0;
+        for (_, cost) in self.sets.iter().filter(|(m, _)| m & used == 0) {
+            sum = sum.saturating_add(*cost);
+            n += 1;
+            if n == k {
+                return sum.min(NEVER);
+            }
+        }
+        NEVER
+    }
+
+    /// [`Unique::cost`] while an item is being written that becomes one of `cands`, with
+    /// `left(c)` bytes to go for candidate `c`: the least over them of those bytes plus the
+    /// `k` owed items from the other sets.
+    pub fn cost_after(
+        &self,
+        used: u128,
+        k: usize,
+        cands: &[u32],
+        left: impl Fn(u32) -> usize,
+    ) -> usize {
+        // the k cheapest sets left, and the next one (what replaces a candidate's own set
+        // when that set is among the k)
+        let (mut sum, mut n, mut among, mut next) = (0usize, 0, 0u128, NEVER);
+        for (members, cost) in self.sets.iter().filter(|(m, _)| m & used == 0) {
+            if n == k {
+                next = *cost;
+                break;
+            }
+            sum = sum.saturating_add(*cost);
+            among |= members;
+            n += 1;
+        }
+        if n < k {
             return NEVER;
         }
-        lens.sort_unstable();
-        lens[..k]
+        cands
             .iter()
-            .fold(0usize, |a, l| a.saturating_add(l.saturating_add(1)))
+            .map(|c| {
+                let rest = if self.same[*c as usize] & among != 0 {
+                    sum.saturating_sub(self.cost_of[*c as usize]).saturating_add(next)
+                } else {
+                    sum
+                };
+                left(*c).saturating_add(rest)
+            })
+            .min()
+            .unwrap_or(NEVER)
             .min(NEVER)
     }
 }
@@ -57,7 +98,7 @@ pub(super) fn unique_items(
     at: &str,
     n: &Node,
     nodes: &[Node],
-) -> Result<Option<Vec<u128>>> {
+) -> Result<Option<Unique>> {
     match obj.get("uniqueItems") {
         None | Some(Value::Bool(false)) => return Ok(None),
         Some(Value::Bool(true)) => {}
@@ -83,18 +124,38 @@ pub(super) fn unique_items(
         .iter()
         .map(|l| serde_json::from_slice(l).expect("serialized at compile"))
         .collect();
-    Ok(Some(
-        values
-            .iter()
-            .map(|a| {
-                values
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, b)| json_equal(a, b))
-                    .fold(0u128, |set, (j, _)| set | (1u128 << j))
-            })
-            .collect(),
-    ))
+    let same: Vec<u128> = values
+        .iter()
+        .map(|a| {
+            values
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| json_equal(a, b))
+                .fold(0u128, |set, (j, _)| set | (1u128 << j))
+        })
+        .collect();
+    // one entry per set, named by its lowest member
+    let mut sets: Vec<(u128, usize)> = (0..same.len())
+        .filter(|i| same[*i].trailing_zeros() as usize == *i)
+        .map(|i| {
+            let shortest = (0..same.len())
+                .filter(|j| same[i] & (1u128 << j) != 0)
+                .map(|j| lits[j].len())
+                .min()
+                .unwrap_or(NEVER);
+            (same[i], shortest.saturating_add(1))
+        })
+        .collect();
+    sets.sort_by_key(|(_, cost)| *cost);
+    let cost_of = same
+        .iter()
+        .map(|s| sets.iter().find(|(m, _)| m == s).map_or(NEVER, |(_, c)| *c))
+        .collect();
+    Ok(Some(Unique {
+        same,
+        sets,
+        cost_of,
+    }))
 }
 
 /// Whether `a` and `b` are equal as JSON Schema compares values (`enum`, `uniqueItems`):
