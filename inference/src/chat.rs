@@ -4,11 +4,12 @@
 //! The template comes from `tokenizer_config.json` beside the tokenizer (`chat_template`,
 //! a string or a list of named templates, `default` taken) or from a GGUF file's
 //! `tokenizer.chat_template` (its `bos_token`/`eos_token` then the vocabulary's pieces of
-//! `tokenizer.ggml.bos_token_id`/`eos_token_id`, as llama.cpp's server passes them). It sees `messages`, `add_generation_prompt`, `bos_token` and
-//! `eos_token`, `raise_exception(msg)`, `strftime_now(format)` (Llama 3.1's date line) and
+//! `tokenizer.ggml.bos_token_id`/`eos_token_id`, as llama.cpp's server passes them). It
+//! sees `messages`, `add_generation_prompt`, `bos_token` and `eos_token`,
+//! `raise_exception(msg)`, `strftime_now(format)` (Llama 3.1's date line) and
 //! Python's string methods (`.strip()`, `.startswith()` …), and block tags trim as they do
-//! in transformers' environment (`trim_blocks`, `lstrip_blocks`). [`template_for`] gives a
-//! family's own format for models made here. A model without a template has no
+//! in transformers' environment (`trim_blocks`, `lstrip_blocks`). [`family_template`] gives
+//! a family's own format for models made here. A model without a template has no
 //! chat endpoint: [`ChatTemplate::load_beside`] returns `None` and the API says so.
 
 use std::path::Path;
@@ -264,26 +265,14 @@ pub const MISTRAL: &str = include_str!("chat/mistral.jinja");
 /// generation prompt opens `<|assistant|>`, else the conversation ends with `eos_token`.
 pub const PHI3: &str = include_str!("chat/phi3.jinja");
 
-/// Llama 3's format: a header per turn (`<|start_header_id|>role<|end_header_id|>`, a
-/// blank line), the text trimmed, `<|eot_id|>`.
-pub const LLAMA3: &str = include_str!("chat/llama3.jinja");
-
-/// The chat template of a model family's own format, for models made here: ChatML for
-/// `llama` and `qwen2` (the tiny Llama has always spoken it), [`MISTRAL`], [`PHI3`].
-pub fn template_for(model_type: &str) -> &'static str {
+/// A model family's own chat template and the end-of-turn string it writes after an
+/// answer, for models made here: ChatML for `llama` and `qwen2` (the tiny Llama has always
+/// spoken it), [`MISTRAL`], [`PHI3`].
+pub fn family_template(model_type: &str) -> (&'static str, &'static str) {
     match model_type {
-        "mistral" => MISTRAL,
-        "phi3" => PHI3,
-        _ => CHATML,
-    }
-}
-
-/// The end-of-turn string a family's template writes after an answer.
-pub fn eos_for(model_type: &str) -> &'static str {
-    match model_type {
-        "mistral" => "</s>",
-        "phi3" => "<|end|>",
-        _ => "<|im_end|>",
+        "mistral" => (MISTRAL, "</s>"),
+        "phi3" => (PHI3, "<|end|>"),
+        _ => (CHATML, "<|im_end|>"),
     }
 }
 

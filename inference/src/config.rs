@@ -104,7 +104,7 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Ve
 const MAX_ROPE_ENTRIES: usize = 1 << 27;
 
 /// The `model_type`s run.
-const FAMILIES: [&str; 4] = ["llama", "qwen2", "mistral", "phi3"];
+pub(crate) const FAMILIES: [&str; 4] = ["llama", "qwen2", "mistral", "phi3"];
 
 /// A `rope_scaling` that changes the frequencies.
 enum RopeScaling {

@@ -494,7 +494,7 @@ pub fn write_gguf(
         ),
         (
             "tokenizer.chat_template".to_owned(),
-            Value::String(crate::chat::template_for(&c.model_type).into()),
+            Value::String(crate::chat::family_template(&c.model_type).0.into()),
         ),
     ];
     if let Some(w) = c.window() {

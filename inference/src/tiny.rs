@@ -4,7 +4,7 @@
 //! weights as `model.gguf` (F32, laid out as llama.cpp's converter writes them; other file
 //! types with [`crate::gguf::convert_dir`]), with a
 //! byte-level `tokenizer.json` (id = byte) and a `tokenizer_config.json` with the family's
-//! chat template (ChatML for Llama and Qwen2, see [`crate::chat::template_for`]).
+//! chat template (ChatML for Llama and Qwen2, see [`crate::chat::family_template`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -97,8 +97,8 @@ pub fn tiny_config_for(arch: &str) -> Result<LlamaConfig> {
     }
 }
 
-/// The architectures [`tiny_config_for`] makes.
-pub const ARCHS: [&str; 4] = ["llama", "qwen2", "mistral", "phi3"];
+/// The architectures [`tiny_config_for`] makes: every family the runtime runs.
+pub const ARCHS: [&str; 4] = crate::config::FAMILIES;
 
 /// The tiny Mistral's sliding window.
 pub const TINY_WINDOW: usize = 16;
@@ -198,10 +198,11 @@ pub fn make_model(dir: &Path, c: &LlamaConfig, seed: u64) -> Result<()> {
     let path = dir.join("tokenizer.json");
     std::fs::write(&path, crate::tokenizer::byte_level_tokenizer_json())
         .map_err(|source| Error::Io { path, source })?;
+    let (template, eos) = crate::chat::family_template(&c.model_type);
     let tok_config = serde_json::json!({
-        "chat_template": crate::chat::template_for(&c.model_type),
+        "chat_template": template,
         "bos_token": null,
-        "eos_token": crate::chat::eos_for(&c.model_type),
+        "eos_token": eos,
         "tokenizer_class": "PreTrainedTokenizerFast",
     });
     let path = dir.join("tokenizer_config.json");

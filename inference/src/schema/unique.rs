@@ -75,7 +75,8 @@ impl Unique {
             .iter()
             .map(|c| {
                 let rest = if self.same[*c as usize] & among != 0 {
-                    sum.saturating_sub(self.cost_of[*c as usize]).saturating_add(next)
+                    sum.saturating_sub(self.cost_of[*c as usize])
+                        .saturating_add(next)
                 } else {
                     sum
                 };
