@@ -10,6 +10,7 @@
 
 use std::path::Path;
 
+use candle_core::quantized::gguf_file::Value;
 use candle_core::{DType, Device, Tensor};
 use fleetmesh_inference::gguf::{FileType, convert_dir};
 use fleetmesh_inference::tiny::{TINY_WINDOW, make_model, tiny_config_for};
@@ -168,46 +169,102 @@ fn architectures_the_runtime_does_not_run_are_refused_by_name() {
             .contains("\"gemma\" is not one of llama, qwen2, phi3"),
         "{e}"
     );
-    // a GGUF whose sliding window or rope scaling is not what the keys allow: refused
-    // naming the key, never run without it
-    use candle_core::quantized::gguf_file::{Content, Value, write};
+    // a GGUF whose sliding window, rope scaling or frequency factors are not what the keys
+    // allow: refused naming them, never run without them
     let m = tempfile::tempdir().unwrap();
     make_model(m.path(), &tiny_config_for("mistral").unwrap(), 3).unwrap();
     let src = m.path().join("model.gguf");
-    for (key, value, says) in [
+    let bad = m.path().join("bad.gguf");
+    let three = candle_core::Tensor::new(&[1f32, 2.0, 3.0], &Device::Cpu).unwrap();
+    for (key, value, extra, says) in [
         (
             "llama.attention.sliding_window",
             Value::String("16".into()),
+            None,
             "llama.attention.sliding_window",
         ),
         (
             "llama.rope.scaling.type",
             Value::String("yarn".into()),
+            None,
             "llama.rope.scaling.type: \"yarn\" is not supported",
         ),
+        (
+            "general.name",
+            Value::String("short factors".into()),
+            Some(("rope_freqs.weight", &three)),
+            "rope_freqs.weight: 3 factors, expected 8",
+        ),
     ] {
-        let mut f = std::fs::File::open(&src).unwrap();
-        let content = Content::read(&mut f).unwrap();
-        let mut meta: Vec<(String, Value)> = content
-            .metadata
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        meta.retain(|(k, _)| k != key);
-        meta.push((key.into(), value));
-        let tensors: Vec<(String, candle_core::quantized::QTensor)> = content
-            .tensor_infos
-            .keys()
-            .map(|n| (n.clone(), content.tensor(&mut f, n, &Device::Cpu).unwrap()))
-            .collect();
-        let bad = m.path().join("bad.gguf");
-        let meta: Vec<(&str, &Value)> = meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        let tens: Vec<(&str, &candle_core::quantized::QTensor)> =
-            tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
-        write(&mut std::fs::File::create(&bad).unwrap(), &meta, &tens).unwrap();
+        rewrite_gguf(&src, &bad, &[(key, value)], extra);
         let e = Llama::load_gguf(&bad).unwrap_err();
         assert!(e.to_string().contains(says), "{key}: {e}");
     }
+}
+
+/// `src` written again to `out` with the metadata `edits` (set or replaced) and `extra`
+/// as one more F32 tensor.
+fn rewrite_gguf(
+    src: &Path,
+    out: &Path,
+    edits: &[(&str, Value)],
+    extra: Option<(&str, &candle_core::Tensor)>,
+) {
+    use candle_core::quantized::QTensor;
+    use candle_core::quantized::gguf_file::{Content, write};
+    let mut f = std::fs::File::open(src).unwrap();
+    let content = Content::read(&mut f).unwrap();
+    let mut meta: Vec<(String, Value)> = content
+        .metadata
+        .iter()
+        .filter(|(k, _)| !edits.iter().any(|(e, _)| e == k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    meta.extend(edits.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+    let mut tensors: Vec<(String, QTensor)> = content
+        .tensor_infos
+        .keys()
+        .map(|n| (n.clone(), content.tensor(&mut f, n, &Device::Cpu).unwrap()))
+        .collect();
+    if let Some((name, t)) = extra {
+        let q = QTensor::quantize(t, candle_core::quantized::GgmlDType::F32).unwrap();
+        tensors.push((name.to_owned(), q));
+    }
+    let meta: Vec<(&str, &Value)> = meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tens: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    write(&mut std::fs::File::create(out).unwrap(), &meta, &tens).unwrap();
+}
+
+#[test]
+fn a_gguf_stating_linear_rope_scaling_runs_as_the_config_stating_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = tiny_config_for("llama").unwrap();
+    make_model(dir.path(), &c, 25).unwrap();
+    let scaled = dir.path().join("scaled.gguf");
+    rewrite_gguf(
+        &dir.path().join("model.gguf"),
+        &scaled,
+        &[
+            ("llama.rope.scaling.type", Value::String("linear".into())),
+            ("llama.rope.scaling.factor", Value::F32(4.0)),
+        ],
+        None,
+    );
+    let g = Llama::load_gguf(&scaled).unwrap();
+    let weights = std::fs::read(dir.path().join("model.safetensors")).unwrap();
+    let plain = Llama::from_safetensors_bytes(c.clone(), &weights, dir.path()).unwrap();
+    c.rope_scaling = Some(serde_json::json!({"type": "linear", "factor": 4.0}));
+    let linear = Llama::from_safetensors_bytes(c, &weights, dir.path()).unwrap();
+    let mut scaling_matters = false;
+    for prompt in prompts() {
+        let (want, _) = greedy(&linear, &prompt, 12);
+        assert_eq!(greedy(&g, &prompt, 12).0, want, "{prompt:?}");
+        scaling_matters |= greedy(&plain, &prompt, 12).0 != want;
+    }
+    assert!(
+        scaling_matters,
+        "the scaling changed no output: the test is blind"
+    );
 }
 
 /// candle-transformers' config for our `config.json`, plus `extra`.
