@@ -29,6 +29,7 @@ pub mod generate;
 pub mod gguf;
 pub mod model;
 mod placement;
+pub mod quant;
 pub mod quorum;
 #[cfg(feature = "remote")]
 pub mod remote;

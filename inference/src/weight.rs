@@ -1,9 +1,10 @@
 //! A projection's weights as the forward pass multiplies them, in the dtype they were
 //! stored in: dense F32, dense F16/BF16 (kept at half the memory; the activations are
 //! rounded to the weight's dtype for the product and the result widened back), or GGML
-//! block-quantized (Q8_0, Q4_0, Q4_K, Q6_K, …), multiplied by candle's quantized kernels
-//! (activations quantized to the matching dot-product blocks, as llama.cpp does) without
-//! ever expanding the weights to F32.
+//! block-quantized (Q8_0, Q4_0, Q4_K, Q6_K, …), multiplied by our kernels for Q8_0 and Q4_0
+//! on AVX2 CPUs ([`crate::quant`]) and candle's quantized kernels otherwise (activations
+//! quantized to the matching dot-product blocks, as llama.cpp does) without ever expanding
+//! the weights to F32.
 //!
 //! [`Weight::stack`] joins projections that read the same input (query, key and value;
 //! gate and up) into one product when their storage allows it: dense weights of one dtype
@@ -38,10 +39,24 @@ impl Weight {
                 .and_then(|x| x.matmul(&w.t()?))
                 .and_then(|y| y.to_dtype(DType::F32))
                 .op("projection"),
-            Weight::Quant(q) => x
-                .contiguous()
-                .and_then(|x| x.apply_op1_no_bwd(q.as_ref()))
-                .op("quantized projection"),
+            Weight::Quant(q) => {
+                if let Some(kind) = crate::quant::Kind::of(q.dtype())
+                    .filter(|_| x.device().is_cpu() && crate::quant::active())
+                {
+                    let (m, k) = x.dims2().op("quantized projection")?;
+                    let n = q.shape().dims()[0];
+                    let xs = x
+                        .flatten_all()
+                        .and_then(|x| x.to_vec1::<f32>())
+                        .op("quantized projection")?;
+                    let data = q.data().op("quantized projection")?;
+                    let out = crate::quant::matmul(kind, &data, n, &xs, m, k)?;
+                    return Tensor::from_vec(out, (m, n), x.device()).op("quantized projection");
+                }
+                x.contiguous()
+                    .and_then(|x| x.apply_op1_no_bwd(q.as_ref()))
+                    .op("quantized projection")
+            }
         }
     }
 

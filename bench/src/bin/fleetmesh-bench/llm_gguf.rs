@@ -13,6 +13,7 @@ use std::time::Duration;
 use fleetmesh_bench::median;
 use fleetmesh_inference::Llama;
 use fleetmesh_inference::gguf::{FileType, convert_dir};
+use fleetmesh_inference::quant;
 use fleetmesh_inference::tiny::make_model;
 
 use super::llm::{BATCH, DECODE, PROMPT, batch_prompts, big, ours, ours_batch, prompt};
@@ -74,7 +75,8 @@ fn llama_cpp(
 }
 
 /// Runs the comparison; `--ours-only TYPE` times our runtime alone on one file type, many
-/// rounds (for a profiler).
+/// rounds (for a profiler), with our quantized kernels and with candle's in alternate
+/// rounds where both can run, or with one of them (`ours`, `candle`).
 pub fn run(args: &[String]) {
     if let [flag, ty, rest @ ..] = args
         && flag == "--ours-only"
@@ -83,7 +85,13 @@ pub fn run(args: &[String]) {
         let rounds = rest
             .first()
             .map_or(20, |s| s.parse().unwrap_or_else(|_| super::usage()));
-        return ours_only(ft, rounds);
+        let sides: &[bool] = match rest.get(1).map(String::as_str) {
+            None if quant::active() => &[true, false],
+            None | Some("candle") => &[false],
+            Some("ours") => &[true],
+            Some(_) => super::usage(),
+        };
+        return ours_only(ft, rounds, sides);
     }
     let rounds = args
         .first()
@@ -147,23 +155,35 @@ pub fn run(args: &[String]) {
     }
 }
 
-fn ours_only(ft: FileType, rounds: usize) {
+fn ours_only(ft: FileType, rounds: usize, sides: &[bool]) {
     let dir = tempfile::tempdir().expect("tempdir");
     make_model(dir.path(), &big(), 7).expect("make model");
     let path = dir.path().join("m.gguf");
     convert_dir(dir.path(), ft, &path).expect("write the GGUF");
     let m = Llama::load_gguf(&path).expect("load ours");
     let prompt = prompt();
-    let (mut op, mut od) = (vec![], vec![]);
+    let mut times = vec![(vec![], vec![], vec![]); sides.len()];
+    let prompts = batch_prompts();
     for _ in 0..rounds {
-        let (p, d, _) = ours(&m, &prompt);
-        op.push(p);
-        od.push(d);
+        for (side, t) in sides.iter().zip(&mut times) {
+            quant::set_enabled(*side);
+            let (p, d, _) = ours(&m, &prompt);
+            t.0.push(p);
+            t.1.push(d);
+            t.2.push(ours_batch(&m, &prompts).1);
+        }
     }
-    println!(
-        "llm-gguf 88M {} ours: prefill {:.1} tok/s, decode {:.1} tok/s",
-        ft.name(),
-        PROMPT as f64 / median(op).as_secs_f64(),
-        DECODE as f64 / median(od).as_secs_f64()
-    );
+    quant::set_enabled(true);
+    for (side, (op, od, bd)) in sides.iter().zip(times) {
+        let (od, bd) = (median(od), median(bd));
+        println!(
+            "llm-gguf 88M {} ours ({} kernels): prefill {:.1} tok/s, decode {:.1} tok/s, batch {BATCH} decode {:.1} tok/s (x{:.2})",
+            ft.name(),
+            if *side { "our Q8_0/Q4_0" } else { "candle's" },
+            PROMPT as f64 / median(op).as_secs_f64(),
+            DECODE as f64 / od.as_secs_f64(),
+            (BATCH * DECODE) as f64 / bd.as_secs_f64(),
+            od.as_secs_f64() * BATCH as f64 / bd.as_secs_f64()
+        );
+    }
 }
