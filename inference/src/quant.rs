@@ -15,7 +15,7 @@
 //! block pair's integer dot product is exact, and the f32 sum runs in eight lanes,
 //! `acc += (d_w·d_x)·q`, even and odd blocks in separate accumulators (two dependency
 //! chains instead of one), added lane by lane, then one fixed horizontal sum. The AVX2
-//! path and the scalar [`matmul_reference`] (the same order) agree bit for bit; tests
+//! path and the scalar `matmul_reference` (the same order) agree bit for bit; tests
 //! check both, against candle's kernel and against a float64 product of the dequantized
 //! weights.
 
