@@ -256,6 +256,9 @@ mod avx2 {
 
     use super::{Acts, Kind, QK};
 
+    /// How far ahead of the block being multiplied its row is prefetched, in bytes.
+    const PREFETCH: usize = 512;
+
     /// One block of activations quantized as `quantize_block_scalar` does, to the bit.
     ///
     /// # Safety
@@ -366,6 +369,8 @@ mod avx2 {
             let wp = w.as_ptr();
             for b in 0..nb {
                 let p = wp.add(b * bytes);
+                // the weight row ahead, into L1 before it is needed (a hint: never faults)
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH) as *const i8);
                 let dw = scale(p);
                 let wv = values::<Q4>(p);
                 let aw = _mm256_sign_epi8(wv, wv);
