@@ -177,71 +177,91 @@ fn dot_scalar(kind: Kind, w: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
     hsum8(std::array::from_fn(|l| acc[0][l] + acc[1][l]))
 }
 
-fn check(kind: Kind, w: &[u8], n: usize, x: &[f32], m: usize, k: usize) -> Result<()> {
-    if !k.is_multiple_of(QK) || x.len() != m * k || w.len() != n * (k / QK) * kind.block_bytes() {
-        return Err(Error::Candle {
-            op: "quantized projection",
-            source: candle_core::Error::Msg(format!(
-                "{kind:?}: {n}×{k} weights in {} bytes against {} activations of {m} rows",
-                w.len(),
-                x.len()
-            )),
-        });
-    }
-    Ok(())
+/// A `rows × cols` matrix of GGML blocks of one kind, its size checked.
+pub(crate) struct Blocks<'a> {
+    kind: Kind,
+    bytes: &'a [u8],
+    rows: usize,
+    cols: usize,
 }
 
-/// `x · Wᵀ` (`m` rows of `k` activations against `n` weight rows of `k/32` blocks), on
-/// every core of candle's pool; row-major `m × n`. Callers check [`active`].
-pub(crate) fn matmul(
-    kind: Kind,
-    w: &[u8],
-    n: usize,
-    x: &[f32],
-    m: usize,
-    k: usize,
-) -> Result<Vec<f32>> {
-    check(kind, w, n, x, m, k)?;
+impl<'a> Blocks<'a> {
+    pub(crate) fn new(kind: Kind, bytes: &'a [u8], rows: usize, cols: usize) -> Result<Self> {
+        if !cols.is_multiple_of(QK) || bytes.len() != rows * (cols / QK) * kind.block_bytes() {
+            return Err(size_error(format!(
+                "{kind:?}: {rows}×{cols} weights in {} bytes",
+                bytes.len()
+            )));
+        }
+        Ok(Blocks {
+            kind,
+            bytes,
+            rows,
+            cols,
+        })
+    }
+
+    /// Row `c`'s blocks.
+    fn row(&self, c: usize) -> &'a [u8] {
+        let len = self.cols / QK * self.kind.block_bytes();
+        &self.bytes[c * len..(c + 1) * len]
+    }
+
+    /// Refuses activations that are not `m` rows as wide as the matrix.
+    fn check(&self, x: &[f32], m: usize) -> Result<()> {
+        if x.len() != m * self.cols {
+            return Err(size_error(format!(
+                "{} activations for {m} rows of {}",
+                x.len(),
+                self.cols
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn size_error(msg: String) -> Error {
+    Error::Candle {
+        op: "quantized projection",
+        source: candle_core::Error::Msg(msg),
+    }
+}
+
+/// `x · Wᵀ` (`m` rows of activations as wide as `w`), on every core of candle's pool;
+/// row-major `m × rows`. Callers check [`active`].
+pub(crate) fn matmul(w: &Blocks<'_>, x: &[f32], m: usize) -> Result<Vec<f32>> {
+    w.check(x, m)?;
     #[cfg(target_arch = "x86_64")]
     if cpu_has_avx2() {
+        let (n, k) = (w.rows, w.cols);
         let acts = quantize(x, true);
         let mut out = vec![0f32; m * n];
         let out_ptr = out.as_mut_ptr() as usize;
-        let nb = k / QK;
-        let row_bytes = nb * kind.block_bytes();
         candle_core::utils::barrier_pool().execute_chunked(n, |cols| {
             for c in cols {
-                let wrow = &w[c * row_bytes..(c + 1) * row_bytes];
-                // SAFETY: the CPU has AVX2/FMA/F16C; the slices hold `nb` blocks per row;
-                // each (row, c) of `out` is written by this work item only.
-                unsafe { avx2::column(kind, wrow, &acts, m, k, out_ptr as *mut f32, n, c) };
+                // SAFETY: the CPU has AVX2/FMA/F16C; a row holds `k/32` blocks; each
+                // (row, c) of `out` is written by this work item only.
+                unsafe { avx2::column(w.kind, w.row(c), &acts, m, k, out_ptr as *mut f32, n, c) };
             }
         });
         return Ok(out);
     }
-    matmul_reference(kind, w, n, x, m, k)
+    matmul_reference(w, x, m)
 }
 
 /// [`matmul`] in scalar code, one product at a time: the reference the SIMD path equals
 /// bit for bit (and the path of CPUs without AVX2).
-pub(crate) fn matmul_reference(
-    kind: Kind,
-    w: &[u8],
-    n: usize,
-    x: &[f32],
-    m: usize,
-    k: usize,
-) -> Result<Vec<f32>> {
-    check(kind, w, n, x, m, k)?;
+pub(crate) fn matmul_reference(w: &Blocks<'_>, x: &[f32], m: usize) -> Result<Vec<f32>> {
+    w.check(x, m)?;
+    let (n, k) = (w.rows, w.cols);
     let acts = quantize(x, false);
     let nb = k / QK;
-    let row_bytes = nb * kind.block_bytes();
     let mut out = vec![0f32; m * n];
     for r in 0..m {
         for c in 0..n {
             out[r * n + c] = dot_scalar(
-                kind,
-                &w[c * row_bytes..(c + 1) * row_bytes],
+                w.kind,
+                w.row(c),
                 &acts.qs[r * k..(r + 1) * k],
                 &acts.d[r * nb..(r + 1) * nb],
             );
@@ -522,8 +542,9 @@ mod tests {
             ] {
                 let (w, deq) = weights(kind, n, k, &mut seed);
                 let x = acts(m, k, &mut seed);
-                let reference = matmul_reference(kind, &w, n, &x, m, k).unwrap();
-                let fast = matmul(kind, &w, n, &x, m, k).unwrap();
+                let blocks = Blocks::new(kind, &w, n, k).unwrap();
+                let reference = matmul_reference(&blocks, &x, m).unwrap();
+                let fast = matmul(&blocks, &x, m).unwrap();
                 assert_eq!(
                     fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                     reference.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -571,7 +592,7 @@ mod tests {
                 .unwrap()
                 .to_vec1()
                 .unwrap();
-            let ours = matmul_reference(kind, &w, n, &x, m, k).unwrap();
+            let ours = matmul_reference(&Blocks::new(kind, &w, n, k).unwrap(), &x, m).unwrap();
             for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
                 // candle's summation order differs where its tiled kernels run (VNNI):
                 // a few f32 roundings of the terms' magnitude
@@ -590,9 +611,11 @@ mod tests {
     #[test]
     fn mismatched_sizes_are_refused() {
         let w = vec![0u8; 34 * 2];
-        assert!(matmul(Kind::Q8_0, &w, 2, &[0.0; 32], 1, 32).is_ok());
-        assert!(matmul(Kind::Q8_0, &w, 3, &[0.0; 32], 1, 32).is_err());
-        assert!(matmul(Kind::Q8_0, &w, 2, &[0.0; 31], 1, 32).is_err());
-        assert!(matmul(Kind::Q4_0, &w, 2, &[0.0; 48], 1, 48).is_err());
+        let blocks = Blocks::new(Kind::Q8_0, &w, 2, 32).unwrap();
+        assert!(matmul(&blocks, &[0.0; 32], 1).is_ok());
+        assert!(matmul(&blocks, &[0.0; 31], 1).is_err());
+        assert!(matmul(&blocks, &[0.0; 32], 2).is_err());
+        assert!(Blocks::new(Kind::Q8_0, &w, 3, 32).is_err());
+        assert!(Blocks::new(Kind::Q4_0, &w, 2, 48).is_err());
     }
 }

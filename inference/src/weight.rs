@@ -50,7 +50,8 @@ impl Weight {
                         .and_then(|x| x.to_vec1::<f32>())
                         .op("quantized projection")?;
                     let data = q.data().op("quantized projection")?;
-                    let out = crate::quant::matmul(kind, &data, n, &xs, m, k)?;
+                    let blocks = crate::quant::Blocks::new(kind, &data, n, k)?;
+                    let out = crate::quant::matmul(&blocks, &xs, m)?;
                     return Tensor::from_vec(out, (m, n), x.device()).op("quantized projection");
                 }
                 x.contiguous()
