@@ -1,8 +1,9 @@
 //! # fleetmesh-inference
 //!
 //! LLM inference for fleetmesh: a Llama-family decoder on candle ([`Llama`]: F32, F16,
-//! BF16 or GGML-quantized weights — Q8_0/Q4_0 through our AVX2 kernels, [`quant`] — KV cache) loaded from a Hugging Face model directory or a GGUF file; greedy and
-//! seeded sampling with a per-step [`Transcript`] ([`generate`]); continuous batching of
+//! BF16 or GGML-quantized weights — Q8_0, Q4_0, Q4_K and Q6_K through our AVX2 kernels,
+//! [`quant`] — KV cache) loaded from a Hugging Face model directory or a GGUF file; greedy
+//! and seeded sampling with a per-step [`Transcript`] ([`generate`]); continuous batching of
 //! concurrent generations ([`Batcher`]); chat templates ([`chat`]); executors — the local
 //! runtime and, with the `remote` feature, OpenAI-compatible endpoints ([`executor`],
 //! `remote`) — and the `quasi-deterministic` 2-of-3 quorum over them ([`quorum`]); and a

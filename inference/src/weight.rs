@@ -1,8 +1,8 @@
 //! A projection's weights as the forward pass multiplies them, in the dtype they were
 //! stored in: dense F32, dense F16/BF16 (kept at half the memory; the activations are
 //! rounded to the weight's dtype for the product and the result widened back), or GGML
-//! block-quantized (Q8_0, Q4_0, Q4_K, Q6_K, …), multiplied by our kernels for Q8_0 and Q4_0
-//! on AVX2 CPUs ([`crate::quant`]) and candle's quantized kernels otherwise (activations
+//! block-quantized (Q8_0, Q4_0, Q4_K, Q6_K, …), multiplied by our kernels for Q8_0, Q4_0,
+//! Q4_K and Q6_K on AVX2 CPUs ([`crate::quant`]) and candle's quantized kernels otherwise (activations
 //! quantized to the matching dot-product blocks, as llama.cpp does) without ever expanding
 //! the weights to F32.
 //!

@@ -179,7 +179,7 @@ fn ours_only(ft: FileType, rounds: usize, sides: &[bool]) {
         println!(
             "llm-gguf 88M {} ours ({} kernels): prefill {:.1} tok/s, decode {:.1} tok/s, batch {BATCH} decode {:.1} tok/s (x{:.2})",
             ft.name(),
-            if *side { "our Q8_0/Q4_0" } else { "candle's" },
+            if *side { "our" } else { "candle's" },
             PROMPT as f64 / median(op).as_secs_f64(),
             DECODE as f64 / od.as_secs_f64(),
             (BATCH * DECODE) as f64 / bd.as_secs_f64(),
