@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{Acts, Kind, QK, QK_K};
+use super::{Acts, Blocks, Kind, QK, QK_K};
 
 /// How far ahead of the block being multiplied its row is prefetched, in bytes.
 const PREFETCH: usize = 512;
@@ -391,40 +391,43 @@ unsafe fn tile<const R: usize>(kind: Kind, w: &[u8], x: &Rows) -> [f32; R] {
     }
 }
 
-/// Every row of `acts` against weight row `c`, into column `c` of `out` (`m × n`).
+/// Every row of `acts` against weight rows `cols` of `w`, into those columns of `out`
+/// (`m × w.rows`).
 ///
 /// # Safety
-/// AVX2, FMA and F16C; `w` holds `k` values of `kind`'s blocks; `acts` holds `m` rows of
-/// `k` values quantized for `kind`; `out` holds `m × n` values.
-#[allow(clippy::too_many_arguments)]
+/// AVX2, FMA and F16C; `acts` holds `m` rows of `w.cols` values quantized for `w.kind`;
+/// `out` holds `m × w.rows` values; `cols` lies within `0..w.rows`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn column(
-    kind: Kind,
-    w: &[u8],
+pub(super) unsafe fn columns(
+    w: &Blocks<'_>,
     acts: &Acts,
     m: usize,
-    k: usize,
     out: *mut f32,
-    n: usize,
-    c: usize,
+    cols: std::ops::Range<usize>,
 ) {
     unsafe {
-        let mut r0 = 0;
-        while r0 < m {
-            let rows = (m - r0).min(4);
-            let x = Rows::new(acts, r0, k);
-            let put = |vals: &[f32]| {
-                for (i, v) in vals.iter().enumerate() {
-                    *out.add((r0 + i) * n + c) = *v;
+        let (k, n) = (w.cols, w.rows);
+        let row_bytes = k / w.kind.block_len() * w.kind.block_bytes();
+        // the tiles of up to four rows of activations, worked out once for every column
+        let tiles: Vec<(usize, usize, Rows)> = (0..m)
+            .step_by(4)
+            .map(|r0| (r0, (m - r0).min(4), Rows::new(acts, r0, k)))
+            .collect();
+        for c in cols {
+            let row = w.bytes.get_unchecked(c * row_bytes..(c + 1) * row_bytes);
+            for (r0, rows, x) in &tiles {
+                let put = |vals: &[f32]| {
+                    for (i, v) in vals.iter().enumerate() {
+                        *out.add((r0 + i) * n + c) = *v;
+                    }
+                };
+                match rows {
+                    4 => put(&tile::<4>(w.kind, row, x)),
+                    3 => put(&tile::<3>(w.kind, row, x)),
+                    2 => put(&tile::<2>(w.kind, row, x)),
+                    _ => put(&tile::<1>(w.kind, row, x)),
                 }
-            };
-            match rows {
-                4 => put(&tile::<4>(kind, w, &x)),
-                3 => put(&tile::<3>(kind, w, &x)),
-                2 => put(&tile::<2>(kind, w, &x)),
-                _ => put(&tile::<1>(kind, w, &x)),
             }
-            r0 += rows;
         }
     }
 }

@@ -244,25 +244,11 @@ pub(crate) fn matmul(w: &Blocks<'_>, x: &[f32], m: usize) -> Result<Vec<f32>> {
         let acts = Acts::new(x, w.kind, true);
         let mut out = vec![0f32; m * n];
         let out_ptr = out.as_mut_ptr() as usize;
-        candle_core::utils::barrier_pool().execute_chunked(n, |cols| {
-            for c in cols {
-                // SAFETY: the CPU has AVX2/FMA/F16C; a row holds `cols/len` whole blocks and
-                // `acts` `m` rows as wide; each (row, c) of `out` is written by this work
-                // item only.
-                unsafe {
-                    avx2::column(
-                        w.kind,
-                        w.row(c),
-                        &acts,
-                        m,
-                        w.cols,
-                        out_ptr as *mut f32,
-                        n,
-                        c,
-                    )
-                };
-            }
-        });
+        // SAFETY: the CPU has AVX2/FMA/F16C; `acts` holds `m` rows as wide as `w`; `out`
+        // holds `m × n`; each column range is given to one work item only, which alone
+        // writes those columns.
+        let run = |cols| unsafe { avx2::columns(w, &acts, m, out_ptr as *mut f32, cols) };
+        candle_core::utils::barrier_pool().execute_chunked(n, run);
         return Ok(out);
     }
     matmul_reference(w, x, m)
