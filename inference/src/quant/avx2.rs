@@ -191,6 +191,35 @@ impl Rows {
     }
 }
 
+/// Block `b` of a Q8_0/Q4_0 weight row against `R` rows of activations, into `acc`.
+///
+/// # Safety
+/// AVX2, FMA and F16C; block `b` lies within `w`; `x` holds `R` rows of `k` values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn block_q8<const R: usize, const Q4: bool>(
+    w: &[u8],
+    bytes: usize,
+    x: &Rows,
+    b: usize,
+    acc: &mut [__m256; R],
+) {
+    unsafe {
+        let p = w.as_ptr().add(b * bytes);
+        prefetch(p, 1);
+        let dw = f16_at(p);
+        let wv = q8_values::<Q4>(p);
+        let aw = _mm256_sign_epi8(wv, wv);
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let y = _mm256_loadu_si256(x.xq.add(r * x.k + b * QK) as *const __m256i);
+            let sy = _mm256_sign_epi8(y, wv);
+            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), _mm256_set1_epi16(1));
+            let d = _mm256_set1_ps(dw * *x.xd.add(r * x.nb + b));
+            *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot), *acc);
+        }
+    }
+}
+
 /// `R` rows of Q8_0 activations against one Q8_0/Q4_0 weight row.
 ///
 /// # Safety
@@ -199,25 +228,19 @@ impl Rows {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn tile_q8<const R: usize, const Q4: bool>(w: &[u8], bytes: usize, x: &Rows) -> [f32; R] {
     unsafe {
-        let ones = _mm256_set1_epi16(1);
-        // even and odd blocks in separate accumulators: two FMA dependency chains,
-        // which a single row would otherwise wait on
-        let mut acc = [[_mm256_setzero_ps(); R]; 2];
-        for b in 0..x.nb {
-            let p = w.as_ptr().add(b * bytes);
-            prefetch(p, 1);
-            let dw = f16_at(p);
-            let wv = q8_values::<Q4>(p);
-            let aw = _mm256_sign_epi8(wv, wv);
-            for (r, acc) in acc[b % 2].iter_mut().enumerate() {
-                let y = _mm256_loadu_si256(x.xq.add(r * x.k + b * QK) as *const __m256i);
-                let sy = _mm256_sign_epi8(y, wv);
-                let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones);
-                let d = _mm256_set1_ps(dw * *x.xd.add(r * x.nb + b));
-                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot), *acc);
-            }
+        // even and odd blocks in separate accumulators: two FMA dependency chains, which a
+        // single row would otherwise wait on; each named, so that both stay in registers
+        let mut even = [_mm256_setzero_ps(); R];
+        let mut odd = [_mm256_setzero_ps(); R];
+        let mut b = 0;
+        while b + 1 < x.nb {
+            block_q8::<R, Q4>(w, bytes, x, b, &mut even);
+            block_q8::<R, Q4>(w, bytes, x, b + 1, &mut odd);
+            b += 2;
         }
-        let [even, odd] = acc;
+        if b < x.nb {
+            block_q8::<R, Q4>(w, bytes, x, b, &mut even);
+        }
         std::array::from_fn(|r| hsum(_mm256_add_ps(even[r], odd[r])))
     }
 }
