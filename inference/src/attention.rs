@@ -3,7 +3,8 @@
 //! (`[position][kv head][head width]`, the layout the projection writes them in), so a step
 //! appends its rows in place instead of concatenating the whole cache again. A decoded
 //! row (one new token) is attended here directly — dot products, softmax and the weighted
-//! sum over its cache, no tensor operations, the decoded rows of a batch in parallel;
+//! sum over its cache, no tensor operations, every head of every decoded row a work item
+//! on candle's thread pool;
 //! prompt rows (several new tokens) go through
 //! candle's matrix products with a causal mask, their keys and values read from the cache.
 //! The rotary tables and the masks (with a sliding window) are built here for both the
@@ -115,58 +116,72 @@ pub(crate) fn layer(
             decoded.push((&rows[start * h.row()..][..qw], &**kv, total, chunk));
         }
     }
-    let run = |(q, kv, total, out): (&[f32], &HostKv, usize, &mut [f32])| {
-        // a position sees itself and the window − 1 before it
-        let first = window.map_or(0, |w| total.saturating_sub(w));
-        decode_row(q, kv, first..total, h, scale, out)
+    // each (decoded row, query head) is one work item on candle's pool, the threads the
+    // products run on (a second pool would compete with its spinning workers for cores)
+    let heads: Vec<_> = decoded
+        .into_iter()
+        .flat_map(|(q, kv, total, out)| {
+            // a position sees itself and the window − 1 before it
+            let seen = window.map_or(0, |w| total.saturating_sub(w))..total;
+            out.chunks_exact_mut(h.width)
+                .enumerate()
+                .map(move |(head, o)| (q, kv, seen.clone(), head, std::sync::Mutex::new(o)))
+        })
+        .collect();
+    let run = |items: std::ops::Range<usize>| {
+        let mut scores = Vec::new();
+        for (q, kv, seen, head, out) in &heads[items] {
+            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+            decode_head(q, kv, seen.clone(), h, *head, scale, &mut scores, &mut out);
+        }
     };
-    if decoded.len() > 1 {
-        use rayon::prelude::*;
-        decoded.into_par_iter().for_each(run);
+    if heads.len() > 1 {
+        candle_core::utils::barrier_pool().execute_chunked(heads.len(), run);
     } else {
-        decoded.into_iter().for_each(run);
+        run(0..heads.len());
     }
     Tensor::from_vec(out, (n, qw), &Device::Cpu).op("attention")
 }
 
-/// Attention of one new row (`q`: every query head) over the cached positions `seen`.
-fn decode_row(
+/// Query head `head` of one new row (`q`: every query head) over the cached positions
+/// `seen`, into `out` (one head's width, zeroed); `scores` is scratch space.
+#[allow(clippy::too_many_arguments)]
+fn decode_head(
     q: &[f32],
     kv: &HostKv,
     seen: std::ops::Range<usize>,
     h: Heads,
+    head: usize,
     scale: f32,
+    scores: &mut Vec<f32>,
     out: &mut [f32],
 ) {
-    let group = h.q / h.kv;
     let kw = h.kv * h.width;
+    let g = head / (h.q / h.kv);
     let first = seen.start;
-    let mut scores = vec![0f32; seen.len()];
-    for head in 0..h.q {
-        let g = head / group;
-        let qh = &q[head * h.width..][..h.width];
-        let mut max = f32::NEG_INFINITY;
-        for (t, s) in scores.iter_mut().enumerate() {
-            let t = first + t;
-            *s = dot(qh, &kv.k[t * kw + g * h.width..][..h.width]) * scale;
-            max = max.max(*s);
+    let qh = &q[head * h.width..][..h.width];
+    scores.clear();
+    scores.resize(seen.len(), 0.0);
+    let mut max = f32::NEG_INFINITY;
+    for (t, s) in scores.iter_mut().enumerate() {
+        let t = first + t;
+        *s = dot(qh, &kv.k[t * kw + g * h.width..][..h.width]) * scale;
+        max = max.max(*s);
+    }
+    let mut sum = 0f32;
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    for (t, p) in scores.iter().enumerate() {
+        let t = first + t;
+        let v = &kv.v[t * kw + g * h.width..][..h.width];
+        for (o, v) in out.iter_mut().zip(v) {
+            *o += p * v;
         }
-        let mut sum = 0f32;
-        for s in scores.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
-        }
-        let o = &mut out[head * h.width..][..h.width];
-        for (t, p) in scores.iter().enumerate() {
-            let t = first + t;
-            let v = &kv.v[t * kw + g * h.width..][..h.width];
-            for (o, v) in o.iter_mut().zip(v) {
-                *o += p * v;
-            }
-        }
-        for o in o.iter_mut() {
-            *o /= sum;
-        }
+    }
+    for o in out.iter_mut() {
+        *o /= sum;
     }
 }
 

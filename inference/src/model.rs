@@ -545,9 +545,14 @@ impl Llama {
             let h = rms_norm(&x, &layer.ffn_norm, c.rms_norm_eps)?;
             let gate_up = project(&h, &layer.w_gate_up)?;
             let i_ = c.intermediate_size;
-            let gate = gate_up.narrow(1, 0, i_).op("mlp gate")?;
-            let up = gate_up.narrow(1, i_, i_).op("mlp up")?;
-            let mlp = layer.w_down.forward(&(silu(&gate)? * up).op("mlp")?)?;
+            let act = if cpu {
+                silu_mul_host(&gate_up, i_)?
+            } else {
+                let gate = gate_up.narrow(1, 0, i_).op("mlp gate")?;
+                let up = gate_up.narrow(1, i_, i_).op("mlp up")?;
+                (silu(&gate)? * up).op("mlp")?
+            };
+            let mlp = layer.w_down.forward(&act)?;
             x = (x + mlp).op("residual")?;
         }
         for ((_, seq, past), (_, cache)) in spans.iter().zip(batch.iter_mut()) {
@@ -699,6 +704,43 @@ fn softmax_last(x: &Tensor) -> Result<Tensor> {
 
 fn silu(x: &Tensor) -> Result<Tensor> {
     x.silu().op("silu")
+}
+
+/// `silu(gate) · up` from the rows of `[gate | up]` (each `2·width` wide), on the CPU in one
+/// pass split over candle's pool; the arithmetic of candle's `silu` then `mul`, to the bit.
+fn silu_mul_host(gate_up: &Tensor, width: usize) -> Result<Tensor> {
+    let rows = gate_up.dim(0).op("mlp")?;
+    let v: Vec<f32> = gate_up.flatten_all().and_then(|t| t.to_vec1()).op("mlp")?;
+    let mut out = vec![0f32; rows * width];
+    // pieces of at least a thousand values: below that the pool's hand-off costs more
+    let piece = 1024.min(width);
+    let pieces: Vec<std::sync::Mutex<(usize, &mut [f32])>> = out
+        .chunks_mut(piece)
+        .enumerate()
+        .map(|(i, o)| std::sync::Mutex::new((i * piece, o)))
+        .collect();
+    let run = |items: std::ops::Range<usize>| {
+        for item in &pieces[items] {
+            let mut item = item.lock().unwrap_or_else(|e| e.into_inner());
+            let (start, ref mut o) = *item;
+            let (mut r, mut c) = (start / width, start % width);
+            for o in o.iter_mut() {
+                let g = v[r * 2 * width + c];
+                *o = (g / (1.0 + (-g).exp())) * v[r * 2 * width + width + c];
+                c += 1;
+                if c == width {
+                    (r, c) = (r + 1, 0);
+                }
+            }
+        }
+    };
+    if pieces.len() > 1 {
+        candle_core::utils::barrier_pool().execute_chunked(pieces.len(), run);
+    } else {
+        run(0..pieces.len());
+    }
+    drop(pieces);
+    Tensor::from_vec(out, (rows, width), gate_up.device()).op("mlp")
 }
 
 /// The model digest: SHA-256 over the weight files, as transcripts and receipts name the
