@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 use super::{Acts, Blocks, Kind, QK, QK_K};
 
 /// How far ahead of the block being multiplied its row is prefetched, in bytes.
-const PREFETCH: usize = 512;
+const PREFETCH: usize = 1536;
 
 /// `round(v · s)` half away from zero, NaN as 0 (as `f32 as i8` makes it), in i32 lanes.
 ///
