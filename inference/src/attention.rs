@@ -4,7 +4,7 @@
 //! appends its rows in place instead of concatenating the whole cache again. A decoded
 //! row (one new token) is attended here directly — dot products, softmax and the weighted
 //! sum over its cache, no tensor operations, every head of every decoded row a work item
-//! on candle's thread pool;
+//! on the thread pool the layer's products use ([`Pool`]);
 //! prompt rows (several new tokens) go through
 //! candle's matrix products with a causal mask, their keys and values read from the cache.
 //! The rotary tables and the masks (with a sliding window) are built here for both the
@@ -13,6 +13,32 @@
 use candle_core::{Device, Tensor};
 
 use crate::error::{CandleContext, Result};
+
+/// The threads a layer's host-side work runs on: the pool its products use
+/// ([`crate::weight::Weight::pool`]), since on a machine with few cores a second pool's
+/// spinning workers take cores from the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pool {
+    /// candle's barrier pool (its quantized products, ours, its element-wise operations).
+    Candle,
+    /// rayon's global pool (candle's gemm for dense weights).
+    Rayon,
+}
+
+impl Pool {
+    /// Runs `f` over `0..n` in ranges, on this pool's threads (inline for one item).
+    pub(crate) fn run(self, n: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
+        match (n, self) {
+            (0, _) => {}
+            (1, _) => f(0..1),
+            (_, Pool::Candle) => candle_core::utils::barrier_pool().execute_chunked(n, f),
+            (_, Pool::Rayon) => {
+                use rayon::prelude::*;
+                (0..n).into_par_iter().for_each(|i| f(i..i + 1));
+            }
+        }
+    }
+}
 
 /// One layer's keys and values, position-major.
 #[derive(Debug, Default, Clone)]
@@ -74,8 +100,10 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// (first row, new rows, positions already cached); `cos`/`sin` are the rotary tables
 /// (position-major, width / 2 per position); `masks` the causal masks of the spans with
 /// more than one row (the sliding window in them), `window` the model's sliding window
-/// for the decoded rows. The new keys and values are appended to each sequence's `kv`.
-/// Returns the attention output, (rows, q·width).
+/// for the decoded rows; `pool` the threads the decoded rows run on. The new keys and
+/// values are appended to each sequence's `kv`. Returns the attention output,
+/// (rows, q·width).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn layer(
     qkv: &Tensor,
     spans: &[(usize, usize, usize)],
@@ -84,6 +112,7 @@ pub(crate) fn layer(
     (cos, sin): (&[f32], &[f32]),
     masks: &[Option<Tensor>],
     window: Option<usize>,
+    pool: Pool,
 ) -> Result<Tensor> {
     let mut rows: Vec<f32> = qkv.flatten_all().and_then(|t| t.to_vec1()).op("qkv")?;
     let (qw, kw) = (h.q * h.width, h.kv * h.width);
@@ -116,8 +145,7 @@ pub(crate) fn layer(
             decoded.push((&rows[start * h.row()..][..qw], &**kv, total, chunk));
         }
     }
-    // each (decoded row, query head) is one work item on candle's pool, the threads the
-    // products run on (a second pool would compete with its spinning workers for cores)
+    // each (decoded row, query head) is one work item on the pool the products run on
     let heads: Vec<_> = decoded
         .into_iter()
         .flat_map(|(q, kv, total, out)| {
@@ -135,11 +163,7 @@ pub(crate) fn layer(
             decode_head(q, kv, seen.clone(), h, *head, scale, &mut scores, &mut out);
         }
     };
-    if heads.len() > 1 {
-        candle_core::utils::barrier_pool().execute_chunked(heads.len(), run);
-    } else {
-        run(0..heads.len());
-    }
+    pool.run(heads.len(), run);
     Tensor::from_vec(out, (n, qw), &Device::Cpu).op("attention")
 }
 

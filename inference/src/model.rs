@@ -19,7 +19,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 
 use crate::LlamaConfig;
-use crate::attention::{Heads, HostKv, causal_mask, rope_tables, rope_tensor as rope};
+use crate::attention::{Heads, HostKv, Pool, causal_mask, rope_tables, rope_tensor as rope};
 use crate::error::{CandleContext, Error, Result};
 use crate::weight::Weight;
 
@@ -538,6 +538,7 @@ impl Llama {
                     (&self.rope_host.0, &self.rope_host.1),
                     &masks,
                     window,
+                    layer.w_down.pool(),
                 )?
             };
             let attn = layer.wo.forward(&attn)?;
@@ -546,7 +547,7 @@ impl Llama {
             let gate_up = project(&h, &layer.w_gate_up)?;
             let i_ = c.intermediate_size;
             let act = if cpu {
-                silu_mul_host(&gate_up, i_)?
+                silu_mul_host(&gate_up, i_, layer.w_down.pool())?
             } else {
                 let gate = gate_up.narrow(1, 0, i_).op("mlp gate")?;
                 let up = gate_up.narrow(1, i_, i_).op("mlp up")?;
@@ -707,8 +708,8 @@ fn silu(x: &Tensor) -> Result<Tensor> {
 }
 
 /// `silu(gate) · up` from the rows of `[gate | up]` (each `2·width` wide), on the CPU in one
-/// pass split over candle's pool; the arithmetic of candle's `silu` then `mul`, to the bit.
-fn silu_mul_host(gate_up: &Tensor, width: usize) -> Result<Tensor> {
+/// pass split over `pool`; the arithmetic of candle's `silu` then `mul`, to the bit.
+fn silu_mul_host(gate_up: &Tensor, width: usize, pool: Pool) -> Result<Tensor> {
     let rows = gate_up.dim(0).op("mlp")?;
     let v: Vec<f32> = gate_up.flatten_all().and_then(|t| t.to_vec1()).op("mlp")?;
     let mut out = vec![0f32; rows * width];
@@ -734,11 +735,7 @@ fn silu_mul_host(gate_up: &Tensor, width: usize) -> Result<Tensor> {
             }
         }
     };
-    if pieces.len() > 1 {
-        candle_core::utils::barrier_pool().execute_chunked(pieces.len(), run);
-    } else {
-        run(0..pieces.len());
-    }
+    pool.run(pieces.len(), run);
     drop(pieces);
     Tensor::from_vec(out, (rows, width), gate_up.device()).op("mlp")
 }

@@ -14,6 +14,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
+
+use crate::attention::Pool;
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::{CandleContext, Result};
@@ -28,6 +30,16 @@ pub(crate) enum Weight {
 }
 
 impl Weight {
+    /// The threads a product with this weight runs on, where the work around it should
+    /// run too: candle's barrier pool for quantized blocks (ours and candle's kernels),
+    /// rayon's for dense weights (candle's gemm).
+    pub(crate) fn pool(&self) -> Pool {
+        match self {
+            Weight::Dense(_) => Pool::Rayon,
+            Weight::Quant(_) => Pool::Candle,
+        }
+    }
+
     /// `x · Wᵀ` for `x` of shape (rows, in), in F32.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
