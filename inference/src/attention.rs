@@ -163,7 +163,16 @@ pub(crate) fn layer(
             decode_head(q, kv, seen.clone(), h, *head, scale, &mut scores, &mut out);
         }
     };
-    pool.run(heads.len(), run);
+    // below some 32k multiply-adds the hand-off to other threads costs more than it saves
+    let work: usize = heads
+        .iter()
+        .map(|(_, _, seen, ..)| seen.len() * h.width)
+        .sum();
+    if work < 1 << 15 {
+        run(0..heads.len());
+    } else {
+        pool.run(heads.len(), run);
+    }
     Tensor::from_vec(out, (n, qw), &Device::Cpu).op("attention")
 }
 
