@@ -713,7 +713,6 @@ fn silu_mul_host(gate_up: &Tensor, width: usize, pool: Pool) -> Result<Tensor> {
     let rows = gate_up.dim(0).op("mlp")?;
     let v: Vec<f32> = gate_up.flatten_all().and_then(|t| t.to_vec1()).op("mlp")?;
     let mut out = vec![0f32; rows * width];
-    // pieces of at least a thousand values: below that the pool's hand-off costs more
     let piece = 1024.min(width);
     let pieces: Vec<std::sync::Mutex<(usize, &mut [f32])>> = out
         .chunks_mut(piece)
@@ -735,7 +734,8 @@ fn silu_mul_host(gate_up: &Tensor, width: usize, pool: Pool) -> Result<Tensor> {
             }
         }
     };
-    pool.run(pieces.len(), run);
+    // an exp costs about sixteen multiply-adds
+    pool.run(pieces.len(), 16 * rows * width, run);
     drop(pieces);
     Tensor::from_vec(out, (rows, width), gate_up.device()).op("mlp")
 }
