@@ -4,7 +4,7 @@
 //! appends its rows in place instead of concatenating the whole cache again. A decoded
 //! row (one new token) is attended here directly — dot products, softmax and the weighted
 //! sum over its cache, no tensor operations, every head of every decoded row a work item
-//! on the thread pool the layer's products use ([`Pool`]);
+//! on the thread pool the layer's products use ([`crate::pool::Pool`]);
 //! prompt rows (several new tokens) go through
 //! candle's matrix products with a causal mask, their keys and values read from the cache.
 //! The rotary tables and the masks (with a sliding window) are built here for both the
@@ -13,40 +13,7 @@
 use candle_core::{Device, Tensor};
 
 use crate::error::{CandleContext, Result};
-
-/// The threads a layer's host-side work runs on: the pool its products use
-/// ([`crate::weight::Weight::pool`]), since on a machine with few cores a second pool's
-/// spinning workers take cores from the first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Pool {
-    /// candle's barrier pool (its quantized products, ours, its element-wise operations).
-    Candle,
-    /// rayon's global pool (candle's gemm for dense weights).
-    Rayon,
-}
-
-impl Pool {
-    /// Runs `f` over `0..n` in ranges, on this pool's threads — or on the calling thread
-    /// where the whole `work` (in multiply-adds or their equivalent) is less than a hand-off
-    /// costs: candle's workers spin between jobs and start in about a microsecond, rayon's
-    /// sleep and take tens (on this project's 2-core machine, one F32 decode step lost
-    /// ~9 % to 24 small rayon jobs).
-    pub(crate) fn run(self, n: usize, work: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
-        let least = match self {
-            Pool::Candle => 1 << 15,
-            Pool::Rayon => 1 << 18,
-        };
-        match (n, self) {
-            (0, _) => {}
-            _ if n == 1 || work < least => f(0..n),
-            (_, Pool::Candle) => candle_core::utils::barrier_pool().execute_chunked(n, f),
-            (_, Pool::Rayon) => {
-                use rayon::prelude::*;
-                (0..n).into_par_iter().for_each(|i| f(i..i + 1));
-            }
-        }
-    }
-}
+use crate::pool::Pool;
 
 /// One layer's keys and values, position-major.
 #[derive(Debug, Default, Clone)]
@@ -154,35 +121,29 @@ pub(crate) fn layer(
         }
     }
     // each (decoded row, query head) is one work item on the pool the products run on
-    let heads: Vec<_> = decoded
+    let mut heads: Vec<_> = decoded
         .into_iter()
         .flat_map(|(q, kv, total, out)| {
             // a position sees itself and the window − 1 before it
             let seen = window.map_or(0, |w| total.saturating_sub(w))..total;
             out.chunks_exact_mut(h.width)
                 .enumerate()
-                .map(move |(head, o)| (q, kv, seen.clone(), head, std::sync::Mutex::new(o)))
+                .map(move |(head, o)| (q, kv, seen.clone(), head, o))
         })
         .collect();
-    let run = |items: std::ops::Range<usize>| {
-        let mut scores = Vec::new();
-        for (q, kv, seen, head, out) in &heads[items] {
-            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-            decode_head(q, kv, seen.clone(), h, *head, scale, &mut scores, &mut out);
-        }
-    };
     // two multiply-adds per position and width: the scores and the weighted sum
     let work: usize = heads
         .iter()
         .map(|(_, _, seen, ..)| 2 * seen.len() * h.width)
         .sum();
-    pool.run(heads.len(), work, run);
+    pool.each(&mut heads, work, |(q, kv, seen, head, out)| {
+        decode_head(q, kv, seen.clone(), h, *head, scale, out)
+    });
     Tensor::from_vec(out, (n, qw), &Device::Cpu).op("attention")
 }
 
 /// Query head `head` of one new row (`q`: every query head) over the cached positions
-/// `seen`, into `out` (one head's width, zeroed); `scores` is scratch space.
-#[allow(clippy::too_many_arguments)]
+/// `seen`, into `out` (one head's width, zeroed).
 fn decode_head(
     q: &[f32],
     kv: &HostKv,
@@ -190,15 +151,13 @@ fn decode_head(
     h: Heads,
     head: usize,
     scale: f32,
-    scores: &mut Vec<f32>,
     out: &mut [f32],
 ) {
     let kw = h.kv * h.width;
     let g = head / (h.q / h.kv);
     let first = seen.start;
     let qh = &q[head * h.width..][..h.width];
-    scores.clear();
-    scores.resize(seen.len(), 0.0);
+    let mut scores = vec![0f32; seen.len()];
     let mut max = f32::NEG_INFINITY;
     for (t, s) in scores.iter_mut().enumerate() {
         let t = first + t;

@@ -30,6 +30,7 @@ pub mod generate;
 pub mod gguf;
 pub mod model;
 mod placement;
+mod pool;
 pub mod quant;
 pub mod quorum;
 #[cfg(feature = "remote")]

@@ -19,8 +19,9 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 
 use crate::LlamaConfig;
-use crate::attention::{Heads, HostKv, Pool, causal_mask, rope_tables, rope_tensor as rope};
+use crate::attention::{Heads, HostKv, causal_mask, rope_tables, rope_tensor as rope};
 use crate::error::{CandleContext, Error, Result};
+use crate::pool::Pool;
 use crate::weight::Weight;
 
 pub use crate::gguf::{gguf_name, open_gguf, permute_for_gguf, read_gguf_header};
@@ -714,28 +715,23 @@ fn silu_mul_host(gate_up: &Tensor, width: usize, pool: Pool) -> Result<Tensor> {
     let v: Vec<f32> = gate_up.flatten_all().and_then(|t| t.to_vec1()).op("mlp")?;
     let mut out = vec![0f32; rows * width];
     let piece = 1024.min(width);
-    let pieces: Vec<std::sync::Mutex<(usize, &mut [f32])>> = out
+    let mut pieces: Vec<(usize, &mut [f32])> = out
         .chunks_mut(piece)
         .enumerate()
-        .map(|(i, o)| std::sync::Mutex::new((i * piece, o)))
+        .map(|(i, o)| (i * piece, o))
         .collect();
-    let run = |items: std::ops::Range<usize>| {
-        for item in &pieces[items] {
-            let mut item = item.lock().unwrap_or_else(|e| e.into_inner());
-            let (start, ref mut o) = *item;
-            let (mut r, mut c) = (start / width, start % width);
-            for o in o.iter_mut() {
-                let g = v[r * 2 * width + c];
-                *o = (g / (1.0 + (-g).exp())) * v[r * 2 * width + width + c];
-                c += 1;
-                if c == width {
-                    (r, c) = (r + 1, 0);
-                }
+    // an exp costs about sixteen multiply-adds
+    pool.each(&mut pieces, 16 * rows * width, |(start, o)| {
+        let (mut r, mut c) = (*start / width, *start % width);
+        for o in o.iter_mut() {
+            let g = v[r * 2 * width + c];
+            *o = (g / (1.0 + (-g).exp())) * v[r * 2 * width + width + c];
+            c += 1;
+            if c == width {
+                (r, c) = (r + 1, 0);
             }
         }
-    };
-    // an exp costs about sixteen multiply-adds
-    pool.run(pieces.len(), 16 * rows * width, run);
+    });
     drop(pieces);
     Tensor::from_vec(out, (rows, width), gate_up.device()).op("mlp")
 }

@@ -2,9 +2,9 @@
 //! stored in: dense F32, dense F16/BF16 (kept at half the memory; the activations are
 //! rounded to the weight's dtype for the product and the result widened back), or GGML
 //! block-quantized (Q8_0, Q4_0, Q4_K, Q6_K, …), multiplied by our kernels for Q8_0, Q4_0,
-//! Q4_K and Q6_K on AVX2 CPUs ([`crate::quant`]) and candle's quantized kernels otherwise (activations
-//! quantized to the matching dot-product blocks, as llama.cpp does) without ever expanding
-//! the weights to F32.
+//! Q4_K and Q6_K on AVX2 CPUs ([`crate::quant`]) and candle's quantized kernels otherwise
+//! (activations quantized to the matching dot-product blocks, as llama.cpp does) without
+//! ever expanding the weights to F32.
 //!
 //! [`Weight::stack`] joins projections that read the same input (query, key and value;
 //! gate and up) into one product when their storage allows it: dense weights of one dtype
@@ -14,11 +14,10 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
-
-use crate::attention::Pool;
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::{CandleContext, Result};
+use crate::pool::Pool;
 
 /// One matrix of shape (out, in), applied as `x · Wᵀ`.
 #[derive(Clone, Debug)]
