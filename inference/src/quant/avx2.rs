@@ -178,8 +178,7 @@ struct Rows {
 
 impl Rows {
     fn new(acts: &Acts, r0: usize, k: usize) -> Rows {
-        let nb = k / acts.block;
-        let sums = if acts.bsums.is_empty() { 0 } else { k / 16 };
+        let (nb, sums) = acts.per_row(k);
         Rows {
             // r0 < m: inside each buffer (wrapping_add only keeps this function safe)
             xq: acts.qs.as_ptr().wrapping_add(r0 * k),

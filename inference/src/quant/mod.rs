@@ -166,10 +166,17 @@ impl Acts {
         acts
     }
 
+    /// Scales and 16-value sums a row of `k` values has.
+    fn per_row(&self, k: usize) -> (usize, usize) {
+        (
+            k / self.block,
+            if self.bsums.is_empty() { 0 } else { k / 16 },
+        )
+    }
+
     /// Row `r`'s values, scales and 16-value sums (`k` values a row).
     fn row(&self, r: usize, k: usize) -> (&[i8], &[f32], &[i16]) {
-        let nb = k / self.block;
-        let sums = if self.bsums.is_empty() { 0 } else { k / 16 };
+        let (nb, sums) = self.per_row(k);
         (
             &self.qs[r * k..(r + 1) * k],
             &self.d[r * nb..(r + 1) * nb],
