@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use sha2::{Digest, Sha256};
 
 use crate::model::{KvCache, Llama, argmax};
-use crate::schema::Constraint;
+use crate::schema::{Constraint, TokenMask};
 use crate::{Error, Result};
 
 /// How to pick each token.
@@ -114,20 +114,53 @@ fn log_softmax(logits: &[f32]) -> Vec<f64> {
     logits.iter().map(|v| *v as f64 - lse).collect()
 }
 
-/// Draws from `logits` under `s` with `rng` (greedy when the temperature is 0).
-fn pick(logits: &[f32], s: &Sampling, rng: &mut rand::rngs::StdRng) -> u32 {
+/// Draws from `logits` under `s` with `rng` (greedy when the temperature is 0), among the
+/// ids `allowed` holds when a constraint gives them (the others as if their logits were
+/// −∞, without writing them).
+fn pick(
+    logits: &[f32],
+    allowed: Option<&TokenMask>,
+    s: &Sampling,
+    rng: &mut rand::rngs::StdRng,
+) -> u32 {
+    let Some(allowed) = allowed else {
+        if s.temperature == 0.0 {
+            return argmax(logits);
+        }
+        return draw(logits, 0..logits.len() as u32, s, rng);
+    };
+    let ids = allowed.ids().filter(|i| (*i as usize) < logits.len());
     if s.temperature == 0.0 {
-        return argmax(logits);
+        // the first of the highest, as `argmax` over the masked logits
+        return ids
+            .reduce(|best, i| {
+                if logits[i as usize] > logits[best as usize] {
+                    i
+                } else {
+                    best
+                }
+            })
+            .unwrap_or(0);
     }
-    let scaled: Vec<f32> = logits
+    draw(logits, ids, s, rng)
+}
+
+/// Draws one of `ids` (ascending) by its logit under `s`'s temperature, top-k and top-p.
+fn draw(
+    logits: &[f32],
+    ids: impl Iterator<Item = u32>,
+    s: &Sampling,
+    rng: &mut rand::rngs::StdRng,
+) -> u32 {
+    let ids: Vec<u32> = ids.collect();
+    let scaled: Vec<f32> = ids
         .iter()
-        .map(|v| (*v as f64 / s.temperature) as f32)
+        .map(|i| (logits[*i as usize] as f64 / s.temperature) as f32)
         .collect();
     let lp = log_softmax(&scaled);
-    // most likely first, ties by the lower id
-    // tokens a constraint masked (−∞) are never drawn
+    // most likely first, ties by the lower id; −∞ is never drawn
     let mut order: Vec<usize> = (0..lp.len())
-        .filter(|i| lp[*i] > f64::NEG_INFINITY)
+        .filter(|k| lp[*k] > f64::NEG_INFINITY)
         .collect();
     order.sort_by(|a, b| lp[*b].total_cmp(&lp[*a]).then(a.cmp(b)));
     if s.top_k > 0 {
@@ -135,21 +168,21 @@ fn pick(logits: &[f32], s: &Sampling, rng: &mut rand::rngs::StdRng) -> u32 {
     }
     let mut kept = Vec::with_capacity(order.len());
     let mut mass = 0.0;
-    for i in order {
-        kept.push(i);
-        mass += lp[i].exp();
+    for k in order {
+        kept.push(k);
+        mass += lp[k].exp();
         if mass >= s.top_p {
             break;
         }
     }
     let mut u = rng.r#gen::<f64>() * mass;
-    for &i in &kept {
-        u -= lp[i].exp();
+    for &k in &kept {
+        u -= lp[k].exp();
         if u < 0.0 {
-            return i as u32;
+            return ids[k];
         }
     }
-    *kept.last().expect("at least one token is kept") as u32
+    ids[*kept.last().expect("at least one token is kept")]
 }
 
 /// Runs `prompt`, then generates up to `max_tokens` ids (stopping after any id in `stop`),
@@ -264,13 +297,14 @@ impl Decoding {
     /// vLLM's raw logprobs).
     pub fn push(&mut self, logits: &[f32]) -> Option<u32> {
         let id = match self.constraint.as_mut() {
-            None => pick(logits, &self.sampling, &mut self.rng),
+            None => pick(logits, None, &self.sampling, &mut self.rng),
             Some(c) => {
-                let mut masked = logits.to_vec();
-                if !c.mask(&mut masked) {
-                    return None;
-                }
-                let id = pick(&masked, &self.sampling, &mut self.rng);
+                let id = pick(
+                    logits,
+                    Some(c.allow(logits.len())?),
+                    &self.sampling,
+                    &mut self.rng,
+                );
                 c.advance(id);
                 id
             }
@@ -316,6 +350,78 @@ impl Decoding {
             model_digest,
             prompt: prompt.to_vec(),
             steps: self.steps,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drawing among a constraint's allowed ids is drawing from the logits with every
+    /// other id set to −∞ (as [`TokenMask::apply`] writes them): the same id for the same
+    /// seed, greedy or sampled, ties and all.
+    #[test]
+    fn drawing_among_allowed_ids_equals_drawing_from_masked_logits() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let samplings = [
+            Sampling::default(),
+            Sampling {
+                temperature: 0.7,
+                top_p: 0.9,
+                top_k: 0,
+                seed: 3,
+            },
+            Sampling {
+                temperature: 1.3,
+                top_p: 1.0,
+                top_k: 5,
+                seed: 4,
+            },
+            Sampling {
+                temperature: 1.0,
+                top_p: 1e-9,
+                top_k: 0,
+                seed: 5,
+            },
+        ];
+        for round in 0..300 {
+            let len = 1 + (next() % 300) as usize;
+            // few distinct values, so ties are common
+            let logits: Vec<f32> = (0..len).map(|_| (next() % 7) as f32 * 0.5 - 1.0).collect();
+            let mut mask = TokenMask::new(len);
+            let every = 1 + next() % 5;
+            for id in 0..len as u32 {
+                if next() % every == 0 {
+                    mask.insert(id);
+                }
+            }
+            if mask.count() == 0 {
+                mask.insert((next() % len as u64) as u32);
+            }
+            let mut masked = logits.clone();
+            mask.apply(&mut masked);
+            for s in &samplings {
+                let seed = s.seed + round;
+                let mut a = rand::rngs::StdRng::seed_from_u64(seed);
+                let mut b = rand::rngs::StdRng::seed_from_u64(seed);
+                let among = pick(&logits, Some(&mask), s, &mut a);
+                assert!(
+                    mask.contains(among),
+                    "round {round}: {among} is not allowed"
+                );
+                assert_eq!(
+                    among,
+                    pick(&masked, None, s, &mut b),
+                    "round {round}, {s:?}"
+                );
+            }
         }
     }
 }

@@ -33,9 +33,11 @@ const MAX_CHARS: usize = 256;
 pub(super) struct StringIndex {
     /// The tokens of string text.
     plain: Plain,
-    /// What follows the quote of each token that closes the string after its text.
+    /// The tokens that end with the quote closing the string, by their characters before it.
+    close_end: Plain,
+    /// What follows the quote of each token that closes the string and goes on.
     close: Vec<TrieNode>,
-    /// Each closing token's characters before its quote, by id (ascending).
+    /// Each of those tokens' characters before its quote, by id (ascending).
     close_chars: Vec<(u32, u16)>,
     /// The other tokens' tails after `k` characters, a trie per `k`, ascending.
     rest: Vec<(usize, Vec<TrieNode>)>,
@@ -73,13 +75,13 @@ impl Plain {
         Plain::Upto(upto)
     }
 
-    /// Adds those of `lo..=hi` characters (`lo` ≥ 1).
+    /// Adds those of `lo..=hi` characters.
     fn add(&self, lo: usize, hi: usize, allowed: &mut TokenMask) {
         match self {
             Plain::Upto(upto) => {
                 let hi = hi.min(upto.len().saturating_sub(1));
-                if lo <= hi {
-                    allowed.add_band(&upto[hi], &upto[lo - 1]);
+                if lo <= hi && !upto.is_empty() {
+                    allowed.add_band(&upto[hi], lo.checked_sub(1).map(|b| &upto[b][..]));
                 }
             }
             Plain::Sorted(sorted) => {
@@ -142,6 +144,7 @@ impl StringIndex {
     /// The index of `tokens` (id, non-empty bytes) over ids `0..len`.
     pub(super) fn new<'a>(tokens: impl Iterator<Item = (usize, &'a [u8])>, len: usize) -> Self {
         let mut plain: Vec<(usize, u32)> = Vec::new();
+        let mut close_end = Vec::new();
         let mut close: Vec<(usize, &[u8])> = Vec::new();
         let mut close_chars = Vec::new();
         let mut rest: std::collections::BTreeMap<usize, Vec<(usize, &[u8])>> =
@@ -150,6 +153,7 @@ impl StringIndex {
             let (at, chars) = text_start(bytes);
             match &bytes[at..] {
                 [] => plain.push((chars, id as u32)),
+                [b'"'] => close_end.push((chars, id as u32)),
                 [b'"', after @ ..] => {
                     close.push((id, after));
                     close_chars.push((id as u32, chars as u16));
@@ -161,6 +165,7 @@ impl StringIndex {
         close_chars.sort_unstable();
         StringIndex {
             plain: Plain::new(len, plain),
+            close_end: Plain::new(len, close_end),
             close: build_trie(close.into_iter()),
             close_chars,
             rest: rest
@@ -198,11 +203,7 @@ impl StringIndex {
                     .is_some_and(|(i, c)| *i == id && (s.owed..=s.room).contains(&usize::from(*c)))
             };
             if closed.remaining() <= budget {
-                for id in &self.close[0].ids {
-                    if fits(*id) {
-                        allowed.insert(*id);
-                    }
-                }
+                self.close_end.add(s.owed, s.room, allowed);
             }
             walk(&self.close, 0, &closed, budget, allowed, scratch, &fits);
         }

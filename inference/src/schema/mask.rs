@@ -1,8 +1,10 @@
 //! The set of allowed token ids as a bitset, and applying it to logits.
 //!
 //! One bit per id: a 128k vocabulary is 2 004 words, so clearing, combining and counting a
-//! mask cost a few microseconds, and applying it writes −∞ a word of 64 logits at a time
-//! where none is allowed (most of the vocabulary outside strings).
+//! mask cost a few microseconds. The sampler draws among [`TokenMask::ids`] directly;
+//! [`TokenMask::apply`] is for callers that want the logits themselves masked: it writes
+//! −∞ a word of 64 logits at a time where none is allowed (most of the vocabulary outside
+//! strings) — at 128k ids that alone is 512 KB of stores per token.
 
 /// For each byte of a mask, its eight lanes as all-ones (kept) or zero (refused).
 static LANES: [[u32; 8]; 256] = {
@@ -83,11 +85,32 @@ impl TokenMask {
         Some((w * 64 + word.trailing_zeros() as usize) as u32)
     }
 
+    /// Its ids, lowest first.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().enumerate().flat_map(|(w, word)| {
+            let mut rest = *word;
+            std::iter::from_fn(move || {
+                let b = rest.trailing_zeros();
+                rest &= rest.checked_sub(1)?;
+                Some((w * 64) as u32 + b)
+            })
+        })
+    }
+
     /// Adds the ids of `upto` that are not in `below` (bitset words over the same ids): a
-    /// band of a cumulative table.
-    pub(crate) fn add_band(&mut self, upto: &[u64], below: &[u64]) {
-        for ((w, u), b) in self.words.iter_mut().zip(upto).zip(below) {
-            *w |= u & !b;
+    /// band of a cumulative table (all of `upto` without `below`).
+    pub(crate) fn add_band(&mut self, upto: &[u64], below: Option<&[u64]>) {
+        match below {
+            Some(below) => {
+                for ((w, u), b) in self.words.iter_mut().zip(upto).zip(below) {
+                    *w |= u & !b;
+                }
+            }
+            None => {
+                for (w, u) in self.words.iter_mut().zip(upto) {
+                    *w |= u;
+                }
+            }
         }
     }
 
@@ -148,6 +171,7 @@ mod tests {
             assert!(!m.insert(len as u32), "outside the range");
             assert_eq!(m.count(), ids.len());
             assert_eq!(m.first(), ids.first().copied());
+            assert_eq!(m.ids().collect::<Vec<_>>(), ids);
             // logits longer than the mask: the extra ids are refused
             let mut logits: Vec<f32> = (0..len + 5).map(|i| i as f32).collect();
             m.apply(&mut logits);

@@ -120,14 +120,16 @@ impl Constraint {
         Ok(())
     }
 
-    /// Sets every logit the constraint rules out to −∞; false when none is left (the
-    /// generation then ends: finished when the document is whole, stuck otherwise).
-    pub fn mask(&mut self, logits: &mut [f32]) -> bool {
+    /// The ids the constraint allows next among `0..len` (a model's logits may be longer
+    /// than its vocabulary); None when none is left (the generation then ends: finished
+    /// when the document is whole, stuck otherwise). A sampler that draws among these
+    /// ids needs no masked copy of the logits.
+    pub fn allow(&mut self, len: usize) -> Option<&TokenMask> {
         if self.state != State::Open {
-            return false;
+            return None;
         }
         let allowed = &mut self.allowed;
-        allowed.reset(logits.len());
+        allowed.reset(len);
         let after = self.budget.saturating_sub(1);
         let mut n = self.vocab.allowed(&self.matcher, after, allowed);
         if self.matcher.complete() {
@@ -141,10 +143,15 @@ impl Constraint {
             } else {
                 State::Stuck
             };
-            return false;
+            return None;
         }
-        allowed.apply(logits);
-        true
+        Some(&self.allowed)
+    }
+
+    /// Sets every logit the constraint rules out to −∞ ([`Constraint::allow`] applied);
+    /// false when none is left.
+    pub fn mask(&mut self, logits: &mut [f32]) -> bool {
+        self.allow(logits.len()).map(|a| a.apply(logits)).is_some()
     }
 
     /// Follows the chosen token (one [`Constraint::mask`] allowed).

@@ -203,8 +203,9 @@ pub(super) fn walk(
     let Some((next, deeper)) = scratch.split_first_mut() else {
         return;
     };
+    next.clone_from(m);
     for (b, child) in &trie[at].children {
-        next.clone_from(m);
+        next.reset_to(m);
         if !next.feed(*b) {
             continue;
         }

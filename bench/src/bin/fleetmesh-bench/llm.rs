@@ -191,18 +191,22 @@ fn schema_cost(m: &std::sync::Arc<Llama>, prompt: &[u32], rounds: usize) -> Stri
     // the chosen ids replay unchanged
     const LARGE: usize = 128_256;
     let large = Arc::new(TokenVocab::new(&synthetic_vocab(LARGE)));
-    let mask_time = |vocab: &Arc<TokenVocab>, ids: &[u32], size: usize| {
+    // the allowed set as the sampler takes it, or (`write`) also applied to logits as −∞
+    let mask_time = |vocab: &Arc<TokenVocab>, ids: &[u32], size: usize, write: bool| {
         let mut cons = Constraint::new(g.clone(), vocab.clone(), vec![]);
         cons.start(max).expect("budget");
         let mut logits = vec![0f32; size];
         let t = Instant::now();
         for id in ids {
-            assert!(cons.mask(&mut logits));
+            match write {
+                true => assert!(cons.mask(&mut logits)),
+                false => assert!(cons.allow(size).is_some_and(|a| a.contains(*id))),
+            }
             cons.advance(*id);
         }
         t.elapsed()
     };
-    let (mut c, mut u, mut k, mut kl) = (vec![], vec![], vec![], vec![]);
+    let (mut c, mut u, mut k, mut kl, mut kw) = (vec![], vec![], vec![], vec![], vec![]);
     let mut n = 0;
     for _ in 0..rounds {
         let t = Instant::now();
@@ -214,18 +218,20 @@ fn schema_cost(m: &std::sync::Arc<Llama>, prompt: &[u32], rounds: usize) -> Stri
         let free = batcher.run(job(n, false)).expect("free");
         u.push(t.elapsed());
         assert_eq!(free.steps.len(), n);
-        k.push(mask_time(&vocab, &ids, size));
-        kl.push(mask_time(&large, &ids, LARGE));
+        k.push(mask_time(&vocab, &ids, size, false));
+        kl.push(mask_time(&large, &ids, LARGE, false));
+        kw.push(mask_time(&large, &ids, LARGE, true));
     }
-    let (c, u, k, kl) = (median(c), median(u), median(k), median(kl));
+    let (c, u, k, kl, kw) = (median(c), median(u), median(k), median(kl), median(kw));
     let per = |d: Duration| d.as_secs_f64() * 1e3 / n as f64;
     format!(
-        "constrained {:>6.2} ms/token   free {:>6.2} ms/token   x{:.2}   (mask {:>6.1} us/token over {size} ids, {:>6.1} us over {LARGE}; {n} tokens incl. prefill of {})",
+        "constrained {:>6.2} ms/token   free {:>6.2} ms/token   x{:.2}   (mask {:>6.1} us/token over {size} ids, {:>6.1} us over {LARGE}, {:>6.1} us with -inf written; {n} tokens incl. prefill of {})",
         per(c),
         per(u),
         c.as_secs_f64() / u.as_secs_f64(),
         k.as_secs_f64() * 1e6 / n as f64,
         kl.as_secs_f64() * 1e6 / n as f64,
+        kw.as_secs_f64() * 1e6 / n as f64,
         prompt.len()
     )
 }

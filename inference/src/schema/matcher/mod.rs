@@ -19,6 +19,9 @@ use super::numbers::{INT_DIGITS, IntSpec, digits_to_range};
 use super::text::{Step, Text};
 use super::utf8::Utf8;
 
+mod remaining;
+use remaining::{frame_remaining, num_complete};
+
 const WS_MAX: u8 = 16;
 const FRAC_DIGITS: u8 = 20;
 const EXP_DIGITS: u8 = 2;
@@ -32,6 +35,9 @@ pub struct Matcher {
     g: Arc<Grammar>,
     stack: Vec<Frame>,
     ws: u8,
+    /// The lowest frame bytes fed since the last copy may have changed (those below are
+    /// as they were): what [`Matcher::reset_to`] copies back.
+    low: usize,
 }
 
 impl Clone for Matcher {
@@ -40,6 +46,7 @@ impl Clone for Matcher {
             g: self.g.clone(),
             stack: self.stack.clone(),
             ws: self.ws,
+            low: self.stack.len(),
         }
     }
 
@@ -50,6 +57,7 @@ impl Clone for Matcher {
         }
         self.stack.clone_from(&source.stack);
         self.ws = source.ws;
+        self.low = self.stack.len();
     }
 }
 
@@ -106,7 +114,7 @@ enum Target {
     Extra,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum ObjStage {
     Open,
     Key { raw: Vec<u8>, utf8: Utf8 },
@@ -123,7 +131,7 @@ enum ArrStage {
     AfterItem,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Frame {
     /// A value of this node, not started.
     Value(usize),
@@ -158,6 +166,49 @@ enum Frame {
     },
 }
 
+/// `*to = from.clone()`, keeping the vectors of a frame of the same kind (a key's bytes,
+/// a literal's candidates): the mask walk copies the top frame back at every trie edge.
+fn copy_frame(to: &mut Frame, from: &Frame) {
+    match (to, from) {
+        (
+            Frame::Object {
+                node,
+                written,
+                extras,
+                stage,
+            },
+            Frame::Object {
+                node: n,
+                written: w,
+                extras: e,
+                stage: s,
+            },
+        ) => {
+            (*node, *written) = (*n, *w);
+            extras.clone_from(e);
+            match (stage, s) {
+                (ObjStage::Key { raw, utf8 }, ObjStage::Key { raw: r, utf8: u }) => {
+                    raw.clone_from(r);
+                    *utf8 = *u;
+                }
+                (stage, s) => *stage = s.clone(),
+            }
+        }
+        (
+            Frame::Lit { src, cands, pos },
+            Frame::Lit {
+                src: s,
+                cands: c,
+                pos: p,
+            },
+        ) => {
+            (*src, *pos) = (*s, *p);
+            cands.clone_from(c);
+        }
+        (to, from) => *to = from.clone(),
+    }
+}
+
 /// What a frame does with a byte.
 enum Go {
     No,
@@ -190,7 +241,25 @@ impl Matcher {
             g,
             stack: vec![Frame::Value(root)],
             ws: 0,
+            low: 1,
         }
+    }
+
+    /// Makes `self` equal to `source` again, copying only the frames feeding changed:
+    /// `self` must have been made equal to `source` (by `clone_from` or this) and only
+    /// fed since, and `source` not changed meanwhile. The mask walk's sibling edges.
+    pub(crate) fn reset_to(&mut self, source: &Matcher) {
+        let n = source.stack.len();
+        self.stack.truncate(n);
+        for (i, f) in source.stack.iter().enumerate().skip(self.low) {
+            match self.stack.get_mut(i) {
+                Some(d) => copy_frame(d, f),
+                None => self.stack.push(f.clone()),
+            }
+        }
+        self.ws = source.ws;
+        self.low = n;
+        debug_assert!(self.stack == source.stack && Arc::ptr_eq(&self.g, &source.g));
     }
 
     /// Takes byte `b` if some generated document continues with it. After a refused byte
@@ -199,6 +268,7 @@ impl Matcher {
         let g: &Grammar = &self.g;
         let stack = &mut self.stack;
         loop {
+            self.low = self.low.min(stack.len().saturating_sub(1));
             let Some(top) = stack.last_mut() else {
                 return false;
             };
@@ -224,6 +294,7 @@ impl Matcher {
                         && cands.iter().all(|c| lit(g, *src, *c).len() == *pos)
                     {
                         let done = finished_literal(g, stack.pop());
+                        self.low = self.low.min(stack.len().saturating_sub(1));
                         child_done(g, stack, done);
                     }
                     return true;
@@ -237,11 +308,13 @@ impl Matcher {
                 Go::Done => {
                     self.ws = 0;
                     let done = finished_literal(g, stack.pop());
+                    self.low = self.low.min(stack.len().saturating_sub(1));
                     child_done(g, stack, done);
                     return true;
                 }
                 Go::Pop => {
                     let done = finished_literal(g, stack.pop());
+                    self.low = self.low.min(stack.len().saturating_sub(1));
                     child_done(g, stack, done);
                 }
             }
@@ -651,124 +724,5 @@ fn object_step(
         }
         ObjStage::Colon(_) if is_ws(b) => Go::Ws,
         _ => Go::No,
-    }
-}
-
-/// The digits a bounded integer still needs to end as one `r` allows (0: it is one now).
-fn bounded_left(st: Num, neg: bool, mag: u64, r: IntSpec) -> Option<usize> {
-    st.int_digits()
-        .and_then(|k| digits_to_range(neg, mag, k, r))
-}
-
-/// Whether a number frame holds a whole value now (one its range allows, when it has one).
-fn num_complete(st: Num, neg: bool, mag: u64, range: Option<IntSpec>) -> bool {
-    match range {
-        None => st.accepting(),
-        Some(r) => bounded_left(st, neg, mag, r) == Some(0),
-    }
-}
-
-/// The fewest bytes that finish frame `f`, given the frame `above` it (a `uniqueItems`
-/// array counts its owed items against the value its current item is becoming).
-fn frame_remaining(g: &Grammar, f: &Frame, above: Option<&Frame>) -> usize {
-    let nodes = &g.nodes;
-    match f {
-        Frame::Value(node) => nodes[*node].min_bytes,
-        Frame::Lit { src, cands, pos } => cands
-            .iter()
-            .map(|c| lit(g, *src, *c).len() - pos)
-            .min()
-            .unwrap_or(NEVER),
-        Frame::Str(t) => t.remaining(g),
-        Frame::Num {
-            st,
-            neg,
-            mag,
-            range: Some(r),
-            ..
-        } => bounded_left(*st, *neg, *mag, *r).unwrap_or(NEVER),
-        Frame::Num { st, .. } => usize::from(!st.accepting()),
-        Frame::Array {
-            node,
-            count,
-            stage,
-            used,
-        } => {
-            let n = &nodes[*node];
-            let done = match stage {
-                ArrStage::Open | ArrStage::AfterItem => *count,
-                ArrStage::Item => *count + 1,
-            };
-            let k = n.min_items.saturating_sub(done);
-            let owed = match (&n.unique, stage, above) {
-                (None, ..) => n.items_cost(nodes, done, n.min_items),
-                (Some(u), ArrStage::Item, Some(Frame::Lit { src, cands, pos })) => {
-                    // the item being written becomes one of its candidates and the owed
-                    // items are others: both together, less what the literal frame counts
-                    let left = |c: u32| lit(g, *src, c).len() - pos;
-                    let own = cands.iter().map(|c| left(*c)).min().unwrap_or(NEVER);
-                    u.cost_after(*used, k, cands, left).saturating_sub(own)
-                }
-                (Some(u), ..) => u.cost(*used, k),
-            };
-            match stage {
-                // the first item needs no comma
-                ArrStage::Open if done < n.min_items => owed,
-                _ => owed.saturating_add(1),
-            }
-        }
-        Frame::Object {
-            node,
-            written,
-            extras,
-            stage,
-        } => {
-            let n = &nodes[*node];
-            let written = *written;
-            let extra_key = usize::from(
-                n.props.iter().any(|p| p.key.is_empty()) || extras.iter().any(Vec::is_empty),
-            );
-            let rest_after = |w: u128| n.members_cost(nodes, w, true, false, extra_key);
-            let value_of = |t: Target| match t {
-                Target::Declared(j) => (nodes[n.props[j].node].min_bytes, written | (1u128 << j)),
-                Target::Extra => (n.extra.map_or(NEVER, |e| nodes[e].min_bytes), written),
-            };
-            let body = match stage {
-                ObjStage::Open => n.members_cost(nodes, written, false, false, extra_key),
-                ObjStage::AfterValue => rest_after(written),
-                ObjStage::AfterComma => n.members_cost(nodes, written, false, true, extra_key),
-                ObjStage::Colon(t) => {
-                    let (v, after) = value_of(*t);
-                    v.saturating_add(1).saturating_add(rest_after(after))
-                }
-                ObjStage::Value(t) => rest_after(value_of(*t).1),
-                ObjStage::Key { raw, utf8 } => {
-                    let mut best = NEVER;
-                    for j in n.unwritten(written) {
-                        let k = &n.props[j].key;
-                        if k.starts_with(raw) {
-                            let v = nodes[n.props[j].node].min_bytes;
-                            best = best.min(
-                                (k.len() - raw.len() + 2)
-                                    .saturating_add(v)
-                                    .saturating_add(rest_after(written | (1u128 << j))),
-                            );
-                        }
-                    }
-                    if let Some(e) = n.extra
-                        && !open_escape(raw)
-                    {
-                        let taken = n.props.iter().any(|p| p.key == *raw) || extras.contains(raw);
-                        best = best.min(
-                            (utf8.owed() + usize::from(taken) + 2)
-                                .saturating_add(nodes[e].min_bytes)
-                                .saturating_add(rest_after(written)),
-                        );
-                    }
-                    best
-                }
-            };
-            body.saturating_add(1)
-        }
     }
 }
