@@ -49,25 +49,27 @@ impl Text {
         }
     }
 
-    /// What the string does with byte `b`.
+    /// What the string does with byte `b`; a refused byte leaves it as it was.
     pub fn step(&mut self, g: &Grammar, b: u8) -> Step {
         match self.esc {
             // under a pattern its automaton takes the byte first (no escapes there)
-            Esc::None if self.pat.is_some() => {
-                let (id, state) = self.pat.as_mut().expect("checked");
-                let p = &g.patterns[*id as usize];
+            Esc::None if let Some((id, state)) = self.pat => {
+                let p = &g.patterns[id as usize];
                 if b == b'"' {
-                    return if p.left(*state) == 0 && self.count >= self.min {
+                    return if p.left(state) == 0 && self.count >= self.min {
                         Step::Done
                     } else {
                         Step::No
                     };
                 }
-                match p.step(*state, b) {
-                    Some(t) => *state = t,
-                    None => return Step::No,
+                let Some(next) = p.step(state, b) else {
+                    return Step::No;
+                };
+                let step = self.plain_byte(b);
+                if step != Step::No {
+                    self.pat = Some((id, next));
                 }
-                self.plain_byte(b)
+                step
             }
             Esc::None => self.plain_byte(b),
             Esc::Backslash => match b {

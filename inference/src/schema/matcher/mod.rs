@@ -225,6 +225,18 @@ fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\t' | b'\r')
 }
 
+/// A number or literal that could end here meets byte `b`: it ends ([`Go::Pop`]) when its
+/// parent may take `b` next. That parent is an object or array whose value just ended, or
+/// none (the document is whole), and takes nothing but whitespace, a comma or its close —
+/// so any other byte is refused here, before a frame changes.
+fn end_before(b: u8) -> Go {
+    if is_ws(b) || matches!(b, b',' | b'}' | b']') {
+        Go::Pop
+    } else {
+        Go::No
+    }
+}
+
 fn lit(g: &Grammar, src: Lits, i: u32) -> &[u8] {
     match src {
         Lits::Node(n) => &g.nodes[n].literals.as_ref().expect("a literal node")[i as usize],
@@ -268,11 +280,16 @@ impl Matcher {
         let g: &Grammar = &self.g;
         let stack = &mut self.stack;
         loop {
-            self.low = self.low.min(stack.len().saturating_sub(1));
+            let at = stack.len().saturating_sub(1);
             let Some(top) = stack.last_mut() else {
                 return false;
             };
-            match step(g, top, b) {
+            let go = step(g, top, b);
+            // a refusal or whitespace leaves the frames as they were
+            if !matches!(go, Go::No | Go::Ws) {
+                self.low = self.low.min(at);
+            }
+            match go {
                 Go::No => return false,
                 Go::Ws => {
                     let ok = match g.whitespace {
@@ -421,6 +438,8 @@ fn child_done(g: &Grammar, stack: &mut [Frame], done: Option<u32>) {
     }
 }
 
+/// What frame `f` does with byte `b`; it refuses ([`Go::No`]) or takes whitespace
+/// ([`Go::Ws`]) without changing `f` (the mask walk copies back only changed frames).
 fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
     match f {
         Frame::Value(node) => start_value(g, *node, b),
@@ -519,7 +538,7 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                         *mag = m;
                         Go::Take
                     }
-                    _ if here => Go::Pop,
+                    _ if here => end_before(b),
                     _ => Go::No,
                 };
             }
@@ -543,7 +562,7 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                     *st = s;
                     Go::Take
                 }
-                None if st.accepting() => Go::Pop,
+                None if st.accepting() => end_before(b),
                 None => Go::No,
             }
         }
@@ -555,17 +574,19 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
             }
             let finished = cands.iter().copied().find(|c| lit(g, *src, *c).len() == p);
             let src = *src;
-            cands.retain(|c| lit(g, src, *c).get(p) == Some(&b));
-            if cands.is_empty() {
+            let goes_on = |c: &u32| lit(g, src, *c).get(p) == Some(&b);
+            if !cands.iter().any(goes_on) {
                 // the finished one stays, so the parent learns which value was written
-                return match finished {
-                    Some(c) => {
+                return match (finished, end_before(b)) {
+                    (Some(c), Go::Pop) => {
+                        cands.clear();
                         cands.push(c);
                         Go::Pop
                     }
-                    None => Go::No,
+                    _ => Go::No,
                 };
             }
+            cands.retain(goes_on);
             *pos += 1;
             if cands.iter().all(|c| lit(g, src, *c).len() == *pos) {
                 Go::Done
