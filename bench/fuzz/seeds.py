@@ -257,6 +257,10 @@ schemas = {
                         "age": {"type": "integer", "minimum": 0, "maximum": 150},
                         "t": {"type": "number", "exclusiveMinimum": -2.5, "exclusiveMaximum": 1e3}},
                     "required": ["age", "t"]}, '{"age":42,"t":-2}'),
+    "decimals.txt": ({"type": "object", "properties": {
+                          "score": {"type": "number", "minimum": 0, "maximum": 1},
+                          "p": {"type": "number", "exclusiveMinimum": -0.05, "exclusiveMaximum": 0.125}},
+                      "required": ["score", "p"]}, '{"score":0.85,"p":-0.0125}'),
     "tuple.txt": ({"type": "array", "prefixItems": [{"type": "integer", "multipleOf": 3},
                                                     {"enum": ["a", "b"]}],
                    "items": False, "minItems": 1}, '[9,"b"]'),

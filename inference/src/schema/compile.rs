@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::alts::FirstBytes;
 use super::check::{SchemaCheck, Validation, validator};
-use super::numbers::{IntSpec, int_bounds};
+use super::numbers::{NumSpec, exact_value, num_bounds};
 use super::pattern::Pattern;
 use crate::{Error, Result};
 
@@ -127,9 +127,9 @@ pub(crate) struct Node {
     /// fewest bytes of a string it takes (without the quotes).
     pub pattern: Option<(u32, usize)>,
     /// `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` and `multipleOf` as the
-    /// integers they allow (within the matcher's 18 digits): numbers here are generated as
-    /// such integers, exactly.
-    pub int_range: Option<IntSpec>,
+    /// numbers they allow within the matcher's digits ([`super::numbers`]): integers, or
+    /// decimals where the node takes numbers that are not whole; generated exactly.
+    pub num_range: Option<NumSpec>,
 }
 
 impl Node {
@@ -149,7 +149,7 @@ impl Node {
             min_bytes: NEVER,
             alts: Vec::new(),
             pattern: None,
-            int_range: None,
+            num_range: None,
         }
     }
 
@@ -277,7 +277,10 @@ impl Grammar {
         if nodes[root].min_bytes >= NEVER {
             return Err(Error::Schema {
                 at: "#".into(),
-                reason: "no finite document satisfies this schema".into(),
+                reason: "no finite document satisfies this schema within what the decoder \
+                         writes (integers of up to 18 digits, other bounded numbers of up to \
+                         15 significant digits)"
+                    .into(),
             });
         }
         Ok(Grammar {
@@ -465,7 +468,7 @@ impl Compiler<'_> {
             n.kinds &= !STRING;
         }
         n.pattern = self.pattern(obj, at, n.kinds)?;
-        n.int_range = int_bounds(obj, at)?;
+        n.num_range = num_bounds(obj, at, n.kinds & NUMBER != 0)?;
 
         // properties, in the order the schema lists them
         let required: Vec<String> = match obj.get("required") {
@@ -588,13 +591,13 @@ impl Compiler<'_> {
                 .collect();
             n.literals = Some(kept);
         }
-        if let Some(spec) = n.int_range {
-            // bounded numbers are written as the integers allowed (valid numbers too)
-            if n.kinds & NUMBER != 0 {
+        if let Some(spec) = n.num_range {
+            // under a whole `multipleOf`, numbers are written as the integers allowed
+            if spec.frac == 0 && n.kinds & NUMBER != 0 {
                 n.kinds = (n.kinds & !NUMBER) | INTEGER;
             }
             if spec.shortest() >= NEVER {
-                n.kinds &= !INTEGER;
+                n.kinds &= !(NUMBER | INTEGER);
             }
         }
         self.nodes[id] = n;
@@ -677,22 +680,9 @@ fn literal_fits(n: &Node, v: &Value) -> bool {
         Value::Bool(_) => BOOLEAN,
         Value::Number(x) => {
             let whole = x.is_i64() || x.is_u64() || x.as_f64().is_some_and(|f| f.fract() == 0.0);
-            if let Some(spec) = n.int_range {
-                // exact for whole values; a fractional one is kept (without `multipleOf`)
-                // when the integers around it are both in range: inside the bounds
-                let at = |i: i128| spec.meets(i, i);
-                let inside = match (x.as_i64(), x.as_u64(), x.as_f64()) {
-                    (Some(i), _, _) => at(i128::from(i)),
-                    (_, Some(u), _) => at(i128::from(u)),
-                    (_, _, Some(f)) if f.is_finite() && f.abs() < 1e30 && f.fract() == 0.0 => {
-                        at(f as i128)
-                    }
-                    (_, _, Some(f)) if f.is_finite() && f.abs() < 1e30 && spec.step == 1 => {
-                        spec.lo <= f.floor() as i128 && f.ceil() as i128 <= spec.hi
-                    }
-                    _ => false,
-                };
-                if !inside {
+            if let Some(spec) = n.num_range {
+                // exact: a value with more fraction digits than the matcher writes is left out
+                if !exact_value(x, spec).is_some_and(|v| spec.meets(v, v)) {
                     return false;
                 }
             }
@@ -760,7 +750,7 @@ fn shortest(nodes: &[Node], i: usize) -> usize {
         best = best.min(body.saturating_add(2));
     }
     if n.kinds & (NUMBER | INTEGER) != 0 {
-        best = best.min(n.int_range.map_or(1, |spec| spec.shortest()));
+        best = best.min(n.num_range.map_or(1, |spec| spec.shortest()));
     }
     if n.kinds & (BOOLEAN | NULL) != 0 {
         best = best.min(4);

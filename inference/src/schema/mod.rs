@@ -5,7 +5,8 @@
 //! schema), `items` (or `false`), `prefixItems`, `minItems`/`maxItems`, `uniqueItems` over
 //! `enum`/`const` items (`unique.rs`),
 //! `minLength`/`maxLength`, `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` and
-//! whole `multipleOf` (integers exactly), `pattern` and `format` (date, time, date-time,
+//! whole `multipleOf` (integers exactly, other numbers as decimals of up to 15
+//! significant digits, exactly), `pattern` and `format` (date, time, date-time,
 //! uuid, email, ipv4, ipv6, uri) on strings, `anyOf`/`oneOf` whose branches start
 //! differently (a value or null, a number or a string), `allOf` where its parts combine
 //! into one schema (`all_of.rs`), `$ref` within the document (`$defs`,

@@ -1,10 +1,10 @@
 //! Numeric bounds (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`,
 //! `multipleOf`) and array shapes (`prefixItems`, `items: false`) under constrained
-//! decoding: the matcher takes exactly the integers the `jsonschema` crate accepts, and
-//! only tuples it accepts; its shortest completion is exact; the tiny model's constrained
-//! answers are always valid.
+//! decoding: the matcher takes exactly the integers and decimals the `jsonschema` crate
+//! accepts, and only tuples it accepts; its shortest completion is exact; the tiny model's
+//! constrained answers are always valid.
 
-use super::schema::{answers_are_valid, shortest_walk};
+use super::schema::{answers_are_valid, checker, shortest_walk};
 use fleetmesh_inference::schema::{Grammar, Matcher};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -64,6 +64,42 @@ fn bounded() -> Vec<(Value, &'static str)> {
     ]
 }
 
+/// Bounded `number`s written as decimals, and how one is placed in a document of each.
+fn decimals() -> Vec<(Value, &'static str)> {
+    vec![
+        (
+            json!({"type": "number", "minimum": 0.2, "maximum": 0.8}),
+            "{}",
+        ),
+        (
+            json!({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}),
+            "{}",
+        ),
+        (
+            json!({"type": "number", "minimum": -1.25, "maximum": 2.5}),
+            "{}",
+        ),
+        (
+            json!({"type": "number", "exclusiveMinimum": -0.05, "maximum": 0.125}),
+            "{}",
+        ),
+        (
+            json!({"type": "number", "minimum": 0, "exclusiveMaximum": 0.001}),
+            "{}",
+        ),
+        (
+            json!({"type": ["number", "null"], "exclusiveMinimum": 2.999}),
+            "{}",
+        ),
+        (
+            json!({"type": "object", "properties": {"score":
+                {"type": "number", "minimum": 0, "maximum": 1}},
+                "required": ["score"], "additionalProperties": false}),
+            "{\"score\":{}}",
+        ),
+    ]
+}
+
 /// A tuple: a number in 1..=3, a short string, an optional boolean, nothing more.
 fn tuple() -> Value {
     json!({"type": "array", "prefixItems": [
@@ -115,12 +151,86 @@ fn bounded_integers_are_taken_exactly_when_the_jsonschema_crate_takes_them() {
 }
 
 #[test]
+fn bounded_decimals_are_taken_exactly_when_the_jsonschema_crate_takes_them() {
+    // every number from -3.999 to 3.999 with up to three fraction digits, and "-0"
+    let mut numbers = vec!["-0".to_string()];
+    for int in ["-3", "-2", "-1", "-0", "0", "1", "2", "3"] {
+        numbers.push(int.to_string());
+        for digits in 1..=3 {
+            for f in 0..10u32.pow(digits) {
+                numbers.push(format!("{int}.{f:0w$}", w = digits as usize));
+            }
+        }
+    }
+    // beyond the matcher's 15 significant digits, an exponent, not JSON: never taken
+    let odd = [
+        "0.2000000000000001",
+        "0.30000000000000004",
+        "0.19999999999999999",
+        "0.0010000000000000001",
+        "2e-1",
+        "0.5e0",
+        "1.",
+        ".5",
+        "00.5",
+        "-.5",
+    ];
+    for (schema, place) in decimals() {
+        let g = Arc::new(Grammar::compile(&schema).unwrap());
+        let check = checker(&schema);
+        let mut taken = 0;
+        for n in &numbers {
+            let doc = place.replace("{}", n);
+            let valid = check.is_valid(&serde_json::from_str(&doc).unwrap());
+            assert_eq!(accepts(&g, &doc), valid, "{schema}: {doc}");
+            taken += usize::from(valid);
+        }
+        assert!(taken > 0, "{schema}");
+        // fifteen significant digits are taken where the bounds allow them
+        for n in [
+            "0.123456789012345",
+            "0.999999999999999",
+            "0.000000000000001",
+        ] {
+            let doc = place.replace("{}", n);
+            let valid = check.is_valid(&serde_json::from_str(&doc).unwrap());
+            assert_eq!(accepts(&g, &doc), valid, "{schema}: {doc}");
+        }
+        for n in odd {
+            let doc = place.replace("{}", n);
+            assert!(!accepts(&g, &doc), "{schema}: {doc}");
+        }
+    }
+}
+
+#[test]
 fn the_shortest_bounded_document_is_found_byte_by_byte() {
     for (schema, want) in [
         (json!({"type": "integer", "minimum": 1000}), "1000"),
         (json!({"type": "integer", "maximum": -20}), "-20"),
         (json!({"type": "integer", "minimum": -7, "maximum": 3}), "0"),
         (json!({"type": "number", "exclusiveMinimum": 41.5}), "42"),
+        (
+            json!({"type": "number", "minimum": 0.2, "maximum": 0.8}),
+            "0.2",
+        ),
+        (
+            json!({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}),
+            "0.1",
+        ),
+        (
+            json!({"type": "number", "minimum": -0.75, "maximum": -0.5}),
+            "-0.5",
+        ),
+        (json!({"type": "number", "exclusiveMinimum": 0.999}), "1"),
+        (
+            json!({"type": "number", "minimum": 0.0625, "maximum": 0.0625}),
+            "0.0625",
+        ),
+        (
+            json!({"type": "number", "exclusiveMinimum": 7.25, "exclusiveMaximum": 7.5}),
+            "7.3",
+        ),
         (
             json!({"type": "integer", "multipleOf": 10, "minimum": 1}),
             "10",
@@ -158,7 +268,17 @@ fn bounds_no_integer_meets_draft_4_booleans_and_fractional_steps_are_refused_wit
             "no finite document",
         ),
         (
-            json!({"type": "number", "minimum": 0.2, "maximum": 0.8}),
+            json!({"type": "number", "minimum": 0.8, "maximum": 0.2}),
+            "no finite document",
+        ),
+        (
+            json!({"type": "number", "exclusiveMinimum": 0.5, "exclusiveMaximum": 0.5}),
+            "no finite document",
+        ),
+        (
+            // no decimal of fifteen fraction digits lies strictly between
+            json!({"type": "number", "exclusiveMinimum": 0.1,
+                   "exclusiveMaximum": 0.1000000000000001}),
             "no finite document",
         ),
         (
@@ -185,7 +305,11 @@ fn bounds_no_integer_meets_draft_4_booleans_and_fractional_steps_are_refused_wit
 
 #[test]
 fn the_tiny_models_constrained_answers_are_always_in_range() {
-    let schemas: Vec<Value> = bounded().into_iter().map(|(s, _)| s).collect();
+    let schemas: Vec<Value> = bounded()
+        .into_iter()
+        .chain(decimals())
+        .map(|(s, _)| s)
+        .collect();
     answers_are_valid(
         &schemas,
         b"age: ",

@@ -5,17 +5,19 @@
 //! The documents it accepts are a subset of those the schema allows: no key twice, keys
 //! other than the declared ones carry no escapes, numbers have at most 18 integer digits,
 //! 20 fraction digits and a two-digit exponent, a bounded number (`minimum`,
-//! `multipleOf`…) is an integer it allows, `\u` escapes do not start with `d` (no
-//! surrogate halves), strings under a pattern or format carry no escapes, and whitespace
-//! is as the grammar's [`super::Whitespace`] allows (by default at most one space in a
-//! row; at most 16 bytes with `Any`). Every document it accepts is valid.
+//! `multipleOf`…) is an integer it allows or, for a `number` without `multipleOf`, a
+//! decimal of up to 15 significant digits it allows (no exponent), `\u` escapes do not
+//! start with `d` (no surrogate halves), strings under a pattern or format carry no
+//! escapes, and whitespace is as the grammar's [`super::Whitespace`] allows (by default
+//! at most one space in a row; at most 16 bytes with `Any`). Every document it accepts
+//! is valid.
 
 use std::sync::Arc;
 
 use super::compile::{
     ARRAY, BOOLEAN, Grammar, INTEGER, NEVER, NULL, NUMBER, OBJECT, STRING, Whitespace,
 };
-use super::numbers::{INT_DIGITS, IntSpec, digits_to_range};
+use super::numbers::{INT_DIGITS, NumSpec, Part, to_range};
 use super::text::{Step, Text};
 use super::utf8::Utf8;
 
@@ -83,12 +85,15 @@ enum Num {
 }
 
 impl Num {
-    /// Digits of the integer part written so far, while in it.
-    fn int_digits(self) -> Option<u8> {
+    /// Where a bounded number stands ([`to_range`]'s terms); None in an exponent, which
+    /// bounded numbers do not write.
+    fn part(self) -> Option<Part> {
         match self {
-            Num::Minus => Some(0),
-            Num::Zero => Some(1),
-            Num::Int(n) => Some(n),
+            Num::Minus => Some(Part::Sign),
+            Num::Zero => Some(Part::Zero),
+            Num::Int(_) => Some(Part::Int),
+            Num::Dot => Some(Part::Frac(0)),
+            Num::Frac(j) => Some(Part::Frac(j)),
             _ => None,
         }
     }
@@ -157,7 +162,7 @@ enum Frame {
         /// part), and the range it must end in (`minimum`…), if any.
         neg: bool,
         mag: u64,
-        range: Option<IntSpec>,
+        range: Option<NumSpec>,
     },
     Lit {
         src: Lits,
@@ -519,21 +524,27 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
         } => {
             let digit = b.is_ascii_digit();
             if let Some(r) = *range {
-                // an integer in a range: a digit only where the range can still be met
-                let Some(k) = st.int_digits() else {
+                // a number in a range: a digit or point only where the range can still
+                // be met (its digit limits included)
+                let Some(at) = st.part() else {
                     return Go::No;
                 };
-                let here = digits_to_range(*neg, *mag, k, r) == Some(0);
+                let here = to_range(*neg, *mag, at, r) == Some(0);
                 let next = match (*st, b) {
                     (Num::Minus, b'0') => Some(Num::Zero),
-                    (Num::Minus | Num::Int(_), _) if digit && k < INT_DIGITS => {
-                        Some(Num::Int(k + 1))
-                    }
+                    (Num::Minus, _) if digit => Some(Num::Int(1)),
+                    (Num::Int(n), _) if digit && n < INT_DIGITS => Some(Num::Int(n + 1)),
+                    (Num::Zero | Num::Int(_), b'.') if r.frac > 0 => Some(Num::Dot),
+                    (Num::Dot, _) if digit => Some(Num::Frac(1)),
+                    (Num::Frac(j), _) if digit && j < r.frac => Some(Num::Frac(j + 1)),
                     _ => None,
                 };
-                let m = *mag * 10 + u64::from(b.wrapping_sub(b'0'));
-                return match next {
-                    Some(s) if digits_to_range(*neg, m, k + 1, r).is_some() => {
+                let m = match digit {
+                    true => *mag * 10 + u64::from(b - b'0'),
+                    false => *mag,
+                };
+                return match next.and_then(|s| Some((s, s.part()?))) {
+                    Some((s, p)) if to_range(*neg, m, p, r).is_some() => {
                         *st = s;
                         *mag = m;
                         Go::Take
@@ -640,22 +651,23 @@ fn start_value(g: &Grammar, node: usize, b: u8) -> Go {
         b'-' | b'0'..=b'9' if k & (NUMBER | INTEGER) != 0 => {
             let (neg, mag) = (b == b'-', u64::from(b.wrapping_sub(b'0')).min(9));
             let mag = if neg { 0 } else { mag };
-            let k = u8::from(!neg);
-            if n.int_range
-                .is_some_and(|r| digits_to_range(neg, mag, k, r).is_none())
+            let st = match b {
+                b'-' => Num::Minus,
+                b'0' => Num::Zero,
+                _ => Num::Int(1),
+            };
+            let part = st.part().expect("a number's start");
+            if n.num_range
+                .is_some_and(|r| to_range(neg, mag, part, r).is_none())
             {
                 return Go::No;
             }
             Go::Become(Frame::Num {
                 int_only: n.kinds & NUMBER == 0,
-                st: match b {
-                    b'-' => Num::Minus,
-                    b'0' => Num::Zero,
-                    _ => Num::Int(1),
-                },
+                st,
                 neg,
                 mag,
-                range: n.int_range,
+                range: n.num_range,
             })
         }
         b't' | b'f' if k & BOOLEAN != 0 => Go::Become(Frame::Lit {

@@ -4,16 +4,15 @@
 
 use super::{ArrStage, Frame, Num, ObjStage, Target, lit, open_escape};
 use crate::schema::compile::{Grammar, NEVER};
-use crate::schema::numbers::{IntSpec, digits_to_range};
+use crate::schema::numbers::{NumSpec, to_range};
 
-/// The digits a bounded integer still needs to end as one `r` allows (0: it is one now).
-fn bounded_left(st: Num, neg: bool, mag: u64, r: IntSpec) -> Option<usize> {
-    st.int_digits()
-        .and_then(|k| digits_to_range(neg, mag, k, r))
+/// The bytes a bounded number still needs to end as one `r` allows (0: it is one now).
+fn bounded_left(st: Num, neg: bool, mag: u64, r: NumSpec) -> Option<usize> {
+    st.part().and_then(|p| to_range(neg, mag, p, r))
 }
 
 /// Whether a number frame holds a whole value now (one its range allows, when it has one).
-pub(super) fn num_complete(st: Num, neg: bool, mag: u64, range: Option<IntSpec>) -> bool {
+pub(super) fn num_complete(st: Num, neg: bool, mag: u64, range: Option<NumSpec>) -> bool {
     match range {
         None => st.accepting(),
         Some(r) => bounded_left(st, neg, mag, r) == Some(0),
