@@ -307,6 +307,11 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             },
             executors: a.executor,
             schema: a.schema,
+            whitespace: match a.whitespace.as_str() {
+                "any" => fleetmesh_inference::schema::Whitespace::Any,
+                "none" => fleetmesh_inference::schema::Whitespace::None,
+                _ => fleetmesh_inference::schema::Whitespace::Compact,
+            },
             remote_model: a.remote_model,
             executor_timeout: std::time::Duration::from_secs(a.executor_timeout.max(1)),
             base_model_digest: a

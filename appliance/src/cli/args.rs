@@ -492,6 +492,12 @@ pub struct InferArgs {
     /// against it; exit 1 when it is not valid.
     #[arg(long, value_name = "FILE")]
     pub schema: Option<std::path::PathBuf>,
+    /// Whitespace a constrained document holds between tokens on the local model:
+    /// `compact` (at most one space in a row), `any` (any JSON whitespace, up to 16 bytes in
+    /// a row) or `none` (vLLM's `disable_any_whitespace`).
+    #[arg(long, value_name = "WS", default_value = "compact",
+          value_parser = ["compact", "any", "none"])]
+    pub whitespace: String,
     /// A remote OpenAI-compatible executor's base URL (repeatable; the quorum asks them in
     /// order after the local runtime).
     #[arg(long, value_name = "URL")]

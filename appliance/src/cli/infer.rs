@@ -12,7 +12,7 @@ use fleetmesh_inference::batch::Job;
 use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
 use fleetmesh_inference::quorum::{QuorumConfig, run_quorum};
 use fleetmesh_inference::remote::{RemoteConfig, RemoteExecutor};
-use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab};
+use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab, Whitespace};
 use fleetmesh_inference::{Batcher, Sampling, generate};
 
 use crate::cli::Outcome;
@@ -34,6 +34,8 @@ pub struct InferArgs {
     pub executors: Vec<String>,
     /// A JSON Schema file the output must be valid under.
     pub schema: Option<PathBuf>,
+    /// Whitespace the constrained local model may write between tokens.
+    pub whitespace: Whitespace,
     /// The model's id on the remote executors (default: the local model's name).
     pub remote_model: Option<String>,
     /// How long a remote executor may take.
@@ -88,12 +90,19 @@ pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
                 &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
             )
             .with_context(|| format!("{}: not JSON", path.display()))?;
-            let grammar =
-                Arc::new(Grammar::compile(&schema).with_context(|| format!("{}", path.display()))?);
+            let grammar = Arc::new(
+                Grammar::compile(&schema)
+                    .with_context(|| format!("{}", path.display()))?
+                    .with_whitespace(args.whitespace),
+            );
             let (steps, digest, by) = match args.executors.as_slice() {
                 [] => {
                     let batcher = Batcher::new(Arc::new(model), digest, 1);
                     let vocab = Arc::new(TokenVocab::new(&tokenizer.token_bytes()));
+                    // a vocabulary that cannot spell the schema is refused before generating
+                    vocab
+                        .writes(&grammar)
+                        .with_context(|| format!("{}", path.display()))?;
                     let t = batcher.run(Job {
                         prompt: prompt.clone(),
                         max_tokens: args.max_tokens,

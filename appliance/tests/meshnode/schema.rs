@@ -54,11 +54,34 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
     let models = tempfile::tempdir().unwrap();
     let tiny = models.path().join("tiny");
     make_tiny(&tiny, 7);
-    let (_node, d) = serve(&[&tiny], "");
+    // the same model with no `}` token of its own (only `}}`): it cannot close an object
+    let nobrace = models.path().join("nobrace");
+    std::fs::create_dir(&nobrace).unwrap();
+    for e in std::fs::read_dir(&tiny).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), nobrace.join(e.file_name())).unwrap();
+    }
+    let tok_path = nobrace.join("tokenizer.json");
+    let mut tok: Value = serde_json::from_slice(&std::fs::read(&tok_path).unwrap()).unwrap();
+    let vocab = tok["model"]["vocab"].as_object_mut().unwrap();
+    let id = vocab.remove("}").unwrap();
+    vocab.insert("}}".into(), id);
+    std::fs::write(&tok_path, tok.to_string()).unwrap();
+    let (_node, d) = serve(&[&tiny, &nobrace], "");
     let schema = person();
     runtime().block_on(async {
         let http = http_client();
         let url = d.url("/v1/completions");
+        // a schema that vocabulary cannot spell: 400 before generating, naming the byte
+        let (status, r) = post_json(&http, &url, json!({
+            "model": "nobrace", "prompt": "x", "max_tokens": 60,
+            "response_format": format_of(&schema),
+        }))
+        .await;
+        assert_eq!(status, 400, "{r}");
+        assert_eq!(r["error"]["code"], "unsupported_schema", "{r}");
+        let says = r["error"]["message"].as_str().unwrap();
+        assert!(says.contains("no token writes `}` after \"{"), "{r}");
         for temperature in [0.0, 1.0] {
             let body = json!({
                 "model": "tiny", "prompt": ["hello", "{\"name\": "], "max_tokens": 60,
@@ -245,6 +268,24 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
     assert_eq!(local["verdict"]["valid"], true, "{local}");
     assert_eq!(local["verdict"]["constrained"], "local");
     assert!(valid(&schema, local["text"].as_str().unwrap()), "{local}");
+    // --whitespace: sampled answers with `none` hold no whitespace between tokens, with
+    // `any` the same draws do (most bytes a structural position allows are whitespace)
+    let mut spaced = 0;
+    for seed in ["1", "2", "3"] {
+        for (ws, none) in [("none", true), ("any", false)] {
+            let mut args = base.to_vec();
+            args.extend(["--whitespace", ws, "--temperature", "1", "--seed", seed]);
+            let o = run(&args);
+            assert!(o.status.success(), "{}", stderr(&o));
+            let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
+            let text = out["text"].as_str().unwrap();
+            assert!(valid(&schema, text), "{out}");
+            let between = outside_strings(text).contains(char::is_whitespace);
+            assert!(!(none && between), "--whitespace none: {text:?}");
+            spaced += usize::from(!none && between);
+        }
+    }
+    assert!(spaced > 0, "--whitespace any never wrote whitespace");
     let node_url = d.url("");
     let mut remote_args = base.to_vec();
     remote_args.extend(["--executor", &node_url, "--remote-model", "tiny"]);
@@ -271,6 +312,13 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
             .contains("not JSON"),
         "{out}"
     );
+
+    // the vocabulary without `}`: refused before generating, exit 2 with the reason
+    let mut args = base.to_vec();
+    args[2] = nobrace.to_str().unwrap();
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no token writes `}`"), "{}", stderr(&o));
 
     // bad schemas and flags: exit 2 with the reason
     let bad = models.path().join("bad.json");
