@@ -21,6 +21,14 @@ pub(super) struct TrieNode {
     strings: Option<Box<StringIndex>>,
 }
 
+/// States [`TokenVocab::writes`] visits at most before it refuses.
+const SEARCH_STATES: usize = 2048;
+/// Tokens [`TokenVocab::writes`] tries from one state at most (lowest ids first).
+const TRIED_PER_STATE: usize = 256;
+/// Bytes by which a token may move the document's end away in [`TokenVocab::writes`]'
+/// second search.
+const DETOUR_SLACK: usize = 16;
+
 /// Tokens below a string-opening node from which it gets a [`StringIndex`] of its own.
 const OPENS_INDEXED: usize = 64;
 
@@ -133,46 +141,101 @@ impl TokenVocab {
     }
 
     /// Whether this vocabulary can write a whole document of `grammar`, checked before
-    /// generating: following the shortest document token by token, each token bringing
-    /// its end strictly closer (at once where every byte is a token of its own).
+    /// generating (at once where every byte is a token of its own): a depth-first search
+    /// over the tokens the matcher takes, first only those that bring the document's end
+    /// strictly closer (the shortest documents), then also detours of up to
+    /// [`DETOUR_SLACK`] bytes (`null` where a number's digits have no tokens); each state
+    /// is visited once, and the search gives up after [`SEARCH_STATES`] states.
     ///
     /// # Errors
-    /// [`Error::Schema`] naming the first character no token writes, and where.
+    /// [`Error::Schema`] naming the first character no token writes on the way to the
+    /// shortest document, and where.
     pub fn writes(&self, grammar: &Arc<Grammar>) -> Result<()> {
         if self.every_byte {
             return Ok(());
         }
-        let mut m = Matcher::new(grammar.clone());
-        let mut written = Vec::new();
-        let mut mask = TokenMask::new(self.len());
-        while !m.complete() {
-            let left = m.remaining();
-            mask.reset(self.len());
-            if self.allowed(&m, left - 1, &mut mask) == 0 {
-                let next = (0..=255u8).find(|b| {
-                    let mut t = m.clone();
-                    t.feed(*b) && t.remaining() < left
-                });
-                let show = |b: u8| match b {
-                    0x21..=0x7e => format!("`{}`", char::from(b)),
-                    _ => format!("byte 0x{b:02x}"),
-                };
-                return Err(Error::Schema {
-                    at: "#".into(),
-                    reason: format!(
-                        "the model's vocabulary cannot write this schema's shortest document: \
-                         no token writes {} after {:?}",
-                        next.map_or_else(|| "its next character".into(), show),
-                        String::from_utf8_lossy(&written)
-                    ),
-                });
+        let start = Matcher::new(grammar.clone());
+        let mut visits = 0;
+        let mut dead = None;
+        for slack in [0, DETOUR_SLACK] {
+            if self.search(&start, slack, &mut visits, &mut dead) {
+                return Ok(());
             }
-            let id = mask.first().expect("one allowed");
-            let bytes = self.bytes(id).expect("an allowed token has bytes");
-            assert!(m.feed_all(bytes), "an allowed token is taken");
-            written.extend_from_slice(bytes);
         }
-        Ok(())
+        let (m, written) = dead.unwrap_or((start, Vec::new()));
+        let left = m.remaining();
+        let next = (0..=255u8).find(|b| {
+            let mut t = m.clone();
+            t.feed(*b) && t.remaining() < left
+        });
+        let show = |b: u8| match b {
+            0x21..=0x7e => format!("`{}`", char::from(b)),
+            _ => format!("byte 0x{b:02x}"),
+        };
+        Err(Error::Schema {
+            at: "#".into(),
+            reason: format!(
+                "the model's vocabulary cannot write this schema's shortest document: \
+                 no token writes {} after {:?}",
+                next.map_or_else(|| "its next character".into(), show),
+                String::from_utf8_lossy(&written)
+            ),
+        })
+    }
+
+    /// One depth-first search from `start` for a whole document, taking tokens that leave
+    /// at most `slack` more bytes to write than there were, lowest id first; the first
+    /// state with no such token is kept in `dead` (with what led there).
+    fn search(
+        &self,
+        start: &Matcher,
+        slack: usize,
+        visits: &mut usize,
+        dead: &mut Option<(Matcher, Vec<u8>)>,
+    ) -> bool {
+        // how deep a path may go: the shortest document's tokens, and some detours
+        let depth = start.remaining().saturating_add(4 * slack);
+        let mut seen = std::collections::HashSet::from([start.key()]);
+        let mut mask = TokenMask::new(self.len());
+        // each level: its state, the bytes written to reach it, its untried tokens
+        let mut path: Vec<(Matcher, usize, std::vec::IntoIter<u32>)> = Vec::new();
+        let mut written = Vec::new();
+        let mut here = start.clone();
+        loop {
+            if here.complete() {
+                return true;
+            }
+            let mut ids = Vec::new();
+            if *visits < SEARCH_STATES && path.len() < depth {
+                *visits += 1;
+                mask.reset(self.len());
+                let after = here.remaining().saturating_sub(1).saturating_add(slack);
+                self.allowed(&here, after, &mut mask);
+                ids.extend(mask.ids().take(TRIED_PER_STATE));
+                if ids.is_empty() && dead.is_none() {
+                    *dead = Some((here.clone(), written.clone()));
+                }
+            }
+            path.push((here, written.len(), ids.into_iter()));
+            // the next untried token whose state is new, backing up where none is left
+            here = loop {
+                let Some((m, len, ids)) = path.last_mut() else {
+                    return false;
+                };
+                let Some(id) = ids.next() else {
+                    path.pop();
+                    continue;
+                };
+                let bytes = self.bytes(id).expect("an allowed token has bytes");
+                let mut n = m.clone();
+                assert!(n.feed_all(bytes), "an allowed token is taken");
+                if seen.insert(n.key()) {
+                    written.truncate(*len);
+                    written.extend_from_slice(bytes);
+                    break n;
+                }
+            };
+        }
     }
 
     /// Adds to `allowed` every token the matcher takes whole after which the document can

@@ -653,6 +653,24 @@ fn a_vocabulary_without_a_needed_byte_is_refused_up_front_and_never_writes_wrong
     );
     let e = vocab.writes(&nested).unwrap_err().to_string();
     assert!(e.contains("after \"{\\\"a\\\":[1]\""), "{e}");
+    // a longer document where the shortest needs a missing byte: no digit has a token,
+    // yet `null` (or "x") is written; a bare integer is refused naming the digit
+    let digitless: Vec<Option<Vec<u8>>> = (0u8..=255)
+        .map(|b| (!b.is_ascii_digit()).then(|| vec![b]))
+        .collect();
+    let digitless = TokenVocab::new(&digitless);
+    for schema in [
+        json!({"type": ["integer", "null"]}),
+        json!({"anyOf": [{"type": "integer"}, {"enum": ["x"]}]}),
+        json!({"type": "object", "properties": {"n": {"type": ["integer", "null"]}},
+               "required": ["n"], "additionalProperties": false}),
+    ] {
+        let g = Arc::new(Grammar::compile(&schema).unwrap());
+        assert!(digitless.writes(&g).is_ok(), "{schema}");
+    }
+    let integer = Arc::new(Grammar::compile(&json!({"type": "integer"})).unwrap());
+    let e = digitless.writes(&integer).unwrap_err().to_string();
+    assert!(e.contains("no token writes `0` after \"\""), "{e}");
     // a vocabulary with every byte writes anything, one of merged tokens too
     let all: Vec<Option<Vec<u8>>> = (0u8..=255).map(|b| Some(vec![b])).collect();
     assert!(TokenVocab::new(&all).writes(&g).is_ok());

@@ -279,6 +279,11 @@ impl Matcher {
         debug_assert!(self.stack == source.stack && Arc::ptr_eq(&self.g, &source.g));
     }
 
+    /// The state as text, telling states apart (a search's visited set).
+    pub(crate) fn key(&self) -> String {
+        format!("{:?}{}", self.stack, self.ws)
+    }
+
     /// Takes byte `b` if some generated document continues with it. After a refused byte
     /// the state is unusable: probe on a clone.
     pub fn feed(&mut self, b: u8) -> bool {
