@@ -204,6 +204,7 @@ fn f16_copy(src: &Path, dst: &Path) {
 #[test]
 fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_one_build_is() {
     use fleetmesh_inference::executor::{Build, ExecRequest, Execution, Executor, LocalExecutor};
+    use fleetmesh_inference::gguf::{FileType, convert_dir};
     use fleetmesh_inference::model::model_digest;
     use fleetmesh_inference::quorum::{
         Comparison, DivergenceKind, QuorumConfig, Status, compare, run_quorum,
@@ -292,6 +293,16 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
         .with_base_digest(digest);
     assert_ne!(half.build().model_digest, h1.build().model_digest);
     assert!(half.build().same_model(&h1.build()));
+    // and one that serves a Q8_0 GGUF quantized from it (the file's dtype, its own digest)
+    let gguf = dir.path().join("model-q8_0.gguf");
+    convert_dir(dir.path(), FileType::Q8_0, &gguf).unwrap();
+    let q8 = Arc::new(Llama::load_gguf(&gguf).unwrap());
+    let q8_digest = model_digest(&gguf).unwrap();
+    let q8 = LocalExecutor::new("q8_0", Arc::new(Batcher::new(q8, q8_digest, 4)))
+        .with_base_digest(digest);
+    assert_eq!(q8.build().dtype, "q8_0");
+    assert!(q8.build().same_model(&h1.build()));
+    let (mut near, mut agreed) = (0, 0);
     for prompt in quorum_prompts() {
         let req = ExecRequest {
             prompt,
@@ -299,11 +310,16 @@ fn near_ties_between_different_builds_are_not_fraud_and_the_same_divergence_in_o
             max_tokens: 24,
             stop_ids: vec![],
         };
-        let v = run_quorum(&[&half, &h1, &h2], &req, &cfg).unwrap();
-        assert!(v.flagged().is_empty(), "{}", v.to_json());
-        let s = v.executors[0].status;
-        assert!(matches!(s, Status::Agreed | Status::NearTie), "{s:?}");
+        for other in [&half, &q8] {
+            let v = run_quorum(&[other, &h1, &h2], &req, &cfg).unwrap();
+            assert!(v.flagged().is_empty(), "{}", v.to_json());
+            let s = v.executors[0].status;
+            assert!(matches!(s, Status::Agreed | Status::NearTie), "{s:?}");
+            near += usize::from(s == Status::NearTie);
+            agreed += usize::from(s == Status::Agreed);
+        }
     }
+    assert!(agreed > 0, "{near} near-ties");
 }
 
 #[test]
