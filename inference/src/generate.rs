@@ -182,7 +182,9 @@ fn draw(
             return ids[k];
         }
     }
-    ids[*kept.last().expect("at least one token is kept")]
+    // every logit NaN or −∞ (a broken model): the first candidate, not a panic
+    kept.last()
+        .map_or(ids.first().copied().unwrap_or(0), |k| ids[*k])
 }
 
 /// Runs `prompt`, then generates up to `max_tokens` ids (stopping after any id in `stop`),
@@ -422,6 +424,14 @@ mod tests {
                     "round {round}, {s:?}"
                 );
             }
+        }
+        // logits a broken model made (NaN): an allowed id all the same, no panic
+        let mut mask = TokenMask::new(10);
+        mask.insert(3);
+        mask.insert(7);
+        for s in &samplings {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+            assert_eq!(pick(&[f32::NAN; 10], Some(&mask), s, &mut rng), 3, "{s:?}");
         }
     }
 }

@@ -162,7 +162,15 @@ impl TokenVocab {
                 return Ok(());
             }
         }
-        let (m, written) = dead.unwrap_or((start, Vec::new()));
+        let Some((m, written)) = dead else {
+            return Err(Error::Schema {
+                at: "#".into(),
+                reason: format!(
+                    "the model's vocabulary wrote no whole document of this schema in a \
+                     search of {SEARCH_STATES} states"
+                ),
+            });
+        };
         let left = m.remaining();
         let next = (0..=255u8).find(|b| {
             let mut t = m.clone();
@@ -175,8 +183,8 @@ impl TokenVocab {
         Err(Error::Schema {
             at: "#".into(),
             reason: format!(
-                "the model's vocabulary cannot write this schema's shortest document: \
-                 no token writes {} after {:?}",
+                "the model's vocabulary cannot write a document of this schema: no token \
+                 writes {} after {:?} (on the way to its shortest document)",
                 next.map_or_else(|| "its next character".into(), show),
                 String::from_utf8_lossy(&written)
             ),
