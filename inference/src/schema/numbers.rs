@@ -207,6 +207,33 @@ pub(crate) fn exact_value(x: &serde_json::Number, spec: NumSpec) -> Option<i128>
 /// one now); None when no ending does within the digits written. "0" and "-0" take no
 /// more digits; a point takes at least one.
 pub(crate) fn to_range(neg: bool, mag: u64, part: Part, spec: NumSpec) -> Option<usize> {
+    endings(neg, mag, part, spec, true)
+}
+
+/// Whether some ending of the number read so far is one `spec` allows: what [`to_range`]
+/// tells without counting bytes (the matcher asks it of every digit the mask walk tries).
+pub(crate) fn reachable(neg: bool, mag: u64, part: Part, spec: NumSpec) -> bool {
+    endings(neg, mag, part, spec, false).is_some()
+}
+
+/// Whether the number read so far is one `spec` allows as it stands.
+pub(crate) fn allowed_now(neg: bool, mag: u64, part: Part, spec: NumSpec) -> bool {
+    let mag = i128::from(mag);
+    let j = match part {
+        Part::Sign | Part::Frac(0) => return false,
+        Part::Zero | Part::Int => 0,
+        Part::Frac(j) => j,
+    };
+    if digits(mag) > spec.max_digits() {
+        return false;
+    }
+    let v = mag * pow10(spec.frac - j);
+    let v = if neg { -v } else { v };
+    spec.meets(v, v)
+}
+
+/// [`to_range`] (`fewest`), or any ending's bytes (not `fewest`: the first found).
+fn endings(neg: bool, mag: u64, part: Part, spec: NumSpec, fewest: bool) -> Option<usize> {
     let mag = i128::from(mag);
     let (f_max, d_max) = (spec.frac, spec.max_digits());
     if digits(mag) > d_max {
@@ -229,6 +256,9 @@ pub(crate) fn to_range(neg: bool, mag: u64, part: Part, spec: NumSpec) -> Option
         if !reaches(lo * one, upto(top), top) {
             return None;
         }
+        if !fewest {
+            return Some(0);
+        }
         (0..=top)
             .find(|&f| reaches(lo * one, upto(f), f))
             .map(|f| if f == 0 { 0 } else { usize::from(f) + 1 })
@@ -238,7 +268,7 @@ pub(crate) fn to_range(neg: bool, mag: u64, part: Part, spec: NumSpec) -> Option
         let mut best: Option<usize> = None;
         for i in from..=d_max - sig {
             let (lo, hi) = values(i);
-            if best.is_some_and(|b| b <= usize::from(i)) || lo * one > far {
+            if best.is_some_and(|b| !fewest || b <= usize::from(i)) || lo * one > far {
                 break;
             }
             if let Some(c) = with_fraction(lo, hi, sig + i) {
@@ -250,9 +280,17 @@ pub(crate) fn to_range(neg: bool, mag: u64, part: Part, spec: NumSpec) -> Option
     match part {
         Part::Frac(j) => {
             let unit = pow10(f_max - j);
-            (u8::from(j == 0)..=(f_max - j).min(d_max - digits(mag)))
-                .find(|&f| reaches(mag * unit, (mag + 1) * unit - pow10(f_max - j - f), j + f))
-                .map(usize::from)
+            let top = (f_max - j).min(d_max - digits(mag));
+            let meets = |f: u8| reaches(mag * unit, (mag + 1) * unit - pow10(f_max - j - f), j + f);
+            let first = u8::from(j == 0);
+            // the most digits reach a superset of what fewer do
+            if top < first || !meets(top) {
+                return None;
+            }
+            if !fewest {
+                return Some(0);
+            }
+            (first..=top).find(|&f| meets(f)).map(usize::from)
         }
         Part::Zero => with_fraction(0, 0, 0),
         Part::Int => over_digits(
@@ -263,6 +301,9 @@ pub(crate) fn to_range(neg: bool, mag: u64, part: Part, spec: NumSpec) -> Option
         Part::Sign => {
             // "0", or i digits not starting with 0
             let zero = with_fraction(0, 0, 0).map(|c| c + 1);
+            if zero.is_some() && !fewest {
+                return zero;
+            }
             let other = over_digits(1, &|i| (pow10(i - 1), pow10(i) - 1), 0);
             zero.into_iter().chain(other).min()
         }

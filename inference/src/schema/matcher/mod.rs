@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::compile::{
     ARRAY, BOOLEAN, Grammar, INTEGER, NEVER, NULL, NUMBER, OBJECT, STRING, Whitespace,
 };
-use super::numbers::{INT_DIGITS, NumSpec, Part, to_range};
+use super::numbers::{INT_DIGITS, NumSpec, Part, allowed_now, reachable};
 use super::text::{Step, Text};
 use super::utf8::Utf8;
 
@@ -85,7 +85,7 @@ enum Num {
 }
 
 impl Num {
-    /// Where a bounded number stands ([`to_range`]'s terms); None in an exponent, which
+    /// Where a bounded number stands ([`Part`]); None in an exponent, which
     /// bounded numbers do not write.
     fn part(self) -> Option<Part> {
         match self {
@@ -534,7 +534,7 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                 let Some(at) = st.part() else {
                     return Go::No;
                 };
-                let here = to_range(*neg, *mag, at, r) == Some(0);
+                let here = allowed_now(*neg, *mag, at, r);
                 let next = match (*st, b) {
                     (Num::Minus, b'0') => Some(Num::Zero),
                     (Num::Minus, _) if digit => Some(Num::Int(1)),
@@ -549,7 +549,7 @@ fn step(g: &Grammar, f: &mut Frame, b: u8) -> Go {
                     false => *mag,
                 };
                 return match next.and_then(|s| Some((s, s.part()?))) {
-                    Some((s, p)) if to_range(*neg, m, p, r).is_some() => {
+                    Some((s, p)) if reachable(*neg, m, p, r) => {
                         *st = s;
                         *mag = m;
                         Go::Take
@@ -662,9 +662,7 @@ fn start_value(g: &Grammar, node: usize, b: u8) -> Go {
                 _ => Num::Int(1),
             };
             let part = st.part().expect("a number's start");
-            if n.num_range
-                .is_some_and(|r| to_range(neg, mag, part, r).is_none())
-            {
+            if n.num_range.is_some_and(|r| !reachable(neg, mag, part, r)) {
                 return Go::No;
             }
             Go::Become(Frame::Num {

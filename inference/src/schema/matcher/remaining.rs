@@ -4,7 +4,7 @@
 
 use super::{ArrStage, Frame, Num, ObjStage, Target, lit, open_escape};
 use crate::schema::compile::{Grammar, NEVER};
-use crate::schema::numbers::{NumSpec, to_range};
+use crate::schema::numbers::{NumSpec, allowed_now, to_range};
 
 /// The bytes a bounded number still needs to end as one `r` allows (0: it is one now).
 fn bounded_left(st: Num, neg: bool, mag: u64, r: NumSpec) -> Option<usize> {
@@ -15,7 +15,7 @@ fn bounded_left(st: Num, neg: bool, mag: u64, r: NumSpec) -> Option<usize> {
 pub(super) fn num_complete(st: Num, neg: bool, mag: u64, range: Option<NumSpec>) -> bool {
     match range {
         None => st.accepting(),
-        Some(r) => bounded_left(st, neg, mag, r) == Some(0),
+        Some(r) => st.part().is_some_and(|p| allowed_now(neg, mag, p, r)),
     }
 }
 
