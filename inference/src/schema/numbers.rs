@@ -1,13 +1,18 @@
 //! Numbers under numeric keywords (`minimum`, `maximum`, `exclusiveMinimum`,
 //! `exclusiveMaximum`, `multipleOf`): what the compiler makes of them ([`NumSpec`]) and
-//! what the matcher asks of them while a number is being written ([`to_range`]).
+//! what the matcher asks of them while a number is being written ([`reachable`],
+//! [`allowed_now`], and [`to_range`] for the bytes left).
 //!
 //! An `integer`, or a number under a whole `multipleOf`, is written as an integer of up to
 //! [`INT_DIGITS`] digits and checked exactly. Any other bounded `number` is written as a
 //! decimal of up to [`DEC_DIGITS`] significant digits and [`DEC_DIGITS`] fraction digits,
-//! checked exactly against the bounds' shortest decimal forms: two decimals of at most 15
-//! significant digits are never the same `f64`, so this comparison and the `jsonschema`
-//! crate's (in `f64`) agree on every number written, exclusive bounds included.
+//! checked exactly against each bound's shortest decimal form (the shortest text that
+//! reads back as that `f64`). Decimals of at most 15 significant digits lie further apart
+//! than an `f64` rounds, so at most one of them reads as a given `f64` — and for a bound
+//! that is its shortest form. A written decimal equal to the bound is therefore the same
+//! `f64`, and one above or below it reads as an `f64` above or below it: the exact
+//! comparison and the `jsonschema` crate's (in `f64`) agree on every number written,
+//! exclusive bounds included.
 
 use serde_json::Value;
 
