@@ -492,7 +492,8 @@ pub struct InferArgs {
     /// against it; exit 1 when it is not valid.
     #[arg(long, value_name = "FILE")]
     pub schema: Option<std::path::PathBuf>,
-    /// Whitespace a constrained document holds between tokens on the local model:
+    /// Whitespace a constrained document holds between tokens on the local model (not
+    /// with `--executor`):
     /// `compact` (at most one space in a row), `any` (any JSON whitespace, up to 16 bytes in
     /// a row) or `none` (vLLM's `disable_any_whitespace`).
     #[arg(long, value_name = "WS", default_value = "compact",

@@ -118,6 +118,12 @@ pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
                     if args.sampling.temperature != 0.0 {
                         anyhow::bail!("a remote executor decodes greedily: drop --temperature");
                     }
+                    if args.whitespace != Whitespace::Compact {
+                        anyhow::bail!(
+                            "--whitespace is for the local model (a remote executor is sent \
+                             the schema alone): drop it with --executor"
+                        );
+                    }
                     let mut c = RemoteConfig::new(
                         "remote",
                         url.clone(),

@@ -294,6 +294,14 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
     let remote: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(remote["verdict"]["constrained"], "remote");
     assert_eq!(remote["token_ids"], local["token_ids"], "{remote}");
+    remote_args.extend(["--whitespace", "none"]);
+    let o = run(&remote_args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--whitespace is for the local model"),
+        "{}",
+        stderr(&o)
+    );
 
     // a remote executor that ignores response_format: checked after the fact, exit 1
     let ids: Vec<u32> = b"nope".iter().map(|b| u32::from(*b)).collect();
