@@ -261,6 +261,13 @@ schemas = {
                           "score": {"type": "number", "minimum": 0, "maximum": 1},
                           "p": {"type": "number", "exclusiveMinimum": -0.05, "exclusiveMaximum": 0.125}},
                       "required": ["score", "p"]}, '{"score":0.85,"p":-0.0125}'),
+    "unions.txt": ({"type": "array", "items": {"oneOf": [
+                        {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+                         "required": ["kind", "lives"], "additionalProperties": False},
+                        {"type": "object", "properties": {"kind": {"const": "dog"}, "name": {"type": "string"}},
+                         "required": ["kind"], "additionalProperties": False},
+                        {"anyOf": [{"type": "integer"}, {"type": "number", "minimum": 0.5}]}]}},
+                   '[{"lives":9,"kind":"cat"},{"kind":"dog"},2,0.75]'),
     "tuple.txt": ({"type": "array", "prefixItems": [{"type": "integer", "multipleOf": 3},
                                                     {"enum": ["a", "b"]}],
                    "items": False, "minItems": 1}, '[9,"b"]'),

@@ -1,9 +1,11 @@
-//! `anyOf` and `oneOf` whose branches start differently: the first byte of a value picks
-//! its branch, so the matcher stays deterministic. That covers what schema generators
-//! write most (Pydantic's `Optional[X]` is `anyOf: [X, {"type": "null"}]`, a union of an
-//! integer and a string, of an object and an array); branches that can start with the same
-//! byte (two objects, an integer and a number) are refused up front, naming them. With
-//! disjoint branches a value matches exactly one, so `anyOf` and `oneOf` mean the same.
+//! `anyOf` and `oneOf`: a value of such a node is a value of one of its branches. The
+//! first byte of a value picks the branches that can start with it; where only one can
+//! (Pydantic's `Optional[X]`, `anyOf: [X, {"type": "null"}]`; a union of an integer and a
+//! string) the matcher goes on deterministically, and where several can (two object
+//! schemas, an integer and a number) it carries one reading per branch until the bytes
+//! leave one ([`super::Matcher`]). Any branch's document is valid under `anyOf`; under
+//! `oneOf` it must match no other branch, so a `oneOf` is taken only where its branches
+//! provably exclude each other (`one_of.rs`).
 
 use serde_json::Value;
 
@@ -57,51 +59,35 @@ impl Compiler<'_> {
             let branch = format!("{at}/{key}/{i}");
             let b = self.node(&branch)?;
             node.alts.push((b, Box::new([false; 256])));
-            self.alt_sites.push((id, i, branch));
+            self.alt_sites.push(AltSite {
+                node: id,
+                index: i,
+                at: branch,
+                one_of: key == "oneOf",
+            });
         }
         self.nodes[id] = node;
         Ok(Some(id))
     }
 }
 
-/// Fills in every alternative's first bytes and checks that no two branches of one
-/// `anyOf`/`oneOf` can start alike; `sites` names each branch (node, index, location).
-///
-/// # Errors
-/// [`crate::Error::Schema`] naming two branches that overlap and a byte both start with.
-pub(super) fn settle(nodes: &mut [Node], sites: &[(usize, usize, String)]) -> Result<()> {
+/// Each `anyOf`/`oneOf` branch: its node, index and location (for messages), and whether
+/// it is a `oneOf`'s.
+pub(super) struct AltSite {
+    pub node: usize,
+    pub index: usize,
+    pub at: String,
+    pub one_of: bool,
+}
+
+/// Fills in the bytes each alternative may start with.
+pub(super) fn settle(nodes: &mut [Node]) {
     for id in 0..nodes.len() {
         for i in 0..nodes[id].alts.len() {
             let first = first_bytes(nodes, nodes[id].alts[i].0, &mut Vec::new());
             nodes[id].alts[i].1 = first;
         }
     }
-    let at = |id: usize, i: usize| {
-        sites
-            .iter()
-            .find(|(n, j, _)| *n == id && *j == i)
-            .map_or_else(String::new, |s| s.2.clone())
-    };
-    for (id, node) in nodes.iter().enumerate() {
-        for (i, (_, a)) in node.alts.iter().enumerate() {
-            for (j, (_, b)) in node.alts.iter().enumerate().skip(i + 1) {
-                if let Some(byte) = (0..256).find(|k| a[*k] && b[*k]) {
-                    return Err(schema_err(
-                        "",
-                        format!(
-                            "#{} and #{} can both start with `{}`: constrained decoding takes \
-                             `anyOf`/`oneOf` only where each branch starts differently (e.g. a \
-                             value or null, a number or a string)",
-                            at(id, i),
-                            at(id, j),
-                            char::from(byte as u8)
-                        ),
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The bytes a value of node `id` may start with (`seen`: alternatives being expanded, so

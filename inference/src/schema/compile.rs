@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::alts::FirstBytes;
+use super::alts::{AltSite, FirstBytes};
 use super::check::{SchemaCheck, Validation, validator};
 use super::numbers::{NumSpec, exact_value, num_bounds};
 use super::pattern::Pattern;
@@ -63,6 +63,8 @@ pub(super) const ANNOTATIONS: &[&str] = &[
     "description",
     "default",
     "examples",
+    // OpenAPI's (and Pydantic's) tag of a `oneOf`: the branches' `const`s enforce it
+    "discriminator",
     "deprecated",
     "readOnly",
     "writeOnly",
@@ -266,9 +268,11 @@ impl Grammar {
             memo: HashMap::new(),
             resolving: Vec::new(),
             alt_sites: Vec::new(),
+            locations: vec![None],
         };
         let root = c.node("")?;
-        super::alts::settle(&mut c.nodes, &c.alt_sites)?;
+        super::alts::settle(&mut c.nodes);
+        c.check_one_of()?;
         let (mut nodes, patterns) = (c.nodes, c.patterns);
         // the independent validator must take the schema too (it also checks it against
         // the meta-schema)
@@ -319,7 +323,7 @@ impl Grammar {
 }
 
 pub(super) struct Compiler<'a> {
-    doc: &'a Value,
+    pub(super) doc: &'a Value,
     pub(super) nodes: Vec<Node>,
     pub(super) patterns: Vec<Pattern>,
     /// Each pattern's index and shortest string by its source (`pattern` or `format`,
@@ -329,8 +333,10 @@ pub(super) struct Compiler<'a> {
     memo: HashMap<String, usize>,
     /// Pointers of `$ref`s being followed (a ref cycle with no schema in it is refused).
     resolving: Vec<String>,
-    /// Each `anyOf`/`oneOf` branch: its node, index and location (for messages).
-    pub(super) alt_sites: Vec<(usize, usize, String)>,
+    /// Each `anyOf`/`oneOf` branch.
+    pub(super) alt_sites: Vec<AltSite>,
+    /// Each node's location (None for [`ANY`], which stands for `true` anywhere).
+    pub(super) locations: Vec<Option<String>>,
 }
 
 pub(crate) fn schema_err(at: &str, reason: impl Into<String>) -> Error {
@@ -350,6 +356,7 @@ impl Compiler<'_> {
     pub(super) fn placeholder(&mut self, at: &str) -> usize {
         let id = self.nodes.len();
         self.nodes.push(Node::any());
+        self.locations.push(Some(at.to_string()));
         self.memo.insert(at.to_string(), id);
         id
     }
@@ -609,7 +616,10 @@ impl Compiler<'_> {
     /// A validator of the schema object `obj` alone, with the document's `$defs` and
     /// `definitions` beside it; None when one of its refs would point elsewhere (`#`, or
     /// another place of the document), or it does not build.
-    fn sub_validator(&self, obj: &serde_json::Map<String, Value>) -> Option<jsonschema::Validator> {
+    pub(super) fn sub_validator(
+        &self,
+        obj: &serde_json::Map<String, Value>,
+    ) -> Option<jsonschema::Validator> {
         fn refs_resolve_alone(v: &Value) -> bool {
             match v {
                 Value::Object(o) => o.iter().all(|(k, v)| {

@@ -7,8 +7,8 @@
 //! `minLength`/`maxLength`, `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` and
 //! whole `multipleOf` (integers exactly, other numbers as decimals of up to 15
 //! significant digits, exactly), `pattern` and `format` (date, time, date-time,
-//! uuid, email, ipv4, ipv6, uri) on strings, `anyOf`/`oneOf` whose branches start
-//! differently (a value or null, a number or a string), `allOf` where its parts combine
+//! uuid, email, ipv4, ipv6, uri) on strings, `anyOf`/`oneOf` (`alts.rs`; a `oneOf` only
+//! where its branches exclude each other, `one_of.rs`), `allOf` where its parts combine
 //! into one schema (`all_of.rs`), `$ref` within the document (`$defs`,
 //! `definitions`, recursion) and annotations (`title`, `description`, …) — and refuses
 //! any other keyword up front with [`crate::Error::Schema`], never
@@ -51,6 +51,7 @@ mod in_string;
 mod mask;
 mod matcher;
 mod numbers;
+mod one_of;
 mod pattern;
 mod text;
 mod unique;
@@ -62,7 +63,7 @@ use std::sync::Arc;
 pub use check::{SchemaCheck, Validation};
 pub use compile::{Grammar, Whitespace};
 pub use mask::TokenMask;
-pub use matcher::Matcher;
+pub use matcher::{MAX_READINGS, Matcher};
 pub use vocab::TokenVocab;
 
 use crate::{Error, Result};

@@ -161,7 +161,7 @@ pub(super) fn unique_items(
 
 /// Whether `a` and `b` are equal as JSON Schema compares values (`enum`, `uniqueItems`):
 /// numbers by value (`1` equals `1.0`), arrays item by item, objects member by member.
-fn json_equal(a: &Value, b: &Value) -> bool {
+pub(super) fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
             let int = |n: &serde_json::Number| {

@@ -250,6 +250,14 @@ impl TokenVocab {
     /// still be finished in `budget` more bytes (ids beyond `allowed`'s range are left
     /// out); returns how many ids `allowed` then holds.
     pub fn allowed(&self, m: &Matcher, budget: usize, allowed: &mut TokenMask) -> usize {
+        if m.ambiguous() {
+            // a token is taken when one reading takes it: each walked alone, with the
+            // fast paths a single reading has
+            for r in m.split() {
+                self.allowed(&r, budget, allowed);
+            }
+            return allowed.count();
+        }
         let mut scratch = vec![m.clone(); self.depth];
         match m.in_string() {
             Some(s) => self.strings.allowed(m, s, budget, allowed, &mut scratch),

@@ -158,23 +158,17 @@ fn synthetic_vocab(size: usize) -> Vec<Option<Vec<u8>>> {
 /// schema-bounds against free decoding on the same model, prompt and token count, both
 /// through the batcher (greedy): per-token wall time of each, and the mask alone (the
 /// constrained run's ids replayed through a fresh constraint).
-fn schema_cost(m: &std::sync::Arc<Llama>, prompt: &[u32], rounds: usize) -> String {
+fn schema_cost(
+    m: &std::sync::Arc<Llama>,
+    prompt: &[u32],
+    rounds: usize,
+    schema: &serde_json::Value,
+) -> String {
     use fleetmesh_inference::batch::Job;
     use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab};
     use fleetmesh_inference::{Batcher, Sampling};
     use std::sync::Arc;
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "maxLength": 24},
-            "age": {"type": "integer"},
-            "tags": {"type": "array", "items": {"enum": ["admin", "ops", "dev"]}, "maxItems": 4},
-            "notes": {"type": "array", "items": {"type": "string", "maxLength": 12}}
-        },
-        "required": ["name", "age", "tags", "notes"],
-        "additionalProperties": false
-    });
-    let g = Arc::new(Grammar::compile(&schema).expect("schema"));
+    let g = Arc::new(Grammar::compile(schema).expect("schema"));
     let size = m.config().vocab_size;
     let vocab = Arc::new(TokenVocab::new(&synthetic_vocab(size)));
     let batcher = Batcher::new(m.clone(), [0; 32], 1);
@@ -336,7 +330,7 @@ fn bench_model(name: &str, config: &LlamaConfig, rounds: usize) {
     let ours_m = std::sync::Arc::new(ours_m);
     println!(
         "llm {name} schema-bounds   {}",
-        schema_cost(&ours_m, &prompt, rounds)
+        schema_cost(&ours_m, &prompt, rounds, &record_schema())
     );
     let (one, q) = quorum_overhead(&ours_m, &prompt, rounds);
     println!(
@@ -360,8 +354,53 @@ pub fn mask_only(args: &[String]) {
     let prompt = prompt();
     println!(
         "llm tiny schema-bounds   {}",
-        schema_cost(&m, &prompt, rounds)
+        schema_cost(&m, &prompt, rounds, &record_schema())
     );
+    println!(
+        "llm tiny tagged union    {}",
+        schema_cost(&m, &prompt, rounds, &union_schema())
+    );
+}
+
+/// The schema-bounds bench's object: a string, an integer, an enum array, a string array.
+fn record_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 24},
+            "age": {"type": "integer"},
+            "tags": {"type": "array", "items": {"enum": ["admin", "ops", "dev"]}, "maxItems": 4},
+            "notes": {"type": "array", "items": {"type": "string", "maxLength": 12}}
+        },
+        "required": ["name", "age", "tags", "notes"],
+        "additionalProperties": false
+    })
+}
+
+/// A list of Pydantic-style tagged unions (three models, a `kind` tag each) and an untagged
+/// union of two objects: readings the matcher carries side by side until a tag or key
+/// tells them apart.
+fn union_schema() -> serde_json::Value {
+    let model = |tag: &str, field: &str, ty: serde_json::Value| {
+        serde_json::json!({"type": "object", "additionalProperties": false,
+            "properties": {"kind": {"const": tag}, "name": {"type": "string", "maxLength": 16},
+                field: ty},
+            "required": ["kind", "name", field]})
+    };
+    serde_json::json!({
+        "type": "object", "additionalProperties": false, "required": ["items", "owner"],
+        "properties": {
+            "items": {"type": "array", "maxItems": 3, "items": {"oneOf": [
+                model("cat", "lives", serde_json::json!({"type": "integer"})),
+                model("dog", "breed", serde_json::json!({"type": "string", "maxLength": 12})),
+                model("fish", "fresh", serde_json::json!({"type": "boolean"}))]}},
+            "owner": {"anyOf": [
+                {"type": "object", "properties": {"name": {"type": "string"},
+                    "age": {"type": "integer"}}, "required": ["name"]},
+                {"type": "object", "properties": {"name": {"type": "string"},
+                    "email": {"type": "string", "format": "email"}}, "required": ["email"]}]}
+        }
+    })
 }
 
 /// Runs the benchmark.
