@@ -1,7 +1,9 @@
 //! The vocabulary as bytes, in a trie: which tokens may come next is found by walking the
 //! trie with the matcher, so a refused first byte rules out every token that starts with
 //! it at once. Inside a plain string, and below a `"` that opens one, the tokens are taken
-//! from [`super::in_string`]'s index instead, by their character count.
+//! from [`super::in_string`]'s index instead, by their character count; inside the key of
+//! an object that takes other properties, every token of bare key text at once (a bitset)
+//! and only the others walked.
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use super::Grammar;
 use super::in_string::StringIndex;
 use super::mask::TokenMask;
 use super::matcher::Matcher;
+use super::utf8::Utf8;
 use crate::{Error, Result};
 
 /// A node of a byte trie: its children by byte, the tokens that end here, and for a node
@@ -68,6 +71,10 @@ pub struct TokenVocab {
     trie: Vec<TrieNode>,
     /// The vocabulary sorted for the inside of plain strings.
     strings: StringIndex,
+    /// Bitset words over the ids: the tokens of bare key text ([`bare_text`]).
+    bare: Vec<u64>,
+    /// The other tokens.
+    not_bare: Vec<TrieNode>,
     /// The longest token's length in bytes.
     depth: usize,
     /// Whether every byte a document may hold (0x20–0xFF) is a token of its own, so any
@@ -121,6 +128,14 @@ impl TokenVocab {
                 trie
             },
             strings: StringIndex::new(with_bytes(), tokens.len()),
+            bare: {
+                let mut words = vec![0u64; tokens.len().div_ceil(64)];
+                for (id, _) in with_bytes().filter(|(_, b)| bare_text(b)) {
+                    words[id / 64] |= 1 << (id % 64);
+                }
+                words
+            },
+            not_bare: build_trie(with_bytes().filter(|(_, b)| !bare_text(b))),
             depth: with_bytes().map(|(_, b)| b.len()).max().unwrap_or(0),
         }
     }
@@ -259,12 +274,35 @@ impl TokenVocab {
             return allowed.count();
         }
         let mut scratch = vec![m.clone(); self.depth];
+        if let Some(most) = m.in_free_key()
+            && most <= budget
+        {
+            // any bare text goes on the key and leaves at most `most` bytes to write
+            allowed.add_band(&self.bare, None);
+            walk(&self.not_bare, 0, m, budget, allowed, &mut scratch, &|_| {
+                true
+            });
+            return allowed.count();
+        }
         match m.in_string() {
             Some(s) => self.strings.allowed(m, s, budget, allowed, &mut scratch),
             None => walk(&self.trie, 0, m, budget, allowed, &mut scratch, &|_| true),
         }
         allowed.count()
     }
+}
+
+/// Whether `bytes` is bare key text: no `"`, backslash or control byte, and well-formed UTF-8
+/// from a character's start (the last character may be cut): what the key of an object
+/// that takes other properties always takes where no escape or character is under way.
+fn bare_text(bytes: &[u8]) -> bool {
+    let mut utf8 = Utf8::Ready;
+    bytes.iter().all(|b| {
+        let step = (*b >= 0x20 && *b != b'"' && *b != b'\\')
+            .then(|| utf8.step(*b))
+            .flatten();
+        step.inspect(|u| utf8 = *u).is_some()
+    })
 }
 
 /// Visits `trie` below `at` with the matcher state `m` there, adding the tokens it takes

@@ -578,6 +578,21 @@ fn masks_over_a_multi_byte_vocabulary_equal_token_by_token_checks_and_always_clo
     masks_equal_token_by_token_checks(&schemas());
 }
 
+#[test]
+fn masks_inside_keys_of_objects_that_take_other_properties_equal_token_by_token_checks() {
+    // where any bare text goes on a key, those tokens are allowed at once
+    masks_equal_token_by_token_checks(&[
+        json!({"type": "object"}),
+        json!({}),
+        json!({"type": "object", "properties": {"name": {"type": "string"}},
+            "required": ["name"]}),
+        json!({"type": "object", "properties": {"ab": {"const": 1}},
+            "additionalProperties": {"type": "integer"}, "required": ["ab", "x"]}),
+        json!({"type": "object", "additionalProperties": {"type": "string", "maxLength": 2},
+            "required": ["x", "y"], "properties": {"é": {"type": "null"}}}),
+    ]);
+}
+
 /// Under each schema, at three budgets, a random generation over a BPE-like vocabulary
 /// whose every mask equals the definition (the tokens a clone of the matcher takes and
 /// can still finish after), ending valid.

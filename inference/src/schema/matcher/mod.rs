@@ -402,6 +402,47 @@ impl Matcher {
         }
     }
 
+    /// In the key of an object that takes other properties, with no escape or character
+    /// under way, in the only reading: the most bytes any bare text (no `"`, backslash or
+    /// control byte; well-formed UTF-8, the last character maybe cut) leaves to write —
+    /// the matcher always takes such text there, as another property's key
+    /// ([`super::TokenVocab`] allows those tokens at once).
+    pub(crate) fn in_free_key(&self) -> Option<usize> {
+        if self.ambiguous() {
+            return None;
+        }
+        let (top, rest) = self.stack.split_last()?;
+        let Frame::Object {
+            node,
+            written,
+            stage: ObjStage::Key { raw, utf8 },
+            ..
+        } = top
+        else {
+            return None;
+        };
+        let nodes = &self.g.nodes;
+        let n = &nodes[*node];
+        let extra = n.extra?;
+        if *utf8 != Utf8::Ready || open_escape(raw) {
+            return None;
+        }
+        let below = rest.iter().enumerate().fold(0usize, |a, (i, f)| {
+            a.saturating_add(frame_remaining(&self.g, f, self.stack.get(i + 1)))
+        });
+        // the key as another property's: a character's last bytes (≤ 3), one more
+        // character where the key is taken, the quote and colon, the value, the members
+        // still owed, the brace
+        let key = 3 + 1 + 2;
+        Some(
+            below
+                .saturating_add(key)
+                .saturating_add(nodes[extra].min_bytes)
+                .saturating_add(n.members_cost(nodes, *written, true, false, 1))
+                .saturating_add(1),
+        )
+    }
+
     /// The fewest bytes that finish the document from here.
     pub fn remaining(&self) -> usize {
         let g = &self.g;
