@@ -45,7 +45,7 @@ pub(super) struct StringIndex {
 
 /// The tokens that are string text through and through, by character count.
 #[derive(Debug, Clone)]
-enum Plain {
+pub(super) enum Plain {
     /// Entry `c`: those of at most `c` characters, as bitset words over every id (for a
     /// whole vocabulary).
     Upto(Vec<Vec<u64>>),
@@ -54,7 +54,7 @@ enum Plain {
 }
 
 impl Plain {
-    fn new(len: usize, plain: Vec<(usize, u32)>) -> Plain {
+    pub(super) fn new(len: usize, plain: Vec<(usize, u32)>) -> Plain {
         // a table of bitsets pays where the tokens are a good part of the vocabulary
         if plain.len() * 16 < len {
             let mut plain = plain;
@@ -76,7 +76,7 @@ impl Plain {
     }
 
     /// Adds those of `lo..=hi` characters.
-    fn add(&self, lo: usize, hi: usize, allowed: &mut TokenMask) {
+    pub(super) fn add(&self, lo: usize, hi: usize, allowed: &mut TokenMask) {
         match self {
             Plain::Upto(upto) => {
                 let hi = hi.min(upto.len().saturating_sub(1));

@@ -47,6 +47,7 @@ mod all_of;
 mod alts;
 mod check;
 mod compile;
+mod in_key;
 mod in_string;
 mod mask;
 mod matcher;

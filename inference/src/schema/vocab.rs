@@ -1,17 +1,17 @@
 //! The vocabulary as bytes, in a trie: which tokens may come next is found by walking the
 //! trie with the matcher, so a refused first byte rules out every token that starts with
 //! it at once. Inside a plain string, and below a `"` that opens one, the tokens are taken
-//! from [`super::in_string`]'s index instead, by their character count; inside the key of
-//! an object that takes other properties, every token of bare key text at once (a bitset)
-//! and only the others walked.
+//! from [`super::in_string`]'s index instead, by their character count; inside (and below
+//! a `"` that opens) the key of an object that takes other properties, from
+//! [`super::in_key`]'s.
 
 use std::sync::Arc;
 
 use super::Grammar;
+use super::in_key::KeyIndex;
 use super::in_string::StringIndex;
 use super::mask::TokenMask;
 use super::matcher::Matcher;
-use super::utf8::Utf8;
 use crate::{Error, Result};
 
 /// A node of a byte trie: its children by byte, the tokens that end here, and for a node
@@ -22,6 +22,8 @@ pub(super) struct TrieNode {
     pub(super) children: Vec<(u8, u32)>,
     pub(super) ids: Vec<u32>,
     strings: Option<Box<StringIndex>>,
+    /// The same tokens' index for the inside of a key that may be new.
+    keys: Option<Box<KeyIndex>>,
 }
 
 /// States [`TokenVocab::writes`] visits at most before it refuses.
@@ -57,7 +59,9 @@ fn index_string_opens(trie: &mut [TrieNode], tokens: &[Option<Vec<u8>>]) {
     }
     for (node, tails) in below {
         if tails.len() >= OPENS_INDEXED {
+            let keys = KeyIndex::new(tails.iter().copied(), tokens.len());
             trie[node].strings = Some(Box::new(StringIndex::new(tails.into_iter(), tokens.len())));
+            trie[node].keys = Some(Box::new(keys));
         }
     }
 }
@@ -71,10 +75,8 @@ pub struct TokenVocab {
     trie: Vec<TrieNode>,
     /// The vocabulary sorted for the inside of plain strings.
     strings: StringIndex,
-    /// Bitset words over the ids: the tokens of bare key text ([`bare_text`]).
-    bare: Vec<u64>,
-    /// The other tokens.
-    not_bare: Vec<TrieNode>,
+    /// The vocabulary sorted for the inside of keys that may be new.
+    keys: KeyIndex,
     /// The longest token's length in bytes.
     depth: usize,
     /// Whether every byte a document may hold (0x20–0xFF) is a token of its own, so any
@@ -128,14 +130,7 @@ impl TokenVocab {
                 trie
             },
             strings: StringIndex::new(with_bytes(), tokens.len()),
-            bare: {
-                let mut words = vec![0u64; tokens.len().div_ceil(64)];
-                for (id, _) in with_bytes().filter(|(_, b)| bare_text(b)) {
-                    words[id / 64] |= 1 << (id % 64);
-                }
-                words
-            },
-            not_bare: build_trie(with_bytes().filter(|(_, b)| !bare_text(b))),
+            keys: KeyIndex::new(with_bytes(), tokens.len()),
             depth: with_bytes().map(|(_, b)| b.len()).max().unwrap_or(0),
         }
     }
@@ -274,14 +269,10 @@ impl TokenVocab {
             return allowed.count();
         }
         let mut scratch = vec![m.clone(); self.depth];
-        if let Some(most) = m.in_free_key()
-            && most <= budget
+        if let Some(k) = m.free_key()
+            && k.most <= budget
         {
-            // any bare text goes on the key and leaves at most `most` bytes to write
-            allowed.add_band(&self.bare, None);
-            walk(&self.not_bare, 0, m, budget, allowed, &mut scratch, &|_| {
-                true
-            });
+            self.keys.allowed(m, &k, budget, allowed, &mut scratch);
             return allowed.count();
         }
         match m.in_string() {
@@ -290,19 +281,6 @@ impl TokenVocab {
         }
         allowed.count()
     }
-}
-
-/// Whether `bytes` is bare key text: no `"`, backslash or control byte, and well-formed UTF-8
-/// from a character's start (the last character may be cut): what the key of an object
-/// that takes other properties always takes where no escape or character is under way.
-fn bare_text(bytes: &[u8]) -> bool {
-    let mut utf8 = Utf8::Ready;
-    bytes.iter().all(|b| {
-        let step = (*b >= 0x20 && *b != b'"' && *b != b'\\')
-            .then(|| utf8.step(*b))
-            .flatten();
-        step.inspect(|u| utf8 = *u).is_some()
-    })
 }
 
 /// Visits `trie` below `at` with the matcher state `m` there, adding the tokens it takes
@@ -342,6 +320,14 @@ pub(super) fn walk(
             && let Some(s) = next.in_string()
         {
             index.allowed(next, s, budget, allowed, deeper);
+            continue;
+        }
+        // a key opened by this byte, of an object that takes other properties: likewise
+        if let Some(index) = &node.keys
+            && let Some(k) = next.free_key()
+            && k.most <= budget
+        {
+            index.allowed(next, &k, budget, allowed, deeper);
             continue;
         }
         walk(trie, *child as usize, next, budget, allowed, deeper, keep);

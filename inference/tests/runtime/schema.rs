@@ -540,6 +540,8 @@ fn bpe_like_vocab() -> Vec<Option<Vec<u8>>> {
         "{\"", "\":", "\",\"", "\"}", "\\\"", "\\n", "\\u00", "é", "größe", "true", "false",
         "null", "null,", " \"name", "name", "\":\"", "[{\"", "}]", "],", "12", "-0.5", "e+1", "  ",
         "\n  ", "admin", "\"ops\"", "a\\\"b", "{}", "[]", "\"\"", "0,", "1}",
+        // keys: text that closes one (declared or not), with what follows
+        "name\":", "b\":1", "b\":2", "e\"", "x\"", "ab\"", "\"x\":\"",
     ] {
         v.push(Some(piece.as_bytes().to_vec()));
     }
@@ -593,6 +595,62 @@ fn masks_inside_keys_of_objects_that_take_other_properties_equal_token_by_token_
     ]);
 }
 
+/// The mask `vocab` gives at `m` with `left` tokens to go, checked against its definition
+/// token by token (a clone of `m` takes the token and can still finish after it); with
+/// how many ids it holds.
+fn mask_is_the_definition(
+    tokens: &[Option<Vec<u8>>],
+    vocab: &TokenVocab,
+    m: &Matcher,
+    left: usize,
+    what: &dyn Fn() -> String,
+) -> (TokenMask, usize) {
+    let mut allowed = TokenMask::new(tokens.len());
+    let n = vocab.allowed(m, left - 1, &mut allowed);
+    for (id, bytes) in tokens.iter().enumerate() {
+        let want = bytes.as_ref().is_some_and(|b| {
+            let mut t = m.clone();
+            !b.is_empty() && t.feed_all(b) && t.remaining() < left
+        });
+        assert_eq!(
+            allowed.contains(id as u32),
+            want,
+            "{}: token {id} {:?}",
+            what(),
+            bytes.as_ref().map(|b| String::from_utf8_lossy(b))
+        );
+    }
+    (allowed, n)
+}
+
+#[test]
+fn masks_inside_keys_that_spell_one_the_object_has_equal_token_by_token_checks() {
+    let tokens = bpe_like_vocab();
+    let vocab = TokenVocab::new(&tokens);
+    let schema = json!({"type": "object", "properties": {"ab": {"const": 1},
+        "name": {"type": "string"}}, "additionalProperties": {"type": "integer"}});
+    // a declared key with an escape: a backslash goes on a key only there
+    let escaped = json!({"type": "object", "properties": {"a\"b": {"type": "integer"}},
+        "additionalProperties": {"type": "null"}});
+    // in a key: new, spelling a declared one, after it is written, spelling another key
+    for (schema, prefix) in [
+        (&schema, "{\""),
+        (&schema, "{\"a"),
+        (&schema, "{\"nam"),
+        (&schema, "{\"ab\":1,\"a"),
+        (&schema, "{\"b\":3,\""),
+        (&schema, "{\"ax\":3,\"a"),
+        (&escaped, "{\""),
+        (&escaped, "{\"a"),
+    ] {
+        let mut m = Matcher::new(Arc::new(Grammar::compile(schema).unwrap()));
+        assert!(m.feed_all(prefix.as_bytes()), "{prefix}");
+        for left in [40, 12, 9, 7] {
+            mask_is_the_definition(&tokens, &vocab, &m, left, &|| format!("{prefix:?} {left}"));
+        }
+    }
+}
+
 /// Under each schema, at three budgets, a random generation over a BPE-like vocabulary
 /// whose every mask equals the definition (the tokens a clone of the matcher takes and
 /// can still finish after), ending valid.
@@ -617,20 +675,9 @@ pub(super) fn masks_equal_token_by_token_checks(schemas: &[Value]) {
                     assert!(m.complete(), "schema {i}: out of budget after {doc:?}");
                     break;
                 }
-                let mut allowed = TokenMask::new(tokens.len());
-                let n = vocab.allowed(&m, left - 1, &mut allowed);
-                // the definition, token by token
-                for (id, bytes) in tokens.iter().enumerate() {
-                    let want = bytes.as_ref().is_some_and(|b| {
-                        let mut t = m.clone();
-                        !b.is_empty() && t.feed_all(b) && t.remaining() < left
-                    });
-                    assert_eq!(
-                        allowed.contains(id as u32),
-                        want,
-                        "schema {i}, after {doc:?}: token {id} {bytes:?}"
-                    );
-                }
+                let (allowed, n) = mask_is_the_definition(&tokens, &vocab, &m, left, &|| {
+                    format!("schema {i}, after {doc:?}")
+                });
                 if n == 0 {
                     // only a top-level number or literal that could go on may end here
                     assert!(m.complete(), "schema {i}: stuck after {doc:?}");

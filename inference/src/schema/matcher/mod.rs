@@ -82,6 +82,18 @@ impl Clone for Matcher {
     }
 }
 
+/// Inside the key of an object that takes other properties ([`Matcher::free_key`]).
+#[derive(Debug)]
+pub(crate) struct FreeKey<'m> {
+    /// The most bytes any bare text leaves to write.
+    pub most: usize,
+    /// The key so far.
+    pub raw: &'m [u8],
+    /// The keys the object declares and the other keys it has (a key equal to one of
+    /// these is not a new property's).
+    pub keys: Vec<&'m [u8]>,
+}
+
 /// Inside a string's plain text: how many more characters fit, how many are still owed
 /// (`minLength`), and the bytes every frame below the string needs to finish.
 #[derive(Debug, Clone, Copy)]
@@ -403,11 +415,11 @@ impl Matcher {
     }
 
     /// In the key of an object that takes other properties, with no escape or character
-    /// under way, in the only reading: the most bytes any bare text (no `"`, backslash or
-    /// control byte; well-formed UTF-8, the last character maybe cut) leaves to write —
-    /// the matcher always takes such text there, as another property's key
-    /// ([`super::TokenVocab`] allows those tokens at once).
-    pub(crate) fn in_free_key(&self) -> Option<usize> {
+    /// under way, in the only reading: that key ([`FreeKey`]). The matcher takes any bare
+    /// text there (no `"`, backslash or control byte; well-formed UTF-8, the last
+    /// character maybe cut) as another property's key ([`super::TokenVocab`] allows those
+    /// tokens at once).
+    pub(crate) fn free_key(&self) -> Option<FreeKey<'_>> {
         if self.ambiguous() {
             return None;
         }
@@ -415,8 +427,8 @@ impl Matcher {
         let Frame::Object {
             node,
             written,
+            extras,
             stage: ObjStage::Key { raw, utf8 },
-            ..
         } = top
         else {
             return None;
@@ -434,13 +446,17 @@ impl Matcher {
         // character where the key is taken, the quote and colon, the value, the members
         // still owed, the brace
         let key = 3 + 1 + 2;
-        Some(
-            below
-                .saturating_add(key)
-                .saturating_add(nodes[extra].min_bytes)
-                .saturating_add(n.members_cost(nodes, *written, true, false, 1))
-                .saturating_add(1),
-        )
+        let most = below
+            .saturating_add(key)
+            .saturating_add(nodes[extra].min_bytes)
+            .saturating_add(n.members_cost(nodes, *written, true, false, 1))
+            .saturating_add(1);
+        let keys = n.props.iter().map(|p| &p.key[..]);
+        Some(FreeKey {
+            most,
+            raw,
+            keys: keys.chain(extras.iter().map(|e| &e[..])).collect(),
+        })
     }
 
     /// The fewest bytes that finish the document from here.
