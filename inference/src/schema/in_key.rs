@@ -5,8 +5,10 @@
 //! backslash or control byte, well-formed UTF-8 — as the start of another property's key.
 //! [`KeyIndex`] sorts the vocabulary by what follows a token's bare text:
 //!
-//! - nothing: allowed at once (a bitset), where the budget has room for the most any of
-//!   them leaves to write ([`FreeKey::most`]);
+//! - nothing: allowed at once, by the bytes a character they cut still owes (a bitset
+//!   each), where the budget has room for them as a new key's start ([`FreeKey::base`]) —
+//!   but for those that start a key the object has (on its way to a declared one, or
+//!   spelling one already written), found along the trie and checked one by one;
 //! - the quote closing the key at once: one state after it, their tails walked as a trie;
 //! - more text, the quote, then a tail with no other quote: every such key is a new
 //!   property's — but for the few that spell a key the object declares or has written,
@@ -30,7 +32,8 @@ use super::vocab::{TrieNode, build_trie, walk};
 
 /// What follows a token's bare key text.
 enum Kind<'a> {
-    Bare,
+    /// Bare text, its last character owing this many bytes.
+    Bare(usize),
     /// The quote at once, then this tail.
     CloseNow(&'a [u8]),
     /// This text (not empty), the quote, then a tail with no quote.
@@ -62,12 +65,13 @@ fn kind(bytes: &[u8]) -> Kind<'_> {
             },
         }
     }
-    Kind::Bare
+    Kind::Bare(utf8.owed())
 }
 
 /// The vocabulary sorted for the inside of keys that may be new (see the module docs).
 #[derive(Debug, Clone)]
 pub(super) struct KeyIndex {
+    /// The tokens of bare text, by the bytes their last character owes.
     bare: Plain,
     /// The tokens that are just the quote.
     now_end: Vec<u32>,
@@ -94,7 +98,7 @@ impl KeyIndex {
         let mut by_text: HashMap<Vec<u8>, Vec<(u32, Vec<u8>)>> = HashMap::new();
         for (id, bytes) in tokens {
             match kind(bytes) {
-                Kind::Bare => bare.push((0, id as u32)),
+                Kind::Bare(owed) => bare.push((owed, id as u32)),
                 Kind::CloseNow([]) => now_end.push(id as u32),
                 Kind::CloseNow(tail) => now.push((id, tail)),
                 Kind::CloseAfter(text, tail) => {
@@ -124,9 +128,9 @@ impl KeyIndex {
         }
     }
 
-    /// Adds to `allowed` every token `m` (inside a key that may be new, `k`, with
-    /// `k.most <= budget`) takes whole after which the document can still be finished in
-    /// `budget` more bytes.
+    /// Adds to `allowed` every token `m` (inside a key that may be new, `k`) takes whole
+    /// after which the document can still be finished in `budget` more bytes; `texts` is
+    /// the trie (and the node in it) of the tokens' bytes from the key's text on.
     pub(super) fn allowed(
         &self,
         m: &Matcher,
@@ -134,9 +138,36 @@ impl KeyIndex {
         budget: usize,
         allowed: &mut TokenMask,
         scratch: &mut [Matcher],
+        texts: (&[TrieNode], usize),
     ) {
-        debug_assert!(k.most <= budget);
-        self.bare.add(0, 0, allowed);
+        // text that starts a key the object has: one by one
+        let mut starts: Vec<u32> = Vec::new();
+        let (trie, root) = texts;
+        for key in &k.keys {
+            let Some(rest) = key.strip_prefix(k.raw) else {
+                continue;
+            };
+            let mut at = root;
+            for (l, b) in rest.iter().enumerate() {
+                let children = &trie[at].children;
+                let Ok(i) = children.binary_search_by_key(b, |c| c.0) else {
+                    break;
+                };
+                at = children[i].1 as usize;
+                for id in &trie[at].ids {
+                    starts.push(*id);
+                    let mut t = m.clone();
+                    if t.feed_all(&rest[..=l]) && t.remaining() <= budget {
+                        allowed.insert(*id);
+                    }
+                }
+            }
+        }
+        starts.sort_unstable();
+        // any other bare text: a new key's start, owing what its last character cuts
+        if let Some(slack) = budget.checked_sub(k.base) {
+            self.bare.add_except(0, slack, allowed, &starts);
+        }
         // the quote at once: the key as it is
         let mut closed = m.clone();
         if closed.feed(b'"') {

@@ -75,6 +75,19 @@ impl Plain {
         Plain::Upto(upto)
     }
 
+    /// Adds those of `lo..=hi` characters but `except` (ascending ids).
+    pub(super) fn add_except(&self, lo: usize, hi: usize, allowed: &mut TokenMask, except: &[u32]) {
+        if except.is_empty() {
+            return self.add(lo, hi, allowed);
+        }
+        let mut band = TokenMask::new(allowed.len());
+        self.add(lo, hi, &mut band);
+        for id in except {
+            band.remove(*id);
+        }
+        allowed.add_band(band.words(), None);
+    }
+
     /// Adds those of `lo..=hi` characters.
     pub(super) fn add(&self, lo: usize, hi: usize, allowed: &mut TokenMask) {
         match self {

@@ -269,10 +269,9 @@ impl TokenVocab {
             return allowed.count();
         }
         let mut scratch = vec![m.clone(); self.depth];
-        if let Some(k) = m.free_key()
-            && k.most <= budget
-        {
-            self.keys.allowed(m, &k, budget, allowed, &mut scratch);
+        if let Some(k) = m.free_key() {
+            self.keys
+                .allowed(m, &k, budget, allowed, &mut scratch, (&self.trie, 0));
             return allowed.count();
         }
         match m.in_string() {
@@ -325,9 +324,8 @@ pub(super) fn walk(
         // a key opened by this byte, of an object that takes other properties: likewise
         if let Some(index) = &node.keys
             && let Some(k) = next.free_key()
-            && k.most <= budget
         {
-            index.allowed(next, &k, budget, allowed, deeper);
+            index.allowed(next, &k, budget, allowed, deeper, (trie, *child as usize));
             continue;
         }
         walk(trie, *child as usize, next, budget, allowed, deeper, keep);

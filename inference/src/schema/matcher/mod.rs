@@ -85,8 +85,9 @@ impl Clone for Matcher {
 /// Inside the key of an object that takes other properties ([`Matcher::free_key`]).
 #[derive(Debug)]
 pub(crate) struct FreeKey<'m> {
-    /// The most bytes any bare text leaves to write.
-    pub most: usize,
+    /// The bytes bare text leaves to write as a new property's key (ending on a whole
+    /// character, not spelling a key the object has).
+    pub base: usize,
     /// The key so far.
     pub raw: &'m [u8],
     /// The keys the object declares and the other keys it has (a key equal to one of
@@ -417,8 +418,8 @@ impl Matcher {
     /// In the key of an object that takes other properties, with no escape or character
     /// under way, in the only reading: that key ([`FreeKey`]). The matcher takes any bare
     /// text there (no `"`, backslash or control byte; well-formed UTF-8, the last
-    /// character maybe cut) as another property's key ([`super::TokenVocab`] allows those
-    /// tokens at once).
+    /// character maybe cut) as the start of another property's key, or of a declared one
+    /// ([`super::in_key`] allows those tokens at once).
     pub(crate) fn free_key(&self) -> Option<FreeKey<'_>> {
         if self.ambiguous() {
             return None;
@@ -442,18 +443,16 @@ impl Matcher {
         let below = rest.iter().enumerate().fold(0usize, |a, (i, f)| {
             a.saturating_add(frame_remaining(&self.g, f, self.stack.get(i + 1)))
         });
-        // the key as another property's: a character's last bytes (≤ 3), one more
-        // character where the key is taken, the quote and colon, the value, the members
-        // still owed, the brace
-        let key = 3 + 1 + 2;
-        let most = below
-            .saturating_add(key)
+        // bare text as a new property's key: the quote and colon, the value, the members
+        // still owed, the brace (and the bytes a cut character owes)
+        let base = below
+            .saturating_add(2)
             .saturating_add(nodes[extra].min_bytes)
             .saturating_add(n.members_cost(nodes, *written, true, false, 1))
             .saturating_add(1);
         let keys = n.props.iter().map(|p| &p.key[..]);
         Some(FreeKey {
-            most,
+            base,
             raw,
             keys: keys.chain(extras.iter().map(|e| &e[..])).collect(),
         })
