@@ -24,7 +24,7 @@ enum Esc {
 }
 
 /// A string value being written (after its opening quote).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Text {
     /// `minLength`, `maxLength` in code points, and the code points so far.
     min: usize,

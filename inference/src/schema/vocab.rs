@@ -12,6 +12,7 @@ use super::in_key::KeyIndex;
 use super::in_string::StringIndex;
 use super::mask::TokenMask;
 use super::matcher::Matcher;
+use super::text::{Step, Text};
 use crate::{Error, Result};
 
 /// A node of a byte trie: its children by byte, the tokens that end here, and for a node
@@ -274,9 +275,22 @@ impl TokenVocab {
                 .allowed(m, &k, budget, allowed, &mut scratch, (&self.trie, 0));
             return allowed.count();
         }
-        match m.in_string() {
-            Some(s) => self.strings.allowed(m, s, budget, allowed, &mut scratch),
-            None => walk(&self.trie, 0, m, budget, allowed, &mut scratch, &|_| true),
+        match (m.in_string(), m.in_text()) {
+            (Some(s), _) => self.strings.allowed(m, s, budget, allowed, &mut scratch),
+            (None, Some((t, below))) => {
+                let x = InText { m, below, budget };
+                walk_text(
+                    &self.trie,
+                    0,
+                    t,
+                    &mut Vec::new(),
+                    &x,
+                    allowed,
+                    &mut scratch,
+                    &|_| true,
+                );
+            }
+            (None, None) => walk(&self.trie, 0, m, budget, allowed, &mut scratch, &|_| true),
         }
         allowed.count()
     }
@@ -328,6 +342,98 @@ pub(super) fn walk(
             index.allowed(next, &k, budget, allowed, deeper, (trie, *child as usize));
             continue;
         }
+        // inside a string: its bytes followed without copying frames
+        if let Some((t, below)) = next.in_text() {
+            let x = InText {
+                m: next,
+                below,
+                budget,
+            };
+            walk_text(
+                trie,
+                *child as usize,
+                t,
+                &mut Vec::new(),
+                &x,
+                allowed,
+                deeper,
+                keep,
+            );
+            continue;
+        }
         walk(trie, *child as usize, next, budget, allowed, deeper, keep);
+    }
+}
+
+/// Where a walk inside a string started: the matcher there, the bytes the frames below
+/// the string need, the budget.
+struct InText<'a> {
+    m: &'a Matcher,
+    below: usize,
+    budget: usize,
+}
+
+/// [`walk`] inside a string: below `at`, with the string in state `t` after the bytes
+/// `path` from `x.m`; each byte is the string's alone until its closing quote, after which
+/// the walk goes on with a matcher.
+#[allow(clippy::too_many_arguments)]
+fn walk_text(
+    trie: &[TrieNode],
+    at: usize,
+    t: Text,
+    path: &mut Vec<u8>,
+    x: &InText<'_>,
+    allowed: &mut TokenMask,
+    scratch: &mut [Matcher],
+    keep: &dyn Fn(u32) -> bool,
+) {
+    let g = x.m.grammar();
+    for (b, child) in &trie[at].children {
+        let node = &trie[*child as usize];
+        let mut u = t;
+        match u.step(g, *b) {
+            Step::No => {}
+            Step::Take => {
+                if !node.ids.is_empty() && u.remaining(g).saturating_add(x.below) <= x.budget {
+                    node.ids
+                        .iter()
+                        .filter(|id| keep(**id))
+                        .for_each(|id| _ = allowed.insert(*id));
+                }
+                if !node.children.is_empty() {
+                    path.push(*b);
+                    walk_text(trie, *child as usize, u, path, x, allowed, scratch, keep);
+                    path.pop();
+                }
+            }
+            Step::Done => {
+                // the string is closed: the rest of the token goes to the frames below
+                let mut closed = x.m.clone();
+                path.push(*b);
+                let took = closed.feed_all(path);
+                path.pop();
+                debug_assert!(took, "the matcher takes what its string took");
+                if !took {
+                    continue;
+                }
+                if !node.ids.is_empty() && closed.remaining() <= x.budget {
+                    node.ids
+                        .iter()
+                        .filter(|id| keep(**id))
+                        .for_each(|id| _ = allowed.insert(*id));
+                }
+                if !node.children.is_empty() {
+                    walk(
+                        trie,
+                        *child as usize,
+                        &closed,
+                        x.budget,
+                        allowed,
+                        scratch,
+                        keep,
+                    );
+                }
+            }
+        }
     }
 }

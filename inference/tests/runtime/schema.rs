@@ -666,7 +666,7 @@ pub(super) fn masks_equal_token_by_token_checks(schemas: &[Value]) {
     };
     for (i, schema) in schemas.iter().enumerate() {
         let g = Arc::new(Grammar::compile(schema).unwrap());
-        for budget in [g.min_bytes(), g.min_bytes() + 3, 40] {
+        for budget in [g.min_bytes(), g.min_bytes() + 3, g.min_bytes().max(30) + 10] {
             let mut m = Matcher::new(g.clone());
             let mut doc = Vec::new();
             let mut left = budget;

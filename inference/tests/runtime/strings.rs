@@ -4,7 +4,7 @@
 //! model's constrained answers are always valid; what cannot be generated is refused up
 //! front, naming the keyword.
 
-use super::schema::{answers_are_valid, checker, shortest_walk};
+use super::schema::{answers_are_valid, checker, masks_equal_token_by_token_checks, shortest_walk};
 use fleetmesh_inference::schema::{Grammar, Matcher};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -296,4 +296,19 @@ fn the_tiny_models_answers_under_patterns_and_formats_are_always_valid() {
         |shortest| [shortest + 24, shortest],
         |s, v| checker(s).is_valid(v),
     );
+}
+
+#[test]
+fn masks_inside_patterns_and_formats_equal_token_by_token_checks() {
+    // each string alone and as a required member (the walk goes on past its closing
+    // quote into the object)
+    let schemas: Vec<Value> = cases()
+        .into_iter()
+        .flat_map(|(s, _)| {
+            let member = json!({"type": "object", "properties": {"v": s.clone()},
+                "required": ["v"], "additionalProperties": false});
+            [s, member]
+        })
+        .collect();
+    masks_equal_token_by_token_checks(&schemas);
 }

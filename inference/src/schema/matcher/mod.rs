@@ -415,6 +415,27 @@ impl Matcher {
         }
     }
 
+    /// Inside a string, in the only reading: the string's state and the bytes the frames
+    /// below it need to finish — all a walk needs to follow the string byte by byte (its
+    /// remaining is `below` plus the string's own) without copying frames.
+    pub(in crate::schema) fn in_text(&self) -> Option<(Text, usize)> {
+        if self.ambiguous() {
+            return None;
+        }
+        let (Frame::Str(t), rest) = self.stack.split_last()? else {
+            return None;
+        };
+        let below = rest.iter().enumerate().fold(0usize, |a, (i, f)| {
+            a.saturating_add(frame_remaining(&self.g, f, self.stack.get(i + 1)))
+        });
+        Some((*t, below))
+    }
+
+    /// The grammar it follows.
+    pub(crate) fn grammar(&self) -> &Grammar {
+        &self.g
+    }
+
     /// In the key of an object that takes other properties, with no escape or character
     /// under way, in the only reading: that key ([`FreeKey`]). The matcher takes any bare
     /// text there (no `"`, backslash or control byte; well-formed UTF-8, the last
