@@ -523,6 +523,14 @@ fn relay_for(dir: &Path, node0: &Path, port: u16) -> anyhow::Result<ClusterRelay
     };
     std::fs::write(&r.ca, pem(&certs.ca))?;
     std::fs::write(&r.cert, pem(&certs.cert))?;
+    // each launch makes a new CA and certificate: the key of an earlier one (a retry on
+    // other ports, the cluster started again in this directory) goes with them
+    match std::fs::remove_file(&r.key) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(anyhow::Error::new(e).context(format!("removing {}", r.key.display())));
+        }
+        _ => {}
+    }
     fleetmesh_proto::identity::write_private(&r.key, certs.key_pem().as_bytes())?;
     Ok(r)
 }

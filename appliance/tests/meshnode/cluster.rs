@@ -501,6 +501,19 @@ fn a_buyer_sends_a_job_over_a_quic_link_and_gets_its_answer_back_on_it() {
 }
 
 #[test]
+fn a_cluster_with_its_own_iroh_relay_starts_again_in_its_directory() {
+    // each start (and each retry on other ports after a lost port) makes the relay a new
+    // certificate and key; the key of the last one is replaced, not refused
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let args = ["--nodes", "2", "--iroh-relay"];
+    let (stop, _) = start(&dir, &args);
+    drop(stop);
+    let (_stop, nodes) = start(&dir, &args);
+    assert_eq!(nodes.len(), 2);
+}
+
+#[test]
 fn nodes_without_a_reachable_address_peer_through_the_clusters_own_iroh_relay() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cluster");

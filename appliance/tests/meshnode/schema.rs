@@ -174,14 +174,29 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
         let tagged = json!({"type": "object", "properties": {"tags": {"type": "array",
             "items": {"enum": ["a", "b", "c"]}, "uniqueItems": true, "minItems": 2}},
             "required": ["tags"], "additionalProperties": false});
-        for seed in 0..4 {
-            let (status, r) = post_json(&http, &url, json!({"model": "tiny", "prompt": "x",
-                "max_tokens": 40, "temperature": 1.0, "seed": seed,
-                "response_format": format_of(&tagged)})).await;
-            assert_eq!(status, 200, "{r}");
-            let text = r["choices"][0]["text"].as_str().unwrap();
-            assert!(valid(&tagged, text), "{text:?}");
-            assert_eq!(r["choices"][0]["fleetmesh"]["verdict"]["valid"], true, "{r}");
+
+        // a Pydantic tagged union (`oneOf` of models with a `const` tag, OpenAPI's
+        // `discriminator` beside) in a list: sampled, so the model writes several kinds
+        let pets = json!({"$defs": {
+            "Cat": {"type": "object", "properties": {"kind": {"const": "cat"},
+                "lives": {"type": "integer", "minimum": 1, "maximum": 9}},
+                "required": ["kind", "lives"], "additionalProperties": false},
+            "Dog": {"type": "object", "properties": {"kind": {"const": "dog"},
+                "name": {"type": "string", "maxLength": 6}},
+                "required": ["kind", "name"], "additionalProperties": false}},
+            "type": "array", "minItems": 2, "maxItems": 3, "items": {"oneOf": [
+                {"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+                "discriminator": {"propertyName": "kind"}}});
+        for (schema, max_tokens, seeds) in [(&tagged, 40, 0..4), (&pets, 80, 0..3)] {
+            for seed in seeds {
+                let (status, r) = post_json(&http, &url, json!({"model": "tiny",
+                    "prompt": "x", "max_tokens": max_tokens, "temperature": 1.0, "seed": seed,
+                    "response_format": format_of(schema)})).await;
+                assert_eq!(status, 200, "{r}");
+                let text = r["choices"][0]["text"].as_str().unwrap();
+                assert!(valid(schema, text), "{text:?}");
+                assert_eq!(r["choices"][0]["fleetmesh"]["verdict"]["valid"], true, "{r}");
+            }
         }
 
         // chat, streamed and not: the deltas add up to the same valid document
@@ -225,6 +240,7 @@ fn response_format_constrains_answers_over_http_and_on_the_cli() {
             (json!({"response_format": format_of(&json!({"type": "object", "properties": {"a": {"format": "hostname"}}}))}), "unsupported_schema", "#/properties/a"),
             (json!({"response_format": format_of(&json!({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}))}), "unsupported_schema", "`pattern` differs"),
             (json!({"response_format": format_of(&json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}))}), "unsupported_schema", "`uniqueItems` is supported over items that are an `enum`"),
+            (json!({"response_format": format_of(&json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}))}), "unsupported_schema", "may both match one document"),
             (json!({"response_format": {"type": "xml"}}), "", "json_object or json_schema"),
             (json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}), "", "must be a JSON Schema"),
             (json!({"verification": "schema-bounds"}), "", "needs a response_format"),
