@@ -21,7 +21,8 @@
 //! Between tokens a document holds at most one space in a row unless
 //! [`Grammar::with_whitespace`] says otherwise ([`Whitespace`]). The allowed ids are a
 //! [`TokenMask`] bitset; inside strings they come from an index by character count
-//! (`in_string.rs`), so a step costs tens of microseconds at a 128k vocabulary.
+//! (`in_string.rs`) and inside keys that may be new from one by what follows their text
+//! (`in_key.rs`), so a step costs tens of microseconds at a 128k vocabulary.
 //!
 //! Whatever produced a text — the constrained local runtime, a remote executor, an
 //! unconstrained run — [`Grammar::validate`] checks it with the `jsonschema` crate, an
