@@ -24,7 +24,8 @@ use crate::Result;
 
 /// How deep the search follows properties and nested unions.
 const MAX_DEPTH: u8 = 8;
-/// Most node pairs one schema's `oneOf` checks may compare.
+/// Most comparisons one schema's `oneOf` checks may make (node pairs, and values checked
+/// against a branch; a validator built counts a hundred).
 pub(crate) const MAX_STEPS: usize = 20_000;
 
 impl Compiler<'_> {
@@ -46,13 +47,17 @@ impl Compiler<'_> {
                     self.nodes[b.node].alts[b.index].0,
                 );
                 if !probe.exclusive(x, y, 0) {
+                    let gave_up = match probe.steps > MAX_STEPS {
+                        true => format!(" (the check gave up after {MAX_STEPS} comparisons)"),
+                        false => String::new(),
+                    };
                     return Err(schema_err(
                         "",
                         format!(
-                            "#{} and #{} may both match one document: constrained decoding \
-                             takes `oneOf` only where the branches exclude each other — \
-                             different types, `enum`/`const` values the other branch does \
-                             not take, or objects told apart by a required property (a \
+                            "#{} and #{} may both match one document{gave_up}: constrained \
+                             decoding takes `oneOf` only where the branches exclude each \
+                             other — different types, `enum`/`const` values the other branch \
+                             does not take, or objects told apart by a required property (a \
                              discriminator `const` in each, or one the other forbids); \
                              `anyOf` takes branches that overlap",
                             a.at, b.at
@@ -159,7 +164,13 @@ impl Probe<'_, '_> {
     /// Whether the `jsonschema` crate takes `v` under node `n`'s schema (true when no
     /// validator of it alone builds).
     fn admits(&mut self, n: usize, v: &Value) -> bool {
+        // each value checked counts, a validator built a hundred: past the bound, assumed
+        self.steps += 1;
+        if self.steps > MAX_STEPS {
+            return true;
+        }
         if !self.validators.contains_key(&n) {
+            self.steps += 100;
             let built = self.schema(n).and_then(|o| self.c.sub_validator(o));
             self.validators.insert(n, built);
         }

@@ -272,6 +272,15 @@ fn a_one_of_whose_branches_may_overlap_is_refused_naming_two() {
         let e = Grammar::compile(&schema).unwrap_err();
         assert!(e.to_string().contains(says), "{schema}: {e}");
     }
+    // the check is bounded: two enums of 30 000 values each (disjoint) are refused
+    // saying it gave up, in bounded time
+    let big = |from: i64| Value::Array((from..from + 30_000).map(|i| json!(i)).collect());
+    let e =
+        Grammar::compile(&json!({"oneOf": [{"enum": big(0)}, {"enum": big(30_000)}]})).unwrap_err();
+    assert!(
+        e.to_string().contains("gave up after 20000 comparisons"),
+        "{e}"
+    );
     // the same shapes as `anyOf` are taken
     for schema in [
         json!({"anyOf": [{"type": "integer"}, {"type": "number"}]}),
