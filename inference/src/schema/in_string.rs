@@ -77,15 +77,14 @@ impl Plain {
 
     /// Adds those of `lo..=hi` characters but `except` (ascending ids).
     pub(super) fn add_except(&self, lo: usize, hi: usize, allowed: &mut TokenMask, except: &[u32]) {
-        if except.is_empty() {
-            return self.add(lo, hi, allowed);
+        // what the set held of them before stays; nothing else of them is added
+        let held: Vec<bool> = except.iter().map(|id| allowed.contains(*id)).collect();
+        self.add(lo, hi, allowed);
+        for (id, held) in except.iter().zip(held) {
+            if !held {
+                allowed.remove(*id);
+            }
         }
-        let mut band = TokenMask::new(allowed.len());
-        self.add(lo, hi, &mut band);
-        for id in except {
-            band.remove(*id);
-        }
-        allowed.add_band(band.words(), None);
     }
 
     /// Adds those of `lo..=hi` characters.

@@ -104,11 +104,6 @@ impl TokenMask {
         }
     }
 
-    /// The bitset words (bit `i % 64` of word `i / 64`: id `i`).
-    pub(crate) fn words(&self) -> &[u64] {
-        &self.words
-    }
-
     /// Adds the ids of `upto` that are not in `below` (bitset words over the same ids): a
     /// band of a cumulative table (all of `upto` without `below`).
     pub(crate) fn add_band(&mut self, upto: &[u64], below: Option<&[u64]>) {

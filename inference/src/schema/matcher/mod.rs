@@ -407,9 +407,7 @@ impl Matcher {
             Frame::Str(t) => t.plain().map(|(room, owed)| InString {
                 room,
                 owed,
-                below: rest.iter().enumerate().fold(0usize, |a, (i, f)| {
-                    a.saturating_add(frame_remaining(&self.g, f, self.stack.get(i + 1)))
-                }),
+                below: frames_left(&self.g, &self.stack, rest.len()),
             }),
             _ => None,
         }
@@ -425,9 +423,7 @@ impl Matcher {
         let (Frame::Str(t), rest) = self.stack.split_last()? else {
             return None;
         };
-        let below = rest.iter().enumerate().fold(0usize, |a, (i, f)| {
-            a.saturating_add(frame_remaining(&self.g, f, self.stack.get(i + 1)))
-        });
+        let below = frames_left(&self.g, &self.stack, rest.len());
         Some((*t, below))
     }
 
@@ -461,9 +457,7 @@ impl Matcher {
         if *utf8 != Utf8::Ready || open_escape(raw) {
             return None;
         }
-        let below = rest.iter().enumerate().fold(0usize, |a, (i, f)| {
-            a.saturating_add(frame_remaining(&self.g, f, self.stack.get(i + 1)))
-        });
+        let below = frames_left(&self.g, &self.stack, rest.len());
         // bare text as a new property's key: the quote and colon, the value, the members
         // still owed, the brace (and the bytes a cut character owes)
         let base = below
@@ -481,16 +475,17 @@ impl Matcher {
 
     /// The fewest bytes that finish the document from here.
     pub fn remaining(&self) -> usize {
-        let g = &self.g;
-        let left = |stack: &[Frame]| {
-            let mut sum = 0usize;
-            for (i, f) in stack.iter().enumerate() {
-                sum = sum.saturating_add(frame_remaining(g, f, stack.get(i + 1)));
-            }
-            sum
-        };
+        let left = |stack: &[Frame]| frames_left(&self.g, stack, stack.len());
         self.stacks().map(left).min().unwrap_or(0).min(NEVER)
     }
+}
+
+/// The fewest bytes that finish the first `n` frames of `stack` (each counted with the
+/// frame above it, as [`frame_remaining`] asks).
+fn frames_left(g: &Grammar, stack: &[Frame], n: usize) -> usize {
+    stack[..n].iter().enumerate().fold(0usize, |a, (i, f)| {
+        a.saturating_add(frame_remaining(g, f, stack.get(i + 1)))
+    })
 }
 
 /// Whether the frames `stack` hold a whole valid document (finished, or a top-level
