@@ -207,17 +207,6 @@ fn masks_under_unions_whose_branches_start_alike_equal_token_by_token_checks() {
 }
 
 #[test]
-fn the_tiny_models_answers_under_unions_that_start_alike_are_always_valid() {
-    let schemas: Vec<Value> = overlapping_cases().into_iter().map(|(s, _)| s).collect();
-    answers_are_valid(
-        &schemas,
-        b"pet: ",
-        |shortest| [shortest + 30, shortest],
-        |s, v| checker(s).is_valid(v),
-    );
-}
-
-#[test]
 fn a_one_of_whose_branches_may_overlap_is_refused_naming_two() {
     let cat = |tag: Value| {
         json!({"type": "object", "properties": {"t": tag, "n": {"type": "integer"}},
@@ -343,7 +332,12 @@ fn readings_are_bounded_and_merge_when_branches_meet_again() {
 
 #[test]
 fn the_tiny_models_answers_under_unions_are_always_valid() {
-    let schemas: Vec<Value> = cases().into_iter().map(|(s, _)| s).collect();
+    // branches that start differently, then alike
+    let schemas: Vec<Value> = cases()
+        .into_iter()
+        .chain(overlapping_cases())
+        .map(|(s, _)| s)
+        .collect();
     answers_are_valid(
         &schemas,
         b"user: ",
