@@ -170,8 +170,25 @@ pub struct Snapshot {
     peers: BTreeMap<String, PeerSnapshot>,
 }
 
-/// Whether two counts of the same traffic diverge: by more than a tenth of the larger and
-/// more than `floor` (what crosses a window boundary between the two sides' counts).
+/// Events that may fall on different sides of a window boundary in two counts of the same
+/// traffic.
+const EVENT_SLACK: u64 = 16;
+/// The least byte slack, for windows of small events.
+const BYTE_SLACK: u64 = 16_384;
+
+/// Whether a peer's count of some traffic (`claimed`: events, bytes) diverges from ours
+/// (`measured`): by more than a tenth of the larger and more than what crosses a window
+/// boundary — [`EVENT_SLACK`] events, and their bytes at the mean size of the events we
+/// measured (at least [`BYTE_SLACK`]: a few large events on the other side of a boundary
+/// are not a lie). Only our own count sets the byte slack, so a peer cannot widen it by
+/// what it claims.
+fn counts_diverge(claimed: (u64, u64), measured: (u64, u64)) -> bool {
+    let mean = measured.1.checked_div(measured.0).unwrap_or(0);
+    let byte_slack = BYTE_SLACK.max(EVENT_SLACK.saturating_mul(mean));
+    diverge(claimed.0, measured.0, EVENT_SLACK) || diverge(claimed.1, measured.1, byte_slack)
+}
+
+/// Whether two counts diverge: by more than a tenth of the larger and more than `floor`.
 fn diverge(a: u64, b: u64, floor: u64) -> bool {
     let gap = a.abs_diff(b);
     gap > floor && u128::from(gap) * 10 > u128::from(a.max(b))
@@ -198,7 +215,7 @@ fn shards_diverge(
     };
     theirs.iter().enumerate().find_map(|(i, t)| {
         let m = measured.get(i).copied().unwrap_or_default();
-        (diverge(t.events, m.events, 16) || diverge(t.bytes, m.bytes, 16_384)).then(|| {
+        counts_diverge((t.events, t.bytes), (m.events, m.bytes)).then(|| {
             format!(
                 "its receipt says it sent {} events ({} bytes) in shard {i}; measured {} ({})",
                 t.events, t.bytes, m.events, m.bytes
@@ -597,10 +614,11 @@ impl Ledger {
                 ),
             )
         } else if let Some((r, _)) = receipt.as_ref().filter(|(r, _)| {
-            diverge(r.sent.events, m.events_in, 16)
-                || diverge(r.sent.bytes, m.bytes_in, 16_384)
-                || diverge(r.received.events, m.events_out, 16)
-                || diverge(r.received.bytes, m.bytes_out, 16_384)
+            counts_diverge((r.sent.events, r.sent.bytes), (m.events_in, m.bytes_in))
+                || counts_diverge(
+                    (r.received.events, r.received.bytes),
+                    (m.events_out, m.bytes_out),
+                )
         }) {
             (
                 Rung::S2,

@@ -266,6 +266,34 @@ fn a_receipt_that_diverges_from_the_measurement_puts_the_peer_on_probation() {
 }
 
 #[test]
+fn a_few_large_events_across_a_window_boundary_are_slack_and_bytes_claimed_short_are_not() {
+    let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
+    let mut n = Node::new(&a, &b, 1000, 100);
+    let mut chain = Chain::new(&b);
+    let w0 = T0 / W;
+    // Two ~10 KB events more on our side: 20 KB, over a tenth of the window's bytes and
+    // over the least byte slack, but a boundary between the counts, not a lie.
+    n.receipt(&chain.receipt(w0, (5, 52_000)));
+    let d = n.measure(w0, counts(7, 72_000));
+    assert_eq!(d.severity, Rung::S0, "{}", d.why);
+    // A claim of a few huge events does not widen the slack: our count sets it.
+    n.receipt(&chain.receipt(w0 + 1, (7, 5_000_000)));
+    let d = n.measure(w0 + 1, counts(7, 72_000));
+    assert_eq!(
+        (d.severity, d.remedy),
+        (Rung::S2, Remedy::Probation),
+        "{}",
+        d.why
+    );
+    // Large events whose count agrees and whose bytes are claimed at half: a lie.
+    n.receipt(&chain.receipt(w0 + 2, (100, 500_000)));
+    let d = n.measure(w0 + 2, counts(100, 1_000_000));
+    assert_eq!(d.severity, Rung::S2, "{}", d.why);
+    assert!(d.why.contains("500000"), "{}", d.why);
+    n.replays_the_same();
+}
+
+#[test]
 fn receipts_count_per_shard_of_the_grant_and_a_shard_that_diverges_is_a_misreport() {
     let (a, b) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
     let g = Grant {
