@@ -35,6 +35,7 @@ pub mod tables;
 #[cfg(feature = "test-utils")]
 pub mod testing;
 pub mod verify;
+mod weights;
 #[cfg(feature = "witness")]
 pub mod witness;
 pub mod wtns;

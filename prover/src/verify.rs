@@ -1,7 +1,8 @@
 //! Groth16 verification on BN254: one proof with a prepared key, and batches.
 //!
 //! A batch of N proofs under one key is checked by a random linear combination: with fresh
-//! random 128-bit weights r_j (from the OS),
+//! random weights r_j (from the OS, uniform over 2¹²⁸ distinct values; see `weights.rs`
+//! for their two kinds),
 //!
 //! ```text
 //! Π_j e(r_j·A_j, B_j) · e(−Σ_j r_j·L_j, γ) · e(−Σ_j r_j·C_j, δ) = e(α, β)^(Σ_j r_j)
@@ -20,14 +21,17 @@
 //! [`MsmNtt::scales_on_gpu`] says so for the batch (an explicit GPU choice, or `auto`
 //! above its measured size), all of the batch's weight products r_j·A_j and r_j·C_j are
 //! made on that GPU in one call, and the Σ r·L MSM runs on the backend too; the Miller
-//! loops and the final exponentiation stay on the CPU. The soundness bound is unchanged:
-//! a batch holding an invalid proof passes with probability at most 2⁻¹²⁸ per check,
-//! over the fresh weights.
+//! loops and the final exponentiation stay on the CPU. Elsewhere each weight is
+//! `r₁ + λ·r₂` with 64-bit halves and `λ` the eigenvalue of G1's endomorphism, so its
+//! products take half the doublings. The soundness bound is the same for every path: a
+//! batch holding an invalid proof passes with probability at most 2⁻¹²⁸ per check, over
+//! the fresh weights.
 
 use std::collections::HashMap;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::snarkjs::check_public_count;
+use crate::weights::Weights;
 use ark_bn254::{Bn254, Fq12, Fr, G1Affine, G1Projective, G2Affine};
 use ark_ec::pairing::{MillerLoopOutput, Pairing, PairingOutput};
 use ark_ec::{CurveGroup, VariableBaseMSM};
@@ -93,16 +97,6 @@ const MIN_PAIRS_PER_THREAD: usize = 8;
 /// One proof with its public inputs.
 pub type Item = (Proof<Bn254>, Vec<Fr>);
 
-/// `n` fresh 128-bit weights from the OS.
-fn random_weights(n: usize) -> Result<Vec<u128>> {
-    let mut bytes = vec![0u8; 16 * n];
-    getrandom::fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
-    Ok(bytes
-        .chunks_exact(16)
-        .map(|c| u128::from_le_bytes(c.try_into().expect("16 bytes")))
-        .collect())
-}
-
 /// The proofs' Miller loop in AVX-512 IFMA lanes where this CPU has them (`None` where it
 /// has not: arkworks' code runs then). Both give arkworks' values.
 #[cfg(target_arch = "x86_64")]
@@ -124,13 +118,6 @@ mod lanes {
     }
 }
 
-/// `r_j·P_j` for each j, in affine coordinates, on this thread (in IFMA lanes where the
-/// CPU has them).
-fn scale(points: &[G1Affine], weights: &[u128]) -> Vec<G1Affine> {
-    Cpu.scale_g1(points, weights)
-        .expect("a weight for each point")
-}
-
 /// The random-linear-combination check of `items` (all with the right input count), the
 /// weights' products on `backend`'s GPU where it takes a batch this size.
 fn combined_check(pvk: &PreparedVk, items: &[&Item], backend: &dyn MsmNtt) -> Result<bool> {
@@ -138,38 +125,41 @@ fn combined_check(pvk: &PreparedVk, items: &[&Item], backend: &dyn MsmNtt) -> Re
     if vk.gamma_abc_g1.is_empty() {
         return Ok(false); // not a usable key (the parser never builds one)
     }
-    let r = random_weights(items.len())?;
+    let on_gpu = backend.scales_on_gpu(2 * items.len());
+    let w = Weights::fresh(items.len(), on_gpu)?;
     // Σ_j r_j·L_j = (Σ_j r_j)·IC_0 + Σ_i (Σ_j r_j·x_{j,i})·IC_i: one MSM over IC.
     let mut ic_scalars = vec![Fr::from(0u8); vk.gamma_abc_g1.len()];
-    for (rj, (_, public)) in r.iter().zip(items) {
-        let rj = Fr::from(*rj);
+    for (j, (_, public)) in items.iter().enumerate() {
+        let rj = w.scalar(j);
         ic_scalars[0] += rj;
         for (s, x) in ic_scalars[1..].iter_mut().zip(public) {
             *s += rj * x;
         }
     }
     let sum_r = ic_scalars[0];
-    let on_gpu = backend.scales_on_gpu(2 * items.len());
     let acc_l = if on_gpu {
         backend.msm_g1(&vk.gamma_abc_g1, &ic_scalars)?
     } else {
         G1Projective::msm(&vk.gamma_abc_g1, &ic_scalars).expect("equal lengths")
     };
-    // Σ_j r_j·C_j: each product (eight at a time in lanes, or all at once on the GPU
-    // together with the r_j·A_j), then their sum
-    let (scaled_a, acc_c): (Option<Vec<G1Affine>>, G1Projective) = if on_gpu {
-        let points: Vec<G1Affine> = items
-            .iter()
-            .map(|(p, _)| p.a)
-            .chain(items.iter().map(|(p, _)| p.c))
-            .collect();
-        let weights: Vec<u128> = r.iter().chain(&r).copied().collect();
-        let mut scaled = backend.scale_g1(&points, &weights)?;
-        let cs = scaled.split_off(items.len());
-        (Some(scaled), cs.iter().sum())
-    } else {
-        let cs: Vec<G1Affine> = items.iter().map(|(p, _)| p.c).collect();
-        (None, scale(&cs, &r).iter().sum())
+    // Σ_j r_j·C_j: all at once on the GPU together with the r_j·A_j, else on this thread
+    // (each product eight at a time in lanes, or one MSM of the split weights' halves)
+    let (scaled_a, acc_c): (Option<Vec<G1Affine>>, G1Projective) = match w.plain() {
+        Some(r) if on_gpu => {
+            let points: Vec<G1Affine> = items
+                .iter()
+                .map(|(p, _)| p.a)
+                .chain(items.iter().map(|(p, _)| p.c))
+                .collect();
+            let weights: Vec<u128> = r.iter().chain(r).copied().collect();
+            let mut scaled = backend.scale_g1(&points, &weights)?;
+            let cs = scaled.split_off(items.len());
+            (Some(scaled), cs.iter().sum())
+        }
+        _ => {
+            let cs: Vec<G1Affine> = items.iter().map(|(p, _)| p.c).collect();
+            (None, w.sum(&cs))
+        }
     };
     // The proofs' pairs are split across the cores: each thread scales its A_j (unless the
     // GPU did) and runs the multi-Miller loop of its pairs (in IFMA lanes where the CPU has
@@ -182,14 +172,15 @@ fn combined_check(pvk: &PreparedVk, items: &[&Item], backend: &dyn MsmNtt) -> Re
     let partials: Vec<Fq12> = std::thread::scope(|s| {
         let handles: Vec<_> = items
             .chunks(chunk)
-            .zip(r.chunks(chunk))
             .enumerate()
-            .map(|(t, (its, rs))| {
+            .map(|(t, its)| {
                 let scaled_a = scaled_a.as_deref();
+                let w = &w;
                 s.spawn(move || {
+                    let range = t * chunk..t * chunk + its.len();
                     let scaled = match scaled_a {
-                        Some(all) => all[t * chunk..t * chunk + its.len()].to_vec(),
-                        None => scale(&its.iter().map(|(p, _)| p.a).collect::<Vec<_>>(), rs),
+                        Some(all) => all[range].to_vec(),
+                        None => w.scale(range, &its.iter().map(|(p, _)| p.a).collect::<Vec<_>>()),
                     };
                     let pairs: Vec<(G1Affine, G2Affine)> = scaled
                         .into_iter()
