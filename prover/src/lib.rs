@@ -24,6 +24,7 @@ mod binfile;
 mod error;
 #[cfg(feature = "service")]
 pub mod gather;
+mod pairs;
 pub mod prove;
 pub mod qap;
 #[cfg(feature = "service")]

@@ -81,8 +81,8 @@ pub fn verify(pvk: &PreparedVk, proof: &Proof<Bn254>, public: &[Fr]) -> Result<b
     Ok(Groth16::<Bn254>::verify_proof(&pvk.pvk, proof, public).unwrap_or(false))
 }
 
-/// Threads a batch check may use: `FLEETMESH_VERIFY_THREADS` if set (≥ 1), else every
-/// core.
+/// Threads a batch check's Miller loop may use (the chunks it is cut into, each run by one
+/// of rayon's workers): `FLEETMESH_VERIFY_THREADS` if set (≥ 1), else every core.
 fn verify_threads() -> usize {
     std::env::var("FLEETMESH_VERIFY_THREADS")
         .ok()
@@ -161,43 +161,36 @@ fn combined_check(pvk: &PreparedVk, items: &[&Item], backend: &dyn MsmNtt) -> Re
             (None, w.sum(&cs))
         }
     };
-    // The proofs' pairs are split across the cores: each thread scales its A_j (unless the
-    // GPU did) and runs the multi-Miller loop of its pairs (in IFMA lanes where the CPU has
-    // them); the partial results multiply together (the Miller loop is a product), and
-    // one final exponentiation follows.
+    // The proofs' pairs are split across the cores: each chunk's A_j are scaled (unless
+    // the GPU did) and its pairs' multi-Miller loop run (in IFMA lanes where the CPU has
+    // them, else with affine lines, `pairs.rs`); the partial results multiply together
+    // (the Miller loop is a product), and one final exponentiation follows. On rayon's
+    // workers, which arkworks' parallel loops wake anyway: threads of our own competed
+    // with them for the cores.
     let threads = verify_threads()
         .min(items.len().div_ceil(MIN_PAIRS_PER_THREAD))
         .max(1);
     let chunk = items.len().div_ceil(threads);
-    let partials: Vec<Fq12> = std::thread::scope(|s| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .enumerate()
-            .map(|(t, its)| {
-                let scaled_a = scaled_a.as_deref();
-                let w = &w;
-                s.spawn(move || {
-                    let range = t * chunk..t * chunk + its.len();
-                    let scaled = match scaled_a {
-                        Some(all) => all[range].to_vec(),
-                        None => w.scale(range, &its.iter().map(|(p, _)| p.a).collect::<Vec<_>>()),
-                    };
-                    let pairs: Vec<(G1Affine, G2Affine)> = scaled
-                        .into_iter()
-                        .zip(its.iter().map(|(p, _)| p.b))
-                        .collect();
-                    if let Some(f) = lanes::miller_loop(&pairs) {
-                        return f;
-                    }
-                    let (g1s, g2s): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
-                    Bn254::multi_miller_loop(g1s, g2s).0
-                })
-            })
-            .collect();
-        handles
+    let miller = |t: usize, its: &[&Item]| -> Fq12 {
+        let range = t * chunk..t * chunk + its.len();
+        let scaled = match scaled_a.as_deref() {
+            Some(all) => all[range].to_vec(),
+            None => w.scale(range, &its.iter().map(|(p, _)| p.a).collect::<Vec<_>>()),
+        };
+        let pairs: Vec<(G1Affine, G2Affine)> = scaled
             .into_iter()
-            .map(|h| h.join().expect("a Miller loop does not panic"))
-            .collect()
+            .zip(its.iter().map(|(p, _)| p.b))
+            .collect();
+        lanes::miller_loop(&pairs).unwrap_or_else(|| crate::pairs::multi_miller_loop(&pairs))
+    };
+    let chunks: Vec<&[&Item]> = items.chunks(chunk).collect();
+    // every worker takes its share of the chunks (left to work stealing, one worker
+    // sometimes ran both halves of a two-core machine's batch)
+    let partials: Vec<Fq12> = rayon::broadcast(|ctx| {
+        (ctx.index()..chunks.len())
+            .step_by(ctx.num_threads())
+            .map(|t| miller(t, chunks[t]))
+            .fold(Fq12::from(1u8), |acc, f| acc * f)
     });
     let key_pairs = Bn254::multi_miller_loop(
         [acc_l.into_affine(), acc_c.into_affine()],
