@@ -28,6 +28,7 @@
 //! the fresh weights.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::Result;
 use crate::snarkjs::check_public_count;
@@ -142,7 +143,7 @@ fn combined_check(pvk: &PreparedVk, items: &[&Item], backend: &dyn MsmNtt) -> Re
     } else {
         G1Projective::msm(&vk.gamma_abc_g1, &ic_scalars).expect("equal lengths")
     };
-    // Σ_j r_j·C_j: all at once on the GPU together with the r_j·A_j, else on this thread
+    // Σ_j r_j·C_j: all at once on the GPU together with the r_j·A_j, else on the CPU
     // (each product eight at a time in lanes, or one MSM of the split weights' halves)
     let (scaled_a, acc_c): (Option<Vec<G1Affine>>, G1Projective) = match w.plain() {
         Some(r) if on_gpu => {
@@ -184,13 +185,19 @@ fn combined_check(pvk: &PreparedVk, items: &[&Item], backend: &dyn MsmNtt) -> Re
         lanes::miller_loop(&pairs).unwrap_or_else(|| crate::pairs::multi_miller_loop(&pairs))
     };
     let chunks: Vec<&[&Item]> = items.chunks(chunk).collect();
-    // every worker takes its share of the chunks (left to work stealing, one worker
-    // sometimes ran both halves of a two-core machine's batch)
-    let partials: Vec<Fq12> = rayon::broadcast(|ctx| {
-        (ctx.index()..chunks.len())
-            .step_by(ctx.num_threads())
-            .map(|t| miller(t, chunks[t]))
-            .fold(Fq12::from(1u8), |acc, f| acc * f)
+    // Every worker is asked to claim chunks until none are left (left to work stealing,
+    // one worker sometimes ran both halves of a two-core machine's batch); a worker busy
+    // with other work when the call comes finds them taken and returns at once.
+    let next = AtomicUsize::new(0);
+    let partials: Vec<Fq12> = rayon::broadcast(|_| {
+        let mut acc = Fq12::from(1u8);
+        loop {
+            let t = next.fetch_add(1, Ordering::Relaxed);
+            let Some(its) = chunks.get(t) else {
+                return acc;
+            };
+            acc *= miller(t, its);
+        }
     });
     let key_pairs = Bn254::multi_miller_loop(
         [acc_l.into_affine(), acc_c.into_affine()],
