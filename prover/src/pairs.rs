@@ -161,7 +161,6 @@ mod tests {
                 "{n} pairs: a different line scaling, not the same value"
             );
             assert_eq!(exp(ours), exp(theirs), "{n} pairs");
-            assert!(affine_loop(&pairs[..1]).is_some(), "the affine loop ran");
         }
         assert_eq!(multi_miller_loop(&[]), Fq12::ONE);
     }
