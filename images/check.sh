@@ -100,6 +100,10 @@ if [ "$(id -u)" = 0 ]; then
     wait "$daemon" || fail "the node did not stop cleanly on SIGTERM: $(cat "$work/daemon.err")"
     daemon=""
     [ "$(stat -c %a "$rootfs/var/lib/meshnode/meshnode.toml")" = 600 ] || fail "the node's config (with its token) is not 0600"
+    # the token printed once on the first start is the one the config keeps
+    token=$(sed -n 's/^token = "\(.*\)"$/\1/p' "$rootfs/var/lib/meshnode/meshnode.toml")
+    [ -n "$token" ] && grep -q "$token" "$work/daemon.err" ||
+        fail "the first start did not print the [api] token it wrote: $(cat "$work/daemon.err")"
 else
     step "not root: the entrypoint run in the unpacked root is skipped (it needs chroot)"
 fi

@@ -72,6 +72,10 @@ if [ -n "$boot_check" ]; then
                 grep -q "meshnode-ready: $u is active" "$log" ||
                     fail "$u is not active: $(grep -a "meshnode-ready: $u" "$log")"
             done
+            # the first boot generated the node's [api] token (the proxy's clients are
+            # strangers, never the operator)
+            grep -q "meshnode-ready: \[api\] token is set" "$log" ||
+                fail "the first boot wrote no [api] token: $(grep -a "token" "$log")"
             step "meshnode answered /healthz ${took}s after power-on ($accel); the console is in $log"
             echo "boot-to-healthz ${took}s ($accel)"
             exit 0

@@ -72,11 +72,26 @@ pub struct DidcommSection {
     /// buyers. Held in `DIR/mediator.sqlite`, so a restart keeps them. Default false; true
     /// suits a backbone node.
     pub mediate: bool,
-    /// Messages held per DID; past it the oldest is dropped. 1 to 100 000. Default 256.
+    /// Messages held per DID; past it a new message for that DID is refused (HTTP 429
+    /// `queue_full`, with `Retry-After`) — nothing held is dropped for a newcomer. 1 to
+    /// 100 000. Default 256.
     pub hold_per_did: usize,
-    /// Bytes held for all DIDs together; past it a new message is refused (HTTP 507).
-    /// 1 MiB to 4 GiB. Default 64 MiB.
+    /// Bytes held for all DIDs together; past it a new message is refused (HTTP 507
+    /// `full`). 1 MiB to 4 GiB. Default 64 MiB.
     pub hold_bytes: u64,
+    /// Messages one source may have waiting at once, for all DIDs together (a message
+    /// counts until its DID picks it up or it expires after `hold_secs`); past it the
+    /// source's next forward is refused (HTTP 429 `source_quota`, with `Retry-After`). A
+    /// source is the client's address (an IPv6 client's /64), or the peer over a QUIC
+    /// link; a forward whose sender signed it (its hop envelope's first hop, or a signed
+    /// forward) also counts against that key. Behind a reverse proxy every client has the
+    /// proxy's address and so shares one quota. 1 to 100 000, less than `hold_per_did`
+    /// (one stranger cannot fill a DID's queue). Default 64.
+    pub source_messages: usize,
+    /// Bytes one source may have waiting at once (as `source_messages`). 64 KiB to
+    /// 4 GiB, less than `hold_bytes` (one stranger cannot fill the node's budget). Default
+    /// 8 MiB.
+    pub source_bytes: u64,
     /// Seconds a held message waits for its pickup. 60 to 604 800. Default 86 400.
     pub hold_secs: u64,
     /// The mediator this node picks its messages up from (`did:nostr:HEX`), for a node
@@ -100,6 +115,8 @@ impl Default for DidcommSection {
             mediate: false,
             hold_per_did: 256,
             hold_bytes: 64 << 20,
+            source_messages: 64,
+            source_bytes: 8 << 20,
             hold_secs: 86_400,
             mediator: None,
             mediator_url: None,
@@ -247,6 +264,11 @@ pub struct FaceSection {
     /// Seconds requests in flight may take to finish once a stop is asked for; then the
     /// rest are closed (queued events are committed either way). 0 to 3600. Default 10.
     pub shutdown_secs: u64,
+    /// Bytes of request bodies the HTTP APIs (DIDComm, jobs, proofs, completions) hold in
+    /// memory at once, all requests together: a request past it waits up to 2 s, then gets
+    /// 503 with `Retry-After`. Blob uploads stream to disk and do not count. 4 MiB (the
+    /// largest body a route takes) to 1 TiB. Default 64 MiB.
+    pub body_bytes_total: usize,
     /// Origins whose web pages may open the relay's WebSocket (browser Nostr clients);
     /// `"*"` for any. Clients that send no `Origin` (not browsers) are always served.
     /// Default `["*"]`.
@@ -268,6 +290,7 @@ impl Default for FaceSection {
                 std::net::Ipv6Addr::LOCALHOST.into(),
             ],
             shutdown_secs: 10,
+            body_bytes_total: 64 << 20,
             websocket_origins: vec!["*".into()],
         }
     }
@@ -360,6 +383,12 @@ impl Config {
         )?;
         range("[face] shutdown_secs", f.shutdown_secs, 0, 3600)?;
         range(
+            "[face] body_bytes_total",
+            f.body_bytes_total as u64,
+            fleetmesh_proto::didcomm::MAX_MESSAGE_BYTES as u64,
+            1 << 40,
+        )?;
+        range(
             "[compute] precompute_mib",
             self.compute.precompute_mib,
             0,
@@ -447,6 +476,27 @@ impl Config {
         range("[didcomm] hold_per_did", d.hold_per_did as u64, 1, 100_000)?;
         range("[didcomm] hold_bytes", d.hold_bytes, 1 << 20, 4 << 30)?;
         range("[didcomm] hold_secs", d.hold_secs, 60, 604_800)?;
+        range(
+            "[didcomm] source_messages",
+            d.source_messages as u64,
+            1,
+            100_000,
+        )?;
+        range("[didcomm] source_bytes", d.source_bytes, 64 << 10, 4 << 30)?;
+        if d.source_messages >= d.hold_per_did {
+            return Err(format!(
+                "[didcomm] source_messages = {} must be less than hold_per_did = {}: one \
+                 source must not be able to fill a DID's queue",
+                d.source_messages, d.hold_per_did
+            ));
+        }
+        if d.source_bytes >= d.hold_bytes {
+            return Err(format!(
+                "[didcomm] source_bytes = {} must be less than hold_bytes = {}: one source \
+                 must not be able to fill what the node holds",
+                d.source_bytes, d.hold_bytes
+            ));
+        }
         range("[didcomm] pickup_secs", d.pickup_secs, 1, 3600)?;
         match (&d.mediator, &d.mediator_url) {
             (None, None) => {}
@@ -602,5 +652,35 @@ mod tests {
         }
         let e = toml::from_str::<InferenceSection>("verification = \"proof\"").unwrap_err();
         assert!(e.to_string().contains("is not one of none"), "{e}");
+    }
+
+    #[test]
+    fn a_mediators_source_quotas_are_bounded_and_below_what_it_holds() {
+        let with = |v: &str| {
+            toml::from_str::<Config>(&format!("[didcomm]\n{v}"))
+                .unwrap()
+                .check()
+        };
+        let d = Config::default().didcomm;
+        assert_eq!((d.source_messages, d.source_bytes), (64, 8 << 20));
+        assert_eq!(with("source_messages = 1\nsource_bytes = 65536"), Ok(()));
+        for (bad, says) in [
+            ("source_messages = 0", "source_messages = 0: must be"),
+            ("source_bytes = 1024", "source_bytes = 1024: must be"),
+            ("source_messages = 256", "less than hold_per_did = 256"),
+            (
+                "hold_per_did = 10\nsource_messages = 10",
+                "less than hold_per_did",
+            ),
+            ("source_bytes = 67108864", "less than hold_bytes = 67108864"),
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(
+                e.starts_with("[didcomm] ") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+        // a key that is not one is refused, not ignored
+        assert!(toml::from_str::<Config>("[didcomm]\nsource_window_secs = 60").is_err());
     }
 }

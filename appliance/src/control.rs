@@ -108,6 +108,10 @@ pub async fn serve(listener: tokio::net::UnixListener, handler: Handler) {
             let read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line));
             let answer = match read.await {
                 // off the runtime: a reload may load a model
+                Ok(Ok(_)) if !line.ends_with('\n') && line.len() as u64 >= MAX_REQUEST => refusal(
+                    "too_large",
+                    format!("the control socket takes requests of at most {MAX_REQUEST} bytes"),
+                ),
                 Ok(Ok(_)) => tokio::task::spawn_blocking(move || answer(&handler, &line))
                     .await
                     .unwrap_or_else(|_| refusal("internal", "the command panicked")),
@@ -164,7 +168,17 @@ pub fn request(dir: &Path, req: &Value) -> anyhow::Result<Value> {
     })?;
     // an apply or reload may load a model first
     stream.set_read_timeout(Some(Duration::from_secs(300)))?;
-    stream.write_all(format!("{req}\n").as_bytes())?;
+    let line = format!("{req}\n");
+    if line.len() as u64 > MAX_REQUEST {
+        bail!(
+            "the request is {} bytes; the control socket takes requests of at most {} bytes \
+             (1 MiB: split the manifests into several applies, or put them in the watched \
+             manifest directory)",
+            line.len(),
+            MAX_REQUEST
+        );
+    }
+    stream.write_all(line.as_bytes())?;
     let mut line = String::new();
     BufReader::new(stream)
         .read_line(&mut line)

@@ -127,8 +127,10 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
         Command::Up(args) => {
             let dir = node::dir_or_home(args.dir)?;
             if !node::exists(&dir) {
+                let open = args.listen.is_some_and(|a| !a.ip().is_loopback());
                 let settings = manifest::NodeSettings {
                     listen: args.listen,
+                    token: args.token || open,
                     ..manifest::NodeSettings::default()
                 };
                 let created = node::init(&dir, &settings)?;
@@ -137,12 +139,21 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                     dir.display(),
                     created.pubkey
                 );
-                if args.listen.is_some_and(|a| !a.ip().is_loopback()) {
+                if settings.token {
+                    let why = if open {
+                        format!(
+                            "{} is reachable from other hosts",
+                            args.listen.map(|a| a.to_string()).unwrap_or_default()
+                        )
+                    } else {
+                        "--token".to_owned()
+                    };
+                    // printed this once; kept in the owner-only config
                     eprintln!(
-                        "meshnode: {} is reachable from other hosts, so the APIs need a \
-                         token: one was generated into [api] token of {} (owner-only)",
-                        args.listen.map(|a| a.to_string()).unwrap_or_default(),
-                        dir.join(config::FILE).display()
+                        "meshnode: {why}, so the APIs need a token: one was generated into \
+                         [api] token of {} (owner-only): {}",
+                        dir.join(config::FILE).display(),
+                        config::Config::load(&dir)?.api.token.unwrap_or_default()
                     );
                 }
             }

@@ -31,6 +31,9 @@ pub struct NodeSettings {
     /// Listen here instead (`meshnode up --listen` on a node it creates); an address that
     /// is not loopback gets a generated `[api] token`.
     pub listen: Option<std::net::SocketAddr>,
+    /// Generate an `[api] token` even on loopback (`meshnode up --token`: a reverse proxy
+    /// on the box passes strangers on).
+    pub token: bool,
 }
 
 impl Default for NodeSettings {
@@ -42,6 +45,7 @@ impl Default for NodeSettings {
             endpoints: Vec::new(),
             face_port: DEFAULT_FACE_PORT,
             listen: None,
+            token: false,
         }
     }
 }
@@ -121,6 +125,7 @@ pub fn mesh_node_settings(doc: &Value) -> anyhow::Result<NodeSettings> {
         endpoints: spec.endpoints,
         face_port: spec.face_port.unwrap_or(DEFAULT_FACE_PORT),
         listen: None,
+        token: false,
     })
 }
 

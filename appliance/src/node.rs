@@ -259,11 +259,12 @@ fn build(dir: &Path, settings: &NodeSettings) -> anyhow::Result<Created> {
         },
         ..Config::default()
     };
-    if config.face.listen.ip().is_loopback() {
+    if config.face.listen.ip().is_loopback() && !settings.token {
         std::fs::write(dir.join(config::FILE), config.to_toml())
             .with_context(|| format!("writing {}", config::FILE))?;
     } else {
-        // reachable from other hosts: the APIs need a token, made here, kept owner-only
+        // reachable from other hosts (or behind a proxy on the box, `settings.token`): the
+        // APIs need a token, made here, kept owner-only
         let mut token = [0u8; 32];
         getrandom::fill(&mut token).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
         config.api.token = Some(hex::encode(token));

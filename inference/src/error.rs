@@ -54,6 +54,11 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Work stopped before it was done because nobody waits for it any more: its
+    /// requester went away, the node is stopping, or it waited past its deadline for a
+    /// turn (a schema compilation, [`crate::schema::CompileLimits`]).
+    #[error("abandoned: {0}")]
+    Abandoned(String),
     /// A tensor operation failed inside candle.
     #[error("{op}: {source}")]
     Candle {

@@ -655,6 +655,12 @@ pub struct UpArgs {
     /// API answers with no download. Kept files are not overwritten.
     #[arg(long)]
     pub demo: bool,
+    /// On a node it creates, generate an `[api] token` even when it listens on loopback
+    /// (behind a reverse proxy on the box, as on the disk image: its clients are strangers).
+    /// The token is printed once on stderr and kept in DIR/meshnode.toml (owner-only);
+    /// `meshnode job` on the box reads it from there.
+    #[arg(long)]
+    pub token: bool,
 }
 
 /// `meshnode sync`.

@@ -153,6 +153,40 @@ fn nip11(to: &JobNode) -> anyhow::Result<Value> {
         .context("the node's NIP-11 document")
 }
 
+/// `to`, with the token of the node in the node home (`$MESHNODE_HOME`, else the platform
+/// data directory) when `--token` says nothing and the URL (`--node`, or the default) is
+/// that node's own listener on this box (a loopback host, its port): so the operator of a
+/// node whose token was generated for it (`meshnode up --token`, the disk and OCI images)
+/// runs `meshnode job` there as it is. The token goes to no other address.
+fn with_local_token(mut to: JobNode) -> anyhow::Result<JobNode> {
+    if to.token.is_some() {
+        return Ok(to);
+    }
+    let Ok(home) = crate::node::default_home() else {
+        return Ok(to);
+    };
+    if !crate::node::exists(&home) {
+        return Ok(to);
+    }
+    // a config this user may not read (another's node) leaves the buyer to sign
+    let Ok(config) = crate::config::Config::load(&home) else {
+        return Ok(to);
+    };
+    let Ok(url) = reqwest::Url::parse(to.node()) else {
+        return Ok(to);
+    };
+    let host = url.host_str().unwrap_or_default();
+    let on_this_box = host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if on_this_box && url.port_or_known_default() == Some(config.face.listen.port()) {
+        to.token = config.api.token;
+    }
+    Ok(to)
+}
+
 fn node_url(to: &JobNode, path: &str) -> String {
     format!("{}{path}", to.node().trim_end_matches('/'))
 }
@@ -168,6 +202,7 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
             pay,
             route,
         } => {
+            to = with_local_token(to)?;
             // --route names the provider as --node or --to would, or leaves it to the market
             let mut market = None;
             anyhow::ensure!(
@@ -192,6 +227,7 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
             )
         }
         JobCommand::Status { id, to } => {
+            let to = with_local_token(to)?;
             let keys = reader_keys(&to)?;
             let url = node_url(&to, &format!("/v1/jobs/{id}"));
             let (code, v) = get(&url, &to, keys.as_ref())?;
@@ -205,8 +241,9 @@ pub fn run(c: JobCommand) -> anyhow::Result<Outcome> {
                 _ => Outcome::Pending,
             })
         }
-        JobCommand::Result { id, out, to } => result(&id, &out, &to),
+        JobCommand::Result { id, out, to } => result(&id, &out, &with_local_token(to)?),
         JobCommand::Receipt { id, to } => {
+            let to = with_local_token(to)?;
             let keys = reader_keys(&to)?;
             let url = node_url(&to, &format!("/v1/jobs/{id}/receipt"));
             let (code, v) = get(&url, &to, keys.as_ref())?;
@@ -307,7 +344,7 @@ fn submit(
         32,
     )?);
     let now = crate::node::unix_now();
-    let expires = now + spec["expires_in"].as_u64().unwrap_or(600);
+    let expires = now + expires_in(&spec["expires_in"])?;
     // the ask's limits; without any, one for the engine's metered unit
     let limits = if spec["limits"].as_object().is_some_and(|l| !l.is_empty()) {
         spec["limits"].clone()
@@ -785,4 +822,20 @@ pub(crate) fn open_result(
         "preimage": msg["preimage"],
         "out": out.map(|o| o.display().to_string()),
     }))
+}
+
+/// The job file's `expires_in`: whole seconds from now, 600 when absent; an ask that would
+/// be expired already (0 or less) is refused (`expired`), as anything but an integer is.
+fn expires_in(v: &Value) -> anyhow::Result<u64> {
+    match v {
+        Value::Null => Ok(600),
+        v => match v.as_i64() {
+            Some(n) if n > 0 => Ok(n.unsigned_abs()),
+            Some(n) => anyhow::bail!(
+                "expired: expires_in {n} makes an ask that has expired already; give seconds \
+                 from now, more than 0"
+            ),
+            None => anyhow::bail!("expires_in {v}: must be whole seconds from now"),
+        },
+    }
 }

@@ -16,8 +16,10 @@ use crate::cli::Outcome;
 #[derive(Debug, Subcommand)]
 pub enum LedgerCommand {
     /// Recompute every decision from an evidence log (`DIR/ledger/evidence.jsonl`) alone
-    /// and print them, one per line: what the node decided live. Lines that do not parse
-    /// are named on stderr (exit 2 after the decisions).
+    /// and print them, one per line: what the node decided live; then each torn last line
+    /// the node cut from the log (a `repaired` line: where, how many bytes, the
+    /// `evidence.torn-<time>` file they went to). Lines that do not parse are named on
+    /// stderr (exit 2 after the decisions).
     Replay(ReplayArgs),
     /// Each peer's standing (severity, capacity, probation, suspension, revocation,
     /// grants, chain heads, payments summed), from a node directory's log or a running
@@ -221,7 +223,8 @@ pub struct ReplayArgs {
     #[arg(value_name = "FILE", required = true)]
     pub file: Vec<PathBuf>,
     /// JSON lines (`peer`, `window`, `severity`, `remedy`, `capacity`, `evidence`, `why`,
-    /// `at`) instead of a line of words each.
+    /// `at`) instead of a line of words each; a cut torn line as `{"type": "repaired",
+    /// "line", "log", "at", "offset", "bytes", "moved_to"}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -266,6 +269,7 @@ pub fn standing(dir: &Path) -> anyhow::Result<Value> {
         "peers": r.ledger.standings(),
         "decisions": recorded,
         "refused": r.refused,
+        "repairs": r.repairs,
     }))
 }
 
@@ -280,6 +284,18 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<Outcome> {
             println!(
                 "window {} {} {} {} → capacity {}: {}",
                 d.window, d.peer, d.severity, d.remedy, d.capacity, d.why
+            );
+        }
+    }
+    for x in &r.repairs {
+        if args.json {
+            let mut v = serde_json::to_value(x)?;
+            v["type"] = json!("repaired");
+            println!("{v}");
+        } else {
+            println!(
+                "line {}: {} was cut at byte {} at {}: a torn last line of {} bytes moved to {}",
+                x.line, x.log, x.offset, x.at, x.bytes, x.moved_to
             );
         }
     }

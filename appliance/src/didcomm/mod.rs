@@ -9,9 +9,14 @@
 //!   "receipt"}` as the gift-wrap mailbox answers) or a problem report, authcrypted to
 //!   the buyer's document, which the message carries as its signed descriptor (an
 //!   attachment with id [`DESCRIPTOR`]);
-//! - `forward` (routing 2.0), for a mediator: the message inside is held for its next
-//!   hop, at most `hold_per_did` per DID, `hold_bytes` in all, for `hold_secs`, in
-//!   `DIR/mediator.sqlite` ([`held`]);
+//! - `forward` (routing 2.0), for a mediator: the message inside — which must be a
+//!   DIDComm encrypted message (a JWE) to a key agreement key of its next hop, else 400
+//!   `not_encrypted` or `not_for_next_hop` — is held for that hop, at most
+//!   `source_messages` and `source_bytes` waiting from one [`Source`] (and from the key
+//!   that signed the forward) at once, `hold_per_did` per DID, `hold_bytes` in all, for
+//!   `hold_secs`, in `DIR/mediator.sqlite` ([`held`]); past a bound the newcomer is
+//!   refused (429 `source_quota` or `queue_full`, 507 `full`, with `Retry-After`) and
+//!   nothing held is dropped for it;
 //! - Message Pickup 3.0 `delivery-request` and `messages-received`, signed by the DID
 //!   whose messages they ask for.
 //!
@@ -35,8 +40,10 @@ use crate::config::DidcommSection;
 
 pub mod held;
 mod inbox;
+mod mediate;
 
 pub use inbox::LEDGER_TYPES;
+pub use mediate::Source;
 
 /// Submit a job: the body is what `POST /v1/jobs` takes.
 pub const SUBMIT: &str = "https://fleetmesh.org/compute/1.0/submit";
@@ -79,6 +86,9 @@ pub enum Outcome {
     Accepted,
     /// Refused before anything ran: HTTP status, code, why.
     Refused(u16, &'static str, String),
+    /// Refused for now, nothing run: HTTP status, code, why, and the seconds after which
+    /// there will be room (`Retry-After`; room may come sooner).
+    Later(u16, &'static str, String, u64),
 }
 
 /// The node's DIDComm side.
@@ -191,15 +201,38 @@ impl DidComm {
         }
     }
 
-    /// Handles one packed message.
-    pub fn handle(&self, packed: &[u8]) -> Outcome {
-        self.handle_from(packed, None)
+    /// Handles one packed message from `source`.
+    pub fn handle(&self, packed: &[u8], source: &Source) -> Outcome {
+        self.handle_from(packed, source, None)
     }
 
-    /// Handles one packed message that arrived along a checked hop path beginning at
-    /// `origin` (x-only, hex), when it did: its signer must be that origin.
-    fn handle_from(&self, packed: &[u8], origin: Option<&str>) -> Outcome {
+    /// Handles one packed message from `source` that arrived along a checked hop path
+    /// beginning at `origin` (x-only, hex), when it did: its signer must be that origin.
+    fn handle_from(&self, packed: &[u8], source: &Source, origin: Option<&str>) -> Outcome {
         let now = crate::node::unix_now();
+        // a plaintext is told apart by its head, its body never read: nothing here takes
+        // one (compute, pickup and ledger messages are signed, a forward is encrypted)
+        match didcomm::outer(packed) {
+            Err(e) => {
+                count("unopened");
+                return Outcome::Refused(400, "unopened", e.to_string());
+            }
+            Ok(didcomm::Outer::Plain(type_)) => {
+                count("refused");
+                return match type_.as_str() {
+                    didcomm::FORWARD if self.held.is_none() => not_a_mediator(),
+                    didcomm::FORWARD => Outcome::Refused(
+                        400,
+                        "not_encrypted",
+                        "a forward must be encrypted to the mediator (a JWE), and what it \
+                         carries encrypted to its next hop: this one is plaintext"
+                            .into(),
+                    ),
+                    _ => unsigned(),
+                };
+            }
+            Ok(_) => {}
+        }
         let u = match didcomm::unpack(packed, &self.keys, &Vec::new(), now) {
             Ok(u) => u,
             Err(e) => {
@@ -208,15 +241,11 @@ impl DidComm {
             }
         };
         if u.message.type_ == didcomm::FORWARD {
-            return self.hold(&u.message, now);
+            return self.hold(&u, source, now);
         }
         let Some(sender) = signer(&u) else {
             count("refused");
-            return Outcome::Refused(
-                403,
-                "unsigned",
-                "compute and pickup messages must be signed by their sender's key".into(),
-            );
+            return unsigned();
         };
         let revoked_at = <[u8; 32]>::try_from(hex::decode(&sender).unwrap_or_default().as_slice())
             .ok()
@@ -313,79 +342,6 @@ impl DidComm {
         }
     }
 
-    /// Holds a forwarded message for its next hop (a mediator's work).
-    fn hold(&self, m: &Message, now: u64) -> Outcome {
-        let Some(held) = &self.held else {
-            count("refused");
-            return Outcome::Refused(
-                403,
-                "not_a_mediator",
-                "this node does not mediate ([didcomm] mediate)".into(),
-            );
-        };
-        let (next, inner) = match didcomm::forwarded(m) {
-            Ok(f) => f,
-            Err(e) => {
-                count("refused");
-                return Outcome::Refused(400, "bad_forward", e.to_string());
-            }
-        };
-        let next = didcomm::did_of(&next).to_owned();
-        let enveloped = match self.opened(&inner, now) {
-            Ok(e) => e,
-            Err(why) => {
-                count("refused");
-                return Outcome::Refused(400, "bad_path", why);
-            }
-        };
-        if next == self.keys.did() {
-            // a forward to us: open what it carries
-            return match enveloped {
-                Some((payload, origin)) => self.handle_from(&payload, Some(&origin)),
-                None => self.handle(inner.to_string().as_bytes()),
-            };
-        }
-        let size = inner.to_string().len() as u64;
-        if size > MAX_HELD {
-            count("refused");
-            return Outcome::Refused(
-                413,
-                "too_big",
-                format!("a held message is at most {MAX_HELD} bytes, this is {size}"),
-            );
-        }
-        match held.hold(&next, &m.id, &inner, size, now) {
-            Ok(()) => {}
-            Err(held::Refused::Full(bytes)) => {
-                count("refused");
-                return Outcome::Refused(507, "full", format!("holding {bytes} bytes already"));
-            }
-            Err(held::Refused::Store(e)) => {
-                tracing::warn!(error = %e, "holding a message");
-                return Outcome::Refused(500, "store", e);
-            }
-        }
-        count("held");
-        gauge(held.waiting(&next).1);
-        tracing::debug!(next = %next, bytes = size, "holding a forwarded message");
-        Outcome::Accepted
-    }
-
-    /// A held item as handed to `did`: a hop envelope gets this node's hop to it.
-    fn passed_on(&self, held: &Value, did: &str, now: u64) -> Value {
-        let Ok(mut env) = serde_json::from_value::<Envelope>(held.clone()) else {
-            return held.clone();
-        };
-        let to = did.strip_prefix("did:nostr:").unwrap_or_default();
-        match env.extend(self.keys.nostr(), to, now) {
-            Ok(()) => serde_json::to_value(&env).unwrap_or_else(|_| held.clone()),
-            Err(e) => {
-                tracing::warn!(error = %e, "a held envelope could not be extended");
-                held.clone()
-            }
-        }
-    }
-
     /// A forwarded item that is a hop envelope, checked (its path ending here, its id not
     /// seen before): its payload and the path's origin; `None` for a bare DIDComm message.
     ///
@@ -409,48 +365,22 @@ impl DidComm {
         }
         Ok(opened)
     }
-
-    /// Message Pickup 3.0 for the (signed) sender of `m`.
-    fn pickup(&self, held: &held::Held, m: &Message, now: u64) -> (&'static str, Value) {
-        let did = m.from.clone().unwrap_or_default();
-        if m.type_ == RECEIVED {
-            let ids: Vec<&str> = m.body["message_id_list"]
-                .as_array()
-                .map(|l| l.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            held.received(&did, &ids);
-        }
-        if m.type_ == DELIVERY_REQUEST {
-            let limit = m.body["limit"]
-                .as_u64()
-                .map_or(DELIVERY_LIMIT, |l| (l as usize).clamp(1, DELIVERY_LIMIT));
-            // a delivery is itself one message: it stays under what a message may be
-            let messages = held.deliver(&did, limit, DELIVERY_BYTES, now);
-            if !messages.is_empty() {
-                let attachments: Vec<Value> = messages
-                    .iter()
-                    .map(|(id, packed)| {
-                        json!({"id": id, "data": {"json": self.passed_on(packed, &did, now)}})
-                    })
-                    .collect();
-                count("delivered");
-                return (
-                    DELIVERY,
-                    json!({"recipient_did": did, "attachments": attachments}),
-                );
-            }
-        }
-        let (waiting, all) = held.waiting(&did);
-        gauge(all);
-        (
-            PICKUP_STATUS,
-            json!({"recipient_did": did, "message_count": waiting}),
-        )
-    }
 }
 
-fn gauge(held: usize) {
-    metrics::gauge!("fleetmesh_didcomm_held_messages").set(held as f64);
+fn not_a_mediator() -> Outcome {
+    Outcome::Refused(
+        403,
+        "not_a_mediator",
+        "this node does not mediate ([didcomm] mediate)".into(),
+    )
+}
+
+fn unsigned() -> Outcome {
+    Outcome::Refused(
+        403,
+        "unsigned",
+        "compute and pickup messages must be signed by their sender's key".into(),
+    )
 }
 
 /// A forwarded item, checked as received by `me` (x-only, hex) at `now`: a hop envelope's
@@ -680,14 +610,20 @@ impl DidComm {
             return Ok(());
         }
         let mut taken = Vec::new();
+        let source = Source::Peer(
+            doc.did
+                .strip_prefix("did:nostr:")
+                .unwrap_or(&doc.did)
+                .to_owned(),
+        );
         for a in &got.message.attachments {
             let (Some(id), Some(inner)) = (a["id"].as_str(), a["data"].get("json")) else {
                 continue;
             };
             taken.push(id.to_owned());
             let outcome = match self.opened(inner, crate::node::unix_now()) {
-                Ok(Some((payload, origin))) => self.handle_from(&payload, Some(&origin)),
-                Ok(None) => self.handle(inner.to_string().as_bytes()),
+                Ok(Some((payload, origin))) => self.handle_from(&payload, &source, Some(&origin)),
+                Ok(None) => self.handle(inner.to_string().as_bytes(), &source),
                 Err(why) => Outcome::Refused(400, "bad_path", why),
             };
             match outcome {
@@ -695,7 +631,7 @@ impl DidComm {
                     let fwd = enveloped_forward(&self.keys, &packed, &to, doc, &routing_key)?;
                     carrier.exchange(&fwd, &self.keys, &docs)?;
                 }
-                Outcome::Refused(_, code, why) => {
+                Outcome::Refused(_, code, why) | Outcome::Later(_, code, why, _) => {
                     tracing::info!(
                         code,
                         why,
@@ -741,7 +677,30 @@ fn mediator_doc(
 
 #[cfg(test)]
 mod tests {
+    use super::mediate::agreement_key_of;
     use super::*;
+
+    #[test]
+    fn a_source_is_its_address_an_ipv6_clients_64_or_a_peers_key() {
+        let addr = |a: &str| Source::Addr(a.parse().unwrap()).quota_key();
+        assert_eq!(addr("192.0.2.7"), "ip:192.0.2.7");
+        assert_eq!(addr("::ffff:192.0.2.7"), "ip:192.0.2.7");
+        assert_eq!(addr("2001:db8:1:2:3:4:5:6"), "ip6:2001:db8:1:2::/64");
+        assert_eq!(addr("2001:db8:1:2:ffff::1"), addr("2001:db8:1:2::9"));
+        assert_ne!(addr("2001:db8:1:3::1"), addr("2001:db8:1:2::1"));
+        assert_eq!(Source::Peer("ab".into()).quota_key(), "key:ab");
+        // the next hop's key agreement keys, as the node resolves them
+        let did = format!("did:nostr:{}", "a".repeat(64));
+        assert!(agreement_key_of(&did, &format!("{did}#x25519")));
+        assert!(!agreement_key_of(&did, &format!("{did}#key-0")));
+        assert!(!agreement_key_of(&did, &format!("{did}x#x25519")));
+        assert!(agreement_key_of(
+            "did:example:bob",
+            "did:example:bob#key-x25519-1"
+        ));
+        assert!(!agreement_key_of("did:example:bob", "did:example:bob"));
+        assert!(!agreement_key_of("did:example:bob", "did:example:bobby#k"));
+    }
 
     #[test]
     fn a_sender_is_answered_only_by_its_own_unexpired_descriptor() {

@@ -355,7 +355,9 @@ fn sessions(ctx: Ctx) -> fleetmesh_transport::link::Sessions {
 /// The node's DIDComm endpoint over peer links: a message a peer sends on a message stream
 /// (a compute/1.0 job, a forward carrying a hop envelope for a mediator) is handled as
 /// `POST /didcomm` handles it, and answered `{"status": 200, "message": PACKED}`,
-/// `{"status": 202}` (taken, no reply) or `{"status": N, "error": {"code", "message"}}`.
+/// `{"status": 202}` (taken, no reply) or `{"status": N, "error": {"code", "message"}}`
+/// (with `"retry_after": SECS` where there will be room later). A mediator counts what it
+/// holds from the link against the peer's key.
 fn messages(dc: Arc<DidComm>, table: Arc<Peers>) -> fleetmesh_transport::link::Messages {
     Arc::new(move |text: String, from: Arc<Event>| {
         let dc = dc.clone();
@@ -365,13 +367,20 @@ fn messages(dc: Arc<DidComm>, table: Arc<Peers>) -> fleetmesh_transport::link::M
             t.received_bytes(text.len() as u64);
         }
         Box::pin(async move {
-            let outcome = tokio::task::spawn_blocking(move || dc.handle(text.as_bytes())).await;
+            let source = crate::didcomm::Source::Peer(hex::encode(from.pubkey));
+            let outcome =
+                tokio::task::spawn_blocking(move || dc.handle(text.as_bytes(), &source)).await;
             let answer = match outcome {
                 Ok(Outcome::Reply(_, packed)) => json!({"status": 200, "message": packed}),
                 Ok(Outcome::Accepted) => json!({"status": 202}),
                 Ok(Outcome::Refused(status, code, why)) => {
                     json!({"status": status, "error": {"code": code, "message": why}})
                 }
+                Ok(Outcome::Later(status, code, why, retry)) => json!({
+                    "status": status,
+                    "error": {"code": code, "message": why},
+                    "retry_after": retry,
+                }),
                 Err(_) => {
                     json!({"status": 500, "error": {"code": "internal", "message": "the handler panicked"}})
                 }

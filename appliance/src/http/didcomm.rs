@@ -1,20 +1,24 @@
 //! `POST /didcomm`: DIDComm v2 messages for the node ([`crate::didcomm`]). Open to anyone
 //! (a message proves its own sender), but not to browsers: a request with an `Origin` or a
 //! `Sec-Fetch-Site` other than `none` is refused, as is any content type but DIDComm's encrypted
-//! or signed JSON, and any body over the size a message may have.
+//! or signed JSON, and any body over the size a message may have. The client's address is
+//! the [`Source`] a mediator's quotas count forwards against (behind a reverse proxy, the
+//! proxy's: one quota for all its clients); a refusal for now carries `Retry-After`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::didcomm::{DidComm, ENCRYPTED, Outcome, SIGNED};
+use crate::didcomm::{DidComm, ENCRYPTED, Outcome, SIGNED, Source};
 use crate::http::error::api_error;
 
 /// `POST /didcomm`.
 pub async fn post(
     State(dc): State<Arc<DidComm>>,
+    client: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
@@ -43,7 +47,8 @@ pub async fn post(
             format!("send {ENCRYPTED} or {SIGNED}"),
         );
     }
-    match tokio::task::spawn_blocking(move || dc.handle(&body)).await {
+    let source = client.map_or(Source::Unknown, |c| Source::Addr(c.0.0.ip()));
+    match tokio::task::spawn_blocking(move || dc.handle(&body, &source)).await {
         Ok(Outcome::Reply(_, packed)) => {
             ([(header::CONTENT_TYPE, ENCRYPTED)], packed.to_string()).into_response()
         }
@@ -53,6 +58,16 @@ pub async fn post(
             code,
             why,
         ),
+        Ok(Outcome::Later(status, code, why, retry)) => {
+            let mut r = api_error(
+                StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS),
+                code,
+                why,
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry));
+            r
+        }
         Err(_) => api_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",

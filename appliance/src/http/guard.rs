@@ -9,13 +9,16 @@
 //! - **JSON only.** Their bodies must be `Content-Type: application/json` (415 otherwise),
 //!   which a browser cannot send cross-site without a preflight.
 //! - **Who is asking** ([`Principal`]): the operator — `Authorization: Bearer TOKEN` with
-//!   the `[api] token`, or any client of a node without a token (which listens on loopback
-//!   only) — or a key, by a NIP-98 signature ([`crate::http::nip98`]; one that does not
-//!   hold is 401 with its reason), or nobody. Every state-changing request needs the
-//!   operator, else 401 with `WWW-Authenticate`; the job routes also take a key (the
-//!   market is open to buyers who sign, `[api] jobs_by_key`), and keep each key to its own
-//!   jobs (see [`crate::http::jobs`]). A node listening on a non-loopback address must have
-//!   a token (checked at start-up).
+//!   the `[api] token`; on a node without a token, only a client on this box with no proxy
+//!   in front ([`local_operator`]) — or a key, by a NIP-98 signature
+//!   ([`crate::http::nip98`]; one that does not hold is 401 with its reason), or nobody.
+//!   An anonymous client is never the operator: it reads no job (401). Every
+//!   state-changing request needs the operator, else 401 with `WWW-Authenticate` — except
+//!   on a node without a token (which listens on loopback only), where anyone who reaches
+//!   it may compute; the job routes also take a key (the market is open to buyers who
+//!   sign, `[api] jobs_by_key`), and keep each key to its own jobs (see
+//!   [`crate::http::jobs`]). A node listening on a non-loopback address must have a token
+//!   (checked at start-up).
 //!
 //! - **Paid routes** (`[api.prices]`, [`crate::l402`]): a state-changing request to a
 //!   priced route must carry a paid L402 credential (a stranger's proof of payment lets
@@ -48,16 +51,21 @@ pub struct Policy {
     pub keys: bool,
     /// The priced routes, when `[api.prices]` sets any.
     pub gate: Option<Arc<crate::l402::Gate>>,
+    /// `[face] per_ip_exempt`: where a reverse proxy on the box sits (its clients are
+    /// strangers, never the operator).
+    pub proxies: Vec<std::net::IpAddr>,
 }
 
 /// Who a request comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
-    /// The operator: the `[api] token`, or any client of a node without one.
+    /// The operator: the `[api] token`, or on a node without one a client on this box
+    /// with no proxy in front ([`local_operator`]).
     Operator,
     /// A key that signed the request (NIP-98).
     Key(crate::http::nip98::Signed),
-    /// Nobody: a node with a token, a request with neither it nor a signature.
+    /// Nobody: a request with neither the token nor a signature (on a node without a
+    /// token, from anywhere but a client the node counts as its operator).
     Anonymous,
     /// Whoever paid for this one request (L402).
     Paid(fleetmesh_settle::l402::Paid),
@@ -74,7 +82,14 @@ impl Policy {
             token: token.map(|t| Sha256::digest(t.as_bytes()).into()),
             keys: false,
             gate: None,
+            proxies: Vec::new(),
         }
+    }
+
+    /// This policy, with `[face] per_ip_exempt` as where proxies sit.
+    pub fn with_proxies(mut self, proxies: &[std::net::IpAddr]) -> Policy {
+        self.proxies = proxies.to_vec();
+        self
     }
 
     /// This policy, selling the routes `gate` prices.
@@ -89,13 +104,14 @@ impl Policy {
         self
     }
 
-    /// Who sent a request with `headers` to `path_and_query` by `method`, at `now`; why
-    /// not, when it carries a NIP-98 authorization that does not hold.
+    /// Who sent a request with `headers` from `peer` to `path_and_query` by `method`, at
+    /// `now`; why not, when it carries a NIP-98 authorization that does not hold.
     fn principal(
         &self,
         method: &Method,
         path_and_query: &str,
         headers: &HeaderMap,
+        peer: Option<std::net::IpAddr>,
         now: u64,
     ) -> Result<Principal, String> {
         let auth = headers
@@ -110,7 +126,11 @@ impl Policy {
             return crate::http::nip98::check(auth, method.as_str(), host, path_and_query, now)
                 .map(Principal::Key);
         }
-        Ok(if self.token_ok(headers) {
+        let operator = match &self.token {
+            Some(want) => bearer_matches(headers, want),
+            None => local_operator(peer, headers, &self.proxies),
+        };
+        Ok(if operator {
             Principal::Operator
         } else {
             Principal::Anonymous
@@ -123,12 +143,26 @@ impl Policy {
             .iter()
             .any(|o| o == "*" || *o == origin)
     }
+}
 
-    fn token_ok(&self, headers: &HeaderMap) -> bool {
-        self.token
-            .as_ref()
-            .is_none_or(|want| bearer_matches(headers, want))
-    }
+/// Whether a request to a node without `[api] token` comes from its operator: a client on
+/// this box (a loopback address) with no proxy in front — not from an address in `proxies`
+/// (`[face] per_ip_exempt`, where a reverse proxy on the box sits: by default loopback
+/// itself), and carrying no `Forwarded`, `X-Forwarded-For` or `X-Real-IP` header (a proxy
+/// passing a stranger's request on). So a node without a token has no operator over HTTP
+/// unless `per_ip_exempt = []` says no proxy is in front of it.
+pub(crate) fn local_operator(
+    peer: Option<std::net::IpAddr>,
+    headers: &HeaderMap,
+    proxies: &[std::net::IpAddr],
+) -> bool {
+    let Some(ip) = peer.map(|ip| ip.to_canonical()) else {
+        return false;
+    };
+    let forwarded = ["forwarded", "x-forwarded-for", "x-real-ip"]
+        .iter()
+        .any(|h| headers.contains_key(*h));
+    ip.is_loopback() && !forwarded && !proxies.iter().any(|p| p.to_canonical() == ip)
 }
 
 /// Whether the request's `Authorization: Bearer` token hashes (SHA-256) to `want`. The
@@ -220,6 +254,10 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
             "a cross-site request; add the page's origin to [api] allowed_origins to allow it",
         );
     }
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let route = req.uri().path().to_owned();
     let priced = match &policy.gate {
@@ -238,7 +276,7 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
         (None, true) => {
             return unauthorized("an L402 credential on a route this node does not price");
         }
-        _ => match policy.principal(req.method(), path, &headers, unix_now()) {
+        _ => match policy.principal(req.method(), path, &headers, peer, unix_now()) {
             Ok(p) => p,
             Err(why) => return unauthorized(&why),
         },
@@ -247,11 +285,7 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
         // the token holder does not pay its own node; everyone else does
         let free = principal == Principal::Operator && policy.token.is_some();
         if !free && !matches!(principal, Principal::Paid(_)) {
-            let client = req
-                .extensions()
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map(|c| c.0.ip());
-            return gate.challenge(&route, price, client).await;
+            return gate.challenge(&route, price, peer).await;
         }
     }
     if changes_state {
@@ -259,7 +293,8 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
             Principal::Operator | Principal::Paid(_) => true,
             // a key may where keys are let in, and anywhere on a node without a token
             Principal::Key(_) => policy.keys || policy.token.is_none(),
-            Principal::Anonymous => false,
+            // anyone who reaches a node without a token (on loopback only) may compute
+            Principal::Anonymous => policy.token.is_none(),
         };
         if !allowed {
             return unauthorized("this node needs `Authorization: Bearer <[api] token>`");

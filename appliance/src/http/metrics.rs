@@ -84,6 +84,16 @@ pub const DESCRIBED: &[(&str, Kind, &str)] = &[
         "Proofs waiting for a batch.",
     ),
     (
+        "fleetmesh_http_body_bytes_held",
+        Kind::Gauge,
+        "Bytes of request bodies claimed from the node-wide budget ([face] body_bytes_total) now.",
+    ),
+    (
+        "fleetmesh_http_body_budget_refused_total",
+        Kind::Counter,
+        "Requests answered 503 because the node-wide body budget stayed spent for 2 s.",
+    ),
+    (
         "fleetmesh_inference_requests_total",
         Kind::Counter,
         "Inference API requests, by api, verification and HTTP status.",

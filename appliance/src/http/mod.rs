@@ -23,6 +23,7 @@ use crate::http::relay::RelayState;
 use crate::node::Node;
 
 pub mod blobs;
+pub mod budget;
 pub mod didcomm;
 pub mod error;
 pub mod guard;
@@ -89,6 +90,7 @@ pub fn router(
         &node.dir,
         &node.config.blobs,
         node.config.api.token.as_deref(),
+        &node.config.face.per_ip_exempt,
     )?;
     blobs.meter_peers(peers.clone());
     // one proving queue and one verify gatherer for the API and jobs alike
@@ -186,11 +188,20 @@ pub fn router(
             &node.config.api.allowed_origins,
             node.config.api.token.as_deref(),
         )
-        .with_gate(gate),
+        .with_gate(gate)
+        .with_proxies(&node.config.face.per_ip_exempt),
     );
     // the job routes take keys (NIP-98) too, each kept to its own jobs
     let jobs_policy = Arc::new((*policy).clone().with_keys(node.config.api.jobs_by_key));
     let guard = axum::middleware::from_fn_with_state(policy, crate::http::guard::guard);
+    // bodies held in memory, all routes together (inside the guard: a refused request
+    // claims nothing)
+    let budget = axum::middleware::from_fn_with_state(
+        Arc::new(crate::http::budget::BodyBudget::new(
+            node.config.face.body_bytes_total,
+        )),
+        crate::http::budget::limit,
+    );
     let jobs_guard = axum::middleware::from_fn_with_state(jobs_policy, crate::http::guard::guard);
     // the compute, proof and job APIs, behind the guard (checked before bodies are read)
     let api = Router::new()
@@ -256,6 +267,7 @@ pub fn router(
             )
             .with_state((peers, state.relay.clone())),
         )
+        .route_layer(budget.clone())
         .route_layer(guard);
     let jobs_api = Router::new()
         .route(
@@ -274,6 +286,7 @@ pub fn router(
             "/v1/jobs/{id}/receipt",
             get(crate::http::jobs::receipt).with_state(jobs),
         )
+        .route_layer(budget.clone())
         .route_layer(jobs_guard);
     let app = Router::new()
         .route("/", get(relay::root).options(relay::preflight))
@@ -287,6 +300,7 @@ pub fn router(
                 .layer(axum::extract::DefaultBodyLimit::max(
                     fleetmesh_proto::didcomm::MAX_MESSAGE_BYTES,
                 ))
+                .layer(budget)
                 .with_state(didcomm.clone()),
         )
         .merge(api)
@@ -562,6 +576,8 @@ pub async fn run(
     crate::http::listener::serve(listener, app, opts, async move {
         signals.await;
         info!("stopping");
+        // schema compilations stop at their next check: the stop never waits on one
+        fleetmesh_inference::schema::stop_compiles();
         // WebSockets are told to close (1001); HTTP requests in flight may finish
         closer.close_all();
     })

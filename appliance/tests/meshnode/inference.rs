@@ -381,8 +381,18 @@ pub(crate) fn make_tiny(dir: &Path, seed: u64) {
 /// A fresh node serving `models`, with `executors` (TOML `[[inference.executors]]`
 /// tables) in its config.
 pub(crate) fn serve(models: &[&Path], executors: &str) -> (tempfile::TempDir, Daemon) {
+    serve_edited(models, executors, &[])
+}
+
+/// [`serve`] with `edits` made to the node's config first.
+pub(crate) fn serve_edited(
+    models: &[&Path],
+    executors: &str,
+    edits: &[(&str, &str)],
+) -> (tempfile::TempDir, Daemon) {
     let node = tempfile::tempdir().unwrap();
     assert!(init(node.path(), &[]).status.success());
+    edit_config(node.path(), edits);
     let cfg = node.path().join("meshnode.toml");
     let text = std::fs::read_to_string(&cfg)
         .unwrap()

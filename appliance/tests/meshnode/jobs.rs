@@ -68,7 +68,8 @@ pub(super) fn submit_and_wait(
 
 #[test]
 fn wasi_jobs_run_end_to_end_with_verifiable_receipts() {
-    let (node_dir, d) = super::inference::serve(&[], "");
+    // read as the operator below: no proxy in front
+    let (node_dir, d) = super::inference::serve_edited(&[], "", &[NO_PROXY]);
     let buyer = tempfile::tempdir().unwrap();
     assert!(init(buyer.path(), &[]).status.success());
     let work = tempfile::tempdir().unwrap();

@@ -8,7 +8,8 @@ use fleetmesh_proto::NodeKeys;
 
 #[test]
 fn a_job_gift_wrapped_through_the_relay_runs_and_its_answer_comes_back_wrapped() {
-    let (node_dir, d) = super::inference::serve(&[], "");
+    // the job is read as the operator below: no proxy in front
+    let (node_dir, d) = super::inference::serve_edited(&[], "", &[NO_PROXY]);
     let provider = NodeKeys::load(&node_dir.path().join("keys")).unwrap();
     let did = provider.did();
     let relay = format!("ws://{}/", d.addr);

@@ -52,7 +52,7 @@ impl Compiler<'_> {
             Value::Array(a) if !a.is_empty() => a.len(),
             _ => return Err(schema_err(at, format!("`{key}` must be a non-empty array"))),
         };
-        let id = self.placeholder(at);
+        let id = self.placeholder(at)?;
         let mut node = Node::any();
         node.kinds = 0;
         for i in 0..n {

@@ -21,6 +21,8 @@ impl SchemaCheck {
     /// [`Error::Schema`] when `schema` is not a valid JSON Schema (checked against its
     /// meta-schema), naming where.
     pub fn new(schema: &Value) -> Result<SchemaCheck> {
+        // its patterns within the bounds of any compilation a request causes
+        super::pattern::check_sources(schema, &super::CompileLimits::default())?;
         validator(schema)
             .map(SchemaCheck)
             .map_err(|e| Error::Schema {
@@ -69,12 +71,23 @@ pub struct Validation {
     pub errors: Vec<String>,
 }
 
+/// Bytes the `jsonschema` crate's regex engine may spend on one compiled `pattern`, and on
+/// its lazy DFA's cache.
+const PATTERN_BYTES: usize = 2 << 20;
+
 /// The `jsonschema` crate's validator of `schema`, with `format` asserted (the buyer asked
 /// for it; unknown formats are ignored, as the specification says).
 pub(super) fn validator(
     schema: &Value,
 ) -> std::result::Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
+    // each pattern's regex bounded in bytes (the crate's default leaves it to the regex
+    // engine's 10 MiB), its matching in backtracking steps
+    let patterns = jsonschema::PatternOptions::fancy_regex()
+        .size_limit(PATTERN_BYTES)
+        .dfa_size_limit(PATTERN_BYTES)
+        .backtrack_limit(1_000_000);
     jsonschema::options()
         .should_validate_formats(true)
+        .with_pattern_options(patterns)
         .build(schema)
 }

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::alts::{AltSite, FirstBytes};
 use super::check::{SchemaCheck, Validation, validator};
+use super::limits::{CompileLimits, MAX_LITERAL_BYTES, MAX_LITERALS, MAX_NODES};
 use super::numbers::{NumSpec, exact_value, num_bounds};
 use super::pattern::Pattern;
 use crate::{Error, Result};
@@ -258,9 +259,27 @@ impl Grammar {
     /// subset (never silently ignored), a `$ref` outside the document, bounds no value
     /// meets, a schema that is not valid JSON Schema, or one no finite document satisfies.
     pub fn compile(schema: &Value) -> Result<Grammar> {
+        Grammar::compile_within(schema, &CompileLimits::default())
+    }
+
+    /// Compiles `schema` within `limits` (its deadline and cancel flag), in one of the
+    /// process's compilation slots ([`super::limits`]).
+    ///
+    /// # Errors
+    /// As [`Grammar::compile`], and [`Error::Schema`] naming the keyword where a size
+    /// bound or the deadline was passed; [`Error::Abandoned`] when cancelled, when the
+    /// process is stopping, or when no slot came free before the deadline.
+    pub fn compile_within(schema: &Value, limits: &CompileLimits) -> Result<Grammar> {
+        let _slot = limits.slot()?;
+        // patterns are checked against their bounds before anything is built from them
+        // (also by the independent validator below, which compiles them again)
+        super::pattern::check_sources(schema, limits)?;
         // `allOf` folded into its holders; the check below still reads the schema as written
         let reduced = super::all_of::reduce(schema)?;
+        limits.check("", "`allOf`")?;
         let mut c = Compiler {
+            limits,
+            literals: (0, 0),
             doc: &reduced,
             nodes: vec![Node::any()],
             patterns: Vec::new(),
@@ -276,7 +295,9 @@ impl Grammar {
         let (mut nodes, patterns) = (c.nodes, c.patterns);
         // the independent validator must take the schema too (it also checks it against
         // the meta-schema)
+        limits.check("", "the schema")?;
         let check = SchemaCheck::new(schema)?;
+        limits.check("", "the schema")?;
         settle(&mut nodes);
         if nodes[root].min_bytes >= NEVER {
             return Err(Error::Schema {
@@ -323,6 +344,10 @@ impl Grammar {
 }
 
 pub(super) struct Compiler<'a> {
+    /// The compilation's deadline and cancel flag.
+    pub(super) limits: &'a CompileLimits,
+    /// `enum`/`const` values so far, and their bytes.
+    literals: (usize, usize),
     pub(super) doc: &'a Value,
     pub(super) nodes: Vec<Node>,
     pub(super) patterns: Vec<Pattern>,
@@ -353,12 +378,19 @@ fn escape_token(s: &str) -> String {
 impl Compiler<'_> {
     /// A node for the schema at `at`, set once its parts are compiled (they may refer
     /// back to it).
-    pub(super) fn placeholder(&mut self, at: &str) -> usize {
+    pub(super) fn placeholder(&mut self, at: &str) -> Result<usize> {
+        if self.nodes.len() >= MAX_NODES {
+            return Err(schema_err(
+                at,
+                format!("the schema needs more than {MAX_NODES} nodes"),
+            ));
+        }
+        self.limits.check(at, "the schema")?;
         let id = self.nodes.len();
         self.nodes.push(Node::any());
         self.locations.push(Some(at.to_string()));
         self.memo.insert(at.to_string(), id);
-        id
+        Ok(id)
     }
 
     /// The node for the schema at JSON pointer `at`.
@@ -431,7 +463,7 @@ impl Compiler<'_> {
         if let Some(id) = self.alternatives(obj, at, ANNOTATIONS)? {
             return Ok(id);
         }
-        let id = self.placeholder(at);
+        let id = self.placeholder(at)?;
         let mut n = Node::any();
 
         if let Some(t) = obj.get("type") {
@@ -584,6 +616,9 @@ impl Compiler<'_> {
             }
             n.literals = Some(lits);
         }
+        if let Some(lits) = &n.literals {
+            self.count_literals(lits, at)?;
+        }
         if let Some(lits) = n.literals.take() {
             // keep the values the other keywords allow: type, string lengths and numeric
             // bounds here, and everything (array and object keywords too) by the
@@ -613,6 +648,22 @@ impl Compiler<'_> {
 }
 
 impl Compiler<'_> {
+    /// Counts `lits`, the `enum`/`const` values at `at`, toward the schema's bounds.
+    fn count_literals(&mut self, lits: &[Vec<u8>], at: &str) -> Result<()> {
+        self.literals.0 += lits.len();
+        self.literals.1 += lits.iter().map(Vec::len).sum::<usize>();
+        if self.literals.0 > MAX_LITERALS || self.literals.1 > MAX_LITERAL_BYTES {
+            return Err(schema_err(
+                at,
+                format!(
+                    "`enum`/`const`: the schema's values pass {MAX_LITERALS} values or \
+                     {MAX_LITERAL_BYTES} bytes in all"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// A validator of the schema object `obj` alone, with the document's `$defs` and
     /// `definitions` beside it; None when one of its refs would point elsewhere (`#`, or
     /// another place of the document), or it does not build.

@@ -50,6 +50,7 @@ mod check;
 mod compile;
 mod in_key;
 mod in_string;
+mod limits;
 mod mask;
 mod matcher;
 mod numbers;
@@ -64,6 +65,10 @@ use std::sync::Arc;
 
 pub use check::{SchemaCheck, Validation};
 pub use compile::{Grammar, Whitespace};
+pub use limits::{
+    CompileLimits, DEFAULT_COMPILE_TIME, MAX_COMPILES, MAX_LITERAL_BYTES, MAX_LITERALS, MAX_NODES,
+    MAX_PATTERN_BYTES, MAX_REPEAT, compiles_running, stop_compiles,
+};
 pub use mask::TokenMask;
 pub use matcher::{MAX_READINGS, Matcher};
 pub use vocab::TokenVocab;

@@ -38,6 +38,7 @@ impl Compiler<'_> {
             c: self,
             validators: HashMap::new(),
             steps: 0,
+            late: None,
         };
         let sites: Vec<_> = self.alt_sites.iter().filter(|s| s.one_of).collect();
         for (k, a) in sites.iter().enumerate() {
@@ -47,6 +48,9 @@ impl Compiler<'_> {
                     self.nodes[b.node].alts[b.index].0,
                 );
                 if !probe.exclusive(x, y, 0) {
+                    if let Some(e) = probe.late.take() {
+                        return Err(e);
+                    }
                     let gave_up = match probe.steps > MAX_STEPS {
                         true => format!(" (the check gave up after {MAX_STEPS} comparisons)"),
                         false => String::new(),
@@ -76,6 +80,8 @@ struct Probe<'c, 'a> {
     c: &'c Compiler<'a>,
     validators: HashMap<usize, Option<jsonschema::Validator>>,
     steps: usize,
+    /// Why the compilation must stop (its deadline passed, or it was cancelled).
+    late: Option<crate::Error>,
 }
 
 impl Probe<'_, '_> {
@@ -89,7 +95,12 @@ impl Probe<'_, '_> {
     /// is not shown).
     fn exclusive(&mut self, x: usize, y: usize, depth: u8) -> bool {
         self.steps += 1;
-        if depth > MAX_DEPTH || self.steps > MAX_STEPS || x == y {
+        if self.late.is_none()
+            && let Err(e) = self.c.limits.check("", "`oneOf`")
+        {
+            self.late = Some(e);
+        }
+        if depth > MAX_DEPTH || self.steps > MAX_STEPS || x == y || self.late.is_some() {
             return false;
         }
         let nodes = &self.c.nodes;

@@ -8,18 +8,23 @@
 //! classes, as ECMA-262 has them). Strings under a pattern or a format carry no escapes and
 //! no `"` (the subset the matcher generates: every such string is valid). Each `format`
 //! is a pattern whose strings its validator accepts (a subset: e.g. days 01–28, IPv6 in
-//! full form). What cannot be compiled — look-around, backreferences, a DFA past its size
-//! limit — is refused up front, naming the keyword.
+//! full form). What cannot be compiled — look-around, backreferences, a source past
+//! [`MAX_PATTERN_BYTES`], a counted repetition past [`MAX_REPEAT`], an NFA or DFA past its
+//! size limit — is refused up front, naming the keyword; each build is bounded in bytes
+//! and its exploration checks the compilation's deadline ([`super::limits`]).
 
 use std::collections::HashMap;
 
 use regex_automata::dfa::{Automaton, StartKind, dense};
+use regex_automata::nfa::thompson;
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
+use regex_syntax::hir::{Hir, HirKind};
 
 use serde_json::Value;
 
 use super::compile::{Compiler, NEVER, STRING, schema_err};
+use super::limits::{CompileLimits, MAX_PATTERN_BYTES, MAX_REPEAT};
 use crate::Result;
 
 /// Most automaton states of one schema's patterns and formats together (each takes 1 KiB
@@ -30,6 +35,9 @@ const MAX_PATTERNS: usize = 64;
 /// The DFA builder's memory limits, in bytes (they also bound the time one pattern takes
 /// to build: a hostile schema holds at most [`MAX_PATTERNS`] of them).
 const DFA_LIMIT: usize = 2 << 20;
+/// The NFA builder's memory limit, in bytes (each pattern's NFA is built before its DFA:
+/// `a{1000}` repeated a thousand times is refused here, not built).
+const NFA_LIMIT: usize = 2 << 20;
 /// No transition (a byte the string cannot take there).
 const NONE: u32 = u32::MAX;
 
@@ -92,16 +100,17 @@ impl Pattern {
     /// # Errors
     /// [`crate::Error::Schema`] for a pattern the DFA cannot take, or one too large, or one
     /// no string the matcher generates satisfies.
-    pub fn new(source: &str, at: &str) -> Result<Pattern> {
+    pub fn new(source: &str, at: &str, limits: &CompileLimits) -> Result<Pattern> {
+        check_source(source, at)?;
         let body = ecma_classes(source);
-        Pattern::build(&format!("(?s:.)*(?:{body})(?s:.)*"), at, "pattern")
+        Pattern::build(&format!("(?s:.)*(?:{body})(?s:.)*"), at, "pattern", limits)
     }
 
     /// The pattern of `format` `name`.
     ///
     /// # Errors
     /// [`crate::Error::Schema`] naming the formats supported, for any other.
-    pub fn format(name: &str, at: &str) -> Result<Pattern> {
+    pub fn format(name: &str, at: &str, limits: &CompileLimits) -> Result<Pattern> {
         let Some((_, re)) = FORMATS.iter().find(|(f, _)| *f == name) else {
             let known: Vec<&str> = FORMATS.iter().map(|(f, _)| *f).collect();
             return Err(schema_err(
@@ -112,12 +121,14 @@ impl Pattern {
                 ),
             ));
         };
-        Pattern::build(&re.replace("OCTET", OCTET), at, "format")
+        Pattern::build(&re.replace("OCTET", OCTET), at, "format", limits)
     }
 
-    fn build(re: &str, at: &str, keyword: &str) -> Result<Pattern> {
+    fn build(re: &str, at: &str, keyword: &str, limits: &CompileLimits) -> Result<Pattern> {
         let refuse = |why: String| schema_err(at, format!("`{keyword}`: {why}"));
+        limits.check(at, &format!("`{keyword}`"))?;
         let dfa = dense::Builder::new()
+            .thompson(thompson::Config::new().nfa_size_limit(Some(NFA_LIMIT)))
             .configure(
                 dense::Config::new()
                     .start_kind(StartKind::Anchored)
@@ -127,7 +138,21 @@ impl Pattern {
             )
             .syntax(syntax::Config::new().unicode(true).utf8(true))
             .build(re)
-            .map_err(|e| refuse(format!("cannot be compiled to an automaton: {e}")))?;
+            .map_err(|e| {
+                // the builder's error says what failed; its sources say why (a size limit)
+                let mut why = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    why = format!("{why}: {c}");
+                    cause = c.source();
+                }
+                refuse(format!(
+                    "cannot be compiled to an automaton within {} MiB of NFA and {} MiB of \
+                     DFA: {why}",
+                    NFA_LIMIT >> 20,
+                    DFA_LIMIT >> 20
+                ))
+            })?;
         let first = dfa
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| refuse(e.to_string()))?;
@@ -137,6 +162,9 @@ impl Pattern {
         let mut next: Vec<u32> = Vec::new();
         let mut i = 0;
         while i < states.len() {
+            if i % 256 == 255 {
+                limits.check(at, &format!("`{keyword}`"))?;
+            }
             let s = states[i];
             let row = next.len();
             next.resize(row + 256, NONE);
@@ -282,8 +310,8 @@ impl Compiler<'_> {
             ));
         }
         let p = match key {
-            ("pattern", p) => Pattern::new(p, at)?,
-            (_, f) => Pattern::format(f, at)?,
+            ("pattern", p) => Pattern::new(p, at, self.limits)?,
+            (_, f) => Pattern::format(f, at, self.limits)?,
         };
         let states: usize = self.patterns.iter().map(Pattern::states).sum();
         if states + p.states() > MAX_STATES {
@@ -301,6 +329,94 @@ impl Compiler<'_> {
         self.pattern_ids.insert((key.0, key.1.to_owned()), id);
         Ok(Some(id))
     }
+}
+
+/// Checks every `pattern` of `schema` (outside `enum`, `const`, `default` and `examples`
+/// values) against [`check_source`], before anything compiles them.
+///
+/// # Errors
+/// [`crate::Error::Schema`] naming the first pattern past a bound and its place.
+pub(crate) fn check_sources(schema: &Value, limits: &CompileLimits) -> Result<()> {
+    fn walk(v: &Value, at: &mut String) -> Result<()> {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(p)) = o.get("pattern") {
+                    check_source(p, at)?;
+                }
+                for (k, x) in o {
+                    if ["enum", "const", "default", "examples"].contains(&k.as_str()) {
+                        continue;
+                    }
+                    let len = at.len();
+                    at.push('/');
+                    at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    walk(x, at)?;
+                    at.truncate(len);
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    let len = at.len();
+                    at.push_str(&format!("/{i}"));
+                    walk(x, at)?;
+                    at.truncate(len);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    limits.check("", "`pattern`")?;
+    walk(schema, &mut String::new())
+}
+
+/// Whether a `pattern`'s source at `at` is within the bounds every compiler of it needs:
+/// at most [`MAX_PATTERN_BYTES`], and no counted repetition past [`MAX_REPEAT`] (`a{n}`
+/// builds `n` copies of `a` in any automaton). Sources that do not parse here pass: the
+/// compiler that reads them says why.
+///
+/// # Errors
+/// [`crate::Error::Schema`] naming the bound passed.
+pub(crate) fn check_source(source: &str, at: &str) -> Result<()> {
+    if source.len() > MAX_PATTERN_BYTES {
+        return Err(schema_err(
+            at,
+            format!(
+                "`pattern`: {} bytes, past the bound of {MAX_PATTERN_BYTES}",
+                source.len()
+            ),
+        ));
+    }
+    let Ok(hir) = regex_syntax::ParserBuilder::new()
+        .utf8(false)
+        .build()
+        .parse(&ecma_classes(source))
+    else {
+        return Ok(());
+    };
+    // iteratively: the parser's nesting limit bounds the depth, a stack bounds the width
+    let mut stack: Vec<&Hir> = vec![&hir];
+    while let Some(h) = stack.pop() {
+        match h.kind() {
+            HirKind::Repetition(r) => {
+                let n = r.max.unwrap_or(r.min).max(r.min);
+                if n > MAX_REPEAT {
+                    return Err(schema_err(
+                        at,
+                        format!(
+                            "`pattern`: a counted repetition of {n} (`{{{n}}}`) is past the \
+                             bound of {MAX_REPEAT}"
+                        ),
+                    ));
+                }
+                stack.push(&r.sub);
+            }
+            HirKind::Capture(c) => stack.push(&c.sub),
+            HirKind::Concat(hs) | HirKind::Alternation(hs) => stack.extend(hs.iter()),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// `\d`, `\D`, `\w`, `\W` as ECMA-262 has them (ASCII), inside or outside classes; other
@@ -331,24 +447,89 @@ fn ecma_classes(source: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn ecma_classes_are_ascii_and_escaped_backslashes_stay() {
         assert_eq!(ecma_classes(r"^\d+\w$"), "^[0-9]+[0-9A-Za-z_]$");
         assert_eq!(ecma_classes(r"[\d.]\\d"), r"[[0-9].]\\d");
-        let p = Pattern::new(r"^\d{3}$", "").unwrap();
+        let p = Pattern::new(r"^\d{3}$", "", &CompileLimits::default()).unwrap();
         assert!(p.takes("123"));
         assert!(!p.takes("١٢٣"), "Arabic-Indic digits are not ECMA \\d");
     }
 
     #[test]
     fn unanchored_patterns_match_anywhere_and_distances_are_exact() {
-        let p = Pattern::new("ab", "").unwrap();
+        let p = Pattern::new("ab", "", &CompileLimits::default()).unwrap();
         assert_eq!(p.left(0), 2);
         assert!(p.takes("xxabyy"));
         assert!(!p.takes("xxa"));
-        let p = Pattern::new("^a{3}$", "").unwrap();
+        let p = Pattern::new("^a{3}$", "", &CompileLimits::default()).unwrap();
         assert_eq!(p.left(0), 3);
         assert!(p.step(0, b'b').is_none(), "never into a dead end");
+    }
+
+    /// Hostile patterns are refused up front, naming the keyword and the bound, whether
+    /// they come to the grammar or to the independent validator alone.
+    #[test]
+    fn hostile_patterns_are_refused_naming_the_bound() {
+        use crate::schema::{Grammar, SchemaCheck};
+        let long = "a".repeat(1 << 20);
+        let cases: &[(&str, &str)] = &[
+            ("a{1000000000}", "counted repetition of 1000000000"),
+            ("a{100000000}", "counted repetition of 100000000"),
+            ("x{2,5000}", "counted repetition of 5000"),
+            ("(ab){1001,}", "counted repetition of 1001"),
+            (r"\p{L}{10000}", "counted repetition of 10000"),
+            (
+                "(a{1000}){1000}",
+                "cannot be compiled to an automaton within",
+            ),
+            (
+                "((a{999}){999}){999}",
+                "cannot be compiled to an automaton within",
+            ),
+            (r"(a)\1", "cannot be compiled"),
+            ("(?=a)b", "cannot be compiled"),
+            (&long, "past the bound of 4096"),
+        ];
+        for (pattern, says) in cases {
+            let schema = serde_json::json!({"type": "object", "properties": {
+                "s": {"type": "string", "pattern": pattern}}});
+            let e = Grammar::compile(&schema).unwrap_err().to_string();
+            assert!(
+                e.contains("#/properties/s") && e.contains("`pattern`"),
+                "{e}"
+            );
+            assert!(e.contains(says), "{pattern:.40}: {e}");
+            if !says.starts_with("cannot") {
+                let e = SchemaCheck::new(&schema).unwrap_err().to_string();
+                assert!(e.contains(says), "{e}");
+            }
+        }
+        // a pattern inside an `enum` value is data, not a pattern
+        let data = serde_json::json!({"enum": [{"pattern": "a{5000}"}]});
+        assert!(Grammar::compile(&data).is_ok());
+        // within the bounds
+        let ok = serde_json::json!({"type": "string", "pattern": "^[a-z]{1,1000}$"});
+        assert!(Grammar::compile(&ok).is_ok());
+    }
+
+    #[test]
+    fn a_cancelled_compilation_stops() {
+        use crate::schema::{CompileLimits, Grammar};
+        use std::sync::atomic::AtomicBool;
+        let schema = serde_json::json!({"type": "string", "pattern": "^[a-z]{3}$"});
+        let cancel = Arc::new(AtomicBool::new(true));
+        let l = CompileLimits::default().with_cancel(cancel);
+        let e = Grammar::compile_within(&schema, &l).unwrap_err();
+        assert!(matches!(e, crate::Error::Abandoned(_)), "{e}");
+        let late = CompileLimits::new(std::time::Duration::ZERO);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let e = Grammar::compile_within(&schema, &late).unwrap_err();
+        assert!(
+            matches!(e, crate::Error::Abandoned(_)),
+            "no slot in time: {e}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::Grammar;
 use super::in_key::KeyIndex;
 use super::in_string::StringIndex;
+use super::limits::CompileLimits;
 use super::mask::TokenMask;
 use super::matcher::Matcher;
 use super::text::{Step, Text};
@@ -162,6 +163,16 @@ impl TokenVocab {
     /// [`Error::Schema`] naming the first character no token writes on the way to the
     /// shortest document, and where.
     pub fn writes(&self, grammar: &Arc<Grammar>) -> Result<()> {
+        self.writes_within(grammar, &CompileLimits::default())
+    }
+
+    /// [`TokenVocab::writes`] within `limits` (its deadline and cancel flag, checked as
+    /// the search goes).
+    ///
+    /// # Errors
+    /// As [`TokenVocab::writes`]; also [`Error::Schema`] past the deadline and
+    /// [`Error::Abandoned`] when cancelled.
+    pub fn writes_within(&self, grammar: &Arc<Grammar>, limits: &CompileLimits) -> Result<()> {
         if self.every_byte {
             return Ok(());
         }
@@ -169,7 +180,7 @@ impl TokenVocab {
         let mut visits = 0;
         let mut dead = None;
         for slack in [0, DETOUR_SLACK] {
-            if self.search(&start, slack, &mut visits, &mut dead) {
+            if self.search(&start, slack, &mut visits, &mut dead, limits)? {
                 return Ok(());
             }
         }
@@ -211,7 +222,8 @@ impl TokenVocab {
         slack: usize,
         visits: &mut usize,
         dead: &mut Option<(Matcher, Vec<u8>)>,
-    ) -> bool {
+        limits: &CompileLimits,
+    ) -> Result<bool> {
         // how deep a path may go: the shortest document's tokens, and some detours
         let depth = start.remaining().saturating_add(4 * slack);
         let mut seen = std::collections::HashSet::from([start.key()]);
@@ -222,11 +234,14 @@ impl TokenVocab {
         let mut here = start.clone();
         loop {
             if here.complete() {
-                return true;
+                return Ok(true);
             }
             let mut ids = Vec::new();
             if *visits < SEARCH_STATES && path.len() < depth {
                 *visits += 1;
+                if (*visits).is_multiple_of(64) {
+                    limits.check("", "the vocabulary's search for a document")?;
+                }
                 mask.reset(self.len());
                 let after = here.remaining().saturating_sub(1).saturating_add(slack);
                 self.allowed(&here, after, &mut mask);
@@ -239,7 +254,7 @@ impl TokenVocab {
             // the next untried token whose state is new, backing up where none is left
             here = loop {
                 let Some((m, len, ids)) = path.last_mut() else {
-                    return false;
+                    return Ok(false);
                 };
                 let Some(id) = ids.next() else {
                     path.pop();

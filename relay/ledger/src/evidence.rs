@@ -5,13 +5,22 @@
 //!
 //! A line's id is the SHA-256 of its bytes (without the newline): decisions and reports
 //! name their evidence by it.
+//!
+//! The file is a [`fleetmesh_proto::linelog::LineLog`]: each line goes down in one write,
+//! synced, and a torn last line (a crash in the middle of a write, a full disk) is moved
+//! aside into `evidence.torn-<unix time>` when the log is opened, never appended onto. The
+//! log then says so itself: [`EvidenceLog::open`] appends a [`Line::Repaired`] line naming
+//! the offset, the bytes cut and the file they went to, and [`replay`] reports it
+//! ([`Replayed::repairs`]).
 
-use std::io::{BufRead as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::io::BufRead as _;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
+
+use fleetmesh_proto::linelog::{LineLog, Torn};
 
 use crate::{Decision, Ledger, LedgerError, Result};
 
@@ -142,6 +151,22 @@ pub enum Line {
         /// The peer.
         peer: String,
     },
+    /// A torn last line was cut from the log when it was opened ([`EvidenceLog::open`]):
+    /// the bytes from `offset` to the end of the file then (`bytes` of them) were moved to
+    /// `moved_to`, beside the log, and the log went on from `offset`. Changes no state: a
+    /// torn line was never a record.
+    Repaired {
+        /// Recorded at.
+        at: u64,
+        /// Where the log was cut: the end of its last whole line, in bytes from the start
+        /// of the file (of this segment).
+        offset: u64,
+        /// How many bytes were cut.
+        bytes: u64,
+        /// The file's name they were moved to, in the log's directory
+        /// (`evidence.torn-<unix time>`).
+        moved_to: String,
+    },
     /// The ledger's state where a new segment of the log begins (after its `node` line):
     /// a segment replays alone from it ([`Books::rotate`](crate::Books::rotate)).
     Checkpoint {
@@ -158,7 +183,7 @@ impl Line {
     /// The peer the line is about (`None` for the node and checkpoint lines).
     pub fn peer(&self) -> Option<&str> {
         match self {
-            Line::Node { .. } | Line::Checkpoint { .. } => None,
+            Line::Node { .. } | Line::Checkpoint { .. } | Line::Repaired { .. } => None,
             Line::Grant { peer, .. }
             | Line::Receipt { peer, .. }
             | Line::Sent { peer, .. }
@@ -177,64 +202,80 @@ pub fn line_id(text: &str) -> String {
 /// The append-only log file.
 #[derive(Debug)]
 pub struct EvidenceLog {
-    path: PathBuf,
-    file: std::fs::File,
-    /// Its length in bytes.
-    len: u64,
+    log: LineLog,
+    /// The torn tail moved aside when it was opened.
+    repaired: Option<Torn>,
+}
+
+fn log_err(e: fleetmesh_proto::Error) -> LedgerError {
+    match e {
+        fleetmesh_proto::Error::Io { path, source, .. } => LedgerError::Log {
+            path: path.display().to_string(),
+            source,
+        },
+        other => LedgerError::Log {
+            path: String::new(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    }
+}
+
+/// Whether `bytes` are a line of the log (they parse as one).
+fn is_line(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<Line>(bytes).is_ok()
 }
 
 impl EvidenceLog {
-    /// Opens (creating) the log at `path` for appending.
+    /// Opens (creating) the log at `path` for appending. A torn last line — no newline, or
+    /// not a [`Line`] — is moved aside first ([`fleetmesh_proto::linelog`]), and a
+    /// [`Line::Repaired`] line recorded at `now` says so.
     ///
     /// # Errors
     /// [`LedgerError::Log`].
-    pub fn open(path: &Path) -> Result<EvidenceLog> {
-        let err = |source| LedgerError::Log {
-            path: path.display().to_string(),
-            source,
+    pub fn open(path: &Path, now: u64) -> Result<EvidenceLog> {
+        let (log, torn) = LineLog::open(path, now, MAX_LINE, is_line).map_err(log_err)?;
+        let mut log = EvidenceLog {
+            log,
+            repaired: None,
         };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(err)?;
+        if let Some(torn) = torn {
+            log.append(&Line::Repaired {
+                at: now,
+                offset: torn.offset,
+                bytes: torn.bytes,
+                moved_to: torn
+                    .moved_to
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            })?;
+            log.repaired = Some(torn);
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(err)?;
-        let len = file.metadata().map_err(err)?.len();
-        Ok(EvidenceLog {
-            path: path.to_owned(),
-            file,
-            len,
-        })
+        Ok(log)
+    }
+
+    /// The torn tail moved aside when it was opened, if there was one.
+    pub fn repaired(&self) -> Option<&Torn> {
+        self.repaired.as_ref()
     }
 
     /// Its length in bytes.
     pub fn len(&self) -> u64 {
-        self.len
+        self.log.len()
     }
 
     /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.log.is_empty()
     }
 
-    /// Appends `line` (one write, flushed to the file) and returns its text and id.
+    /// Appends `line` (one write of the whole line, synced) and returns its text and id.
     ///
     /// # Errors
-    /// [`LedgerError::Log`].
+    /// [`LedgerError::Log`]; nothing of the line stays in the file then.
     pub fn append(&mut self, line: &Line) -> Result<(String, String)> {
         let text = serde_json::to_string(line).expect("a line serializes");
-        let mut bytes = text.clone().into_bytes();
-        bytes.push(b'\n');
-        self.file
-            .write_all(&bytes)
-            .and_then(|()| self.file.sync_data())
-            .map_err(|source| LedgerError::Log {
-                path: self.path.display().to_string(),
-                source,
-            })?;
-        self.len += bytes.len() as u64;
+        self.log.append(text.as_bytes()).map_err(log_err)?;
         let id = line_id(&text);
         Ok((text, id))
     }
@@ -249,6 +290,24 @@ pub struct Refused {
     pub reason: String,
 }
 
+/// A torn tail the node cut from the log (a [`Line::Repaired`] line), as a replay reports
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Repair {
+    /// The `repaired` line's number (from 1, on across the files replayed).
+    pub line: usize,
+    /// The segment it is in (the file as given), whose bytes `offset` counts.
+    pub log: String,
+    /// When the node cut it.
+    pub at: u64,
+    /// Where the log was cut.
+    pub offset: u64,
+    /// How many bytes were cut.
+    pub bytes: u64,
+    /// The file they were moved to, in the log's directory.
+    pub moved_to: String,
+}
+
 /// What a replay found.
 #[derive(Debug, Default)]
 pub struct Replayed {
@@ -258,6 +317,8 @@ pub struct Replayed {
     pub decisions: Vec<Decision>,
     /// Lines not taken.
     pub refused: Vec<Refused>,
+    /// The torn tails the node cut from the log, in order.
+    pub repairs: Vec<Repair>,
 }
 
 impl Replayed {
@@ -272,7 +333,8 @@ impl Replayed {
 
 /// Recomputes every decision from the log at `path` alone: each line through
 /// [`Ledger::apply`], in order. Lines that do not parse are listed, never fatal. A segment
-/// that begins with a checkpoint replays from its state.
+/// that begins with a checkpoint replays from its state. The torn tails the node cut from
+/// the log ([`Line::Repaired`]) are listed in [`Replayed::repairs`].
 ///
 /// # Errors
 /// [`LedgerError::Log`] when the file cannot be read.
@@ -299,7 +361,26 @@ fn replay_into(path: &Path, out: &mut Replayed, n: &mut usize) -> Result<()> {
     each_line(path, n, |n, text| match text {
         Err(reason) => out.refused.push(Refused { line: n, reason }),
         Ok(text) => match out.ledger.apply(text) {
-            Ok(mut d) => out.decisions.append(&mut d),
+            Ok(mut d) => {
+                out.decisions.append(&mut d);
+                if text.contains("\"repaired\"")
+                    && let Ok(Line::Repaired {
+                        at,
+                        offset,
+                        bytes,
+                        moved_to,
+                    }) = serde_json::from_str(text)
+                {
+                    out.repairs.push(Repair {
+                        line: n,
+                        log: path.display().to_string(),
+                        at,
+                        offset,
+                        bytes,
+                        moved_to,
+                    });
+                }
+            }
             Err(reason) => out.refused.push(Refused { line: n, reason }),
         },
     })

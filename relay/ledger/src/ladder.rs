@@ -335,6 +335,11 @@ impl Ledger {
         }
         let line: Line = serde_json::from_str(text).map_err(|e| format!("not a log line: {e}"))?;
         let id = line_id(text);
+        // a torn tail cut from the log: a fact about the file, taken wherever it falls (even
+        // before the node line, when the node line itself was torn)
+        if let Line::Repaired { .. } = line {
+            return Ok(Vec::new());
+        }
         if let Line::Node { pubkey, .. } = &line {
             return match &self.us {
                 Some(us) if us != pubkey => {
@@ -350,7 +355,7 @@ impl Ledger {
             return Err("a line before the node line".into());
         };
         let decided = match line {
-            Line::Node { .. } => unreachable!("handled above"),
+            Line::Node { .. } | Line::Repaired { .. } => unreachable!("handled above"),
             Line::Checkpoint { state, .. } => {
                 self.checkpoint(state)?;
                 Vec::new()

@@ -97,8 +97,10 @@ fn lock(dir: &Path) -> Result<std::fs::File> {
 
 impl Books {
     /// Opens the books in `dir` (`evidence.jsonl`, `ledger.sqlite`) of the node `us`:
-    /// replays the log, records what the file lacks. Returns the lines of the log that were
-    /// not taken (a torn last line after a crash, say) beside the books.
+    /// replays the log, records what the file lacks. A torn last line (a crash in the
+    /// middle of a write) is moved aside into `evidence.torn-<now>` and a `repaired` line
+    /// recorded ([`EvidenceLog::open`]). Returns the lines of the log that were not taken
+    /// beside the books.
     ///
     /// # Errors
     /// [`LedgerError::Busy`] while another process has them open; [`LedgerError::Log`];
@@ -137,7 +139,23 @@ impl Books {
         } else {
             replay(&log_path)?
         };
-        let log = EvidenceLog::open(&log_path)?;
+        // another node's log is refused before anything is written to it
+        if let Some(owner) = replayed.ledger.us()
+            && owner != us
+        {
+            return Err(LedgerError::Store {
+                path: log_path.display().to_string(),
+                reason: format!("the evidence log is {owner}'s, this node is {us}"),
+            });
+        }
+        // a torn last line is moved aside here, and a `repaired` line appended: the fold is
+        // then the repaired file's (the torn line may have read as a line without its `\n`)
+        let log = EvidenceLog::open(&log_path, now)?;
+        let replayed = if log.repaired().is_some() {
+            replay(&log_path)?
+        } else {
+            replayed
+        };
         let before = replayed.decided_before();
         let mut books = Books {
             ledger: replayed.ledger,
@@ -147,20 +165,11 @@ impl Books {
             dir: dir.to_owned(),
             _lock: lock,
         };
-        match books.ledger.us() {
-            Some(owner) if owner != us => {
-                return Err(LedgerError::Store {
-                    path: log_path.display().to_string(),
-                    reason: format!("the evidence log is {owner}'s, this node is {us}"),
-                });
-            }
-            Some(_) => {}
-            None => {
-                books.record(Line::Node {
-                    at: now,
-                    pubkey: us.to_owned(),
-                })?;
-            }
+        if books.ledger.us().is_none() {
+            books.record(Line::Node {
+                at: now,
+                pubkey: us.to_owned(),
+            })?;
         }
         let have: i64 = books
             .conn
@@ -210,7 +219,7 @@ impl Books {
         };
         let previous = file_digest(&current)?;
         let _ = std::fs::remove_file(&next);
-        let mut fresh = EvidenceLog::open(&next)?;
+        let mut fresh = EvidenceLog::open(&next, at)?;
         let mut ledger = self.ledger.clone();
         for line in [
             Line::Node { at, pubkey: us },
@@ -237,7 +246,7 @@ impl Books {
         }
         std::fs::rename(&current, &kept).map_err(err(&current))?;
         std::fs::rename(&next, &current).map_err(err(&next))?;
-        self.log = EvidenceLog::open(&current)?;
+        self.log = EvidenceLog::open(&current, at)?;
         self.ledger = ledger;
         if keep > 0 {
             let all = segments(&self.dir)?;

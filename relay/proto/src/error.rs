@@ -83,7 +83,8 @@ pub enum Error {
         /// Why it was refused.
         reason: String,
     },
-    /// A file system operation on a key file failed.
+    /// A file system operation on a key file or an append-only log ([`crate::linelog`])
+    /// failed.
     #[error("{op} {path}: {source}")]
     Io {
         /// What was being done.

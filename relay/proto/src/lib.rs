@@ -1,8 +1,8 @@
 //! # fleetmesh-proto
 //!
 //! The protocol's nouns, below every crate that speaks it (the relay, and the transports,
-//! ledger and market that come after it). No I/O beyond the node's own key files, no async,
-//! no storage:
+//! ledger and market that come after it). No I/O beyond the node's own key files and the
+//! append-only line logs crates above keep ([`linelog`]), no async, no storage:
 //!
 //! - [`event`]: NIP-01 events — canonical serialization, ids, BIP-340 signatures
 //!   (libsecp256k1 through the `secp256k1` crate), parsing that says what it checks;
@@ -21,6 +21,8 @@
 //!   Each parses from an event (`TryFrom<&Event>`: signature, the kind's JSON Schema, tags
 //!   agreeing with the content) into typed fields, with an [`Error`] that names what failed,
 //!   and builds its signed event ([`noun::Noun`] for the kinds whose content is an object);
+//! - [`linelog`]: append-only line logs — one write per record, and a torn last line moved
+//!   aside (never appended onto, never deleted) when the log is opened;
 //! - [`words`]: the closed vocabularies ([`Mode`], [`Engine`], [`Rung`], [`Unit`], …).
 //!
 //! Kind numbers live in `fleetmesh_schemas::constants::kind`, nowhere else.
@@ -35,6 +37,7 @@ pub mod hkdf;
 pub mod hop;
 pub mod identity;
 pub mod ledger;
+pub mod linelog;
 pub mod nip19;
 pub mod nip44;
 pub mod nip59;

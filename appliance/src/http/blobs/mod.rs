@@ -86,6 +86,8 @@ pub struct Blossom {
     body_timeout: Duration,
     /// SHA-256 of `[api] token`, when one is set.
     operator_token: Option<[u8; 32]>,
+    /// `[face] per_ip_exempt`: where a reverse proxy on the box sits.
+    proxies: Vec<std::net::IpAddr>,
     /// `[blobs] per_key_bytes`.
     per_key_bytes: u64,
     /// The federation's peers: a peer key's transfers count in its tally.
@@ -202,12 +204,14 @@ impl Blossom {
         node_dir: &Path,
         config: &BlobsSection,
         operator_token: Option<&str>,
+        proxies: &[std::net::IpAddr],
     ) -> anyhow::Result<Arc<Blossom>> {
         Ok(Arc::new(Blossom {
             store: Arc::new(BlobStore::open(node_dir)?),
             served: Mutex::new(Served::new(config.served_peers)),
             body_timeout: Duration::from_secs(config.body_timeout_secs),
             operator_token: operator_token.map(|t| Sha256::digest(t.as_bytes()).into()),
+            proxies: proxies.to_vec(),
             per_key_bytes: config.per_key_bytes,
             peers: std::sync::OnceLock::new(),
         }))
@@ -254,16 +258,18 @@ impl Blossom {
 
     /// Whether a request to the operator-only endpoints comes from the operator: with
     /// `[api] token` set, it carries `Authorization: Bearer TOKEN`; without one, it comes
-    /// from a loopback address. The refusal to answer otherwise.
+    /// from this box with no proxy in front ([`crate::http::guard::local_operator`]). The
+    /// refusal to answer otherwise.
     fn operator(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<(), Refusal> {
         let Some(want) = &self.operator_token else {
-            if peer.ip().to_canonical().is_loopback() {
+            if crate::http::guard::local_operator(Some(peer.ip()), headers, &self.proxies) {
                 return Ok(());
             }
             return Err(Refusal::new(
                 StatusCode::FORBIDDEN,
                 "operator_only",
-                "only loopback clients may read this when no [api] token is set",
+                "without an [api] token only a loopback client with no proxy in front may \
+                 read this (set [face] per_ip_exempt = [] where no proxy is)",
             ));
         };
         if crate::http::guard::bearer_matches(headers, want) {

@@ -91,7 +91,7 @@ fn the_served_table_keeps_the_heaviest_peers() {
 
 fn store(token: Option<&str>) -> (tempfile::TempDir, Arc<Blossom>) {
     let dir = tempfile::tempdir().unwrap();
-    let s = Blossom::open(dir.path(), &BlobsSection::default(), token).unwrap();
+    let s = Blossom::open(dir.path(), &BlobsSection::default(), token, &[]).unwrap();
     (dir, s)
 }
 
@@ -106,6 +106,23 @@ fn the_served_table_is_for_the_operator_only() {
     assert!(open.operator(&none, mapped).is_ok());
     let r = open.operator(&none, remote).unwrap_err();
     assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // a proxy on loopback passes strangers on: never the operator
+    for h in ["forwarded", "x-forwarded-for", "x-real-ip"] {
+        let mut proxied = HeaderMap::new();
+        proxied.insert(h, HeaderValue::from_static("203.0.113.7"));
+        let r = open.operator(&proxied, local).unwrap_err();
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{h}");
+    }
+    let (_d, mut behind) = store(None);
+    Arc::get_mut(&mut behind).unwrap().proxies = vec![local.ip()];
+    assert!(
+        behind.operator(&none, local).is_err(),
+        "a per_ip_exempt address"
+    );
+    assert!(
+        behind.operator(&none, mapped).is_err(),
+        "its mapped form too"
+    );
     let (_d, guarded) = store(Some("a-token-of-16-chars"));
     let bearer = |t: &str| {
         let mut h = HeaderMap::new();

@@ -39,7 +39,7 @@ use fleetmesh_inference::chat::{ChatTemplate, Message};
 use fleetmesh_inference::executor::{ExecRequest, Executor, LocalExecutor};
 use fleetmesh_inference::quorum::{QuorumConfig, run_quorum};
 use fleetmesh_inference::remote::{RemoteConfig, RemoteExecutor};
-use fleetmesh_inference::schema::{Constraint, Grammar, TokenVocab, Whitespace};
+use fleetmesh_inference::schema::{CompileLimits, Constraint, Grammar, TokenVocab, Whitespace};
 use fleetmesh_inference::{Batcher, Sampling, Step, TextTokenizer};
 use serde_json::{Value, json};
 
@@ -84,7 +84,14 @@ impl IntoResponse for Failure {
         if let Some(x) = self.extra {
             body["fleetmesh"] = x;
         }
-        (self.status, Json(body)).into_response()
+        let mut r = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        r
     }
 }
 
@@ -221,7 +228,7 @@ pub async fn completions(
     State(s): State<Arc<InferenceService>>,
     body: axum::body::Bytes,
 ) -> Response {
-    serve(s, &body, Api::Completion).await
+    serve(s, body, Api::Completion).await
 }
 
 /// `POST /v1/chat/completions`.
@@ -229,7 +236,7 @@ pub async fn chat_completions(
     State(s): State<Arc<InferenceService>>,
     body: axum::body::Bytes,
 ) -> Response {
-    serve(s, &body, Api::Chat).await
+    serve(s, body, Api::Chat).await
 }
 
 /// The market's `llm` engine asks the API through this: its typed request made into the
@@ -269,7 +276,7 @@ impl fleetmesh_market::service::Llm for InferenceService {
             code: f.code.unwrap_or("bad_request"),
             message: f.message,
         };
-        let p = parse(self, body.to_string().as_bytes(), api).map_err(fail)?;
+        let p = parse(self, body.to_string().as_bytes(), api, Arc::default()).map_err(fail)?;
         let gens = match p.verification {
             Verification::None => generate_local(&p),
             Verification::SchemaBounds => generate_bounded(&p),
@@ -290,12 +297,22 @@ impl fleetmesh_market::service::Llm for InferenceService {
 }
 
 /// Sets a request's cancel flag when dropped: when the handler's future is dropped because
-/// the client went away, its generations stop at their next step.
-struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
+/// the client went away, its schema's compilation and its generations stop at their next
+/// step.
+struct CancelOnDrop(Option<Arc<std::sync::atomic::AtomicBool>>);
+
+impl CancelOnDrop {
+    /// Leaves the flag alone from now on (a stream watches its client itself).
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(c) = &self.0 {
+            c.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -319,8 +336,8 @@ fn overloaded(model: &str) -> Response {
 /// Answers one API request, counted in `fleetmesh_inference_requests_total{api,
 /// verification, status}` (`verification` is empty for a request that did not parse; a
 /// stream counts its status when it starts).
-async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
-    let (verification, response) = match routed::routed_for(&s, body) {
+async fn serve(s: Arc<InferenceService>, body: axum::body::Bytes, api: Api) -> Response {
+    let (verification, response) = match routed::routed_for(&s, &body) {
         Some((r, v)) => {
             let default = s.now().verification;
             let label = match v["verification"].as_str() {
@@ -342,10 +359,21 @@ async fn serve(s: Arc<InferenceService>, body: &[u8], api: Api) -> Response {
     response
 }
 
-async fn answer(s: Arc<InferenceService>, body: &[u8], api: Api) -> (&'static str, Response) {
-    let p = match parse(&s, body, api) {
-        Ok(p) => p,
-        Err(f) => return ("", f.into_response()),
+async fn answer(
+    s: Arc<InferenceService>,
+    body: axum::body::Bytes,
+    api: Api,
+) -> (&'static str, Response) {
+    // the request is read (its schema compiled, its prompt tokenized) on a blocking thread
+    // that stops at its next check once this handler is dropped (the client went away)
+    let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cancel_on_drop = CancelOnDrop(Some(cancel.clone()));
+    let svc = s.clone();
+    let parsed = tokio::task::spawn_blocking(move || parse(&svc, &body, api, cancel)).await;
+    let p = match parsed {
+        Ok(Ok(p)) => p,
+        Ok(Err(f)) => return ("", f.into_response()),
+        Err(_) => return ("", internal("reading the request panicked").into_response()),
     };
     let verification = p.verification.as_str();
     let m = &p.model;
@@ -353,9 +381,10 @@ async fn answer(s: Arc<InferenceService>, body: &[u8], api: Api) -> (&'static st
         return (verification, overloaded(&m.id));
     };
     if p.stream {
+        cancel_on_drop.disarm();
         return (verification, stream(p, place));
     }
-    let _cancel = CancelOnDrop(p.cancel.clone());
+    let _cancel = cancel_on_drop;
     let result = match p.verification {
         // the local paths await the batcher; nothing blocks a thread meanwhile
         Verification::None => generate_local_async(&p).await,

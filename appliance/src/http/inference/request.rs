@@ -34,7 +34,14 @@ pub(super) struct Params {
     pub(super) cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
-pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Params, Failure> {
+/// Reads a completions or chat request: its model, parameters and prompts, its schema
+/// compiled within the bounds of [`CompileLimits`] (stopping once `cancel` is set).
+pub(super) fn parse(
+    s: &InferenceService,
+    body: &[u8],
+    api: Api,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Params, Failure> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| bad(format!("the body is not JSON: {e}"), "body"))?;
     let name = v["model"]
@@ -62,10 +69,14 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
     if stop.iter().any(String::is_empty) {
         return Err(bad("a stop string is empty", "stop"));
     }
-    let schema = response_format(&v["response_format"], whitespace(&v)?)?;
+    let limits = CompileLimits::default().with_cancel(cancel.clone());
+    let schema = response_format(&v["response_format"], whitespace(&v)?, &limits)?;
     if let Some(g) = &schema {
         // a vocabulary that cannot spell the schema is refused now, not answered empty
-        served.vocab().writes(g).map_err(unsupported_schema)?;
+        served
+            .vocab()
+            .writes_within(g, &limits)
+            .map_err(unsupported_schema)?;
     }
     let prompts = match api {
         Api::Completion => {
@@ -300,7 +311,7 @@ pub(super) fn parse(s: &InferenceService, body: &[u8], api: Api) -> Result<Param
         verification,
         job,
         schema,
-        cancel: Arc::default(),
+        cancel,
     })
 }
 
@@ -353,17 +364,32 @@ fn whitespace(v: &Value) -> Result<Whitespace, Failure> {
 
 /// `response_format`'s schema ([`response_schema`]) compiled for the constrained decoder,
 /// with `whitespace` between tokens.
-fn response_format(v: &Value, whitespace: Whitespace) -> Result<Option<Arc<Grammar>>, Failure> {
+fn response_format(
+    v: &Value,
+    whitespace: Whitespace,
+    limits: &CompileLimits,
+) -> Result<Option<Arc<Grammar>>, Failure> {
     let Some(schema) = response_schema(v)? else {
         return Ok(None);
     };
-    Grammar::compile(&schema)
+    Grammar::compile_within(&schema, limits)
         .map(|g| Some(Arc::new(g.with_whitespace(whitespace))))
         .map_err(unsupported_schema)
 }
 
-/// 400 `unsupported_schema`: the schema cannot be generated here, and why.
+/// 400 `unsupported_schema`: the schema cannot be generated here, and why; 503 `busy`
+/// when its compilation was abandoned (no compilation slot came free in time, or the node
+/// is stopping).
 fn unsupported_schema(e: fleetmesh_inference::Error) -> Failure {
+    if let fleetmesh_inference::Error::Abandoned(_) = e {
+        return Failure {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!("response_format: {e}"),
+            param: Some("response_format"),
+            code: Some("busy"),
+            extra: None,
+        };
+    }
     Failure {
         status: StatusCode::BAD_REQUEST,
         message: e.to_string(),

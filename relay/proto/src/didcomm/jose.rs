@@ -12,10 +12,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use cbc::cipher::block_padding::Pkcs7;
 use cbc::cipher::{BlockDecryptMut, BlockEncryptMut, KeyIvInit};
 use hmac::{Hmac, Mac};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256, Sha512};
 use zeroize::Zeroizing;
 
+use super::wire::{Jwe, Jws, Text};
 use crate::{Error, Result};
 
 /// `typ` of an encrypted message.
@@ -297,107 +299,193 @@ pub struct Opened {
     pub enc: Enc,
 }
 
-fn str_field<'a>(v: &'a Value, name: &str, what: &str) -> Result<&'a str> {
-    v.get(name)
-        .and_then(Value::as_str)
+/// A field that must be there, as a string.
+fn need<'t>(field: &'t Option<Text<'_>>, name: &str, what: &str) -> Result<&'t str> {
+    field
+        .as_ref()
+        .map(Text::as_str)
         .ok_or_else(|| err(format!("{what} has no {name:?} string")))
 }
 
-/// Opens a JWE with the first recipient key id `ours` knows; `sender` gives an authcrypt
-/// sender's X25519 public key by its key id.
-pub(crate) fn open(
-    jwe: &Value,
-    ours: &dyn Fn(&str) -> Option<x25519_dalek::StaticSecret>,
-    sender: &dyn Fn(&str) -> Result<[u8; 32]>,
-) -> Result<Opened> {
-    let protected = str_field(jwe, "protected", "the JWE")?;
-    let header: Value = serde_json::from_slice(&unb64(protected, "the protected header")?)
+/// A JWE's protected header, as read.
+#[derive(Deserialize)]
+struct JweHeader<'a> {
+    #[serde(borrow, default)]
+    typ: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    alg: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    enc: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    epk: Option<Epk<'a>>,
+    #[serde(borrow, default)]
+    apv: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    apu: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    skid: Option<Text<'a>>,
+}
+
+/// The ephemeral public key of a JWE's header.
+#[derive(Deserialize)]
+struct Epk<'a> {
+    #[serde(borrow, default)]
+    kty: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    crv: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    x: Option<Text<'a>>,
+}
+
+/// What a JWE's protected header and recipients say, checked without touching its
+/// content (the iv, ciphertext and tag are neither decoded nor read).
+pub(crate) struct Checked<'j> {
+    /// The protected header as sent (the content's additional authenticated data).
+    pub protected: &'j str,
+    /// `ECDH-ES+A256KW` or `ECDH-1PU+A256KW`.
+    pub alg: &'static str,
+    /// The content encryption.
+    pub enc: Enc,
+    /// The ephemeral X25519 key.
+    pub epk: [u8; 32],
+    /// The authcrypt sender's key id; `None` for anoncrypt.
+    pub skid: Option<String>,
+    /// The recipients' key ids, in order.
+    pub kids: Vec<&'j str>,
+    /// SHA-256 of the sorted key ids.
+    pub apv: Vec<u8>,
+}
+
+/// Checks a JWE's protected header (`typ`, `alg`, `enc`, `epk`, `apv`, an authcrypt
+/// sender) and its recipients' key ids, before anything touches its content.
+pub(crate) fn check<'j>(jwe: &'j Jwe<'_>) -> Result<Checked<'j>> {
+    let protected = need(&jwe.protected, "protected", "the JWE")?;
+    let header_bytes = unb64(protected, "the protected header")?;
+    let header: JweHeader<'_> = serde_json::from_slice(&header_bytes)
         .map_err(|e| err(format!("the protected header is not JSON: {e}")))?;
-    if let Some(typ) = header.get("typ")
-        && typ.as_str() != Some(TYP_ENCRYPTED)
+    if let Some(typ) = &header.typ
+        && typ.as_str() != TYP_ENCRYPTED
     {
-        return Err(err(format!("typ {typ} is not {TYP_ENCRYPTED}")));
+        return Err(err(format!(
+            "typ {:?} is not {TYP_ENCRYPTED}",
+            typ.as_str()
+        )));
     }
-    let alg = str_field(&header, "alg", "the protected header")?;
-    let enc_name = str_field(&header, "enc", "the protected header")?;
+    let alg = need(&header.alg, "alg", "the protected header")?;
+    let enc_name = need(&header.enc, "enc", "the protected header")?;
     let enc = Enc::parse(enc_name).ok_or_else(|| err(format!("unknown enc {enc_name:?}")))?;
     let epk = header
-        .get("epk")
+        .epk
+        .as_ref()
         .ok_or_else(|| err("the protected header has no epk"))?;
-    if epk.get("kty").and_then(Value::as_str) != Some("OKP")
-        || epk.get("crv").and_then(Value::as_str) != Some("X25519")
+    if epk.kty.as_ref().map(Text::as_str) != Some("OKP")
+        || epk.crv.as_ref().map(Text::as_str) != Some("X25519")
     {
         return Err(err("epk is not an X25519 key (only X25519 is supported)"));
     }
-    let epk: [u8; 32] = unb64(str_field(epk, "x", "epk")?, "epk.x")?
+    let epk: [u8; 32] = unb64(need(&epk.x, "x", "epk")?, "epk.x")?
         .try_into()
         .map_err(|_| err("epk.x is not 32 bytes"))?;
-    let recipients = jwe
-        .get("recipients")
-        .and_then(Value::as_array)
-        .ok_or_else(|| err("the JWE has no recipients"))?;
+    let recipients = &jwe
+        .recipients
+        .as_ref()
+        .ok_or_else(|| err("the JWE has no recipients"))?
+        .0;
     if recipients.is_empty() || recipients.len() > MAX_RECIPIENTS {
         return Err(err(format!("1 to {MAX_RECIPIENTS} recipients")));
     }
-    let mut to_kids = Vec::with_capacity(recipients.len());
+    let mut kids = Vec::with_capacity(recipients.len());
     for r in recipients {
-        let kid = r.get("header").map(|h| str_field(h, "kid", "a recipient"));
-        to_kids.push(kid.unwrap_or_else(|| Err(err("a recipient has no header.kid")))?);
+        let kid = r.header.as_ref().and_then(|h| h.kid.as_ref());
+        kids.push(
+            kid.map(Text::as_str)
+                .ok_or_else(|| err("a recipient has no header.kid"))?,
+        );
     }
-    let apv = apv(&to_kids);
-    if let Some(given) = header.get("apv").and_then(Value::as_str)
-        && unb64(given, "apv")? != apv
+    let apv = apv(&kids);
+    if let Some(given) = &header.apv
+        && unb64(given.as_str(), "apv")? != apv
     {
         return Err(err("apv does not match the recipients' key ids"));
     }
-    let skid = match alg {
-        ALG_ANON => None,
+    let (alg, skid) = match alg {
+        ALG_ANON => (ALG_ANON, None),
         ALG_AUTH => {
             if enc != Enc::A256CbcHs512 {
                 return Err(err("authcrypt is A256CBC-HS512 only"));
             }
-            let apu = unb64(str_field(&header, "apu", "an authcrypt header")?, "apu")?;
+            let apu = unb64(need(&header.apu, "apu", "an authcrypt header")?, "apu")?;
             let apu = String::from_utf8(apu).map_err(|_| err("apu is not a key id"))?;
-            match header.get("skid").and_then(Value::as_str) {
-                Some(skid) if skid != apu => return Err(err("skid and apu disagree")),
-                _ => Some(apu),
+            match &header.skid {
+                Some(skid) if skid.as_str() != apu => return Err(err("skid and apu disagree")),
+                _ => (ALG_AUTH, Some(apu)),
             }
         }
         other => return Err(err(format!("unsupported alg {other:?}"))),
     };
-    let (index, secret) = to_kids
+    Ok(Checked {
+        protected,
+        alg,
+        enc,
+        epk,
+        skid,
+        kids,
+        apv,
+    })
+}
+
+/// Opens a JWE with the first recipient key id `ours` knows; `sender` gives an authcrypt
+/// sender's X25519 public key by its key id. The header and recipients are checked
+/// ([`check`]) before the content is decoded.
+pub(crate) fn open(
+    jwe: &Jwe<'_>,
+    ours: &dyn Fn(&str) -> Option<x25519_dalek::StaticSecret>,
+    sender: &dyn Fn(&str) -> Result<[u8; 32]>,
+) -> Result<Opened> {
+    let c = check(jwe)?;
+    let (index, secret) = c
+        .kids
         .iter()
         .enumerate()
         .find_map(|(i, kid)| ours(kid).map(|s| (i, s)))
         .ok_or_else(|| {
             err(format!(
                 "no recipient key id is ours ({})",
-                to_kids.join(", ")
+                c.kids.join(", ")
             ))
         })?;
-    let field = |name: &str| unb64(str_field(jwe, name, "the JWE")?, name);
-    let (iv, ciphertext, tag) = (field("iv")?, field("ciphertext")?, field("tag")?);
+    let field = |value: &Option<Text<'_>>, name: &str| unb64(need(value, name, "the JWE")?, name);
+    let (iv, ciphertext, tag) = (
+        field(&jwe.iv, "iv")?,
+        field(&jwe.ciphertext, "ciphertext")?,
+        field(&jwe.tag, "tag")?,
+    );
+    let recipients = jwe.recipients.as_ref().map_or(&[][..], |r| &r.0[..]);
     let wrapped = unb64(
-        str_field(&recipients[index], "encrypted_key", "a recipient")?,
+        need(
+            &recipients[index].encrypted_key,
+            "encrypted_key",
+            "a recipient",
+        )?,
         "encrypted_key",
     )?;
-    let mut z = Zeroizing::new(dh(&secret, &epk)?.to_vec());
-    if let Some(skid) = &skid {
+    let mut z = Zeroizing::new(dh(&secret, &c.epk)?.to_vec());
+    if let Some(skid) = &c.skid {
         z.extend_from_slice(&*dh(&secret, &sender(skid)?)?);
     }
-    let apu = skid.as_deref().map_or(&[][..], str::as_bytes);
-    let kek = kdf(&z, alg, apu, &apv, skid.as_ref().map(|_| &tag[..]));
+    let apu = c.skid.as_deref().map_or(&[][..], str::as_bytes);
+    let kek = kdf(&z, c.alg, apu, &c.apv, c.skid.as_ref().map(|_| &tag[..]));
     let cek = Zeroizing::new(
         aes_kw::KekAes256::from(*kek)
             .unwrap_vec(&wrapped)
             .map_err(|_| err("the content key does not unwrap (wrong key or tampered)"))?,
     );
-    let plain = decrypt(enc, &cek, &iv, protected.as_bytes(), &ciphertext, &tag)?;
+    let plain = decrypt(c.enc, &cek, &iv, c.protected.as_bytes(), &ciphertext, &tag)?;
     Ok(Opened {
         plain,
-        kid: to_kids[index].to_owned(),
-        skid,
-        enc,
+        kid: c.kids[index].to_owned(),
+        skid: c.skid,
+        enc: c.enc,
     })
 }
 
@@ -472,28 +560,40 @@ pub struct Verified {
     pub alg: &'static str,
 }
 
+/// A JWS signature's protected header, as read.
+#[derive(Deserialize)]
+struct JwsHeader<'a> {
+    #[serde(borrow, default)]
+    alg: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    kid: Option<Text<'a>>,
+}
+
 /// Verifies a one-signature JWS; `key` finds the verification key by its key id.
-pub(crate) fn verify(jws: &Value, key: &dyn Fn(&str) -> Result<VerifyKey>) -> Result<Verified> {
-    let payload = str_field(jws, "payload", "the JWS")?;
-    let sigs = jws
-        .get("signatures")
-        .and_then(Value::as_array)
-        .ok_or_else(|| err("the JWS has no signatures"))?;
+pub(crate) fn verify(jws: &Jws<'_>, key: &dyn Fn(&str) -> Result<VerifyKey>) -> Result<Verified> {
+    let payload = need(&jws.payload, "payload", "the JWS")?;
+    let sigs = &jws
+        .signatures
+        .as_ref()
+        .ok_or_else(|| err("the JWS has no signatures"))?
+        .0;
     let [sig] = sigs.as_slice() else {
         return Err(err(format!(
             "a signed message carries one signature, not {}",
             sigs.len()
         )));
     };
-    let protected = str_field(sig, "protected", "the signature")?;
-    let header: Value = serde_json::from_slice(&unb64(protected, "the protected header")?)
+    let protected = need(&sig.protected, "protected", "the signature")?;
+    let header_bytes = unb64(protected, "the protected header")?;
+    let header: JwsHeader<'_> = serde_json::from_slice(&header_bytes)
         .map_err(|e| err(format!("the JWS header is not JSON: {e}")))?;
     let kid = header
-        .get("kid")
-        .or_else(|| sig.get("header").and_then(|h| h.get("kid")))
-        .and_then(Value::as_str)
+        .kid
+        .as_ref()
+        .or_else(|| sig.header.as_ref().and_then(|h| h.kid.as_ref()))
+        .map(Text::as_str)
         .ok_or_else(|| err("the signature names no kid"))?;
-    let alg = str_field(&header, "alg", "the JWS header")?;
+    let alg = need(&header.alg, "alg", "the JWS header")?;
     let key = key(kid)?;
     if alg != key.alg() {
         return Err(err(format!(
@@ -501,7 +601,10 @@ pub(crate) fn verify(jws: &Value, key: &dyn Fn(&str) -> Result<VerifyKey>) -> Re
             key.alg()
         )));
     }
-    let signature = unb64(str_field(sig, "signature", "the signature")?, "signature")?;
+    let signature = unb64(
+        need(&sig.signature, "signature", "the signature")?,
+        "signature",
+    )?;
     let input = format!("{protected}.{payload}");
     let bad = || err(format!("the {alg} signature by {kid} does not verify"));
     match key {

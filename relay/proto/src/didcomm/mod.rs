@@ -18,7 +18,9 @@
 
 mod doc;
 mod jose;
+mod wire;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,7 @@ use serde_json::{Value, json};
 pub use doc::{PeerDoc, Service, did_of};
 pub use jose::{ALG_ANON, ALG_AUTH, Enc, TYP_ENCRYPTED, TYP_SIGNED, VerifyKey};
 use jose::{AuthSender, SignKey, err};
+use wire::Packed;
 
 use crate::{NodeKeys, Result};
 
@@ -388,7 +391,9 @@ fn key_of<T: Copy>(keys: &[(String, T)], kid: &str, what: &str) -> Result<T> {
 /// Opens a packed message addressed to this node, layer by layer: anoncrypt (optionally
 /// around authcrypt), authcrypt, a signature, then the plaintext. Checks that signed and
 /// authcrypted messages are `from` the key's DID, that encrypted ones name this node in
-/// `to`, and that the message has not expired at `now`.
+/// `to`, and that the message has not expired at `now`. Each layer is read into typed
+/// fields, not a JSON tree: a layer of the wrong shape is refused where it stops fitting,
+/// and a JWE's header and recipients are checked before its content is decoded.
 ///
 /// # Errors
 /// [`crate::Error::DidComm`] naming the layer and the check that failed.
@@ -396,70 +401,73 @@ pub fn unpack(packed: &[u8], keys: &NodeKeys, docs: &dyn Resolve, now: u64) -> R
     if packed.len() > MAX_MESSAGE_BYTES {
         return Err(err(format!("a message over {MAX_MESSAGE_BYTES} bytes")));
     }
-    let mut value: Value =
-        serde_json::from_slice(packed).map_err(|e| err(format!("not JSON: {e}")))?;
     let our_kid = kid(keys, "x25519");
     let mut meta = Meta::default();
     let mut layers = 0;
+    let mut current: Cow<'_, [u8]> = Cow::Borrowed(packed);
+    let mut what = "not JSON";
     let message = loop {
         layers += 1;
         if layers > MAX_LAYERS + 1 {
             return Err(err(format!("more than {MAX_LAYERS} layers")));
         }
-        if value.get("ciphertext").is_some() {
-            if meta.non_repudiation || meta.authenticated {
-                return Err(err("encryption inside a signature or authcrypt"));
+        let inner = match wire::read(&current, what)? {
+            Packed::Jwe(jwe) => {
+                if meta.non_repudiation || meta.authenticated {
+                    return Err(err("encryption inside a signature or authcrypt"));
+                }
+                let opened = jose::open(
+                    &jwe,
+                    &|kid| (kid == our_kid).then(|| keys.x25519().clone()),
+                    &|skid| {
+                        key_of(
+                            &sender_doc(docs, skid)?.agreement,
+                            skid,
+                            "a key agreement key",
+                        )
+                    },
+                )?;
+                if meta.encrypted && opened.skid.is_none() {
+                    return Err(err("anoncrypt inside anoncrypt"));
+                }
+                meta.encrypted = true;
+                meta.encrypted_to = Some(opened.kid);
+                match opened.skid {
+                    Some(skid) => {
+                        meta.protected_sender = meta.enc_alg_anon.is_some();
+                        meta.authenticated = true;
+                        meta.anonymous_sender = false;
+                        meta.encrypted_from = Some(skid);
+                        meta.enc_alg_auth = Some(opened.enc.name());
+                    }
+                    None => {
+                        meta.anonymous_sender = true;
+                        meta.enc_alg_anon = Some(opened.enc.name());
+                    }
+                }
+                what = "the decrypted payload is not JSON";
+                opened.plain
             }
-            let opened = jose::open(
-                &value,
-                &|kid| (kid == our_kid).then(|| keys.x25519().clone()),
-                &|skid| {
+            Packed::Jws(jws) => {
+                if meta.non_repudiation {
+                    return Err(err("a signature inside a signature"));
+                }
+                let verified = jose::verify(&jws, &|kid| {
                     key_of(
-                        &sender_doc(docs, skid)?.agreement,
-                        skid,
-                        "a key agreement key",
+                        &sender_doc(docs, kid)?.authentication,
+                        kid,
+                        "an authentication key",
                     )
-                },
-            )?;
-            if meta.encrypted && opened.skid.is_none() {
-                return Err(err("anoncrypt inside anoncrypt"));
+                })?;
+                meta.non_repudiation = true;
+                meta.sign_from = Some(verified.kid);
+                meta.sign_alg = Some(verified.alg);
+                what = "the signed payload is not JSON";
+                verified.payload
             }
-            meta.encrypted = true;
-            meta.encrypted_to = Some(opened.kid);
-            match opened.skid {
-                Some(skid) => {
-                    meta.protected_sender = meta.enc_alg_anon.is_some();
-                    meta.authenticated = true;
-                    meta.anonymous_sender = false;
-                    meta.encrypted_from = Some(skid);
-                    meta.enc_alg_auth = Some(opened.enc.name());
-                }
-                None => {
-                    meta.anonymous_sender = true;
-                    meta.enc_alg_anon = Some(opened.enc.name());
-                }
-            }
-            value = serde_json::from_slice(&opened.plain)
-                .map_err(|e| err(format!("the decrypted payload is not JSON: {e}")))?;
-        } else if value.get("signatures").is_some() {
-            if meta.non_repudiation {
-                return Err(err("a signature inside a signature"));
-            }
-            let verified = jose::verify(&value, &|kid| {
-                key_of(
-                    &sender_doc(docs, kid)?.authentication,
-                    kid,
-                    "an authentication key",
-                )
-            })?;
-            meta.non_repudiation = true;
-            meta.sign_from = Some(verified.kid);
-            meta.sign_alg = Some(verified.alg);
-            value = serde_json::from_slice(&verified.payload)
-                .map_err(|e| err(format!("the signed payload is not JSON: {e}")))?;
-        } else {
-            break plaintext(value)?;
-        }
+            Packed::Plain(head) => break plaintext(&current, &head)?,
+        };
+        current = Cow::Owned(inner);
     };
     for (what, kid) in [
         ("signed", &meta.sign_from),
@@ -485,13 +493,85 @@ pub fn unpack(packed: &[u8], keys: &NodeKeys, docs: &dyn Resolve, now: u64) -> R
     Ok(Unpacked { message, meta })
 }
 
-fn plaintext(mut value: Value) -> Result<Message> {
-    if let Some(typ) = value.as_object_mut().and_then(|o| o.remove("typ"))
-        && typ.as_str() != Some(TYP_PLAIN)
+/// A plaintext message's `typ`, `id` and `type`, checked before its body is read; its type.
+fn head_type<'h>(head: &'h wire::Head<'_>) -> Result<&'h str> {
+    if let Some(typ) = &head.typ
+        && typ.as_str() != TYP_PLAIN
     {
-        return Err(err(format!("typ {typ} is not {TYP_PLAIN}")));
+        return Err(err(format!("typ {:?} is not {TYP_PLAIN}", typ.as_str())));
     }
-    serde_json::from_value(value).map_err(|e| err(format!("not a DIDComm message: {e}")))
+    if head.id.is_none() {
+        return Err(err("not a DIDComm message: missing field `id`"));
+    }
+    head.type_
+        .as_ref()
+        .map(wire::Text::as_str)
+        .ok_or_else(|| err("not a DIDComm message: missing field `type`"))
+}
+
+fn plaintext(bytes: &[u8], head: &wire::Head<'_>) -> Result<Message> {
+    head_type(head)?;
+    let mut message: Message =
+        serde_json::from_slice(bytes).map_err(|e| err(format!("not a DIDComm message: {e}")))?;
+    message.extra.remove("typ");
+    Ok(message)
+}
+
+/// What a packed message is on the outside, as [`outer`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outer {
+    /// A JWE (`application/didcomm-encrypted+json`).
+    Encrypted,
+    /// A JWS (`application/didcomm-signed+json`).
+    Signed,
+    /// A plaintext message, of this type.
+    Plain(String),
+}
+
+/// What `packed` is on the outside, read as [`unpack`] reads its first layer but without
+/// opening it, and — for a plaintext — without reading its body into memory.
+///
+/// # Errors
+/// [`crate::Error::DidComm`], as [`unpack`] refuses a first layer that does not fit.
+pub fn outer(packed: &[u8]) -> Result<Outer> {
+    if packed.len() > MAX_MESSAGE_BYTES {
+        return Err(err(format!("a message over {MAX_MESSAGE_BYTES} bytes")));
+    }
+    Ok(match wire::read(packed, "not JSON")? {
+        Packed::Jwe(_) => Outer::Encrypted,
+        Packed::Jws(_) => Outer::Signed,
+        Packed::Plain(head) => Outer::Plain(head_type(&head)?.to_owned()),
+    })
+}
+
+/// The key ids a JWE is encrypted to, its protected header (`alg`, `enc`, `epk`, `apv`, an
+/// authcrypt sender) and recipients checked as [`unpack`] checks them and its `iv`,
+/// `ciphertext` and `tag` present — without decoding or decrypting anything: what a
+/// mediator checks of a message before holding it for another.
+///
+/// # Errors
+/// [`crate::Error::DidComm`] when `packed` is not a JWE (a plaintext or a signed message),
+/// or its header or recipients do not hold.
+pub fn encrypted_to(packed: &[u8]) -> Result<Vec<String>> {
+    if packed.len() > MAX_MESSAGE_BYTES {
+        return Err(err(format!("a message over {MAX_MESSAGE_BYTES} bytes")));
+    }
+    let jwe = match wire::read(packed, "not JSON")? {
+        Packed::Jwe(jwe) => jwe,
+        Packed::Jws(_) => return Err(err("a signed message (JWS), not an encrypted one")),
+        Packed::Plain(_) => return Err(err("a plaintext message, not an encrypted one")),
+    };
+    let checked = jose::check(&jwe)?;
+    for (field, name) in [
+        (&jwe.iv, "iv"),
+        (&jwe.ciphertext, "ciphertext"),
+        (&jwe.tag, "tag"),
+    ] {
+        if field.is_none() {
+            return Err(err(format!("the JWE has no {name:?} string")));
+        }
+    }
+    Ok(checked.kids.iter().map(|k| (*k).to_owned()).collect())
 }
 
 #[cfg(test)]
@@ -621,6 +701,49 @@ mod tests {
         let mut plain = m.to_json();
         plain["typ"] = json!("didcomm-plain+json");
         refused(&plain, &b, &docs, "is not application/didcomm-plain+json");
+    }
+
+    #[test]
+    fn a_message_is_told_apart_and_a_jwe_read_for_its_recipients_without_opening_it() {
+        let (a, b) = (keys(1), keys(7));
+        let m = message(&a, &b);
+        let jwe = pack_encrypted(&m, &a, &PeerDoc::of(&b), Pack::default()).unwrap();
+        let jws = pack_signed(&m, &a, SignWith::Ed25519).unwrap();
+        let plain = m.to_json();
+        let bytes = |v: &Value| v.to_string().into_bytes();
+        assert_eq!(outer(&bytes(&jwe)).unwrap(), Outer::Encrypted);
+        assert_eq!(outer(&bytes(&jws)).unwrap(), Outer::Signed);
+        assert_eq!(
+            outer(&bytes(&plain)).unwrap(),
+            Outer::Plain(m.type_.clone())
+        );
+        assert_eq!(encrypted_to(&bytes(&jwe)).unwrap(), [kid(&b, "x25519")]);
+        for (not, why) in [(&jws, "signed message"), (&plain, "plaintext message")] {
+            let e = encrypted_to(&bytes(not)).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
+        // the header is checked, the content never touched: a ciphertext that is not
+        // base64 passes, an unknown alg does not
+        let mut garbled = jwe.clone();
+        garbled["ciphertext"] = json!("*not base64*");
+        assert!(encrypted_to(&bytes(&garbled)).is_ok());
+        let mut h: Value =
+            serde_json::from_slice(&jose::unb64(jwe["protected"].as_str().unwrap(), "").unwrap())
+                .unwrap();
+        h["alg"] = json!("dir");
+        let mut other = jwe.clone();
+        other["protected"] = json!(jose::b64(h.to_string().as_bytes()));
+        let e = encrypted_to(&bytes(&other)).unwrap_err().to_string();
+        assert!(e.contains("unsupported alg"), "{e}");
+        let mut no_tag = jwe.clone();
+        no_tag.as_object_mut().unwrap().remove("tag");
+        let e = encrypted_to(&bytes(&no_tag)).unwrap_err().to_string();
+        assert!(e.contains("no \"tag\""), "{e}");
+        // a plaintext without an id, and one whose body is never read: its head decides
+        let e = outer(br#"{"type":"t","body":[0,0,0]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `id`"), "{e}");
     }
 
     #[test]
