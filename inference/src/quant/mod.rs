@@ -69,6 +69,26 @@ fn cpu_has_avx2() -> bool {
     }
 }
 
+/// Whether candle's own Q8_0 products on this CPU take its repacked VNNI kernels (AVX-512
+/// VNNI or AVX-VNNI, unless `MISTRALRS_FORCE_AVX2=1`), which quantize the activations to
+/// Q8_K blocks of 256 with an f32 scale — another arithmetic than llama.cpp's Q8_0 × Q8_0,
+/// which these kernels (and candle's standard ones) follow. Tests that compare with
+/// candle's kernels need them off (`.ci/test` sets `MISTRALRS_FORCE_AVX2=1`); the node
+/// never runs candle's Q8_0 products where these kernels are [`active`].
+pub fn candle_repacks_q8_0() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let vnni = (std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512vnni"))
+            || std::is_x86_feature_detected!("avxvnni");
+        vnni && std::env::var("MISTRALRS_FORCE_AVX2").as_deref() != Ok("1")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The weight block types these kernels multiply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {

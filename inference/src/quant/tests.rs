@@ -238,6 +238,11 @@ fn products_equal_the_reference_and_approach_float64() {
 
 #[test]
 fn products_equal_candles_kernels() {
+    assert!(
+        !candle_repacks_q8_0(),
+        "this CPU has VNNI: candle's Q8_0 products quantize activations to Q8_K here; run \
+         with MISTRALRS_FORCE_AVX2=1 (as .ci/test does) to compare with its standard kernels"
+    );
     let mut seed = 5;
     for (kind, dtype) in KINDS {
         // one row (candle's vector dot) and several (its tiled kernels where it has them)
