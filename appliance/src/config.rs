@@ -266,9 +266,14 @@ pub struct FaceSection {
     pub shutdown_secs: u64,
     /// Bytes of request bodies the HTTP APIs (DIDComm, jobs, proofs, completions) hold in
     /// memory at once, all requests together: a request past it waits up to 2 s, then gets
-    /// 503 with `Retry-After`. Blob uploads stream to disk and do not count. 4 MiB (the
-    /// largest body a route takes) to 1 TiB. Default 64 MiB.
+    /// 503 with `Retry-After`; one client address (but those of `per_ip_exempt`) holds at
+    /// most a quarter of it (at least 4 MiB). Blob uploads stream to disk and do not
+    /// count. 4 MiB (the largest body a route takes) to 1 TiB. Default 64 MiB.
     pub body_bytes_total: usize,
+    /// Seconds a body the HTTP APIs read whole may take to arrive once the budget admits
+    /// it; a body that stalls is answered 408 and gives its bytes back. 1 to 3600. Default
+    /// 30.
+    pub body_timeout_secs: u64,
     /// Origins whose web pages may open the relay's WebSocket (browser Nostr clients);
     /// `"*"` for any. Clients that send no `Origin` (not browsers) are always served.
     /// Default `["*"]`.
@@ -291,6 +296,7 @@ impl Default for FaceSection {
             ],
             shutdown_secs: 10,
             body_bytes_total: 64 << 20,
+            body_timeout_secs: 30,
             websocket_origins: vec!["*".into()],
         }
     }
@@ -382,6 +388,7 @@ impl Config {
             f.max_connections as u64,
         )?;
         range("[face] shutdown_secs", f.shutdown_secs, 0, 3600)?;
+        range("[face] body_timeout_secs", f.body_timeout_secs, 1, 3600)?;
         range(
             "[face] body_bytes_total",
             f.body_bytes_total as u64,

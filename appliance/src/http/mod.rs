@@ -199,6 +199,8 @@ pub fn router(
     let budget = axum::middleware::from_fn_with_state(
         Arc::new(crate::http::budget::BodyBudget::new(
             node.config.face.body_bytes_total,
+            std::time::Duration::from_secs(node.config.face.body_timeout_secs),
+            &node.config.face.per_ip_exempt,
         )),
         crate::http::budget::limit,
     );

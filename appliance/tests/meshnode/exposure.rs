@@ -353,3 +353,60 @@ fn up_with_token_makes_one_and_job_on_the_box_reads_it_from_the_node_home() {
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stdout(&o).contains("not_found"), "{}", stdout(&o));
 }
+
+#[test]
+fn a_stalled_body_holds_the_budget_only_until_its_time_is_up() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    assert!(init(dir.path(), &[]).status.success());
+    // the smallest budget (one largest body), bodies given 5 s to arrive (past the 2 s a
+    // request waits for the budget)
+    edit_config(
+        dir.path(),
+        &[(
+            "body_bytes_total = 67108864\nbody_timeout_secs = 30",
+            "body_bytes_total = 4194304\nbody_timeout_secs = 5",
+        )],
+    );
+    let d = run_node(dir.path());
+    // a stranger declares 4 MiB and sends 1 KiB of it
+    let mut stall = std::net::TcpStream::connect(&d.addr).unwrap();
+    write!(
+        stall,
+        "POST /didcomm HTTP/1.1\r\nHost: x\r\nContent-Type: application/didcomm-encrypted+json\r\nContent-Length: 4194304\r\n\r\n"
+    )
+    .unwrap();
+    stall.write_all(&[b' '; 1024]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // meanwhile another client finds the budget spent: 503 with Retry-After
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let other = reqwest::blocking::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let post = || {
+        other
+            .post(d.url("/didcomm"))
+            .header("content-type", "application/didcomm-encrypted+json")
+            .body("{}")
+            .send()
+            .unwrap()
+    };
+    let r = post();
+    assert_eq!(r.status().as_u16(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    assert!(r.text().unwrap().contains("\"busy\""));
+    // the stalled body is cut off (408) and gives its bytes back
+    stall
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = vec![0u8; 12];
+    stall.read_exact(&mut answer).unwrap();
+    assert_eq!(
+        &answer,
+        b"HTTP/1.1 408",
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    assert_eq!(post().status().as_u16(), 400, "the budget is free again");
+}

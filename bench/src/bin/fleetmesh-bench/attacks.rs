@@ -23,6 +23,9 @@
 //!    4-token completion then takes;
 //! 6. unauthenticated-uploads: 4 `PUT /upload` declaring 64 MiB without authorization,
 //!    sending 1 MiB and stalling.
+//!
+//! Then attacks 7 to 11 of the next round (`attacks_exposure.rs`): hostile `pattern`s,
+//! DIDComm bodies, a mediator flood, anonymous job reads, a torn evidence log.
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -38,10 +41,20 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
 /// A node under attack: its process, address and directory.
-struct Node {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
+pub(crate) struct Node {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
+    /// The node directory.
+    pub(crate) node: PathBuf,
+    /// The temporary directory holding it, removed with the node unless taken.
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Node {
+    /// The temporary directory holding the node, kept after the node stops.
+    pub(crate) fn take_dir(&mut self) -> Option<tempfile::TempDir> {
+        self.dir.take()
+    }
 }
 
 impl Drop for Node {
@@ -51,7 +64,8 @@ impl Drop for Node {
     }
 }
 
-fn start(bin: &Path, edits: &[(&str, &str)], extra: &[&str]) -> Node {
+/// A fresh node with `edits` to its config, run with `extra` arguments.
+pub(crate) fn start(bin: &Path, edits: &[(&str, &str)], extra: &[&str]) -> Node {
     let dir = tempfile::tempdir().expect("tempdir");
     let node = dir.path().join("n");
     let ok = Command::new(bin)
@@ -67,6 +81,13 @@ fn start(bin: &Path, edits: &[(&str, &str)], extra: &[&str]) -> Node {
         text = text.replace(from, to);
     }
     std::fs::write(&cfg, text).unwrap();
+    let mut n = run_in(bin, &node, extra);
+    n.dir = Some(dir);
+    n
+}
+
+/// `meshnode run` on the node directory `node`, with `extra` arguments.
+pub(crate) fn run_in(bin: &Path, node: &Path, extra: &[&str]) -> Node {
     let mut child = Command::new(bin)
         .args(["run", node.to_str().unwrap(), "--listen", "127.0.0.1:0"])
         .args(extra)
@@ -90,11 +111,20 @@ fn start(bin: &Path, edits: &[(&str, &str)], extra: &[&str]) -> Node {
     Node {
         child,
         addr,
-        _dir: dir,
+        node: node.to_path_buf(),
+        dir: None,
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// Stops `n` with SIGTERM and waits for it.
+pub(crate) fn stop(mut n: Node) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &n.child.id().to_string()])
+        .status();
+    let _ = n.child.wait();
+}
+
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -110,13 +140,13 @@ fn threads(pid: u32) -> usize {
 }
 
 /// Samples the node's RSS every 50 ms until dropped; the peak.
-struct Peak {
+pub(crate) struct Peak {
     max: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
 }
 
 impl Peak {
-    fn watch(pid: u32) -> Peak {
+    pub(crate) fn watch(pid: u32) -> Peak {
         let (max, stop) = (
             Arc::new(AtomicU64::new(0)),
             Arc::new(AtomicBool::new(false)),
@@ -131,7 +161,7 @@ impl Peak {
         Peak { max, stop }
     }
 
-    fn mib(&self) -> f64 {
+    pub(crate) fn mib(&self) -> f64 {
         self.max.load(Ordering::Relaxed) as f64 / 1024.0
     }
 }
@@ -142,12 +172,12 @@ impl Drop for Peak {
     }
 }
 
-fn mib(kib: u64) -> f64 {
+pub(crate) fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
 /// One row of the report.
-fn row(attack: &str, before: f64, peak: f64, outcome: &str, bound: &str, ok: bool) {
+pub(crate) fn row(attack: &str, before: f64, peak: f64, outcome: &str, bound: &str, ok: bool) {
     println!(
         "| {attack} | {before:.0} | {peak:.0} | {outcome} | {bound} | {} |",
         if ok { "yes" } else { "NO" }
@@ -515,4 +545,5 @@ pub fn run(args: &[String]) {
         );
         drop(socks);
     }
+    super::attacks_exposure::run(&bin);
 }

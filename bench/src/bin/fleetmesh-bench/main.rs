@@ -21,6 +21,7 @@
 //! ```
 
 mod attacks;
+mod attacks_exposure;
 mod cashu;
 mod didcomm;
 mod events;
