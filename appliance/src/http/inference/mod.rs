@@ -364,16 +364,26 @@ async fn answer(
     body: axum::body::Bytes,
     api: Api,
 ) -> (&'static str, Response) {
-    // the request is read (its schema compiled, its prompt tokenized) on a blocking thread
-    // that stops at its next check once this handler is dropped (the client went away)
+    let v = match request::json_body(&body) {
+        Ok(v) => v,
+        Err(f) => return ("", f.into_response()),
+    };
+    drop(body);
+    // a request with a schema is read (the schema compiled) on a blocking thread that stops
+    // at its next check once this handler is dropped (the client went away); others here
     let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let cancel_on_drop = CancelOnDrop(Some(cancel.clone()));
-    let svc = s.clone();
-    let parsed = tokio::task::spawn_blocking(move || parse(&svc, &body, api, cancel)).await;
+    let parsed = if v["response_format"].is_null() {
+        request::parse_value(&s, &v, api, cancel)
+    } else {
+        let svc = s.clone();
+        tokio::task::spawn_blocking(move || request::parse_value(&svc, &v, api, cancel))
+            .await
+            .unwrap_or_else(|_| Err(internal("reading the request panicked")))
+    };
     let p = match parsed {
-        Ok(Ok(p)) => p,
-        Ok(Err(f)) => return ("", f.into_response()),
-        Err(_) => return ("", internal("reading the request panicked").into_response()),
+        Ok(p) => p,
+        Err(f) => return ("", f.into_response()),
     };
     let verification = p.verification.as_str();
     let m = &p.model;

@@ -42,8 +42,21 @@ pub(super) fn parse(
     api: Api,
     cancel: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<Params, Failure> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| bad(format!("the body is not JSON: {e}"), "body"))?;
+    parse_value(s, &json_body(body)?, api, cancel)
+}
+
+/// A request's body as JSON.
+pub(super) fn json_body(body: &[u8]) -> Result<Value, Failure> {
+    serde_json::from_slice(body).map_err(|e| bad(format!("the body is not JSON: {e}"), "body"))
+}
+
+/// [`parse`] of a body already read as JSON.
+pub(super) fn parse_value(
+    s: &InferenceService,
+    v: &Value,
+    api: Api,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Params, Failure> {
     let name = v["model"]
         .as_str()
         .ok_or_else(|| bad("model must be a string", "model"))?;
@@ -55,7 +68,7 @@ pub(super) fn parse(
         code: Some("model_not_found"),
         extra: None,
     })?;
-    unsupported(&v)?;
+    unsupported(v)?;
     let vocab = served.batcher.model().config().vocab_size;
     let mut stop = match &v["stop"] {
         Value::Null => Vec::new(),
@@ -70,7 +83,7 @@ pub(super) fn parse(
         return Err(bad("a stop string is empty", "stop"));
     }
     let limits = CompileLimits::default().with_cancel(cancel.clone());
-    let schema = response_format(&v["response_format"], whitespace(&v)?, &limits)?;
+    let schema = response_format(&v["response_format"], whitespace(v)?, &limits)?;
     if let Some(g) = &schema {
         // a vocabulary that cannot spell the schema is refused now, not answered empty
         served
@@ -79,9 +92,7 @@ pub(super) fn parse(
             .map_err(unsupported_schema)?;
     }
     let prompts = match api {
-        Api::Completion => {
-            completion_prompts(&served, &v["prompt"], vocab, add_special(&v, true)?)?
-        }
+        Api::Completion => completion_prompts(&served, &v["prompt"], vocab, add_special(v, true)?)?,
         Api::Chat => {
             let template = served.template.as_ref().ok_or_else(|| {
                 bad(
@@ -109,7 +120,7 @@ pub(super) fn parse(
             vec![
                 served
                     .tokenizer
-                    .encode_with(&text, add_special(&v, false)?)
+                    .encode_with(&text, add_special(v, false)?)
                     .map_err(|e| bad(e.to_string(), "messages"))?,
             ]
         }
