@@ -15,6 +15,7 @@ pub mod doctor;
 pub mod giftwrap;
 pub mod infer;
 pub mod job;
+mod job_node;
 pub mod keys;
 pub mod l402;
 pub mod ledger;
