@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::alts::{AltSite, FirstBytes};
 use super::check::{SchemaCheck, Validation, validator};
-use super::limits::{CompileLimits, MAX_LITERAL_BYTES, MAX_LITERALS, MAX_NODES};
+use super::limits::CompileLimits;
 use super::numbers::{NumSpec, exact_value, num_bounds};
 use super::pattern::Pattern;
 use crate::{Error, Result};
@@ -347,7 +347,7 @@ pub(super) struct Compiler<'a> {
     /// The compilation's deadline and cancel flag.
     pub(super) limits: &'a CompileLimits,
     /// `enum`/`const` values so far, and their bytes.
-    literals: (usize, usize),
+    pub(super) literals: (usize, usize),
     pub(super) doc: &'a Value,
     pub(super) nodes: Vec<Node>,
     pub(super) patterns: Vec<Pattern>,
@@ -379,13 +379,7 @@ impl Compiler<'_> {
     /// A node for the schema at `at`, set once its parts are compiled (they may refer
     /// back to it).
     pub(super) fn placeholder(&mut self, at: &str) -> Result<usize> {
-        if self.nodes.len() >= MAX_NODES {
-            return Err(schema_err(
-                at,
-                format!("the schema needs more than {MAX_NODES} nodes"),
-            ));
-        }
-        self.limits.check(at, "the schema")?;
+        self.room_for_a_node(at)?;
         let id = self.nodes.len();
         self.nodes.push(Node::any());
         self.locations.push(Some(at.to_string()));
@@ -648,22 +642,6 @@ impl Compiler<'_> {
 }
 
 impl Compiler<'_> {
-    /// Counts `lits`, the `enum`/`const` values at `at`, toward the schema's bounds.
-    fn count_literals(&mut self, lits: &[Vec<u8>], at: &str) -> Result<()> {
-        self.literals.0 += lits.len();
-        self.literals.1 += lits.iter().map(Vec::len).sum::<usize>();
-        if self.literals.0 > MAX_LITERALS || self.literals.1 > MAX_LITERAL_BYTES {
-            return Err(schema_err(
-                at,
-                format!(
-                    "`enum`/`const`: the schema's values pass {MAX_LITERALS} values or \
-                     {MAX_LITERAL_BYTES} bytes in all"
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// A validator of the schema object `obj` alone, with the document's `$defs` and
     /// `definitions` beside it; None when one of its refs would point elsewhere (`#`, or
     /// another place of the document), or it does not build.

@@ -149,6 +149,36 @@ impl CompileLimits {
     }
 }
 
+impl super::compile::Compiler<'_> {
+    /// Whether the compilation may add a node at `at`: fewer than [`MAX_NODES`] so far, and
+    /// its deadline not passed.
+    pub(super) fn room_for_a_node(&self, at: &str) -> Result<()> {
+        if self.nodes.len() >= MAX_NODES {
+            return Err(super::compile::schema_err(
+                at,
+                format!("the schema needs more than {MAX_NODES} nodes"),
+            ));
+        }
+        self.limits.check(at, "the schema")
+    }
+
+    /// Counts `lits`, the `enum`/`const` values at `at`, toward the schema's bounds.
+    pub(super) fn count_literals(&mut self, lits: &[Vec<u8>], at: &str) -> Result<()> {
+        self.literals.0 += lits.len();
+        self.literals.1 += lits.iter().map(Vec::len).sum::<usize>();
+        if self.literals.0 > MAX_LITERALS || self.literals.1 > MAX_LITERAL_BYTES {
+            return Err(super::compile::schema_err(
+                at,
+                format!(
+                    "`enum`/`const`: the schema's values pass {MAX_LITERALS} values or \
+                     {MAX_LITERAL_BYTES} bytes in all"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A compilation slot, given back when dropped.
 #[derive(Debug)]
 pub(crate) struct Slot;
