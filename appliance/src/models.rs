@@ -12,7 +12,9 @@ use fleetmesh_inference::tokenizer::TextTokenizer;
 /// `tokenizer.json`) or a GGUF file (`tokenizer.json` beside it), on `device` (`auto`,
 /// `cpu`, `cuda:N`).
 pub fn load(path: &Path, device: &str) -> anyhow::Result<(Llama, TextTokenizer, [u8; 32])> {
-    let on = fleetmesh_inference::model::device(device)?;
+    let placement = fleetmesh_inference::model::place(device)?;
+    tracing::info!(model = %path.display(), device = %fleetmesh_inference::model::engine_name(&placement.device), reason = %placement.reason, "where the model runs");
+    let on = placement.device;
     let (model, tokenizer_path) = if path.is_dir() {
         (Llama::load_dir(path)?, path.join("tokenizer.json"))
     } else if path.extension().is_some_and(|e| e == "gguf") {

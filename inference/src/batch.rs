@@ -244,9 +244,17 @@ fn work(model: &Llama, digest: [u8; 32], max_batch: usize, rx: &mpsc::Receiver<A
         let logits = match result {
             Ok(l) => l,
             Err(e) => {
+                // a lost GPU fails the step and marks the node degraded
+                let e = crate::placement::record_failure(model.device(), e);
+                let device = matches!(e, Error::Device(_));
                 let reason = e.to_string();
                 for a in active.drain(..) {
-                    (a.admitted.reply)(Err(Error::Request(reason.clone())));
+                    let err = if device {
+                        Error::Device(reason.clone())
+                    } else {
+                        Error::Request(reason.clone())
+                    };
+                    (a.admitted.reply)(Err(err));
                 }
                 continue;
             }

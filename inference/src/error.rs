@@ -59,6 +59,11 @@ pub enum Error {
     /// turn (a schema compilation, [`crate::schema::CompileLimits`]).
     #[error("abandoned: {0}")]
     Abandoned(String),
+    /// The device named for a model cannot run it: a CUDA device this build or machine
+    /// cannot open (a missing library, an ordinal past the device count), a model larger
+    /// than its free memory, or a device that stopped answering.
+    #[error("{0}")]
+    Device(String),
     /// A tensor operation failed inside candle.
     #[error("{op}: {source}")]
     Candle {

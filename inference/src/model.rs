@@ -25,7 +25,10 @@ use crate::pool::Pool;
 use crate::weight::Weight;
 
 pub use crate::gguf::{gguf_name, open_gguf, permute_for_gguf, read_gguf_header};
-pub use crate::placement::{device, engine_name, gpu_index};
+pub use crate::placement::{
+    FIT_CONTEXT, Placement, check_fits, cuda_libraries, device, device_fault, device_memory,
+    engine_name, gpu_index, place,
+};
 
 struct Layer {
     attn_norm: Tensor,
@@ -365,14 +368,31 @@ impl Llama {
         &self.device
     }
 
+    /// Bytes one token of context takes in the KV cache (keys and values of every layer,
+    /// F32).
+    pub fn kv_bytes_per_token(&self) -> usize {
+        let c = &self.config;
+        c.num_hidden_layers * 2 * c.kv_heads() * c.head_dim() * 4
+    }
+
     /// The model with its weights moved to `device` (a CUDA GPU needs this crate's `cuda`
     /// feature). The KV caches of a moved model live there too.
     ///
     /// # Errors
-    /// [`Error::Candle`] when a tensor cannot be moved (out of device memory).
+    /// [`Error::Device`] when the weights and one sequence's KV cache do not fit in the
+    /// device's free memory ([`check_fits`], checked before anything is copied);
+    /// [`Error::Candle`] when a tensor cannot be moved.
     pub fn to_device(self, device: &Device) -> Result<Llama> {
         if self.device.same_device(device) {
             return Ok(self);
+        }
+        if let Some((free, _)) = device_memory(device)? {
+            check_fits(
+                self.weight_bytes(),
+                self.kv_bytes_per_token(),
+                self.config.max_position_embeddings,
+                free,
+            )?;
         }
         let mv = |t: Tensor| t.to_device(device).op("to device");
         let all = |ws: Vec<Weight>| -> Result<Vec<Weight>> {

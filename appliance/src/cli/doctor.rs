@@ -18,7 +18,35 @@ pub fn features() -> Vec<&'static str> {
     if cfg!(feature = "cuda") {
         f.push("cuda");
     }
+    if cfg!(feature = "cuda-inference") {
+        f.push("cuda-inference");
+    }
     f
+}
+
+/// Where inference runs for the node's `[inference] device` (`auto` without a node) and
+/// why, and the CUDA libraries it would open (a build with `cuda-inference`).
+fn inference_report(choice: &str) -> Value {
+    let libraries: serde_json::Map<String, Value> = fleetmesh_inference::model::cuda_libraries()
+        .into_iter()
+        .map(|(name, path)| (name.to_owned(), json!(path)))
+        .collect();
+    let place = match fleetmesh_inference::model::place(choice) {
+        Ok(p) => json!({
+            "device": if p.device.is_cuda() {
+                format!("cuda:{}", fleetmesh_inference::model::gpu_index(&p.device).unwrap_or(0))
+            } else {
+                "cpu".into()
+            },
+            "reason": p.reason,
+        }),
+        Err(e) => json!({"error": e.to_string()}),
+    };
+    let mut r = json!({"choice": choice, "cuda_libraries": libraries});
+    if let (Some(r), Value::Object(p)) = (r.as_object_mut(), place) {
+        r.extend(p);
+    }
+    r
 }
 
 fn cpu_model() -> Option<String> {
@@ -58,10 +86,12 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
     };
     // the MSM tables' budget: the node's `[compute] precompute_mib`, else the default
     let mut tables_mib = crate::config::ComputeSection::default().precompute_mib;
+    let mut inference_device = "auto".to_owned();
     let node = match dir {
         Some(dir) if node::exists(dir) => {
             let node = Node::open(dir)?;
             tables_mib = node.config.compute.precompute_mib;
+            inference_device = node.config.inference.device.clone();
             let descriptor = node.store.latest_event(
                 &node.keys.nostr_pubkey(),
                 fleetmesh_schemas::constants::kind::NODE_DESCRIPTOR,
@@ -95,6 +125,7 @@ pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value
         "gpu": inventory,
         "backend": resolved,
         "prover": prover,
+        "inference": inference_report(&inference_device),
         "protocol_digest": SchemaSet::embedded().digest().to_hex(),
         "node": node,
     }))
@@ -189,6 +220,21 @@ pub fn render(r: &Value) -> String {
             }
         ),
     };
+    let i = &r["inference"];
+    out += &match i.get("error") {
+        Some(e) => format!("inference: {}: {}\n", s(&i["choice"]), s(e)),
+        None => format!("inference: {} ({})\n", s(&i["device"]), s(&i["reason"])),
+    };
+    if let Some(libs) = i["cuda_libraries"].as_object().filter(|l| !l.is_empty()) {
+        let list: Vec<String> = libs
+            .iter()
+            .map(|(name, path)| match path.as_str() {
+                Some(p) => format!("{name} {p}"),
+                None => format!("{name} not found"),
+            })
+            .collect();
+        out += &format!("  cuda libraries: {}\n", list.join(", "));
+    }
     out += &format!("protocol digest: {}\n", s(&r["protocol_digest"]));
     let n = &r["node"];
     if let Some(e) = n.get("error") {

@@ -221,6 +221,16 @@ fn daemon_checks(url: &str, out: &mut Vec<Finding>) {
                 h["uptime_secs"].as_u64().unwrap_or(0)
             ),
         ),
+        // a lost GPU fails its requests: the node is degraded, the rest serves
+        Ok(h) if h["store"]["errors"] == 0 && h["inference"]["device_fault"].is_string() => found(
+            out,
+            "daemon",
+            Level::Degraded,
+            format!(
+                "{url} is degraded: inference device fault: {}",
+                h["inference"]["device_fault"].as_str().unwrap_or("?")
+            ),
+        ),
         Ok(h) => found(
             out,
             "daemon",

@@ -163,16 +163,21 @@ pub async fn did_document(State(state): State<Arc<RelayState>>) -> Response {
 }
 
 /// `GET /healthz`: 200 `ok`, or 503 `degraded` once a store operation has failed since
-/// start-up (a damaged or full disk needs the operator; a restart re-checks the files).
+/// start-up (a damaged or full disk needs the operator; a restart re-checks the files) or
+/// a GPU serving a model stopped answering (`inference.device_fault`: its requests fail;
+/// a restart reopens the device).
 pub async fn healthz(State(state): State<Arc<RelayState>>) -> Response {
     let (errors, last) = state.relay.metrics().store_errors();
+    let fault = fleetmesh_inference::model::device_fault();
+    let healthy = errors == 0 && fault.is_none();
     let body = json!({
-        "status": if errors == 0 { "ok" } else { "degraded" },
+        "status": if healthy { "ok" } else { "degraded" },
         "pubkey": state.pubkey,
         "uptime_secs": state.started.elapsed().as_secs(),
         "store": {"errors": errors, "last_error": last},
+        "inference": {"device_fault": fault},
     });
-    let status = if errors == 0 {
+    let status = if healthy {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE

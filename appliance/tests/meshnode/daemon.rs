@@ -66,6 +66,8 @@ fn run_serves_nip11_and_health_and_stops_cleanly() {
             .unwrap();
         assert_eq!(health["status"], "ok");
         assert_eq!(health["pubkey"], descriptor["pubkey"]);
+        // no GPU has failed a forward pass
+        assert!(health["inference"]["device_fault"].is_null(), "{health}");
 
         // The relay WebSocket on the same listener: our descriptor is there.
         let url = format!("ws://{}/", daemon.addr);
@@ -285,6 +287,30 @@ fn doctor_reports_the_box_and_the_digest() {
     // Without a CUDA driver, doctor says so and does not crash.
     if report["gpu"]["cuda"]["status"] == "unavailable" {
         assert!(!report["gpu"]["cuda"]["reason"].as_str().unwrap().is_empty());
+    }
+    // Where inference runs and why: a build without `cuda-inference` names what is
+    // missing and opens no CUDA library; with it (CI's image check runs that build) the
+    // libraries are listed.
+    let inference = &report["inference"];
+    assert_eq!(inference["choice"], "auto", "{inference}");
+    if cfg!(feature = "cuda-inference") {
+        assert!(inference["cuda_libraries"]["cublas"].is_string() || inference["device"] == "cpu");
+    } else {
+        assert_eq!(inference["device"], "cpu", "{inference}");
+        let reason = inference["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("no CUDA runtime") && reason.contains("cuda-inference"),
+            "{reason}"
+        );
+        assert_eq!(
+            inference["cuda_libraries"],
+            serde_json::json!({}),
+            "{inference}"
+        );
+        assert!(
+            text.contains("inference: cpu (auto: no CUDA device"),
+            "{text}"
+        );
     }
     // An impossible explicit backend is reported, not fatal.
     let o = run(&["doctor", "--json", "--backend", "cuda:7"]);

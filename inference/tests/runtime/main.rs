@@ -493,11 +493,27 @@ fn the_tiny_tokenizer_maps_each_byte_to_its_value_and_back() {
 
 #[test]
 fn devices_are_chosen_by_name_and_a_missing_cuda_runtime_is_named() {
-    use fleetmesh_inference::model::{device, engine_name};
+    use fleetmesh_inference::model::{device, engine_name, place};
     assert!(device("cpu").unwrap().is_cpu());
     let err = device("tpu:0").unwrap_err().to_string();
     assert!(err.contains("auto, cpu or cuda:N"), "{err}");
     if cfg!(feature = "cuda") {
+        // a CUDA build: auto is the GPU where one answers, else the CPU saying why; an
+        // ordinal past the machine's devices (or any, without the driver) is named
+        let auto = place("auto").unwrap();
+        if auto.device.is_cuda() {
+            assert!(auto.reason.starts_with("cuda:0: "), "{}", auto.reason);
+        } else {
+            assert!(auto.reason.contains("no CUDA device"), "{}", auto.reason);
+        }
+        let err = device("cuda:999").unwrap_err();
+        assert!(matches!(err, Error::Device(_)), "{err}");
+        let err = err.to_string();
+        assert!(
+            err.contains("cuda:999")
+                && (err.contains("cannot be loaded") || err.contains("CUDA device")),
+            "{err}"
+        );
         return;
     }
     // this build has no CUDA runtime: auto is the CPU, cuda:N says what is missing
