@@ -8,9 +8,13 @@
 # `docker load -i OUT/meshnode.tar` or `podman load -i …`), and prints the manifest digest.
 #
 # The image: a base layer made from Debian packages (the C libraries meshnode links, the
-# Vulkan loader, CA certificates; their copyright files kept), then /usr/bin/meshnode from
-# a release build with the GPU features (the CUDA driver, NVRTC and the Vulkan ICD come from
-# the host at run time, as the NVIDIA container toolkit mounts them). It runs as user
+# Vulkan loader, CA certificates; their copyright files kept), a layer of the CUDA libraries
+# the node opens (NVRTC, cuBLAS, cuBLASLt, cuRAND from NVIDIA's wheels, images/cuda.sh, with
+# their licences; in /usr/lib/fleetmesh/cuda), then /usr/bin/meshnode from a release build
+# with the GPU features (`cuda-inference`: candle's CUDA kernels, built by the same toolkit).
+# Only the driver (libcuda.so.1) and the Vulkan ICD come from the host at run time, as the
+# NVIDIA container toolkit mounts them (`docker run --gpus all`); without them the node
+# proves and infers on the CPU. It runs as user
 # meshnode (10001) with its node in the volume /var/lib/meshnode, listens on 0.0.0.0:7777
 # (on first start `meshnode up` creates the node there with a generated API token), and
 # carries a HEALTHCHECK (`meshnode watch --node … --healthcheck`) and the
@@ -22,7 +26,7 @@
 #
 # Environment:
 #   MESHNODE_BIN     use this meshnode binary instead of building the release one
-#                    (CI checks the image with its debug build)
+#                    (CI checks the image with its debug build of `cuda-inference`)
 #   DEB_CACHE        where downloaded .deb files are kept [~/.cache/fleetmesh/debs]
 #
 # Needs: cargo (unless MESHNODE_BIN), apt-get and dpkg-deb (Debian or Ubuntu), python3, git.
@@ -63,8 +67,10 @@ if [ -n "${MESHNODE_BIN:-}" ]; then
     [ -x "$bin" ] || { echo "images/build.sh: MESHNODE_BIN=$bin is not an executable" >&2; exit 1; }
     step "using $bin"
 else
-    step "building the release meshnode (wgpu, cuda) at $commit"
-    FLEETMESH_COMMIT="$commit" cargo build --release --locked -p fleetmesh-appliance --bin meshnode
+    step "building the release meshnode (wgpu, cuda, cuda-inference) at $commit"
+    eval "$("$root/images/cuda.sh" env)"
+    FLEETMESH_COMMIT="$commit" cargo build --release --locked -p fleetmesh-appliance \
+        --bin meshnode --features cuda-inference
     target="${CARGO_TARGET_DIR:-$root/target}"
     bin="$target/release/meshnode"
 fi
@@ -94,7 +100,11 @@ for p in "${packages[@]}"; do
     debs+=("$f")
 done
 
+step "the CUDA libraries (images/cuda.sh)"
+cuda_site="$("$root/images/cuda.sh" licences)"
+
 step "assembling the image"
 python3 "$root/images/oci.py" --out "$out" --binary "$bin" --version "$version" \
-    --commit "$commit" --epoch "$epoch" "${debs[@]}"
+    --commit "$commit" --epoch "$epoch" --cuda "$cuda_site" \
+    --cache "${FLEETMESH_CUDA_CACHE:-$HOME/.cache/fleetmesh/cuda}/layers" "${debs[@]}"
 step "done: $out/oci ($version) and $out/meshnode.tar"

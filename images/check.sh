@@ -3,11 +3,16 @@
 #
 #   images/check.sh MESHNODE
 #
+# MESHNODE is a build with the `cuda-inference` feature (the image's own binary is), so
+# that doctor can say where the image's CUDA libraries load from.
+#
 # - the OCI image, built twice from MESHNODE (stripped) by images/build.sh: the same
 #   manifest digest both times; `skopeo inspect` reads the layout and the docker-archive;
 #   `umoci unpack` unpacks it; the unpacked meshnode runs `--version` on the image's own
-#   libc; as root, the image's entrypoint is started in the unpacked root as its user and
-#   the image's HEALTHCHECK command passes against it;
+#   libc; the CUDA libraries are in /usr/lib/fleetmesh/cuda with NVIDIA's licences, each
+#   resolves every library it needs in the image (the image's loader, `--list`), and the
+#   unpacked `meshnode doctor --json` loads them from there; as root, the image's entrypoint
+#   is started in the unpacked root as its user and the image's HEALTHCHECK passes;
 # - the Caddyfile, with `caddy validate`; the systemd units, with `systemd-analyze verify`.
 #
 # Needs skopeo, umoci, caddy and systemd (`.ci/test` installs them).
@@ -45,14 +50,17 @@ step "skopeo inspect"
 inspected="$(skopeo inspect "oci:$work/one/oci:$version")"
 digest="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["Digest"])' <<<"$inspected")"
 [ "$digest" = "$one" ] || fail "skopeo sees manifest $digest, build.sh said $one"
-python3 - "$work/one/oci/blobs/sha256" "$version" <<'EOF' <<<"$inspected"
+# (the JSON goes in a file: a here-string after the script's here-document would replace it
+# as python's stdin, and python would run the JSON as its script)
+printf '%s' "$inspected" >"$work/inspected.json"
+python3 - "$work/inspected.json" "$version" <<'EOF' || fail "skopeo inspect: $inspected"
 import json, sys
-i = json.load(sys.stdin)
+i = json.load(open(sys.argv[1]))
 labels = i["Labels"]
 for k in ("title", "version", "revision", "created", "source", "licenses"):
     assert labels.get("org.opencontainers.image." + k), f"label org.opencontainers.image.{k} missing: {labels}"
 assert labels["org.opencontainers.image.version"] == sys.argv[2], labels
-assert len(i["Layers"]) == 2, i["Layers"]
+assert len(i["Layers"]) == 3, i["Layers"]
 EOF
 skopeo inspect "docker-archive:$work/one/meshnode.tar" >/dev/null
 config="$(skopeo inspect --raw --config "oci:$work/one/oci:$version")"
@@ -64,6 +72,8 @@ assert c["ExposedPorts"] == {"7777/tcp": {}}, c["ExposedPorts"]
 assert c["Volumes"] == {"/var/lib/meshnode": {}}, c["Volumes"]
 assert c["Entrypoint"][:3] == ["/usr/bin/meshnode", "up", "/var/lib/meshnode"], c["Entrypoint"]
 assert c["Healthcheck"]["Test"][0] == "CMD", c["Healthcheck"]
+assert "LD_LIBRARY_PATH=/usr/lib/fleetmesh/cuda" in c["Env"], c["Env"]
+assert "NVIDIA_VISIBLE_DEVICES=all" in c["Env"], c["Env"]
 ' "$config"
 
 step "umoci unpack"
@@ -78,6 +88,40 @@ v="$("$rootfs/lib64/ld-linux-x86-64.so.2" --library-path \
     "$rootfs/usr/bin/meshnode" --version)"
 [ "$v" = "meshnode $version" ] || fail "the unpacked meshnode says '$v'"
 [ "$(stat -c %a "$rootfs/var/lib/meshnode")" = 700 ] || fail "/var/lib/meshnode is not 0700"
+
+step "the CUDA libraries in the image"
+cuda="$rootfs/usr/lib/fleetmesh/cuda"
+libpath="$cuda:$rootfs/lib/x86_64-linux-gnu:$rootfs/usr/lib/x86_64-linux-gnu"
+for lib in libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libnvrtc.so.13 libnvrtc-builtins.so.13.0; do
+    [ -f "$cuda/$lib" ] || fail "no $lib in /usr/lib/fleetmesh/cuda"
+    deps="$("$rootfs/lib64/ld-linux-x86-64.so.2" --library-path "$libpath" --list "$cuda/$lib" 2>&1)" ||
+        fail "$lib does not load in the image: $deps"
+    if grep -q "not found" <<<"$deps"; then fail "$lib needs a library the image lacks: $deps"; fi
+done
+for wheel in nvidia_cublas nvidia_curand nvidia_cuda_nvrtc; do
+    compgen -G "$rootfs/usr/share/doc/fleetmesh-cuda/$wheel-*/License.txt" >/dev/null ||
+        fail "no NVIDIA licence for $wheel in /usr/share/doc/fleetmesh-cuda"
+done
+# meshnode needs none of them to start: only the driver is left for the host
+if "$rootfs/lib64/ld-linux-x86-64.so.2" --library-path "$libpath" --list "$rootfs/usr/bin/meshnode" |
+    grep -E "libcuda|libcublas|libcurand|libnvrtc|libcudart"; then
+    fail "meshnode links a CUDA library at start (it must open them when used)"
+fi
+LD_LIBRARY_PATH="$cuda" "$rootfs/lib64/ld-linux-x86-64.so.2" --library-path "$libpath" \
+    "$rootfs/usr/bin/meshnode" doctor --json >"$work/doctor.json" || fail "doctor failed in the image"
+python3 - "$cuda" "$work/doctor.json" <<'EOF' || fail "doctor in the image: $(cat "$work/doctor.json")"
+import json, sys
+r = json.load(open(sys.argv[2]))
+assert "cuda-inference" in r["features"], r["features"]
+libs = r["inference"]["cuda_libraries"]
+for name, file in (("cublas", "libcublas.so.13"), ("cublaslt", "libcublasLt.so.13"),
+                   ("curand", "libcurand.so.10"), ("nvrtc", "libnvrtc.so.13")):
+    assert libs.get(name) == sys.argv[1] + "/" + file, (name, libs)
+# no driver here: inference runs on the CPU and says why
+if libs.get("driver") is None:
+    assert r["inference"]["device"] == "cpu", r["inference"]
+    assert "libcuda.so.1" in r["inference"]["reason"], r["inference"]
+EOF
 
 if [ "$(id -u)" = 0 ]; then
     step "the entrypoint in the unpacked root, as its user; then the HEALTHCHECK"

@@ -3,12 +3,20 @@
 
 Called by images/build.sh (which fetches the packages and builds the binary):
 
-    oci.py --out OUT --binary MESHNODE --version V --commit C --epoch SECONDS DEB...
+    oci.py --out OUT --binary MESHNODE --version V --commit C --epoch SECONDS \
+        [--cuda SITE --cache DIR] DEB...
 
 Writes OUT/oci (an OCI image layout; its one manifest carries the reference name V) and
 OUT/meshnode.tar (a docker-archive tagged meshnode:V), and prints the manifest digest.
 Everything is deterministic: entries sorted, owners numeric, times the commit's, gzip
 without a name or time.
+
+With --cuda (the site folder `images/cuda.sh licences` prints), a layer between the
+packages and the binary carries the CUDA libraries the node opens (CUDA_LIBS, in
+/usr/lib/fleetmesh/cuda, on the image's LD_LIBRARY_PATH) and NVIDIA's licence of each
+wheel they come from (/usr/share/doc/fleetmesh-cuda/WHEEL/License.txt). The layer depends
+on the pinned wheels only, so its times are CUDA_EPOCH and it is built once and kept in
+--cache (compressing 0.8 GB takes a minute; the image check builds the image twice).
 """
 
 import argparse
@@ -28,6 +36,15 @@ UID = 10001
 DATA = "var/lib/meshnode"
 PORT = 7777
 SOURCE = "https://github.com/fleetmesh/fleetmesh"
+CUDA_DIR = "usr/lib/fleetmesh/cuda"
+# what the node dlopens: candle's device (cuBLAS, cuBLASLt, cuRAND), the prover (NVRTC,
+# which loads its builtins); the driver, libcuda.so.1, comes from the host
+CUDA_LIBS = ("libcublas.so.13", "libcublasLt.so.13", "libcurand.so.10", "libnvrtc.so.13",
+             "libnvrtc-builtins.so.13.0")
+# the CUDA 13.0 Update 2 release date: the CUDA layer's times (it does not change with
+# the commit, so it is cached)
+CUDA_EPOCH = 1_760_000_000
+CUDA_LAYER_FORMAT = "1"
 
 
 def sha256(b: bytes) -> str:
@@ -106,6 +123,47 @@ def layer(root: str, epoch: int) -> bytes:
     return buf.getvalue()
 
 
+def cuda_layer(site: str, cache: str) -> tuple:
+    """The CUDA libraries' layer (tar, gzip), from `site` or from `cache`, keyed by the
+    pinned wheels (site's RECORD files) and this layer's format."""
+    key = hashlib.sha256(CUDA_LAYER_FORMAT.encode() + repr(CUDA_LIBS).encode())
+    wheels = sorted(d for d in os.listdir(site) if d.endswith(".dist-info"))
+    for d in wheels:
+        with open(os.path.join(site, d, "RECORD"), "rb") as f:
+            key.update(f.read())
+    stem = os.path.join(cache, "cuda-layer-" + key.hexdigest()[:16])
+    if os.path.exists(stem + ".tar.gz") and os.path.exists(stem + ".tar"):
+        with open(stem + ".tar", "rb") as t, open(stem + ".tar.gz", "rb") as g:
+            return t.read(), g.read()
+    lib = os.path.join(site, "nvidia", "cu13", "lib")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in CUDA_LIBS:
+            dst = os.path.join(tmp, CUDA_DIR, name)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copyfile(os.path.join(lib, name), dst)
+            os.chmod(dst, 0o644)
+        for d in wheels:
+            lic = os.path.join(site, d, "licenses", "License.txt")
+            if not os.path.exists(lic):
+                lic = os.path.join(site, d, "License.txt")
+            name = d[: -len(".dist-info")]
+            dst = os.path.join(tmp, "usr/share/doc/fleetmesh-cuda", name, "License.txt")
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copyfile(lic, dst)
+            os.chmod(dst, 0o644)
+        for dirpath, dirnames, _ in os.walk(tmp):
+            for n in dirnames:
+                os.chmod(os.path.join(dirpath, n), 0o755)
+        tar = layer(tmp, CUDA_EPOCH)
+    gz = gzip.compress(tar, compresslevel=6, mtime=0)
+    os.makedirs(cache, exist_ok=True)
+    for ext, data in ((".tar", tar), (".tar.gz", gz)):
+        with open(stem + ext + ".part", "wb") as f:
+            f.write(data)
+        os.replace(stem + ext + ".part", stem + ext)
+    return tar, gz
+
+
 def tar_of(files: list, epoch: int) -> bytes:
     """A tar of (name, bytes) files, in that order, root-owned, 0644."""
     buf = io.BytesIO()
@@ -117,6 +175,10 @@ def tar_of(files: list, epoch: int) -> bytes:
     return buf.getvalue()
 
 
+def packages_of(debs: list) -> str:
+    return ", ".join(os.path.basename(d).rsplit("_", 1)[0] for d in sorted(debs))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -124,6 +186,8 @@ def main() -> int:
     ap.add_argument("--version", required=True)
     ap.add_argument("--commit", required=True)
     ap.add_argument("--epoch", required=True, type=int)
+    ap.add_argument("--cuda", help="the CUDA wheels' site folder (images/cuda.sh licences)")
+    ap.add_argument("--cache", help="where the CUDA layer is kept between builds")
     ap.add_argument("debs", nargs="+")
     a = ap.parse_args()
     created = datetime.datetime.fromtimestamp(a.epoch, datetime.timezone.utc)
@@ -143,8 +207,22 @@ def main() -> int:
         for d in ("usr", "usr/bin"):
             os.chmod(os.path.join(app, d), 0o755)
         tars = [layer(base, a.epoch), layer(app, a.epoch)]
+        gz = [gzip.compress(t, compresslevel=9, mtime=0) for t in tars]
+    history = [
+        {"created": created, "created_by": "images/build.sh: Debian packages " + packages_of(a.debs)},
+        {"created": created, "created_by": "images/build.sh: /usr/bin/meshnode " + a.commit},
+    ]
+    if a.cuda:
+        if not a.cache:
+            ap.error("--cuda needs --cache")
+        cuda_tar, cuda_gz = cuda_layer(a.cuda, a.cache)
+        tars.insert(1, cuda_tar)
+        gz.insert(1, cuda_gz)
+        history.insert(1, {"created": created,
+                           "created_by": "images/build.sh: CUDA libraries (images/cuda.sh) in /"
+                           + CUDA_DIR})
 
-    packages = ", ".join(os.path.basename(d).rsplit("_", 1)[0] for d in sorted(a.debs))
+    packages = packages_of(a.debs)
     labels = {
         "org.opencontainers.image.title": "meshnode",
         "org.opencontainers.image.description":
@@ -173,7 +251,7 @@ def main() -> int:
                 # what the NVIDIA container toolkit should mount: every GPU, CUDA and Vulkan
                 "NVIDIA_VISIBLE_DEVICES=all",
                 "NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics",
-            ],
+            ] + ([f"LD_LIBRARY_PATH=/{CUDA_DIR}"] if a.cuda else []),
             "Entrypoint": ["/usr/bin/meshnode", "up", "/" + DATA, "--listen", f"0.0.0.0:{PORT}"],
             "WorkingDir": "/" + DATA,
             "ExposedPorts": {f"{PORT}/tcp": {}},
@@ -191,13 +269,9 @@ def main() -> int:
             },
         },
         "rootfs": {"type": "layers", "diff_ids": [sha256(t) for t in tars]},
-        "history": [
-            {"created": created, "created_by": "images/build.sh: Debian packages " + packages},
-            {"created": created, "created_by": "images/build.sh: /usr/bin/meshnode " + a.commit},
-        ],
+        "history": history,
     }
     config_bytes = canonical(config)
-    gz = [gzip.compress(t, compresslevel=9, mtime=0) for t in tars]
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
