@@ -15,7 +15,13 @@
 #      (`fleetmesh-bench groth16-verify N --backend …`);
 #   5. every GPU backend against the CPU, bit for bit: the kernels' GPU tests
 #      (kernels/tests/gpu.rs) with CUDA required (FLEETMESH_REQUIRE_CUDA=1) and wgpu on
-#      whatever Vulkan adapter is there, each test's time per backend printed.
+#      whatever Vulkan adapter is there, each test's time per backend printed;
+#   6. LLM inference on cuda:0 (`fleetmesh-bench llm-gpu`, run first by default): greedy ids
+#      equal to the CPU's for the tiny model and a random-weight Llama-3.2-1B-shape model
+#      (F32, 16 prompts × 64 tokens), then decode tokens/s at batch 1, 8, 32 and the time to
+#      first token of a 512-token prompt in F32, BF16 and Q4_K_M. Needs cuBLAS, cuBLASLt and
+#      cuRAND on the machine (a CUDA toolkit's lib64 or NVIDIA's pip wheels; they are too
+#      large for the bundle).
 # It prints one table; with $OUT set, the log is also written to $OUT/gpu-bench.log.
 #
 # Usage:
@@ -27,7 +33,8 @@
 #                                bench/gpu/run.sh
 # Environment: MAX_LOG (default 20), PROVE_K (default 16 when prepared, else 14), ROUNDS (3),
 # VERIFY_N (batch sizes to verify, default "256 4096"), SKIP_TESTS (1: no section 5),
-# SECTIONS (which sections, in that order, default "1 2 3 4 5"), BACKENDS (the backends of
+# SECTIONS (which sections, in that order, default "6 1 2 3 4 5"; with 15 minutes of device
+# time "6 1 2" fits), BACKENDS (the backends of
 # sections 1–4, default every one in 1 and "cuda:0 wgpu" in 2–4; wgpu's first G2 MSM costs
 # NVIDIA's driver 127 s), MIN_LOG (section 1's smallest size, default 14), GPU_TESTS (cuda
 # or wgpu: section 5 tests only that backend),
@@ -40,7 +47,9 @@ ROUNDS=${ROUNDS:-3}
 
 if [[ ${1:-} == --prepare ]]; then
     stage=$(mktemp -d)
-    cargo build --release --locked -p fleetmesh-bench
+    # candle's CUDA kernels need nvcc: the pinned toolkit from PyPI wheels (images/cuda.sh)
+    eval "$(images/cuda.sh env)"
+    cargo build --release --locked -p fleetmesh-bench --features cuda-inference
     strip -o "$stage/fleetmesh-bench" "${CARGO_TARGET_DIR:-target}/release/fleetmesh-bench"
     # the GPU test binary, release build (the CPU reference is arkworks: fast enough)
     exe=$(cargo test --release --locked -p fleetmesh-kernels --features wgpu,cuda --test gpu \
@@ -66,8 +75,9 @@ fi
 
 log() { printf '%s\n' "$*" >&2; }
 if command -v cargo >/dev/null; then
-    log "run.sh: building (release, features wgpu+cuda)"
-    cargo build --release --locked -p fleetmesh-bench
+    log "run.sh: building (release, features wgpu+cuda+cuda-inference)"
+    eval "$(images/cuda.sh env)"
+    cargo build --release --locked -p fleetmesh-bench --features cuda-inference
     BENCH=${CARGO_TARGET_DIR:-target}/release/fleetmesh-bench
     TESTS=(cargo test --release --locked -p fleetmesh-kernels --features wgpu,cuda --test gpu --)
 else
@@ -97,20 +107,32 @@ fi
 for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
     if [[ -f $icd && -z ${VK_DRIVER_FILES:-} ]]; then export VK_DRIVER_FILES=$icd; fi
 done
-# NVRTC: the toolkit's lib64, or a pip wheel's copy.
+# NVRTC, cuBLAS, cuBLASLt, cuRAND: the toolkit's lib64, or pip wheels' copies.
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
     [[ -d $d ]] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
 done
-if ! ldconfig -p | grep -q libnvrtc && command -v python3 >/dev/null; then
+if command -v python3 >/dev/null; then
     nv=$(python3 - <<'EOF' 2>/dev/null || true
 import glob, os, site
-for s in site.getsitepackages():
-    for f in glob.glob(os.path.join(s, "nvidia", "**", "libnvrtc.so*"), recursive=True):
-        print(os.path.dirname(f)); raise SystemExit
+dirs = []
+for s in site.getsitepackages() + [site.getusersitepackages()]:
+    for lib in ("libnvrtc.so*", "libcublas.so*", "libcublasLt.so*", "libcurand.so*"):
+        for f in glob.glob(os.path.join(s, "nvidia", "**", lib), recursive=True):
+            d = os.path.dirname(f)
+            if d not in dirs:
+                dirs.append(d)
+print(":".join(dirs))
 EOF
 )
     [[ -n $nv ]] && export LD_LIBRARY_PATH=$nv:${LD_LIBRARY_PATH:-}
 fi
+for lib in libnvrtc.so libcublas.so libcublasLt.so libcurand.so; do
+    found=$(ldconfig -p | grep -o "/[^ ]*$lib[^ ]*" | head -1)
+    for d in ${LD_LIBRARY_PATH//:/ }; do
+        [[ -z $found ]] && found=$(ls "$d/$lib"* 2>/dev/null | head -1)
+    done
+    log "run.sh: $lib: ${found:-not found}"
+done
 [[ -z ${PROVE_K:-} && -f $BIN/chain16/chain.r1cs ]] && PROVE_K=16
 PROVE_K=${PROVE_K:-14}
 export FLEETMESH_CHAIN_DIR=$BIN
@@ -147,6 +169,10 @@ section() {
         done
         return "$rc"
         ;;
+    6)
+        echo "== 6. LLM inference on cuda:0 against the CPU, then tokens/s (llm-gpu)"
+        "$BENCH" llm-gpu --device cuda:0
+        ;;
     5)
         [[ ${SKIP_TESTS:-0} == 1 ]] && return 0
         echo "== 5. GPU backends against the CPU (kernels/tests/gpu.rs)"
@@ -157,7 +183,7 @@ section() {
         ;;
     esac
 }
-for s in ${SECTIONS:-1 2 3 4 5}; do
+for s in ${SECTIONS:-6 1 2 3 4 5}; do
     section "$s" || { echo "section $s FAILED"; failed=1; }
     echo "(section $s: ${SECONDS}s)"
 done

@@ -16,7 +16,7 @@ use candle_transformers::models::llama as stock;
 use fleetmesh_bench::median;
 use fleetmesh_inference::model::argmax;
 use fleetmesh_inference::tiny::{make_model, tiny_config};
-use fleetmesh_inference::{KvCache, Llama, LlamaConfig};
+use fleetmesh_inference::{Llama, LlamaConfig};
 
 pub(crate) const PROMPT: usize = 128;
 pub(crate) const DECODE: usize = 32;
@@ -37,32 +37,13 @@ fn theirs(m: &stock::Llama, cfg: &stock::Config, prompt: &[u32]) -> (Duration, D
 pub(crate) const BATCH: usize = 8;
 
 /// (prefill time, decode time, ids per sequence) for BATCH prompts run together by our
-/// runtime.
+/// runtime: DECODE decode steps, as the stock model runs them.
 pub(crate) fn ours_batch(m: &Llama, prompts: &[Vec<u32>]) -> (Duration, Duration, Vec<Vec<u32>>) {
-    let mut caches: Vec<KvCache> = prompts.iter().map(|_| KvCache::default()).collect();
-    let t = Instant::now();
-    let mut batch: Vec<(&[u32], &mut KvCache)> = prompts
-        .iter()
-        .map(|p| p.as_slice())
-        .zip(caches.iter_mut())
-        .collect();
-    let mut logits = m.forward_batch(&mut batch).expect("prefill");
-    let prefill = t.elapsed();
-    let mut ids: Vec<Vec<u32>> = prompts.iter().map(|_| Vec::new()).collect();
-    let t = Instant::now();
-    for _ in 0..DECODE {
-        let next: Vec<[u32; 1]> = logits.iter().map(|l| [argmax(l)]).collect();
-        for (v, n) in ids.iter_mut().zip(&next) {
-            v.push(n[0]);
-        }
-        let mut batch: Vec<(&[u32], &mut KvCache)> = next
-            .iter()
-            .map(|n| n.as_slice())
-            .zip(caches.iter_mut())
-            .collect();
-        logits = m.forward_batch(&mut batch).expect("decode");
+    let mut run = crate::llm_gpu::greedy(m, prompts, DECODE + 1, false);
+    for ids in &mut run.ids {
+        ids.truncate(DECODE);
     }
-    (prefill, t.elapsed(), ids)
+    (run.prefill, run.decode, run.ids)
 }
 
 /// The same with candle-transformers' llama, the prompts (all one length) as one tensor.

@@ -30,6 +30,7 @@ mod giftwrap;
 mod groth16;
 mod llm;
 mod llm_gguf;
+mod llm_gpu;
 mod market;
 mod prove_batch;
 mod relay;
@@ -41,7 +42,7 @@ mod wasi;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench federation [--meshnode PATH] [--nodes 3,5,10] [--topologies line,full] [--events N] [--interval-secs S]\n       fleetmesh-bench giftwrap [N]\n       fleetmesh-bench didcomm [N] [--rounds R] [--python PATH]\n       fleetmesh-bench cashu [N] [--rounds R] [--meshnode PATH]\n       fleetmesh-bench market --meshnode PATH [N]\n       fleetmesh-bench relay [--prefill N,..] [--events N] [--conns K] [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]\n       fleetmesh-bench shed [--flood-conns K] [--secs S] [--rate R] [--pool N]\n       fleetmesh-bench store [--events N] [--window W] [--dir DIR]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N] [--backend B]...\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench prove-batch [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench llm-mask [ROUNDS]\n       fleetmesh-bench llm-gguf [ROUNDS] | --ours-only TYPE [ROUNDS [ours|candle]]   (needs FLEETMESH_LLAMA_CPP_PYTHON: bench/llm.sh)\n       fleetmesh-bench wasi [N]"
+        "usage: fleetmesh-bench attacks [--meshnode PATH]\n       fleetmesh-bench events [N]\n       fleetmesh-bench federation [--meshnode PATH] [--nodes 3,5,10] [--topologies line,full] [--events N] [--interval-secs S]\n       fleetmesh-bench giftwrap [N]\n       fleetmesh-bench didcomm [N] [--rounds R] [--python PATH]\n       fleetmesh-bench cashu [N] [--rounds R] [--meshnode PATH]\n       fleetmesh-bench market --meshnode PATH [N]\n       fleetmesh-bench relay [--prefill N,..] [--events N] [--conns K] [--window W] [--reqs M] [--rounds R] [--python PATH] [--baselines 0.45,0.44]\n       fleetmesh-bench shed [--flood-conns K] [--secs S] [--rate R] [--pool N]\n       fleetmesh-bench store [--events N] [--window W] [--dir DIR]\n       fleetmesh-bench sync [--items N]... [--diffs D]... [--relay-max N]\n       fleetmesh-bench groth16-verify [N] [--backend B]...\n       fleetmesh-bench groth16-prove [K] [ROUNDS]\n       fleetmesh-bench kernels [--min-log L] [--max-log M] [--backend cpu|wgpu|cuda:N]... [--rounds R]\n       fleetmesh-bench prove-backends [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench prove-batch [K] [ROUNDS] [--backend B]...\n       fleetmesh-bench llm [ROUNDS]\n       fleetmesh-bench llm-mask [ROUNDS]\n       fleetmesh-bench llm-gguf [ROUNDS] | --ours-only TYPE [ROUNDS [ours|candle]]   (needs FLEETMESH_LLAMA_CPP_PYTHON: bench/llm.sh)\n       fleetmesh-bench llm-gpu [--device cuda:N] [--bandwidth TB/s] [--skip-cpu]   (a cuda-inference build)\n       fleetmesh-bench wasi [N]"
     );
     std::process::exit(2);
 }
@@ -99,6 +100,7 @@ fn main() {
         Some("llm") => llm::run(&args[1..]),
         Some("llm-mask") => llm::mask_only(&args[1..]),
         Some("llm-gguf") => llm_gguf::run(&args[1..]),
+        Some("llm-gpu") => llm_gpu::run(&args[1..]),
         Some("wasi") => wasi::run(&args[1..]),
         Some("groth16-prove") => {
             let k = args
