@@ -68,6 +68,49 @@ pub struct CudaBackend {
     stage: CudaFunction,
     mul: CudaFunction,
     scale: CudaFunction,
+    /// The NTT twiddles of each length and root used so far, kept on the device
+    /// ([`Twiddles`]).
+    twiddles: Twiddles,
+}
+
+/// NTT twiddles kept on the device, by transform length and root (forward and inverse
+/// differ): a prover's transforms have one or two lengths, so after the first proof its
+/// NTTs upload only their values (at 2^20 the twiddles are 16 MiB and took ~5 ms of host
+/// powers). At most [`Twiddles::MAX_BYTES`] are kept; past that the table starts over.
+#[derive(Default)]
+struct Twiddles {
+    kept: std::sync::Mutex<Vec<(TwiddleKey, Arc<CudaSlice<u8>>)>>,
+}
+
+/// A transform's length and its root's Montgomery limbs.
+type TwiddleKey = (u32, [u64; 4]);
+
+impl Twiddles {
+    /// 2^22-element transforms both ways: 2 × 64 MiB.
+    const MAX_BYTES: usize = 128 << 20;
+
+    /// The twiddles of `job` on the device, made with `upload` the first time.
+    fn get(
+        &self,
+        job: &NttJob,
+        upload: impl FnOnce(&[Fr]) -> Result<CudaSlice<u8>>,
+    ) -> Result<Arc<CudaSlice<u8>>> {
+        let key = (job.n, job.omega.0.0);
+        let mut kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, t)) = kept.iter().find(|(k, _)| *k == key) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(upload(&job.twiddles())?);
+        let bytes = |k: &TwiddleKey| k.0 as usize / 2 * FE_BYTES;
+        if kept.iter().map(|(k, _)| bytes(k)).sum::<usize>() + bytes(&key) > Self::MAX_BYTES {
+            kept.clear();
+        }
+        kept.push((key, t.clone()));
+        Ok(t)
+    }
 }
 
 /// The three MSM kernels of one group (kernels.cu's `FM_MSM_KERNELS`).
@@ -179,6 +222,7 @@ impl CudaBackend {
             stage: f("ntt_stage")?,
             mul: f("ntt_mul")?,
             scale: f("scale_g1")?,
+            twiddles: Twiddles::default(),
         })
     }
 
@@ -391,9 +435,10 @@ impl GpuKernels for CudaBackend {
         phases.mark("prepare");
         let n = job.n;
         let mut data = self.upload_with(values.len() * FE_BYTES, |out| put_fr(values, out))?;
-        let twiddles = self.upload_with(job.twiddles.len() * FE_BYTES, |out| {
-            put_fr(&job.twiddles, out)
+        let kept = self.twiddles.get(&job, |t| {
+            self.upload_with(t.len() * FE_BYTES, |out| put_fr(t, out))
         })?;
+        let twiddles: &CudaSlice<u8> = &kept;
         phases.mark("upload");
         let half_n = n / 2;
         for (half, stride) in job.stages() {
@@ -403,7 +448,7 @@ impl GpuKernels for CudaBackend {
                 self.stream
                     .launch_builder(&self.stage)
                     .arg(&mut data)
-                    .arg(&twiddles)
+                    .arg(twiddles)
                     .arg(&half)
                     .arg(&stride)
                     .arg(&half_n)

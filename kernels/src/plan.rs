@@ -404,8 +404,10 @@ impl From<crate::ops::NttDirection> for NttKind {
 pub(crate) struct NttJob {
     /// The transform's length.
     pub n: u32,
-    /// ω^t for t < n/2.
-    pub twiddles: Vec<Fr>,
+    /// The root of unity the stages use (ω, or ω⁻¹ for the inverse): their twiddles are
+    /// ω^t for t < n/2 ([`NttJob::twiddles`]), the same for every transform of this length
+    /// and direction, so a GPU backend may keep them.
+    pub omega: Fr,
     /// Multiplied into every element after the stages.
     pub post: Option<Fr>,
 }
@@ -472,9 +474,14 @@ impl NttJob {
         values.copy_from_slice(&reversed);
         Ok(Some(NttJob {
             n: n32,
-            twiddles: powers(omega, n / 2),
+            omega,
             post,
         }))
+    }
+
+    /// ω^t for t < n/2: the stages' twiddles.
+    pub fn twiddles(&self) -> Vec<Fr> {
+        powers(self.omega, self.n as usize / 2)
     }
 
     /// The butterfly stages as (half span, twiddle stride), first to last.
@@ -675,13 +682,14 @@ mod tests {
             for kind in [NttKind::Forward, NttKind::Inverse, NttKind::Coset(shift)] {
                 let mut v = x.clone();
                 if let Some(job) = NttJob::new(&mut v, kind).unwrap() {
+                    let twiddles = job.twiddles();
                     // what the kernels do, thread by thread
                     for (half, stride) in job.stages() {
                         for k in 0..job.n / 2 {
                             let j = k % half;
                             let i0 = ((k / half) * 2 * half + j) as usize;
                             let i1 = i0 + half as usize;
-                            let (u, w) = (v[i0], v[i1] * job.twiddles[(j * stride) as usize]);
+                            let (u, w) = (v[i0], v[i1] * twiddles[(j * stride) as usize]);
                             v[i0] = u + w;
                             v[i1] = u - w;
                         }

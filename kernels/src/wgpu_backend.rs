@@ -736,7 +736,7 @@ impl GpuKernels for WgpuBackend {
             return Ok(());
         };
         phases.mark("prepare");
-        let tw = self.upload(&job.twiddles);
+        let tw = self.upload(&job.twiddles());
         let post_buf = job.post.map(|s| self.upload(&[s]));
         let mut passes = Vec::new();
         for (half, stride) in job.stages() {
