@@ -75,6 +75,7 @@ fn open_cuda(n: usize) -> std::result::Result<Placement, String> {
     if let Some(missing) = cuda::missing_library() {
         return Err(format!("{missing} cannot be loaded"));
     }
+    cuda::driver_new_enough()?;
     let count = cudarc::driver::CudaContext::device_count()
         .map_err(|e| format!("the CUDA driver answers {e}"))?;
     let count = usize::try_from(count).unwrap_or(0);
@@ -88,7 +89,10 @@ fn open_cuda(n: usize) -> std::result::Result<Placement, String> {
             ),
         });
     }
-    let device = Device::new_cuda(n).map_err(|e| e.to_string())?;
+    // cudarc panics on a driver function it cannot find: a reason, never a crash
+    let device = std::panic::catch_unwind(|| Device::new_cuda(n))
+        .map_err(|_| "the CUDA driver lacks a function this build calls".to_owned())?
+        .map_err(|e| e.to_string())?;
     let (free, total) = cuda::memory(&device).map_err(|e| e.to_string())?;
     let name = cuda::name(&device).unwrap_or_else(|_| "a CUDA GPU".into());
     Ok(Placement {
@@ -219,6 +223,35 @@ mod cuda {
         // what it opened; loading runs the library's initialisers, which NVIDIA's
         // libraries keep free of side effects that matter here.
         unsafe { (lib.present)() }
+    }
+
+    /// The CUDA version this build's bindings and kernels are made for (cudarc's
+    /// `cuda-13000`, nvcc 13.0's PTX).
+    const CUDA_BUILT: i32 = 13_000;
+
+    /// Refuses a driver older than the CUDA version this build needs, naming both (a
+    /// driver of an older branch cannot JIT-compile the kernels' PTX and may lack
+    /// functions the bindings call).
+    pub(super) fn driver_new_enough() -> Result<(), String> {
+        let mut version = 0;
+        // SAFETY: cuDriverGetVersion(int*) writes one int; callable before cuInit.
+        let status = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+        if status != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+            return Err(format!(
+                "the CUDA driver does not say its version ({status:?})"
+            ));
+        }
+        if version < CUDA_BUILT {
+            return Err(format!(
+                "the NVIDIA driver supports CUDA {}.{} and this build needs {}.{} (driver R580 \
+                 or newer)",
+                version / 1000,
+                version % 1000 / 10,
+                CUDA_BUILT / 1000,
+                CUDA_BUILT % 1000 / 10
+            ));
+        }
+        Ok(())
     }
 
     /// The first of the libraries candle opens with a device (all but NVRTC) that cannot
