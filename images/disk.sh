@@ -10,7 +10,11 @@
 # initrd, and a `fleetmesh/` folder the operator fills after writing the image) and an
 # ext4 root `meshnode-root` with Debian bookworm, systemd, systemd-networkd (DHCP on every
 # wired interface), OpenSSH, Caddy terminating TLS in front of the node
-# (images/disk/Caddyfile), and /usr/bin/meshnode with images/systemd/meshnode.service. No
+# (images/disk/Caddyfile), /usr/bin/meshnode (the `cuda-inference` build) with
+# images/systemd/meshnode.service, and the CUDA libraries it opens in /usr/lib/fleetmesh/cuda
+# (images/cuda.sh; on the loader's path, NVIDIA's licences in /usr/share/doc). No NVIDIA
+# driver: Debian's (535 in bookworm, 550 in trixie) are older than CUDA 13 needs (R580);
+# the operator installs NVIDIA's (docs/operator-manual.md). No
 # key is in the image: the node's keys are made by `meshnode up` on first boot, SSH host
 # keys by ssh-keygen on first boot, the machine id by systemd.
 #
@@ -95,9 +99,10 @@ trap 'rm -rf "$work"' EXIT
 if [ -n "${MESHNODE_BIN:-}" ]; then
     bin="$MESHNODE_BIN"
 else
-    step "building the release meshnode"
+    step "building the release meshnode (cuda-inference)"
+    eval "$("$root/images/cuda.sh" env)"
     FLEETMESH_COMMIT="$(git -C "$root" rev-parse HEAD)" \
-        cargo build --release --locked -p fleetmesh-appliance --bin meshnode
+        cargo build --release --locked -p fleetmesh-appliance --bin meshnode --features cuda-inference
     bin="${CARGO_TARGET_DIR:-$root/target}/release/meshnode"
 fi
 [ -x "$bin" ] || fail "$bin is not an executable"
@@ -113,6 +118,19 @@ mmdebstrap --quiet --variant=minbase --include="$packages" \
 step "installing meshnode, its units, Caddy's config"
 install -m 0755 "$bin" "$rootfs/usr/bin/meshnode"
 install -m 0644 "$root/images/systemd/meshnode.service" "$rootfs/etc/systemd/system/"
+# the CUDA libraries the node opens, as in the OCI image (images/oci.py CUDA_LIBS)
+cuda_site="$("$root/images/cuda.sh" licences)"
+install -d -m 0755 "$rootfs/usr/lib/fleetmesh/cuda"
+for lib in libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libnvrtc.so.13 libnvrtc-builtins.so.13.0; do
+    install -m 0644 "$cuda_site/nvidia/cu13/lib/$lib" "$rootfs/usr/lib/fleetmesh/cuda/"
+done
+for d in "$cuda_site"/*.dist-info; do
+    lic="$d/licenses/License.txt"
+    [ -f "$lic" ] || lic="$d/License.txt"
+    install -D -m 0644 "$lic" "$rootfs/usr/share/doc/fleetmesh-cuda/$(basename "$d" .dist-info)/License.txt"
+done
+echo /usr/lib/fleetmesh/cuda >"$rootfs/etc/ld.so.conf.d/fleetmesh-cuda.conf"
+chroot "$rootfs" ldconfig
 install -m 0644 "$root/images/disk/"*.service "$rootfs/etc/systemd/system/"
 install -d -m 0755 "$rootfs/etc/fleetmesh"
 install -m 0644 "$root/images/disk/Caddyfile" "$rootfs/etc/fleetmesh/Caddyfile"
