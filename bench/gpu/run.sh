@@ -26,7 +26,7 @@
 #
 # Usage:
 #   bench/gpu/run.sh             build (when cargo is here) and run
-#   bench/gpu/run.sh --prepare   pack .gpu-bin/bundle.tgz (gitignored, ~18 MB) for a GPU
+#   bench/gpu/run.sh --prepare   pack .gpu-bin/bundle.tgz (gitignored, ~44 MB) for a GPU
 #                                machine without a Rust toolchain: the stripped bench and
 #                                GPU-test binaries, the Vulkan loader's .deb and a 2^16
 #                                chain circuit (needs npm); carry .gpu-bin there and run
