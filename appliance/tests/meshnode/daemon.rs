@@ -150,6 +150,22 @@ fn run_refuses_a_missing_node_and_exposed_keys() {
     let text = std::fs::read_to_string(&cfg).unwrap();
     std::fs::write(&cfg, text.replace("[face]", "[face]\nlisten_port = 1")).unwrap();
     assert_usage_error(&run(&["run", dir.to_str().unwrap()]), "listen_port");
+    // A device for its models that this build or machine cannot open stops it at start,
+    // saying why (without `cuda-inference`: the build; with it, here: the driver).
+    crate::inference::make_tiny(&dir.join("tiny"), 3);
+    std::fs::write(
+        &cfg,
+        text.replace("device = \"auto\"", "device = \"cuda:7\"")
+            .replace("models = []", "models = [\"tiny\"]"),
+    )
+    .unwrap();
+    let o = run(&["run", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    assert_usage_error(&o, "device cuda:7: ");
+    assert!(
+        stderr(&o).contains("no CUDA runtime") || stderr(&o).contains("cannot be loaded"),
+        "{}",
+        stderr(&o)
+    );
     // A port already taken is a clear error.
     std::fs::write(&cfg, &text).unwrap();
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
