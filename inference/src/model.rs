@@ -89,6 +89,9 @@ pub struct Llama {
     /// The same tables in host memory, for attention on the CPU.
     rope_host: (Vec<f32>, Vec<f32>),
     device: Device,
+    /// Runs attention and the MLP's activation as candle tensor operations, as on a GPU,
+    /// even on the CPU ([`Llama::with_tensor_path`]): how the GPU's path is tested here.
+    tensor_path: bool,
 }
 
 impl std::fmt::Debug for Llama {
@@ -328,6 +331,7 @@ impl Llama {
             sin,
             rope_host,
             device,
+            tensor_path: false,
         })
     }
 
@@ -366,6 +370,14 @@ impl Llama {
     /// The device the weights live on.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// The model running attention, its KV cache and the MLP's activation as candle tensor
+    /// operations, as it does on a GPU, wherever it is: the CPU then runs the GPU's code
+    /// path (with candle's CPU kernels), so that path is tested on machines without one.
+    pub fn with_tensor_path(mut self) -> Llama {
+        self.tensor_path = true;
+        self
     }
 
     /// Bytes one token of context takes in the KV cache (keys and values of every layer,
@@ -424,6 +436,7 @@ impl Llama {
             sin: mv(self.sin)?,
             rope_host: self.rope_host,
             device: device.clone(),
+            tensor_path: self.tensor_path,
         })
     }
 
@@ -509,7 +522,9 @@ impl Llama {
         }
         let ids = Tensor::new(all.as_slice(), &self.device).op("ids")?;
         let mut x = self.embed.rows(&ids)?;
-        let cpu = self.device.is_cpu();
+        // the host's attention and activation on the CPU; candle's tensor operations on a
+        // GPU (and on the CPU with `tensor_path`, to test them where there is no GPU)
+        let cpu = self.device.is_cpu() && !self.tensor_path;
         // on a GPU, each row's rotary angles (rows, head width / 2), broadcast over the heads
         let rope_rows = if cpu {
             None

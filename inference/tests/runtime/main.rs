@@ -18,6 +18,7 @@ mod quorum;
 mod schema;
 mod special_tokens;
 mod strings;
+mod tensor_path;
 mod unions;
 mod unique;
 
