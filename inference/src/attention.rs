@@ -8,7 +8,8 @@
 //! prompt rows (several new tokens) go through
 //! candle's matrix products with a causal mask, their keys and values read from the cache.
 //! The rotary tables and the masks (with a sliding window) are built here for both the
-//! host path and the GPU's tensor path.
+//! host path and the GPU's tensor path; [`tensor_layer`] is that path: the same attention
+//! as candle operations over a [`TensorKv`] cache on the model's device.
 
 use candle_core::{Device, Tensor};
 
@@ -20,6 +21,26 @@ use crate::pool::Pool;
 pub(crate) struct HostKv {
     pub k: Vec<f32>,
     pub v: Vec<f32>,
+}
+
+/// One layer's cached keys and values as tensors on the model's device (a GPU's memory):
+/// (kv heads, positions, head width) each, grown by concatenation.
+#[derive(Debug, Default)]
+pub(crate) struct TensorKv(Option<(Tensor, Tensor)>);
+
+impl TensorKv {
+    /// The cache with `k` and `v` (kv heads, new positions, head width) appended.
+    fn append(&mut self, k: Tensor, v: Tensor) -> Result<(Tensor, Tensor)> {
+        let (k, v) = match self.0.take() {
+            Some((pk, pv)) => (
+                Tensor::cat(&[&pk, &k], 1).op("cache")?,
+                Tensor::cat(&[&pv, &v], 1).op("cache")?,
+            ),
+            None => (k, v),
+        };
+        self.0 = Some((k.clone(), v.clone()));
+        Ok((k, v))
+    }
 }
 
 /// The heads of a layer: query heads, key/value heads, head width.
@@ -305,4 +326,76 @@ pub(crate) fn causal_mask(
         })
         .collect();
     Tensor::from_vec(m, (seq, total), device).op("mask")
+}
+
+/// [`layer`] as candle tensor operations on the model's device (a GPU; the CPU on the
+/// tensor path): the new keys and values concatenated to each sequence's cached tensors,
+/// the scores and weighted sums as candle operations. `cos`/`sin` are each row's rotary
+/// angles (rows, width / 2); `masks` as for [`layer`], a decoded row's too where the window
+/// cuts it off. Returns (rows, q·width).
+pub(crate) fn tensor_layer(
+    qkv: &Tensor,
+    spans: &[(usize, usize, usize)],
+    kvs: &mut [&mut TensorKv],
+    h: Heads,
+    (cos, sin): (&Tensor, &Tensor),
+    masks: &[Option<Tensor>],
+) -> Result<Tensor> {
+    let (nh, kv, hd) = (h.q, h.kv, h.width);
+    let n = qkv.dim(0).op("projection")?;
+    let scale = 1.0 / (hd as f64).sqrt();
+    // (heads, rows, head width) from columns [from, from + heads·hd) of qkv
+    let rows = |from: usize, heads: usize| -> Result<Tensor> {
+        qkv.narrow(1, from, heads * hd)
+            .and_then(|t| t.reshape((n, heads, hd)))
+            .and_then(|t| t.transpose(0, 1))
+            .and_then(|t| t.contiguous())
+            .op("projection")
+    };
+    let q = rope_tensor(&rows(0, nh)?, cos, sin)?;
+    let k = rope_tensor(&rows(nh * hd, kv)?, cos, sin)?;
+    let v = rows((nh + kv) * hd, kv)?;
+    let mut outs = Vec::with_capacity(spans.len());
+    for (((start, seq, past), cache), mask) in spans.iter().zip(kvs.iter_mut()).zip(masks) {
+        // (heads, seq, head width)
+        let heads = |t: &Tensor| -> Result<Tensor> {
+            t.narrow(1, *start, *seq)
+                .and_then(|t| t.contiguous())
+                .op("heads")
+        };
+        let (k, v) = cache.append(heads(&k)?, heads(&v)?)?;
+        let total = past + seq;
+        // grouped-query attention without copying the key/value heads: the query heads
+        // sharing key/value head j (HF's `repeat_kv`: heads j·g … j·g + g − 1) become g·seq
+        // rows of one (kv, g·seq, head width) batch
+        let group = nh / kv;
+        let q = heads(&q)?
+            .reshape((kv, group * seq, hd))
+            .op("grouped-query heads")?;
+        let mut scores = q
+            .matmul(&k.t().op("t")?)
+            .and_then(|s| s * scale)
+            .op("attention scores")?;
+        if let Some(mask) = mask {
+            scores = scores
+                .reshape((kv, group, *seq, total))
+                .and_then(|s| s.broadcast_add(mask))
+                .and_then(|s| s.reshape((kv, group * seq, total)))
+                .op("attention mask")?;
+        }
+        let probs = candle_nn::ops::softmax_last_dim(&scores).op("softmax")?;
+        outs.push(
+            probs
+                .matmul(&v)
+                .and_then(|a| a.reshape((nh, *seq, hd)))
+                .and_then(|a| a.transpose(0, 1))
+                .and_then(|a| a.contiguous())
+                .and_then(|a| a.reshape((*seq, nh * hd)))
+                .op("attention")?,
+        );
+    }
+    if outs.len() == 1 {
+        return Ok(outs.pop().expect("one"));
+    }
+    Tensor::cat(&outs, 0).op("attention")
 }

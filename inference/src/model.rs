@@ -19,7 +19,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 
 use crate::LlamaConfig;
-use crate::attention::{Heads, HostKv, causal_mask, rope_tables, rope_tensor as rope};
+use crate::attention::{Heads, HostKv, TensorKv, causal_mask, rope_tables};
 use crate::error::{CandleContext, Error, Result};
 use crate::pool::Pool;
 use crate::weight::Weight;
@@ -116,8 +116,7 @@ enum LayerKv {
     #[default]
     Empty,
     Host(HostKv),
-    /// (kv heads, positions, head width) each.
-    Device(Tensor, Tensor),
+    Tensors(TensorKv),
 }
 
 impl LayerKv {
@@ -128,6 +127,18 @@ impl LayerKv {
         }
         match self {
             LayerKv::Host(kv) => kv,
+            _ => unreachable!("set just above"),
+        }
+    }
+
+    /// The tensor cache (a GPU's, or the CPU's on the tensor path), started if this layer
+    /// had none.
+    fn tensors(&mut self) -> &mut TensorKv {
+        if !matches!(self, LayerKv::Tensors(_)) {
+            *self = LayerKv::Tensors(TensorKv::default());
+        }
+        match self {
+            LayerKv::Tensors(kv) => kv,
             _ => unreachable!("set just above"),
         }
     }
@@ -554,18 +565,22 @@ impl Llama {
             if let Some(b) = &layer.bqkv {
                 qkv = qkv.broadcast_add(b).op("projection bias")?;
             }
+            let heads = Heads {
+                q: nh,
+                kv,
+                width: hd,
+            };
             let attn = if let Some((cos, sin)) = &rope_rows {
-                self.device_attention(&qkv, &spans, batch, l, (cos, sin), &masks)?
+                let mut kvs: Vec<&mut TensorKv> = batch
+                    .iter_mut()
+                    .map(|(_, cache)| cache.layers[l].tensors())
+                    .collect();
+                crate::attention::tensor_layer(&qkv, &spans, &mut kvs, heads, (cos, sin), &masks)?
             } else {
                 let mut kvs: Vec<&mut HostKv> = batch
                     .iter_mut()
                     .map(|(_, cache)| cache.layers[l].host())
                     .collect();
-                let heads = Heads {
-                    q: nh,
-                    kv,
-                    width: hd,
-                };
                 crate::attention::layer(
                     &qkv,
                     &spans,
@@ -606,91 +621,6 @@ impl Llama {
             .forward(&last)?
             .to_vec2::<f32>()
             .op("output projection")
-    }
-
-    /// One layer's attention on a GPU: the new keys and values concatenated to each
-    /// sequence's cached tensors, the scores and weighted sums as candle operations.
-    /// Returns (rows, q heads · head width).
-    fn device_attention(
-        &self,
-        qkv: &Tensor,
-        spans: &[(usize, usize, usize)],
-        batch: &mut [(&[u32], &mut KvCache)],
-        l: usize,
-        (cos, sin): (&Tensor, &Tensor),
-        masks: &[Option<Tensor>],
-    ) -> Result<Tensor> {
-        let c = &self.config;
-        let (nh, kv, hd) = (c.num_attention_heads, c.kv_heads(), c.head_dim());
-        let n = qkv.dim(0).op("projection")?;
-        let scale = 1.0 / (hd as f64).sqrt();
-        // (heads, rows, head width) from columns [from, from + heads·hd) of qkv
-        let rows = |from: usize, heads: usize| -> Result<Tensor> {
-            qkv.narrow(1, from, heads * hd)
-                .and_then(|t| t.reshape((n, heads, hd)))
-                .and_then(|t| t.transpose(0, 1))
-                .and_then(|t| t.contiguous())
-                .op("projection")
-        };
-        let q = rope(&rows(0, nh)?, cos, sin)?;
-        let k = rope(&rows(nh * hd, kv)?, cos, sin)?;
-        let v = rows((nh + kv) * hd, kv)?;
-        let mut outs = Vec::with_capacity(batch.len());
-        for (((start, seq, past), (_, cache)), mask) in
-            spans.iter().zip(batch.iter_mut()).zip(masks)
-        {
-            // (heads, seq, head width)
-            let heads = |t: &Tensor| -> Result<Tensor> {
-                t.narrow(1, *start, *seq)
-                    .and_then(|t| t.contiguous())
-                    .op("heads")
-            };
-            let (k, v) = (heads(&k)?, heads(&v)?);
-            let slot = &mut cache.layers[l];
-            let (k, v) = match std::mem::take(slot) {
-                LayerKv::Device(pk, pv) => (
-                    Tensor::cat(&[&pk, &k], 1).op("cache")?,
-                    Tensor::cat(&[&pv, &v], 1).op("cache")?,
-                ),
-                _ => (k, v),
-            };
-            *slot = LayerKv::Device(k.clone(), v.clone());
-            let total = past + seq;
-            // grouped-query attention without copying the key/value heads: the query
-            // heads sharing key/value head j (HF's `repeat_kv`: heads j·g … j·g + g − 1)
-            // become g·seq rows of one (kv, g·seq, head width) batch
-            let group = nh / kv;
-            let q = heads(&q)?
-                .reshape((kv, group * seq, hd))
-                .op("grouped-query heads")?;
-            let mut scores = q
-                .matmul(&k.t().op("t")?)
-                .and_then(|s| s * scale)
-                .op("attention scores")?;
-            if let Some(mask) = mask {
-                scores = scores
-                    .reshape((kv, group, *seq, total))
-                    .and_then(|s| s.broadcast_add(mask))
-                    .and_then(|s| s.reshape((kv, group * seq, total)))
-                    .op("attention mask")?;
-            }
-            let probs = softmax_last(&scores)?;
-            outs.push(
-                probs
-                    .matmul(&v)
-                    .and_then(|a| a.reshape((nh, *seq, hd)))
-                    .and_then(|a| a.transpose(0, 1))
-                    .and_then(|a| a.contiguous())
-                    .and_then(|a| a.reshape((*seq, nh * hd)))
-                    .op("attention")?,
-            );
-        }
-        let attn = if outs.len() == 1 {
-            outs.pop().expect("one")
-        } else {
-            Tensor::cat(&outs, 0).op("attention")?
-        };
-        Ok(attn)
     }
 }
 
@@ -733,10 +663,6 @@ fn dtype_summary(weights: &[&Weight]) -> String {
 
 fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
     candle_nn::ops::rms_norm(x, w, eps as f32).op("rms norm")
-}
-
-fn softmax_last(x: &Tensor) -> Result<Tensor> {
-    candle_nn::ops::softmax_last_dim(x).op("softmax")
 }
 
 fn silu(x: &Tensor) -> Result<Tensor> {
