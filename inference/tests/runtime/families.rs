@@ -14,7 +14,7 @@ use candle_core::quantized::gguf_file::Value;
 use candle_core::{DType, Device, Tensor};
 use fleetmesh_inference::gguf::{FileType, convert_dir};
 use fleetmesh_inference::tiny::{TINY_WINDOW, make_model, tiny_config_for};
-use fleetmesh_inference::{Error, KvCache, Llama};
+use fleetmesh_inference::{Error, Llama};
 
 use crate::{greedy, greedy_candle, sample_prompts as prompts};
 
@@ -370,22 +370,7 @@ fn a_mistral_attends_within_its_sliding_window_as_transformers_masks_it() {
     );
     // a batch (prompts prefilled together, then decoded together) gives the same ids
     let ps = prompts();
-    let mut caches: Vec<KvCache> = ps.iter().map(|_| KvCache::default()).collect();
-    let mut next: Vec<Vec<u32>> = ps.clone();
-    let mut got: Vec<Vec<u32>> = vec![Vec::new(); ps.len()];
-    for _ in 0..n {
-        let mut batch: Vec<(&[u32], &mut KvCache)> = next
-            .iter()
-            .map(Vec::as_slice)
-            .zip(caches.iter_mut())
-            .collect();
-        let logits = ours.forward_batch(&mut batch).unwrap();
-        for (i, l) in logits.iter().enumerate() {
-            let id = fleetmesh_inference::model::argmax(l);
-            got[i].push(id);
-            next[i] = vec![id];
-        }
-    }
+    let (got, _) = crate::decode_batch(&ours, &ps, n);
     for (p, g) in ps.iter().zip(&got) {
         assert_eq!(*g, greedy(&ours, p, n).0, "batched {p:?}");
     }

@@ -36,6 +36,29 @@ fn greedy(model: &Llama, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<f64>) {
     (t.output_ids(), t.steps.iter().map(|s| s.logprob).collect())
 }
 
+/// Each prompt's greedy ids for `steps` steps and every step's logits, the prompts
+/// prefilled together, then decoded together (`forward_batch`).
+fn decode_batch(m: &Llama, prompts: &[Vec<u32>], steps: usize) -> (Vec<Vec<u32>>, Vec<Vec<f32>>) {
+    let mut caches: Vec<KvCache> = prompts.iter().map(|_| KvCache::default()).collect();
+    let mut inputs = prompts.to_vec();
+    let (mut ids, mut all) = (vec![Vec::new(); prompts.len()], Vec::new());
+    for _ in 0..steps {
+        let mut batch: Vec<(&[u32], &mut KvCache)> = inputs
+            .iter()
+            .map(Vec::as_slice)
+            .zip(caches.iter_mut())
+            .collect();
+        let logits = m.forward_batch(&mut batch).unwrap();
+        for (i, l) in logits.iter().enumerate() {
+            let id = fleetmesh_inference::model::argmax(l);
+            ids[i].push(id);
+            inputs[i] = vec![id];
+        }
+        all.extend(logits);
+    }
+    (ids, all)
+}
+
 /// Prompts of different lengths and kinds, as byte ids.
 fn sample_prompts() -> Vec<Vec<u32>> {
     [&b"hello"[..], b"the quick brown fox", b"{\"a\": 1"]

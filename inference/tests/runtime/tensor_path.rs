@@ -5,33 +5,11 @@
 //! length), F32 and Q8_0, with prompts of different lengths prefilled and decoded in one
 //! batch. A device run (bench/gpu/run.sh) then checks the same path with CUDA's kernels.
 
+use fleetmesh_inference::Llama;
 use fleetmesh_inference::gguf::{FileType, convert_dir};
-use fleetmesh_inference::model::argmax;
 use fleetmesh_inference::tiny::{ARCHS, TINY_WINDOW, make_model, tiny_config_for};
-use fleetmesh_inference::{KvCache, Llama};
 
-use crate::sample_prompts;
-
-/// Each prompt's greedy ids and every step's logits, the prompts decoded together.
-fn decode(m: &Llama, prompts: &[Vec<u32>], steps: usize) -> (Vec<Vec<u32>>, Vec<Vec<f32>>) {
-    let mut caches: Vec<KvCache> = prompts.iter().map(|_| KvCache::default()).collect();
-    let mut inputs = prompts.to_vec();
-    let (mut ids, mut all) = (vec![Vec::new(); prompts.len()], Vec::new());
-    for _ in 0..steps {
-        let mut batch: Vec<(&[u32], &mut KvCache)> = inputs
-            .iter()
-            .map(Vec::as_slice)
-            .zip(caches.iter_mut())
-            .collect();
-        let logits = m.forward_batch(&mut batch).unwrap();
-        for (i, l) in logits.iter().enumerate() {
-            ids[i].push(argmax(l));
-            inputs[i] = vec![argmax(l)];
-        }
-        all.extend(logits);
-    }
-    (ids, all)
-}
+use crate::{decode_batch as decode, sample_prompts};
 
 #[test]
 fn the_gpu_tensor_path_on_the_cpu_gives_the_host_paths_ids_for_every_family() {
