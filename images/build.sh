@@ -102,9 +102,11 @@ done
 
 step "the CUDA libraries (images/cuda.sh)"
 cuda_site="$("$root/images/cuda.sh" licences)"
+cuda_libs=()
+while read -r lib; do cuda_libs+=(--cuda-lib "$lib"); done < <("$root/images/cuda.sh" runtime)
 
 step "assembling the image"
 python3 "$root/images/oci.py" --out "$out" --binary "$bin" --version "$version" \
-    --commit "$commit" --epoch "$epoch" --cuda "$cuda_site" \
+    --commit "$commit" --epoch "$epoch" --cuda "$cuda_site" "${cuda_libs[@]}" \
     --cache "${FLEETMESH_CUDA_CACHE:-$HOME/.cache/fleetmesh/cuda}/layers" "${debs[@]}"
 step "done: $out/oci ($version) and $out/meshnode.tar"

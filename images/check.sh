@@ -92,7 +92,7 @@ v="$("$rootfs/lib64/ld-linux-x86-64.so.2" --library-path \
 step "the CUDA libraries in the image"
 cuda="$rootfs/usr/lib/fleetmesh/cuda"
 libpath="$cuda:$rootfs/lib/x86_64-linux-gnu:$rootfs/usr/lib/x86_64-linux-gnu"
-for lib in libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libnvrtc.so.13 libnvrtc-builtins.so.13.0; do
+for lib in $("$root/images/cuda.sh" runtime | xargs -n1 basename); do
     [ -f "$cuda/$lib" ] || fail "no $lib in /usr/lib/fleetmesh/cuda"
     deps="$("$rootfs/lib64/ld-linux-x86-64.so.2" --library-path "$libpath" --list "$cuda/$lib" 2>&1)" ||
         fail "$lib does not load in the image: $deps"

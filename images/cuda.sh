@@ -7,7 +7,8 @@
 #   eval "$(images/cuda.sh env)"  CUDA_ROOT, PATH, NVCC, CUDA_COMPUTE_CAP, CUDARC_CUDA_VERSION
 #                                 for `cargo build --features cuda-inference` (installs first)
 #   images/cuda.sh libs           the folder of the redistributable libraries the node loads
-#                                 (libnvrtc, libcublas, libcublasLt, libcurand; images/build.sh)
+#   images/cuda.sh runtime        those libraries, one path a line: what the images carry
+#                                 (NVRTC and its builtins, cuBLAS, cuBLASLt, cuRAND)
 #   images/cuda.sh licences       the folder of NVIDIA's licence files, one per wheel
 #
 # Why CUDA 13.0: the bindings (cudarc's `cuda-13000`) and the toolkit agree, and PTX from
@@ -137,12 +138,21 @@ libs)
     install
     echo "$cuda/lib"
     ;;
+runtime)
+    install
+    # what the node dlopens: candle's device (cuBLAS, cuBLASLt, cuRAND), the prover's
+    # kernels (NVRTC, which loads its builtins); the driver, libcuda.so.1, is the host's
+    for lib in libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libnvrtc.so.13 \
+        libnvrtc-builtins.so.13.0; do
+        echo "$cuda/lib/$lib"
+    done
+    ;;
 licences)
     install
     echo "$site"
     ;;
 *)
-    echo "usage: images/cuda.sh install | env | libs | licences" >&2
+    echo "usage: images/cuda.sh install | env | libs | runtime | licences" >&2
     exit 2
     ;;
 esac

@@ -118,11 +118,11 @@ mmdebstrap --quiet --variant=minbase --include="$packages" \
 step "installing meshnode, its units, Caddy's config"
 install -m 0755 "$bin" "$rootfs/usr/bin/meshnode"
 install -m 0644 "$root/images/systemd/meshnode.service" "$rootfs/etc/systemd/system/"
-# the CUDA libraries the node opens, as in the OCI image (images/oci.py CUDA_LIBS)
+# the CUDA libraries the node opens, as in the OCI image (images/cuda.sh runtime)
 cuda_site="$("$root/images/cuda.sh" licences)"
 install -d -m 0755 "$rootfs/usr/lib/fleetmesh/cuda"
-for lib in libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libnvrtc.so.13 libnvrtc-builtins.so.13.0; do
-    install -m 0644 "$cuda_site/nvidia/cu13/lib/$lib" "$rootfs/usr/lib/fleetmesh/cuda/"
+"$root/images/cuda.sh" runtime | while read -r lib; do
+    install -m 0644 "$lib" "$rootfs/usr/lib/fleetmesh/cuda/"
 done
 for d in "$cuda_site"/*.dist-info; do
     lic="$d/licenses/License.txt"

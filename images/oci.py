@@ -4,7 +4,7 @@
 Called by images/build.sh (which fetches the packages and builds the binary):
 
     oci.py --out OUT --binary MESHNODE --version V --commit C --epoch SECONDS \
-        [--cuda SITE --cache DIR] DEB...
+        [--cuda SITE --cuda-lib PATH... --cache DIR] DEB...
 
 Writes OUT/oci (an OCI image layout; its one manifest carries the reference name V) and
 OUT/meshnode.tar (a docker-archive tagged meshnode:V), and prints the manifest digest.
@@ -12,8 +12,9 @@ Everything is deterministic: entries sorted, owners numeric, times the commit's,
 without a name or time.
 
 With --cuda (the site folder `images/cuda.sh licences` prints), a layer between the
-packages and the binary carries the CUDA libraries the node opens (CUDA_LIBS, in
-/usr/lib/fleetmesh/cuda, on the image's LD_LIBRARY_PATH) and NVIDIA's licence of each
+packages and the binary carries the CUDA libraries the node opens (each --cuda-lib, the
+lines of `images/cuda.sh runtime`, in /usr/lib/fleetmesh/cuda, on the image's
+LD_LIBRARY_PATH) and NVIDIA's licence of each
 wheel they come from (/usr/share/doc/fleetmesh-cuda/WHEEL/License.txt). The layer depends
 on the pinned wheels only, so its times are CUDA_EPOCH and it is built once and kept in
 --cache (compressing 0.8 GB takes a minute; the image check builds the image twice).
@@ -37,10 +38,6 @@ DATA = "var/lib/meshnode"
 PORT = 7777
 SOURCE = "https://github.com/fleetmesh/fleetmesh"
 CUDA_DIR = "usr/lib/fleetmesh/cuda"
-# what the node dlopens: candle's device (cuBLAS, cuBLASLt, cuRAND), the prover (NVRTC,
-# which loads its builtins); the driver, libcuda.so.1, comes from the host
-CUDA_LIBS = ("libcublas.so.13", "libcublasLt.so.13", "libcurand.so.10", "libnvrtc.so.13",
-             "libnvrtc-builtins.so.13.0")
 # the CUDA 13.0 Update 2 release date: the CUDA layer's times (it does not change with
 # the commit, so it is cached)
 CUDA_EPOCH = 1_760_000_000
@@ -123,10 +120,12 @@ def layer(root: str, epoch: int) -> bytes:
     return buf.getvalue()
 
 
-def cuda_layer(site: str, cache: str) -> tuple:
-    """The CUDA libraries' layer (tar, gzip), from `site` or from `cache`, keyed by the
-    pinned wheels (site's RECORD files) and this layer's format."""
-    key = hashlib.sha256(CUDA_LAYER_FORMAT.encode() + repr(CUDA_LIBS).encode())
+def cuda_layer(site: str, libs: list, cache: str) -> tuple:
+    """The layer (tar, gzip) of the CUDA libraries `libs` with the licences of `site`'s
+    wheels, from `cache` when made before: keyed by the pinned wheels (site's RECORD
+    files), the libraries' names and this layer's format."""
+    names = sorted(os.path.basename(p) for p in libs)
+    key = hashlib.sha256(CUDA_LAYER_FORMAT.encode() + repr(names).encode())
     wheels = sorted(d for d in os.listdir(site) if d.endswith(".dist-info"))
     for d in wheels:
         with open(os.path.join(site, d, "RECORD"), "rb") as f:
@@ -135,12 +134,11 @@ def cuda_layer(site: str, cache: str) -> tuple:
     if os.path.exists(stem + ".tar.gz") and os.path.exists(stem + ".tar"):
         with open(stem + ".tar", "rb") as t, open(stem + ".tar.gz", "rb") as g:
             return t.read(), g.read()
-    lib = os.path.join(site, "nvidia", "cu13", "lib")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in CUDA_LIBS:
-            dst = os.path.join(tmp, CUDA_DIR, name)
+        for src in libs:
+            dst = os.path.join(tmp, CUDA_DIR, os.path.basename(src))
             os.makedirs(os.path.dirname(dst), exist_ok=True)
-            shutil.copyfile(os.path.join(lib, name), dst)
+            shutil.copyfile(src, dst)
             os.chmod(dst, 0o644)
         for d in wheels:
             lic = os.path.join(site, d, "licenses", "License.txt")
@@ -187,6 +185,8 @@ def main() -> int:
     ap.add_argument("--commit", required=True)
     ap.add_argument("--epoch", required=True, type=int)
     ap.add_argument("--cuda", help="the CUDA wheels' site folder (images/cuda.sh licences)")
+    ap.add_argument("--cuda-lib", action="append", default=[],
+                    help="a CUDA library for the layer (images/cuda.sh runtime)")
     ap.add_argument("--cache", help="where the CUDA layer is kept between builds")
     ap.add_argument("debs", nargs="+")
     a = ap.parse_args()
@@ -213,9 +213,9 @@ def main() -> int:
         {"created": created, "created_by": "images/build.sh: /usr/bin/meshnode " + a.commit},
     ]
     if a.cuda:
-        if not a.cache:
-            ap.error("--cuda needs --cache")
-        cuda_tar, cuda_gz = cuda_layer(a.cuda, a.cache)
+        if not a.cache or not a.cuda_lib:
+            ap.error("--cuda needs --cuda-lib and --cache")
+        cuda_tar, cuda_gz = cuda_layer(a.cuda, a.cuda_lib, a.cache)
         tars.insert(1, cuda_tar)
         gz.insert(1, cuda_gz)
         history.insert(1, {"created": created,
