@@ -5,7 +5,8 @@
 # SKIP_TESTS=1 leaves them out when device time is short):
 #   1. G1 MSM, G2 MSM and NTT at 2^14 … 2^MAX_LOG on cpu, wgpu and cuda:0, each result checked
 #      against arkworks before it is timed against it (`fleetmesh-bench kernels`), each GPU
-#      call's phases (host plan, upload, kernels, download, combine) logged as gpu.phase;
+#      call's phases (wgpu's host plan, upload, kernels — CUDA's plan is among them —,
+#      download, combine) and NVRTC's compile logged as gpu.phase;
 #   2. a full Groth16 proof on each backend, equal to the CPU's proof and verified, timed
 #      against our CPU backend, then with the key's bases kept on the GPU against uploading
 #      them and against the CPU with its tables (`fleetmesh-bench prove-backends`);
@@ -148,7 +149,8 @@ section() {
     case $1 in
     1)
         echo "== 1. G1 and G2 MSM and NTT, 2^14 … 2^$MAX_LOG, checked then timed against arkworks"
-        # with each GPU call's phases (plan, upload, kernels, download, combine) as gpu.phase
+        # with each GPU call's phases (plan, upload, kernels, download, combine) and NVRTC's
+        # compile (op=compile, nvrtc_ms) as gpu.phase
         FLEETMESH_BENCH_LOG=gpu.phase=debug "$BENCH" kernels --min-log "${MIN_LOG:-14}" \
             --max-log "$MAX_LOG" --rounds "$ROUNDS" ${BACKENDS:+"${backend_args[@]}"}
         ;;

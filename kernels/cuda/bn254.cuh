@@ -369,8 +369,9 @@ FM_HD XyzzT<C> scale_one(const AffineT<C>* points, const u32* weights, u32 k) {
     return m;
 }
 
-// The three GPU steps of an MSM (kernels/src/plan.rs), as functions of one thread so the
-// host check runs them too.
+// Two of the GPU steps of an MSM (kernels/src/plan.rs), as functions of one thread so the
+// host check runs them too; the plan they read, and the combining passes between them, are
+// made on the device (msm_plan.cuh).
 
 // Thread s of the accumulation: Σ ±points over segment s.
 template <class C>
@@ -386,14 +387,6 @@ FM_HD XyzzT<C> msm_accumulate_one(const AffineT<C>* points, const u32* idx, u32 
         acc = pt_add_affine<C>(acc, q);
     }
     return acc;
-}
-
-// Thread t of a combining pass: partials[a] += partials[b] for its pair (a, b).
-template <class C>
-FM_HD void msm_combine_one(XyzzT<C>* partials, const u32* idx, u32 pair_off, u32 t) {
-    u32 a = idx[pair_off + 2 * t];
-    u32 b = idx[pair_off + 2 * t + 1];
-    partials[a] = pt_add<C>(partials[a], partials[b]);
 }
 
 // Thread t of the reduction: Σ (b + 1)·bucket_b over buckets [lo, hi) of its window.
@@ -413,4 +406,36 @@ FM_HD XyzzT<C> msm_reduce_one(const XyzzT<C>* partials, const u32* idx, u32 bseg
     }
     // lo < 2^15: at most 2^15 buckets per window
     return pt_add<C>(acc, pt_mul_small<C>(running, lo, 16));
+}
+
+// The NTT over Fr (kernels/src/plan.rs's NttJob), as functions of one thread.
+
+// The low `bits` bits of i reversed (1 ≤ bits ≤ 32).
+FM_HD u32 fm_reverse_bits(u32 i, u32 bits) {
+#if defined(__CUDA_ARCH__)
+    return __brev(i) >> (32 - bits);
+#else
+    u32 r = 0;
+    for (u32 b = 0; b < bits; b++) r |= ((i >> b) & 1u) << (bits - 1 - b);
+    return r;
+#endif
+}
+
+// Thread i of the permutation: out[reverse(i)] = in[i], times powers[i] for a coset.
+FM_HD void ntt_permute_one(Fe* out, const Fe* in, const Fe* powers, u32 coset, u32 bits,
+                           u32 i) {
+    Fe v = in[i];
+    if (coset) v = fe_mul<Fr>(v, powers[i]);
+    out[fm_reverse_bits(i, bits)] = v;
+}
+
+// Thread k of one radix-2 butterfly stage of half span `half` over the permuted data.
+FM_HD void ntt_stage_one(Fe* data, const Fe* twiddles, u32 half, u32 stride, u32 k) {
+    u32 j = k % half;
+    u32 i0 = (k / half) * 2 * half + j;
+    u32 i1 = i0 + half;
+    Fe u = data[i0];
+    Fe v = fe_mul<Fr>(data[i1], twiddles[j * stride]);
+    data[i0] = fe_add<Fr>(u, v);
+    data[i1] = fe_sub<Fr>(u, v);
 }

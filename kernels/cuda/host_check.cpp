@@ -10,11 +10,14 @@
 //   g1_add X1 Y1 ZZ1 ZZZ1 X2 Y2 ZZ2 ZZZ2                                        -> X Y ZZ ZZZ
 //   g1_double X Y ZZ ZZZ                                                        -> X Y ZZ ZZZ
 //   g2_add_affine, g2_add, g2_double: the same over G2
-//   msm N QX1 QY1 … QXN QYN  I IDX1 … IDXI  SEG_OFF BSEG_OFF CHUNKS CHUNK BUCKETS SEGMENTS
-//       WINDOWS PASSES (PAIR_OFF COUNT)…
-//       -> the reduction's outputs (windows·chunks XYZZ points), as the GPU kernels compute
-//          them (accumulate, the combining passes, reduce), one thread after the other
+//   msm N QX1 QY1 … QXN QYN S1 … SN  WORDS C WINDOWS BUCKETS CHUNKS CHUNK TOTAL SLOTS UP1 UP2
+//       SEG_OFF BSEG_OFF SEGB_OFF COUNT_OFF START_OFF UP1_OFF UP2_OFF PASSES
+//       -> each window's sum (XYZZ), as the GPU computes them (the device plan of
+//          msm_plan.cuh, accumulation, combining passes, reduction, window passes) one
+//          thread after the other, then `|` and the plan's first SEGB_OFF words
 //   msm_g2 …: the same over G2
+//   ntt N COSET HAS_POST [POST] X1 … XN [P1 … PN when COSET] T1 … T(N/2)
+//       -> the transform as the CUDA kernels compute it (ntt_permute, ntt_stage, ntt_mul)
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "bn254.cuh"
+#include "msm_plan.cuh"
 
 static Fe read_fe(std::istream& in) {
     std::string h;
@@ -104,33 +108,75 @@ static bool curve_op(const std::string& op, const std::string& prefix, std::istr
     return true;
 }
 
-// An MSM request: the three kernels' per-thread functions, one thread after the other.
+// An MSM request: the bucket plan's (msm_plan.cuh) and the MSM kernels' per-thread
+// functions, one thread after the other, in the order the backend launches them.
 template <class C>
 static void msm(std::istream& in) {
-    u32 n, count;
+    u32 n;
     in >> n;
     std::vector<AffineT<C>> points(n);
     for (auto& q : points) q = read_affine<C>(in);
-    in >> count;
-    std::vector<u32> idx(count);
-    for (auto& v : idx) in >> v;
-    u32 seg_off, bseg_off, chunks, chunk, buckets, segments, windows;
-    in >> seg_off >> bseg_off >> chunks >> chunk >> buckets >> segments >> windows;
-    std::vector<XyzzT<C>> partials(segments);
-    for (u32 s = 0; s < segments; s++)
-        partials[s] = msm_accumulate_one<C>(points.data(), idx.data(), seg_off, s);
-    u32 passes;
-    in >> passes;
-    for (u32 p = 0; p < passes; p++) {
-        u32 pair_off, count;
-        in >> pair_off >> count;
-        for (u32 t = 0; t < count; t++)
-            msm_combine_one<C>(partials.data(), idx.data(), pair_off, t);
+    std::vector<Fe> scalars(n);
+    for (auto& s : scalars) s = read_fe(in);
+    u32 words, c, windows, buckets, chunks, chunk, total, slots, up1, up2;
+    u32 seg_off, bseg_off, segb_off, count_off, start_off, up1_off, up2_off, passes;
+    in >> words >> c >> windows >> buckets >> chunks >> chunk >> total >> slots >> up1 >> up2 >>
+        seg_off >> bseg_off >> segb_off >> count_off >> start_off >> up1_off >> up2_off >> passes;
+    std::vector<u32> idx(words, 0);
+    u32* x = idx.data();
+    for (u32 i = 0; i < n; i++)
+        plan_count_one<C>(scalars.data(), points.data(), x, count_off, c, windows, buckets, i);
+    for (u32 t = 0; t < up1; t++) plan_up1_one(x, count_off, up1_off, total, t);
+    for (u32 u = 0; u < up2; u++) plan_up2_one(x, up1_off, up2_off, up1, u);
+    plan_top(x, up2_off, up2, bseg_off, total);
+    for (u32 u = 0; u < up2; u++) plan_down2_one(x, up1_off, up2_off, up1, u);
+    for (u32 t = 0; t < up1; t++)
+        plan_down1_one(x, count_off, start_off, up1_off, bseg_off, total, t);
+    for (u32 s = 0; s < slots; s++)
+        plan_segment_one(x, seg_off, bseg_off, segb_off, count_off, start_off, total, s);
+    for (u32 i = 0; i < n; i++)
+        plan_scatter_one(scalars.data(), x, count_off, start_off, c, windows, buckets, i);
+    std::vector<XyzzT<C>> partials(slots);
+    for (u32 s = 0; s < slots; s++)
+        partials[s] = msm_accumulate_one<C>(points.data(), x, seg_off, s);
+    for (u32 k = 0; k < passes; k++)
+        for (u32 s = 0; s < slots; s++)
+            msm_combine_pass_one<C>(partials.data(), x, bseg_off, segb_off, total, k, s);
+    std::vector<XyzzT<C>> out(windows * chunks);
+    for (u32 t = 0; t < windows * chunks; t++)
+        out[t] = msm_reduce_one<C>(partials.data(), x, bseg_off, chunks, chunk, buckets, t);
+    for (u32 m = chunks; m > 1; m = (m + 1) / 2)
+        for (u32 t = 0; t < windows * (m / 2); t++) msm_window_pass_one<C>(out.data(), chunks, m, t);
+    for (u32 w = 0; w < windows; w++) {
+        if (w) std::printf(" ");
+        write_xyzz<C>(out[w * chunks]);
     }
-    for (u32 t = 0; t < windows * chunks; t++) {
-        if (t) std::printf(" ");
-        write_xyzz<C>(
-            msm_reduce_one<C>(partials.data(), idx.data(), bseg_off, chunks, chunk, buckets, t));
+    // the plan itself: entries, segments and bucket starts
+    std::printf(" |");
+    for (u32 i = 0; i < segb_off; i++) std::printf(" %u", idx[i]);
+}
+
+// An NTT request: the permutation, the butterfly stages and the scaling, one thread after
+// the other, as the CUDA backend launches them.
+static void ntt(std::istream& in) {
+    u32 n, coset, has_post;
+    in >> n >> coset >> has_post;
+    Fe post = has_post ? read_fe(in) : fe_zero();
+    std::vector<Fe> x(n), powers(coset ? n : 1), twiddles(n / 2), data(n);
+    for (auto& v : x) v = read_fe(in);
+    if (coset)
+        for (auto& v : powers) v = read_fe(in);
+    for (auto& v : twiddles) v = read_fe(in);
+    u32 bits = 0;
+    while ((1u << bits) < n) bits++;
+    for (u32 i = 0; i < n; i++) ntt_permute_one(data.data(), x.data(), powers.data(), coset, bits, i);
+    for (u32 half = 1; half < n; half *= 2)
+        for (u32 k = 0; k < n / 2; k++)
+            ntt_stage_one(data.data(), twiddles.data(), half, n / (2 * half), k);
+    for (u32 i = 0; i < n; i++) {
+        if (has_post) data[i] = fe_mul<Fr>(data[i], post);
+        if (i) std::printf(" ");
+        write_fe(data[i]);
     }
 }
 
@@ -176,6 +222,8 @@ int main() {
             msm<CoordG1>(in);
         } else if (op == "msm_g2") {
             msm<CoordG2>(in);
+        } else if (op == "ntt") {
+            ntt(in);
         } else if (op == "scale") {
             scale(in);
         } else {

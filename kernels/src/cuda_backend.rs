@@ -1,19 +1,23 @@
-//! The CUDA backend (feature `cuda`): `kernels/cuda/bn254.cuh` and `kernels/cuda/kernels.cu`
-//! compiled at run time by NVRTC for the device's compute capability, driven through cudarc
-//! with dynamic loading, so building needs no CUDA toolkit.
+//! The CUDA backend (feature `cuda`): `kernels/cuda/bn254.cuh`, `msm_plan.cuh` and
+//! `kernels.cu` compiled at run time by NVRTC for the device's compute capability, driven
+//! through cudarc with dynamic loading, so building needs no CUDA toolkit.
 //!
 //! cudarc panics on first use when libcuda or libnvrtc is missing, so [`CudaBackend::new`]
 //! first asks the `dlopen` probe (`cuda_probe.rs`) and refuses with a reason before cudarc
-//! is touched. On the GPU: the G1 and G2 MSMs (the bucket plan of [`crate::plan`], then
-//! the accumulation, combining and reduction kernels, instantiated per group from one
-//! template over the coordinate field), the NTT over Fr (forward, inverse, coset) and a
-//! batch verification's weights (`scale_g1`); G2 MSMs below
-//! [`CudaBackend::set_g2_gpu_from`]'s size run on the CPU backend. Every copy goes through
-//! page-locked host buffers (`cuda_staging.rs`; the points and field elements are packed
-//! straight into them). The arithmetic is the
-//! same code that the host check (`cuda_host_check.rs`) compiles with the C++ compiler
-//! and tests against arkworks; the whole backend is checked against the CPU by
-//! `bench/gpu/run.sh` on a machine with an NVIDIA GPU.
+//! is touched. On the GPU:
+//! - the G1 and G2 MSMs (`cuda_msm.rs`): only the scalars travel; the bucket plan is made
+//!   on the device ([`crate::device_plan`]), then accumulation, combining, reduction and
+//!   each window's sum, instantiated per group from one template over the coordinate
+//!   field; G2 MSMs below [`CudaBackend::set_g2_gpu_from`]'s size run on the CPU backend;
+//! - the NTT over Fr, forward, inverse and coset (`cuda_ntt.rs`): the permutation and the
+//!   coset's powers on the device too, twiddles and powers kept there;
+//! - a batch verification's weights (`scale_g1`).
+//!
+//! Every copy goes through page-locked host buffers (`cuda_staging.rs`; the points and
+//! field elements are packed straight into them). The device code is the same code that
+//! the host check (`cuda_host_check.rs`) compiles with the C++ compiler and tests against
+//! arkworks, thread by thread; NVRTC's front end checks it in `.ci/test`; the whole backend
+//! is checked against the CPU by `bench/gpu/run.sh` on a machine with an NVIDIA GPU.
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
@@ -21,22 +25,41 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
-use ark_ec::short_weierstrass::{Affine, Projective};
-use ark_ff::Zero;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
-use cudarc::nvrtc::CompileOptions;
+use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
 use crate::cuda_staging::Staging;
 use crate::gpu::{GpuKernels, Phases, ScaleJob};
-use crate::plan::{
-    FE_BYTES, GpuCurve, NttJob, NttKind, Plan, put_affine, put_fr, read_fr, xyzz_to_projective,
-};
+use crate::plan::{FE_BYTES, NttKind};
 use crate::probe::CudaStatus;
 use crate::{Error, Result};
+use msm::{MsmKernels, PlanKernels, function};
+
+/// Launches `kernel` on the backend's stream over `threads` threads ([`grid`]) with the
+/// arguments in order; a failure is the backend's error for `op`. Unsafe: the arguments
+/// must match the kernel's signature in kernels.cu and every index it derives from them
+/// must be in bounds (each caller says why).
+macro_rules! launch {
+    ($backend:expr, $op:expr, $kernel:expr, $threads:expr; $($arg:expr),* $(,)?) => {
+        $backend
+            .stream
+            .launch_builder($kernel)
+            $(.arg($arg))*
+            .launch(grid($threads))
+            .map(|_| ())
+            .map_err(|e| $backend.err($op, e))
+    };
+}
+
+#[path = "cuda_msm.rs"]
+mod msm;
+#[path = "cuda_ntt.rs"]
+mod ntt;
 
 const BN254_CUH: &str = include_str!("../cuda/bn254.cuh");
+const MSM_PLAN_CUH: &str = include_str!("../cuda/msm_plan.cuh");
 const KERNELS_CU: &str = include_str!("../cuda/kernels.cu");
 /// Threads per block.
 const BLOCK: u32 = 256;
@@ -62,62 +85,22 @@ pub struct CudaBackend {
     staging: Staging,
     g1: MsmKernels,
     g2: MsmKernels,
+    /// The bucket plan's kernels both groups use.
+    plan: PlanKernels,
     g2_gpu_from: usize,
     /// Identity for the bases this backend keeps ([`crate::fixed::Kept`]).
     owner: u64,
+    ntt: NttKernels,
+    scale: CudaFunction,
+    /// The NTT twiddles and coset powers used so far, kept on the device.
+    resident: ntt::Resident,
+}
+
+/// The NTT's kernels.
+struct NttKernels {
+    permute: CudaFunction,
     stage: CudaFunction,
     mul: CudaFunction,
-    scale: CudaFunction,
-    /// The NTT twiddles of each length and root used so far, kept on the device
-    /// ([`Twiddles`]).
-    twiddles: Twiddles,
-}
-
-/// NTT twiddles kept on the device, by transform length and root (forward and inverse
-/// differ): a prover's transforms have one or two lengths, so after the first proof its
-/// NTTs upload only their values (at 2^20 the twiddles are 16 MiB and took ~5 ms of host
-/// powers). At most [`Twiddles::MAX_BYTES`] are kept; past that the table starts over.
-#[derive(Default)]
-struct Twiddles {
-    kept: std::sync::Mutex<Vec<(TwiddleKey, Arc<CudaSlice<u8>>)>>,
-}
-
-/// A transform's length and its root's Montgomery limbs.
-type TwiddleKey = (u32, [u64; 4]);
-
-impl Twiddles {
-    /// 2^22-element transforms both ways: 2 × 64 MiB.
-    const MAX_BYTES: usize = 128 << 20;
-
-    /// The twiddles of `job` on the device, made with `upload` the first time.
-    fn get(
-        &self,
-        job: &NttJob,
-        upload: impl FnOnce(&[Fr]) -> Result<CudaSlice<u8>>,
-    ) -> Result<Arc<CudaSlice<u8>>> {
-        let key = (job.n, job.omega.0.0);
-        let mut kept = self
-            .kept
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, t)) = kept.iter().find(|(k, _)| *k == key) {
-            return Ok(t.clone());
-        }
-        let t = Arc::new(upload(&job.twiddles())?);
-        let bytes = |k: &TwiddleKey| k.0 as usize / 2 * FE_BYTES;
-        if kept.iter().map(|(k, _)| bytes(k)).sum::<usize>() + bytes(&key) > Self::MAX_BYTES {
-            kept.clear();
-        }
-        kept.push((key, t.clone()));
-        Ok(t)
-    }
-}
-
-/// The three MSM kernels of one group (kernels.cu's `FM_MSM_KERNELS`).
-struct MsmKernels {
-    accumulate: CudaFunction,
-    combine: CudaFunction,
-    reduce: CudaFunction,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -135,6 +118,35 @@ fn grid(count: u32) -> LaunchConfig {
         block_dim: (BLOCK, 1, 1),
         shared_mem_bytes: 0,
     }
+}
+
+/// The kernels (`bn254.cuh`, `msm_plan.cuh`, `kernels.cu`) compiled by NVRTC to PTX for
+/// compute capability `major.minor`, with `extra` options. Needs NVRTC only, no driver or
+/// device.
+fn compile_kernels(
+    major: i32,
+    minor: i32,
+    extra: &[&str],
+) -> std::result::Result<Ptx, CompileError> {
+    let source = format!(
+        "{}\n{}\n{KERNELS_CU}",
+        BN254_CUH.replace("#pragma once", ""),
+        MSM_PLAN_CUH.replace("#pragma once", "")
+    );
+    cudarc::nvrtc::compile_ptx_with_opts(
+        source,
+        CompileOptions {
+            options: [
+                format!("--gpu-architecture=compute_{major}{minor}"),
+                "--std=c++17".into(),
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|o| (*o).to_owned()))
+            .collect(),
+            name: Some("fleetmesh_bn254.cu".into()),
+            ..Default::default()
+        },
+    )
 }
 
 impl CudaBackend {
@@ -175,20 +187,8 @@ impl CudaBackend {
         let (major, minor) = ctx
             .compute_capability()
             .map_err(|e| cuda_err(ordinal, "compute capability", e))?;
-        let source = format!("{}\n{KERNELS_CU}", BN254_CUH.replace("#pragma once", ""));
         let started = std::time::Instant::now();
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(
-            source,
-            CompileOptions {
-                options: vec![
-                    format!("--gpu-architecture=compute_{major}{minor}"),
-                    "--std=c++17".into(),
-                ],
-                name: Some("fleetmesh_bn254.cu".into()),
-                ..Default::default()
-            },
-        )
-        .map_err(|e| cuda_err(ordinal, "NVRTC", e))?;
+        let ptx = compile_kernels(major, minor, &[]).map_err(|e| cuda_err(ordinal, "NVRTC", e))?;
         let compiled = started.elapsed();
         let module = ctx
             .load_module(ptx)
@@ -202,27 +202,24 @@ impl CudaBackend {
             nvrtc_ms = compiled.as_secs_f64() * 1e3,
             load_ms = (started.elapsed() - compiled).as_secs_f64() * 1e3,
         );
-        let f = |n: &str| module.load_function(n).map_err(|e| cuda_err(ordinal, n, e));
-        let msm = |suffix: &str| -> Result<MsmKernels> {
-            Ok(MsmKernels {
-                accumulate: f(&format!("msm_accumulate{suffix}"))?,
-                combine: f(&format!("msm_combine{suffix}"))?,
-                reduce: f(&format!("msm_reduce{suffix}"))?,
-            })
-        };
+        let f = |n: &str| function(ordinal, &module, n);
         Ok(CudaBackend {
             ordinal,
             name: format!("{name} (sm_{major}{minor})"),
             stream: ctx.default_stream(),
             staging: Staging::new(ctx.clone()),
-            g1: msm("")?,
-            g2: msm("_g2")?,
+            g1: MsmKernels::load(&f, "")?,
+            g2: MsmKernels::load(&f, "_g2")?,
+            plan: PlanKernels::load(&f)?,
             g2_gpu_from: G2_GPU_FROM,
             owner: crate::fixed::new_owner(),
-            stage: f("ntt_stage")?,
-            mul: f("ntt_mul")?,
+            ntt: NttKernels {
+                permute: f("ntt_permute")?,
+                stage: f("ntt_stage")?,
+                mul: f("ntt_mul")?,
+            },
             scale: f("scale_g1")?,
-            twiddles: Twiddles::default(),
+            resident: ntt::Resident::default(),
         })
     }
 
@@ -272,92 +269,6 @@ impl CudaBackend {
     /// (default 1024; 0: all on the GPU).
     pub fn set_g2_gpu_from(&mut self, points: usize) {
         self.g2_gpu_from = points;
-    }
-
-    /// `Σ scalars[i] · bases[i]` in G1 or G2 with that group's `kernels`: the host's bucket
-    /// plan, then accumulation, the combining passes and the reduction on the GPU. The
-    /// bases are read from `kept` (a copy of exactly these bases) when given, else
-    /// uploaded.
-    fn msm<P: GpuCurve>(
-        &self,
-        kernels: &MsmKernels,
-        kept: Option<&CudaSlice<u8>>,
-        bases: &[Affine<P>],
-        scalars: &[Fr],
-    ) -> Result<Projective<P>> {
-        let xyzz_bytes = 4 * P::COORD_FE * FE_BYTES;
-        let mut phases = Phases::new("cuda", P::OP, bases.len());
-        let plan = Plan::new(bases, scalars)?;
-        if plan.segment_count() == 0 {
-            return Ok(Projective::<P>::zero());
-        }
-        phases.mark("plan");
-        let uploaded;
-        let points = match kept {
-            Some(points) => points,
-            None => {
-                let len = bases.len() * 2 * P::COORD_FE * FE_BYTES;
-                uploaded = self.upload_with(len, |out| put_affine(bases, out))?;
-                &uploaded
-            }
-        };
-        let (idx, off) = plan.indices();
-        let idx = self.upload_words(idx)?;
-        let segments = plan.segment_count() as u32;
-        let reducers = plan.reduce_count() as u32;
-        let mut partial = self.zeros(segments as usize * xyzz_bytes)?;
-        let mut out = self.zeros(reducers as usize * xyzz_bytes)?;
-        phases.mark(if kept.is_some() {
-            "upload (bases kept)"
-        } else {
-            "upload"
-        });
-        // SAFETY: the kernels' signatures in kernels.cu take exactly these arguments in this
-        // order; every index they read was built by `Plan::new` within the uploaded lengths.
-        unsafe {
-            self.stream
-                .launch_builder(&kernels.accumulate)
-                .arg(&mut partial)
-                .arg(points)
-                .arg(&idx)
-                .arg(&off.segments)
-                .arg(&segments)
-                .launch(grid(segments))
-                .map_err(|e| self.err(P::OP, e))?;
-            for &(first, count) in &plan.passes {
-                let pairs = off.pairs + 2 * first;
-                self.stream
-                    .launch_builder(&kernels.combine)
-                    .arg(&mut partial)
-                    .arg(&idx)
-                    .arg(&pairs)
-                    .arg(&count)
-                    .launch(grid(count))
-                    .map_err(|e| self.err(P::OP, e))?;
-            }
-            self.stream
-                .launch_builder(&kernels.reduce)
-                .arg(&mut out)
-                .arg(&partial)
-                .arg(&idx)
-                .arg(&off.bucket_segments)
-                .arg(&plan.chunks)
-                .arg(&plan.chunk)
-                .arg(&plan.buckets)
-                .arg(&reducers)
-                .launch(grid(reducers))
-                .map_err(|e| self.err(P::OP, e))?;
-        }
-        self.stream.synchronize().map_err(|e| self.err(P::OP, e))?;
-        phases.mark("kernels");
-        let sums: Vec<Projective<P>> =
-            self.download(&out, reducers as usize * xyzz_bytes, |b| {
-                b.chunks_exact(xyzz_bytes).map(xyzz_to_projective).collect()
-            })?;
-        phases.mark("download");
-        let sum = plan.combine(&sums);
-        phases.mark("combine");
-        Ok(sum)
     }
 }
 
@@ -409,15 +320,8 @@ impl GpuKernels for CudaBackend {
         // SAFETY: scale_g1(Xyzz*, const Affine*, const u32*, u32); thread k < count reads
         // point k and weight words 4k..4k+4 and writes out[k], all within the buffers.
         unsafe {
-            self.stream
-                .launch_builder(&self.scale)
-                .arg(&mut out)
-                .arg(&points)
-                .arg(&weights)
-                .arg(&count)
-                .launch(grid(count))
+            launch!(self, "scale_g1", &self.scale, count; &mut out, &points, &weights, &count)?;
         }
-        .map_err(|e| self.err("scale_g1", e))?;
         self.stream
             .synchronize()
             .map_err(|e| self.err("scale_g1", e))?;
@@ -428,53 +332,45 @@ impl GpuKernels for CudaBackend {
     }
 
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {
-        let mut phases = Phases::new("cuda", "ntt", values.len());
-        let Some(job) = NttJob::new(values, kind)? else {
-            return Ok(());
-        };
-        phases.mark("prepare");
-        let n = job.n;
-        let mut data = self.upload_with(values.len() * FE_BYTES, |out| put_fr(values, out))?;
-        let kept = self.twiddles.get(&job, |t| {
-            self.upload_with(t.len() * FE_BYTES, |out| put_fr(t, out))
-        })?;
-        let twiddles: &CudaSlice<u8> = &kept;
-        phases.mark("upload");
-        let half_n = n / 2;
-        for (half, stride) in job.stages() {
-            // SAFETY: ntt_stage(Fe*, const Fe*, u32, u32, u32); threads < n/2 touch indices
-            // < n and twiddles < n/2.
-            unsafe {
-                self.stream
-                    .launch_builder(&self.stage)
-                    .arg(&mut data)
-                    .arg(twiddles)
-                    .arg(&half)
-                    .arg(&stride)
-                    .arg(&half_n)
-                    .launch(grid(half_n))
-            }
-            .map_err(|e| self.err("ntt_stage", e))?;
+        self.ntt(values, kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The kernels through NVRTC's own front end (`--fdevice-syntax-only`) for the oldest
+    /// and newest capabilities the backend serves: what the host compiler's front end
+    /// cannot see (atomics, device-only functions, NVRTC's diagnostics) fails here on a
+    /// machine with no GPU, in milliseconds. (The whole compile, NVVM included, takes
+    /// minutes on a small CPU: the G2 kernels alone are 21 MB of PTX.) NVRTC comes from
+    /// `images/cuda.sh libs` on `LD_LIBRARY_PATH`; `.ci/test` sets `FLEETMESH_NVRTC_CHECK=1`
+    /// so that a missing NVRTC fails there.
+    #[test]
+    fn the_kernels_pass_nvrtc_for_ampere_and_hopper() {
+        if !crate::cuda_probe::nvrtc_loads() {
+            assert!(
+                std::env::var("FLEETMESH_NVRTC_CHECK").as_deref() != Ok("1"),
+                "FLEETMESH_NVRTC_CHECK=1 but libnvrtc does not load (LD_LIBRARY_PATH: {:?})",
+                std::env::var("LD_LIBRARY_PATH")
+            );
+            eprintln!("SKIPPED the NVRTC check: libnvrtc does not load here");
+            return;
         }
-        if let Some(post) = job.post {
-            let factor = self.upload_with(FE_BYTES, |out| put_fr(&[post], out))?;
-            let broadcast = 1u32;
-            // SAFETY: ntt_mul(Fe*, const Fe*, u32, u32); broadcast, it reads factors[0] only.
-            unsafe {
-                self.stream
-                    .launch_builder(&self.mul)
-                    .arg(&mut data)
-                    .arg(&factor)
-                    .arg(&broadcast)
-                    .arg(&n)
-                    .launch(grid(n))
-            }
-            .map_err(|e| self.err("ntt_mul", e))?;
+        for (major, minor) in [(8, 0), (9, 0)] {
+            super::compile_kernels(major, minor, &["--fdevice-syntax-only"])
+                .unwrap_or_else(|e| panic!("NVRTC for compute_{major}{minor}: {e}"));
         }
-        self.stream.synchronize().map_err(|e| self.err("ntt", e))?;
-        phases.mark("kernels");
-        self.download(&data, values.len() * FE_BYTES, |b| read_fr(b, values))?;
-        phases.mark("download");
-        Ok(())
+        // and a kernel NVRTC must refuse, so that the check can fail
+        let bad = cudarc::nvrtc::compile_ptx_with_opts(
+            "extern \"C\" __global__ void k(unsigned* p) { fm_undeclared(p); }",
+            cudarc::nvrtc::CompileOptions {
+                options: vec!["--fdevice-syntax-only".into()],
+                ..Default::default()
+            },
+        );
+        assert!(
+            bad.is_err(),
+            "NVRTC accepted a call of an undeclared function"
+        );
     }
 }

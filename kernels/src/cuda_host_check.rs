@@ -1,7 +1,8 @@
 //! The CUDA arithmetic (`kernels/cuda/bn254.cuh`) compiled for the host with the system
 //! C++ compiler and checked against arkworks: field operations over Fq, Fr and Fq2, the
-//! XYZZ formulas of G1 and G2, the MSM kernels' per-thread functions on real bucket
-//! plans for both groups, and the batch verifier's weights kernel.
+//! XYZZ formulas of G1 and G2, the device bucket plan's and the MSM kernels' per-thread
+//! functions for both groups (against arkworks' sums and the host's plan), the NTT's
+//! permutation, stages and scaling, and the batch verifier's weights kernel.
 //!
 //! This runs without a GPU and without the `cuda` feature. Skipped with a message only
 //! when no C++ compiler is found and `CI` is not `true` (`.ci/test` installs `g++`).
@@ -17,6 +18,7 @@ use ark_ff::{Field, One, UniformRand, Zero};
 use ark_std::rand::rngs::StdRng;
 use ark_std::rand::{Rng, SeedableRng};
 
+use crate::device_plan::DevicePlan;
 use crate::plan::{FE_BYTES, GpuCurve, Plan, fe_bytes, xyzz_to_projective};
 
 type G1 = ark_bn254::g1::Config;
@@ -72,7 +74,8 @@ fn the_cuda_kernels_pass_a_host_compiler_front_end() {
         "#define __CUDACC__ 1\n#define __host__\n#define __device__\n#define __global__\n\
          #define __forceinline__ inline\nstruct fm_dim3 { unsigned x, y, z; };\n\
          static fm_dim3 blockIdx, blockDim, threadIdx;\n\
-         #include \"bn254.cuh\"\n#include \"kernels.cu\"\n",
+         unsigned atomicAdd(unsigned*, unsigned);\n\
+         #include \"bn254.cuh\"\n#include \"msm_plan.cuh\"\n#include \"kernels.cu\"\n",
     )
     .expect("write prelude");
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
@@ -205,8 +208,10 @@ fn curve_cases<P: GpuCurve>(
     }
 }
 
-/// Requests for the MSM kernels' per-thread functions of `P` (`op`: `msm` or `msm_g2`) on
-/// real plans, combined as the backend does.
+/// Requests for the device plan's and the MSM kernels' per-thread functions of `P` (`op`:
+/// `msm` or `msm_g2`), combined as the backend does: the sum must equal arkworks', and the
+/// plan the host plan ([`Plan`]): the same bucket starts and segment lengths, the same
+/// entries in each bucket (their order inside a bucket is the atomics' on a GPU).
 fn msm_cases<P: GpuCurve>(
     op: &'static str,
     sizes: &[usize],
@@ -224,43 +229,81 @@ fn msm_cases<P: GpuCurve>(
             scalars[2] = scalars[0];
             bases[3] = Affine::<P>::identity();
             scalars[4] = Fr::zero();
-            // 100 equal scalars: several segments in one bucket, combining passes
-            for s in scalars.iter_mut().skip(10).take(100) {
+            scalars[5] = -Fr::one();
+            // equal scalars: many segments in one bucket, several combining passes
+            for s in scalars.iter_mut().skip(10).take(n / 2) {
                 *s = Fr::from(77u64);
             }
         }
-        let plan = Plan::new(&bases, &scalars).expect("plan");
+        let d = DevicePlan::new(P::OP, n).expect("device plan");
+        let s = d.shape;
         let mut line = format!("{op} {n}");
         for p in &bases {
             let (x, y) = p.xy().unwrap_or_default();
             line += &format!(" {} {}", coord::<P>(&x), coord::<P>(&y));
         }
-        let (idx, off) = plan.indices();
-        line += &format!(" {}", idx.len());
-        for v in idx {
+        for v in &scalars {
+            line += &format!(" {}", fe_r(*v));
+        }
+        for v in [
+            d.words as u32,
+            s.c,
+            s.windows,
+            s.buckets,
+            s.chunks,
+            s.chunk,
+            d.total,
+            d.segment_slots,
+            d.up1_count,
+            d.up2_count,
+            d.seg_off,
+            d.bseg_off,
+            d.segb_off,
+            d.count_off,
+            d.start_off,
+            d.up1_off,
+            d.up2_off,
+            d.combine_passes(),
+        ] {
             line += &format!(" {v}");
         }
-        line += &format!(
-            " {} {} {} {} {} {} {} {}",
-            off.segments,
-            off.bucket_segments,
-            plan.chunks,
-            plan.chunk,
-            plan.buckets,
-            plan.segment_count(),
-            plan.windows,
-            plan.passes.len()
-        );
-        for (first, count) in &plan.passes {
-            line += &format!(" {} {count}", off.pairs + 2 * first);
-        }
-        line += "\n";
-        *requests += &line;
+        *requests += &(line + "\n");
         let want = Projective::<P>::msm_unchecked(&bases, &scalars);
+        let host = Plan::new(&bases, &scalars).expect("host plan");
         expect.push(Box::new(move |got| {
-            let sums = points_of::<P>(got);
-            assert_eq!(sums.len(), plan.reduce_count());
-            assert_eq!(plan.combine(&sums), want, "{op} n = {n}");
+            let (sums, plan) = got.split_once(" |").expect("sums | plan");
+            let sums = points_of::<P>(sums);
+            assert_eq!(s.horner(&sums), want, "{op} n = {n}");
+            let idx: Vec<u32> = plan
+                .split_whitespace()
+                .map(|v| v.parse().expect("u32"))
+                .collect();
+            let bseg = &idx[d.bseg_off as usize..=(d.bseg_off + d.total) as usize];
+            assert_eq!(bseg, host.bucket_segments(), "{op} n = {n}: bucket starts");
+            let segments = &idx[d.seg_off as usize..][..2 * bseg[d.total as usize] as usize];
+            let lens = |segs: &[u32]| segs.chunks(2).map(|s| s[1]).collect::<Vec<_>>();
+            assert_eq!(
+                lens(segments),
+                lens(host.segments()),
+                "{op} n = {n}: segments"
+            );
+            let bucket = |entries: &[u32], segs: &[u32], g: usize| {
+                let mut e: Vec<u32> = (bseg[g]..bseg[g + 1])
+                    .flat_map(|k| {
+                        let (at, len) = (segs[2 * k as usize], segs[2 * k as usize + 1]);
+                        entries[at as usize..(at + len) as usize].iter().copied()
+                    })
+                    .collect();
+                e.sort_unstable();
+                e
+            };
+            for g in 0..d.total as usize {
+                assert_eq!(
+                    bucket(&idx, segments, g),
+                    bucket(host.entries(), host.segments(), g),
+                    "{op} n = {n}: bucket {g}"
+                );
+            }
         }));
     }
 }
@@ -294,6 +337,50 @@ fn scale_cases(rng: &mut StdRng, requests: &mut String, expect: &mut Vec<Expect>
     expect.push(Box::new(move |got| {
         assert_eq!(points_of::<G1>(got), want, "scale")
     }));
+}
+
+/// Requests for the NTT kernels' per-thread functions (`ntt`): forward, inverse and coset
+/// transforms of random values against arkworks, with the job's twiddles, coset powers and
+/// scaling as the CUDA backend uploads them.
+fn ntt_cases(rng: &mut StdRng, requests: &mut String, expect: &mut Vec<Expect>) {
+    use crate::ops::{MsmNtt, NttDirection, Reference};
+    use crate::plan::{NttJob, NttKind};
+    let shift = Fr::from(5u64);
+    for n in [2usize, 8, 256] {
+        let x: Vec<Fr> = (0..n).map(|_| Fr::rand(rng)).collect();
+        for kind in [NttKind::Forward, NttKind::Inverse, NttKind::Coset(shift)] {
+            let job = NttJob::for_len(n, kind).expect("job").expect("n > 1");
+            let mut line = format!(
+                "ntt {n} {} {}",
+                u8::from(job.shift.is_some()),
+                u8::from(job.post.is_some())
+            );
+            if let Some(p) = job.post {
+                line += &format!(" {}", fe_r(p));
+            }
+            let mut values = x.clone();
+            if job.shift.is_some() {
+                values.extend(job.coset_powers());
+            }
+            values.extend(job.twiddles());
+            for v in &values {
+                line += &format!(" {}", fe_r(*v));
+            }
+            *requests += &(line + "\n");
+            let mut want = x.clone();
+            match kind {
+                NttKind::Forward => Reference.ntt(&mut want, NttDirection::Forward),
+                NttKind::Inverse => Reference.ntt(&mut want, NttDirection::Inverse),
+                NttKind::Coset(s) => Reference.coset_ntt(&mut want, s),
+            }
+            .expect("arkworks");
+            let want: Vec<String> = want.iter().map(|v| fe_r(*v)).collect();
+            expect.push(Box::new(move |got| {
+                let got: Vec<&str> = got.split(' ').collect();
+                assert_eq!(got, want, "ntt n = {n}, {kind:?}");
+            }));
+        }
+    }
 }
 
 /// Requests for `{name}_add`, `_sub` and `_mul`: every pair of `edges`, then random pairs,
@@ -350,6 +437,7 @@ fn cuda_arithmetic_compiled_for_the_host_equals_arkworks() {
     );
     msm_cases::<G2>("msm_g2", &[1, 5, 300], &mut rng, &mut requests, &mut expect);
     scale_cases(&mut rng, &mut requests, &mut expect);
+    ntt_cases(&mut rng, &mut requests, &mut expect);
 
     let mut child = Command::new(&exe)
         .stdin(Stdio::piped())

@@ -47,6 +47,12 @@ type CuDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
 type CuDeviceGetName = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
 type NvrtcVersion = unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int;
 
+/// Whether NVRTC loads, with or without a driver (the kernels' compile check needs only it).
+#[cfg(all(test, feature = "cuda"))]
+pub(crate) fn nvrtc_loads() -> bool {
+    open_first(NVRTC).is_some()
+}
+
 pub(crate) fn probe() -> CudaStatus {
     let unavailable = |reason: String| CudaStatus::Unavailable { reason };
     if DRIVER.is_empty() {

@@ -40,6 +40,8 @@ mod cuda_host_check;
 mod cuda_probe;
 #[cfg(feature = "cuda")]
 mod cuda_staging;
+#[cfg(any(feature = "cuda", test))]
+mod device_plan;
 mod error;
 pub mod fixed;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]

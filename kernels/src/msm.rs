@@ -521,9 +521,15 @@ where
     for (r, s) in partial {
         sums[r] += s;
     }
+    horner(plan.c, &sums)
+}
+
+/// Σ 2^(c·w) · sums[w]: the windows' sums combined from the top, doubling `c` times
+/// between windows.
+pub(crate) fn horner<P: SWCurveConfig>(c: usize, sums: &[Projective<P>]) -> Projective<P> {
     let mut total = Projective::<P>::zero();
     for s in sums.iter().rev() {
-        for _ in 0..plan.c {
+        for _ in 0..c {
             total.double_in_place();
         }
         total += s;

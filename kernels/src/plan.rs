@@ -1,9 +1,12 @@
 //! The host half of a GPU MSM: signed window digits, bucket sorting and the work split
-//! that the wgpu and CUDA kernels both execute.
+//! that the wgpu kernels execute ([`Plan`]), the windows both GPU backends use
+//! ([`Shape`]), and how points and field elements travel to and from a GPU. The CUDA
+//! backend makes the same plan on the device ([`crate::device_plan`]); [`Plan`] is also
+//! the oracle its tests compare that plan with.
 //!
 //! An MSM on a GPU here, in G1 or G2 ([`GpuCurve`]), is Pippenger in three steps:
 //!
-//! 1. **Sort** (host, this module): every scalar is cut into signed `c`-bit digits; for each
+//! 1. **Sort** (host, this module; on the device for CUDA): every scalar is cut into signed `c`-bit digits; for each
 //!    window the (point, sign) entries are counting-sorted by bucket `|digit| − 1`. Each
 //!    bucket's run of entries is cut into *segments* of at most [`SEGMENT`] entries, so one
 //!    GPU thread's work is bounded whatever the scalars are (all-equal scalars put every
@@ -28,7 +31,7 @@
 
 use ark_bn254::{Fq, Fq2, Fr};
 use ark_ec::short_weierstrass::{Affine, Projective, SWCurveConfig};
-use ark_ec::{AdditiveGroup, AffineRepr};
+use ark_ec::AffineRepr;
 use ark_ff::{Field, PrimeField, Zero};
 use rayon::prelude::*;
 
@@ -81,9 +84,10 @@ impl GpuCurve for ark_bn254::g2::Config {
     }
 }
 
-/// The sorted work of one MSM, ready to upload. All indices are `u32`.
-#[derive(Debug)]
-pub(crate) struct Plan {
+/// The windows and reduction of a GPU MSM of `n` points, shared by the host's [`Plan`] and
+/// the device's ([`crate::device_plan`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
     /// Window width in bits.
     pub c: u32,
     /// Number of windows.
@@ -94,6 +98,56 @@ pub(crate) struct Plan {
     pub chunks: u32,
     /// Buckets per reducing thread.
     pub chunk: u32,
+}
+
+impl Shape {
+    /// The shape for `n` points ([`window_bits`]).
+    pub fn new(n: usize) -> Shape {
+        let c = window_bits(n);
+        let windows = (Fr::MODULUS_BIT_SIZE + 1).div_ceil(c);
+        let buckets = 1u32 << (c - 1);
+        let chunk = (CHUNK as u32).min(buckets);
+        Shape {
+            c,
+            windows,
+            buckets,
+            chunks: buckets.div_ceil(chunk),
+            chunk,
+        }
+    }
+
+    /// Number of reducing threads: `windows · chunks`.
+    pub fn reduce_count(&self) -> usize {
+        (self.windows * self.chunks) as usize
+    }
+
+    /// The MSM from the reducing threads' outputs (`windows · chunks` points, window-major):
+    /// each window's chunks are added, then [`Shape::horner`].
+    #[cfg(any(feature = "wgpu", test))]
+    pub fn combine<P: GpuCurve>(&self, chunk_sums: &[Projective<P>]) -> Projective<P> {
+        debug_assert_eq!(chunk_sums.len(), self.reduce_count());
+        let sums: Vec<Projective<P>> = chunk_sums
+            .par_chunks(self.chunks as usize)
+            .map(|w| w.iter().sum())
+            .collect();
+        self.horner(&sums)
+    }
+
+    /// The MSM from each window's sum, lowest window first: doubling `c` times between
+    /// windows, from the top.
+    pub fn horner<P: GpuCurve>(&self, window_sums: &[Projective<P>]) -> Projective<P> {
+        debug_assert_eq!(window_sums.len(), self.windows as usize);
+        crate::msm::horner(self.c as usize, window_sums)
+    }
+}
+
+/// The sorted work of one MSM, ready to upload (the wgpu backend's; CUDA makes the same
+/// plan on the device, [`crate::device_plan`]). All indices are `u32`.
+#[cfg(any(feature = "wgpu", test))]
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Its windows and reduction.
+    pub shape: Shape,
     /// Every index array in one buffer, as the kernels read it: entries, segments,
     /// bucket segment starts, pairs (see the accessors and [`Plan::indices`]).
     all: Vec<u32>,
@@ -104,6 +158,7 @@ pub(crate) struct Plan {
 }
 
 /// Where each part of [`Plan::indices`] begins.
+#[cfg(any(feature = "wgpu", test))]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IndexOffsets {
     /// The segments' (start, len) pairs.
@@ -122,6 +177,7 @@ pub(crate) fn window_bits(n: usize) -> u32 {
     log.saturating_sub(3).clamp(4, 16)
 }
 
+#[cfg(any(feature = "wgpu", test))]
 impl Plan {
     /// Sorts `scalars` into buckets. Points that are the point at infinity and zero digits
     /// produce no entry. `bases` is only read for which points are at infinity.
@@ -142,11 +198,13 @@ impl Plan {
                 reason: format!("{n} points exceed the GPU MSM's 2^31 − 1"),
             });
         }
-        let c = window_bits(n);
-        let windows = (Fr::MODULUS_BIT_SIZE + 1).div_ceil(c);
-        let buckets = 1u32 << (c - 1);
-        let chunk = (CHUNK as u32).min(buckets);
-        let chunks = buckets.div_ceil(chunk);
+        let shape = Shape::new(n);
+        let Shape {
+            c,
+            windows,
+            buckets,
+            ..
+        } = shape;
         let digits = crate::msm::Digits::new(scalars, c as usize, windows as usize);
         let (w_count, b_count) = (windows as usize, buckets as usize);
         let live = |i: usize, v: i32| v != 0 && !bases[i].is_zero();
@@ -263,11 +321,7 @@ impl Plan {
             all.extend(r);
         }
         Ok(Plan {
-            c,
-            windows,
-            buckets,
-            chunks,
-            chunk,
+            shape,
             all,
             off,
             passes,
@@ -300,36 +354,15 @@ impl Plan {
 
     /// Every index array in one buffer, as the kernels read it — entries, segments,
     /// bucket segment starts, pairs — with where each part after the entries begins.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub fn indices(&self) -> (&[u32], IndexOffsets) {
         (&self.all, self.off)
     }
 
     /// Number of accumulating threads.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub fn segment_count(&self) -> usize {
         self.segments().len() / 2
-    }
-
-    /// Number of reducing threads: `windows · chunks`.
-    pub fn reduce_count(&self) -> usize {
-        (self.windows * self.chunks) as usize
-    }
-
-    /// The MSM from the reducing threads' outputs (`windows · chunks` points, window-major):
-    /// each window's chunks are added, then the windows are combined by doubling.
-    pub fn combine<P: GpuCurve>(&self, chunk_sums: &[Projective<P>]) -> Projective<P> {
-        debug_assert_eq!(chunk_sums.len(), self.reduce_count());
-        let sums: Vec<Projective<P>> = chunk_sums
-            .par_chunks(self.chunks as usize)
-            .map(|w| w.iter().sum())
-            .collect();
-        let mut total = Projective::<P>::zero();
-        for s in sums.iter().rev() {
-            for _ in 0..self.c {
-                total.double_in_place();
-            }
-            total += s;
-        }
-        total
     }
 
     #[cfg(test)]
@@ -355,14 +388,14 @@ impl Plan {
                 partials[p[0] as usize] += b;
             }
         }
-        let outs: Vec<Projective<P>> = (0..self.reduce_count())
+        let outs: Vec<Projective<P>> = (0..self.shape.reduce_count())
             .map(|t| {
-                let (w, j) = (t as u32 / self.chunks, t as u32 % self.chunks);
-                let lo = j * self.chunk;
-                let hi = (lo + self.chunk).min(self.buckets);
+                let (w, j) = (t as u32 / self.shape.chunks, t as u32 % self.shape.chunks);
+                let lo = j * self.shape.chunk;
+                let hi = (lo + self.shape.chunk).min(self.shape.buckets);
                 let (mut running, mut acc) = (Projective::<P>::zero(), Projective::<P>::zero());
                 for b in (lo..hi).rev() {
-                    let g = (w * self.buckets + b) as usize;
+                    let g = (w * self.shape.buckets + b) as usize;
                     let starts = self.bucket_segments();
                     if starts[g] < starts[g + 1] {
                         running += partials[starts[g] as usize];
@@ -372,7 +405,7 @@ impl Plan {
                 acc + running * Fr::from(lo)
             })
             .collect();
-        self.combine(&outs)
+        self.shape.combine(&outs)
     }
 }
 
@@ -396,10 +429,11 @@ impl From<crate::ops::NttDirection> for NttKind {
     }
 }
 
-/// The host half of a GPU NTT, shared by the wgpu and CUDA kernels: for a coset the input
-/// is multiplied by the shift's powers, then bit-reversed, on the host (in parallel); the
-/// GPU runs the log₂ n radix-2 butterfly stages ([`NttJob::stages`]) with `twiddles` (ω^t
-/// for t < n/2) and an optional scaling by `post` (1/n for the inverse).
+/// A GPU NTT, shared by the wgpu and CUDA kernels: for a coset the input is multiplied by
+/// the shift's powers, then bit-reversed (on the host for wgpu, [`NttJob::new`]; on the
+/// device for CUDA, [`NttJob::for_len`] and `ntt_permute`); the GPU runs the log₂ n
+/// radix-2 butterfly stages ([`NttJob::stages`]) with `twiddles` (ω^t for t < n/2) and an
+/// optional scaling by `post` (1/n for the inverse).
 #[derive(Debug)]
 pub(crate) struct NttJob {
     /// The transform's length.
@@ -408,6 +442,9 @@ pub(crate) struct NttJob {
     /// ω^t for t < n/2 ([`NttJob::twiddles`]), the same for every transform of this length
     /// and direction, so a GPU backend may keep them.
     pub omega: Fr,
+    /// The coset's shift: the input's coefficient `i` is multiplied by `shiftⁱ`
+    /// ([`NttJob::coset_powers`]) before the stages.
+    pub shift: Option<Fr>,
     /// Multiplied into every element after the stages.
     pub post: Option<Fr>,
 }
@@ -431,30 +468,48 @@ fn powers(g: Fr, len: usize) -> Vec<Fr> {
 }
 
 impl NttJob {
-    /// Checks the length, bit-reverses `values` in place and returns the GPU's work, or
-    /// `None` when the transform was finished on the host (length 0 or 1).
+    /// The job for a transform of `len` values, or `None` when there is nothing to do
+    /// (length 0 or 1: `p(shift·ω⁰) = p₀` for a constant, the inverse of length 1 is the
+    /// identity).
     ///
     /// # Errors
     /// [`Error::Arith`] for a length that is not a supported power of two.
-    pub fn new(values: &mut [Fr], kind: NttKind) -> Result<Option<NttJob>> {
+    pub fn for_len(len: usize, kind: NttKind) -> Result<Option<NttJob>> {
         use ark_poly::EvaluationDomain;
-        let d = crate::ops::domain(values.len())?;
+        let d = crate::ops::domain(len)?;
         let (omega, shift, post) = match kind {
             NttKind::Forward => (d.group_gen(), None, None),
             NttKind::Inverse => (d.group_gen_inv(), None, Some(d.size_inv())),
             NttKind::Coset(s) => (d.group_gen(), Some(s), None),
         };
-        let n = values.len();
-        if n <= 1 {
-            // p(shift·ω⁰) = p₀ for a constant; the inverse of length 1 is the identity.
+        if len <= 1 {
             return Ok(None);
         }
-        let n32 = u32::try_from(n).map_err(|_| Error::Arith {
+        let n = u32::try_from(len).map_err(|_| Error::Arith {
             op: "ntt",
-            reason: format!("{n} elements are too many for one dispatch"),
+            reason: format!("{len} elements are too many for one dispatch"),
         })?;
+        Ok(Some(NttJob {
+            n,
+            omega,
+            shift,
+            post,
+        }))
+    }
+
+    /// [`NttJob::for_len`], with the coset's powers multiplied in and `values` bit-reversed
+    /// on the host (in parallel), so that the GPU runs only the stages.
+    ///
+    /// # Errors
+    /// As [`NttJob::for_len`].
+    #[cfg(any(feature = "wgpu", test))]
+    pub fn new(values: &mut [Fr], kind: NttKind) -> Result<Option<NttJob>> {
+        let Some(job) = NttJob::for_len(values.len(), kind)? else {
+            return Ok(None);
+        };
+        let n = values.len();
         let bits = n.trailing_zeros();
-        if let Some(s) = shift {
+        if let Some(s) = job.shift {
             // p(shift·x) has coefficients pᵢ·shiftⁱ
             values
                 .par_chunks_mut(POWERS_BLOCK)
@@ -472,11 +527,13 @@ impl NttJob {
             .map(|i| values[i.reverse_bits() >> (usize::BITS - bits)])
             .collect();
         values.copy_from_slice(&reversed);
-        Ok(Some(NttJob {
-            n: n32,
-            omega,
-            post,
-        }))
+        Ok(Some(job))
+    }
+
+    /// `shiftⁱ` for i < n (ones without a shift): what `ntt_permute` multiplies in.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub fn coset_powers(&self) -> Vec<Fr> {
+        powers(self.shift.unwrap_or(Fr::ONE), self.n as usize)
     }
 
     /// ω^t for t < n/2: the stages' twiddles.
@@ -539,7 +596,7 @@ pub(crate) fn put_affine<P: GpuCurve>(bases: &[Affine<P>], out: &mut [u8]) {
 
 /// Fr elements as the NTT kernels read them, packed in parallel.
 // used by the GPU backends; a test-only build of this module has none
-#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 pub(crate) fn fr_bytes(v: &[Fr]) -> Vec<u8> {
     let mut out = vec![0u8; v.len() * FE_BYTES];
     put_fr(v, &mut out);

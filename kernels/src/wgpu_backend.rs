@@ -520,7 +520,7 @@ impl WgpuBackend {
         let idx = bytes;
         let point_size = 4 * P::COORD_FE as u64 * FE;
         let partial_size = plan.segment_count() as u64 * point_size;
-        let out_size = plan.reduce_count() as u64 * point_size;
+        let out_size = plan.shape.reduce_count() as u64 * point_size;
         for (what, size) in [
             ("points", points_size),
             ("bucket indices", idx.len() as u64),
@@ -577,7 +577,13 @@ impl WgpuBackend {
         for &(first, count) in &plan.passes {
             steps.push((&p.reduce, &partial, points, count, Some(first)));
         }
-        steps.push((&p.reduce, &out, &partial, u32_of(plan.reduce_count()), None));
+        steps.push((
+            &p.reduce,
+            &out,
+            &partial,
+            u32_of(plan.shape.reduce_count()),
+            None,
+        ));
         let mut enc = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("msm") });
@@ -588,9 +594,9 @@ impl WgpuBackend {
             let words = [
                 count,
                 x * WORKGROUP,
-                plan.chunks,
-                plan.chunk,
-                plan.buckets,
+                plan.shape.chunks,
+                plan.shape.chunk,
+                plan.shape.buckets,
                 off.segments,
                 off.bucket_segments,
                 off.pairs + pass.map_or(0, |first| 2 * first),
@@ -615,7 +621,7 @@ impl WgpuBackend {
             .chunks_exact(point_size as usize)
             .map(crate::plan::xyzz_to_projective::<P>)
             .collect();
-        let sum = plan.combine(&sums);
+        let sum = plan.shape.combine(&sums);
         phases.mark("combine");
         Ok(sum)
     }
