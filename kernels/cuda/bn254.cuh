@@ -439,3 +439,9 @@ FM_HD void ntt_stage_one(Fe* data, const Fe* twiddles, u32 half, u32 stride, u32
     data[i0] = fe_add<Fr>(u, v);
     data[i1] = fe_sub<Fr>(u, v);
 }
+
+// Thread k of the quotient's last step (kernels/src/ops.rs's `quotient`): a[k] = a[k]·b[k] −
+// c[k] over Fr, the three already on the coset.
+FM_HD void fr_quotient_one(Fe* a, const Fe* b, const Fe* c, u32 k) {
+    a[k] = fe_sub<Fr>(fe_mul<Fr>(a[k], b[k]), c[k]);
+}

@@ -18,6 +18,9 @@
 //   msm_g2 …: the same over G2
 //   ntt N COSET HAS_POST [POST] X1 … XN [P1 … PN when COSET] T1 … T(N/2)
 //       -> the transform as the CUDA kernels compute it (ntt_permute, ntt_stage, ntt_mul)
+//   quotient N INV_N A1 … AN B1 … BN P1 … PN TI1 … TI(N/2) TF1 … TF(N/2)
+//       -> h = a·b − c on the coset (P: the shift's powers; TI, TF: inverse and forward
+//          twiddles), as the CUDA backend's quotient computes it
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -156,28 +159,63 @@ static void msm(std::istream& in) {
     for (u32 i = 0; i < segb_off; i++) std::printf(" %u", idx[i]);
 }
 
+// One NTT as the CUDA backend launches it: `in` permuted into `out` (times `powers` for a
+// coset), the butterfly stages with `twiddles`, then times `post` when given.
+static void run_ntt(std::vector<Fe>& out, const std::vector<Fe>& in, const std::vector<Fe>& powers,
+                    u32 coset, const std::vector<Fe>& twiddles, const Fe* post) {
+    u32 n = (u32)in.size(), bits = 0;
+    while ((1u << bits) < n) bits++;
+    for (u32 i = 0; i < n; i++) ntt_permute_one(out.data(), in.data(), powers.data(), coset, bits, i);
+    for (u32 half = 1; half < n; half *= 2)
+        for (u32 k = 0; k < n / 2; k++)
+            ntt_stage_one(out.data(), twiddles.data(), half, n / (2 * half), k);
+    if (post)
+        for (u32 i = 0; i < n; i++) out[i] = fe_mul<Fr>(out[i], *post);
+}
+
+static std::vector<Fe> read_fes(std::istream& in, u32 n) {
+    std::vector<Fe> v(n);
+    for (auto& x : v) x = read_fe(in);
+    return v;
+}
+
+static void write_fes(const std::vector<Fe>& v) {
+    for (size_t i = 0; i < v.size(); i++) {
+        if (i) std::printf(" ");
+        write_fe(v[i]);
+    }
+}
+
 // An NTT request: the permutation, the butterfly stages and the scaling, one thread after
 // the other, as the CUDA backend launches them.
 static void ntt(std::istream& in) {
     u32 n, coset, has_post;
     in >> n >> coset >> has_post;
     Fe post = has_post ? read_fe(in) : fe_zero();
-    std::vector<Fe> x(n), powers(coset ? n : 1), twiddles(n / 2), data(n);
-    for (auto& v : x) v = read_fe(in);
-    if (coset)
-        for (auto& v : powers) v = read_fe(in);
-    for (auto& v : twiddles) v = read_fe(in);
-    u32 bits = 0;
-    while ((1u << bits) < n) bits++;
-    for (u32 i = 0; i < n; i++) ntt_permute_one(data.data(), x.data(), powers.data(), coset, bits, i);
-    for (u32 half = 1; half < n; half *= 2)
-        for (u32 k = 0; k < n / 2; k++)
-            ntt_stage_one(data.data(), twiddles.data(), half, n / (2 * half), k);
-    for (u32 i = 0; i < n; i++) {
-        if (has_post) data[i] = fe_mul<Fr>(data[i], post);
-        if (i) std::printf(" ");
-        write_fe(data[i]);
+    std::vector<Fe> x = read_fes(in, n);
+    std::vector<Fe> powers = coset ? read_fes(in, n) : std::vector<Fe>(1);
+    std::vector<Fe> twiddles = read_fes(in, n / 2), data(n);
+    run_ntt(data, x, powers, coset, twiddles, has_post ? &post : nullptr);
+    write_fes(data);
+}
+
+// A quotient request: c = a∘b; each of a, b, c inverse-transformed then evaluated on the
+// coset; a·b − c, in the order the CUDA backend's quotient launches its kernels.
+static void quotient(std::istream& in) {
+    u32 n;
+    in >> n;
+    Fe inv_n = read_fe(in);
+    std::vector<Fe> a = read_fes(in, n), b = read_fes(in, n);
+    std::vector<Fe> powers = read_fes(in, n);
+    std::vector<Fe> tw_inv = read_fes(in, n / 2), tw_fwd = read_fes(in, n / 2);
+    std::vector<Fe> c(n), t(n), none(1);
+    for (u32 k = 0; k < n; k++) c[k] = fe_mul<Fr>(a[k], b[k]);
+    for (std::vector<Fe>* x : {&a, &b, &c}) {
+        run_ntt(t, *x, none, 0, tw_inv, &inv_n);
+        run_ntt(*x, t, powers, 1, tw_fwd, nullptr);
     }
+    for (u32 k = 0; k < n; k++) fr_quotient_one(a.data(), b.data(), c.data(), k);
+    write_fes(a);
 }
 
 // A weights request: n affine G1 points, then 4n weight words; the n products.
@@ -224,6 +262,8 @@ int main() {
             msm<CoordG2>(in);
         } else if (op == "ntt") {
             ntt(in);
+        } else if (op == "quotient") {
+            quotient(in);
         } else if (op == "scale") {
             scale(in);
         } else {

@@ -114,3 +114,15 @@ extern "C" __global__ void ntt_mul(Fe* data, const Fe* factors, u32 broadcast, u
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k < count) data[k] = fe_mul<Fr>(data[k], factors[broadcast ? 0 : k]);
 }
+
+// out[k] = a[k]·b[k] over Fr (the quotient's c = a∘b).
+extern "C" __global__ void fr_product(Fe* out, const Fe* a, const Fe* b, u32 count) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < count) out[k] = fe_mul<Fr>(a[k], b[k]);
+}
+
+// a[k] = a[k]·b[k] − c[k] over Fr (fr_quotient_one).
+extern "C" __global__ void fr_quotient(Fe* a, const Fe* b, const Fe* c, u32 count) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < count) fr_quotient_one(a, b, c, k);
+}

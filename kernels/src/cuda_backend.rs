@@ -101,6 +101,9 @@ struct NttKernels {
     permute: CudaFunction,
     stage: CudaFunction,
     mul: CudaFunction,
+    /// The quotient's `c = a∘b` and `h = a·b − c`.
+    product: CudaFunction,
+    quotient: CudaFunction,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -217,6 +220,8 @@ impl CudaBackend {
                 permute: f("ntt_permute")?,
                 stage: f("ntt_stage")?,
                 mul: f("ntt_mul")?,
+                product: f("fr_product")?,
+                quotient: f("fr_quotient")?,
             },
             scale: f("scale_g1")?,
             resident: ntt::Resident::default(),
@@ -333,6 +338,17 @@ impl GpuKernels for CudaBackend {
 
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()> {
         self.ntt(values, kind)
+    }
+
+    fn quotient_msm_gpu(
+        &self,
+        kept: Option<&CudaSlice<u8>>,
+        bases: &[G1Affine],
+        a: Vec<Fr>,
+        b: Vec<Fr>,
+        shift: Fr,
+    ) -> Result<G1Projective> {
+        self.quotient_on_device(kept, bases, a, b, shift)
     }
 }
 

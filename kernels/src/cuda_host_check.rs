@@ -2,7 +2,8 @@
 //! C++ compiler and checked against arkworks: field operations over Fq, Fr and Fq2, the
 //! XYZZ formulas of G1 and G2, the device bucket plan's and the MSM kernels' per-thread
 //! functions for both groups (against arkworks' sums and the host's plan), the NTT's
-//! permutation, stages and scaling, and the batch verifier's weights kernel.
+//! permutation, stages and scaling, the quotient's kernels in the backend's order, and the
+//! batch verifier's weights kernel.
 //!
 //! This runs without a GPU and without the `cuda` feature. Skipped with a message only
 //! when no C++ compiler is found and `CI` is not `true` (`.ci/test` installs `g++`).
@@ -383,6 +384,35 @@ fn ntt_cases(rng: &mut StdRng, requests: &mut String, expect: &mut Vec<Expect>) 
     }
 }
 
+/// Requests for the quotient's kernels in the CUDA backend's order (`quotient`), against
+/// [`crate::ops::quotient`] on the reference backend.
+fn quotient_cases(rng: &mut StdRng, requests: &mut String, expect: &mut Vec<Expect>) {
+    use crate::plan::{NttJob, NttKind};
+    let shift = Fr::from(7u64);
+    for n in [2usize, 64] {
+        let a: Vec<Fr> = (0..n).map(|_| Fr::rand(rng)).collect();
+        let b: Vec<Fr> = (0..n).map(|_| Fr::rand(rng)).collect();
+        let inv = NttJob::for_len(n, NttKind::Inverse)
+            .expect("job")
+            .expect("n > 1");
+        let fwd = NttJob::for_len(n, NttKind::Coset(shift))
+            .expect("job")
+            .expect("n > 1");
+        let mut line = format!("quotient {n} {}", fe_r(inv.post.expect("1/n")));
+        let tables = [fwd.coset_powers(), inv.twiddles(), fwd.twiddles()];
+        for v in a.iter().chain(&b).chain(tables.iter().flatten()) {
+            line += &format!(" {}", fe_r(*v));
+        }
+        *requests += &(line + "\n");
+        let want = crate::ops::quotient(&crate::ops::Reference, a, b, shift).expect("arkworks");
+        let want: Vec<String> = want.iter().map(|v| fe_r(*v)).collect();
+        expect.push(Box::new(move |got| {
+            let got: Vec<&str> = got.split(' ').collect();
+            assert_eq!(got, want, "quotient n = {n}");
+        }));
+    }
+}
+
 /// Requests for `{name}_add`, `_sub` and `_mul`: every pair of `edges`, then random pairs,
 /// `count` in all; `show` writes an element as `host_check` reads it.
 fn field_cases<F: Field + UniformRand + 'static>(
@@ -438,6 +468,7 @@ fn cuda_arithmetic_compiled_for_the_host_equals_arkworks() {
     msm_cases::<G2>("msm_g2", &[1, 5, 300], &mut rng, &mut requests, &mut expect);
     scale_cases(&mut rng, &mut requests, &mut expect);
     ntt_cases(&mut rng, &mut requests, &mut expect);
+    quotient_cases(&mut rng, &mut requests, &mut expect);
 
     let mut child = Command::new(&exe)
         .stdin(Stdio::piped())

@@ -74,7 +74,8 @@ pub(super) fn function(ordinal: u32, module: &Arc<CudaModule>, name: &str) -> Re
 
 impl CudaBackend {
     /// `Σ scalars[i] · bases[i]` in G1 or G2 with that group's `kernels`. The bases are
-    /// read from `kept` (a copy of exactly these bases) when given, else uploaded.
+    /// read from `kept` (a copy of exactly these bases) when given, else uploaded
+    /// ([`CudaBackend::points`]).
     pub(super) fn msm<P: GpuCurve>(
         &self,
         kernels: &MsmKernels,
@@ -86,15 +87,12 @@ impl CudaBackend {
         if bases.is_empty() {
             return Ok(Projective::<P>::zero());
         }
-        let xyzz_bytes = 4 * P::COORD_FE * FE_BYTES;
         let mut phases = Phases::new("cuda", P::OP, bases.len());
-        let d = DevicePlan::new(P::OP, bases.len())?;
         let uploaded;
         let points = match kept {
             Some(points) => points,
             None => {
-                let len = bases.len() * 2 * P::COORD_FE * FE_BYTES;
-                uploaded = self.upload_with(len, |out| put_affine(bases, out))?;
+                uploaded = self.points(bases)?;
                 &uploaded
             }
         };
@@ -104,8 +102,24 @@ impl CudaBackend {
         } else {
             "upload"
         });
+        self.msm_on_device::<P>(kernels, points, bases.len(), &mut scalars, &mut phases)
+    }
+
+    /// `Σ scalars[i] · points[i]` over `n` points and scalars already on the device (Fr in
+    /// Montgomery form, as [`put_fr`] packs them; used up: the plan takes them out of
+    /// Montgomery form in place), marking `phases` as it goes.
+    pub(super) fn msm_on_device<P: GpuCurve>(
+        &self,
+        kernels: &MsmKernels,
+        points: &CudaSlice<u8>,
+        n: usize,
+        scalars: &mut CudaSlice<u8>,
+        phases: &mut Phases,
+    ) -> Result<Projective<P>> {
+        let xyzz_bytes = 4 * P::COORD_FE * FE_BYTES;
+        let d = DevicePlan::new(P::OP, n)?;
         let mut idx = self.zeros(4 * d.words)?;
-        self.plan::<P>(kernels, &d, &mut scalars, points, &mut idx)?;
+        self.plan::<P>(kernels, &d, scalars, points, &mut idx)?;
         let out = self.sums::<P>(kernels, &d, points, &idx)?;
         self.stream.synchronize().map_err(|e| self.err(P::OP, e))?;
         phases.mark("kernels");
@@ -121,6 +135,12 @@ impl CudaBackend {
         let sum = s.horner(&windows);
         phases.mark("combine");
         Ok(sum)
+    }
+
+    /// `bases` uploaded as the MSM kernels read them.
+    pub(super) fn points<P: GpuCurve>(&self, bases: &[Affine<P>]) -> Result<CudaSlice<u8>> {
+        let len = bases.len() * 2 * P::COORD_FE * FE_BYTES;
+        self.upload_with(len, |out| put_affine(bases, out))
     }
 
     /// Steps 1–4 of [`crate::device_plan`]: counts, scan, segments, scatter into `idx`

@@ -51,6 +51,23 @@ pub(crate) trait GpuKernels: Send + Sync {
     }
     /// An NTT of `values` on the GPU (see [`NttJob`]).
     fn transform(&self, values: &mut [Fr], kind: NttKind) -> Result<()>;
+    /// [`crate::MsmNtt::quotient_msm`] with the H bases read from `kept` when given. The
+    /// default runs it step by step ([`crate::ops::quotient_msm_by_steps`]: each NTT and
+    /// the MSM a GPU call of its own).
+    fn quotient_msm_gpu(
+        &self,
+        kept: Option<&Self::Points>,
+        bases: &[G1Affine],
+        a: Vec<Fr>,
+        b: Vec<Fr>,
+        shift: Fr,
+    ) -> Result<G1Projective>
+    where
+        Self: Sized,
+    {
+        let h = crate::ops::quotient(self, a, b, shift)?;
+        self.msm_g1_gpu(kept, bases, &h)
+    }
     /// `job`'s weights times its points on the GPU: `job.count()` XYZZ points
     /// ([`crate::plan::xyzz_to_projective`]'s bytes), in order.
     fn scale_gpu(&self, job: &ScaleJob) -> Result<Vec<u8>>;
@@ -206,6 +223,20 @@ impl<T: GpuKernels> crate::MsmNtt for T {
 
     fn coset_ntt(&self, values: &mut Vec<Fr>, shift: Fr) -> Result<()> {
         self.transform(values, NttKind::Coset(shift))
+    }
+
+    fn quotient_msm(
+        &self,
+        bases: &[G1Affine],
+        fixed: Option<&Fixed<g1::Config>>,
+        a: Vec<Fr>,
+        b: Vec<Fr>,
+        shift: Fr,
+    ) -> Result<G1Projective> {
+        let kept = fixed
+            .and_then(Fixed::kept)
+            .and_then(|k| k.on(self.owner(), bases));
+        self.quotient_msm_gpu(kept, bases, a, b, shift)
     }
 }
 

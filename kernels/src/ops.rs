@@ -208,6 +208,72 @@ pub trait MsmNtt: Send + Sync {
         d.fft_in_place(values);
         Ok(())
     }
+
+    /// A Groth16 proof's quotient term: `Σ hᵢ · bases[i]` in G1, with `h` =
+    /// [`quotient`]`(a, b, shift)` — six NTTs, then the MSM over the key's H bases
+    /// (`fixed`: as [`MsmNtt::msm_g1_fixed`]). The default runs those steps through this
+    /// backend's own methods ([`quotient_msm_by_steps`]); a GPU backend runs them on the
+    /// device with nothing copied back between them.
+    ///
+    /// # Errors
+    /// [`Error::Arith`] for unequal lengths or a length that is not a supported power of
+    /// two; a device failure for GPU backends.
+    fn quotient_msm(
+        &self,
+        bases: &[G1Affine],
+        fixed: Option<&Fixed<g1::Config>>,
+        a: Vec<Fr>,
+        b: Vec<Fr>,
+        shift: Fr,
+    ) -> Result<G1Projective> {
+        quotient_msm_by_steps(self, bases, fixed, a, b, shift)
+    }
+}
+
+/// The QAP quotient's evaluations on the coset `shift·H` from `a` and `b`, the A and B
+/// matrices times the witness evaluated on H (n points): with `c = a∘b`, each of `a`, `b`,
+/// `c` is interpolated ([`MsmNtt::ntt`], inverse) and evaluated on the coset
+/// ([`MsmNtt::coset_ntt`]), then `h = a·b − c` pointwise.
+///
+/// # Errors
+/// [`Error::Arith`] for unequal lengths or a length that is not a supported power of two.
+pub fn quotient<B: MsmNtt + ?Sized>(
+    backend: &B,
+    mut a: Vec<Fr>,
+    mut b: Vec<Fr>,
+    shift: Fr,
+) -> Result<Vec<Fr>> {
+    same_len("quotient", a.len(), b.len())?;
+    let mut c: Vec<Fr> = a.iter().zip(&b).map(|(x, y)| *x * y).collect();
+    for v in [&mut a, &mut b, &mut c] {
+        backend.ntt(v, NttDirection::Inverse)?;
+        backend.coset_ntt(v, shift)?;
+    }
+    Ok(a.iter()
+        .zip(&b)
+        .zip(&c)
+        .map(|((x, y), z)| *x * y - z)
+        .collect())
+}
+
+/// [`MsmNtt::quotient_msm`] one step at a time through `backend`'s methods: [`quotient`],
+/// then [`MsmNtt::msm_g1_fixed`] (or [`MsmNtt::msm_g1`] without `fixed`).
+///
+/// # Errors
+/// As [`MsmNtt::quotient_msm`].
+pub fn quotient_msm_by_steps<B: MsmNtt + ?Sized>(
+    backend: &B,
+    bases: &[G1Affine],
+    fixed: Option<&Fixed<g1::Config>>,
+    a: Vec<Fr>,
+    b: Vec<Fr>,
+    shift: Fr,
+) -> Result<G1Projective> {
+    let h = quotient(backend, a, b, shift)?;
+    match fixed {
+        Some(f) => backend.msm_g1_fixed(bases, f, &h),
+        None => backend.msm_g1(bases, &h),
+    }
 }
 
 /// The CPU backend: a radix-2 NTT ([`crate::ntt`] in IFMA lanes where the CPU has them,

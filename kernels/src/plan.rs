@@ -30,8 +30,8 @@
 //! plan independently of any GPU.
 
 use ark_bn254::{Fq, Fq2, Fr};
-use ark_ec::short_weierstrass::{Affine, Projective, SWCurveConfig};
 use ark_ec::AffineRepr;
+use ark_ec::short_weierstrass::{Affine, Projective, SWCurveConfig};
 use ark_ff::{Field, PrimeField, Zero};
 use rayon::prelude::*;
 

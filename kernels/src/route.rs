@@ -222,6 +222,23 @@ impl MsmNtt for Routed {
             Cpu.coset_ntt(values, shift)
         }
     }
+
+    /// All on the GPU when both its NTTs and its MSM would go there; else step by step,
+    /// each routed by its size.
+    fn quotient_msm(
+        &self,
+        bases: &[G1Affine],
+        fixed: Option<&Fixed<g1::Config>>,
+        a: Vec<Fr>,
+        b: Vec<Fr>,
+        shift: Fr,
+    ) -> Result<G1Projective> {
+        if a.len() >= self.from.ntt && bases.len() >= self.from.msm_g1 {
+            self.gpu.quotient_msm(bases, fixed, a, b, shift)
+        } else {
+            crate::ops::quotient_msm_by_steps(self, bases, fixed, a, b, shift)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -258,6 +275,50 @@ mod tests {
             self.0.lock().unwrap().push("coset_ntt");
             crate::ops::Reference.coset_ntt(values, shift)
         }
+        fn quotient_msm(
+            &self,
+            bases: &[G1Affine],
+            fixed: Option<&Fixed<g1::Config>>,
+            a: Vec<Fr>,
+            b: Vec<Fr>,
+            shift: Fr,
+        ) -> Result<G1Projective> {
+            self.0.lock().unwrap().push("quotient_msm");
+            crate::ops::Reference.quotient_msm(bases, fixed, a, b, shift)
+        }
+    }
+
+    #[test]
+    fn the_quotient_goes_to_the_gpu_whole_only_when_its_ntts_and_msm_both_would() {
+        let gpu: &'static Witness = Box::leak(Box::default());
+        let from = GpuFrom {
+            msm_g1: 8,
+            msm_g2: NEVER,
+            ntt: 16,
+            verify: NEVER,
+        };
+        let routed = Routed::new(Box::new(gpu), from);
+        let mut rng = ark_std::rand::rngs::StdRng::seed_from_u64(6);
+        let shift = Fr::from(7u64);
+        let r = &crate::ops::Reference;
+        for n in [8usize, 16] {
+            let bases: Vec<G1Affine> = (0..n)
+                .map(|_| (G1Projective::generator() * Fr::rand(&mut rng)).into_affine())
+                .collect();
+            let a: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
+            let b: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
+            let h = crate::ops::quotient(r, a.clone(), b.clone(), shift).unwrap();
+            assert_eq!(
+                routed.quotient_msm(&bases, None, a, b, shift).unwrap(),
+                r.msm_g1(&bases, &h).unwrap(),
+                "n = {n}"
+            );
+        }
+        assert_eq!(
+            *gpu.0.lock().unwrap(),
+            ["msm_g1", "quotient_msm"],
+            "8: the NTTs on the CPU and the MSM on the GPU; 16: all on the GPU"
+        );
     }
 
     #[test]

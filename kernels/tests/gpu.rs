@@ -360,3 +360,35 @@ fn bases_kept_by_one_gpu_backend_are_not_read_by_another() {
     assert!(a.msm_g1_fixed(&bases, &kept, &s).unwrap() == want);
     assert!(b.msm_g1_fixed(&bases, &kept, &s).unwrap() == want);
 }
+
+#[test]
+fn the_quotient_msm_equals_the_cpu_reference() {
+    on_each_backend("quotient_msm", quotient_on);
+}
+
+/// A proof's quotient term on the GPU (on CUDA one device pipeline: six NTTs and the MSM
+/// with nothing copied back between them), with the H bases uploaded and kept.
+fn quotient_on(gpu: &dyn MsmNtt) {
+    use ark_ec::{CurveGroup, PrimeGroup};
+    use fleetmesh_kernels::fixed::Fixed;
+    let g = ark_bn254::G1Projective::generator();
+    let shift = Fr::from(7u64);
+    for log in [0u32, 1, 6] {
+        let n = 1usize << log;
+        let bases: Vec<_> = inputs(n, 40 + u64::from(log))
+            .into_iter()
+            .map(|k| (g * k).into_affine())
+            .collect();
+        let (a, b) = (inputs(n, u64::from(log)), inputs(n, 20 + u64::from(log)));
+        let h = fleetmesh_kernels::ops::quotient(&Reference, a.clone(), b.clone(), shift)
+            .expect("reference quotient");
+        let want = Reference.msm_g1(&bases, &h).unwrap();
+        let got = gpu.quotient_msm(&bases, None, a.clone(), b.clone(), shift);
+        assert!(got.unwrap() == want, "n = {n}");
+        if let Some(kept) = gpu.keep_g1(&bases).unwrap() {
+            let kept = Fixed::Kept(kept);
+            let got = gpu.quotient_msm(&bases, Some(&kept), a, b, shift);
+            assert!(got.unwrap() == want, "n = {n}, bases kept");
+        }
+    }
+}

@@ -1,11 +1,14 @@
 //! The Groth16 prover: a full witness and a snarkjs proving key in, a proof out.
 //!
-//! The pipeline is witness → H scalars by NTT ([`crate::qap::witness_map`]) → five MSMs
-//! (A and B₁ in G1, B₂ in G2, C's private-wire and H terms in G1), all through an
-//! [`MsmNtt`] backend so a GPU can take them. Each phase is timed at DEBUG level
-//! (`prove.phase`), so `RUST_LOG=fleetmesh_prover=debug` shows where the time goes, and
-//! into the `fleetmesh_prover_phase_seconds{phase}` histogram (`witness_map`, `msm_a_b1`,
-//! `msm_b2`, `msm_c_h`, `self_check`) of whatever `metrics` recorder the program installed.
+//! The pipeline is witness → the A and B evaluations ([`crate::qap::evaluations`]) → five
+//! MSMs (A and B₁ in G1, B₂ in G2, C's private-wire term in G1) and the quotient's H term
+//! ([`MsmNtt::quotient_msm`]: six NTTs, then an MSM over the H bases; on a GPU all on the
+//! device), all through an [`MsmNtt`] backend so a GPU can take them. Each phase is timed
+//! at DEBUG level (`prove.phase`), so `RUST_LOG=fleetmesh_prover=debug` shows where the
+//! time goes, and into the `fleetmesh_prover_phase_seconds{phase}` histogram
+//! (`witness_map`: the evaluations; `msm_a_b1`, `msm_b2`, `msm_c_h`: the C MSM and the
+//! quotient, NTTs included; `self_check`) of whatever `metrics` recorder the program
+//! installed.
 //!
 //! With a key's prepared [`KeyTables`] (see [`crate::tables`]: the CPU's precomputed
 //! copies, or bases kept on a GPU) the backend's MSMs use them; the proof is the same with
@@ -163,8 +166,8 @@ pub fn prove_with(
             "witness[0] (the constant wire) is not 1".into(),
         ));
     }
-    let h = phase("witness_map", || {
-        qap::witness_map(backend, &pk.coeffs, witness, pk.domain_size)
+    let (ea, eb) = phase("witness_map", || {
+        Ok(qap::evaluations(&pk.coeffs, witness, pk.domain_size))
     })?;
     let private = &witness[pk.n_public + 1..];
     let g1 = |bases: &[G1Affine], fixed: Option<&Fixed<g1::Config>>, scalars: &[Fr]| match fixed {
@@ -184,9 +187,11 @@ pub fn prove_with(
         })
     })?;
     let (c, hz) = phase("msm_c_h", || {
+        let h_fixed = tables.and_then(|t| t.h.as_ref());
+        let shift = qap::odd_coset_shift(pk.domain_size);
         Ok((
             g1(&pk.c, tables.and_then(|t| t.c.as_ref()), private)?,
-            g1(&pk.h, tables.and_then(|t| t.h.as_ref()), &h)?,
+            backend.quotient_msm(&pk.h, h_fixed, ea, eb, shift)?,
         ))
     })?;
 

@@ -17,7 +17,7 @@ use ark_bn254::Fr;
 use ark_ff::{FftField, Field, One, Zero};
 
 use crate::zkey::{Coeff, Matrix};
-use crate::{Error, MsmNtt, NttDirection, Result};
+use crate::{Error, MsmNtt, Result};
 
 /// Largest supported domain: BN254's Fr has two-adicity 28 and the reduction needs `2n`.
 pub const MAX_LOG2: u32 = <Fr as FftField>::TWO_ADICITY - 1;
@@ -44,18 +44,13 @@ pub fn odd_coset_shift(n: usize) -> Fr {
     Fr::get_root_of_unity(2 * n as u64).expect("2n divides 2^28, checked by domain_size")
 }
 
-/// The prover's half of the reduction: the `n` scalars for the H bases.
+/// The A and B matrices times the witness, evaluated on the `n`-point domain: what
+/// [`fleetmesh_kernels::ops::quotient`] (and a backend's
+/// [`MsmNtt::quotient_msm`](fleetmesh_kernels::MsmNtt::quotient_msm)) takes.
 ///
 /// `witness` is the full assignment (`witness[0] = 1`); `coeffs` the A and B entries.
-///
-/// # Errors
-/// A backend failure.
-pub fn witness_map(
-    backend: &dyn MsmNtt,
-    coeffs: &[Coeff],
-    witness: &[Fr],
-    n: usize,
-) -> Result<Vec<Fr>> {
+#[must_use]
+pub fn evaluations(coeffs: &[Coeff], witness: &[Fr], n: usize) -> (Vec<Fr>, Vec<Fr>) {
     let mut a = vec![Fr::zero(); n];
     let mut b = vec![Fr::zero(); n];
     for c in coeffs {
@@ -68,17 +63,28 @@ pub fn witness_map(
             target[c.constraint as usize] += c.value * w;
         }
     }
-    let mut c: Vec<Fr> = a.iter().zip(&b).map(|(x, y)| *x * y).collect();
-    let shift = odd_coset_shift(n);
-    for v in [&mut a, &mut b, &mut c] {
-        backend.ntt(v, NttDirection::Inverse)?;
-        backend.coset_ntt(v, shift)?;
-    }
-    Ok(a.iter()
-        .zip(&b)
-        .zip(&c)
-        .map(|((x, y), z)| *x * y - z)
-        .collect())
+    (a, b)
+}
+
+/// The prover's half of the reduction: the `n` scalars for the H bases
+/// ([`evaluations`], then the six NTTs of [`fleetmesh_kernels::ops::quotient`] on
+/// `backend`).
+///
+/// # Errors
+/// A backend failure.
+pub fn witness_map(
+    backend: &dyn MsmNtt,
+    coeffs: &[Coeff],
+    witness: &[Fr],
+    n: usize,
+) -> Result<Vec<Fr>> {
+    let (a, b) = evaluations(coeffs, witness, n);
+    Ok(fleetmesh_kernels::ops::quotient(
+        backend,
+        a,
+        b,
+        odd_coset_shift(n),
+    )?)
 }
 
 /// `L_j(τ)` for every `j` on the `m`-point radix-2 domain:
