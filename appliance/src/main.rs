@@ -12,7 +12,6 @@ mod didcomm;
 #[cfg(feature = "federation")]
 mod federation;
 mod http;
-mod l402;
 #[cfg(feature = "federation")]
 mod ledger;
 mod mailbox;
@@ -114,7 +113,7 @@ fn fix_thread_count() {
 fn dispatch(command: Command) -> anyhow::Result<Outcome> {
     match command {
         Command::Init(args) => {
-            let settings = manifest::settings_from_init(&args)?;
+            let settings = cli::init::settings(&args)?;
             let created = node::init(&args.dir, &settings)?;
             println!("created node in {}", args.dir.display());
             println!("pubkey:     {}", created.pubkey);

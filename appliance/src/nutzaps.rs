@@ -99,7 +99,7 @@ pub async fn start(
     let r = Arc::new(Redeemer {
         nutzap_key: key(&keys)?,
         keys,
-        wallet: dir.join(crate::cli::wallet::WALLET_FILE),
+        wallet: dir.join(fleetmesh_settle::cashu::WALLET_FILE),
         mints: mints
             .iter()
             .map(|m| fleetmesh_settle::cashu::token::normalize_mint(m))

@@ -13,14 +13,20 @@
 //! (counted as `notified`). Requests are answered one at a time (a payment waits for the one before it); one that
 //! does not open, is expired, or is not NIP-44 is dropped and counted in
 //! `fleetmesh_nwc_requests_total{outcome}`.
+//!
+//! The client side is here too: [`request`] sends one request to any NWC wallet given its
+//! connection URI (`meshnode settle nwc-pay` and the others), and [`NwcLightning`] makes
+//! such a wallet the node's Lightning backend (`[settlement.lightning] backend = "nwc"`,
+//! `job submit --pay nwc`).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent, nip44};
 use fleetmesh_relay::face::Relay;
-use fleetmesh_settle::nwc::{Failure, Grants, METHODS};
+use fleetmesh_settle::nwc::{Failure, Grants, METHODS, Uri};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -50,7 +56,7 @@ fn count(outcome: &'static str) {
 /// Lightning node's credential cannot be read.
 pub fn grants(dir: &Path, settlement: &crate::config::SettlementSection) -> anyhow::Result<Grants> {
     let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
-    let wallet = dir.join(crate::cli::wallet::WALLET_FILE);
+    let wallet = dir.join(fleetmesh_settle::cashu::WALLET_FILE);
     let mint = settlement.mints.first().map(String::as_str);
     let mut g = Grants::open(&dir.join(FILE), &wallet, mint)
         .with_context(|| format!("opening {}", dir.join(FILE).display()))?;
@@ -243,5 +249,149 @@ impl Service {
         ];
         self.send(&client, RESPONSE, tags, &body);
         self.notify();
+    }
+}
+
+/// One request to the wallet of connection URI `uri` (the client side of NIP-47),
+/// waiting `wait_secs` for its answer: its result, or the wallet's error (code and
+/// message). A relay of the URI that cannot be read is given to `on_error`.
+///
+/// # Errors
+/// A URI that does not parse, no relay that can be read, no answer in time.
+pub fn request(
+    uri: &str,
+    wait_secs: u64,
+    method: &str,
+    params: Value,
+    on_error: impl Fn(fleetmesh_relay::Error) + Clone + Send + 'static,
+) -> anyhow::Result<Result<Value, Value>> {
+    let uri = Uri::parse(uri)?;
+    let bytes: [u8; 32] = hex::decode(&uri.secret)?
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("the URI's secret is not 32 bytes"))?;
+    let secret =
+        secp256k1::SecretKey::from_secret_bytes(bytes).context("the URI's secret is not a key")?;
+    let keypair = secp256k1::Keypair::from_secret_key(&secret);
+    let key = nip44::conversation_key(&secret, &uri.wallet)?;
+    let content = nip44::encrypt(
+        &key,
+        json!({"method": method, "params": params})
+            .to_string()
+            .as_bytes(),
+    )?;
+    let now = crate::node::unix_now();
+    let event = UnsignedEvent {
+        created_at: now,
+        kind: REQUEST,
+        tags: vec![
+            vec!["p".into(), uri.wallet.clone()],
+            vec!["encryption".into(), "nip44_v2".into()],
+            vec!["expiration".into(), (now + wait_secs).to_string()],
+        ],
+        content,
+    }
+    .sign(&keypair)?;
+    let filter = json!({"kinds": [RESPONSE], "authors": [uri.wallet], "#e": [event.id_hex()]});
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let answer = runtime.block_on(async {
+        let (mut rx, out, tasks) =
+            fleetmesh_relay::sync::subscribe_all(&uri.relays, &filter, keypair, on_error);
+        // the subscriptions are open before the request goes out
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = out.send(event);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_secs);
+        loop {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Err(_) => anyhow::bail!("no answer from the wallet within {wait_secs} s"),
+                Ok(None) => anyhow::bail!("no relay of the URI could be read"),
+                Ok(Some(e)) => {
+                    let Ok(plain) = nip44::decrypt(&key, &e.content) else {
+                        continue;
+                    };
+                    if let Ok(v) = serde_json::from_slice::<Value>(&plain) {
+                        tasks.iter().for_each(|t| t.abort());
+                        return anyhow::Ok(v);
+                    }
+                }
+            }
+        }
+    })?;
+    Ok(match answer.get("error").filter(|e| !e.is_null()) {
+        Some(e) => Err(e.clone()),
+        None => Ok(answer["result"].clone()),
+    })
+}
+
+/// An NWC wallet as a Lightning backend (`[settlement.lightning] backend = "nwc"`, `job
+/// submit --pay nwc`): `make_invoice` issues, `pay_invoice` pays and returns the preimage.
+/// Each request runs on a thread of its own (it drives its own relay connections).
+pub struct NwcLightning {
+    /// The connection URI (its secret spends from the wallet).
+    pub uri: String,
+}
+
+impl NwcLightning {
+    /// A backend over connection `uri`, checked to parse.
+    pub fn new(uri: &str) -> anyhow::Result<NwcLightning> {
+        Uri::parse(uri.trim())?;
+        Ok(NwcLightning {
+            uri: uri.trim().to_owned(),
+        })
+    }
+
+    fn call(&self, method: &'static str, params: Value) -> fleetmesh_settle::Result<Value> {
+        use fleetmesh_settle::SettleError;
+        let uri = self.uri.clone();
+        let answer = std::thread::spawn(move || {
+            request(&uri, 60, method, params, |e| {
+                tracing::warn!(error = %e, "an NWC relay could not be read");
+            })
+        })
+        .join()
+        .map_err(|_| SettleError::Refused("the NWC request panicked".into()))?
+        .map_err(|e| SettleError::Unreachable {
+            url: "nwc".into(),
+            reason: format!("{e:#}"),
+        })?;
+        answer.map_err(|e| {
+            SettleError::Refused(format!(
+                "the NWC wallet refused {method}: {} {}",
+                e["code"].as_str().unwrap_or("OTHER"),
+                e["message"].as_str().unwrap_or_default()
+            ))
+        })
+    }
+}
+
+impl fleetmesh_settle::lightning::Lightning for NwcLightning {
+    fn describe(&self) -> String {
+        let wallet = Uri::parse(&self.uri).map(|u| u.wallet).unwrap_or_default();
+        format!("nwc {}", wallet.get(..16).unwrap_or_default())
+    }
+
+    fn invoice(
+        &self,
+        amount_sat: u64,
+        memo: &str,
+        expiry_secs: u64,
+    ) -> fleetmesh_settle::Result<fleetmesh_settle::lightning::Issued> {
+        let v = self.call(
+            "make_invoice",
+            json!({"amount": amount_sat * 1000, "description": memo, "expiry": expiry_secs}),
+        )?;
+        let bolt11 = v["invoice"].as_str().unwrap_or_default();
+        fleetmesh_settle::lightning::checked_invoice(bolt11, amount_sat, None)
+    }
+
+    fn pay(&self, bolt11: &str) -> fleetmesh_settle::Result<fleetmesh_settle::lightning::Sent> {
+        let v = self.call("pay_invoice", json!({"invoice": bolt11}))?;
+        let pre = hex::decode(v["preimage"].as_str().unwrap_or_default()).unwrap_or_default();
+        Ok(fleetmesh_settle::lightning::Sent {
+            preimage: fleetmesh_settle::lightning::checked_preimage(bolt11, &pre)?,
+            fee_msat: v["fees_paid"].as_u64().unwrap_or(0),
+        })
     }
 }

@@ -304,7 +304,7 @@ impl Payments for CashuPayments {
         let mint = MintClient::new(&token.mint).map_err(|e| e.to_string())?;
         let mut wallet = Wallet::open(&self.wallet).map_err(|e| e.to_string())?;
         wallet.set_key(self.key);
-        crate::cli::wallet::fault_hook(&mut wallet);
+        fault_hook(&mut wallet);
         let detail = format!("job {job_id}");
         match wallet.receive_for(&mint, &token, preimage.as_deref(), &detail) {
             Ok((sats, _fee)) => Ok(sats),
@@ -325,5 +325,17 @@ impl Payments for CashuPayments {
         if let Err(e) = record(&self.books, buyer, s) {
             tracing::error!(%job, error = %e, "recording a job's payment in the ledger");
         }
+    }
+}
+
+/// Fault injection for the crash tests, never for a node that serves anyone:
+/// `MESHNODE_WALLET_FAULT=exit-after-answer` ends the process (exit 70) after the mint
+/// answered a wallet operation and before the wallet recorded the answer.
+pub fn fault_hook(wallet: &mut fleetmesh_settle::cashu::Wallet) {
+    if std::env::var("MESHNODE_WALLET_FAULT").as_deref() == Ok("exit-after-answer") {
+        wallet.set_answer_hook(Box::new(|kind| {
+            eprintln!("meshnode wallet: fault injected: exiting after the mint answered {kind}");
+            std::process::exit(70);
+        }));
     }
 }

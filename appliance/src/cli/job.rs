@@ -370,7 +370,7 @@ fn submit(
         };
         let payer: Box<dyn fleetmesh_settle::lightning::Lightning> = match &pay.nwc_uri {
             Some(uri) if pay.pay.as_deref() == Some("nwc") => {
-                Box::new(crate::cli::nwc::NwcLightning::new(uri)?)
+                Box::new(crate::nwc::NwcLightning::new(uri)?)
             }
             None if pay.pay.as_deref() == Some("nwc") => {
                 anyhow::bail!("--pay nwc needs --nwc-uri (or MESHNODE_NWC_URI)")

@@ -33,7 +33,7 @@ pub(super) fn signed(
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)?
                 .as_secs();
-            let auth = crate::http::nip98::sign(keys, method, url, body, now)?;
+            let auth = fleetmesh_proto::nip98::sign(keys, method, url, body, now)?;
             req.header("authorization", auth)
         }
     })

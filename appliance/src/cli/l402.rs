@@ -25,7 +25,7 @@ pub fn payer(dir: &Path, mint: Option<&str>) -> anyhow::Result<Box<dyn Lightning
     } else {
         crate::config::Config::default()
     };
-    let wallet = dir.join(crate::cli::wallet::WALLET_FILE);
+    let wallet = dir.join(fleetmesh_settle::cashu::WALLET_FILE);
     let mint = match config.settlement.lightning.backend {
         crate::config::Backend::Cashu => Some(crate::cli::wallet::mint_of(dir, mint)?),
         _ => None,

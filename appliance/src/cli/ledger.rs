@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use serde::Deserialize as _;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::cli::Outcome;
 
@@ -251,28 +251,6 @@ pub struct ShowArgs {
     pub job: Option<String>,
 }
 
-/// The standing of the node in `dir`'s peers, from its evidence log, and the decisions
-/// it recorded as it took them (its `ledger.sqlite`): what `GET /v1/ledger` answers;
-/// empty when it keeps no ledger yet.
-///
-/// # Errors
-/// A log that cannot be read.
-pub fn standing(dir: &Path) -> anyhow::Result<Value> {
-    let log = dir.join("ledger").join("evidence.jsonl");
-    if !log.exists() {
-        return Ok(json!({"node": null, "peers": {}, "decisions": []}));
-    }
-    let r = fleetmesh_ledger::evidence::replay(&log)?;
-    let recorded = fleetmesh_ledger::store::recorded(&dir.join("ledger"))?;
-    Ok(json!({
-        "node": r.ledger.us(),
-        "peers": r.ledger.standings(),
-        "decisions": recorded,
-        "refused": r.refused,
-        "repairs": r.repairs,
-    }))
-}
-
 /// `meshnode ledger replay`.
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<Outcome> {
     let files: Vec<&Path> = args.file.iter().map(PathBuf::as_path).collect();
@@ -312,7 +290,7 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<Outcome> {
 /// `meshnode ledger show`.
 pub fn show(args: &ShowArgs) -> anyhow::Result<Outcome> {
     let body = match &args.dir {
-        Some(dir) => standing(dir)?,
+        Some(dir) => crate::ledger::standing(dir)?,
         None => {
             let quiet = crate::cli::peers::PeersArgs {
                 node: args.remote.node.clone(),

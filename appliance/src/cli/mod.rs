@@ -14,6 +14,7 @@ pub mod didcomm;
 pub mod doctor;
 pub mod giftwrap;
 pub mod infer;
+pub mod init;
 pub mod job;
 mod job_node;
 pub mod keys;

@@ -80,7 +80,7 @@ pub fn send(args: &NutzapArgs) -> anyhow::Result<Outcome> {
             .ok()
             .filter(|m| info.mints.contains(m))
             .or_else(|| {
-                let w = Wallet::open(&dir.join(crate::cli::wallet::WALLET_FILE)).ok()?;
+                let w = Wallet::open(&dir.join(fleetmesh_settle::cashu::WALLET_FILE)).ok()?;
                 w.balances()
                     .ok()?
                     .into_iter()
@@ -101,7 +101,7 @@ pub fn send(args: &NutzapArgs) -> anyhow::Result<Outcome> {
         Some(crate::node::unix_now() + args.refund_after),
         vec![refund],
     )?;
-    let mut wallet = Wallet::open(&dir.join(crate::cli::wallet::WALLET_FILE))?;
+    let mut wallet = Wallet::open(&dir.join(fleetmesh_settle::cashu::WALLET_FILE))?;
     wallet.set_key(*keys.nostr());
     let client = MintClient::new(&normalize_mint(&mint))?;
     let (token, fee) = wallet.send(

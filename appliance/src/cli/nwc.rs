@@ -5,16 +5,13 @@
 //! service given its connection URI (`--uri`, or `MESHNODE_NWC_URI`).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use fleetmesh_proto::{UnsignedEvent, nip44};
 use fleetmesh_settle::nwc::{METHODS, Uri};
 use serde_json::{Value, json};
 
 use crate::cli::Outcome;
-use crate::nwc::{REQUEST, RESPONSE};
 
 /// `meshnode settle nwc-connect`.
 #[derive(Debug, Args)]
@@ -178,72 +175,8 @@ pub fn revoke(args: &GrantsArgs) -> anyhow::Result<Outcome> {
 /// One request to the wallet of `args.uri`: its result, or the wallet's error (code and
 /// message).
 fn request(args: &ClientArgs, method: &str, params: Value) -> anyhow::Result<Result<Value, Value>> {
-    request_uri(&args.uri, args.wait_secs, method, params)
-}
-
-/// One request to the wallet of connection URI `uri`, waiting `wait_secs` for its answer.
-fn request_uri(
-    uri: &str,
-    wait_secs: u64,
-    method: &str,
-    params: Value,
-) -> anyhow::Result<Result<Value, Value>> {
-    let uri = Uri::parse(uri)?;
-    let bytes: [u8; 32] = hex::decode(&uri.secret)?
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("the URI's secret is not 32 bytes"))?;
-    let secret =
-        secp256k1::SecretKey::from_secret_bytes(bytes).context("the URI's secret is not a key")?;
-    let keypair = secp256k1::Keypair::from_secret_key(&secret);
-    let key = nip44::conversation_key(&secret, &uri.wallet)?;
-    let content = nip44::encrypt(
-        &key,
-        json!({"method": method, "params": params})
-            .to_string()
-            .as_bytes(),
-    )?;
-    let now = crate::node::unix_now();
-    let event = UnsignedEvent {
-        created_at: now,
-        kind: REQUEST,
-        tags: vec![
-            vec!["p".into(), uri.wallet.clone()],
-            vec!["encryption".into(), "nip44_v2".into()],
-            vec!["expiration".into(), (now + wait_secs).to_string()],
-        ],
-        content,
-    }
-    .sign(&keypair)?;
-    let filter = json!({"kinds": [RESPONSE], "authors": [uri.wallet], "#e": [event.id_hex()]});
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let answer = runtime.block_on(async {
-        let (mut rx, out, tasks) = crate::cli::route::subscribe_all(&uri.relays, &filter, keypair);
-        // the subscriptions are open before the request goes out
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let _ = out.send(event);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_secs);
-        loop {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Err(_) => anyhow::bail!("no answer from the wallet within {wait_secs} s"),
-                Ok(None) => anyhow::bail!("no relay of the URI could be read"),
-                Ok(Some(e)) => {
-                    let Ok(plain) = nip44::decrypt(&key, &e.content) else {
-                        continue;
-                    };
-                    if let Ok(v) = serde_json::from_slice::<Value>(&plain) {
-                        tasks.iter().for_each(|t| t.abort());
-                        return anyhow::Ok(v);
-                    }
-                }
-            }
-        }
-    })?;
-    Ok(match answer.get("error").filter(|e| !e.is_null()) {
-        Some(e) => Err(e.clone()),
-        None => Ok(answer["result"].clone()),
+    crate::nwc::request(&args.uri, args.wait_secs, method, params, |e| {
+        eprintln!("meshnode: {e}")
     })
 }
 
@@ -317,71 +250,4 @@ pub struct LookupArgs {
     pub payment_hash: String,
     #[command(flatten)]
     pub client: ClientArgs,
-}
-
-/// An NWC wallet as a Lightning backend (`[settlement.lightning] backend = "nwc"`, `job
-/// submit --pay nwc`): `make_invoice` issues, `pay_invoice` pays and returns the preimage.
-/// Each request runs on a thread of its own (it drives its own relay connections).
-pub struct NwcLightning {
-    /// The connection URI (its secret spends from the wallet).
-    pub uri: String,
-}
-
-impl NwcLightning {
-    /// A backend over connection `uri`, checked to parse.
-    pub fn new(uri: &str) -> anyhow::Result<NwcLightning> {
-        Uri::parse(uri.trim())?;
-        Ok(NwcLightning {
-            uri: uri.trim().to_owned(),
-        })
-    }
-
-    fn call(&self, method: &'static str, params: Value) -> fleetmesh_settle::Result<Value> {
-        use fleetmesh_settle::SettleError;
-        let uri = self.uri.clone();
-        let answer = std::thread::spawn(move || request_uri(&uri, 60, method, params))
-            .join()
-            .map_err(|_| SettleError::Refused("the NWC request panicked".into()))?
-            .map_err(|e| SettleError::Unreachable {
-                url: "nwc".into(),
-                reason: format!("{e:#}"),
-            })?;
-        answer.map_err(|e| {
-            SettleError::Refused(format!(
-                "the NWC wallet refused {method}: {} {}",
-                e["code"].as_str().unwrap_or("OTHER"),
-                e["message"].as_str().unwrap_or_default()
-            ))
-        })
-    }
-}
-
-impl fleetmesh_settle::lightning::Lightning for NwcLightning {
-    fn describe(&self) -> String {
-        let wallet = Uri::parse(&self.uri).map(|u| u.wallet).unwrap_or_default();
-        format!("nwc {}", wallet.get(..16).unwrap_or_default())
-    }
-
-    fn invoice(
-        &self,
-        amount_sat: u64,
-        memo: &str,
-        expiry_secs: u64,
-    ) -> fleetmesh_settle::Result<fleetmesh_settle::lightning::Issued> {
-        let v = self.call(
-            "make_invoice",
-            json!({"amount": amount_sat * 1000, "description": memo, "expiry": expiry_secs}),
-        )?;
-        let bolt11 = v["invoice"].as_str().unwrap_or_default();
-        fleetmesh_settle::lightning::checked_invoice(bolt11, amount_sat, None)
-    }
-
-    fn pay(&self, bolt11: &str) -> fleetmesh_settle::Result<fleetmesh_settle::lightning::Sent> {
-        let v = self.call("pay_invoice", json!({"invoice": bolt11}))?;
-        let pre = hex::decode(v["preimage"].as_str().unwrap_or_default()).unwrap_or_default();
-        Ok(fleetmesh_settle::lightning::Sent {
-            preimage: fleetmesh_settle::lightning::checked_preimage(bolt11, &pre)?,
-            fee_msat: v["fees_paid"].as_u64().unwrap_or(0),
-        })
-    }
 }

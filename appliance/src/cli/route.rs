@@ -153,42 +153,6 @@ fn standing(relays: &[String], me: &str) -> anyhow::Result<HashMap<String, u8>> 
         .collect())
 }
 
-/// Holds a subscription with `filter` open on each of `relays` as `key` (NIP-42 when
-/// asked; a relay that cannot be read is named on stderr): what matches comes out of the
-/// receiver, what the sender carries is published on each; the tasks, to abort when done.
-/// Call from within a runtime.
-pub(crate) fn subscribe_all(
-    relays: &[String],
-    filter: &Value,
-    key: secp256k1::Keypair,
-) -> (
-    tokio::sync::mpsc::Receiver<Event>,
-    tokio::sync::broadcast::Sender<Event>,
-    Vec<tokio::task::JoinHandle<()>>,
-) {
-    let (tx, rx) = tokio::sync::mpsc::channel(256);
-    let (out, _) = tokio::sync::broadcast::channel(4);
-    let mut tasks = Vec::new();
-    for url in relays {
-        let (url, filter, tx) = (url.clone(), filter.clone(), tx.clone());
-        let mut outgoing = out.subscribe();
-        tasks.push(tokio::spawn(async move {
-            let got = fleetmesh_relay::sync::subscribe(
-                &url,
-                &filter,
-                (None, Some(key)),
-                &tx,
-                &mut outgoing,
-            )
-            .await;
-            if let Err(e) = got {
-                eprintln!("meshnode: {e}");
-            }
-        }));
-    }
-    (rx, out, tasks)
-}
-
 /// Compute messages opened: (sender hex, message).
 type Opened = Vec<(String, Value)>;
 
@@ -206,7 +170,10 @@ fn gather(
     let since = crate::node::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
     let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since});
     runtime()?.block_on(async {
-        let (mut rx, out, tasks) = subscribe_all(relays, &filter, *keys.nostr());
+        let (mut rx, out, tasks) =
+            fleetmesh_relay::sync::subscribe_all(relays, &filter, *keys.nostr(), |e| {
+                eprintln!("meshnode: {e}")
+            });
         if let Some(e) = first {
             // each connection sends its REQ before what it publishes: offers to the ask
             // come to the subscription

@@ -18,8 +18,7 @@ use fleetmesh_settle::cashu::{MintClient, Token, Wallet, token::normalize_mint};
 
 use crate::cli::Outcome;
 
-/// The wallet's file in its directory.
-pub const WALLET_FILE: &str = "wallet.sqlite";
+use fleetmesh_settle::cashu::WALLET_FILE;
 
 /// How `meshnode job submit` pays.
 #[derive(Debug, Args)]
@@ -260,7 +259,7 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
     if let Some(k) = key {
         wallet.set_key(k);
     }
-    fault_hook(&mut wallet);
+    crate::settlement::fault_hook(&mut wallet);
     let result = match &args.command {
         WalletCommand::Balance { json } => balance(&wallet, *json),
         WalletCommand::History { limit, json } => history(&wallet, *limit, *json),
@@ -367,18 +366,6 @@ pub fn run(args: &WalletArgs) -> anyhow::Result<Outcome> {
             eprintln!("meshnode wallet: {e}");
             Ok(Outcome::Malformed)
         }
-    }
-}
-
-/// Fault injection for the crash tests, never for a node that serves anyone:
-/// `MESHNODE_WALLET_FAULT=exit-after-answer` ends the process (exit 70) after the mint
-/// answered a wallet operation and before the wallet recorded the answer.
-pub fn fault_hook(wallet: &mut Wallet) {
-    if std::env::var("MESHNODE_WALLET_FAULT").as_deref() == Ok("exit-after-answer") {
-        wallet.set_answer_hook(Box::new(|kind| {
-            eprintln!("meshnode wallet: fault injected: exiting after the mint answered {kind}");
-            std::process::exit(70);
-        }));
     }
 }
 

@@ -92,7 +92,7 @@ impl LightningSection {
                         file.display()
                     )
                 })?;
-                return crate::cli::nwc::NwcLightning::new(&uri)
+                return crate::nwc::NwcLightning::new(&uri)
                     .map(|n| Box::new(n) as Box<dyn fleetmesh_settle::lightning::Lightning>)
                     .map_err(|e| format!("[settlement.lightning] {e:#}"));
             }

@@ -11,7 +11,7 @@
 //! - **Who is asking** ([`Principal`]): the operator — `Authorization: Bearer TOKEN` with
 //!   the `[api] token`; on a node without a token, only a client on this box with no proxy
 //!   in front ([`local_operator`]) — or a key, by a NIP-98 signature
-//!   ([`crate::http::nip98`]; one that does not hold is 401 with its reason), or nobody.
+//!   ([`fleetmesh_proto::nip98`]; one that does not hold is 401 with its reason), or nobody.
 //!   An anonymous client is never the operator: it reads no job (401). Every
 //!   state-changing request needs the operator, else 401 with `WWW-Authenticate` — except
 //!   on a node without a token (which listens on loopback only), where anyone who reaches
@@ -20,7 +20,7 @@
 //!   [`crate::http::jobs`]). A node listening on a non-loopback address must have a token
 //!   (checked at start-up).
 //!
-//! - **Paid routes** (`[api.prices]`, [`crate::l402`]): a state-changing request to a
+//! - **Paid routes** (`[api.prices]`, [`crate::http::l402`]): a state-changing request to a
 //!   priced route must carry a paid L402 credential (a stranger's proof of payment lets
 //!   it in, as the token would), or the token; else `402` with a fresh challenge. A
 //!   credential that does not hold is 401 with its reason; one that does is recorded as
@@ -50,7 +50,7 @@ pub struct Policy {
     /// Whether a key (NIP-98) may make state-changing requests here, token or not.
     pub keys: bool,
     /// The priced routes, when `[api.prices]` sets any.
-    pub gate: Option<Arc<crate::l402::Gate>>,
+    pub gate: Option<Arc<crate::http::l402::Gate>>,
     /// `[face] per_ip_exempt`: where a reverse proxy on the box sits (its clients are
     /// strangers, never the operator).
     pub proxies: Vec<std::net::IpAddr>,
@@ -63,7 +63,7 @@ pub enum Principal {
     /// with no proxy in front ([`local_operator`]).
     Operator,
     /// A key that signed the request (NIP-98).
-    Key(crate::http::nip98::Signed),
+    Key(fleetmesh_proto::nip98::Signed),
     /// Nobody: a request with neither the token nor a signature (on a node without a
     /// token, from anywhere but a client the node counts as its operator).
     Anonymous,
@@ -93,7 +93,7 @@ impl Policy {
     }
 
     /// This policy, selling the routes `gate` prices.
-    pub fn with_gate(mut self, gate: Option<Arc<crate::l402::Gate>>) -> Policy {
+    pub fn with_gate(mut self, gate: Option<Arc<crate::http::l402::Gate>>) -> Policy {
         self.gate = gate;
         self
     }
@@ -123,7 +123,7 @@ impl Policy {
                 .get(header::HOST)
                 .and_then(|h| h.to_str().ok())
                 .unwrap_or_default();
-            return crate::http::nip98::check(auth, method.as_str(), host, path_and_query, now)
+            return fleetmesh_proto::nip98::check(auth, method.as_str(), host, path_and_query, now)
                 .map(Principal::Key);
         }
         let operator = match &self.token {

@@ -345,7 +345,7 @@ mod tests {
         exported.extend(DESCRIBED.iter().map(|(n, _, _)| (*n).to_owned()));
         // and what `meshnode sync --metrics-file` leaves for node_exporter
         exported.extend(
-            crate::cli::sync::METRICS
+            fleetmesh_relay::sync::textfile::METRICS
                 .iter()
                 .map(|(n, _)| (*n).to_owned()),
         );

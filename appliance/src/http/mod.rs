@@ -29,9 +29,9 @@ pub mod error;
 pub mod guard;
 pub mod inference;
 pub mod jobs;
+pub mod l402;
 pub mod listener;
 pub mod metrics;
-pub mod nip98;
 pub mod proofs;
 pub mod relay;
 pub mod status;
@@ -110,7 +110,7 @@ pub fn router(
             verifier: verifier.clone(),
             inference: inference.clone(),
             payments: Arc::new(crate::settlement::CashuPayments {
-                wallet: node.dir.join(crate::cli::wallet::WALLET_FILE),
+                wallet: node.dir.join(fleetmesh_settle::cashu::WALLET_FILE),
                 key: *fleetmesh_proto::NodeKeys::load(&node.dir.join(crate::node::KEYS_DIR))?
                     .nostr(),
                 mints: node
@@ -179,7 +179,7 @@ pub fn router(
         .to_string(),
     });
     // the routes sold per request (L402), when [api.prices] sets any
-    let gate = crate::l402::Gate::open(node)?;
+    let gate = crate::http::l402::Gate::open(node)?;
     if let Some(g) = &gate {
         g.spawn_claims();
     }
@@ -248,7 +248,7 @@ pub fn router(
             "/v1/ledger",
             get(
                 |axum::extract::State(dir): axum::extract::State<std::path::PathBuf>| {
-                    blocking_json(move || crate::cli::ledger::standing(&dir))
+                    blocking_json(move || crate::ledger::standing(&dir))
                 },
             )
             .with_state(node.dir.clone()),

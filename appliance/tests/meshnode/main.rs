@@ -13,6 +13,7 @@ mod first_run;
 mod gateway;
 mod giftwrap;
 mod hostile;
+mod house;
 mod inference;
 mod init;
 mod jobs;

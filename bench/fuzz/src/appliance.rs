@@ -1,15 +1,15 @@
 //! The appliance's readers of outside text: the Bacalhau job-spec reader
-//! (`fleetmesh_market::bacalhau`), the BOLT11 reader (`fleetmesh_settle::bolt11`) and,
-//! since the appliance is a binary crate, its Blossom and NIP-98 authorization readers
-//! compiled here from their source files (`#[path]`).
+//! (`fleetmesh_market::bacalhau`), the BOLT11 reader (`fleetmesh_settle::bolt11`), the
+//! NIP-98 authorization reader (`fleetmesh_proto::nip98`) and, since the appliance is a
+//! binary crate, its Blossom authorization reader compiled here from its source file
+//! (`#[path]`).
 
 use fleetmesh_market::bacalhau;
 
 #[path = "../../../appliance/src/http/blobs/auth.rs"]
 pub mod blossom_auth;
 
-#[path = "../../../appliance/src/http/nip98.rs"]
-pub mod nip98;
+use fleetmesh_proto::nip98;
 
 /// The host and paths the NIP-98 harness checks authorizations against (its seeds are
 /// signed for them).

@@ -264,7 +264,8 @@ fn replay() {
 #[test]
 #[ignore = "regenerates committed seeds"]
 fn write_nip98_seeds() {
-    use fleetmesh_fuzz::appliance::{NIP98_HOST, nip98};
+    use fleetmesh_fuzz::appliance::NIP98_HOST;
+    use fleetmesh_proto::nip98;
     let keys = fleetmesh_proto::NodeKeys::generate().unwrap();
     let now = fleetmesh_fuzz::NOW;
     let url = |path: &str| format!("http://{NIP98_HOST}{path}");

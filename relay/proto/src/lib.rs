@@ -41,6 +41,7 @@ pub mod linelog;
 pub mod nip19;
 pub mod nip44;
 pub mod nip59;
+pub mod nip98;
 pub mod nodes;
 pub mod noun;
 pub mod projection;

@@ -20,7 +20,7 @@ use fleetmesh_proto::event::Event;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
 
 mod client;
-pub use client::{auth_message, publish, query, subscribe};
+pub use client::{auth_message, publish, query, subscribe, subscribe_all};
 
 /// Which way events flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,6 +47,7 @@ impl std::str::FromStr for Direction {
 }
 
 mod in_flight;
+pub mod textfile;
 mod tls;
 pub use in_flight::InFlight;
 use tls::tls_config;

@@ -26,6 +26,9 @@ pub use store::HistoryLine;
 pub use token::Token;
 pub use wallet::{Balance, Checked, Paid, Wallet};
 
+/// The file a node's (or a buyer's) Cashu wallet lives in, inside its directory.
+pub const WALLET_FILE: &str = "wallet.sqlite";
+
 /// A proof: the mint's unblinded signature `C` on `secret`, worth `amount` in the keyset
 /// `id`'s unit. Whoever holds it can spend it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -94,7 +94,7 @@ impl Gate {
         if config.api.prices.is_empty() {
             return Ok(None);
         }
-        let wallet = node.dir.join(crate::cli::wallet::WALLET_FILE);
+        let wallet = node.dir.join(fleetmesh_settle::cashu::WALLET_FILE);
         let mint = config.settlement.mints.first().map(String::as_str);
         let backend: Arc<dyn Lightning> = Arc::from(
             config

@@ -2,15 +2,14 @@
 //! in `Authorization: Nostr …`, naming the request's absolute URL (`u`), its method
 //! (`method`) and, for a request with a body, the body's SHA-256 (`payload`). It is how an
 //! API client says which key it is, so that the node can keep each key's jobs to that key
-//! (see [`crate::http::guard`]).
+//! (the appliance's HTTP guard checks it with [`check`]).
 //!
-//! A pure function of the header's value, the request line and the clock (no other part of
-//! the appliance), so the fuzz harnesses compile this file as it is; [`sign`] makes the
-//! header (for `meshnode job`).
+//! A pure function of the header's value, the request line and the clock; [`sign`] makes
+//! the header (for `meshnode job`). Fuzzed by `bench/fuzz` (`nip98_authorization`).
 
+use crate::event::UnsignedEvent;
+use crate::{Event, NodeKeys};
 use base64::Engine as _;
-use fleetmesh_proto::event::UnsignedEvent;
-use fleetmesh_proto::{Event, NodeKeys};
 use sha2::{Digest as _, Sha256};
 
 /// The event kind of NIP-98.
@@ -104,7 +103,7 @@ pub fn sign(
     url: &str,
     body: Option<&[u8]>,
     now: u64,
-) -> fleetmesh_proto::Result<String> {
+) -> crate::Result<String> {
     let mut tags = vec![
         vec!["u".to_string(), url.to_string()],
         vec!["method".to_string(), method.to_string()],
