@@ -30,8 +30,7 @@ fn reaching_into(folder: &str, allowed: &[&str]) -> Vec<String> {
             .expect("under src")
             .to_string_lossy()
             .replace('\\', "/");
-        if rel.starts_with(&format!("{folder}/")) || rel == "main.rs" || allowed.contains(&&*rel)
-        {
+        if rel.starts_with(&format!("{folder}/")) || rel == "main.rs" || allowed.contains(&&*rel) {
             continue;
         }
         let text = std::fs::read_to_string(&file).expect("read a source file");
