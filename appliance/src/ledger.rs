@@ -678,25 +678,3 @@ impl Accounts {
         vec![messages, windows]
     }
 }
-
-/// The standing of the node in `dir`'s peers, from its evidence log, and the decisions
-/// it recorded as it took them (its `ledger.sqlite`): what `GET /v1/ledger` answers;
-/// empty when it keeps no ledger yet.
-///
-/// # Errors
-/// A log that cannot be read.
-pub fn standing(dir: &Path) -> anyhow::Result<Value> {
-    let log = dir.join("ledger").join("evidence.jsonl");
-    if !log.exists() {
-        return Ok(json!({"node": null, "peers": {}, "decisions": []}));
-    }
-    let r = fleetmesh_ledger::evidence::replay(&log)?;
-    let recorded = fleetmesh_ledger::store::recorded(&dir.join("ledger"))?;
-    Ok(json!({
-        "node": r.ledger.us(),
-        "peers": r.ledger.standings(),
-        "decisions": recorded,
-        "refused": r.refused,
-        "repairs": r.repairs,
-    }))
-}

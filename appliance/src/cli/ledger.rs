@@ -290,7 +290,7 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<Outcome> {
 /// `meshnode ledger show`.
 pub fn show(args: &ShowArgs) -> anyhow::Result<Outcome> {
     let body = match &args.dir {
-        Some(dir) => crate::ledger::standing(dir)?,
+        Some(dir) => fleetmesh_ledger::store::standing(&dir.join("ledger"))?,
         None => {
             let quiet = crate::cli::peers::PeersArgs {
                 node: args.remote.node.clone(),

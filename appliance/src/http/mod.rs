@@ -248,7 +248,9 @@ pub fn router(
             "/v1/ledger",
             get(
                 |axum::extract::State(dir): axum::extract::State<std::path::PathBuf>| {
-                    blocking_json(move || crate::ledger::standing(&dir))
+                    blocking_json(move || {
+                        Ok(fleetmesh_ledger::store::standing(&dir.join("ledger"))?)
+                    })
                 },
             )
             .with_state(node.dir.clone()),

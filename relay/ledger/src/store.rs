@@ -353,3 +353,25 @@ fn read_decisions(conn: &Connection, path: &Path, peer: Option<&str>) -> Result<
     }
     Ok(out)
 }
+
+/// The standing of a node among its peers, from the evidence log in its ledger directory
+/// `dir` (`evidence.jsonl`) and the decisions it recorded as it took them (`ledger.sqlite`):
+/// what a node's `GET /v1/ledger` and `meshnode ledger show` answer; empty when it keeps
+/// no ledger yet.
+///
+/// # Errors
+/// A log or store that cannot be read.
+pub fn standing(dir: &Path) -> Result<serde_json::Value> {
+    let log = dir.join("evidence.jsonl");
+    if !log.exists() {
+        return Ok(serde_json::json!({"node": null, "peers": {}, "decisions": []}));
+    }
+    let r = crate::evidence::replay(&log)?;
+    Ok(serde_json::json!({
+        "node": r.ledger.us(),
+        "peers": r.ledger.standings(),
+        "decisions": recorded(dir)?,
+        "refused": r.refused,
+        "repairs": r.repairs,
+    }))
+}
