@@ -144,7 +144,7 @@ impl Accounts {
         config: LedgerSection,
     ) -> anyhow::Result<Arc<Accounts>> {
         let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
-        let now = crate::node::unix_now();
+        let now = fleetmesh_proto::unix_now();
         let mut standings = lock(&books).ledger().standings();
         standings.retain(|_, s| s.beyond_payments());
         for (peer, s) in &standings {
@@ -273,9 +273,9 @@ impl Accounts {
                 .with_context(|| format!("{peer} is not a Nostr key"))?,
             expires_at: None,
         };
-        let event = g.sign(&self.keys, crate::node::unix_now())?;
+        let event = g.sign(&self.keys, fleetmesh_proto::unix_now())?;
         self.record(Line::Grant {
-            at: crate::node::unix_now(),
+            at: fleetmesh_proto::unix_now(),
             peer: peer.to_owned(),
             event: event.to_value(),
         })
@@ -295,7 +295,7 @@ impl Accounts {
             .grant_out(peer)
             .map(|(_, id)| id.to_owned());
         self.record(Line::Revoke {
-            at: crate::node::unix_now(),
+            at: fleetmesh_proto::unix_now(),
             peer: peer.to_owned(),
         })
         .await;
@@ -331,7 +331,7 @@ impl Accounts {
             self.keys.nostr_pubkey_hex()
         );
         let deletion = UnsignedEvent {
-            created_at: crate::node::unix_now(),
+            created_at: fleetmesh_proto::unix_now(),
             kind: 5,
             tags: vec![
                 vec!["a".into(), coordinate],
@@ -405,7 +405,7 @@ impl Accounts {
 
     /// Takes a ledger message from a peer.
     async fn inbound(&self, (from, type_, body): Inbound) {
-        let at = crate::node::unix_now();
+        let at = fleetmesh_proto::unix_now();
         match type_.as_str() {
             RECEIPT => {
                 self.record(Line::Receipt {
@@ -491,13 +491,13 @@ impl Accounts {
                     events: c.events_in,
                     bytes: c.bytes_in,
                 },
-                crate::node::unix_now(),
+                fleetmesh_proto::unix_now(),
             )
             .with_shards(shards);
             let Ok(r) = r.sign(&self.keys) else { continue };
             let body = serde_json::to_value(&r).expect("a receipt serializes");
             self.record(Line::Sent {
-                at: crate::node::unix_now(),
+                at: fleetmesh_proto::unix_now(),
                 peer: peer.clone(),
                 receipt: body.clone(),
             })
@@ -511,7 +511,7 @@ impl Accounts {
     fn rotate(&self) {
         let c = &self.config;
         let rotated = lock(&self.books).rotate(
-            crate::node::unix_now(),
+            fleetmesh_proto::unix_now(),
             c.evidence_max_bytes,
             c.evidence_segments,
         );
@@ -540,7 +540,7 @@ impl Accounts {
             let mut counts: fleetmesh_ledger::Counts = tally.window(w).into();
             counts.shards = per_shard(tally.window_shards(w).inbound, n).unwrap_or_default();
             self.record(Line::Measure {
-                at: crate::node::unix_now(),
+                at: fleetmesh_proto::unix_now(),
                 peer,
                 window: w,
                 window_secs: self.config.window_secs,
@@ -637,7 +637,7 @@ impl Accounts {
             note: Some(d.why.chars().take(280).collect()),
             expires_at: None,
         };
-        match report.sign(&self.keys, crate::node::unix_now()) {
+        match report.sign(&self.keys, fleetmesh_proto::unix_now()) {
             Ok(e) => {
                 if let Err(why) = self.relay.publish(e).await {
                     tracing::warn!(peer = %d.peer, error = %why, "the report was not stored");

@@ -166,7 +166,7 @@ fn stored(db: &std::path::Path, kind: u16, me: &str) -> anyhow::Result<Vec<Event
         &json!({"kinds": [kind], "#p": [me]}),
         Default::default(),
     )?;
-    let mut found = store.query(&[filter], BACKLOG, crate::node::unix_now())?;
+    let mut found = store.query(&[filter], BACKLOG, fleetmesh_proto::unix_now())?;
     found.sort_by_key(|s| s.created_at);
     Ok(found
         .iter()
@@ -269,7 +269,7 @@ pub fn wrap_compute(
     to: &str,
     content: &Value,
 ) -> fleetmesh_proto::Result<(String, Event)> {
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let message = UnsignedEvent {
         created_at: now,
         kind: kind::COMPUTE_RUMOR,
@@ -358,7 +358,7 @@ pub fn start(
         // wraps are dated up to two days back (NIP-59)
         let me = me.clone();
         let filter = move || {
-            let since = crate::node::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
+            let since = fleetmesh_proto::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
             json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since})
         };
         // the relays may serve gift wraps only to their recipient, authenticated (NIP-42)
@@ -409,7 +409,7 @@ impl Mailbox {
         if let Some(at) = self
             .relay
             .revoked()
-            .revoked_by(&opened.sender, crate::node::unix_now())
+            .revoked_by(&opened.sender, fleetmesh_proto::unix_now())
         {
             count("refused");
             tracing::info!(sender, revoked_at = at, "a gift wrap from a revoked key");

@@ -16,8 +16,8 @@
 //! `init` builds everything in a hidden sibling directory and renames it into place, so an
 //! interrupted init leaves no half-made node, and an existing node is never overwritten.
 
+use fleetmesh_proto::unix_now;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use fleetmesh_proto::identity::{DescriptorInfo, Software};
@@ -65,13 +65,6 @@ pub fn default_home() -> anyhow::Result<PathBuf> {
     dirs::data_dir()
         .map(|d| d.join("fleetmesh"))
         .context("no platform data directory; set MESHNODE_HOME")
-}
-
-/// Now, in Unix seconds (0 before 1970).
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// What `init` made.

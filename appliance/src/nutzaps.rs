@@ -57,7 +57,7 @@ fn info(keys: &NodeKeys, relays: &[String], mints: &[String]) -> anyhow::Result<
         pubkey: hex::encode(key(keys)?.x_only_public_key().0.to_byte_array()),
     };
     Ok(keys.sign(UnsignedEvent {
-        created_at: crate::node::unix_now(),
+        created_at: fleetmesh_proto::unix_now(),
         kind: INFO,
         tags: info.tags(),
         content: String::new(),
@@ -170,7 +170,7 @@ impl Redeemer {
             .and_then(|k| nip44::encrypt(&k, body.to_string().as_bytes()));
         let signed = sealed.and_then(|content| {
             self.keys.sign(UnsignedEvent {
-                created_at: crate::node::unix_now(),
+                created_at: fleetmesh_proto::unix_now(),
                 kind: REDEEMED,
                 tags: vec![
                     vec!["e".into(), zap.id_hex(), String::new(), "redeemed".into()],

@@ -76,7 +76,7 @@ pub fn grants(dir: &Path, settlement: &crate::config::SettlementSection) -> anyh
 /// The info event: the methods answered, NIP-44 v2 only.
 fn info(keys: &NodeKeys) -> fleetmesh_proto::Result<Event> {
     keys.sign(UnsignedEvent {
-        created_at: crate::node::unix_now(),
+        created_at: fleetmesh_proto::unix_now(),
         kind: INFO,
         tags: vec![
             vec!["encryption".into(), "nip44_v2".into()],
@@ -118,7 +118,7 @@ pub async fn start(
         kind: REQUEST,
         me: (keys.nostr_pubkey_hex(), *keys.nostr()),
         // requests are ephemeral: only those of the last minute are answered
-        since: || crate::node::unix_now().saturating_sub(60),
+        since: || fleetmesh_proto::unix_now().saturating_sub(60),
         backlog: None,
         who: "nwc",
     };
@@ -164,7 +164,7 @@ impl Service {
             .and_then(|k| nip44::encrypt(&k, body.to_string().as_bytes()));
         let event = sealed.and_then(|content| {
             self.keys.sign(UnsignedEvent {
-                created_at: crate::node::unix_now(),
+                created_at: fleetmesh_proto::unix_now(),
                 kind,
                 tags,
                 content,
@@ -208,7 +208,7 @@ impl Service {
     /// Answers one request, or drops it (counted) when it cannot be answered; then sends
     /// the notifications it led to (a payment sent, an invoice claimed).
     fn answer(&self, request: &Event) {
-        let now = crate::node::unix_now();
+        let now = fleetmesh_proto::unix_now();
         if request.expiration().is_some_and(|t| t <= now) {
             count("expired");
             return;
@@ -279,7 +279,7 @@ pub fn request(
             .to_string()
             .as_bytes(),
     )?;
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let event = UnsignedEvent {
         created_at: now,
         kind: REQUEST,

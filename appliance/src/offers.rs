@@ -77,7 +77,7 @@ pub async fn start(
         "offers",
     ));
     for url in &relays {
-        let filter = || json!({"kinds": [kind::COMPUTE_ASK], "since": crate::node::unix_now().saturating_sub(60)});
+        let filter = || json!({"kinds": [kind::COMPUTE_ASK], "since": fleetmesh_proto::unix_now().saturating_sub(60)});
         let key = *desk.keys.nostr();
         tasks.push(follow(
             url.clone(),
@@ -150,7 +150,7 @@ fn terms_now(
 impl Desk {
     /// Signs `terms` and publishes them here and on `relays`.
     async fn publish_terms(&self, terms: &Terms, relays: &[String]) {
-        let event = match terms.sign(&self.keys, crate::node::unix_now()) {
+        let event = match terms.sign(&self.keys, fleetmesh_proto::unix_now()) {
             Ok(e) => e,
             Err(e) => {
                 tracing::warn!(error = %e, "the node's terms could not be signed");
@@ -181,7 +181,7 @@ impl Desk {
 
     /// Answers one ask with an offer when the node can fill it.
     fn answer(&self, event: Event) {
-        let now = crate::node::unix_now();
+        let now = fleetmesh_proto::unix_now();
         let ask = match Ask::from_event(event, now) {
             Ok(a) => a,
             Err(e) => {

@@ -193,7 +193,7 @@ pub fn start(
                     // REQ pages after the first good round: since it began, with ten
                     // minutes for clocks and late publishers
                     let since = last_ok.map(|t: u64| t.saturating_sub(600));
-                    let began = crate::node::unix_now();
+                    let began = fleetmesh_proto::unix_now();
                     let target = Target::Url {
                         url: p.url.clone(),
                         via: p.via,

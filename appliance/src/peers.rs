@@ -122,11 +122,6 @@ fn count_refusal(counts: &Mutex<BTreeMap<String, u64>>, source: &str) {
     *counts.entry(key.to_owned()).or_default() += 1;
 }
 
-/// Unix time now.
-pub fn now() -> u64 {
-    crate::node::unix_now()
-}
-
 impl Peers {
     /// A table of at most `cap` peers.
     pub fn new(cap: usize) -> Peers {
@@ -155,7 +150,7 @@ impl Peers {
     fn barred_link(&self, id: &str) -> Option<&'static str> {
         match lock(&self.barred).get(id) {
             Some(&u64::MAX) => Some("revoked (ledger)"),
-            Some(&u) if u > now() => Some("suspended (ledger)"),
+            Some(&u) if u > fleetmesh_proto::unix_now() => Some("suspended (ledger)"),
             _ => None,
         }
     }
@@ -163,7 +158,9 @@ impl Peers {
     /// Whether the peer `id` is barred now.
     #[cfg_attr(not(feature = "federation"), allow(dead_code))]
     pub fn barred(&self, id: &str) -> bool {
-        lock(&self.barred).get(id).is_some_and(|u| *u > now())
+        lock(&self.barred)
+            .get(id)
+            .is_some_and(|u| *u > fleetmesh_proto::unix_now())
     }
 
     /// Has every tally count per window of `secs` seconds (the ledger's).
@@ -274,7 +271,7 @@ impl Peers {
             Ok(r) => {
                 v.link = "up".into();
                 v.rounds_ok += 1;
-                v.last_sync = Some(now());
+                v.last_sync = Some(fleetmesh_proto::unix_now());
                 v.fetched += r.fetched as u64;
                 v.sent += r.pushed as u64;
                 v.refused += (r.fetch_failed + r.push_refused) as u64;

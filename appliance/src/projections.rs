@@ -121,7 +121,7 @@ impl Projector {
 
     /// Publishes the projections once: here, then on every configured relay.
     async fn publish(&self) {
-        let events = self.events(crate::node::unix_now());
+        let events = self.events(fleetmesh_proto::unix_now());
         for e in &events {
             if let Err(why) = self.relay.publish(e.clone()).await {
                 tracing::debug!(kind = e.kind, error = %why, "a projection was not stored here");

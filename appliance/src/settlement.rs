@@ -42,7 +42,7 @@ pub fn open_books(dir: &Path, us: &str) -> anyhow::Result<Books> {
     let (books, refused) = fleetmesh_ledger::Books::open(
         &dir.join(crate::node::LEDGER_DIR),
         us,
-        crate::node::unix_now(),
+        fleetmesh_proto::unix_now(),
     )?;
     for r in refused {
         tracing::warn!(line = r.line, reason = %r.reason, "evidence log: a line not taken");
@@ -57,7 +57,7 @@ pub fn open_books(dir: &Path, us: &str) -> anyhow::Result<Books> {
 /// The log's.
 pub fn record(books: &Books, peer: &str, settlement: Settlement) -> anyhow::Result<()> {
     let line = Line::Settled {
-        at: crate::node::unix_now(),
+        at: fleetmesh_proto::unix_now(),
         peer: peer.to_owned(),
         settlement,
     };

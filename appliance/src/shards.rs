@@ -134,7 +134,7 @@ pub fn spawn(
         loop {
             for (def, last) in shards.iter().zip(published.iter_mut()) {
                 let (db, extent, open) = (db.clone(), Extent::of_config(def), conn.take());
-                let now = crate::node::unix_now();
+                let now = fleetmesh_proto::unix_now();
                 let summary = tokio::task::spawn_blocking(move || {
                     let store = match open {
                         Some(s) => s,
@@ -221,7 +221,7 @@ fn descriptor(def: &ShardSection, count: u64, digest: &str) -> Shard {
 /// The store's failure.
 pub fn list(db: &std::path::Path, ours: &str) -> anyhow::Result<Value> {
     let store = Store::open_read_only(db)?;
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let filter = |v: Value| Filter::from_value(&v, Default::default());
     let found = store.query(
         &[filter(

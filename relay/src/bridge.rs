@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::store::{EventStore, InsertOutcome, now};
+use crate::store::{EventStore, InsertOutcome};
 use crate::sync::{Direction, SyncOptions, SyncReport, parse_filter, publish, query, sync};
 use crate::{Error, Result};
+use fleetmesh_proto::unix_now;
 
 /// Events asked for per REQ page.
 pub const PAGE: usize = 500;
@@ -99,7 +100,11 @@ async fn by_req<S: EventStore + ?Sized>(
         pull(store, url, opts, &mut report).await?;
     }
     if opts.direction != Direction::Pull {
-        let local = store.query(std::slice::from_ref(&filter), opts.max_items as u64, now())?;
+        let local = store.query(
+            std::slice::from_ref(&filter),
+            opts.max_items as u64,
+            unix_now(),
+        )?;
         report.local_items = local.len();
         report.have = local.len();
         if !opts.dry_run {
@@ -169,9 +174,9 @@ async fn pull<S: EventStore + ?Sized>(
         }
         report.need += fresh.len();
         fresh.iter().for_each(|e| revoked.learn(e));
-        let (ok, bad): (Vec<_>, Vec<_>) = fresh
-            .into_iter()
-            .partition(|e| limits.admit(e, schemas, now()).is_ok() && revoked.check(e).is_ok());
+        let (ok, bad): (Vec<_>, Vec<_>) = fresh.into_iter().partition(|e| {
+            limits.admit(e, schemas, unix_now()).is_ok() && revoked.check(e).is_ok()
+        });
         report.fetch_failed += bad.len();
         if !opts.dry_run {
             let json: Vec<String> = ok.iter().map(|e| e.to_json()).collect();

@@ -30,7 +30,7 @@ impl Revoked {
             fleetmesh_proto::filter::FilterLimits::default(),
         )
         .expect("a valid filter");
-        for stored in store.query(&[filter], 1_000_000, crate::store::now())? {
+        for stored in store.query(&[filter], 1_000_000, fleetmesh_proto::unix_now())? {
             if let Ok(e) = Event::from_json(&stored.raw) {
                 revoked.learn(&e);
             }

@@ -15,8 +15,8 @@ use std::sync::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
-use crate::service::unix_now;
 use crate::{Refusal, refuse};
+use fleetmesh_proto::unix_now;
 
 /// The blob directory and its index, in the node directory.
 pub const BLOBS_DIR: &str = "blobs";

@@ -226,12 +226,6 @@ pub struct Notice {
     pub transaction: Value,
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 impl Grants {
     /// Opens (creating when absent) `path`; the wallet is the one in `wallet`, paying and
     /// invoicing at `mint`.
@@ -314,7 +308,7 @@ impl Grants {
                 "a connection needs a name (1 to 64 bytes) and a 64-hex-digit client key".into(),
             ));
         }
-        let created = now();
+        let created = fleetmesh_proto::unix_now();
         self.db
             .execute(
                 "INSERT INTO grants (client, name, methods, budget, created) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -490,7 +484,7 @@ impl Grants {
                     (sats * 1000) as i64,
                     quote.quote,
                     mint.url(),
-                    now() as i64,
+                    fleetmesh_proto::unix_now() as i64,
                     inv.expires_at as i64
                 ],
             )
@@ -523,8 +517,10 @@ impl Grants {
                  AND (expires IS NULL OR expires > ?1)",
             )
             .and_then(|mut st| {
-                st.query_map(params![now() as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect()
+                st.query_map(params![fleetmesh_proto::unix_now() as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect()
             })
             .unwrap_or_default();
         pending
@@ -570,7 +566,7 @@ impl Grants {
         self.db
             .execute(
                 "UPDATE txs SET settled = ?1 WHERE payment_hash = ?2",
-                params![now() as i64, hash],
+                params![fleetmesh_proto::unix_now() as i64, hash],
             )
             .map_err(|e| fail("INTERNAL", e.to_string()))?;
         self.notify(client, "payment_received", hash);
@@ -651,7 +647,7 @@ impl Grants {
                         (paid.fee * 1000) as i64,
                         preimage,
                         source,
-                        now() as i64,
+                        fleetmesh_proto::unix_now() as i64,
                         inv.expires_at as i64
                     ],
                 )

@@ -90,9 +90,7 @@ fn chain_and_now(a: &AttestVerifyArgs) -> Result<(Vec<Certificate>, i64), Error>
     let chain = Certificate::from_pem_bundle(&text)?;
     let now = match &a.now {
         Some(t) => parse_rfc3339(t)?,
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64),
+        None => i64::try_from(fleetmesh_proto::unix_now()).unwrap_or(i64::MAX),
     };
     Ok((chain, now))
 }

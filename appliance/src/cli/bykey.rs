@@ -42,7 +42,7 @@ pub(crate) fn by_giftwrap(
     }
     // a refusal names the submission it answers by the rumor's id
     let (rumor_id, wrap) = crate::mailbox::wrap_compute(keys, provider, body)?;
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let me = keys.nostr_pubkey_hex();
     let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me],
                         "since": now.saturating_sub(nip59::MAX_TWEAK_SECS + 600)});
@@ -268,7 +268,7 @@ pub(crate) fn by_iroh(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let descriptor = crate::node::leaf_descriptor(keys, crate::node::unix_now())?;
+    let descriptor = crate::node::leaf_descriptor(keys, fleetmesh_proto::unix_now())?;
     let bind: std::net::SocketAddr = if addrs.first().is_none_or(std::net::SocketAddr::is_ipv4) {
         ([0, 0, 0, 0], 0).into()
     } else {
@@ -398,7 +398,7 @@ fn didcomm_over(
     route: &Route,
     carrier: &Carrier,
 ) -> anyhow::Result<Outcome> {
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let descriptor = crate::node::leaf_descriptor(keys, now)?;
     let docs = vec![doc.clone()];
     // one message to the provider, by the route; the provider's answer when direct
@@ -424,7 +424,7 @@ fn didcomm_over(
         let mut opened = Vec::new();
         for a in &got.message.attachments {
             taken.push(a["id"].clone());
-            let now = crate::node::unix_now();
+            let now = fleetmesh_proto::unix_now();
             let me = keys.nostr_pubkey_hex();
             // the provider's answers come with their path signed: provider, mediator, us
             let inner = match crate::didcomm::open_item(&a["data"]["json"], &me, now, 86_400) {

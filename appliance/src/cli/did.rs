@@ -93,7 +93,7 @@ pub(crate) fn resolve_document(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let mut known_as: Vec<String> = Vec::new();
     let mut current = did_text.to_owned();
     for _ in 0..=MAX_ROTATIONS {

@@ -186,7 +186,7 @@ pub fn unpack(args: &UnpackArgs) -> anyhow::Result<Outcome> {
         .map(|p| read_doc(p))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let text = crate::cli::read_input(&args.message, MAX_INPUT, "a message")?;
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let unpacked = didcomm::unpack(text.trim().as_bytes(), &keys, &docs, now)
         .context("the message does not open")?;
     println!(

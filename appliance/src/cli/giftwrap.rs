@@ -26,7 +26,7 @@ pub(crate) fn recipient(to: &str) -> anyhow::Result<String> {
 pub fn wrap(args: &WrapArgs) -> anyhow::Result<Outcome> {
     let to = recipient(&args.to)?;
     let (_, keys) = crate::cli::job::keys_in(&args.key_dir, "the sender's keys")?;
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let wrap = nip59::wrap(
         keys.nostr(),
         &to,

@@ -209,7 +209,7 @@ fn submit(
         &[digest.as_slice(), name.as_bytes()].concat(),
         32,
     )?);
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let expires = now + expires_in(&spec["expires_in"])?;
     // the ask's limits; without any, one for the engine's metered unit
     let limits = if spec["limits"].as_object().is_some_and(|l| !l.is_empty()) {

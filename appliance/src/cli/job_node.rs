@@ -30,9 +30,7 @@ pub(super) fn signed(
         (Some(t), _) => req.bearer_auth(t),
         (None, None) => req,
         (None, Some(keys)) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_secs();
+            let now = fleetmesh_proto::unix_now();
             let auth = fleetmesh_proto::nip98::sign(keys, method, url, body, now)?;
             req.header("authorization", auth)
         }

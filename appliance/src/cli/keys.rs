@@ -99,7 +99,7 @@ fn revoke_into(
     let (mut revoked, before, last) = stored(node)?;
     revoked.retain(|k| !add.iter().any(|a| a.public == k.public));
     revoked.extend(add);
-    let created_at = crate::node::unix_now().max(last + 1);
+    let created_at = fleetmesh_proto::unix_now().max(last + 1);
     let event = Revocation {
         revoked,
         successor: successor.or(before),
@@ -205,7 +205,7 @@ pub fn revoke(args: &RevokeArgs) -> anyhow::Result<Outcome> {
     let entry = RevokedKey {
         key_type,
         public: key,
-        revoked_at: args.at.unwrap_or_else(crate::node::unix_now),
+        revoked_at: args.at.unwrap_or_else(fleetmesh_proto::unix_now),
         reason: args.reason,
         replacement: args.replacement.clone(),
     };
@@ -218,7 +218,7 @@ pub fn rotate(args: &RotateArgs) -> anyhow::Result<Outcome> {
     let dir = crate::node::dir_or_home(args.dir.clone())?;
     let mut node = Node::open(&dir)?;
     let new = NodeKeys::generate()?;
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let at = now + args.grace_secs;
     let old = &node.keys;
     let pairs = [

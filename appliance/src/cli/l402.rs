@@ -58,7 +58,7 @@ pub fn pay(www_authenticate: &str, max_sat: u64, payer: &dyn Lightning) -> anyho
         "the node asks {sat} sat; at most {max_sat} sat may be paid (--max-sat, or the job's bid)"
     );
     anyhow::ensure!(
-        inv.expires_at > crate::node::unix_now(),
+        inv.expires_at > fleetmesh_proto::unix_now(),
         "the challenge's invoice expired at {}",
         inv.expires_at
     );

@@ -98,7 +98,7 @@ pub fn send(args: &NutzapArgs) -> anyhow::Result<Outcome> {
     let refund = hex::encode(keys.nostr().public_key().serialize());
     let lock = Lock::p2pk(
         &info.pubkey,
-        Some(crate::node::unix_now() + args.refund_after),
+        Some(fleetmesh_proto::unix_now() + args.refund_after),
         vec![refund],
     )?;
     let mut wallet = Wallet::open(&dir.join(fleetmesh_settle::cashu::WALLET_FILE))?;
@@ -112,7 +112,7 @@ pub fn send(args: &NutzapArgs) -> anyhow::Result<Outcome> {
     )?;
     let zapped = args.event.as_deref().map(|id| (id, relays[0].as_str()));
     let event = keys.sign(UnsignedEvent {
-        created_at: crate::node::unix_now(),
+        created_at: fleetmesh_proto::unix_now(),
         kind: NUTZAP,
         tags: nutzap_tags(&token, &to, zapped)?,
         content: args.comment.clone(),

@@ -99,7 +99,7 @@ pub fn peers(args: &PeersArgs) -> anyhow::Result<Outcome> {
     let Some(body) = ask(args, "/v1/peers")? else {
         return Ok(Outcome::Ok);
     };
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     let peers = body["peers"].as_array().cloned().unwrap_or_default();
     if peers.is_empty() {
         println!("no peers");

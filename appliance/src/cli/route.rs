@@ -167,7 +167,7 @@ fn gather(
     enough: &dyn Fn(&Opened) -> bool,
 ) -> anyhow::Result<Opened> {
     let me = keys.nostr_pubkey_hex();
-    let since = crate::node::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
+    let since = fleetmesh_proto::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
     let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since});
     runtime()?.block_on(async {
         let (mut rx, out, tasks) =
@@ -227,7 +227,7 @@ pub fn by_market(
     relays: &[String],
     (route, paying): (&RouteArgs, bool),
 ) -> anyhow::Result<Outcome> {
-    let checked = Ask::from_event(ask.clone(), crate::node::unix_now())?;
+    let checked = Ask::from_event(ask.clone(), fleetmesh_proto::unix_now())?;
     // paid attempts together stay within the bid (escrow a silent provider holds comes
     // back only after its locktime)
     let mut budget =
@@ -325,7 +325,7 @@ pub fn by_market(
     }
     let mut tried = Vec::new();
     for o in &ranked {
-        if crate::node::unix_now() >= checked.expires_at {
+        if fleetmesh_proto::unix_now() >= checked.expires_at {
             eprintln!("meshnode: the ask expired; no more providers are tried");
             break;
         }
@@ -412,7 +412,7 @@ pub fn market(args: &MarketArgs) -> anyhow::Result<Outcome> {
     let wanted = |m: Option<&str>| args.mode.is_none_or(|w| m == Some(w.as_str()));
     let rows: Vec<Value> = match &args.what {
         MarketCommand::Asks => {
-            let now = crate::node::unix_now();
+            let now = fleetmesh_proto::unix_now();
             let filter = json!({"kinds": [kind::COMPUTE_ASK]});
             query_all(&relays, &filter, 10_000)?
                 .into_iter()

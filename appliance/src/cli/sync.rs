@@ -15,7 +15,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<Outcome> {
     let mut filter: serde_json::Value =
         serde_json::from_str(&args.filter).context("--filter is not JSON")?;
     if let Some(since) = &args.since {
-        let since = parse_since(since, crate::node::unix_now())?;
+        let since = parse_since(since, fleetmesh_proto::unix_now())?;
         let obj = filter
             .as_object_mut()
             .context("--filter is not a JSON object")?;

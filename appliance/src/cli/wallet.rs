@@ -420,7 +420,7 @@ fn lock_of(
     let locktime = locktime
         .as_deref()
         .map(|t| match t.strip_prefix('+') {
-            Some(secs) => secs.parse::<u64>().map(|s| crate::node::unix_now() + s),
+            Some(secs) => secs.parse::<u64>().map(|s| fleetmesh_proto::unix_now() + s),
             None => t.parse(),
         })
         .transpose()

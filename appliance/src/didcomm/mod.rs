@@ -209,7 +209,7 @@ impl DidComm {
     /// Handles one packed message from `source` that arrived along a checked hop path
     /// beginning at `origin` (x-only, hex), when it did: its signer must be that origin.
     fn handle_from(&self, packed: &[u8], source: &Source, origin: Option<&str>) -> Outcome {
-        let now = crate::node::unix_now();
+        let now = fleetmesh_proto::unix_now();
         // a plaintext is told apart by its head, its body never read: nothing here takes
         // one (compute, pickup and ledger messages are signed, a forward is encrypted)
         match didcomm::outer(packed) {
@@ -428,7 +428,7 @@ pub fn enveloped_forward(
         keys.nostr(),
         mediator_key,
         packed.to_string().as_bytes(),
-        crate::node::unix_now(),
+        fleetmesh_proto::unix_now(),
     )?;
     let env = serde_json::to_value(&env).expect("an envelope serializes");
     didcomm::forward(&env, to, mediator, routing_key)
@@ -475,7 +475,7 @@ pub fn exchange(
         "{url}: HTTP {status}: {}",
         String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
     );
-    let now = crate::node::unix_now();
+    let now = fleetmesh_proto::unix_now();
     Ok(Some(didcomm::unpack(&bytes, keys, docs, now)?))
 }
 
@@ -621,7 +621,7 @@ impl DidComm {
                 continue;
             };
             taken.push(id.to_owned());
-            let outcome = match self.opened(inner, crate::node::unix_now()) {
+            let outcome = match self.opened(inner, fleetmesh_proto::unix_now()) {
                 Ok(Some((payload, origin))) => self.handle_from(&payload, &source, Some(&origin)),
                 Ok(None) => self.handle(inner.to_string().as_bytes(), &source),
                 Err(why) => Outcome::Refused(400, "bad_path", why),

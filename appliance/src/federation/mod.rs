@@ -51,8 +51,9 @@ use tokio::sync::{Notify, mpsc};
 
 use crate::config::{Config, PeeringSection};
 use crate::didcomm::{DidComm, Outcome};
-use crate::peers::{Peers, now};
+use crate::peers::Peers;
 use crate::tasks::Tasks;
+use fleetmesh_proto::unix_now;
 
 mod policy;
 use policy::{Policy, paused, policy};
@@ -414,7 +415,7 @@ pub async fn exchange_over(
     match v["status"].as_u64() {
         Some(200) => {
             let message = v["message"].to_string();
-            let now = crate::node::unix_now();
+            let now = fleetmesh_proto::unix_now();
             Ok(Some(fleetmesh_proto::didcomm::unpack(
                 message.as_bytes(),
                 keys,
@@ -492,7 +493,7 @@ async fn announce(
                     class: Some(class),
                     to: vec![],
                 };
-                match hb.sign(&keys, now()) {
+                match hb.sign(&keys, unix_now()) {
                     Ok(e) => gossip.announce(&e).await,
                     Err(e) => tracing::warn!(error = %e, "heartbeat not signed"),
                 }

@@ -58,7 +58,7 @@ impl Policy {
     /// event crosses the pair once — fetched by the side that lacks it — not twice.
     pub(super) fn mutual(ctx: &Ctx, key: &str) -> Policy {
         let mut pol = Policy::of(ctx);
-        let now = crate::node::unix_now();
+        let now = fleetmesh_proto::unix_now();
         let recent = ctx
             .table
             .tally(key)

@@ -276,7 +276,13 @@ pub async fn guard(State(policy): State<Arc<Policy>>, req: Request, next: Next) 
         (None, true) => {
             return unauthorized("an L402 credential on a route this node does not price");
         }
-        _ => match policy.principal(req.method(), path, &headers, peer, unix_now()) {
+        _ => match policy.principal(
+            req.method(),
+            path,
+            &headers,
+            peer,
+            fleetmesh_proto::unix_now(),
+        ) {
             Ok(p) => p,
             Err(why) => return unauthorized(&why),
         },
@@ -340,12 +346,6 @@ pub(crate) fn unauthorized(why: &str) -> Response {
         HeaderValue::from_static("Bearer realm=\"fleetmesh\", Nostr"),
     );
     r
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// Whether a WebSocket upgrade may go ahead: no `Origin` (not a browser), or one in

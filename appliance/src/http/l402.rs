@@ -81,12 +81,6 @@ impl std::fmt::Debug for Gate {
     }
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 impl Gate {
     /// The gate of a node with `[api.prices]`; `None` without prices.
     pub fn open(node: &crate::node::Node) -> anyhow::Result<Option<Arc<Gate>>> {
@@ -215,7 +209,7 @@ impl Gate {
             issued.payment_hash,
             route,
             price,
-            now() + VALID_SECS,
+            fleetmesh_proto::unix_now() + VALID_SECS,
             issued.quote.as_deref(),
         );
         let challenge = Challenge {
@@ -240,8 +234,10 @@ impl Gate {
     /// Checks an `Authorization: L402 …` value for `route` at `price` (nothing is
     /// recorded yet: see [`Gate::redeem`]).
     pub fn verify(&self, authorization: &str, route: &str, price: u64) -> Result<Paid, String> {
-        let checked = Credential::parse(authorization)
-            .and_then(|c| self.minter.verify(&c, route, price, now()));
+        let checked = Credential::parse(authorization).and_then(|c| {
+            self.minter
+                .verify(&c, route, price, fleetmesh_proto::unix_now())
+        });
         if checked.is_err() {
             crate::http::metrics::l402("refused");
         }
@@ -255,7 +251,8 @@ impl Gate {
             let s = spent
                 .lock()
                 .map_err(|_| "the credential store's lock".to_string())?;
-            s.redeem(&paid, &route, now()).map_err(|e| e.to_string())
+            s.redeem(&paid, &route, fleetmesh_proto::unix_now())
+                .map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| e.to_string())?;

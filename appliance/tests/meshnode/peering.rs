@@ -451,7 +451,7 @@ fn gossip_strangers_past_max_peers_are_listed_but_not_dialled() {
                 protocol_digest: digest.to_hex(),
                 predecessor: None,
             };
-            let event = k.descriptor(&info, fleetmesh_relay::store::now()).unwrap();
+            let event = k.descriptor(&info, fleetmesh_proto::unix_now()).unwrap();
             (k, g, task, rx, event)
         })
         .collect();
@@ -544,7 +544,7 @@ fn a_community_node_publishes_its_shards_and_a_peer_checks_its_copy_against_them
     let mut notes: Vec<_> = (0..3).map(|i| note(&keys, &format!("note {i}"))).collect();
     let reaction = keys
         .sign(fleetmesh_proto::event::UnsignedEvent {
-            created_at: fleetmesh_relay::store::now(),
+            created_at: fleetmesh_proto::unix_now(),
             kind: 7,
             tags: vec![],
             content: "+".into(),

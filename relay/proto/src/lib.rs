@@ -54,8 +54,9 @@ pub use event::{Event, UnsignedEvent};
 pub use identity::{DescriptorInfo, Endpoint, NodeClass, NodeKeys};
 pub use words::{Engine, KeyType, Mode, Remedy, RevocationReason, Rung, Unit};
 
-/// Unix seconds by the system clock (0 before 1970).
-pub(crate) fn unix_now() -> u64 {
+/// Unix seconds by the system clock (0 before 1970): the one clock helper of the
+/// workspace; every crate that reads the time for protocol purposes reads it here.
+pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

@@ -158,7 +158,7 @@ impl Connection {
             Some("invalid: no challenge was sent on this connection".into())
         } else if event.tag_value("challenge") != self.challenge.as_deref() {
             Some("invalid: the challenge is not this connection's".into())
-        } else if now().abs_diff(event.created_at) > AUTH_WINDOW {
+        } else if fleetmesh_proto::unix_now().abs_diff(event.created_at) > AUTH_WINDOW {
             Some(format!(
                 "invalid: created_at is more than {AUTH_WINDOW} s from now"
             ))

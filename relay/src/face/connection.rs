@@ -225,7 +225,7 @@ impl Connection {
         if let Some(why) = self.shed(super::auth::Ask::Event) {
             return !why.is_empty() && self.reject(&id, Rejection::RateLimited, &why);
         }
-        if let Err(why) = limits.admit(&event, relay.schemas, now()) {
+        if let Err(why) = limits.admit(&event, relay.schemas, fleetmesh_proto::unix_now()) {
             self.count(if why.forged {
                 PeerRefusal::Forged
             } else {
@@ -517,7 +517,7 @@ pub(super) async fn stream_query(
     let cap = relay.limits.max_limit;
     let keys = relay
         .readers
-        .run(move |s| s.query_keys(&filters, cap, now()))
+        .run(move |s| s.query_keys(&filters, cap, fleetmesh_proto::unix_now()))
         .await;
     let result = match keys {
         Ok(keys) => {

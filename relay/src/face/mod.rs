@@ -57,9 +57,10 @@ use crate::metrics::{Metrics, Rejection};
 use crate::store::EventStore;
 use crate::store::readers::Readers;
 use crate::store::writer::{QueueError, Writer};
-use crate::store::{Durability, InsertOutcome, now};
+use crate::store::{Durability, InsertOutcome};
 use fleetmesh_proto::event::Event;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
+use fleetmesh_proto::unix_now;
 
 /// How the relay is set up.
 #[derive(Debug, Clone, Default)]
@@ -166,7 +167,7 @@ impl Relay {
             return Err("invalid: not an ephemeral event".into());
         }
         self.limits
-            .admit(&event, self.schemas, now())
+            .admit(&event, self.schemas, unix_now())
             .map_err(|m| m.to_string())?;
         self.revoked.check(&event)?;
         self.metrics.events_ephemeral.fetch_add(1, Relaxed);
@@ -187,7 +188,7 @@ impl Relay {
     /// The refusal's message (NIP-01 style: `invalid: …`, `error: …`).
     pub async fn publish(&self, event: Event) -> std::result::Result<InsertOutcome, String> {
         self.limits
-            .admit(&event, self.schemas, now())
+            .admit(&event, self.schemas, unix_now())
             .map_err(|m| m.to_string())?;
         self.revoked.check(&event)?;
         let json: Arc<str> = event.to_json().into();
@@ -287,7 +288,7 @@ impl Relay {
 
     /// Deletes expired events every `every`, until the relay is shut down.
     pub fn spawn_expiry_purge(self: &Arc<Self>, every: std::time::Duration) {
-        self.spawn_purge(every, || crate::store::writer::Purge::Expired(now()));
+        self.spawn_purge(every, || crate::store::writer::Purge::Expired(unix_now()));
     }
 
     /// Keeps at most `keep` events not by `spare` (the node's own key), deleting the

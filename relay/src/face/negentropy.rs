@@ -8,8 +8,9 @@ use tokio::sync::mpsc;
 
 use super::{Connection, Done};
 use crate::message;
-use crate::store::{EventStore, Store, now};
+use crate::store::{EventStore, Store};
 use fleetmesh_proto::filter::{Filter, FilterLimits};
+use fleetmesh_proto::unix_now;
 
 /// A NEG-OPEN whose items were loaded and whose first message was answered.
 pub(super) struct NegOpened {
@@ -34,7 +35,7 @@ fn open_negentropy(
     initial: &[u8],
 ) -> Result<(Negentropy<'static, NegentropyStorageVector>, Vec<u8>), String> {
     let items = store
-        .negentropy_items(std::slice::from_ref(filter), max, now())
+        .negentropy_items(std::slice::from_ref(filter), max, unix_now())
         .map_err(|e| format!("error: {e}"))?
         .ok_or_else(|| format!("blocked: the filter matches more than {max} events; narrow it"))?;
     let mut storage = NegentropyStorageVector::with_capacity(items.len());
@@ -149,7 +150,7 @@ impl Connection {
                     ));
                 }
                 if let Some(s) = &self.session {
-                    s.tally.reconciling(crate::store::now());
+                    s.tally.reconciling(fleetmesh_proto::unix_now());
                 }
                 self.generation += 1;
                 let generation = self.generation;

@@ -154,12 +154,6 @@ fn carried_event(text: &str) -> Option<Event> {
     })
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Whether a NIP-01 message is an `EVENT` one.
 fn is_event(text: &str) -> bool {
     text.trim_start().starts_with("[\"EVENT\"")
@@ -261,7 +255,8 @@ impl Tally {
         *cur = new;
         drop(cur);
         if reset_in {
-            self.shards_since.store(unix_now(), Relaxed);
+            self.shards_since
+                .store(fleetmesh_proto::unix_now(), Relaxed);
         }
         self.in_window(|s| {
             if reset_in {
@@ -293,7 +288,7 @@ impl Tally {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .secs;
         let grace = if secs == 0 { 60 } else { secs };
-        if unix_now() < self.shards_since.load(Relaxed).saturating_add(grace) {
+        if fleetmesh_proto::unix_now() < self.shards_since.load(Relaxed).saturating_add(grace) {
             PeerRefusal::Invalid
         } else {
             PeerRefusal::OutOfFilter
@@ -417,7 +412,7 @@ impl Tally {
         if secs == 0 {
             return TallyCounts::default();
         }
-        let now = unix_now();
+        let now = fleetmesh_proto::unix_now();
         self.window(now / secs)
     }
 
@@ -429,7 +424,7 @@ impl Tally {
         if w.secs == 0 {
             return;
         }
-        let now = unix_now();
+        let now = fleetmesh_proto::unix_now();
         let n = now / w.secs;
         if w.slots.back().is_none_or(|s| s.n != n) {
             w.slots.push_back(Slot {
@@ -548,7 +543,9 @@ mod tests {
         assert!(admits(&tagged) && admits(&reaction));
         // only refused while the grant may still be on its way; out of filter after
         assert_eq!(session.refusal(&note).unwrap().0, PeerRefusal::Invalid);
-        tally.shards_since.store(unix_now() - 3600, Relaxed);
+        tally
+            .shards_since
+            .store(fleetmesh_proto::unix_now() - 3600, Relaxed);
         assert_eq!(session.refusal(&note).unwrap().0, PeerRefusal::OutOfFilter);
         assert!(tally.outbound_shards().is_empty());
         let client = |e: &Event| serde_json::json!(["EVENT", e.to_value()]).to_string();
@@ -562,11 +559,7 @@ mod tests {
             tally.received_message(&m);
         }
         tally.sent_message(&client(&tagged));
-        let n = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-            / 3600;
+        let n = fleetmesh_proto::unix_now() / 3600;
         let per = tally.window_shards(n);
         let c = tally.window(n);
         if c.events_in == 0 {

@@ -131,7 +131,7 @@ impl Shed {
 
     /// Takes one event of `key`'s allowance `a` at rung 2; false when it is spent.
     pub(super) fn take(&self, key: &str, a: &Allowance) -> bool {
-        let w = now() / a.window_secs.max(1);
+        let w = fleetmesh_proto::unix_now() / a.window_secs.max(1);
         let mut used = self
             .used
             .lock()

@@ -519,13 +519,6 @@ impl EventStore for Store {
     }
 }
 
-/// Unix time now, in seconds.
-pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// A Unix time as SQLite's signed integer, saturating (a peer may send any u64).
 fn sql_time(t: u64) -> i64 {
     t.min(i64::MAX as u64) as i64

@@ -88,7 +88,7 @@ pub async fn publish(
 /// [`Error::Sync`] when it cannot be signed (no randomness).
 pub fn auth_message(key: &secp256k1::Keypair, peer: &str, challenge: &str) -> Result<String> {
     let e = fleetmesh_proto::UnsignedEvent {
-        created_at: now(),
+        created_at: fleetmesh_proto::unix_now(),
         kind: crate::face::AUTH_KIND,
         tags: vec![
             vec!["relay".into(), peer.into()],

@@ -14,10 +14,11 @@ use negentropy::{Id, Negentropy, NegentropyStorageVector};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::store::{EventStore, InsertOutcome, now};
+use crate::store::{EventStore, InsertOutcome};
 use crate::{Error, Result};
 use fleetmesh_proto::event::Event;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
+use fleetmesh_proto::unix_now;
 
 mod client;
 pub use client::{auth_message, publish, query, subscribe, subscribe_all};
@@ -416,7 +417,7 @@ async fn run<S: EventStore + ?Sized>(
 ) -> Result<SyncReport> {
     let filter = parse_filter(peer, &opts.filter)?;
     let items = store
-        .negentropy_items(std::slice::from_ref(&filter), opts.max_items, now())?
+        .negentropy_items(std::slice::from_ref(&filter), opts.max_items, unix_now())?
         .ok_or_else(|| Error::Sync {
             peer: peer.to_owned(),
             reason: format!(
@@ -580,7 +581,7 @@ async fn pull<S: EventStore + ?Sized>(
                         report.fetch_failed += 1;
                         continue;
                     };
-                    if let Err(why) = limits.admit(&e, schemas, now()) {
+                    if let Err(why) = limits.admit(&e, schemas, unix_now()) {
                         report.fetch_failed += 1;
                         report.forged += usize::from(why.forged);
                     } else if !wanted.contains(e.id_hex().as_str()) || !filter.matches(&e) {

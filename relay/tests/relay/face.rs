@@ -131,7 +131,7 @@ impl Raw {
 use super::signed as note;
 
 fn now() -> u64 {
-    fleetmesh_relay::store::now()
+    fleetmesh_proto::unix_now()
 }
 
 /// rust-nostr's client on `url` signing as `keys`, answering NIP-42 challenges by itself

@@ -487,7 +487,7 @@ async fn a_replayed_report_is_refused_and_the_newest_stays() {
     let keys = NodeKeys::generate().unwrap();
     let example = &examples(30802)["valid"][0];
     let report = Report::from_event(&resigned(&keys, example)).unwrap();
-    let now = fleetmesh_relay::store::now();
+    let now = fleetmesh_proto::unix_now();
     let (older, newer) = (
         report.sign(&keys, now - 60).unwrap(),
         report.sign(&keys, now).unwrap(),

@@ -20,12 +20,12 @@ use super::signed;
 fn wrap_to(to: &NodeKeys, text: &str) -> Event {
     let sender = NodeKeys::generate().unwrap();
     let message = UnsignedEvent {
-        created_at: fleetmesh_relay::store::now(),
+        created_at: fleetmesh_proto::unix_now(),
         kind: 14,
         tags: vec![],
         content: text.into(),
     };
-    let now = fleetmesh_relay::store::now();
+    let now = fleetmesh_proto::unix_now();
     nip59::wrap(
         sender.nostr(),
         &to.nostr_pubkey_hex(),
@@ -64,7 +64,7 @@ async fn gift_wraps_reach_only_their_authenticated_recipient() {
     let r = start(Limits::default()).await;
     let (bob, carol) = (NodeKeys::generate().unwrap(), NodeKeys::generate().unwrap());
     let (to_bob, to_carol) = (wrap_to(&bob, "for bob"), wrap_to(&carol, "for carol"));
-    let note = signed(&carol, 1, fleetmesh_relay::store::now(), &[], "public");
+    let note = signed(&carol, 1, fleetmesh_proto::unix_now(), &[], "public");
     let mut c = Raw::connect(&r.url).await;
     for e in [&to_bob, &to_carol, &note] {
         assert!(c.publish(e).await.0);
@@ -101,13 +101,7 @@ async fn gift_wraps_reach_only_their_authenticated_recipient() {
         assert!(closed.unwrap().starts_with("restricted:"), "{other}");
     }
     let later = wrap_to(&bob, "later");
-    let public = signed(
-        &carol,
-        1,
-        fleetmesh_relay::store::now(),
-        &[],
-        "later, public",
-    );
+    let public = signed(&carol, 1, fleetmesh_proto::unix_now(), &[], "later, public");
     let mut publisher = Raw::connect(&r.url).await;
     assert!(publisher.publish(&later).await.0);
     assert!(publisher.publish(&public).await.0);

@@ -268,7 +268,7 @@ fn while_shedding_the_writer_refuses_what_waited_too_long_but_never_the_priority
         let e = Arc::new(super::signed(
             &keys,
             1,
-            fleetmesh_relay::store::now(),
+            fleetmesh_proto::unix_now(),
             &[],
             text,
         ));

@@ -192,12 +192,6 @@ pub fn judge(
     }
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 impl Gossip {
     /// Starts the swarm with `secret` (the node's Ed25519 key) as identity, listening on
     /// `listen` and dialling each of `bootstrap` (again after 250 ms, then ever less often
@@ -299,7 +293,7 @@ impl Gossip {
                             republish_at.get_or_insert_with(|| tokio::time::Instant::now() + REPUBLISH_AFTER);
                         }
                         SwarmEvent::Behaviour(gossipsub::Event::Message { propagation_source, message_id, message }) => {
-                            let (verdict, what) = judge(&message.data, message.source.as_ref(), &propagation_source, &digest, unix_now());
+                            let (verdict, what) = judge(&message.data, message.source.as_ref(), &propagation_source, &digest, fleetmesh_proto::unix_now());
                             swarm.behaviour_mut().report_message_validation_result(&message_id, &propagation_source, verdict);
                             if let Heard::Invalid { via, reason } = &what {
                                 tracing::info!(%via, %reason, "gossip message refused");

@@ -14,10 +14,7 @@ use crate::link::{Quic, Seen};
 use crate::relays::RelayServers;
 
 pub(crate) fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
+    fleetmesh_proto::unix_now()
 }
 
 pub(crate) fn descriptor(

@@ -34,13 +34,6 @@ use crate::jobs::{JobRecord, JobStore, State as JobState};
 use crate::receipt::{Finished, sign_receipt};
 use crate::{Refusal, refuse};
 
-/// Unix seconds now.
-pub(crate) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// An `llm` job's request to the node's inference API.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmRequest {
@@ -287,7 +280,7 @@ impl JobService {
             inference,
             payments,
         } = parts;
-        let store = JobStore::open(&node_dir.join(JOBS_DB), unix_now())?;
+        let store = JobStore::open(&node_dir.join(JOBS_DB), fleetmesh_proto::unix_now())?;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         let pending: Vec<String> = store
             .in_state(JobState::Accepted)?
@@ -342,7 +335,7 @@ impl JobService {
             loop {
                 tick.tick().await;
                 let Some(svc) = weak.upgrade() else { return };
-                match svc.store.expire_due(unix_now()) {
+                match svc.store.expire_due(fleetmesh_proto::unix_now()) {
                     Ok(ids) if !ids.is_empty() => {
                         tracing::info!(?ids, "jobs expired");
                         svc.finished.send_modify(|n| *n += 1);
@@ -350,7 +343,7 @@ impl JobService {
                     Ok(_) => {}
                     Err(e) => tracing::warn!(%e, "expiring jobs"),
                 }
-                svc.watchdog(unix_now());
+                svc.watchdog(fleetmesh_proto::unix_now());
             }
         });
         Ok(svc)
@@ -424,7 +417,7 @@ fn worker(weak: &std::sync::Weak<JobService>, rx: &Mutex<std::sync::mpsc::Receiv
                 &id,
                 JobState::Failed,
                 Some("internal: the engine panicked"),
-                unix_now(),
+                fleetmesh_proto::unix_now(),
             );
         }
     }
@@ -475,7 +468,7 @@ impl JobService {
     pub fn submit(&self, body: &[u8]) -> Result<(JobRecord, bool), Refusal> {
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| refuse("bad_request", format!("the body is not JSON: {e}")))?;
-        let now = unix_now();
+        let now = fleetmesh_proto::unix_now();
         let ask = Ask::parse(&v["ask"].to_string(), now)?;
         let sealed = v["payload"]
             .as_str()
@@ -682,7 +675,7 @@ impl JobService {
 
     /// Runs accepted job `id` to its end; every failure ends up on the job.
     fn execute(&self, id: &str) {
-        let now = unix_now();
+        let now = fleetmesh_proto::unix_now();
         let Ok(Some(job)) = self.store.get(id) else {
             return;
         };
@@ -696,9 +689,12 @@ impl JobService {
         }
         if let Err(e) = self.run(&job) {
             tracing::warn!(job = %id, %e, "job failed");
-            let _ = self
-                .store
-                .transition(id, JobState::Failed, Some(&e.to_string()), unix_now());
+            let _ = self.store.transition(
+                id,
+                JobState::Failed,
+                Some(&e.to_string()),
+                fleetmesh_proto::unix_now(),
+            );
         }
     }
 
@@ -755,7 +751,7 @@ impl JobService {
             failure,
             done,
             (&receipt.to_json(), &sealed),
-            unix_now(),
+            fleetmesh_proto::unix_now(),
         )?;
         match (&rec.payment, failure) {
             (Some(_), None) => self.redeem(&rec),

@@ -260,10 +260,7 @@ mod tests {
 
     fn ask(bid: Value) -> Ask {
         let keys = NodeKeys::generate().unwrap();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
+        let now = fleetmesh_proto::unix_now();
         let e = AskBody {
             d: "a".into(),
             engine: Engine::Wasm,

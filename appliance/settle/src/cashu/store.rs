@@ -249,7 +249,7 @@ impl Store {
         let tx = self.conn.transaction().map_err(&e)?;
         tx.execute(
             "INSERT INTO ops (kind, mint, detail, started) VALUES (?1, ?2, ?3, ?4)",
-            params![kind, mint, detail, now()],
+            params![kind, mint, detail, now_i64()],
         )
         .map_err(&e)?;
         let op = tx.last_insert_rowid();
@@ -310,7 +310,7 @@ impl Store {
             tx.execute(
                 "INSERT OR IGNORE INTO proofs (secret, mint, id, amount, c, state, op, added)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7)",
-                params![p.secret, mint, p.id, p.amount as i64, p.c, state, now()],
+                params![p.secret, mint, p.id, p.amount as i64, p.c, state, now_i64()],
             )
             .map_err(&e)?;
         }
@@ -418,7 +418,7 @@ fn insert_history(
     conn.execute(
         "INSERT INTO history (at, kind, mint, amount, fee, detail)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![now(), kind, mint, amount as i64, fee as i64, detail],
+        params![now_i64(), kind, mint, amount as i64, fee as i64, detail],
     )
     .map(drop)
 }
@@ -434,8 +434,7 @@ fn proof_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Proof> {
     })
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
+/// Now in Unix seconds, as SQLite's signed integer.
+fn now_i64() -> i64 {
+    i64::try_from(fleetmesh_proto::unix_now()).unwrap_or(i64::MAX)
 }

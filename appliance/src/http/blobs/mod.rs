@@ -60,7 +60,7 @@ use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
 use fleetmesh_market::blobs::{BlobStore, Released, Upload, is_hash};
 
 use crate::config::BlobsSection;
-use crate::node::unix_now;
+use fleetmesh_proto::unix_now;
 
 mod auth;
 mod http;

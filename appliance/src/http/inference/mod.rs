@@ -52,7 +52,7 @@ mod routed;
 mod serving;
 mod stream;
 
-use crate::node::unix_now;
+use fleetmesh_proto::unix_now;
 use generation::{
     cut, generate_attested, generate_bounded, generate_local, generate_local_async,
     generate_quorum, schema_verdict, stopped,

@@ -393,7 +393,7 @@ pub fn run(args: &[String]) {
         Filter::from_value(&serde_json::json!({}), FilterLimits { max_values: 1 }).expect("filter");
     let t = Instant::now();
     let items = store
-        .negentropy_items(&[all], usize::MAX, fleetmesh_relay::store::now())
+        .negentropy_items(&[all], usize::MAX, fleetmesh_proto::unix_now())
         .expect("items")
         .expect("no bound");
     println!(

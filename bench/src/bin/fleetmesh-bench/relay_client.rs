@@ -113,7 +113,7 @@ fn fill(url: &str, count: usize, k: usize) -> Value {
         .map(|_| NodeKeys::generate().expect("keys"))
         .collect();
     let tagged: Vec<String> = keys.iter().map(NodeKeys::nostr_pubkey_hex).collect();
-    let base = fleetmesh_relay::store::now() - FILL_SPAN_SECS;
+    let base = fleetmesh_proto::unix_now() - FILL_SPAN_SECS;
     let step = (FILL_SPAN_SECS as f64 / count.max(1) as f64).max(f64::MIN_POSITIVE);
     let events = sign_all(count, &keys, |i| UnsignedEvent {
         created_at: base + (i as f64 * step) as u64,
@@ -165,7 +165,7 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 fn round(url: &str, n: usize, k: usize, window: usize, m: usize, prefilled: usize) -> Value {
     let k = k.max(1);
     let keys: Vec<NodeKeys> = (0..k).map(|_| NodeKeys::generate().unwrap()).collect();
-    let base = fleetmesh_relay::store::now() - n as u64;
+    let base = fleetmesh_proto::unix_now() - n as u64;
     let events = sign_all(n, &keys, |i| UnsignedEvent {
         created_at: base + i as u64,
         kind: 1,
@@ -176,7 +176,7 @@ fn round(url: &str, n: usize, k: usize, window: usize, m: usize, prefilled: usiz
     // prefilled / 720 of them), else over this round's own.
     let (t0, span) = if prefilled > 0 {
         (
-            fleetmesh_relay::store::now() - FILL_SPAN_SECS,
+            fleetmesh_proto::unix_now() - FILL_SPAN_SECS,
             FILL_SPAN_SECS - 3600,
         )
     } else {

@@ -48,7 +48,7 @@ fn flag(args: &[String], name: &str, default: usize) -> usize {
 /// `n` unique notes, signed in parallel before any clock starts.
 fn presign(n: usize, tag: &str) -> Vec<String> {
     let keys: Vec<NodeKeys> = (0..16).map(|_| NodeKeys::generate().unwrap()).collect();
-    let now = fleetmesh_relay::store::now();
+    let now = fleetmesh_proto::unix_now();
     (0..n)
         .into_par_iter()
         .map(|i| {

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use fleetmesh_proto::Event;
 use fleetmesh_proto::filter::{Filter, FilterLimits};
+use fleetmesh_proto::unix_now;
 use fleetmesh_relay::Store;
 use fleetmesh_relay::store::EventStore as _;
-use fleetmesh_relay::store::now;
 use rand::rngs::StdRng;
 use rand::{Rng as _, RngCore as _, SeedableRng as _};
 use serde_json::json;
@@ -114,7 +114,7 @@ pub fn run(args: &[String]) {
             a
         })
         .collect();
-    let base = now() - o.events as u64 - 10;
+    let base = unix_now() - o.events as u64 - 10;
     println!(
         "store: {} events in transactions of {}, rate per window of {}",
         o.events, o.batch, o.window
@@ -180,7 +180,7 @@ pub fn run(args: &[String]) {
         for q in 0..200 {
             let f = Filter::from_value(&filter(q), fl).expect("filter");
             let t = Instant::now();
-            let got = reader.query(&[f], 500, now()).expect("query");
+            let got = reader.query(&[f], 500, unix_now()).expect("query");
             lat.push(t.elapsed());
             assert!(!got.is_empty(), "every bench query has results");
         }
@@ -190,7 +190,7 @@ pub fn run(args: &[String]) {
     let all = Filter::from_value(&json!({}), fl).expect("filter");
     let t = Instant::now();
     let items = reader
-        .negentropy_items(&[all], usize::MAX, now())
+        .negentropy_items(&[all], usize::MAX, unix_now())
         .expect("items")
         .expect("within the bound");
     println!(

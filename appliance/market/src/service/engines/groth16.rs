@@ -9,8 +9,9 @@ use sha2::{Digest, Sha256};
 
 use super::EngineRun;
 use crate::receipt::Finished;
-use crate::service::{JobService, Run, b64, unix_now};
+use crate::service::{JobService, Run, b64};
 use crate::{Refusal, refuse};
+use fleetmesh_proto::unix_now;
 
 /// `groth16-prove`.
 pub(super) struct Prove;

@@ -6,8 +6,9 @@ use sha2::{Digest, Sha256};
 
 use super::EngineRun;
 use crate::receipt::Finished;
-use crate::service::{JobService, LlmFailure, LlmRequest, Run, unix_now};
+use crate::service::{JobService, LlmFailure, LlmRequest, Run};
 use crate::{Refusal, refuse};
+use fleetmesh_proto::unix_now;
 
 /// `llm`.
 pub(super) struct Llm;

@@ -8,9 +8,10 @@
 use fleetmesh_proto::Engine;
 use fleetmesh_proto::ask::Ask;
 
-use super::{JobService, Run, unix_now};
+use super::{JobService, Run};
 use crate::Refusal;
 use crate::jobs::JobRecord;
+use fleetmesh_proto::unix_now;
 
 mod groth16;
 mod llm;

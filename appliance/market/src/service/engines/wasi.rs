@@ -14,8 +14,9 @@ use sha2::{Digest, Sha256};
 
 use super::EngineRun;
 use crate::receipt::Finished;
-use crate::service::{JobService, Run, b64, unix_now};
+use crate::service::{JobService, Run, b64};
 use crate::{Refusal, refuse};
+use fleetmesh_proto::unix_now;
 
 /// `wasm` (and `data`, a Bacalhau task run the same way).
 pub(super) struct Wasi;

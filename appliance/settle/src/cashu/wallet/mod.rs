@@ -651,11 +651,7 @@ impl Wallet {
     }
 }
 
-pub(super) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub(super) use fleetmesh_proto::unix_now;
 
 fn check_amount(amount: u64) -> Result<()> {
     if amount == 0 || amount > MAX_AMOUNT {
