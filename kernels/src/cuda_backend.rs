@@ -343,12 +343,9 @@ impl GpuKernels for CudaBackend {
     fn quotient_msm_gpu(
         &self,
         kept: Option<&CudaSlice<u8>>,
-        bases: &[G1Affine],
-        a: Vec<Fr>,
-        b: Vec<Fr>,
-        shift: Fr,
+        job: crate::ops::QuotientMsm<'_>,
     ) -> Result<G1Projective> {
-        self.quotient_on_device(kept, bases, a, b, shift)
+        self.quotient_on_device(kept, job)
     }
 }
 

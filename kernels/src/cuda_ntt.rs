@@ -9,13 +9,14 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ark_bn254::{Fr, G1Affine, G1Projective, g1};
+use ark_bn254::{Fr, G1Projective, g1};
 use ark_ff::Field;
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::{CudaBackend, grid};
 use crate::Result;
 use crate::gpu::Phases;
+use crate::ops::QuotientMsm;
 use crate::plan::{FE_BYTES, NttJob, NttKind, put_fr, read_fr};
 
 /// Field-element tables kept on the device, by what they are, their length and the element
@@ -83,11 +84,11 @@ impl CudaBackend {
     pub(super) fn quotient_on_device(
         &self,
         kept: Option<&CudaSlice<u8>>,
-        bases: &[G1Affine],
-        a: Vec<Fr>,
-        b: Vec<Fr>,
-        shift: Fr,
+        job: QuotientMsm<'_>,
     ) -> Result<G1Projective> {
+        let QuotientMsm {
+            bases, a, b, shift, ..
+        } = job;
         crate::ops::same_len("quotient", a.len(), b.len())?;
         crate::ops::same_len("msm_g1", bases.len(), a.len())?;
         let n = a.len();
@@ -96,7 +97,14 @@ impl CudaBackend {
             NttJob::for_len(n, NttKind::Coset(shift))?,
         ) else {
             // one point: nothing worth a device pipeline
-            return crate::ops::quotient_msm_by_steps(&crate::ops::Cpu, bases, None, a, b, shift);
+            let job = QuotientMsm {
+                bases,
+                fixed: None,
+                a,
+                b,
+                shift,
+            };
+            return crate::ops::quotient_msm_by_steps(&crate::ops::Cpu, job);
         };
         let mut phases = Phases::new("cuda", "quotient_msm", n);
         let uploaded;

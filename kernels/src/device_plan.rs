@@ -48,8 +48,9 @@ pub(crate) struct DevicePlan {
     pub total: u32,
     /// Segment slots: a bound on the segments of all buckets.
     pub segment_slots: u32,
-    /// First-level scan sums (`⌈total / 32⌉`) and second-level ones (`⌈that / 32⌉`).
+    /// First-level scan sums: `⌈total / 32⌉`.
     pub up1_count: u32,
+    /// Second-level scan sums: `⌈up1_count / 32⌉`.
     pub up2_count: u32,
     /// The segments' (first entry, length) pairs; entries begin at 0.
     pub seg_off: u32,
@@ -61,8 +62,9 @@ pub(crate) struct DevicePlan {
     pub count_off: u32,
     /// Each bucket's first entry.
     pub start_off: u32,
-    /// The scan's levels, an (entries, segments) pair per sum.
+    /// The scan's first level, an (entries, segments) pair per sum.
     pub up1_off: u32,
+    /// Its second level, likewise.
     pub up2_off: u32,
     /// Words in all.
     pub words: usize,

@@ -9,6 +9,7 @@ use ark_ec::{AffineRepr, CurveGroup};
 use ark_ff::Zero;
 
 use crate::fixed::{Fixed, Kept};
+use crate::ops::QuotientMsm;
 use crate::plan::{NttKind, affine_bytes};
 use crate::{Error, Result};
 
@@ -57,16 +58,13 @@ pub(crate) trait GpuKernels: Send + Sync {
     fn quotient_msm_gpu(
         &self,
         kept: Option<&Self::Points>,
-        bases: &[G1Affine],
-        a: Vec<Fr>,
-        b: Vec<Fr>,
-        shift: Fr,
+        job: QuotientMsm<'_>,
     ) -> Result<G1Projective>
     where
         Self: Sized,
     {
-        let h = crate::ops::quotient(self, a, b, shift)?;
-        self.msm_g1_gpu(kept, bases, &h)
+        let h = crate::ops::quotient(self, job.a, job.b, job.shift)?;
+        self.msm_g1_gpu(kept, job.bases, &h)
     }
     /// `job`'s weights times its points on the GPU: `job.count()` XYZZ points
     /// ([`crate::plan::xyzz_to_projective`]'s bytes), in order.
@@ -225,18 +223,12 @@ impl<T: GpuKernels> crate::MsmNtt for T {
         self.transform(values, NttKind::Coset(shift))
     }
 
-    fn quotient_msm(
-        &self,
-        bases: &[G1Affine],
-        fixed: Option<&Fixed<g1::Config>>,
-        a: Vec<Fr>,
-        b: Vec<Fr>,
-        shift: Fr,
-    ) -> Result<G1Projective> {
-        let kept = fixed
+    fn quotient_msm(&self, job: QuotientMsm<'_>) -> Result<G1Projective> {
+        let kept = job
+            .fixed
             .and_then(Fixed::kept)
-            .and_then(|k| k.on(self.owner(), bases));
-        self.quotient_msm_gpu(kept, bases, a, b, shift)
+            .and_then(|k| k.on(self.owner(), job.bases));
+        self.quotient_msm_gpu(kept, job)
     }
 }
 

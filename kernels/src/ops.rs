@@ -209,25 +209,35 @@ pub trait MsmNtt: Send + Sync {
         Ok(())
     }
 
-    /// A Groth16 proof's quotient term: `Σ hᵢ · bases[i]` in G1, with `h` =
-    /// [`quotient`]`(a, b, shift)` — six NTTs, then the MSM over the key's H bases
-    /// (`fixed`: as [`MsmNtt::msm_g1_fixed`]). The default runs those steps through this
-    /// backend's own methods ([`quotient_msm_by_steps`]); a GPU backend runs them on the
-    /// device with nothing copied back between them.
+    /// A Groth16 proof's quotient term ([`QuotientMsm`]): `Σ hᵢ · bases[i]` in G1, with
+    /// `h` = [`quotient`]`(a, b, shift)` — six NTTs, then the MSM over the key's H bases.
+    /// The default runs those steps through this backend's own methods
+    /// ([`quotient_msm_by_steps`]); a GPU backend runs them on the device with nothing
+    /// copied back between them.
     ///
     /// # Errors
     /// [`Error::Arith`] for unequal lengths or a length that is not a supported power of
     /// two; a device failure for GPU backends.
-    fn quotient_msm(
-        &self,
-        bases: &[G1Affine],
-        fixed: Option<&Fixed<g1::Config>>,
-        a: Vec<Fr>,
-        b: Vec<Fr>,
-        shift: Fr,
-    ) -> Result<G1Projective> {
-        quotient_msm_by_steps(self, bases, fixed, a, b, shift)
+    fn quotient_msm(&self, job: QuotientMsm<'_>) -> Result<G1Projective> {
+        quotient_msm_by_steps(self, job)
     }
+}
+
+/// What [`MsmNtt::quotient_msm`] takes: the key's H bases (and what the backend prepared
+/// from them, as for [`MsmNtt::msm_g1_fixed`]), the A and B matrices times the witness
+/// evaluated on the n-point domain, and the coset's shift.
+#[derive(Debug)]
+pub struct QuotientMsm<'a> {
+    /// The proving key's H bases, `n` of them.
+    pub bases: &'a [G1Affine],
+    /// What this backend prepared from `bases`, if anything.
+    pub fixed: Option<&'a Fixed<g1::Config>>,
+    /// A times the witness on the domain.
+    pub a: Vec<Fr>,
+    /// B times the witness on the domain.
+    pub b: Vec<Fr>,
+    /// The coset `shift·H` the quotient is evaluated on.
+    pub shift: Fr,
 }
 
 /// The QAP quotient's evaluations on the coset `shift·H` from `a` and `b`, the A and B
@@ -257,22 +267,18 @@ pub fn quotient<B: MsmNtt + ?Sized>(
 }
 
 /// [`MsmNtt::quotient_msm`] one step at a time through `backend`'s methods: [`quotient`],
-/// then [`MsmNtt::msm_g1_fixed`] (or [`MsmNtt::msm_g1`] without `fixed`).
+/// then [`MsmNtt::msm_g1_fixed`] (or [`MsmNtt::msm_g1`] without `job.fixed`).
 ///
 /// # Errors
 /// As [`MsmNtt::quotient_msm`].
 pub fn quotient_msm_by_steps<B: MsmNtt + ?Sized>(
     backend: &B,
-    bases: &[G1Affine],
-    fixed: Option<&Fixed<g1::Config>>,
-    a: Vec<Fr>,
-    b: Vec<Fr>,
-    shift: Fr,
+    job: QuotientMsm<'_>,
 ) -> Result<G1Projective> {
-    let h = quotient(backend, a, b, shift)?;
-    match fixed {
-        Some(f) => backend.msm_g1_fixed(bases, f, &h),
-        None => backend.msm_g1(bases, &h),
+    let h = quotient(backend, job.a, job.b, job.shift)?;
+    match job.fixed {
+        Some(f) => backend.msm_g1_fixed(job.bases, f, &h),
+        None => backend.msm_g1(job.bases, &h),
     }
 }
 

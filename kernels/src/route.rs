@@ -11,7 +11,7 @@
 use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective, g1, g2};
 
 use crate::fixed::{Fixed, Kept};
-use crate::ops::{Cpu, MsmNtt, NttDirection};
+use crate::ops::{Cpu, MsmNtt, NttDirection, QuotientMsm};
 use crate::{BackendChoice, ResolvedBackend, Result};
 
 /// An operation that never goes to the GPU.
@@ -225,18 +225,11 @@ impl MsmNtt for Routed {
 
     /// All on the GPU when both its NTTs and its MSM would go there; else step by step,
     /// each routed by its size.
-    fn quotient_msm(
-        &self,
-        bases: &[G1Affine],
-        fixed: Option<&Fixed<g1::Config>>,
-        a: Vec<Fr>,
-        b: Vec<Fr>,
-        shift: Fr,
-    ) -> Result<G1Projective> {
-        if a.len() >= self.from.ntt && bases.len() >= self.from.msm_g1 {
-            self.gpu.quotient_msm(bases, fixed, a, b, shift)
+    fn quotient_msm(&self, job: QuotientMsm<'_>) -> Result<G1Projective> {
+        if job.a.len() >= self.from.ntt && job.bases.len() >= self.from.msm_g1 {
+            self.gpu.quotient_msm(job)
         } else {
-            crate::ops::quotient_msm_by_steps(self, bases, fixed, a, b, shift)
+            crate::ops::quotient_msm_by_steps(self, job)
         }
     }
 }
@@ -275,16 +268,9 @@ mod tests {
             self.0.lock().unwrap().push("coset_ntt");
             crate::ops::Reference.coset_ntt(values, shift)
         }
-        fn quotient_msm(
-            &self,
-            bases: &[G1Affine],
-            fixed: Option<&Fixed<g1::Config>>,
-            a: Vec<Fr>,
-            b: Vec<Fr>,
-            shift: Fr,
-        ) -> Result<G1Projective> {
+        fn quotient_msm(&self, job: QuotientMsm<'_>) -> Result<G1Projective> {
             self.0.lock().unwrap().push("quotient_msm");
-            crate::ops::Reference.quotient_msm(bases, fixed, a, b, shift)
+            crate::ops::Reference.quotient_msm(job)
         }
     }
 
@@ -309,7 +295,15 @@ mod tests {
             let b: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut rng)).collect();
             let h = crate::ops::quotient(r, a.clone(), b.clone(), shift).unwrap();
             assert_eq!(
-                routed.quotient_msm(&bases, None, a, b, shift).unwrap(),
+                routed
+                    .quotient_msm(QuotientMsm {
+                        bases: &bases,
+                        fixed: None,
+                        a,
+                        b,
+                        shift
+                    })
+                    .unwrap(),
                 r.msm_g1(&bases, &h).unwrap(),
                 "n = {n}"
             );

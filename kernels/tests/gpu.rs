@@ -367,10 +367,12 @@ fn the_quotient_msm_equals_the_cpu_reference() {
 }
 
 /// A proof's quotient term on the GPU (on CUDA one device pipeline: six NTTs and the MSM
-/// with nothing copied back between them), with the H bases uploaded and kept.
+/// with nothing copied back between them), with the H bases uploaded and kept; unequal
+/// lengths refused.
 fn quotient_on(gpu: &dyn MsmNtt) {
     use ark_ec::{CurveGroup, PrimeGroup};
     use fleetmesh_kernels::fixed::Fixed;
+    use fleetmesh_kernels::ops::QuotientMsm;
     let g = ark_bn254::G1Projective::generator();
     let shift = Fr::from(7u64);
     for log in [0u32, 1, 6] {
@@ -383,12 +385,36 @@ fn quotient_on(gpu: &dyn MsmNtt) {
         let h = fleetmesh_kernels::ops::quotient(&Reference, a.clone(), b.clone(), shift)
             .expect("reference quotient");
         let want = Reference.msm_g1(&bases, &h).unwrap();
-        let got = gpu.quotient_msm(&bases, None, a.clone(), b.clone(), shift);
+        fn job<'a>(
+            bases: &'a [ark_bn254::G1Affine],
+            fixed: Option<&'a Fixed<ark_bn254::g1::Config>>,
+            a: Vec<Fr>,
+            b: Vec<Fr>,
+            shift: Fr,
+        ) -> QuotientMsm<'a> {
+            QuotientMsm {
+                bases,
+                fixed,
+                a,
+                b,
+                shift,
+            }
+        }
+        let got = gpu.quotient_msm(job(&bases, None, a.clone(), b.clone(), shift));
         assert!(got.unwrap() == want, "n = {n}");
         if let Some(kept) = gpu.keep_g1(&bases).unwrap() {
             let kept = Fixed::Kept(kept);
-            let got = gpu.quotient_msm(&bases, Some(&kept), a, b, shift);
+            let got = gpu.quotient_msm(job(&bases, Some(&kept), a.clone(), b.clone(), shift));
             assert!(got.unwrap() == want, "n = {n}, bases kept");
+        }
+        if n > 1 {
+            let short = gpu.quotient_msm(job(&bases[1..], None, a.clone(), b.clone(), shift));
+            assert!(short.is_err(), "n = {n}: one base short is refused");
+            let uneven = gpu.quotient_msm(job(&bases, None, a, b[1..].to_vec(), shift));
+            assert!(
+                uneven.is_err(),
+                "n = {n}: a and b of unequal lengths are refused"
+            );
         }
     }
 }

@@ -26,6 +26,7 @@ use ark_ff::{One, UniformRand};
 use ark_groth16::Proof;
 
 use fleetmesh_kernels::fixed::Fixed;
+use fleetmesh_kernels::ops::QuotientMsm;
 
 use crate::tables::KeyTables;
 use crate::verify::{PreparedVk, verify};
@@ -191,7 +192,13 @@ pub fn prove_with(
         let shift = qap::odd_coset_shift(pk.domain_size);
         Ok((
             g1(&pk.c, tables.and_then(|t| t.c.as_ref()), private)?,
-            backend.quotient_msm(&pk.h, h_fixed, ea, eb, shift)?,
+            backend.quotient_msm(QuotientMsm {
+                bases: &pk.h,
+                fixed: h_fixed,
+                a: ea,
+                b: eb,
+                shift,
+            })?,
         ))
     })?;
 
