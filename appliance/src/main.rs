@@ -6,7 +6,7 @@
 mod apply;
 mod cli;
 mod config;
-mod control;
+mod daemon;
 mod demo;
 mod didcomm;
 #[cfg(feature = "federation")]
@@ -186,7 +186,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             for f in &args.files {
                 docs.extend(manifest::read_documents(f)?);
             }
-            let answer = control::request(
+            let answer = daemon::control::request(
                 &dir,
                 &serde_json::json!({"cmd": "apply", "manifests": docs}),
             )?;
@@ -248,7 +248,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 cli::CtlCommand::Reload { dir } => ("reload", dir),
             };
             let dir = node::dir_or_home(dir)?;
-            let answer = control::ask(&dir, name)?;
+            let answer = daemon::control::ask(&dir, name)?;
             if name == "reload" {
                 if let Some(why) = answer["error"]["message"].as_str() {
                     anyhow::bail!("nothing reloaded: {why}");
@@ -427,9 +427,35 @@ fn run(
         .thread_name("meshnode")
         .build()
         .context("starting the async runtime")?;
-    let served = runtime.block_on(http::run(node, listen, &inference, extra_models, listening));
+    let served = runtime.block_on(serve(node, listen, &inference, extra_models, listening));
     // work still running on blocking threads (a proof, a generation) is not waited for
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     served?;
     Ok(Outcome::Ok)
+}
+
+/// Runs the node until SIGINT or SIGTERM: the daemon's subsystems, the HTTP face over
+/// them, then the stop in reverse.
+async fn serve(
+    node: node::Node,
+    listen: std::net::SocketAddr,
+    inference: &config::InferenceSection,
+    extra_models: &[std::path::PathBuf],
+    listening: impl FnOnce(std::net::SocketAddr),
+) -> anyhow::Result<()> {
+    // the recorder is in place before the first proof, token or job is counted
+    http::metrics::exporter();
+    let mut daemon = daemon::Daemon::start(node, listen, inference, extra_models).await?;
+    let app = http::router(daemon.services())?;
+    let face = &daemon.services().node.config.face;
+    let opts = http::listener::Options {
+        header_timeout: std::time::Duration::from_secs(face.header_timeout_secs),
+        max_connections: face.max_connections,
+        max_per_ip: face.max_connections_per_ip,
+        per_ip_exempt: face.per_ip_exempt.clone(),
+        shutdown: std::time::Duration::from_secs(face.shutdown_secs),
+    };
+    let (listener, stopping) = daemon.listening(listening)?;
+    http::listener::serve(listener, app, opts, stopping).await;
+    daemon.stop().await
 }

@@ -40,6 +40,10 @@ pub const DESCRIPTOR_FILE: &str = "descriptor.json";
 pub const BUYER_DIR: &str = "buyer";
 /// The books (the accountability ledger and settlement records) in the node directory.
 pub const LEDGER_DIR: &str = "ledger";
+/// Where the prove service finds circuits, in the node directory.
+pub const CIRCUITS_DIR: &str = "circuits";
+/// NIPs this build serves; 77 is added when negentropy is enabled.
+const BASE_NIPS: &[u16] = &[1, 9, 11, 40, 42];
 /// Metadata key under which the store records the node's pubkey.
 pub(crate) const META_PUBKEY: &str = "node_pubkey";
 
@@ -476,6 +480,49 @@ impl Node {
             config,
             keys,
             store,
+        })
+    }
+
+    /// The NIP-11 relay information document of this node, whose current descriptor is
+    /// `descriptor_id`, served by `relay`.
+    pub fn nip11_document(
+        &self,
+        descriptor_id: &str,
+        relay: &fleetmesh_relay::face::Relay,
+    ) -> serde_json::Value {
+        let pubkey = self.keys.nostr_pubkey_hex();
+        let config = &self.config;
+        let name = config
+            .node
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("fleetmesh node {}", &pubkey[..12]));
+        let mut nips = BASE_NIPS.to_vec();
+        if relay.limits().negentropy {
+            nips.push(77);
+        }
+        serde_json::json!({
+            "name": name,
+            "description": "A fleetmesh node: verifiable compute (Groth16 proofs, LLM inference, WASI jobs) on an accountable federation of Nostr relays.",
+            // NIP-11: `pubkey` is the administrative contact, `self` the relay's own key.
+            "pubkey": config.node.operator.clone().unwrap_or_else(|| pubkey.clone()),
+            "self": pubkey,
+            "software": env!("CARGO_PKG_REPOSITORY"),
+            "version": env!("CARGO_PKG_VERSION"),
+            "supported_nips": nips,
+            "limitation": relay.limits().nip11(),
+            "fleetmesh": {
+                "did": self.keys.did(),
+                "class": config.node.class,
+                "protocol_digest": SchemaSet::embedded().digest().to_hex(),
+                "descriptor": descriptor_id,
+                // what a job may use here at most (its limits are cut to these)
+                "jobs": config.jobs,
+                // the mints a priced job's Cashu escrow may be drawn on
+                "settlement": {"mints": config.settlement.mints},
+                // the API routes sold per request by L402, in sats
+                "api": {"prices": config.api.prices},
+            },
         })
     }
 

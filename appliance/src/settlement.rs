@@ -82,7 +82,7 @@ pub fn record_as_buyer(dir: &Path, us: &secp256k1::Keypair, peer: &str, settleme
         {
             let req = serde_json::json!({"cmd": "ledger.settle", "peer": peer,
                 "settlement": settlement});
-            crate::control::request(dir, &req).and_then(|answer| {
+            crate::daemon::control::request(dir, &req).and_then(|answer| {
                 match answer["error"].get("message") {
                     None => Ok(()),
                     Some(why) => Err(anyhow::anyhow!("the node refused it: {why}")),

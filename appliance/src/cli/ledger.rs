@@ -97,7 +97,7 @@ pub fn grant(cmd: &GrantCommand) -> anyhow::Result<Outcome> {
         GrantCommand::Revoke { peer, dir } => (json!({"cmd": "grant.revoke", "peer": peer}), dir),
     };
     let dir = crate::node::dir_or_home(dir.clone())?;
-    let answer = crate::control::request(&dir, &req)?;
+    let answer = crate::daemon::control::request(&dir, &req)?;
     if let Some(why) = answer["error"]["message"].as_str() {
         eprintln!("meshnode grant: {why}");
         return Ok(Outcome::Failing);

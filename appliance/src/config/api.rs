@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// `[api]`: who may call the compute, proof and job APIs (see the README's "Exposure").
+/// `[api]`: who may call the compute, proof and job APIs (see docs/operator-manual.md,
+/// "Exposure").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiSection {

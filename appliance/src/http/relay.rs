@@ -13,12 +13,10 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use fleetmesh_relay::face::Relay;
-use fleetmesh_schemas::SchemaSet;
 use serde_json::json;
 
 use crate::http::error::api_error;
 use crate::http::guard::cors_any_origin;
-use crate::node::Node;
 
 /// NIP-11's media type.
 const NOSTR_JSON: &str = "application/nostr+json";
@@ -39,52 +37,6 @@ pub struct RelayState {
     pub status: crate::http::status::Status,
     /// The node's DID document, serialized at start-up from its descriptor.
     pub did_document: String,
-}
-
-/// NIPs this build serves; 77 is added when negentropy is enabled.
-const BASE_NIPS: &[u16] = &[1, 9, 11, 40, 42];
-
-/// The NIPs served with these relay limits.
-pub fn supported_nips(relay: &Relay) -> Vec<u16> {
-    let mut nips = BASE_NIPS.to_vec();
-    if relay.limits().negentropy {
-        nips.push(77);
-    }
-    nips
-}
-
-/// The NIP-11 relay information document for `node`.
-pub fn nip11_document(node: &Node, descriptor_id: &str, relay: &Relay) -> serde_json::Value {
-    let pubkey = node.keys.nostr_pubkey_hex();
-    let name = node
-        .config
-        .node
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("fleetmesh node {}", &pubkey[..12]));
-    json!({
-        "name": name,
-        "description": "A fleetmesh node: verifiable compute (Groth16 proofs, LLM inference, WASI jobs) on an accountable federation of Nostr relays.",
-        // NIP-11: `pubkey` is the administrative contact, `self` the relay's own key.
-        "pubkey": node.config.node.operator.clone().unwrap_or_else(|| pubkey.clone()),
-        "self": pubkey,
-        "software": env!("CARGO_PKG_REPOSITORY"),
-        "version": env!("CARGO_PKG_VERSION"),
-        "supported_nips": supported_nips(relay),
-        "limitation": relay.limits().nip11(),
-        "fleetmesh": {
-            "did": node.keys.did(),
-            "class": node.config.node.class,
-            "protocol_digest": SchemaSet::embedded().digest().to_hex(),
-            "descriptor": descriptor_id,
-            // what a job may use here at most (its limits are cut to these)
-            "jobs": node.config.jobs,
-            // the mints a priced job's Cashu escrow may be drawn on
-            "settlement": {"mints": node.config.settlement.mints},
-            // the API routes sold per request by L402, in sats
-            "api": {"prices": node.config.api.prices},
-        },
-    })
 }
 
 /// `GET /`: the WebSocket upgrade, the NIP-11 document, or a line saying what this is.

@@ -51,6 +51,29 @@ pub struct Status {
     pub jobs: Arc<fleetmesh_market::service::JobService>,
 }
 
+impl Status {
+    /// What the page shows of the node the services `s` serve.
+    pub fn of(s: &crate::daemon::Services) -> Status {
+        let nip11 = s.nip11.read().map(|d| d.clone()).unwrap_or_default();
+        let name = serde_json::from_str::<serde_json::Value>(&nip11)
+            .ok()
+            .and_then(|d| d["name"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        Status {
+            name,
+            did: s.node.keys.did(),
+            class: s.node.config.node.class.to_string(),
+            protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
+            descriptor: s.descriptor.id_hex(),
+            backend: format!("{} ({})", s.backend, s.backend_reason),
+            devices: s.devices.clone(),
+            circuits: s.node.dir.join(crate::node::CIRCUITS_DIR),
+            inference: s.inference.clone(),
+            jobs: s.jobs.clone(),
+        }
+    }
+}
+
 /// The page, with its security headers.
 pub async fn page(state: Arc<RelayState>) -> Response {
     let html = tokio::task::spawn_blocking(move || render(&state))

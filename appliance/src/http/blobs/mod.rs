@@ -44,7 +44,6 @@
 use std::collections::HashMap;
 use std::io::SeekFrom;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -194,27 +193,22 @@ impl IntoResponse for Refusal {
 }
 
 impl Blossom {
-    /// Opens (or creates) the store under `node_dir`, with `[blobs]` and the operator's
-    /// `[api] token`. Temporary files an earlier run left behind are removed.
-    ///
-    /// # Errors
-    /// The directory cannot be created, or the index cannot be opened: an existing index
-    /// that is empty, not SQLite, damaged or from a newer build is refused, untouched.
-    pub fn open(
-        node_dir: &Path,
+    /// Blossom over `store`, with `[blobs]` and the operator's `[api] token`.
+    pub fn new(
+        store: Arc<BlobStore>,
         config: &BlobsSection,
         operator_token: Option<&str>,
         proxies: &[std::net::IpAddr],
-    ) -> anyhow::Result<Arc<Blossom>> {
-        Ok(Arc::new(Blossom {
-            store: Arc::new(BlobStore::open(node_dir)?),
+    ) -> Arc<Blossom> {
+        Arc::new(Blossom {
+            store,
             served: Mutex::new(Served::new(config.served_peers)),
             body_timeout: Duration::from_secs(config.body_timeout_secs),
             operator_token: operator_token.map(|t| Sha256::digest(t.as_bytes()).into()),
             proxies: proxies.to_vec(),
             per_key_bytes: config.per_key_bytes,
             peers: std::sync::OnceLock::new(),
-        }))
+        })
     }
 
     /// Counts the transfers of the federation's peer keys in their tallies (the ledger's
@@ -228,11 +222,6 @@ impl Blossom {
         if let Some(t) = self.peers.get().and_then(|p| p.tally_known(key)) {
             t.blobs(uploaded, served);
         }
-    }
-
-    /// The store under the HTTP face, for the job engines.
-    pub fn store(&self) -> Arc<BlobStore> {
-        self.store.clone()
     }
 
     /// BUD-02's blob descriptor of `hash`, with its URL under `base`.

@@ -91,7 +91,8 @@ fn the_served_table_keeps_the_heaviest_peers() {
 
 fn store(token: Option<&str>) -> (tempfile::TempDir, Arc<Blossom>) {
     let dir = tempfile::tempdir().unwrap();
-    let s = Blossom::open(dir.path(), &BlobsSection::default(), token, &[]).unwrap();
+    let blobs = Arc::new(BlobStore::open(dir.path()).unwrap());
+    let s = Blossom::new(blobs, &BlobsSection::default(), token, &[]);
     (dir, s)
 }
 
