@@ -8,6 +8,7 @@ mod cluster;
 mod daemon;
 mod did;
 mod didcomm;
+mod docs;
 mod exposure;
 mod first_run;
 mod gateway;
