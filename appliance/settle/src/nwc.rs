@@ -239,9 +239,12 @@ impl Grants {
             reason: e.to_string(),
         };
         let db = crate::open_db(path, SCHEMA)?;
+        // IMMEDIATE: the write lock first, waited for under the busy timeout; a deferred
+        // transaction reads the schema, and its write would then fail at once (busy, not
+        // retried) when the daemon or another command wrote in between
         db.execute_batch(
             "PRAGMA journal_mode = WAL;
-             BEGIN;
+             BEGIN IMMEDIATE;
              CREATE TABLE IF NOT EXISTS grants (
                  client TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, methods TEXT NOT NULL,
                  budget INTEGER, spent INTEGER NOT NULL DEFAULT 0, created INTEGER NOT NULL);

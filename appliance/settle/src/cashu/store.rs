@@ -73,10 +73,13 @@ impl Store {
             reason: e.to_string(),
         };
         let conn = crate::open_db(path, SCHEMA)?;
+        // IMMEDIATE: the write lock first, waited for under the busy timeout; a deferred
+        // transaction reads the schema, and its write would then fail at once (busy, not
+        // retried) when the daemon or another command wrote in between
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
-             BEGIN;
+             BEGIN IMMEDIATE;
              CREATE TABLE IF NOT EXISTS keysets (
                  mint TEXT NOT NULL, id TEXT NOT NULL, unit TEXT NOT NULL,
                  active INTEGER NOT NULL, fee_ppk INTEGER NOT NULL, keys TEXT NOT NULL,
