@@ -16,8 +16,7 @@ use fleetmesh_attest::snp::{Report, SnpPolicy, Tcb, Verified, verify as verify_s
 use fleetmesh_attest::x509::{Certificate, RevocationChecked, parse_rfc3339};
 use serde_json::{Value, json};
 
-use crate::cli::AttestVerifyArgs;
-use crate::cli::Outcome;
+use crate::cli::{AttestCommand, AttestVerifyArgs, Outcome};
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|e| Error::EvidenceMalformed(format!("{}: {e}", path.display())))
@@ -206,6 +205,29 @@ fn check_nvidia(a: &AttestVerifyArgs, path: &Path) -> Result<Value, Error> {
         "rims": rims,
     });
     Ok(with_revocation(v, &checked))
+}
+
+/// `meshnode attest verify|binding|collect`.
+pub fn run(cmd: AttestCommand) -> anyhow::Result<Outcome> {
+    match cmd {
+        AttestCommand::Verify(a) => verify(&a),
+        AttestCommand::Binding {
+            model_digest,
+            prompt_ids,
+            output_ids,
+            job_id,
+        } => binding(&model_digest, &prompt_ids, &output_ids, &job_id),
+        AttestCommand::Collect {
+            report_data,
+            nonce,
+            gpu,
+            out,
+        } => match (report_data, nonce) {
+            (Some(data), _) => collect(&data, &out),
+            (None, Some(nonce)) => collect_gpu(&nonce, gpu, &out),
+            (None, None) => unreachable!("clap requires one"),
+        },
+    }
 }
 
 /// Runs `meshnode attest verify`.

@@ -57,6 +57,22 @@ fn cpu_model() -> Option<String> {
         .map(|(_, v)| v.trim().to_owned())
 }
 
+/// `meshnode doctor`: the report on this machine (and the node in `--dir` or the home, when
+/// there is one), as text or `--json`.
+pub fn run(args: &crate::cli::DoctorArgs) -> anyhow::Result<crate::cli::Outcome> {
+    let dir = match &args.dir {
+        Some(d) => Some(d.clone()),
+        None => node::default_home().ok().filter(|d| node::exists(d)),
+    };
+    let report = report(dir.as_deref(), args.backend)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(crate::cli::Outcome::Ok)
+}
+
 /// Gathers the report. `dir` is reported on when it holds a node.
 pub fn report(dir: Option<&Path>, choice: BackendChoice) -> anyhow::Result<Value> {
     let inventory = probe::probe();

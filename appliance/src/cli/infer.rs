@@ -47,6 +47,41 @@ pub struct InferArgs {
     pub device: String,
 }
 
+impl InferArgs {
+    /// What the flags of `meshnode infer` ask.
+    ///
+    /// # Errors
+    /// An unknown `--verify` mode, or a `--base-model-digest` that is not 64 hex digits.
+    pub fn from_flags(a: crate::cli::InferArgs) -> anyhow::Result<InferArgs> {
+        Ok(InferArgs {
+            verify: a.verify.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+            model: a.model,
+            prompt: a.prompt,
+            max_tokens: a.max_tokens,
+            sampling: Sampling {
+                temperature: a.temperature,
+                top_p: a.top_p,
+                top_k: a.top_k,
+                seed: a.seed,
+            },
+            executors: a.executor,
+            schema: a.schema,
+            whitespace: match a.whitespace.as_str() {
+                "any" => Whitespace::Any,
+                "none" => Whitespace::None,
+                _ => Whitespace::Compact,
+            },
+            remote_model: a.remote_model,
+            executor_timeout: Duration::from_secs(a.executor_timeout.max(1)),
+            base_model_digest: a
+                .base_model_digest
+                .map(|h| crate::models::digest_hex(&h, "--base-model-digest"))
+                .transpose()?,
+            device: a.device,
+        })
+    }
+}
+
 /// Runs one generation and prints it; exit 1 when the quorum accepts no output.
 pub fn run(args: &InferArgs) -> anyhow::Result<Outcome> {
     if args.base_model_digest.is_some() && args.verify != Verification::QuasiDeterministic {

@@ -13,7 +13,7 @@ use fleetmesh_prover::{Bn254, batch_verify_grouped_on, verify};
 use fleetmesh_prover::{PreparedVk, VerifyingKey};
 use serde_json::{Value, json};
 
-use crate::cli::Outcome;
+use crate::cli::{Outcome, ProofCommand};
 
 fn read_json(path: &Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -28,6 +28,36 @@ fn load_item(proof: &Path, public: &Path) -> Result<fleetmesh_prover::verify::It
     let p = parse_proof(&read_json(proof)?).map_err(|e| format!("{}: {e}", proof.display()))?;
     let x = parse_public(&read_json(public)?).map_err(|e| format!("{}: {e}", public.display()))?;
     Ok((p, x))
+}
+
+/// `meshnode proof verify|batch-verify|prove|setup`.
+pub fn run(cmd: ProofCommand) -> anyhow::Result<Outcome> {
+    match cmd {
+        ProofCommand::Verify { vk, proof, public } => verify_one(&vk, &proof, &public),
+        ProofCommand::BatchVerify {
+            vk,
+            manifest,
+            dirs,
+            backend,
+        } => batch(vk.as_deref(), &dirs, manifest.as_deref(), backend),
+        ProofCommand::Prove {
+            zkey,
+            wtns,
+            wasm,
+            input,
+            proof,
+            public,
+            backend,
+        } => {
+            let witness = match (wtns, wasm, input) {
+                (Some(w), _, _) => WitnessSource::Wtns(w),
+                (None, Some(wasm), Some(input)) => WitnessSource::Wasm { wasm, input },
+                _ => anyhow::bail!("give --wtns W.wtns, or --wasm C.wasm with --input input.json"),
+            };
+            prove_cmd(&zkey, &witness, &proof, &public, backend)
+        }
+        ProofCommand::Setup { r1cs, zkey, vk } => setup_cmd(&r1cs, &zkey, vk.as_deref()),
+    }
 }
 
 /// `meshnode proof verify`.
