@@ -31,8 +31,6 @@ use serde_json::{Value, json};
 use crate::config::{self, Config};
 use crate::reconcile::{Live, Notes};
 
-/// Where applied manifests are kept, under the node directory.
-pub const MANIFESTS_DIR: &str = "manifests";
 /// Most documents in one apply.
 const MAX_DOCUMENTS: usize = 64;
 
@@ -134,7 +132,7 @@ pub fn counted(source: &'static str, answer: Result<Value, String>) -> Value {
 }
 
 fn stored_path(dir: &Path, kind: &str, name: &str) -> PathBuf {
-    dir.join(MANIFESTS_DIR)
+    dir.join(crate::node::MANIFESTS_DIR)
         .join(kind)
         .join(format!("{name}.json"))
 }
@@ -157,7 +155,7 @@ fn apply_one(dir: &Path, doc: &Value, notes: &Notes) -> Result<Value, String> {
     };
     if state != "unchanged" {
         for d in [
-            dir.join(MANIFESTS_DIR),
+            dir.join(crate::node::MANIFESTS_DIR),
             path.parent().unwrap_or(dir).to_path_buf(),
         ] {
             std::fs::create_dir_all(&d).map_err(|e| format!("creating {}: {e}", d.display()))?;

@@ -46,8 +46,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::config::{Fault, LedgerSection};
-use crate::federation::Links;
 use crate::peers::Peers;
+use fleetmesh_transport::link::Links;
 
 /// A budget/1.0 receipt, as a DIDComm message type.
 pub const RECEIPT: &str = crate::didcomm::LEDGER_TYPES[0];
@@ -391,7 +391,7 @@ impl Accounts {
                 &link.content,
             ))?;
             let packed = crate::didcomm::request(&self.keys, &self.descriptor, &doc, type_, body)?;
-            crate::federation::exchange_over(&link, &packed, &self.keys, &vec![doc]).await?;
+            crate::didcomm::exchange_over(&link, &packed, &self.keys, &vec![doc]).await?;
             anyhow::Ok(())
         };
         match sent.await {

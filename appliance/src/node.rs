@@ -40,6 +40,9 @@ pub const DESCRIPTOR_FILE: &str = "descriptor.json";
 pub const BUYER_DIR: &str = "buyer";
 /// The books (the accountability ledger and settlement records) in the node directory.
 pub const LEDGER_DIR: &str = "ledger";
+/// The manifests applied to the node (`meshnode apply`), one folder per kind, in the node
+/// directory.
+pub const MANIFESTS_DIR: &str = "manifests";
 /// Where the prove service finds circuits, in the node directory.
 pub const CIRCUITS_DIR: &str = "circuits";
 /// NIPs this build serves; 77 is added when negentropy is enabled.
@@ -371,7 +374,7 @@ pub fn predecessor(keys: &Path) -> anyhow::Result<Option<fleetmesh_proto::identi
 
 /// The endpoints the descriptor lists: `[node] endpoints`, what the federation
 /// transports listen on where `[peering]` names a specific address
-/// (`crate::federation::transport_endpoints`), and, when the node sells jobs by key
+/// (`transport_endpoints`), and, when the node sells jobs by key
 /// (`[api] jobs_by_key`), where its terms are (`compute`, a `nostr:naddr1…`).
 pub fn advertised(
     config: &Config,
@@ -382,7 +385,7 @@ pub fn advertised(
     let all = {
         let mut all = all;
         // what the operator named for a scheme replaces what the transports would say
-        for e in crate::federation::transport_endpoints(&config.peering, keys)? {
+        for e in transport_endpoints(&config.peering, keys)? {
             if !config.node.endpoints.iter().any(|x| x.scheme == e.scheme) {
                 all.push(e);
             }
@@ -565,3 +568,51 @@ impl Node {
         Ok(event)
     }
 }
+
+/// What the transports listen on where the address is a specific one (an unspecified
+/// `0.0.0.0` cannot be advertised: name the public address in `[node] endpoints`
+/// yourself; nor can port 0): `iroh` = `IP:PORT`, `libp2p` = the multiaddr with
+/// `/p2p/<peer id>`; and `iroh-relay` = each of `iroh_relays`, where the endpoint is homed.
+#[cfg(feature = "federation")]
+pub fn transport_endpoints(
+    p: &crate::config::PeeringSection,
+    keys: &NodeKeys,
+) -> anyhow::Result<Vec<fleetmesh_proto::Endpoint>> {
+    let mut add = Vec::new();
+    if let Some(q) = p.quic_listen
+        && !q.ip().is_unspecified()
+        && q.port() != 0
+    {
+        add.push(fleetmesh_proto::Endpoint {
+            scheme: "iroh".into(),
+            url: q.to_string(),
+        });
+    }
+    if p.quic_listen.is_some() {
+        add.extend(p.iroh_relays.iter().map(|u| fleetmesh_proto::Endpoint {
+            scheme: IROH_RELAY.into(),
+            url: u.clone(),
+        }));
+    }
+    if let Some(g) = &p.gossip_listen {
+        let addr: fleetmesh_transport::Multiaddr = g.parse().context("[peering] gossip_listen")?;
+        let specific = addr.iter().all(|c| match c {
+            fleetmesh_transport::multiaddr::Protocol::Ip4(ip) => !ip.is_unspecified(),
+            fleetmesh_transport::multiaddr::Protocol::Ip6(ip) => !ip.is_unspecified(),
+            fleetmesh_transport::multiaddr::Protocol::Tcp(port) => port != 0,
+            _ => true,
+        });
+        if specific {
+            let id = fleetmesh_transport::gossip::peer_id_of(&keys.ed25519_public())?;
+            add.push(fleetmesh_proto::Endpoint {
+                scheme: "libp2p".into(),
+                url: format!("{addr}/p2p/{id}"),
+            });
+        }
+    }
+    Ok(add)
+}
+
+/// The endpoint scheme of an iroh relay server a node is homed on.
+#[cfg(feature = "federation")]
+pub const IROH_RELAY: &str = "iroh-relay";

@@ -30,8 +30,8 @@ use fleetmesh_schemas::constants::manifest;
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
 
-use crate::apply::MANIFESTS_DIR;
 use crate::config::{Config, ModelEntry};
+use crate::node::MANIFESTS_DIR;
 
 /// What the settings say beside the settings: per manifest, what is not used yet.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -9,9 +9,10 @@
 //! - [`resolve`]: turns a choice and an [`Inventory`] into the backend to use and says why;
 //! - [`ops`]: the [`MsmNtt`] trait the Groth16 prover runs its MSMs and NTTs through, with
 //!   the CPU reference ([`ops::Reference`], arkworks) as every method's default, our CPU
-//!   backend ([`ops::Cpu`]), and [`ops::select`], which turns a choice into a backend;
-//! - [`route`]: which operations a chosen GPU runs, by size (`auto`: only where it was
-//!   measured to beat the CPU);
+//!   backend ([`ops::Cpu`]);
+//! - [`route`]: [`route::select`], which turns a choice into a backend, and which
+//!   operations a chosen GPU runs, by size (`auto`: only where it was measured to beat the
+//!   CPU);
 //! - [`msm`]: that CPU MSM (batch-affine Pippenger), and [`msm::Shifted`], the precomputed
 //!   copies of a proving key's bases that make its MSMs cheaper, at a memory cost;
 //! - [`fixed`]: what a backend prepares once per fixed base vector — those copies on the

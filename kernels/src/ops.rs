@@ -4,8 +4,8 @@
 //!
 //! Every method has a correct CPU default (arkworks, spread over all cores by rayon); a GPU
 //! backend overrides only what it accelerates, and is checked against these defaults.
-//! [`Cpu`] is the reference backend and uses the defaults as they are. [`for_backend`]
-//! turns a [`ResolvedBackend`] into a boxed backend.
+//! [`Cpu`] is the reference backend and uses the defaults as they are;
+//! [`crate::route::select`] turns a choice into a boxed backend.
 //!
 //! ```
 //! use ark_ec::{CurveGroup, PrimeGroup};
@@ -31,8 +31,7 @@ use ark_ff::FftField;
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
 
 use crate::fixed::{Fixed, Kept};
-use crate::route::{GpuFrom, Routed};
-use crate::{BackendChoice, Error, Inventory, ResolvedBackend, Result, resolve};
+use crate::{Error, Result};
 
 /// Which way an [`MsmNtt::ntt`] goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -400,54 +399,5 @@ impl MsmNtt for Reference {
             "arkworks reference ({} threads)",
             rayon::current_num_threads()
         )
-    }
-}
-
-/// The MSM/NTT backend for a resolved choice.
-///
-/// # Errors
-/// [`Error::Unavailable`] for a GPU that cannot be opened (or whose kernels do not
-/// compile); [`Error::NotCompiled`] for a backend whose feature is not in this build.
-pub fn for_backend(backend: &ResolvedBackend) -> Result<Box<dyn MsmNtt>> {
-    match backend {
-        ResolvedBackend::Cpu => Ok(Box::new(Cpu)),
-        ResolvedBackend::Wgpu(i) => Ok(Box::new(crate::WgpuBackend::new(*i)?)),
-        ResolvedBackend::Cuda(n) => Ok(Box::new(crate::CudaBackend::new(*n)?)),
-    }
-}
-
-/// The prover's backend for `choice`, with a sentence saying why; the one place that
-/// decides it (the daemon, `meshnode proof prove` and `meshnode doctor` all ask here).
-///
-/// `cpu` needs no probing. `auto` probes (`probe` is called) and takes what [`resolve`]
-/// picks, routed by [`GpuFrom::measured`] (each operation on the GPU only from the size
-/// at which it was measured to beat the CPU), and when that GPU cannot be opened it falls
-/// back to the CPU and says why. An explicit GPU choice runs everything there and is an
-/// error when it cannot run, never a quiet fallback.
-///
-/// # Errors
-/// As [`resolve`] and [`for_backend`], for explicit GPU choices.
-pub fn select(
-    choice: BackendChoice,
-    probe: impl FnOnce() -> Inventory,
-) -> Result<(Box<dyn MsmNtt>, String)> {
-    if choice == BackendChoice::Cpu {
-        return Ok((Box::new(Cpu), "cpu was asked for".into()));
-    }
-    let resolved = resolve(choice, &probe())?;
-    match for_backend(&resolved.backend) {
-        Ok(b) => match GpuFrom::for_choice(choice, &resolved.backend) {
-            GpuFrom::ALL => Ok((b, resolved.reason)),
-            GpuFrom::NONE => Ok((Box::new(Cpu), resolved.reason)),
-            from => Ok((Box::new(Routed::new(b, from)), resolved.reason)),
-        },
-        Err(e) if choice == BackendChoice::Auto => Ok((
-            Box::new(Cpu),
-            format!(
-                "{}, but it could not be opened ({e}); using the CPU",
-                resolved.reason
-            ),
-        )),
-        Err(e) => Err(e),
     }
 }

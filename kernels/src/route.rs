@@ -6,13 +6,13 @@
 //! backend's own G2 threshold still applies). `auto` uses [`GpuFrom::measured`]: the GPU
 //! only where `bench/gpu/run.sh` measured it beating our CPU backend on the same machine
 //! (bench/RESULTS.md, "On an NVIDIA H200"). Re-measure and change these numbers together
-//! with that table.
+//! with that table. [`select`] is where a choice becomes the backend the prover runs on.
 
 use ark_bn254::{Fr, G1Affine, G1Projective, G2Affine, G2Projective, g1, g2};
 
 use crate::fixed::{Fixed, Kept};
 use crate::ops::{Cpu, MsmNtt, NttDirection, QuotientMsm};
-use crate::{BackendChoice, ResolvedBackend, Result};
+use crate::{BackendChoice, Inventory, ResolvedBackend, Result, resolve};
 
 /// An operation that never goes to the GPU.
 pub const NEVER: usize = usize::MAX;
@@ -231,6 +231,55 @@ impl MsmNtt for Routed {
         } else {
             crate::ops::quotient_msm_by_steps(self, job)
         }
+    }
+}
+
+/// The MSM/NTT backend for a resolved choice.
+///
+/// # Errors
+/// [`crate::Error::Unavailable`] for a GPU that cannot be opened (or whose kernels do not
+/// compile); [`crate::Error::NotCompiled`] for a backend whose feature is not in this build.
+pub fn for_backend(backend: &ResolvedBackend) -> Result<Box<dyn MsmNtt>> {
+    match backend {
+        ResolvedBackend::Cpu => Ok(Box::new(Cpu)),
+        ResolvedBackend::Wgpu(i) => Ok(Box::new(crate::WgpuBackend::new(*i)?)),
+        ResolvedBackend::Cuda(n) => Ok(Box::new(crate::CudaBackend::new(*n)?)),
+    }
+}
+
+/// The prover's backend for `choice`, with a sentence saying why; the one place that
+/// decides it (the daemon, `meshnode proof prove` and `meshnode doctor` all ask here).
+///
+/// `cpu` needs no probing. `auto` probes (`probe` is called) and takes what [`resolve`]
+/// picks, routed by [`GpuFrom::measured`] (each operation on the GPU only from the size
+/// at which it was measured to beat the CPU), and when that GPU cannot be opened it falls
+/// back to the CPU and says why. An explicit GPU choice runs everything there and is an
+/// error when it cannot run, never a quiet fallback.
+///
+/// # Errors
+/// As [`resolve`] and [`for_backend`], for explicit GPU choices.
+pub fn select(
+    choice: BackendChoice,
+    probe: impl FnOnce() -> Inventory,
+) -> Result<(Box<dyn MsmNtt>, String)> {
+    if choice == BackendChoice::Cpu {
+        return Ok((Box::new(Cpu), "cpu was asked for".into()));
+    }
+    let resolved = resolve(choice, &probe())?;
+    match for_backend(&resolved.backend) {
+        Ok(b) => match GpuFrom::for_choice(choice, &resolved.backend) {
+            GpuFrom::ALL => Ok((b, resolved.reason)),
+            GpuFrom::NONE => Ok((Box::new(Cpu), resolved.reason)),
+            from => Ok((Box::new(Routed::new(b, from)), resolved.reason)),
+        },
+        Err(e) if choice == BackendChoice::Auto => Ok((
+            Box::new(Cpu),
+            format!(
+                "{}, but it could not be opened ({e}); using the CPU",
+                resolved.reason
+            ),
+        )),
+        Err(e) => Err(e),
     }
 }
 

@@ -69,7 +69,7 @@ pub struct Limits {
     /// Load shedding: `auto` (the rung follows the pressure), `off`, or pinned at
     /// `rung1` (writes and new subscriptions from granted peers only) or `rung2` (granted
     /// peers only, within their grants). Default `auto`.
-    pub shedding: crate::face::Shedding,
+    pub shedding: Shedding,
     /// Kinds served only to the keys they are addressed to: a client must authenticate
     /// (NIP-42) and ask for them by its own key (`#p` or `authors`); other filters never
     /// match them. Federation links read them within their agreed shards. `[]` serves them
@@ -102,7 +102,7 @@ impl Default for Limits {
             max_queued_bytes_total: 256 << 20,
             ping_interval_secs: 30,
             idle_timeout_secs: 60,
-            shedding: crate::face::Shedding::Auto,
+            shedding: Shedding::Auto,
             private_kinds: vec![
                 fleetmesh_schemas::constants::kind::GIFT_WRAP,
                 fleetmesh_schemas::constants::kind::EPHEMERAL_GIFT_WRAP,
@@ -309,4 +309,19 @@ impl std::fmt::Display for Inadmissible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.reason)
     }
+}
+
+/// How the relay sheds load (`[relay] shedding`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shedding {
+    /// The rung follows the pressure.
+    #[default]
+    Auto,
+    /// Never sheds (rung 0).
+    Off,
+    /// Pinned at rung 1: writes and new subscriptions from granted peers only.
+    Rung1,
+    /// Pinned at rung 2: granted peers only, within their grants.
+    Rung2,
 }

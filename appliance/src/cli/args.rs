@@ -3,123 +3,12 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 use fleetmesh_kernels::BackendChoice;
 use fleetmesh_proto::{Endpoint, NodeClass};
 
 pub use super::proof_args::ProofCommand;
-
-/// meshnode — the fleetmesh node appliance: verifiable compute on a federation of Nostr
-/// relays.
-///
-/// Exit codes: 0 ok; 1 a negative verdict (an invalid document, a failed check); 2 bad
-/// input, bad usage, or an error that stopped the command (one line on stderr).
-#[derive(Debug, Parser)]
-#[command(
-    name = "meshnode",
-    version,
-    propagate_version = true,
-    max_term_width = 100
-)]
-pub struct Cli {
-    /// The command to run.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Create a node directory: fresh keys (0600), config, SQLite store, signed descriptor.
-    Init(InitArgs),
-    /// Run the node daemon on its one listener until SIGINT or SIGTERM.
-    Run(RunArgs),
-    /// Init with defaults if there is no node yet, then run. The quickest way to a node.
-    Up(UpArgs),
-    /// Report what this machine offers: CPU, GPU adapters, CUDA, protocol digest, node id.
-    Doctor(DoctorArgs),
-    /// Audit a node for monitoring: files, databases, disk, keys, and the daemon's health
-    /// and counters. Exit 0 healthy, 1 degraded, 2 failing or unreachable.
-    Watch(WatchArgs),
-    /// Talk to a running daemon over its control socket (DIR/meshnode.sock, owner only).
-    #[command(subcommand)]
-    Ctl(CtlCommand),
-    /// Reconcile the node's store with a peer relay by NIP-77 negentropy and transfer only
-    /// the missing events (verified before they are stored).
-    Sync(SyncArgs),
-    /// Work with the protocol's JSON Schemas.
-    #[command(subcommand)]
-    Schema(SchemaCommand),
-    /// Apply manifests (YAML or JSON, several documents per file) to the running daemon
-    /// through its control socket: all validated first, nothing applied if one is bad.
-    Apply(ApplyArgs),
-    /// The manifest kinds (MeshNode, Peering, GrantPolicy, ComputeProvider,
-    /// InferenceRouter) for other tools.
-    #[command(subcommand)]
-    Manifest(ManifestCommand),
-    /// Verify Groth16 proofs (BN254, snarkjs JSON formats).
-    #[command(subcommand)]
-    Proof(ProofCommand),
-    /// LLM models: make the built-in tiny one.
-    #[command(subcommand)]
-    Model(ModelCommand),
-    /// Hardware attestation evidence (AMD SEV-SNP reports).
-    #[command(subcommand)]
-    Attest(AttestCommand),
-    /// Generate text with a local model; one JSON line (ids, text, logprobs, digest).
-    Infer(InferArgs),
-    /// WASI jobs: run a module under the job limits.
-    #[command(subcommand)]
-    Wasi(WasiCommand),
-    /// Jobs on a node, as a buyer: submit, follow, fetch the result and the receipt.
-    #[command(subcommand)]
-    Job(JobCommand),
-    /// did:nostr DID documents: this node's, or another's resolved from relays.
-    #[command(subcommand)]
-    Did(DidCommand),
-    /// Gift-wrap a message for one key (NIP-59 on NIP-44 v2: an unsigned rumor, sealed by
-    /// this key, wrapped by a one-time key); prints the wrap event to publish on any relay.
-    Wrap(WrapArgs),
-    /// Open a gift wrap addressed to this key: every layer checked; prints the rumor and
-    /// the verified sender. Exit 2, naming the layer and the check, when it does not open.
-    Unwrap(UnwrapArgs),
-    /// A local cluster of nodes on loopback, peered in a topology: start, status, stop.
-    #[command(subcommand)]
-    Cluster(crate::cli::cluster::ClusterCommand),
-    /// Standard Nostr relays: exchange a filter's events with one, NIP-77 or REQ pages.
-    #[command(subcommand)]
-    Bridge(crate::cli::bridge::BridgeCommand),
-    /// The peers a running node sees: key, DID, class, transport, digest match, last
-    /// heartbeat, last sync and what it moved (`GET /v1/peers`).
-    Peers(crate::cli::peers::PeersArgs),
-    /// The shards a running node knows (kind 30803: a community node's authoritative
-    /// ones, its own) and its copy's state: in sync, behind, differs (`GET /v1/shards`).
-    Shards(crate::cli::peers::PeersArgs),
-    /// The accountability ledger: `replay FILE` recomputes the decisions from an evidence
-    /// log alone; `show` prints each peer's standing.
-    #[command(subcommand)]
-    Ledger(crate::cli::ledger::LedgerCommand),
-    /// The node's traffic grants (kind 30801) on its control socket: issue, list, revoke.
-    #[command(subcommand)]
-    Grant(crate::cli::ledger::GrantCommand),
-    /// Standing reports (kind 30802) on a relay: who reported whom, rung, remedy, evidence.
-    #[command(subcommand)]
-    Report(crate::cli::ledger::ReportCommand),
-    /// Settlement: `decode` a BOLT11 invoice; Nostr Wallet Connect (`nwc-…`), both sides.
-    #[command(subcommand)]
-    Settle(crate::cli::settle::SettleCommand),
-    /// The node's Cashu wallet: balance, mint, send, receive, pay, check, history.
-    Wallet(crate::cli::wallet::WalletArgs),
-    /// The compute market on the relays: open asks, providers' terms, offers to this key.
-    Market(crate::cli::route::MarketArgs),
-    /// The node's keys: rotate them, or revoke one (kind 11802).
-    #[command(subcommand)]
-    Keys(crate::cli::keys::KeysCommand),
-    /// DIDComm Messaging v2 with this node's keys: pack a message for a DID document
-    /// (authcrypt, anoncrypt, signed), unpack one addressed to this node.
-    #[command(subcommand)]
-    Didcomm(crate::cli::didcomm::DidcommCommand),
-}
+pub use super::provider_args::{ByKey, JobNode, MarketArgs, MarketCommand, RouteArgs};
 
 /// `meshnode did …`.
 #[derive(Debug, Subcommand)]
@@ -153,79 +42,6 @@ pub struct DidResolveArgs {
     pub timeout_secs: u64,
 }
 
-/// `meshnode wrap`.
-#[derive(Debug, Args)]
-pub struct WrapArgs {
-    /// The recipient: a public key (64 hex digits) or did:nostr:HEX.
-    #[arg(long, value_name = "HEX")]
-    pub to: String,
-    /// The sender's key directory (a node directory will do).
-    #[arg(long, value_name = "DIR")]
-    pub key_dir: PathBuf,
-    /// 1059 (stored and forwarded by relays) or 21059 (passed on, never stored).
-    #[arg(long, value_name = "1059|21059", default_value_t = 1059)]
-    pub kind: u16,
-    /// The rumor's kind (14: a NIP-17 chat message).
-    #[arg(long, value_name = "K", default_value_t = 14)]
-    pub rumor_kind: u16,
-    /// The rumor's content.
-    #[arg(long, value_name = "TEXT")]
-    pub content: String,
-}
-
-/// `meshnode unwrap`.
-#[derive(Debug, Args)]
-pub struct UnwrapArgs {
-    /// The recipient's key directory (a node directory will do).
-    #[arg(long, value_name = "DIR")]
-    pub key_dir: PathBuf,
-    /// The wrap event, JSON (`-`: standard input).
-    pub event: PathBuf,
-}
-
-/// How `job submit` reaches a provider known by its key.
-#[derive(Debug, Args)]
-pub struct ByKey {
-    /// The provider: did:nostr:HEX or its key (HEX); with --via http, --node's key.
-    #[arg(long = "to", value_name = "DID|HEX")]
-    pub provider: Option<String>,
-    /// http: POST to --node. giftwrap: a NIP-59 gift wrap to --to through --relay, and
-    /// its answer (status, result, receipt) wrapped back the same way. didcomm: DIDComm v2
-    /// to the endpoint --to's DID document names (resolved through --relay), directly or
-    /// through its mediator, the answer back the same way. iroh: the same DIDComm
-    /// messages over a QUIC peer link to the iroh endpoint --to's DID document names
-    /// ([peering] quic_listen), the link's hello checking both ends' descriptors.
-    /// [default: auto with --to and without --node: didcomm when the provider's DID
-    /// document names a DIDComm endpoint, else giftwrap through the relays it names and
-    /// --relay; http otherwise]
-    #[arg(long, value_name = "auto|http|giftwrap|didcomm|iroh")]
-    pub via: Option<String>,
-    /// giftwrap: a relay the provider reads (its own, or one its descriptor names), where
-    /// the wrap is sent and the answer awaited. didcomm, iroh: a relay holding the
-    /// provider's (and its mediator's) descriptor. Repeatable.
-    #[arg(long = "relay", value_name = "URL")]
-    pub relays: Vec<String>,
-    /// iroh: a PEM file of CA certificates trusted for the provider's iroh relay servers
-    /// (beside the web's roots), for a provider reached through one.
-    #[arg(long = "iroh-relay-ca", value_name = "FILE")]
-    pub iroh_relay_ca: Option<PathBuf>,
-    /// giftwrap, didcomm, iroh: seconds to wait for the final answer.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    pub wait_secs: u64,
-    /// giftwrap, didcomm, iroh: where to write the result's files (as `job result --out`).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-}
-
-impl JobNode {
-    /// The node's base URL.
-    pub fn node(&self) -> &str {
-        self.given_node
-            .as_deref()
-            .unwrap_or("http://127.0.0.1:7777")
-    }
-}
-
 /// `meshnode job …`: each talks to a running node (`--node`).
 #[derive(Debug, Subcommand)]
 #[allow(clippy::large_enum_variant)] // parsed once
@@ -250,7 +66,7 @@ pub enum JobCommand {
         #[command(flatten)]
         pay: crate::cli::wallet::PayArgs,
         #[command(flatten)]
-        route: crate::cli::route::RouteArgs,
+        route: RouteArgs,
     },
     /// Print the job's state as JSON; exit 0 verified, 1 failed or expired, 3 pending.
     Status {
@@ -276,29 +92,6 @@ pub enum JobCommand {
         #[command(flatten)]
         to: JobNode,
     },
-}
-
-/// Which node, and who is asking.
-#[derive(Debug, Args)]
-pub struct JobNode {
-    /// The node's base URL [default: http://127.0.0.1:7777].
-    #[arg(long = "node", value_name = "URL")]
-    pub given_node: Option<String>,
-    /// The buyer's key directory (a node directory made by `meshnode init` will do)
-    /// [default: the buyer identity in `buyer/` under $MESHNODE_HOME or the platform data
-    /// directory, e.g. ~/.local/share/fleetmesh/buyer, created on first use].
-    #[arg(long, value_name = "DIR")]
-    pub key_dir: Option<PathBuf>,
-    /// The node's API token (its `[api] token`): requests then come from the operator,
-    /// who sees every job. Without it they are signed by the buyer's key (NIP-98), and the
-    /// node shows the buyer its own jobs only.
-    #[arg(
-        long,
-        env = "MESHNODE_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub token: Option<String>,
 }
 
 /// `meshnode wasi …`.

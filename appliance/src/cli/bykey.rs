@@ -241,7 +241,7 @@ pub(crate) fn by_iroh(
         services("iroh").filter_map(|a| a.parse().ok()).collect();
     // the iroh relay servers it homes on: reached through them where no address answers
     let relays = fleetmesh_transport::relays::RelayServers {
-        urls: services(crate::federation::IROH_RELAY)
+        urls: services(crate::node::IROH_RELAY)
             .map(str::to_owned)
             .collect(),
         roots: match &by_key.iroh_relay_ca {

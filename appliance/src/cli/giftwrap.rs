@@ -6,7 +6,41 @@ use anyhow::Context as _;
 use fleetmesh_proto::{Event, UnsignedEvent, nip59};
 use serde_json::json;
 
-use crate::cli::{Outcome, UnwrapArgs, WrapArgs};
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::cli::Outcome;
+
+/// `meshnode wrap`.
+#[derive(Debug, Args)]
+pub struct WrapArgs {
+    /// The recipient: a public key (64 hex digits) or did:nostr:HEX.
+    #[arg(long, value_name = "HEX")]
+    pub to: String,
+    /// The sender's key directory (a node directory will do).
+    #[arg(long, value_name = "DIR")]
+    pub key_dir: PathBuf,
+    /// 1059 (stored and forwarded by relays) or 21059 (passed on, never stored).
+    #[arg(long, value_name = "1059|21059", default_value_t = 1059)]
+    pub kind: u16,
+    /// The rumor's kind (14: a NIP-17 chat message).
+    #[arg(long, value_name = "K", default_value_t = 14)]
+    pub rumor_kind: u16,
+    /// The rumor's content.
+    #[arg(long, value_name = "TEXT")]
+    pub content: String,
+}
+
+/// `meshnode unwrap`.
+#[derive(Debug, Args)]
+pub struct UnwrapArgs {
+    /// The recipient's key directory (a node directory will do).
+    #[arg(long, value_name = "DIR")]
+    pub key_dir: PathBuf,
+    /// The wrap event, JSON (`-`: standard input).
+    pub event: PathBuf,
+}
 
 /// Most bytes of a wrap `unwrap` reads.
 const MAX_WRAP: u64 = 16 << 20;

@@ -1,13 +1,16 @@
 //! Which node a `meshnode job` command talks to and as whom: the node's URL and NIP-11
 //! document, the buyer's keys (or the operator's token, given or read from the node home
 //! when the URL is that node's own listener), and requests to the job API signed
-//! accordingly (NIP-98, or `Authorization: Bearer`).
+//! accordingly (NIP-98, or `Authorization: Bearer`); and a result message opened and
+//! checked ([`open_result`]), however it came back.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-use fleetmesh_proto::NodeKeys;
-use serde_json::Value;
+use anyhow::{Context as _, bail};
+use base64::Engine as _;
+use fleetmesh_proto::{NodeKeys, nip44};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::cli::JobNode;
 
@@ -149,4 +152,68 @@ pub(super) fn with_local_token(mut to: JobNode) -> anyhow::Result<JobNode> {
 
 pub(super) fn node_url(to: &JobNode, path: &str) -> String {
     format!("{}{path}", to.node().trim_end_matches('/'))
+}
+
+/// Opens the result message `payload` (compute/1.0, NIP-44 from `provider`), checks the
+/// output against its digest, writes the output's files into `out` when given; a summary.
+pub(crate) fn open_result(
+    keys: &NodeKeys,
+    provider: &str,
+    payload: &str,
+    id: &str,
+    out: Option<&Path>,
+) -> anyhow::Result<Value> {
+    let key = nip44::conversation_key(&keys.nostr().secret_key(), provider)?;
+    let plain = nip44::decrypt(&key, payload)?;
+    let msg: Value = serde_json::from_slice(&plain)?;
+    fleetmesh_schemas::SchemaSet::embedded()
+        .validate(
+            &fleetmesh_schemas::SchemaKey::Payload("compute/1.0".into()),
+            &msg,
+        )
+        .context("the result is not a compute/1.0 message")?;
+    let doc_bytes = base64::engine::general_purpose::STANDARD
+        .decode(msg["output"]["inline"].as_str().context("no output")?)?;
+    if hex::encode(Sha256::digest(&doc_bytes)) != msg["output_digest"].as_str().unwrap_or_default()
+    {
+        bail!("the output does not match its digest");
+    }
+    let doc: Value = serde_json::from_slice(&doc_bytes)?;
+    if let Some(out) = out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        let write = |name: &str, b64text: &str| -> anyhow::Result<()> {
+            let safe = Path::new(name)
+                .file_name()
+                .context("an output file without a name")?;
+            std::fs::write(
+                out.join(safe),
+                base64::engine::general_purpose::STANDARD.decode(b64text)?,
+            )
+            .with_context(|| format!("writing {}", out.join(safe).display()))
+        };
+        if doc.get("choices").is_some() || doc.get("error").is_some() {
+            // an llm job: the API's answer
+            std::fs::write(out.join("response.json"), &doc_bytes)
+                .with_context(|| format!("writing {}", out.join("response.json").display()))?;
+        }
+        write("stdout", doc["stdout"].as_str().unwrap_or_default())?;
+        write("stderr", doc["stderr"].as_str().unwrap_or_default())?;
+        if let Some(files) = doc["files"].as_object() {
+            for (name, data) in files {
+                write(name, data.as_str().unwrap_or_default())?;
+            }
+        }
+    }
+    Ok(json!({
+        "job": id,
+        "status": doc["status"],
+        "exit_code": doc["exit_code"],
+        "output_digest": msg["output_digest"],
+        "metered": msg["metered"],
+        "verdict": msg["verdict"],
+        "receipt": msg["receipt"],
+        // delivery mode: the key to the escrow, sent with the output
+        "preimage": msg["preimage"],
+        "out": out.map(|o| o.display().to_string()),
+    }))
 }

@@ -9,6 +9,7 @@ pub mod attest;
 pub mod bridge;
 pub mod bykey;
 pub mod cluster;
+mod command;
 pub mod crds;
 pub mod ctl;
 pub mod did;
@@ -17,6 +18,7 @@ pub mod doctor;
 pub mod giftwrap;
 pub mod infer;
 pub mod init;
+mod io;
 pub mod job;
 mod job_node;
 pub mod keys;
@@ -29,6 +31,7 @@ pub mod peers;
 pub mod progress;
 pub mod proof;
 mod proof_args;
+mod provider_args;
 pub mod route;
 pub mod schema;
 pub mod settle;
@@ -39,19 +42,8 @@ pub mod wasi;
 pub mod watch;
 
 pub use args::*;
-
-/// How a command ended, when it did not fail.
-pub(crate) enum Outcome {
-    Ok,
-    /// A negative verdict (exit 1), already reported.
-    Negative,
-    /// Malformed input (exit 2), already reported in the command's own format.
-    Malformed,
-    /// Not finished yet (exit 3), already reported.
-    Pending,
-    /// Something checked is failing or does not answer (exit 2), already reported.
-    Failing,
-}
+pub use command::{Cli, Command};
+pub(crate) use io::{Outcome, read_ca, read_input};
 
 /// A node to run, as `meshnode run` and `meshnode up` ask: its directory, the address to
 /// listen on instead of `[face] listen`, models served besides `[inference] models`, and
@@ -116,33 +108,4 @@ pub(crate) fn dispatch(
         C::Job(c) => job::run(c),
         C::Model(cmd) => model::run(cmd),
     }
-}
-
-/// The PEM file named by a `--ca FILE` flag, read whole; `None` without the flag.
-pub(crate) fn read_ca(path: Option<&std::path::Path>) -> anyhow::Result<Option<Vec<u8>>> {
-    use anyhow::Context as _;
-    path.map(|p| std::fs::read(p).with_context(|| format!("--ca {}", p.display())))
-        .transpose()
-}
-
-/// Reads a file (`-`: standard input) of at most `max` bytes; `what` names it in errors.
-pub(crate) fn read_input(path: &std::path::Path, max: u64, what: &str) -> anyhow::Result<String> {
-    use anyhow::Context as _;
-    use std::io::Read as _;
-    let source: Box<dyn std::io::Read> = if path.as_os_str() == "-" {
-        Box::new(std::io::stdin())
-    } else {
-        Box::new(std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?)
-    };
-    let mut text = String::new();
-    source
-        .take(max + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("reading {}", path.display()))?;
-    anyhow::ensure!(
-        text.len() as u64 <= max,
-        "{}: over {max} bytes, more than {what} this command reads",
-        path.display()
-    );
-    Ok(text)
 }

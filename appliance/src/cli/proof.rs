@@ -173,7 +173,8 @@ pub fn batch(
             }
         }
     }
-    let (backend, why) = fleetmesh_kernels::ops::select(backend, fleetmesh_kernels::probe::probe)?;
+    let (backend, why) =
+        fleetmesh_kernels::route::select(backend, fleetmesh_kernels::probe::probe)?;
     eprintln!("meshnode: backend {} ({why})", backend.describe());
     let verdicts = batch_verify_grouped_on(backend.as_ref(), &keys, &items)?;
     let (mut valid, mut invalid) = (0, 0);
@@ -261,7 +262,8 @@ pub fn prove_cmd(
 ) -> anyhow::Result<Outcome> {
     use fleetmesh_prover::snarkjs::{proof_to_json, public_to_json};
     let t = std::time::Instant::now();
-    let (backend, why) = fleetmesh_kernels::ops::select(backend, fleetmesh_kernels::probe::probe)?;
+    let (backend, why) =
+        fleetmesh_kernels::route::select(backend, fleetmesh_kernels::probe::probe)?;
     eprintln!("meshnode: backend {} ({why})", backend.describe());
     let progress = crate::cli::progress::Progress::new("meshnode: prove");
     progress.say(&format!("meshnode: reading {}", zkey.display()));

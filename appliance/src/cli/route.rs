@@ -12,40 +12,19 @@
 //! `meshnode market asks|offers|providers` show what the relays hold.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Args, Subcommand};
 use fleetmesh_market::service::offers::{Offer, rank};
 use fleetmesh_proto::ask::Ask;
 use fleetmesh_proto::noun::Noun as _;
 use fleetmesh_proto::projection::Assertion;
 use fleetmesh_proto::provider::Terms;
-use fleetmesh_proto::{Event, Mode, NodeKeys, nip59};
+use fleetmesh_proto::{Event, NodeKeys, nip59};
 use fleetmesh_schemas::constants::kind;
 use serde_json::{Value, json};
 
-use crate::cli::{ByKey, Outcome};
-
-/// How a submitted job finds its provider.
-#[derive(Debug, Args)]
-pub struct RouteArgs {
-    /// `auto`: publish the ask on the relays (`--relay`, and the relay face of `--node`
-    /// when given or when no --relay is), take offers for `--offer-secs`, send the job to
-    /// the best (verification mode, then price, then standing), and the next when one fails.
-    /// `did:nostr:…`: that provider (as --to). An http(s) URL: that node (as --node).
-    #[arg(long, value_name = "auto|DID|URL")]
-    pub route: Option<String>,
-    /// With --route auto: the most seconds to gather offers (less once every provider
-    /// whose terms sell the ask within its bid has offered).
-    #[arg(long, value_name = "SECS", default_value_t = 10)]
-    pub offer_secs: u64,
-    /// With --route auto: only providers whose terms name this region (their `[node]
-    /// regions`). Repeatable: any of them.
-    #[arg(long = "region", value_name = "REGION")]
-    pub regions: Vec<String>,
-}
+use crate::cli::{ByKey, MarketArgs, MarketCommand, Outcome, RouteArgs};
 
 impl RouteArgs {
     /// ` in REGION, …` when regions were asked for.
@@ -362,48 +341,6 @@ pub fn by_market(
         "no provider delivered job {job_id} (tried {})",
         tried.join(", ")
     )
-}
-
-/// `meshnode market …`: what the relays hold of the market.
-#[derive(Debug, Args)]
-pub struct MarketArgs {
-    /// What to show.
-    #[command(subcommand)]
-    pub what: MarketCommand,
-    /// The node whose relay face to read [default: http://127.0.0.1:7777, unless --relay
-    /// is given].
-    #[arg(long = "node", value_name = "URL", global = true)]
-    pub node: Option<String>,
-    /// Another relay to read. Repeatable.
-    #[arg(long = "relay", value_name = "URL", global = true)]
-    pub relays: Vec<String>,
-    /// Only what concerns this verification mode.
-    #[arg(long, value_name = "MODE", global = true)]
-    pub mode: Option<Mode>,
-    /// Only providers whose terms name this region. Repeatable: any of them.
-    #[arg(long = "region", value_name = "REGION", global = true)]
-    pub regions: Vec<String>,
-    /// One JSON array instead of a line each.
-    #[arg(long, global = true)]
-    pub json: bool,
-}
-
-/// `meshnode market asks|offers|providers`.
-#[derive(Debug, Subcommand)]
-pub enum MarketCommand {
-    /// Open asks (kind 30810) not yet expired: buyer, engine, mode, bid, limits.
-    Asks,
-    /// Providers' terms (kind 30812): engines, modes, prices, limits, mints.
-    Providers,
-    /// Offers gift-wrapped to this key for its asks (read for `--secs`).
-    Offers {
-        /// The key directory whose offers to read [default: the buyer identity].
-        #[arg(long, value_name = "DIR")]
-        key_dir: Option<PathBuf>,
-        /// Seconds to listen.
-        #[arg(long, default_value_t = 3)]
-        secs: u64,
-    },
 }
 
 /// `meshnode market …`.

@@ -14,9 +14,8 @@ use fleetmesh_proto::{Engine, Event, Mode, NodeKeys, hkdf, nip44};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::cli::job::b64;
+use crate::cli::RouteArgs;
 use crate::cli::job_node::{buyer_keys, client, nip11, node_key, node_url, signed};
-use crate::cli::route::RouteArgs;
 use crate::cli::wallet::PayArgs;
 use crate::cli::{ByKey, JobNode, Outcome};
 
@@ -326,7 +325,7 @@ fn job_message(job_id: &str, ask: &Event, what: &JobParts, limits: &Value) -> Va
         "input": match what.spec["input_blobs"].as_array() {
             // blobs already uploaded to the node (PUT /upload), by hash and size
             Some(refs) if !refs.is_empty() => json!({"blobs": refs}),
-            _ => json!({"inline": b64().encode(&what.input)}),
+            _ => json!({"inline": base64::engine::general_purpose::STANDARD.encode(&what.input)}),
         },
         "limits": limits,
         "params": what.params,
@@ -545,7 +544,7 @@ impl JobParts {
         } else {
             let module = read("module")?.context("the job file names no module")?;
             (
-                json!({"module": {"inline": b64().encode(&module)}, "args": spec["args"].clone()}),
+                json!({"module": {"inline": base64::engine::general_purpose::STANDARD.encode(&module)}, "args": spec["args"].clone()}),
                 None,
                 Mode::Delivery,
             )
@@ -573,10 +572,15 @@ impl JobParts {
         let files: serde_json::Map<String, Value> = s
             .files
             .into_iter()
-            .map(|(n, b)| (n, json!(b64().encode(b))))
+            .map(|(n, b)| {
+                (
+                    n,
+                    json!(base64::engine::general_purpose::STANDARD.encode(b)),
+                )
+            })
             .collect();
         JobParts {
-            params: json!({"module": {"inline": b64().encode(&s.module)}, "args": s.args,
+            params: json!({"module": {"inline": base64::engine::general_purpose::STANDARD.encode(&s.module)}, "args": s.args,
                            "files": files}),
             spec: json!({"name": s.name, "limits": limits}),
             // compute-over-data: the data engine, run as a wasm task

@@ -158,7 +158,7 @@ fn keys(node: &Node) -> anyhow::Result<NodeKeys> {
 fn backend(node: &Node) -> anyhow::Result<(Arc<dyn fleetmesh_kernels::MsmNtt>, String, String)> {
     let choice = node.config.compute.backend;
     let mut devices = format!("not probed ([compute] backend = \"{choice}\")");
-    let (backend, why) = fleetmesh_kernels::ops::select(choice, || {
+    let (backend, why) = fleetmesh_kernels::route::select(choice, || {
         let found = fleetmesh_kernels::probe::probe();
         let adapters = match &found.wgpu {
             Ok(list) if list.is_empty() => "none".to_owned(),

@@ -508,7 +508,7 @@ impl Carrier {
             Carrier::Http(client, url) => exchange(client, url, packed, keys, docs),
             #[cfg(feature = "federation")]
             Carrier::Link(runtime, link) => {
-                runtime.block_on(crate::federation::exchange_over(link, packed, keys, docs))
+                runtime.block_on(exchange_over(link, packed, keys, docs))
             }
         }
     }
@@ -517,7 +517,47 @@ impl Carrier {
 /// The federation's links to other nodes by Nostr key (hex): how a node without
 /// `mediator_url` reaches its mediator.
 #[cfg(feature = "federation")]
-pub type Links = crate::federation::Links;
+pub use fleetmesh_transport::link::Links;
+
+#[cfg(feature = "federation")]
+/// Sends the DIDComm message `packed` to the peer of `link` and opens its reply for
+/// `keys` (`docs`: the sender documents it may be authcrypted by); `None` when the peer
+/// took it without one. What `job submit --via iroh` speaks.
+///
+/// # Errors
+/// The link's, the peer's refusal (its status, code and message), or a reply that does
+/// not open.
+pub async fn exchange_over(
+    link: &fleetmesh_transport::link::PeerLink,
+    packed: &serde_json::Value,
+    keys: &NodeKeys,
+    docs: &Vec<fleetmesh_proto::didcomm::PeerDoc>,
+) -> anyhow::Result<Option<fleetmesh_proto::didcomm::Unpacked>> {
+    use anyhow::Context as _;
+    let peer = &link.content.did;
+    let answer = link.message(packed.to_string()).await?;
+    let v: serde_json::Value = serde_json::from_str(&answer)
+        .with_context(|| format!("{peer}: an answer that is not JSON"))?;
+    match v["status"].as_u64() {
+        Some(200) => {
+            let message = v["message"].to_string();
+            let now = fleetmesh_proto::unix_now();
+            Ok(Some(fleetmesh_proto::didcomm::unpack(
+                message.as_bytes(),
+                keys,
+                docs,
+                now,
+            )?))
+        }
+        Some(202) => Ok(None),
+        _ => anyhow::bail!(
+            "{peer}: {} {}: {}",
+            v["status"],
+            v["error"]["code"].as_str().unwrap_or("?"),
+            v["error"]["message"].as_str().unwrap_or("")
+        ),
+    }
+}
 
 impl DidComm {
     /// With `[didcomm] mediator`: picks the node's messages up from its mediator every

@@ -18,7 +18,7 @@
 //!   gossip messages and hellos are counted per peer.
 //!
 //! - Peers (and buyers) may send DIDComm messages over a link's message streams: they are
-//!   answered as `POST /didcomm` answers them ([`exchange_over`] is the sending side).
+//!   answered as `POST /didcomm` answers them (`crate::didcomm::exchange_over` is the sending side).
 //!
 //! - While the relay sheds load, rounds with peers the node grants nothing pause
 //!   ([`policy::paused`]); at rung 2 a granted peer's are held to its grant
@@ -38,11 +38,11 @@ use fleetmesh_proto::event::Event;
 use fleetmesh_proto::identity::DescriptorContent;
 use fleetmesh_proto::nodes::Heartbeat;
 use fleetmesh_proto::noun::Noun as _;
-use fleetmesh_proto::{Endpoint, NodeClass, NodeKeys};
+use fleetmesh_proto::{NodeClass, NodeKeys};
 use fleetmesh_relay::face::Relay;
 use fleetmesh_transport::Multiaddr;
 use fleetmesh_transport::gossip::{Gossip, Heard, peer_id_of};
-use fleetmesh_transport::link::{Quic, Seen};
+use fleetmesh_transport::link::{Links, Quic, Seen};
 use fleetmesh_transport::relays::{
     Admission, CLIENT_BYTES_PER_SECOND, Members, RelayServer, RelayServers,
 };
@@ -57,10 +57,6 @@ use fleetmesh_proto::unix_now;
 
 mod policy;
 use policy::{Policy, paused, policy};
-
-/// The QUIC links up now, by the peer's Nostr key (hex): what the DIDComm pickup reaches
-/// a mediator over when it has no URL.
-pub type Links = Arc<std::sync::Mutex<HashMap<String, fleetmesh_transport::link::PeerLink>>>;
 
 /// The running transports: stop them with [`Federation::stop`].
 pub struct Federation {
@@ -88,49 +84,6 @@ impl Federation {
     }
 }
 
-/// What the transports listen on where the address is a specific one (an unspecified
-/// `0.0.0.0` cannot be advertised: name the public address in `[node] endpoints`
-/// yourself; nor can port 0): `iroh` = `IP:PORT`, `libp2p` = the multiaddr with
-/// `/p2p/<peer id>`; and `iroh-relay` = each of `iroh_relays`, where the endpoint is homed.
-pub fn transport_endpoints(p: &PeeringSection, keys: &NodeKeys) -> anyhow::Result<Vec<Endpoint>> {
-    let mut add = Vec::new();
-    if let Some(q) = p.quic_listen
-        && !q.ip().is_unspecified()
-        && q.port() != 0
-    {
-        add.push(Endpoint {
-            scheme: "iroh".into(),
-            url: q.to_string(),
-        });
-    }
-    if p.quic_listen.is_some() {
-        add.extend(p.iroh_relays.iter().map(|u| Endpoint {
-            scheme: IROH_RELAY.into(),
-            url: u.clone(),
-        }));
-    }
-    if let Some(g) = &p.gossip_listen {
-        let addr: Multiaddr = g.parse().context("[peering] gossip_listen")?;
-        let specific = addr.iter().all(|c| match c {
-            fleetmesh_transport::multiaddr::Protocol::Ip4(ip) => !ip.is_unspecified(),
-            fleetmesh_transport::multiaddr::Protocol::Ip6(ip) => !ip.is_unspecified(),
-            fleetmesh_transport::multiaddr::Protocol::Tcp(port) => port != 0,
-            _ => true,
-        });
-        if specific {
-            let id = peer_id_of(&keys.ed25519_public())?;
-            add.push(Endpoint {
-                scheme: "libp2p".into(),
-                url: format!("{addr}/p2p/{id}"),
-            });
-        }
-    }
-    Ok(add)
-}
-
-/// The endpoint scheme of an iroh relay server a node is homed on.
-pub const IROH_RELAY: &str = "iroh-relay";
-
 /// Where a peer's QUIC endpoint is reached: the `iroh` addresses and the `iroh-relay`
 /// servers its descriptor advertises; and its relay faces (`wss`, then `ws` endpoints),
 /// where rounds go when QUIC is blocked.
@@ -147,7 +100,7 @@ impl At {
             |scheme: &'static str| content.endpoints.iter().filter(move |e| e.scheme == scheme);
         At {
             ips: of("iroh").filter_map(|e| e.url.parse().ok()).collect(),
-            relays: of(IROH_RELAY).map(|e| e.url.clone()).collect(),
+            relays: of(crate::node::IROH_RELAY).map(|e| e.url.clone()).collect(),
             faces: of("wss").chain(of("ws")).map(|e| e.url.clone()).collect(),
         }
     }
@@ -393,44 +346,6 @@ fn messages(dc: Arc<DidComm>, table: Arc<Peers>) -> fleetmesh_transport::link::M
             answer
         })
     })
-}
-
-/// Sends the DIDComm message `packed` to the peer of `link` and opens its reply for
-/// `keys` (`docs`: the sender documents it may be authcrypted by); `None` when the peer
-/// took it without one. What `job submit --via iroh` speaks.
-///
-/// # Errors
-/// The link's, the peer's refusal (its status, code and message), or a reply that does
-/// not open.
-pub async fn exchange_over(
-    link: &fleetmesh_transport::link::PeerLink,
-    packed: &serde_json::Value,
-    keys: &NodeKeys,
-    docs: &Vec<fleetmesh_proto::didcomm::PeerDoc>,
-) -> anyhow::Result<Option<fleetmesh_proto::didcomm::Unpacked>> {
-    let peer = &link.content.did;
-    let answer = link.message(packed.to_string()).await?;
-    let v: serde_json::Value = serde_json::from_str(&answer)
-        .with_context(|| format!("{peer}: an answer that is not JSON"))?;
-    match v["status"].as_u64() {
-        Some(200) => {
-            let message = v["message"].to_string();
-            let now = fleetmesh_proto::unix_now();
-            Ok(Some(fleetmesh_proto::didcomm::unpack(
-                message.as_bytes(),
-                keys,
-                docs,
-                now,
-            )?))
-        }
-        Some(202) => Ok(None),
-        _ => anyhow::bail!(
-            "{peer}: {} {}: {}",
-            v["status"],
-            v["error"]["code"].as_str().unwrap_or("?"),
-            v["error"]["message"].as_str().unwrap_or("")
-        ),
-    }
 }
 
 /// Inbound links and refused hellos, into the table.

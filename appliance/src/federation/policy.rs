@@ -85,7 +85,7 @@ impl Policy {
 /// takes effect at the next one. Its `sync`: `enabled`, `direction`, `intervalSecs`,
 /// `filters` (one round each; default, as the schema says: the fleetmesh kinds).
 pub(super) fn policy(dir: &std::path::Path, key: &str) -> Option<Policy> {
-    let stored = dir.join(crate::apply::MANIFESTS_DIR).join("Peering");
+    let stored = dir.join(crate::node::MANIFESTS_DIR).join("Peering");
     let doc = std::fs::read_dir(stored).ok()?.find_map(|e| {
         let doc: serde_json::Value =
             serde_json::from_slice(&std::fs::read(e.ok()?.path()).ok()?).ok()?;

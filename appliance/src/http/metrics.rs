@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
 
-use crate::http::relay::RelayState;
+use crate::http::state::RelayState;
 
 /// Histogram buckets for times, in seconds: 1 ms to 10 min.
 const SECONDS: &[f64] = &[

@@ -19,7 +19,7 @@ use fleetmesh_relay::face::Relay;
 
 use crate::daemon::Services;
 use crate::http::error::api_error;
-use crate::http::relay::RelayState;
+use crate::http::state::RelayState;
 use crate::node::Node;
 
 pub mod blobs;
@@ -34,6 +34,7 @@ pub mod listener;
 pub mod metrics;
 pub mod proofs;
 pub mod relay;
+pub mod state;
 pub mod status;
 
 /// The node's routes over the running services `s`: the relay face (WebSocket, NIP-11,
@@ -52,7 +53,7 @@ pub fn router(s: &Services) -> anyhow::Result<Router> {
         started: Instant::now(),
         relay: s.relay.clone(),
         websocket_origins: node.config.face.websocket_origins.clone(),
-        status: status::Status::of(s),
+        status: state::Status::of(s),
         did_document: fleetmesh_proto::did::document(
             &fleetmesh_proto::identity::verify_descriptor(&s.descriptor)
                 .context("the node's own descriptor")?,

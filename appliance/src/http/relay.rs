@@ -6,38 +6,19 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::ws::{WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use fleetmesh_relay::face::Relay;
 use serde_json::json;
 
 use crate::http::error::api_error;
 use crate::http::guard::cors_any_origin;
+use crate::http::state::RelayState;
 
 /// NIP-11's media type.
 const NOSTR_JSON: &str = "application/nostr+json";
-
-/// What the relay face's handlers share.
-pub struct RelayState {
-    /// The NIP-11 document, serialized; replaced when `[jobs]` changes live.
-    pub nip11: Arc<std::sync::RwLock<String>>,
-    /// The node's Nostr key, hex.
-    pub pubkey: String,
-    /// When the node started.
-    pub started: Instant,
-    /// The relay.
-    pub relay: Arc<Relay>,
-    /// `[face] websocket_origins`.
-    pub websocket_origins: Vec<String>,
-    /// What the status page shows.
-    pub status: crate::http::status::Status,
-    /// The node's DID document, serialized at start-up from its descriptor.
-    pub did_document: String,
-}
 
 /// `GET /`: the WebSocket upgrade, the NIP-11 document, or a line saying what this is.
 pub async fn root(

@@ -8,14 +8,13 @@
 //! aggregate figures); recent jobs show engine, mode, state and time, never a buyer.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
-use crate::http::relay::RelayState;
+use crate::http::state::RelayState;
 
 /// Jobs listed under "recent jobs".
 const RECENT_JOBS: usize = 10;
@@ -26,53 +25,6 @@ const MAX_CIRCUITS: usize = 100;
 /// (so the browser does not ask for `/favicon.ico`).
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
                    base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
-/// What the page shows besides the relay's state, gathered at start-up.
-pub struct Status {
-    /// `[node] name`, or the default name NIP-11 gives.
-    pub name: String,
-    /// `did:key:…`.
-    pub did: String,
-    /// `[node] class`.
-    pub class: String,
-    /// The embedded schemas' digest.
-    pub protocol_digest: String,
-    /// The descriptor event's id.
-    pub descriptor: String,
-    /// The prover backend and why it was chosen.
-    pub backend: String,
-    /// The devices the hardware probe saw.
-    pub devices: String,
-    /// Where circuits are installed.
-    pub circuits: PathBuf,
-    /// The models served.
-    pub inference: Arc<crate::http::inference::InferenceService>,
-    /// Recent jobs.
-    pub jobs: Arc<fleetmesh_market::service::JobService>,
-}
-
-impl Status {
-    /// What the page shows of the node the services `s` serve.
-    pub fn of(s: &crate::daemon::Services) -> Status {
-        let nip11 = s.nip11.read().map(|d| d.clone()).unwrap_or_default();
-        let name = serde_json::from_str::<serde_json::Value>(&nip11)
-            .ok()
-            .and_then(|d| d["name"].as_str().map(str::to_owned))
-            .unwrap_or_default();
-        Status {
-            name,
-            did: s.node.keys.did(),
-            class: s.node.config.node.class.to_string(),
-            protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
-            descriptor: s.descriptor.id_hex(),
-            backend: format!("{} ({})", s.backend, s.backend_reason),
-            devices: s.devices.clone(),
-            circuits: s.node.dir.join(crate::node::CIRCUITS_DIR),
-            inference: s.inference.clone(),
-            jobs: s.jobs.clone(),
-        }
-    }
-}
 
 /// The page, with its security headers.
 pub async fn page(state: Arc<RelayState>) -> Response {

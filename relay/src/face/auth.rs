@@ -5,7 +5,18 @@
 //! with a signed kind 22242 event naming the challenge and this relay, and is then known
 //! by its key. A federation link's session is known by its link key without AUTH.
 
-use super::*;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use fleetmesh_proto::event::Event;
+use serde_json::Value;
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::connection::Connection;
+use super::peer::PeerRefusal;
+use super::shed::Allowance;
+use crate::message;
 
 /// The kind of a NIP-42 authentication event.
 pub const AUTH_KIND: u16 = 22242;

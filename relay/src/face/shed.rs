@@ -22,24 +22,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::*;
-
-/// How the relay sheds load (`[relay] shedding`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Shedding {
-    /// The rung follows the pressure.
-    #[default]
-    Auto,
-    /// Never sheds (rung 0).
-    Off,
-    /// Pinned at rung 1: writes and new subscriptions from granted peers only.
-    Rung1,
-    /// Pinned at rung 2: granted peers only, within their grants.
-    Rung2,
-}
+pub use crate::limits::Shedding;
 
 /// What a granted key may write per window while the relay sheds at rung 2.
 #[derive(Debug, Clone, PartialEq)]

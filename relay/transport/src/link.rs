@@ -162,6 +162,10 @@ impl Drop for IpSlot {
     }
 }
 
+/// The links a node holds to its peers, by the peer's Nostr key (hex): shared by whoever
+/// sends over them (DIDComm, the ledger) with the transport that keeps them.
+pub type Links = Arc<Mutex<HashMap<String, PeerLink>>>;
+
 /// A peer link that passed the hello.
 #[derive(Debug, Clone)]
 pub struct PeerLink {
