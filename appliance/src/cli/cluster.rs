@@ -512,8 +512,7 @@ struct ClusterRelay {
 /// loopback signed by it (in `node0`), the relay to listen on `port`.
 #[cfg(feature = "federation")]
 fn relay_for(dir: &Path, node0: &Path, port: u16) -> anyhow::Result<ClusterRelay> {
-    use fleetmesh_relay::testing::{LoopbackCert, pem};
-    let certs = LoopbackCert::generate();
+    let (ca, cert, key) = loopback_certificate().context("making the cluster's relay CA")?;
     let r = ClusterRelay {
         listen: ([127, 0, 0, 1], port).into(),
         url: format!("https://127.0.0.1:{port}"),
@@ -521,8 +520,8 @@ fn relay_for(dir: &Path, node0: &Path, port: u16) -> anyhow::Result<ClusterRelay
         cert: node0.join("iroh-relay-cert.pem"),
         key: node0.join("iroh-relay-key.pem"),
     };
-    std::fs::write(&r.ca, pem(&certs.ca))?;
-    std::fs::write(&r.cert, pem(&certs.cert))?;
+    std::fs::write(&r.ca, ca)?;
+    std::fs::write(&r.cert, cert)?;
     // each launch makes a new CA and certificate: the key of an earlier one (a retry on
     // other ports, the cluster started again in this directory) goes with them
     match std::fs::remove_file(&r.key) {
@@ -531,8 +530,24 @@ fn relay_for(dir: &Path, node0: &Path, port: u16) -> anyhow::Result<ClusterRelay
         }
         _ => {}
     }
-    fleetmesh_proto::identity::write_private(&r.key, certs.key_pem().as_bytes())?;
+    fleetmesh_proto::identity::write_private(&r.key, key.as_bytes())?;
     Ok(r)
+}
+
+/// A new CA, and a certificate for `127.0.0.1` and `localhost` signed by it, with the
+/// certificate's key: PEM, in that order. The CA's key is dropped here, so nothing else is
+/// ever signed by it.
+#[cfg(feature = "federation")]
+fn loopback_certificate() -> Result<(String, String, String), rcgen::Error> {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key)?;
+    let key = KeyPair::generate()?;
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?
+        .signed_by(&key, &Issuer::from_params(&ca_params, &ca_key))?;
+    Ok((ca.pem(), cert.pem(), key.serialize_pem()))
 }
 
 #[cfg(not(feature = "federation"))]
