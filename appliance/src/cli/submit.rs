@@ -38,29 +38,11 @@ pub(super) fn submit(
     let digest = Sha256::digest(&bytes);
     let name = ask_address(idempotency_key, &what, &digest)?;
     let keys = buyer_keys(to)?;
-    let provider = match &by_key.provider {
-        None if market.is_some() => String::new(),
-        Some(given) => {
-            let key = crate::cli::giftwrap::recipient(given)?;
-            if via == "http" {
-                let node = node_key(to)?;
-                anyhow::ensure!(
-                    node == key,
-                    "the node at {} is {node}, not --to {given}",
-                    to.node()
-                );
-            }
-            key
-        }
-        None => node_key(to)?,
+    let provider = match market {
+        Some(_) => String::new(),
+        None => provider_key(to, by_key, via)?,
     };
-    let secret = keys.nostr().secret_key();
-    // one job per (buyer, file, address): the same submission again is the same job
-    let job_id = hex::encode(hkdf::expand(
-        &hkdf::extract(b"fleetmesh/job-id/v1", &secret.to_secret_bytes()),
-        &[digest.as_slice(), name.as_bytes()].concat(),
-        32,
-    )?);
+    let job_id = job_id(&keys, &digest, &name)?;
     let now = fleetmesh_proto::unix_now();
     let expires = now + expires_in(&what.spec["expires_in"])?;
     let terms = Terms::of(&what);
@@ -137,6 +119,35 @@ pub(super) fn submit(
         "iroh" => crate::cli::bykey::by_iroh(&keys, &provider, &body, &job_id, by_key),
         _ => post(to, &keys, &body, &terms.bid, (pay, l402, &wallet_dir)),
     }
+}
+
+/// The provider's key (hex): `--to`'s (over HTTP, checked to be `--node`'s own), else the
+/// key of the node at `--node`.
+fn provider_key(to: &JobNode, by_key: &ByKey, via: &str) -> anyhow::Result<String> {
+    let Some(given) = &by_key.provider else {
+        return node_key(to);
+    };
+    let key = crate::cli::giftwrap::recipient(given)?;
+    if via == "http" {
+        let node = node_key(to)?;
+        anyhow::ensure!(
+            node == key,
+            "the node at {} is {node}, not --to {given}",
+            to.node()
+        );
+    }
+    Ok(key)
+}
+
+/// The job's id: one job per (buyer, file, address), so the same submission again is the
+/// same job.
+fn job_id(keys: &NodeKeys, file_digest: &[u8], address: &str) -> anyhow::Result<String> {
+    let secret = keys.nostr().secret_key();
+    Ok(hex::encode(hkdf::expand(
+        &hkdf::extract(b"fleetmesh/job-id/v1", &secret.to_secret_bytes()),
+        &[file_digest, address.as_bytes()].concat(),
+        32,
+    )?))
 }
 
 /// What seals the job for a provider: the job message, paid as the provider allows and

@@ -57,35 +57,7 @@ impl Background {
             relay.clone(),
             node.config.api.jobs_by_key,
         );
-        let mut relay_services = Vec::new();
-        // the node's terms published, and asks it can fill answered with offers
-        if node.config.api.jobs_by_key {
-            let inference = s.live.inference();
-            let offers = crate::offers::start(
-                relays.clone(),
-                s.keys()?,
-                s.live.jobs(),
-                relay.clone(),
-                (
-                    node.config.settlement.mints.clone(),
-                    node.config.node.regions.clone(),
-                ),
-                Arc::new(move || inference.catalog()),
-            );
-            relay_services.push(offers.await);
-        }
-        // the wallet's services on the relays: Nostr Wallet Connect ([settlement] nwc) and
-        // nutzaps ([settlement] nutzaps)
-        let wallet = &node.config.settlement;
-        if wallet.nwc {
-            let nwc = crate::nwc::start(&node.dir, relays.clone(), relay.clone(), wallet);
-            relay_services.push(nwc.await?);
-        }
-        if wallet.nutzaps {
-            let nutzaps =
-                crate::nutzaps::start(&node.dir, relays.clone(), relay.clone(), &wallet.mints);
-            relay_services.push(nutzaps.await?);
-        }
+        let relay_services = relay_services(s).await?;
         // stores reconciled with the peers of [peering]
         let peering = crate::peering::start(
             node.dir.join(crate::node::DB_FILE),
@@ -93,24 +65,8 @@ impl Background {
             node.config.store.durability,
             peers.clone(),
         );
-        // the federation transports ([peering] quic_listen, gossip_listen), and the
-        // accountability ledger over their links ([ledger])
         #[cfg(feature = "federation")]
-        let federation = crate::federation::start(
-            &node.config,
-            s.keys()?,
-            &s.descriptor,
-            relay.clone(),
-            &node.dir,
-            peers.clone(),
-            s.didcomm.clone(),
-        )
-        .await?;
-        #[cfg(feature = "federation")]
-        let ledger = match &federation {
-            Some(f) => ledger(s, f, accounts)?,
-            None => Vec::new(),
-        };
+        let (federation, ledger) = federation(s, accounts).await?;
         // new events here start peering rounds at once
         let kicker = peers.spawn_kicker(relay);
         // a community node's authoritative shards, summarized and published as they change
@@ -193,6 +149,66 @@ impl Background {
             let _ = task.await;
         }
     }
+}
+
+/// The node's services on the relays beside the mailbox: its terms published and offers
+/// on asks it can fill (with jobs by key), Nostr Wallet Connect (`[settlement] nwc`) and
+/// nutzaps (`[settlement] nutzaps`).
+async fn relay_services(s: &Services) -> anyhow::Result<Vec<Tasks>> {
+    let (node, relay) = (&s.node, &s.relay);
+    let relays = &node.config.node.relays;
+    let mut started = Vec::new();
+    if node.config.api.jobs_by_key {
+        let inference = s.live.inference();
+        let offers = crate::offers::start(
+            relays.clone(),
+            s.keys()?,
+            s.live.jobs(),
+            relay.clone(),
+            (
+                node.config.settlement.mints.clone(),
+                node.config.node.regions.clone(),
+            ),
+            Arc::new(move || inference.catalog()),
+        );
+        started.push(offers.await);
+    }
+    let wallet = &node.config.settlement;
+    if wallet.nwc {
+        let nwc = crate::nwc::start(&node.dir, relays.clone(), relay.clone(), wallet);
+        started.push(nwc.await?);
+    }
+    if wallet.nutzaps {
+        let nutzaps =
+            crate::nutzaps::start(&node.dir, relays.clone(), relay.clone(), &wallet.mints);
+        started.push(nutzaps.await?);
+    }
+    Ok(started)
+}
+
+/// The federation transports (`[peering] quic_listen`, `gossip_listen`), and the
+/// accountability ledger over their links (`[ledger]`); neither without those keys.
+#[cfg(feature = "federation")]
+async fn federation(
+    s: &Services,
+    accounts: &Accounts,
+) -> anyhow::Result<(Option<crate::federation::Federation>, Vec<JoinHandle<()>>)> {
+    let node = &s.node;
+    let federation = crate::federation::start(
+        &node.config,
+        s.keys()?,
+        &s.descriptor,
+        s.relay.clone(),
+        &node.dir,
+        s.peers.clone(),
+        s.didcomm.clone(),
+    )
+    .await?;
+    let ledger = match &federation {
+        Some(f) => ledger(s, f, accounts)?,
+        None => Vec::new(),
+    };
+    Ok((federation, ledger))
 }
 
 /// The accountability ledger over the federation's links: DIDComm hands it the ledger's
