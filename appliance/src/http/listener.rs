@@ -252,3 +252,69 @@ fn admit(
         per_ip: Some((per_ip.clone(), ip)),
     })
 }
+
+/// Middleware: a response sent before the request's body was read to its end says
+/// `Connection: close` (RFC 9112 §9.6). Refusals come before bodies here (the guard, the
+/// budget, Blossom's authorization and quota), and the connection closes after such a
+/// response; without the header a client that sent the whole body reuses the connection
+/// and its next request fails.
+pub async fn close_unread(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::header;
+    let headers = req.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    if !has_body {
+        return next.run(req).await;
+    }
+    let read = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (parts, body) = req.into_parts();
+    let body = axum::body::Body::new(ReadToEnd {
+        inner: body,
+        read: read.clone(),
+    });
+    let mut response = next
+        .run(axum::extract::Request::from_parts(parts, body))
+        .await;
+    if !read.load(std::sync::atomic::Ordering::Relaxed) {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+    }
+    response
+}
+
+/// A request body that notes when it has been read to its end.
+struct ReadToEnd {
+    inner: axum::body::Body,
+    read: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl hyper::body::Body for ReadToEnd {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -83,7 +83,10 @@ pub fn router(s: &Services) -> anyhow::Result<Router> {
         .merge(job_routes(s, &layers))
         .merge(blob_routes(s))
         .fallback(not_found)
-        .with_state(state))
+        .with_state(state)
+        // outermost: whatever refused a request before its body, the client is told the
+        // connection will not be reused
+        .layer(axum::middleware::from_fn(listener::close_unread)))
 }
 
 /// What the API routes' middleware holds: the guard's policies (cross-site refusal, JSON

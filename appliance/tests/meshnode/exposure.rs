@@ -410,3 +410,86 @@ fn a_stalled_body_holds_the_budget_only_until_its_time_is_up() {
     );
     assert_eq!(post().status().as_u16(), 400, "the budget is free again");
 }
+
+/// Sends `head` and then `body` on `s`, and reads the answer's status line and headers.
+fn exchange(s: &mut std::net::TcpStream, head: &str, body: &[u8]) -> String {
+    use std::io::{Read as _, Write as _};
+    s.write_all(head.as_bytes()).unwrap();
+    // a refusal may come before the body is sent, and the socket close after it
+    let _ = s.write_all(body);
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).unwrap(),
+            1,
+            "closed before the head: {got:?}"
+        );
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8(got).unwrap().to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .map_or(0, |n| n.trim().parse().unwrap());
+    let mut rest = vec![0u8; length];
+    s.read_exact(&mut rest).unwrap();
+    head
+}
+
+#[test]
+fn a_request_refused_before_its_body_is_read_is_answered_connection_close() {
+    use std::io::Read as _;
+    let (_dir, d) = super::blossom::node_with(&[]);
+    let connect = || {
+        let s = std::net::TcpStream::connect(&d.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        s
+    };
+    let big = vec![b'x'; 256 << 10];
+    // refused by Blossom's authorization, before a byte of the body is read
+    let mut s = connect();
+    let head = exchange(
+        &mut s,
+        &format!(
+            "PUT /upload HTTP/1.1\r\nhost: {}\r\nauthorization: Nostr e30=\r\n\
+             content-length: {}\r\n\r\n",
+            d.addr,
+            big.len()
+        ),
+        &big,
+    );
+    assert!(head.starts_with("http/1.1 401"), "{head}");
+    assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
+    // and the node closes it
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    // refused by the API guard (not JSON), before the body
+    let mut s = connect();
+    let head = exchange(
+        &mut s,
+        &format!(
+            "POST /v1/proofs/verify HTTP/1.1\r\nhost: {}\r\ncontent-type: text/plain\r\n\
+             content-length: {}\r\n\r\n",
+            d.addr,
+            big.len()
+        ),
+        &big,
+    );
+    assert!(head.starts_with("http/1.1 415"), "{head}");
+    assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
+    // a body that was read keeps the connection: a second request goes on the same one
+    let mut s = connect();
+    let body = br#"{"circuit": "none-such", "input": {}}"#;
+    let ask = format!(
+        "POST /v1/proofs/prove HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        d.addr,
+        body.len()
+    );
+    let first = exchange(&mut s, &ask, body);
+    assert!(!first.contains("connection: close"), "{first}");
+    let second = exchange(&mut s, &ask, body);
+    assert!(second.starts_with("http/1.1 4"), "{second}");
+}
