@@ -486,6 +486,14 @@ impl Node {
         })
     }
 
+    /// `[node] name`, or `fleetmesh node` and the start of its key.
+    pub fn name(&self) -> String {
+        self.config.node.name.clone().unwrap_or_else(|| {
+            let pubkey = self.keys.nostr_pubkey_hex();
+            format!("fleetmesh node {}", &pubkey[..12])
+        })
+    }
+
     /// The NIP-11 relay information document of this node, whose current descriptor is
     /// `descriptor_id`, served by `relay`.
     pub fn nip11_document(
@@ -495,11 +503,7 @@ impl Node {
     ) -> serde_json::Value {
         let pubkey = self.keys.nostr_pubkey_hex();
         let config = &self.config;
-        let name = config
-            .node
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("fleetmesh node {}", &pubkey[..12]));
+        let name = self.name();
         let mut nips = BASE_NIPS.to_vec();
         if relay.limits().negentropy {
             nips.push(77);

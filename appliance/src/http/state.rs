@@ -53,13 +53,8 @@ pub struct Status {
 impl Status {
     /// What the page shows of the node the services `s` serve.
     pub fn of(s: &crate::daemon::Services) -> Status {
-        let nip11 = s.nip11.read().map(|d| d.clone()).unwrap_or_default();
-        let name = serde_json::from_str::<serde_json::Value>(&nip11)
-            .ok()
-            .and_then(|d| d["name"].as_str().map(str::to_owned))
-            .unwrap_or_default();
         Status {
-            name,
+            name: s.node.name(),
             did: s.node.keys.did(),
             class: s.node.config.node.class.to_string(),
             protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
