@@ -161,7 +161,6 @@ def references(text, here, children):
     for m in re.finditer(r"\b(?:crate|super|self)(?:::\w+)+", text):
         refs.append(m.group(0))
     out = []
-    refs = [r for r in refs if not r.endswith("::*")] + [r for r in refs if r.endswith("::*")]
     for r in refs:
         segs = [s for s in r.split("::") if s]
         if not segs:

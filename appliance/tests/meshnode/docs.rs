@@ -218,12 +218,17 @@ fn subcommands(help: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether a help text lists the flag `flag` (`--name` or `-x`).
+/// Whether a help text lists the flag `flag` (`--name` or `-x`) as an option: on an option
+/// line (`  -x, --name <V>  …`), before its description, not named in another's text.
 fn lists_flag(help: &str, flag: &str) -> bool {
     help.lines().any(|l| {
-        l.trim_start()
-            .split([',', ' ', '='])
-            .any(|w| w == flag || w.strip_suffix("...") == Some(flag))
+        let l = l.trim_start();
+        l.starts_with('-')
+            && l.split("  ")
+                .next()
+                .unwrap_or_default()
+                .split([',', ' ', '='])
+                .any(|w| w == flag || w.strip_suffix("...") == Some(flag))
     })
 }
 
