@@ -123,7 +123,7 @@ fn run(r: cli::NodeRun) -> anyhow::Result<Outcome> {
     let listen = listen.unwrap_or(node.config.face.listen);
     // [inference] models (relative to the node directory), then --model
     let mut inference = node.config.inference.clone();
-    inference.models = http::inference::resolve_models(&node.dir, &inference, extra_models);
+    inference.models = inference.models_in(&node.dir, extra_models);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("meshnode")

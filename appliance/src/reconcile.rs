@@ -514,8 +514,7 @@ impl Live {
         let mut said = Vec::new();
         if next.inference != current.inference {
             let mut resolved = next.inference.clone();
-            resolved.models =
-                crate::http::inference::resolve_models(&self.dir, &resolved, &self.extra_models);
+            resolved.models = resolved.models_in(&self.dir, &self.extra_models);
             said = self
                 .inference
                 .reload(&resolved)

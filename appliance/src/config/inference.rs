@@ -33,6 +33,22 @@ pub struct InferenceSection {
     pub executors: Vec<ExecutorSection>,
 }
 
+impl InferenceSection {
+    /// `models`, their paths resolved against the node directory `dir`, with `extra`
+    /// (`meshnode run --model`) after.
+    pub fn models_in(
+        &self,
+        dir: &std::path::Path,
+        extra: &[std::path::PathBuf],
+    ) -> Vec<ModelEntry> {
+        self.models
+            .iter()
+            .map(|m| m.resolved(dir))
+            .chain(extra.iter().cloned().map(ModelEntry::Path))
+            .collect()
+    }
+}
+
 impl Default for InferenceSection {
     fn default() -> Self {
         InferenceSection {

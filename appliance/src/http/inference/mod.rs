@@ -423,16 +423,3 @@ async fn answer(
     };
     (verification, response)
 }
-
-/// `cfg.models`, their paths resolved against the node directory, with `extra` after.
-pub fn resolve_models(
-    dir: &std::path::Path,
-    cfg: &InferenceSection,
-    extra: &[PathBuf],
-) -> Vec<crate::config::ModelEntry> {
-    cfg.models
-        .iter()
-        .map(|m| m.resolved(dir))
-        .chain(extra.iter().cloned().map(crate::config::ModelEntry::Path))
-        .collect()
-}
