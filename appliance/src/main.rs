@@ -14,20 +14,17 @@ mod federation;
 mod http;
 #[cfg(feature = "federation")]
 mod ledger;
-mod mailbox;
 mod manifest;
 mod models;
 mod node;
 mod nutzaps;
 mod nwc;
-mod offers;
 mod peering;
 mod peers;
 mod projections;
 mod reconcile;
 mod settlement;
 mod shards;
-mod tasks;
 
 use std::io::IsTerminal as _;
 use std::path::Path;

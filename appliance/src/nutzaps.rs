@@ -16,14 +16,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use fleetmesh_port::RelayPort;
 use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent, nip44};
-use fleetmesh_relay::face::Relay;
 use fleetmesh_settle::cashu::{MintClient, Wallet};
 use fleetmesh_settle::nutzap::{INFO, Info, NUTZAP, Nutzap, REDEEMED};
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use crate::mailbox::{Inbox, announce_and_read};
+use fleetmesh_port::inbox::{Inbox, announce_and_read};
 
 fn count(outcome: &'static str) {
     metrics::counter!("fleetmesh_nutzaps_total", "outcome" => outcome).increment(1);
@@ -70,7 +70,7 @@ struct Redeemer {
     nutzap_key: secp256k1::Keypair,
     wallet: PathBuf,
     mints: Vec<String>,
-    relay: Arc<Relay>,
+    relay: Arc<dyn RelayPort>,
     out: broadcast::Sender<Event>,
 }
 
@@ -81,9 +81,9 @@ struct Redeemer {
 pub async fn start(
     dir: &Path,
     relays: Vec<String>,
-    relay: Arc<Relay>,
+    relay: Arc<dyn RelayPort>,
     mints: &[String],
-) -> anyhow::Result<crate::tasks::Tasks> {
+) -> anyhow::Result<fleetmesh_port::Tasks> {
     let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
     let announce = info(&keys, &relays, mints)?;
     let (out, _) = broadcast::channel(256);
@@ -93,7 +93,7 @@ pub async fn start(
         // nutzaps wait on relays: every one is looked at (those redeemed are skipped)
         since: || 0,
         // and those the node's relay took while it was down
-        backlog: Some(dir.join(crate::node::DB_FILE)),
+        backlog: true,
         who: "nutzaps",
     };
     let r = Arc::new(Redeemer {
@@ -111,7 +111,7 @@ pub async fn start(
         r.redeem(&e)
     })
     .await;
-    Ok(crate::tasks::Tasks(tasks))
+    Ok(fleetmesh_port::Tasks(tasks))
 }
 
 impl Redeemer {

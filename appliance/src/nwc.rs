@@ -24,13 +24,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use fleetmesh_port::RelayPort;
 use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent, nip44};
-use fleetmesh_relay::face::Relay;
 use fleetmesh_settle::nwc::{Failure, Grants, METHODS, Uri};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::mailbox::{Inbox, announce_and_read};
+use fleetmesh_port::inbox::{Inbox, announce_and_read};
 
 /// The wallet service's info event kind (replaceable).
 pub const INFO: u16 = 13194;
@@ -94,7 +94,7 @@ fn info(keys: &NodeKeys) -> fleetmesh_proto::Result<Event> {
 /// What the service works with.
 struct Service {
     keys: NodeKeys,
-    relay: Arc<Relay>,
+    relay: Arc<dyn RelayPort>,
     grants: Mutex<Grants>,
     out: broadcast::Sender<Event>,
 }
@@ -107,9 +107,9 @@ struct Service {
 pub async fn start(
     dir: &Path,
     relays: Vec<String>,
-    relay: Arc<Relay>,
+    relay: Arc<dyn RelayPort>,
     settlement: &crate::config::SettlementSection,
-) -> anyhow::Result<crate::tasks::Tasks> {
+) -> anyhow::Result<fleetmesh_port::Tasks> {
     let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
     let grants = grants(dir, settlement)?;
     let info = info(&keys)?;
@@ -119,7 +119,7 @@ pub async fn start(
         me: (keys.nostr_pubkey_hex(), *keys.nostr()),
         // requests are ephemeral: only those of the last minute are answered
         since: || fleetmesh_proto::unix_now().saturating_sub(60),
-        backlog: None,
+        backlog: false,
         who: "nwc",
     };
     let service = Arc::new(Service {
@@ -152,7 +152,7 @@ pub async fn start(
             .await;
         }
     }));
-    Ok(crate::tasks::Tasks(tasks))
+    Ok(fleetmesh_port::Tasks(tasks))
 }
 
 impl Service {

@@ -164,7 +164,7 @@ pub fn start(
     config: &PeeringSection,
     durability: fleetmesh_relay::store::Durability,
     table: std::sync::Arc<Peers>,
-) -> crate::tasks::Tasks {
+) -> fleetmesh_port::Tasks {
     let every = Duration::from_secs(config.interval_secs);
     let tasks = config
         .peers
@@ -218,5 +218,5 @@ pub fn start(
             })
         })
         .collect();
-    crate::tasks::Tasks(tasks)
+    fleetmesh_port::Tasks(tasks)
 }

@@ -18,6 +18,7 @@ pub mod face;
 pub mod limits;
 pub mod message;
 pub mod metrics;
+mod port;
 pub mod revoked;
 pub mod store;
 pub mod sync;

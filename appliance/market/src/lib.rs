@@ -10,10 +10,16 @@
 //! (job inputs and outputs; the appliance serves it as Blossom); [`bacalhau`] reads
 //! Bacalhau job specs into WASI tasks.
 //! The appliance serves them on the node (`/v1/jobs`).
+//!
+//! Over relays, through the [`fleetmesh_port::RelayPort`] the daemon hands it: the
+//! [`mailbox`] takes jobs that arrive gift-wrapped and answers them the same way, and the
+//! offer [`desk`] publishes the node's terms and answers open asks with offers.
 
 pub mod bacalhau;
 pub mod blobs;
+pub mod desk;
 pub mod jobs;
+pub mod mailbox;
 pub mod receipt;
 pub mod service;
 

@@ -41,7 +41,7 @@ pub(crate) fn by_giftwrap(
         );
     }
     // a refusal names the submission it answers by the rumor's id
-    let (rumor_id, wrap) = crate::mailbox::wrap_compute(keys, provider, body)?;
+    let (rumor_id, wrap) = fleetmesh_market::mailbox::wrap_compute(keys, provider, body)?;
     let now = fleetmesh_proto::unix_now();
     let me = keys.nostr_pubkey_hex();
     let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me],

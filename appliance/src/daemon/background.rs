@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::services::Services;
-use crate::tasks::Tasks;
+use fleetmesh_port::Tasks;
 
 /// Where the ledger is put once the federation has started it (the control socket's
 /// `grant.*` commands and the projections read it).
@@ -50,7 +50,7 @@ impl Background {
         let (node, relay, peers) = (&s.node, &s.relay, &s.peers);
         let relays = &node.config.node.relays;
         // jobs gift-wrapped to this node, on its relay and on those it names
-        let mailbox = crate::mailbox::start(
+        let mailbox = fleetmesh_market::mailbox::start(
             relays.clone(),
             s.keys()?,
             s.live.jobs(),
@@ -160,7 +160,7 @@ async fn relay_services(s: &Services) -> anyhow::Result<Vec<Tasks>> {
     let mut started = Vec::new();
     if node.config.api.jobs_by_key {
         let inference = s.live.inference();
-        let offers = crate::offers::start(
+        let offers = fleetmesh_market::desk::start(
             relays.clone(),
             s.keys()?,
             s.live.jobs(),

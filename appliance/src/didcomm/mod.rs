@@ -284,7 +284,7 @@ impl DidComm {
         };
         let m = &u.message;
         let (type_, mut body) = match m.type_.as_str() {
-            SUBMIT => match crate::mailbox::submit_from(
+            SUBMIT => match fleetmesh_market::mailbox::submit_from(
                 &self.jobs,
                 self.by_key,
                 &sender,
@@ -293,7 +293,7 @@ impl DidComm {
                 Ok((rec, _)) => {
                     count("accepted");
                     tracing::info!(job = %rec.id, buyer = %sender, "job by DIDComm");
-                    (ANSWER, crate::mailbox::answer(&rec))
+                    (ANSWER, fleetmesh_market::mailbox::answer(&rec))
                 }
                 Err(r) => {
                     count("refused");
@@ -305,7 +305,7 @@ impl DidComm {
                 match self.jobs.job(id) {
                     Ok(Some(rec)) if rec.buyer == sender => {
                         count("answered");
-                        (ANSWER, crate::mailbox::answer(&rec))
+                        (ANSWER, fleetmesh_market::mailbox::answer(&rec))
                     }
                     _ => {
                         count("refused");

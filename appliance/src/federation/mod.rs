@@ -52,7 +52,7 @@ use tokio::sync::{Notify, mpsc};
 use crate::config::{Config, PeeringSection};
 use crate::didcomm::{DidComm, Outcome};
 use crate::peers::Peers;
-use crate::tasks::Tasks;
+use fleetmesh_port::Tasks;
 use fleetmesh_proto::unix_now;
 
 mod policy;

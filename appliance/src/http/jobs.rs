@@ -47,7 +47,7 @@ pub async fn submit(
     };
     let submitted = tokio::task::spawn_blocking(move || match by {
         // the guard let the key in: the node takes jobs by key
-        Some(key) => crate::mailbox::submit_from(&svc, true, &key, &body),
+        Some(key) => fleetmesh_market::mailbox::submit_from(&svc, true, &key, &body),
         None => svc.submit(&body),
     })
     .await;

@@ -86,7 +86,7 @@ fn the_subsystems_start_in_the_daemon_not_in_the_router() {
         "InferenceService::load",
         "control::bind",
         "mailbox::start",
-        "offers::start",
+        "desk::start",
         "peering::start",
         "federation::start",
         "Accounts::open",

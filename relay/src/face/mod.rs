@@ -71,14 +71,9 @@ pub struct RelayConfig {
     pub durability: Durability,
 }
 
-/// An event that was accepted, on its way to live subscribers.
-#[derive(Debug)]
-pub struct LiveEvent {
-    /// The event.
-    pub event: Arc<Event>,
-    /// Its JSON as served.
-    pub json: Arc<str>,
-}
+/// An event that was accepted, on its way to live subscribers (defined with the relay
+/// port, through which the node's services read it).
+pub use fleetmesh_port::LiveEvent;
 
 /// The relay: store handles, the live fan-out, limits and counters. Share it in an `Arc`.
 pub struct Relay {
@@ -246,6 +241,15 @@ impl Relay {
     /// `max_queued_bytes_total`).
     pub fn queued_output_bytes(&self) -> usize {
         self.output.used()
+    }
+
+    /// Runs `f` with one of the store's reader connections, on a blocking thread.
+    pub(crate) async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&crate::store::Store) -> Result<T> + Send + 'static,
+    {
+        self.readers.run(f).await
     }
 
     /// `/metrics` text: the counters plus the store's event count and size.

@@ -113,21 +113,9 @@ pub enum Durability {
     Power,
 }
 
-/// What happened to an event handed to the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InsertOutcome {
-    /// Stored (replacing older versions where the kind is replaceable or addressable).
-    Stored,
-    /// An event with this id is already stored.
-    Duplicate,
-    /// A newer version of this replaceable or addressable event is stored.
-    Superseded,
-    /// Its author deleted it (NIP-09); it is not taken back.
-    Deleted,
-    /// Not stored: it waited in the writer's queue past what a shedding relay allows
-    /// (see [`crate::store::writer::Writer::set_shed_after`]); the client may try again.
-    Shed,
-}
+/// What happened to an event handed to the store (defined with the relay port, which
+/// reports it to the node's services).
+pub use fleetmesh_port::InsertOutcome;
 
 /// An event as stored: its sort key and its JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]

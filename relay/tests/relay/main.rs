@@ -9,6 +9,7 @@ mod giftwrap;
 mod hostile;
 mod nostr_core;
 mod nouns;
+mod port;
 mod private;
 mod revocation;
 mod shedding;

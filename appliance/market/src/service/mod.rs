@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
+use fleetmesh_port::RelayPort;
 use fleetmesh_proto::ask::Ask;
 use fleetmesh_proto::{Engine, Mode, NodeKeys, nip44};
-use fleetmesh_relay::face::Relay;
 use fleetmesh_schemas::{SchemaKey, SchemaSet};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -177,7 +177,7 @@ pub struct Parts {
     /// The node's keys (the executor's identity).
     pub keys: NodeKeys,
     /// The node's relay, where receipts are published.
-    pub relay: Arc<Relay>,
+    pub relay: Arc<dyn RelayPort>,
     /// The node's blob store.
     pub blobs: Arc<crate::blobs::BlobStore>,
     /// The node's proving queue.
@@ -218,7 +218,7 @@ pub struct JobService {
     store: JobStore,
     keys: NodeKeys,
     schemas: &'static SchemaSet,
-    relay: Arc<Relay>,
+    relay: Arc<dyn RelayPort>,
     wasi: fleetmesh_wasi::Runtime,
     dir: PathBuf,
     blobs: Arc<crate::blobs::BlobStore>,

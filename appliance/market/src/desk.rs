@@ -16,18 +16,19 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fleetmesh_market::service::JobService;
-use fleetmesh_market::service::offers::offer_message;
+use fleetmesh_port::inbox::{each_once, follow, forward_live};
+use fleetmesh_port::{RelayPort, Tasks};
 use fleetmesh_proto::ask::Ask;
 use fleetmesh_proto::noun::Noun as _;
 use fleetmesh_proto::provider::{ModelTerm, Terms};
 use fleetmesh_proto::{Engine, Event, NodeKeys};
-use fleetmesh_relay::face::Relay;
 use fleetmesh_schemas::constants::kind;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::mailbox::{each_once, follow, forward_live, wrap_compute};
+use crate::mailbox::wrap_compute;
+use crate::service::JobService;
+use crate::service::offers::offer_message;
 
 /// How often the terms are compared with what the node sells now.
 const TERMS_EVERY: Duration = Duration::from_secs(2);
@@ -42,7 +43,7 @@ fn count(outcome: &'static str) {
 struct Desk {
     keys: NodeKeys,
     jobs: Arc<JobService>,
-    relay: Arc<Relay>,
+    relay: Arc<dyn RelayPort>,
     out: broadcast::Sender<Event>,
     /// The id of the terms event last published.
     terms: Mutex<Option<String>>,
@@ -55,10 +56,10 @@ pub async fn start(
     relays: Vec<String>,
     keys: NodeKeys,
     jobs: Arc<JobService>,
-    relay: Arc<Relay>,
+    relay: Arc<dyn RelayPort>,
     (mints, regions): (Vec<String>, Vec<String>),
     models: Models,
-) -> crate::tasks::Tasks {
+) -> Tasks {
     let mut tasks = Vec::new();
     let (out, _) = broadcast::channel(256);
     let (tx, rx) = mpsc::channel::<Event>(256);
@@ -80,6 +81,7 @@ pub async fn start(
         let filter = || json!({"kinds": [kind::COMPUTE_ASK], "since": fleetmesh_proto::unix_now().saturating_sub(60)});
         let key = *desk.keys.nostr();
         tasks.push(follow(
+            desk.relay.clone(),
             url.clone(),
             filter,
             key,
@@ -121,7 +123,7 @@ pub async fn start(
             tokio::time::sleep(TERMS_EVERY).await;
         }
     }));
-    crate::tasks::Tasks(tasks)
+    Tasks(tasks)
 }
 
 /// The models the node serves now, for its terms.
@@ -165,13 +167,10 @@ impl Desk {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(event.id_hex());
         for url in relays {
-            let sent = fleetmesh_relay::sync::publish(
-                url,
-                std::slice::from_ref(&event),
-                None,
-                RELAY_TIMEOUT,
-            )
-            .await;
+            let sent = self
+                .relay
+                .publish_to(url, vec![event.clone()], RELAY_TIMEOUT)
+                .await;
             if let Err(e) = sent {
                 tracing::warn!(relay = %url, error = %e, "the node's terms were not published");
             }
@@ -202,12 +201,7 @@ impl Desk {
             count("not-for-us");
             return;
         }
-        if self
-            .relay
-            .revoked()
-            .revoked_by(&ask.event.pubkey, now)
-            .is_some()
-        {
+        if self.relay.revoked_at(&ask.event.pubkey, now).is_some() {
             count("revoked");
             return;
         }

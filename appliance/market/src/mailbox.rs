@@ -17,235 +17,29 @@
 //! Wraps that do not open are counted (`fleetmesh_mailbox_total{outcome}`) and dropped;
 //! nothing of theirs is run.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fleetmesh_market::jobs::JobRecord;
-use fleetmesh_market::service::JobService;
-use fleetmesh_market::{Refusal, refuse};
+use fleetmesh_port::inbox::{each_once, follow, forward_live};
+use fleetmesh_port::{RelayPort, Tasks};
 use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent, nip59};
-use fleetmesh_relay::face::Relay;
 use fleetmesh_schemas::constants::kind;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-/// Event ids remembered to drop duplicates (the same event from several relays).
-const SEEN: usize = 4096;
+use crate::jobs::JobRecord;
+use crate::service::JobService;
+use crate::{Refusal, refuse};
+
 /// Jobs waiting for their answer at once; past it the oldest is answered no more.
 const PENDING: usize = 4096;
-
-/// Event ids seen, the latest [`SEEN`]: a set for lookups, their order for forgetting the
-/// oldest.
-#[derive(Default)]
-struct Seen {
-    ids: HashSet<[u8; 32]>,
-    order: VecDeque<[u8; 32]>,
-}
-
-impl Seen {
-    /// True the first time `id` is seen.
-    fn first(&mut self, id: [u8; 32]) -> bool {
-        if !self.ids.insert(id) {
-            return false;
-        }
-        self.order.push_back(id);
-        if self.order.len() > SEEN
-            && let Some(old) = self.order.pop_front()
-        {
-            self.ids.remove(&old);
-        }
-        true
-    }
-}
-
-/// Sends the events arriving on the node's relay (`live`) that `keep` takes to `tx`, until
-/// either ends; `who` names the reader when it falls behind.
-pub(crate) fn forward_live(
-    mut live: broadcast::Receiver<Arc<fleetmesh_relay::face::LiveEvent>>,
-    keep: impl Fn(&Event) -> bool + Send + 'static,
-    tx: mpsc::Sender<Event>,
-    who: &'static str,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            match live.recv().await {
-                Ok(arrived) => {
-                    if keep(&arrived.event) && tx.send((*arrived.event).clone()).await.is_err() {
-                        return;
-                    }
-                }
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(
-                        reader = who,
-                        skipped = n,
-                        "fell behind the relay's live events"
-                    );
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
-            }
-        }
-    })
-}
-
-/// Handles each event `rx` brings once (by id, the latest [`SEEN`] remembered), one at a
-/// time on the blocking pool: a flood waits in the channel (and the live fan-out drops the
-/// oldest), it does not take a thread each.
-pub(crate) fn each_once(
-    mut rx: mpsc::Receiver<Event>,
-    handle: impl Fn(Event) + Send + Sync + 'static,
-) -> tokio::task::JoinHandle<()> {
-    let handle = Arc::new(handle);
-    tokio::spawn(async move {
-        let mut seen = Seen::default();
-        while let Some(e) = rx.recv().await {
-            if !seen.first(e.id) {
-                continue;
-            }
-            let h = handle.clone();
-            let _ = tokio::task::spawn_blocking(move || h(e)).await;
-        }
-    })
-}
-
-/// Follows `url` with the subscription `filter` (made again at each connection) as `key`
-/// (NIP-42 when asked), sending what matches to `tx` and publishing what `out` carries on
-/// the same connection; reconnects with backoff until `tx` closes.
-pub(crate) fn follow(
-    url: String,
-    filter: impl Fn() -> Value + Send + 'static,
-    key: secp256k1::Keypair,
-    tx: mpsc::Sender<Event>,
-    out: broadcast::Sender<Event>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut backoff = Duration::from_secs(1);
-        loop {
-            let mut outgoing = out.subscribe();
-            let ended = fleetmesh_relay::sync::subscribe(
-                &url,
-                &filter(),
-                (None, Some(key)),
-                &tx,
-                &mut outgoing,
-            )
-            .await;
-            if tx.is_closed() {
-                return;
-            }
-            tracing::warn!(relay = %url, ended = ?ended.err(), "subscription ended; reconnecting");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(60));
-        }
-    })
-}
-
-/// A service of the node that reads events addressed to it: of `kind`, `p`-tagging `me`.
-pub(crate) struct Inbox {
-    /// The kind read.
-    pub kind: u16,
-    /// The node's key (x-only hex), and the key it connects to relays as.
-    pub me: (String, secp256k1::Keypair),
-    /// Where reading starts on `[node] relays` at each connection (unix seconds).
-    pub since: fn() -> u64,
-    /// The node's store, when what it already holds is read too (at start, up to
-    /// [`BACKLOG`] events).
-    pub backlog: Option<std::path::PathBuf>,
-    /// Its name in logs.
-    pub who: &'static str,
-}
-
-/// The most stored events an inbox reads at start.
-pub(crate) const BACKLOG: u64 = 1000;
-
-/// The stored events of `kind` `p`-tagging `me` in the store at `db`, oldest first.
-fn stored(db: &std::path::Path, kind: u16, me: &str) -> anyhow::Result<Vec<Event>> {
-    use fleetmesh_relay::store::EventStore as _;
-    let store = fleetmesh_relay::Store::open_read_only(db)?;
-    let filter = fleetmesh_proto::filter::Filter::from_value(
-        &json!({"kinds": [kind], "#p": [me]}),
-        Default::default(),
-    )?;
-    let mut found = store.query(&[filter], BACKLOG, fleetmesh_proto::unix_now())?;
-    found.sort_by_key(|s| s.created_at);
-    Ok(found
-        .iter()
-        .filter_map(|s| Event::from_json(&s.raw).ok())
-        .collect())
-}
-
-/// Stores `announce` on the node's `relay` (before anything is read) and publishes it on
-/// `relays`; hands each event the inbox reads — held in the node's store when it has a
-/// backlog, live on the node's relay, and on `relays` from `since` — once to `handle`, one at a time on the blocking pool; sends what `out`
-/// carries on the relay connections. The tasks doing so.
-pub(crate) async fn announce_and_read(
-    relay: &Arc<Relay>,
-    relays: &[String],
-    announce: Event,
-    inbox: Inbox,
-    out: &broadcast::Sender<Event>,
-    handle: impl Fn(Event) + Send + Sync + 'static,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    if let Err(e) = relay.publish(announce.clone()).await {
-        tracing::warn!(service = inbox.who, error = %e, "its announcement was not stored");
-    }
-    let (tx, rx) = mpsc::channel::<Event>(256);
-    let (kind, (me, key)) = (inbox.kind, inbox.me);
-    let mine = me.clone();
-    let to_me = move |e: &Event| {
-        e.kind == kind
-            && e.tags
-                .iter()
-                .any(|t| t.first().is_some_and(|n| n == "p") && t.get(1) == Some(&mine))
-    };
-    let mut tasks = vec![forward_live(relay.live(), to_me, tx.clone(), inbox.who)];
-    if let Some(db) = inbox.backlog {
-        let (tx, me, who) = (tx.clone(), me.clone(), inbox.who);
-        tasks.push(tokio::spawn(async move {
-            let held = tokio::task::spawn_blocking(move || stored(&db, kind, &me)).await;
-            match held {
-                Ok(Ok(events)) => {
-                    for e in events {
-                        if tx.send(e).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Ok(Err(e)) => tracing::warn!(service = who, error = %e, "reading the store"),
-                Err(e) => tracing::warn!(service = who, error = %e, "reading the store"),
-            }
-        }));
-    }
-    for url in relays {
-        let (me, since) = (me.clone(), inbox.since);
-        let filter = move || json!({"kinds": [kind], "#p": [me], "since": since()});
-        tasks.push(follow(url.clone(), filter, key, tx.clone(), out.clone()));
-    }
-    drop(tx);
-    let (relays, who) = (relays.to_vec(), inbox.who);
-    tasks.push(tokio::spawn(async move {
-        for url in &relays {
-            let sent = fleetmesh_relay::sync::publish(
-                url,
-                std::slice::from_ref(&announce),
-                None,
-                Duration::from_secs(10),
-            )
-            .await;
-            if let Err(e) = sent {
-                tracing::warn!(service = who, relay = %url, error = %e, "its announcement was not published");
-            }
-        }
-    }));
-    tasks.push(each_once(rx, handle));
-    tasks
-}
 
 /// The mailbox's state: the jobs whose answer it owes.
 struct Mailbox {
     keys: NodeKeys,
     jobs: Arc<JobService>,
-    relay: Arc<Relay>,
+    relay: Arc<dyn RelayPort>,
     out: broadcast::Sender<Event>,
     pending: Mutex<VecDeque<String>>,
     /// Held while answering, so that a job is answered once.
@@ -289,7 +83,7 @@ pub fn wrap_compute(
 ///
 /// # Errors
 /// The job service's refusal; `mismatch` when the ask's buyer is not the sender.
-pub(crate) fn submit_from(
+pub fn submit_from(
     jobs: &JobService,
     by_key: bool,
     sender: &str,
@@ -315,7 +109,7 @@ pub(crate) fn submit_from(
 
 /// What a buyer is told about its job: `{"job": <status>, "result": <the result, NIP-44
 /// to the buyer, once final>, "receipt": <the receipt event, once final>}`.
-pub(crate) fn answer(rec: &JobRecord) -> Value {
+pub fn answer(rec: &JobRecord) -> Value {
     let receipt: Value = rec
         .receipt
         .as_deref()
@@ -329,9 +123,9 @@ pub fn start(
     relays: Vec<String>,
     keys: NodeKeys,
     jobs: Arc<JobService>,
-    relay: Arc<Relay>,
+    relay: Arc<dyn RelayPort>,
     by_key: bool,
-) -> crate::tasks::Tasks {
+) -> Tasks {
     let mut tasks = Vec::new();
     let (out, _) = broadcast::channel(256);
     let (tx, rx) = mpsc::channel::<Event>(256);
@@ -363,7 +157,14 @@ pub fn start(
         };
         // the relays may serve gift wraps only to their recipient, authenticated (NIP-42)
         let key = *mailbox.keys.nostr();
-        tasks.push(follow(url, filter, key, tx.clone(), mailbox.out.clone()));
+        tasks.push(follow(
+            mailbox.relay.clone(),
+            url,
+            filter,
+            key,
+            tx.clone(),
+            mailbox.out.clone(),
+        ));
     }
     let m = mailbox.clone();
     tasks.push(each_once(rx, move |wrap| m.open(&wrap)));
@@ -386,7 +187,7 @@ pub fn start(
             let _ = tokio::task::spawn_blocking(move || m.answer_finished(None)).await;
         }
     }));
-    crate::tasks::Tasks(tasks)
+    Tasks(tasks)
 }
 
 impl Mailbox {
@@ -408,8 +209,7 @@ impl Mailbox {
         let sender = hex::encode(opened.sender);
         if let Some(at) = self
             .relay
-            .revoked()
-            .revoked_by(&opened.sender, fleetmesh_proto::unix_now())
+            .revoked_at(&opened.sender, fleetmesh_proto::unix_now())
         {
             count("refused");
             tracing::info!(sender, revoked_at = at, "a gift wrap from a revoked key");
