@@ -67,7 +67,7 @@ async fn an_inbox_reads_the_backlog_the_live_relay_and_a_remote_relay_once_each(
     };
     let tasks = announce_and_read(
         &port,
-        &[remote.url.clone()],
+        std::slice::from_ref(&remote.url),
         announce.clone(),
         inbox,
         &out,
