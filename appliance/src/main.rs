@@ -17,8 +17,6 @@ mod ledger;
 mod manifest;
 mod models;
 mod node;
-mod nutzaps;
-mod nwc;
 mod peering;
 mod peers;
 mod projections;

@@ -19,6 +19,7 @@ pub mod limits;
 pub mod message;
 pub mod metrics;
 mod port;
+pub use port::Client;
 pub mod revoked;
 pub mod store;
 pub mod sync;

@@ -1,11 +1,14 @@
 //! The node's relay as the [`RelayPort`] its services use: publishing and broadcasting
 //! through the same admission checks as a client's `EVENT`, the live fan-out, queries on
-//! the reader pool, and the NIP-01 client ([`crate::sync`]) for remote relays.
+//! the reader pool, and the NIP-01 client ([`crate::sync`]) for remote relays — which a
+//! process without a relay of its own uses as [`Client`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetmesh_port::{Acceptance, BoxFuture, InsertOutcome, LiveEvent, PortError, RelayPort};
+use fleetmesh_port::{
+    Acceptance, BoxFuture, InsertOutcome, LiveEvent, PortError, RelayPort, Remotes,
+};
 use fleetmesh_proto::Event;
 use fleetmesh_proto::filter::Filter;
 use tokio::sync::{broadcast, mpsc};
@@ -50,7 +53,22 @@ impl RelayPort for Relay {
                 .collect())
         })
     }
+}
 
+/// Remote relays reached with the NIP-01 client in [`crate::sync`], for a process with no
+/// relay of its own (the command line).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Client;
+
+/// What failed at the remote relay `url`.
+fn remote(url: String, e: &crate::Error) -> PortError {
+    PortError::Remote {
+        url,
+        reason: e.to_string(),
+    }
+}
+
+impl Remotes for Client {
     fn publish_to(
         &self,
         url: &str,
@@ -59,12 +77,8 @@ impl RelayPort for Relay {
     ) -> BoxFuture<'static, fleetmesh_port::Result<Vec<Acceptance>>> {
         let url = url.to_string();
         Box::pin(async move {
-            crate::sync::publish(&url, &events, None, timeout)
-                .await
-                .map_err(|e| PortError::Remote {
-                    url,
-                    reason: e.to_string(),
-                })
+            let sent = crate::sync::publish(&url, &events, None, timeout).await;
+            sent.map_err(|e| remote(url, &e))
         })
     }
 
@@ -78,12 +92,31 @@ impl RelayPort for Relay {
     ) -> BoxFuture<'static, fleetmesh_port::Result<()>> {
         let url = url.to_string();
         Box::pin(async move {
-            crate::sync::subscribe(&url, &filter, (None, auth), &incoming, &mut outgoing)
-                .await
-                .map_err(|e| PortError::Remote {
-                    url,
-                    reason: e.to_string(),
-                })
+            let ended =
+                crate::sync::subscribe(&url, &filter, (None, auth), &incoming, &mut outgoing).await;
+            ended.map_err(|e| remote(url, &e))
         })
+    }
+}
+
+impl Remotes for Relay {
+    fn publish_to(
+        &self,
+        url: &str,
+        events: Vec<Event>,
+        timeout: Duration,
+    ) -> BoxFuture<'static, fleetmesh_port::Result<Vec<Acceptance>>> {
+        Client.publish_to(url, events, timeout)
+    }
+
+    fn subscribe_to(
+        &self,
+        url: &str,
+        filter: serde_json::Value,
+        auth: Option<secp256k1::Keypair>,
+        incoming: mpsc::Sender<Event>,
+        outgoing: broadcast::Receiver<Event>,
+    ) -> BoxFuture<'static, fleetmesh_port::Result<()>> {
+        Client.subscribe_to(url, filter, auth, incoming, outgoing)
     }
 }

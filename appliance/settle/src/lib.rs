@@ -7,14 +7,20 @@
 //!   blind signatures, proofs in SQLite, every request written ahead; `meshnode wallet`.
 //!
 //! - [`nwc`]: Nostr Wallet Connect (NIP-47) answered from that wallet: connection URIs,
-//!   the connections a node grants with their methods and budgets, the requests' answers.
+//!   the connections a node grants with their methods and budgets, the requests' answers,
+//!   the wallet service over relays ([`nwc::start`]), and the client side
+//!   ([`nwc::request`], [`nwc::NwcLightning`]).
 //! - [`lightning`]: invoices issued and paid through one trait, whatever holds the
 //!   channels: the Cashu mint's bolt11 quotes, LND's or Core Lightning's REST API.
 //! - [`l402`]: paid HTTP requests (bLIP-26): macaroons, challenges, credentials, and the
 //!   record of credentials used; the appliance prices its API routes with it.
 //! - [`lnurl`]: a Lightning address or LNURL-pay service asked for an invoice, checked.
 //! - [`nutzap`]: nutzaps (NIP-61): the recipient's kind 10019 and the kind 9321 of
-//!   P2PK-locked proofs, written and read, and the check of what a recipient may take.
+//!   P2PK-locked proofs, written and read, the check of what a recipient may take, and
+//!   the node's redeemer ([`nutzap::start`]).
+//!
+//! The services over relays reach them through [`fleetmesh_port::RelayPort`], which the
+//! daemon hands them.
 
 pub mod bolt11;
 pub mod cashu;

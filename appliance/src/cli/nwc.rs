@@ -109,7 +109,7 @@ fn node_dir(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
 pub fn connect(args: &ConnectArgs) -> anyhow::Result<Outcome> {
     let dir = node_dir(args.key_dir.as_ref())?;
     let config = crate::config::Config::load(&dir)?;
-    let grants = crate::nwc::grants(&dir, &config.settlement)?;
+    let grants = config.settlement.nwc_grants(&dir)?;
     let client = fleetmesh_proto::NodeKeys::generate()?;
     let methods = if args.methods.is_empty() {
         METHODS.iter().map(|m| (*m).to_owned()).collect()
@@ -150,7 +150,7 @@ pub fn connect(args: &ConnectArgs) -> anyhow::Result<Outcome> {
 pub fn connections(args: &GrantsArgs) -> anyhow::Result<Outcome> {
     let dir = node_dir(args.key_dir.as_ref())?;
     let config = crate::config::Config::load(&dir)?;
-    for g in crate::nwc::grants(&dir, &config.settlement)?.list()? {
+    for g in config.settlement.nwc_grants(&dir)?.list()? {
         println!("{}", serde_json::to_string(&g)?);
     }
     Ok(Outcome::Ok)
@@ -165,7 +165,7 @@ pub fn revoke(args: &GrantsArgs) -> anyhow::Result<Outcome> {
         .context("--name: the connection to end")?;
     let config = crate::config::Config::load(&dir)?;
     anyhow::ensure!(
-        crate::nwc::grants(&dir, &config.settlement)?.revoke(name)?,
+        config.settlement.nwc_grants(&dir)?.revoke(name)?,
         "no connection named {name:?}"
     );
     eprintln!("meshnode: connection {name:?} revoked");
@@ -175,9 +175,16 @@ pub fn revoke(args: &GrantsArgs) -> anyhow::Result<Outcome> {
 /// One request to the wallet of `args.uri`: its result, or the wallet's error (code and
 /// message).
 fn request(args: &ClientArgs, method: &str, params: Value) -> anyhow::Result<Result<Value, Value>> {
-    crate::nwc::request(&args.uri, args.wait_secs, method, params, |e| {
-        eprintln!("meshnode: {e}")
-    })
+    let remotes: std::sync::Arc<dyn fleetmesh_port::Remotes> =
+        std::sync::Arc::new(fleetmesh_relay::Client);
+    Ok(fleetmesh_settle::nwc::request(
+        &args.uri,
+        args.wait_secs,
+        method,
+        params,
+        &remotes,
+        |e| eprintln!("meshnode: {e}"),
+    )?)
 }
 
 /// Prints `answer`: the result on stdout (exit 0), or the wallet's error on stderr (exit 2).

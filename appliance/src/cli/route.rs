@@ -149,8 +149,10 @@ fn gather(
     let since = fleetmesh_proto::unix_now().saturating_sub(nip59::MAX_TWEAK_SECS + 600);
     let filter = json!({"kinds": [kind::GIFT_WRAP], "#p": [me], "since": since});
     runtime()?.block_on(async {
+        let client: std::sync::Arc<dyn fleetmesh_port::Remotes> =
+            std::sync::Arc::new(fleetmesh_relay::Client);
         let (mut rx, out, tasks) =
-            fleetmesh_relay::sync::subscribe_all(relays, &filter, *keys.nostr(), |e| {
+            fleetmesh_port::subscribe_all(&client, relays, &filter, *keys.nostr(), |e| {
                 eprintln!("meshnode: {e}")
             });
         if let Some(e) = first {

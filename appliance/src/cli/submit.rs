@@ -373,7 +373,8 @@ fn post(
         };
         let payer: Box<dyn fleetmesh_settle::lightning::Lightning> = match &pay.nwc_uri {
             Some(uri) if pay.pay.as_deref() == Some("nwc") => {
-                Box::new(crate::nwc::NwcLightning::new(uri)?)
+                let remotes = std::sync::Arc::new(fleetmesh_relay::Client);
+                Box::new(fleetmesh_settle::nwc::NwcLightning::new(uri, remotes)?)
             }
             None if pay.pay.as_deref() == Some("nwc") => {
                 bail!("--pay nwc needs --nwc-uri (or MESHNODE_NWC_URI)")

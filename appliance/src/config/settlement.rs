@@ -92,7 +92,8 @@ impl LightningSection {
                         file.display()
                     )
                 })?;
-                return crate::nwc::NwcLightning::new(&uri)
+                let remotes = std::sync::Arc::new(fleetmesh_relay::Client);
+                return fleetmesh_settle::nwc::NwcLightning::new(&uri, remotes)
                     .map(|n| Box::new(n) as Box<dyn fleetmesh_settle::lightning::Lightning>)
                     .map_err(|e| format!("[settlement.lightning] {e:#}"));
             }
@@ -152,5 +153,39 @@ impl SettlementSection {
             }
         }
         Ok(())
+    }
+}
+
+/// The connections' file in the node directory.
+pub const NWC_FILE: &str = "nwc.sqlite";
+
+impl SettlementSection {
+    /// The NWC grants of the node in `dir`, its wallet invoicing at the first of
+    /// `[settlement] mints` and paying there — or through `[settlement.lightning]` when
+    /// that is a Lightning node (LND, CLN), whose payments give real preimages.
+    ///
+    /// # Errors
+    /// When `nwc.sqlite` cannot be opened (a damaged file is refused, never recreated), or
+    /// the Lightning node's credential cannot be read.
+    pub fn nwc_grants(
+        &self,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<fleetmesh_settle::nwc::Grants> {
+        use anyhow::Context as _;
+        let keys = fleetmesh_proto::NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
+        let wallet = dir.join(fleetmesh_settle::cashu::WALLET_FILE);
+        let mint = self.mints.first().map(String::as_str);
+        let file = dir.join(NWC_FILE);
+        let mut g = fleetmesh_settle::nwc::Grants::open(&file, &wallet, mint)
+            .with_context(|| format!("opening {}", file.display()))?;
+        g.set_key(*keys.nostr());
+        if matches!(self.lightning.backend, Backend::Lnd | Backend::Cln) {
+            g.set_payer(
+                self.lightning
+                    .open(&wallet, mint)
+                    .map_err(anyhow::Error::msg)?,
+            );
+        }
+        Ok(g)
     }
 }

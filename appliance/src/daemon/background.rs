@@ -175,12 +175,18 @@ async fn relay_services(s: &Services) -> anyhow::Result<Vec<Tasks>> {
     }
     let wallet = &node.config.settlement;
     if wallet.nwc {
-        let nwc = crate::nwc::start(&node.dir, relays.clone(), relay.clone(), wallet);
+        let grants = wallet.nwc_grants(&node.dir)?;
+        let nwc = fleetmesh_settle::nwc::start(s.keys()?, grants, relays.clone(), relay.clone());
         started.push(nwc.await?);
     }
     if wallet.nutzaps {
-        let nutzaps =
-            crate::nutzaps::start(&node.dir, relays.clone(), relay.clone(), &wallet.mints);
+        let nutzaps = fleetmesh_settle::nutzap::start(
+            s.keys()?,
+            node.dir.join(fleetmesh_settle::cashu::WALLET_FILE),
+            relays.clone(),
+            relay.clone(),
+            &wallet.mints,
+        );
         started.push(nutzaps.await?);
     }
     Ok(started)

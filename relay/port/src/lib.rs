@@ -11,6 +11,7 @@
 //! [`inbox`] builds the common reading pattern on the port: a service's announcement
 //! published, then every event of one kind `p`-tagging the node handed once to the
 //! service, from the store's backlog, the node's live fan-out and each remote relay.
+//! [`subscribe_all`] holds one subscription open on each of several remote relays.
 //! [`Tasks`] holds the background tasks a service starts so the daemon can end them.
 
 mod error;
@@ -59,39 +60,10 @@ pub enum InsertOutcome {
 /// and the relay's message (NIP-01 `OK`).
 pub type Acceptance = (String, bool, String);
 
-/// The node's relay and its reach to remote relays, as the node's services see them.
-///
-/// Every event offered through the port passes the same admission checks a client's
-/// `EVENT` would (signature, schema of fleetmesh kinds, revocations).
-pub trait RelayPort: Send + Sync + 'static {
-    /// Stores `event` (one this node made and signed) on the node's relay and hands it to
-    /// live subscribers; resolves with the store's outcome.
-    ///
-    /// # Errors
-    /// [`PortError::Refused`] with the relay's NIP-01 message.
-    fn publish(&self, event: Event) -> BoxFuture<'_, Result<InsertOutcome>>;
-
-    /// Hands an ephemeral `event` to the node's live subscribers without storing it.
-    ///
-    /// # Errors
-    /// [`PortError::Refused`] with the relay's NIP-01 message (`invalid:` for a kind that
-    /// is not ephemeral).
-    fn broadcast(&self, event: Event) -> Result<()>;
-
-    /// When the owner of `key` (x-only) revoked it (kind 11802), if the node's relay knows
-    /// it was revoked at or before `now` (unix seconds).
-    fn revoked_at(&self, key: &[u8; 32], now: u64) -> Option<u64>;
-
-    /// Every event the node's relay accepts from now on (a receiver that falls behind
-    /// loses the oldest).
-    fn live(&self) -> broadcast::Receiver<Arc<LiveEvent>>;
-
-    /// The stored events matching `filter`, at most `limit`, newest first.
-    ///
-    /// # Errors
-    /// [`PortError::Store`] when the store cannot be read.
-    fn stored(&self, filter: Filter, limit: u64) -> BoxFuture<'_, Result<Vec<Event>>>;
-
+/// Remote relays, reached as a NIP-01 client. The node's relay is one
+/// ([`RelayPort`] extends it); a command line with no node uses the relay crate's plain
+/// client.
+pub trait Remotes: Send + Sync + 'static {
     /// Publishes `events` on the remote relay at `url`, waiting at most `timeout` for its
     /// answers.
     ///
@@ -120,6 +92,40 @@ pub trait RelayPort: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<()>>;
 }
 
+/// The node's relay and its reach to remote relays, as the node's services see them.
+///
+/// Every event offered through the port passes the same admission checks a client's
+/// `EVENT` would (signature, schema of fleetmesh kinds, revocations).
+pub trait RelayPort: Remotes {
+    /// Stores `event` (one this node made and signed) on the node's relay and hands it to
+    /// live subscribers; resolves with the store's outcome.
+    ///
+    /// # Errors
+    /// [`PortError::Refused`] with the relay's NIP-01 message.
+    fn publish(&self, event: Event) -> BoxFuture<'_, Result<InsertOutcome>>;
+
+    /// Hands an ephemeral `event` to the node's live subscribers without storing it.
+    ///
+    /// # Errors
+    /// [`PortError::Refused`] with the relay's NIP-01 message (`invalid:` for a kind that
+    /// is not ephemeral).
+    fn broadcast(&self, event: Event) -> Result<()>;
+
+    /// When the owner of `key` (x-only) revoked it (kind 11802), if the node's relay knows
+    /// it was revoked at or before `now` (unix seconds).
+    fn revoked_at(&self, key: &[u8; 32], now: u64) -> Option<u64>;
+
+    /// Every event the node's relay accepts from now on (a receiver that falls behind
+    /// loses the oldest).
+    fn live(&self) -> broadcast::Receiver<Arc<LiveEvent>>;
+
+    /// The stored events matching `filter`, at most `limit`, newest first.
+    ///
+    /// # Errors
+    /// [`PortError::Store`] when the store cannot be read.
+    fn stored(&self, filter: Filter, limit: u64) -> BoxFuture<'_, Result<Vec<Event>>>;
+}
+
 /// A group of background tasks a service started; [`Tasks::stop`] ends them.
 #[derive(Default)]
 pub struct Tasks(pub Vec<tokio::task::JoinHandle<()>>);
@@ -135,4 +141,34 @@ impl Tasks {
             let _ = task.await;
         }
     }
+}
+
+/// Holds a subscription with `filter` open on each of `relays` through `remotes`, as `key`
+/// (NIP-42 when asked; a relay that cannot be read is given to `on_error`): what matches
+/// comes out of the receiver, what the sender carries is published on each; the tasks, to
+/// abort when done. Call from within a runtime.
+pub fn subscribe_all(
+    remotes: &Arc<dyn Remotes>,
+    relays: &[String],
+    filter: &serde_json::Value,
+    key: secp256k1::Keypair,
+    on_error: impl Fn(PortError) + Clone + Send + 'static,
+) -> (
+    mpsc::Receiver<Event>,
+    broadcast::Sender<Event>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let (tx, rx) = mpsc::channel(256);
+    let (out, _) = broadcast::channel(4);
+    let mut tasks = Vec::new();
+    for url in relays {
+        let got = remotes.subscribe_to(url, filter.clone(), Some(key), tx.clone(), out.subscribe());
+        let on_error = on_error.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = got.await {
+                on_error(e);
+            }
+        }));
+    }
+    (rx, out, tasks)
 }

@@ -174,34 +174,3 @@ pub async fn subscribe(
         }
     }
 }
-
-/// Holds a subscription with `filter` open on each of `relays` as `key` (NIP-42 when
-/// asked; a relay that cannot be read is given to `on_error`): what matches comes out of
-/// the receiver, what the sender carries is published on each; the tasks, to abort when
-/// done. Call from within a runtime.
-pub fn subscribe_all(
-    relays: &[String],
-    filter: &Value,
-    key: secp256k1::Keypair,
-    on_error: impl Fn(crate::Error) + Clone + Send + 'static,
-) -> (
-    tokio::sync::mpsc::Receiver<Event>,
-    tokio::sync::broadcast::Sender<Event>,
-    Vec<tokio::task::JoinHandle<()>>,
-) {
-    let (tx, rx) = tokio::sync::mpsc::channel(256);
-    let (out, _) = tokio::sync::broadcast::channel(4);
-    let mut tasks = Vec::new();
-    for url in relays {
-        let (url, filter, tx) = (url.clone(), filter.clone(), tx.clone());
-        let mut outgoing = out.subscribe();
-        let on_error = on_error.clone();
-        tasks.push(tokio::spawn(async move {
-            let got = subscribe(&url, &filter, (None, Some(key)), &tx, &mut outgoing).await;
-            if let Err(e) = got {
-                on_error(e);
-            }
-        }));
-    }
-    (rx, out, tasks)
-}

@@ -21,7 +21,7 @@ use fleetmesh_proto::filter::{Filter, FilterLimits};
 use fleetmesh_proto::unix_now;
 
 mod client;
-pub use client::{auth_message, publish, query, subscribe, subscribe_all};
+pub use client::{auth_message, publish, query, subscribe};
 
 /// Which way events flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -13,6 +13,9 @@
 //! The events are signed where the keys are (the appliance); this module reads and writes
 //! their tags.
 
+mod redeem;
+pub use redeem::{key, start};
+
 use crate::cashu::nut10::{Kind, Lock, x_only};
 use crate::cashu::{Proof, Token, token::normalize_mint};
 use crate::{Result, SettleError};

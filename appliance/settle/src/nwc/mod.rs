@@ -8,6 +8,11 @@
 //! paid one). The appliance carries requests, answers and notifications over relays
 //! (kinds 23194/23195/23197, NIP-44 v2) and publishes the info event (13194).
 
+mod client;
+mod service;
+pub use client::{NwcLightning, request};
+pub use service::{INFO, NOTIFICATION, REQUEST, RESPONSE, start};
+
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension as _, params};
@@ -759,5 +764,4 @@ impl Grants {
 }
 
 #[cfg(test)]
-#[path = "nwc_tests.rs"]
 mod tests;

@@ -6,24 +6,25 @@
 //! not it (NIP-61 forbids locking to a Nostr key) — on its relay and its relays, reads kind
 //! 9321 events `p`-tagging it there and in its own store (from the start: one sent while
 //! the node was down is taken when it is back), and redeems each it may take
-//! ([`fleetmesh_settle::nutzap::Nutzap::check`]: its mint, sats, every proof locked to the
+//! ([`Nutzap::check`]: its mint, sats, every proof locked to the
 //! nutzap key alone) into its wallet under `nutzap <event id>`, once: an event already
 //! redeemed (the wallet's history says) is skipped. Each redemption is recorded as a
 //! NIP-60 kind 7376 (`e` the nutzap, marked `redeemed`; `p` the sender; the content, NIP-44
 //! to itself, direction, amount and unit) where the nutzap was read. Outcomes are counted
 //! in `fleetmesh_nutzaps_total{outcome}`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use fleetmesh_port::RelayPort;
+use fleetmesh_port::inbox::{Inbox, announce_and_read};
+use fleetmesh_port::{RelayPort, Tasks};
 use fleetmesh_proto::{Event, NodeKeys, UnsignedEvent, nip44};
-use fleetmesh_settle::cashu::{MintClient, Wallet};
-use fleetmesh_settle::nutzap::{INFO, Info, NUTZAP, Nutzap, REDEEMED};
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use fleetmesh_port::inbox::{Inbox, announce_and_read};
+use super::{INFO, Info, NUTZAP, Nutzap, REDEEMED};
+use crate::SettleError;
+use crate::cashu::{MintClient, Wallet};
 
 fn count(outcome: &'static str) {
     metrics::counter!("fleetmesh_nutzaps_total", "outcome" => outcome).increment(1);
@@ -34,34 +35,37 @@ fn count(outcome: &'static str) {
 ///
 /// # Errors
 /// Never in practice (an HKDF output that is not a valid scalar).
-pub fn key(keys: &NodeKeys) -> anyhow::Result<secp256k1::Keypair> {
+pub fn key(keys: &NodeKeys) -> crate::Result<secp256k1::Keypair> {
     let prk = fleetmesh_proto::hkdf::extract(
         b"fleetmesh/nutzap-key/v1",
         &keys.nostr().secret_key().to_secret_bytes(),
     );
-    let bytes: [u8; 32] = fleetmesh_proto::hkdf::expand(&prk, b"p2pk", 32)?
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("HKDF gave the wrong length"))?;
-    let secret = secp256k1::SecretKey::from_secret_bytes(bytes)?;
+    let bytes = fleetmesh_proto::hkdf::expand(&prk, b"p2pk", 32)
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .ok_or_else(|| SettleError::Crypto("the nutzap key's HKDF failed".into()))?;
+    let secret = secp256k1::SecretKey::from_secret_bytes(bytes)
+        .map_err(|e| SettleError::Crypto(e.to_string()))?;
     Ok(secp256k1::Keypair::from_secret_key(&secret))
 }
 
 /// The node's kind 10019.
-fn info(keys: &NodeKeys, relays: &[String], mints: &[String]) -> anyhow::Result<Event> {
+fn info(keys: &NodeKeys, relays: &[String], mints: &[String]) -> crate::Result<Event> {
     let info = Info {
         relays: relays.to_vec(),
         mints: mints
             .iter()
-            .map(|m| fleetmesh_settle::cashu::token::normalize_mint(m))
+            .map(|m| crate::cashu::token::normalize_mint(m))
             .collect(),
         pubkey: hex::encode(key(keys)?.x_only_public_key().0.to_byte_array()),
     };
-    Ok(keys.sign(UnsignedEvent {
+    keys.sign(UnsignedEvent {
         created_at: fleetmesh_proto::unix_now(),
         kind: INFO,
         tags: info.tags(),
         content: String::new(),
-    })?)
+    })
+    .map_err(|e| SettleError::Crypto(e.to_string()))
 }
 
 /// What redeeming works with.
@@ -74,17 +78,18 @@ struct Redeemer {
     out: broadcast::Sender<Event>,
 }
 
-/// Publishes the node's kind 10019 and starts redeeming the nutzaps to it.
+/// Publishes the kind 10019 of the node of `keys` and starts redeeming the nutzaps to it
+/// into the wallet at `wallet`.
 ///
 /// # Errors
-/// When the node's keys cannot be read.
+/// When the announcement cannot be signed.
 pub async fn start(
-    dir: &Path,
+    keys: NodeKeys,
+    wallet: PathBuf,
     relays: Vec<String>,
     relay: Arc<dyn RelayPort>,
     mints: &[String],
-) -> anyhow::Result<fleetmesh_port::Tasks> {
-    let keys = NodeKeys::load(&dir.join(crate::node::KEYS_DIR))?;
+) -> crate::Result<Tasks> {
     let announce = info(&keys, &relays, mints)?;
     let (out, _) = broadcast::channel(256);
     let inbox = Inbox {
@@ -99,10 +104,10 @@ pub async fn start(
     let r = Arc::new(Redeemer {
         nutzap_key: key(&keys)?,
         keys,
-        wallet: dir.join(fleetmesh_settle::cashu::WALLET_FILE),
+        wallet,
         mints: mints
             .iter()
-            .map(|m| fleetmesh_settle::cashu::token::normalize_mint(m))
+            .map(|m| crate::cashu::token::normalize_mint(m))
             .collect(),
         relay: relay.clone(),
         out: out.clone(),
@@ -111,7 +116,7 @@ pub async fn start(
         r.redeem(&e)
     })
     .await;
-    Ok(fleetmesh_port::Tasks(tasks))
+    Ok(Tasks(tasks))
 }
 
 impl Redeemer {
