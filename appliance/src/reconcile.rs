@@ -15,12 +15,13 @@
 //! How a ComputeProvider maps: `engines`, `modes`, `pricing` → `[jobs] engines`, `modes`,
 //! `prices`; `limits.maxFuel`, `maxTokens`, `memory`, `wallSecs`, `maxInputBytes` →
 //! `[jobs] max_fuel`, `max_tokens`, `max_memory_bytes`, `max_wall_secs`,
-//! `max_input_bytes`; `concurrency.maxJobs` → `[jobs] workers`; the first of `backends` →
+//! `max_input_bytes`; `concurrency.maxJobs` → `[jobs] workers`, `concurrency.perBuyer` →
+//! `[jobs] per_buyer`; `publishAsks` → `[jobs] publish_asks`; the first of `backends` →
 //! `[compute] backend`. An InferenceRouter's models with a `path` are served under their
 //! `id`, beside `[inference] models`; those with a `remote` become
 //! `[[inference.executors]]` serving that `id` (routed to, or in the quorum of a local
 //! model of the same id). What this build does not act on yet (settlement,
-//! grant policies, routes to peers, Kubernetes secrets, per-buyer concurrency, …) is
+//! grant policies, routes to peers, Kubernetes secrets, queue depth, …) is
 //! stored and named in the answer as not used yet.
 
 use std::path::{Path, PathBuf};
@@ -233,6 +234,10 @@ fn provider(doc: &Value, cfg: &mut Config, notes: &mut Notes) -> Result<(), Stri
     if let Some(n) = spec["concurrency"]["maxJobs"].as_u64() {
         j.workers = usize::try_from(n).unwrap_or(usize::MAX);
     }
+    set(&mut j.per_buyer, &spec["concurrency"]["perBuyer"]);
+    if let Some(b) = spec["publishAsks"].as_bool() {
+        j.publish_asks = b;
+    }
     if let Some(first) = spec["backends"][0].as_str() {
         cfg.compute.backend = first
             .parse()
@@ -247,12 +252,10 @@ fn provider(doc: &Value, cfg: &mut Config, notes: &mut Notes) -> Result<(), Stri
     let idle = unused(
         doc,
         &[
-            "/spec/concurrency/perBuyer",
             "/spec/concurrency/queueDepth",
             "/spec/concurrency/proofBatch",
             "/spec/settlement",
             "/spec/grantPolicyRefs",
-            "/spec/publishAsks",
         ],
     );
     if !idle.is_empty() {

@@ -11,7 +11,9 @@
 //! An ask is answered once, only while it has not expired, and only when it is open or
 //! names this node (`p`); asks of revoked keys and of the node itself, and asks it cannot
 //! fill (engine, mode, tokens, a bid under its price), get no answer — counted in
-//! `fleetmesh_offers_total{outcome}`.
+//! `fleetmesh_offers_total{outcome}`. With `[jobs] publish_asks = false` (a
+//! ComputeProvider's `publishAsks: false`) no ask is answered (`not-answering`); the terms
+//! are still published, for buyers who send jobs directly.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -180,6 +182,10 @@ impl Desk {
 
     /// Answers one ask with an offer when the node can fill it.
     fn answer(&self, event: Event) {
+        if !self.jobs.limits().publish_asks {
+            count("not-answering");
+            return;
+        }
         let now = fleetmesh_proto::unix_now();
         let ask = match Ask::from_event(event, now) {
             Ok(a) => a,

@@ -24,6 +24,18 @@ fn provider(
     mint: &Mint,
     market: &Daemon,
 ) -> Daemon {
+    provider_with(home, (name, region), sats, mint, market, &[])
+}
+
+/// A provider as [`provider`] makes, its `meshnode.toml` edited further by `extra`.
+fn provider_with(
+    home: &Path,
+    (name, region): (&str, &str),
+    sats: u64,
+    mint: &Mint,
+    market: &Daemon,
+    extra: &[(&str, &str)],
+) -> Daemon {
     let dir = home.join(name);
     assert!(super::init(&dir, &[]).status.success());
     let price =
@@ -44,6 +56,7 @@ fn provider(
             ),
         ],
     );
+    super::edit_config(&dir, extra);
     run_node(&dir)
 }
 
@@ -100,6 +113,15 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
     let hub = run_node(&hub_dir);
     let dear = provider(home.path(), ("dear", "eu-west"), 4, &mint, &hub);
     let cheap = provider(home.path(), ("cheap", "us-east"), 2, &mint, &hub);
+    // the cheapest of all, but it answers no public ask (a ComputeProvider's publishAsks)
+    let quiet = provider_with(
+        home.path(),
+        ("quiet", "ap-south"),
+        1,
+        &mint,
+        &hub,
+        &[("publish_asks = true", "publish_asks = false")],
+    );
     let buyer = home.path().join("buyer");
     assert!(super::init(&buyer, &[]).status.success());
     ok(
@@ -131,11 +153,11 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
     runtime().block_on(publish_all(&ws, std::slice::from_ref(&signed)));
 
     // every provider's terms are on the relay; by mode
-    wait_for("three providers' terms", || {
-        market(&["providers"], &hub).len() == 3
+    wait_for("four providers' terms", || {
+        market(&["providers"], &hub).len() == 4
     });
     let providers = market(&["providers", "--mode", "delivery"], &hub);
-    assert_eq!(providers.len(), 3, "{providers:?}");
+    assert_eq!(providers.len(), 4, "{providers:?}");
     assert!(
         providers.iter().all(|p| p["engines"] == json!(["wasm"])),
         "{providers:?}"
@@ -204,6 +226,11 @@ fn an_ask_on_the_relay_gets_offers_and_the_job_goes_to_the_cheapest_provider_tha
     assert!(
         !err.contains(&dear_key),
         "the dear provider does not offer under its price: {err}"
+    );
+    let quiet_key = node_key(&quiet);
+    assert!(
+        !err.contains(&quiet_key),
+        "the quiet provider answers no public ask: {err}"
     );
     let answer: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(answer["job"]["state"], "verified", "{answer}");

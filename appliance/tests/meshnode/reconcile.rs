@@ -22,7 +22,7 @@ fn provider(name: &str, engines: &str, modes: &str, max_fuel: u64) -> String {
     format!(
         "apiVersion: fleetmesh.org/v1alpha1\nkind: ComputeProvider\nmetadata: {{name: {name}}}\n\
          spec:\n  engines: {engines}\n  modes: {modes}\n  limits: {{maxFuel: {max_fuel}, memory: 64Mi, wallSecs: 30}}\n\
-         \x20 concurrency: {{maxJobs: 3}}\n  pricing:\n    wasm: {{amount: 1, unit: msat, per: fuel, quantity: 1000000}}\n\
+         \x20 concurrency: {{maxJobs: 3, perBuyer: 2}}\n  publishAsks: false\n  pricing:\n    wasm: {{amount: 1, unit: msat, per: fuel, quantity: 1000000}}\n\
          \x20 settlement: [cashu]\n"
     )
 }
@@ -123,7 +123,9 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
         "[jobs] engines",
         "[jobs] max_fuel",
         "[jobs] max_memory_bytes",
+        "[jobs] per_buyer",
         "[jobs] prices",
+        "[jobs] publish_asks",
     ] {
         assert!(live.contains(key), "{key}: {out}");
     }
@@ -137,6 +139,8 @@ fn manifests_change_a_running_node_live_and_name_what_waits_for_a_restart() {
     assert_eq!(offer["engines"], serde_json::json!(["wasm"]));
     assert_eq!(offer["prices"]["wasm"]["quantity"], 1_000_000);
     assert_eq!(offer["workers"], 2, "workers change at the next start");
+    assert_eq!(offer["per_buyer"], 2);
+    assert_eq!(offer["publish_asks"], false);
     // the price is live in the job path too: the node now takes no unpaid wasm job
     let o = submit_wasm(&d, buyer.path(), work.path(), "w1");
     assert_eq!(o.status.code(), Some(2), "{} {}", stdout(&o), stderr(&o));

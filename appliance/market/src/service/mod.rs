@@ -152,6 +152,10 @@ pub struct JobLimits {
     /// Unit prices per engine (`wasm`, `groth16-prove`, …), advertised in NIP-11 for
     /// buyers to bid against. Default: none.
     pub prices: std::collections::BTreeMap<String, Price>,
+    /// Whether the node answers open asks (kind 30810) with offers; `false` takes only
+    /// jobs sent to it directly (HTTP, gift wrap, DIDComm), and its terms are still
+    /// published. A ComputeProvider's `publishAsks`. Default true.
+    pub publish_asks: bool,
 }
 
 impl Default for JobLimits {
@@ -168,6 +172,7 @@ impl Default for JobLimits {
             engines: Engine::ALL.to_vec(),
             modes: Mode::ALL.to_vec(),
             prices: std::collections::BTreeMap::new(),
+            publish_asks: true,
         }
     }
 }
