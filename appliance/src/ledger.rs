@@ -50,11 +50,11 @@ use crate::peers::Peers;
 use fleetmesh_transport::link::Links;
 
 /// A budget/1.0 receipt, as a DIDComm message type.
-pub const RECEIPT: &str = crate::didcomm::LEDGER_TYPES[0];
+pub const RECEIPT: &str = fleetmesh_didcomm::LEDGER_TYPES[0];
 /// A grant (kind 30801 event) sent to its peer.
-pub const GRANT: &str = crate::didcomm::LEDGER_TYPES[1];
+pub const GRANT: &str = fleetmesh_didcomm::LEDGER_TYPES[1];
 /// A complaint/1.0 notice.
-pub const COMPLAINT: &str = crate::didcomm::LEDGER_TYPES[2];
+pub const COMPLAINT: &str = fleetmesh_didcomm::LEDGER_TYPES[2];
 /// Ledger messages waiting to be recorded; past it a peer's message is refused (429).
 pub const INBOX: usize = 1024;
 
@@ -390,8 +390,9 @@ impl Accounts {
             let doc = fleetmesh_proto::didcomm::PeerDoc::parse(&fleetmesh_proto::did::document(
                 &link.content,
             ))?;
-            let packed = crate::didcomm::request(&self.keys, &self.descriptor, &doc, type_, body)?;
-            crate::didcomm::exchange_over(&link, &packed, &self.keys, &vec![doc]).await?;
+            let packed =
+                fleetmesh_didcomm::request(&self.keys, &self.descriptor, &doc, type_, body)?;
+            fleetmesh_didcomm::exchange_over(&link, &packed, &self.keys, &vec![doc]).await?;
             anyhow::Ok(())
         };
         match sent.await {

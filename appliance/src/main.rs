@@ -8,7 +8,6 @@ mod cli;
 mod config;
 mod daemon;
 mod demo;
-mod didcomm;
 #[cfg(feature = "federation")]
 mod federation;
 mod http;

@@ -12,7 +12,7 @@ use fleetmesh_proto::{Event, NodeKeys};
 use serde_json::{Value, json};
 
 use crate::cli::{ByKey, Outcome};
-use crate::didcomm::{
+use fleetmesh_didcomm::{
     ANSWER, Carrier, DELIVERY, DELIVERY_REQUEST, PROBLEM, RECEIVED, STATUS, SUBMIT, request,
 };
 
@@ -405,9 +405,9 @@ fn didcomm_over(
     let send = |type_: &str, body: Value| -> anyhow::Result<Option<didcomm::Unpacked>> {
         let mut packed = request(keys, &descriptor, doc, type_, body)?;
         if let Some((mediator, key)) = &route.mediator {
-            packed = crate::didcomm::enveloped_forward(keys, &packed, &doc.did, mediator, key)?;
+            packed = fleetmesh_didcomm::enveloped_forward(keys, &packed, &doc.did, mediator, key)?;
         }
-        carrier.exchange(&packed, keys, &docs)
+        Ok(carrier.exchange(&packed, keys, &docs)?)
     };
     // the provider's answers held for the buyer by the mediator
     let pick_up = |mediator: &PeerDoc| -> anyhow::Result<Vec<didcomm::Unpacked>> {
@@ -427,7 +427,7 @@ fn didcomm_over(
             let now = fleetmesh_proto::unix_now();
             let me = keys.nostr_pubkey_hex();
             // the provider's answers come with their path signed: provider, mediator, us
-            let inner = match crate::didcomm::open_item(&a["data"]["json"], &me, now, 86_400) {
+            let inner = match fleetmesh_didcomm::open_item(&a["data"]["json"], &me, now, 86_400) {
                 Ok(Some((payload, origin))) if origin == provider => payload,
                 Ok(Some((_, origin))) => {
                     eprintln!(

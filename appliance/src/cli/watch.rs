@@ -137,7 +137,7 @@ fn node_checks(dir: &Path, min_free: u64, out: &mut Vec<Finding>) -> Option<Stri
             dir.join(fleetmesh_market::blobs::BLOBS_DIR)
                 .join(fleetmesh_market::blobs::INDEX_FILE),
         ),
-        ("mediator", dir.join(crate::didcomm::held::FILE)),
+        ("mediator", dir.join(fleetmesh_didcomm::held::FILE)),
     ] {
         if !file.exists() {
             found(

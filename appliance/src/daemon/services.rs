@@ -47,7 +47,7 @@ pub struct Services {
     /// The blob store (Blossom's, the job engines').
     pub blobs: Arc<BlobStore>,
     /// DIDComm: the node's inbox, and the mediator when `[didcomm] mediate`.
-    pub didcomm: Arc<crate::didcomm::DidComm>,
+    pub didcomm: Arc<fleetmesh_didcomm::DidComm>,
     /// What `reload`, `apply` and the manifest watcher change while the node runs.
     pub live: Arc<crate::reconcile::Live>,
     /// The NIP-11 document, serialized; replaced when `[jobs]` changes live.
@@ -191,24 +191,24 @@ fn didcomm(
     node: &Node,
     descriptor: &Event,
     jobs: &Arc<JobService>,
-    relay: &Relay,
-) -> anyhow::Result<Arc<crate::didcomm::DidComm>> {
+    relay: &Arc<Relay>,
+) -> anyhow::Result<Arc<fleetmesh_didcomm::DidComm>> {
     let held = node
         .config
         .didcomm
         .mediate
         .then(|| {
-            let path = node.dir.join(crate::didcomm::held::FILE);
-            crate::didcomm::held::Held::open(&path, &node.config.didcomm)
+            let path = node.dir.join(fleetmesh_didcomm::held::FILE);
+            fleetmesh_didcomm::held::Held::open(&path, &node.config.didcomm)
         })
         .transpose()?;
-    Ok(Arc::new(crate::didcomm::DidComm::new(
+    Ok(Arc::new(fleetmesh_didcomm::DidComm::new(
         keys(node)?,
         descriptor.clone(),
         jobs.clone(),
         node.config.didcomm.clone(),
         held,
-        relay.revoked().clone(),
+        relay.clone(),
         node.config.api.jobs_by_key,
     )))
 }

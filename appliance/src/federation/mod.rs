@@ -18,7 +18,7 @@
 //!   gossip messages and hellos are counted per peer.
 //!
 //! - Peers (and buyers) may send DIDComm messages over a link's message streams: they are
-//!   answered as `POST /didcomm` answers them (`crate::didcomm::exchange_over` is the sending side).
+//!   answered as `POST /didcomm` answers them (`fleetmesh_didcomm::exchange_over` is the sending side).
 //!
 //! - While the relay sheds load, rounds with peers the node grants nothing pause
 //!   ([`policy::paused`]); at rung 2 a granted peer's are held to its grant
@@ -50,8 +50,8 @@ use serde_json::json;
 use tokio::sync::{Notify, mpsc};
 
 use crate::config::{Config, PeeringSection};
-use crate::didcomm::{DidComm, Outcome};
 use crate::peers::Peers;
+use fleetmesh_didcomm::{DidComm, Outcome};
 use fleetmesh_port::Tasks;
 use fleetmesh_proto::unix_now;
 
@@ -321,7 +321,7 @@ fn messages(dc: Arc<DidComm>, table: Arc<Peers>) -> fleetmesh_transport::link::M
             t.received_bytes(text.len() as u64);
         }
         Box::pin(async move {
-            let source = crate::didcomm::Source::Peer(hex::encode(from.pubkey));
+            let source = fleetmesh_didcomm::Source::Peer(hex::encode(from.pubkey));
             let outcome =
                 tokio::task::spawn_blocking(move || dc.handle(text.as_bytes(), &source)).await;
             let answer = match outcome {

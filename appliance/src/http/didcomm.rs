@@ -1,4 +1,4 @@
-//! `POST /didcomm`: DIDComm v2 messages for the node ([`crate::didcomm`]). Open to anyone
+//! `POST /didcomm`: DIDComm v2 messages for the node ([`fleetmesh_didcomm`]). Open to anyone
 //! (a message proves its own sender), but not to browsers: a request with an `Origin` or a
 //! `Sec-Fetch-Site` other than `none` is refused, as is any content type but DIDComm's encrypted
 //! or signed JSON, and any body over the size a message may have. The client's address is
@@ -12,8 +12,8 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::didcomm::{DidComm, ENCRYPTED, Outcome, SIGNED, Source};
 use crate::http::error::api_error;
+use fleetmesh_didcomm::{DidComm, ENCRYPTED, Outcome, SIGNED, Source};
 
 /// `POST /didcomm`.
 pub async fn post(

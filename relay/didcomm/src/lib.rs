@@ -26,23 +26,30 @@
 //! `fleetmesh_didcomm_total{outcome}`; what does not open, is unsigned or is not the
 //! sender's, or whose sender's key is revoked (kind 11802, as the node's relay knows),
 //! runs nothing.
+//!
+//! The daemon builds one [`DidComm`] and hands it every message: the HTTP face's
+//! `POST /didcomm`, the federation's peer links, and the pickup loop. Ledger messages
+//! (budget/1.0, complaint/1.0) go to the ledger's inbox ([`DidComm::set_ledger`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use fleetmesh_market::service::JobService;
+use fleetmesh_port::RelayPort;
 use fleetmesh_proto::didcomm::{self, Message, Pack, PeerDoc, SignWith, Unpacked};
 use fleetmesh_proto::hop::{self, Envelope};
 use fleetmesh_proto::{Event, NodeKeys, did, identity};
 use serde_json::{Value, json};
 
-use crate::config::DidcommSection;
-
+mod config;
+mod error;
 pub mod held;
 mod inbox;
 mod mediate;
 
-pub use inbox::LEDGER_TYPES;
+pub use config::Config;
+pub use error::{DidcommError, Result};
+pub use inbox::{Knows, LEDGER_TYPES};
 pub use mediate::Source;
 
 /// Submit a job: the body is what `POST /v1/jobs` takes.
@@ -96,11 +103,11 @@ pub struct DidComm {
     keys: NodeKeys,
     descriptor: Event,
     jobs: Arc<JobService>,
-    config: DidcommSection,
+    config: Config,
     /// The mediator's held messages, with `[didcomm] mediate`.
     held: Option<held::Held>,
     seen: Mutex<VecDeque<String>>,
-    revoked: Arc<fleetmesh_relay::revoked::Revoked>,
+    relay: Arc<dyn RelayPort>,
     /// `[api] jobs_by_key`.
     by_key: bool,
     /// Where ledger messages (budget/1.0, complaint/1.0) go, once the ledger runs.
@@ -178,14 +185,15 @@ fn signer(u: &Unpacked) -> Option<String> {
 
 impl DidComm {
     /// The endpoint of the node with `keys` and its current `descriptor`; `held`, the
-    /// mediator's store ([`held::Held::open`]), when it mediates.
+    /// mediator's store ([`held::Held::open`]), when it mediates; `relay`, the node's
+    /// relay, which knows the revoked keys.
     pub fn new(
         keys: NodeKeys,
         descriptor: Event,
         jobs: Arc<JobService>,
-        config: DidcommSection,
+        config: Config,
         held: Option<held::Held>,
-        revoked: Arc<fleetmesh_relay::revoked::Revoked>,
+        relay: Arc<dyn RelayPort>,
         by_key: bool,
     ) -> DidComm {
         DidComm {
@@ -195,7 +203,7 @@ impl DidComm {
             config,
             held,
             seen: Mutex::default(),
-            revoked,
+            relay,
             by_key,
             ledger: Mutex::default(),
         }
@@ -249,7 +257,7 @@ impl DidComm {
         };
         let revoked_at = <[u8; 32]>::try_from(hex::decode(&sender).unwrap_or_default().as_slice())
             .ok()
-            .and_then(|k| self.revoked.revoked_by(&k, now));
+            .and_then(|k| self.relay.revoked_at(&k, now));
         if let Some(at) = revoked_at {
             count("refused");
             return Outcome::Refused(
@@ -347,7 +355,11 @@ impl DidComm {
     ///
     /// # Errors
     /// Why the path does not hold, or that the envelope is a replay.
-    fn opened(&self, item: &Value, now: u64) -> Result<Option<(Vec<u8>, String)>, String> {
+    fn opened(
+        &self,
+        item: &Value,
+        now: u64,
+    ) -> std::result::Result<Option<(Vec<u8>, String)>, String> {
         let me = self.keys.nostr_pubkey_hex();
         let opened = open_item(item, &me, now, self.config.hold_secs)?;
         if let Some(id) = item["id"].as_str().filter(|_| opened.is_some()) {
@@ -394,7 +406,7 @@ pub fn open_item(
     me: &str,
     now: u64,
     max_age: u64,
-) -> Result<Option<(Vec<u8>, String)>, String> {
+) -> std::result::Result<Option<(Vec<u8>, String)>, String> {
     if item["protocol"] != hop::PROTOCOL {
         return Ok(None);
     }
@@ -452,29 +464,35 @@ pub fn exchange(
     packed: &Value,
     keys: &NodeKeys,
     docs: &Vec<PeerDoc>,
-) -> anyhow::Result<Option<Unpacked>> {
+) -> Result<Option<Unpacked>> {
     use std::io::Read as _;
+    let fail = |reason: String| DidcommError::Peer {
+        to: url.to_owned(),
+        reason,
+    };
     let r = client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, ENCRYPTED)
         .body(packed.to_string())
         .send()
-        .map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+        .map_err(|e| fail(e.to_string()))?;
     let status = r.status();
     let mut bytes = Vec::new();
-    r.take(MAX_REPLY + 1).read_to_end(&mut bytes)?;
-    anyhow::ensure!(
-        bytes.len() as u64 <= MAX_REPLY,
-        "{url}: a reply over {MAX_REPLY} bytes"
-    );
+    r.take(MAX_REPLY + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(e.to_string()))?;
+    if bytes.len() as u64 > MAX_REPLY {
+        return Err(fail(format!("a reply over {MAX_REPLY} bytes")));
+    }
     if status.as_u16() == 202 {
         return Ok(None);
     }
-    anyhow::ensure!(
-        status.is_success(),
-        "{url}: HTTP {status}: {}",
-        String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
-    );
+    if !status.is_success() {
+        return Err(fail(format!(
+            "HTTP {status}: {}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
+        )));
+    }
     let now = fleetmesh_proto::unix_now();
     Ok(Some(didcomm::unpack(&bytes, keys, docs, now)?))
 }
@@ -485,7 +503,7 @@ pub enum Carrier {
     /// `POST` to this URL.
     Http(reqwest::blocking::Client, String),
     /// Over this link, its async side run on this runtime.
-    #[cfg(feature = "federation")]
+    #[cfg(feature = "links")]
     Link(
         tokio::runtime::Handle,
         Box<fleetmesh_transport::link::PeerLink>,
@@ -503,10 +521,10 @@ impl Carrier {
         packed: &Value,
         keys: &NodeKeys,
         docs: &Vec<PeerDoc>,
-    ) -> anyhow::Result<Option<Unpacked>> {
+    ) -> Result<Option<Unpacked>> {
         match self {
             Carrier::Http(client, url) => exchange(client, url, packed, keys, docs),
-            #[cfg(feature = "federation")]
+            #[cfg(feature = "links")]
             Carrier::Link(runtime, link) => {
                 runtime.block_on(exchange_over(link, packed, keys, docs))
             }
@@ -516,10 +534,10 @@ impl Carrier {
 
 /// The federation's links to other nodes by Nostr key (hex): how a node without
 /// `mediator_url` reaches its mediator.
-#[cfg(feature = "federation")]
+#[cfg(feature = "links")]
 pub use fleetmesh_transport::link::Links;
 
-#[cfg(feature = "federation")]
+#[cfg(feature = "links")]
 /// Sends the DIDComm message `packed` to the peer of `link` and opens its reply for
 /// `keys` (`docs`: the sender documents it may be authcrypted by); `None` when the peer
 /// took it without one. What `job submit --via iroh` speaks.
@@ -532,12 +550,18 @@ pub async fn exchange_over(
     packed: &serde_json::Value,
     keys: &NodeKeys,
     docs: &Vec<fleetmesh_proto::didcomm::PeerDoc>,
-) -> anyhow::Result<Option<fleetmesh_proto::didcomm::Unpacked>> {
-    use anyhow::Context as _;
+) -> Result<Option<fleetmesh_proto::didcomm::Unpacked>> {
     let peer = &link.content.did;
-    let answer = link.message(packed.to_string()).await?;
-    let v: serde_json::Value = serde_json::from_str(&answer)
-        .with_context(|| format!("{peer}: an answer that is not JSON"))?;
+    let fail = |reason: String| DidcommError::Peer {
+        to: peer.clone(),
+        reason,
+    };
+    let answer = link
+        .message(packed.to_string())
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&answer).map_err(|_| fail("an answer that is not JSON".into()))?;
     match v["status"].as_u64() {
         Some(200) => {
             let message = v["message"].to_string();
@@ -550,12 +574,12 @@ pub async fn exchange_over(
             )?))
         }
         Some(202) => Ok(None),
-        _ => anyhow::bail!(
-            "{peer}: {} {}: {}",
+        _ => Err(fail(format!(
+            "{} {}: {}",
             v["status"],
             v["error"]["code"].as_str().unwrap_or("?"),
             v["error"]["message"].as_str().unwrap_or("")
-        ),
+        ))),
     }
 }
 
@@ -567,7 +591,7 @@ impl DidComm {
     /// Failures are logged and tried again.
     pub fn spawn_pickup(
         self: &Arc<Self>,
-        #[cfg(feature = "federation")] links: Option<Links>,
+        #[cfg(feature = "links")] links: Option<Links>,
     ) -> Option<tokio::task::JoinHandle<()>> {
         let mediator = self.config.mediator.clone()?;
         let url = self.config.mediator_url.clone();
@@ -578,7 +602,7 @@ impl DidComm {
             loop {
                 tokio::time::sleep(every).await;
                 let (m, who, base, known) = (me.clone(), mediator.clone(), url.clone(), doc.take());
-                #[cfg(feature = "federation")]
+                #[cfg(feature = "links")]
                 let link = links.as_ref().and_then(|l| {
                     let key = mediator.strip_prefix("did:nostr:")?;
                     l.lock()
@@ -586,18 +610,22 @@ impl DidComm {
                         .get(key)
                         .cloned()
                 });
-                #[cfg(not(feature = "federation"))]
+                #[cfg(not(feature = "links"))]
                 let link: Option<()> = None;
                 if base.is_none() && link.is_none() {
                     tracing::debug!(%mediator, "no link to the mediator yet");
                     continue;
                 }
                 let runtime = tokio::runtime::Handle::current();
-                let once = move || -> anyhow::Result<PeerDoc> {
+                let once = move || -> Result<PeerDoc> {
                     let _ = &runtime;
                     let client = reqwest::blocking::Client::builder()
                         .timeout(std::time::Duration::from_secs(30))
-                        .build()?;
+                        .build()
+                        .map_err(|e| DidcommError::Peer {
+                            to: who.clone(),
+                            reason: e.to_string(),
+                        })?;
                     let (carrier, doc) = match (base, link) {
                         (Some(base), _) => {
                             let doc = match known {
@@ -607,17 +635,23 @@ impl DidComm {
                             let url = format!("{}/didcomm", base.trim_end_matches('/'));
                             (Carrier::Http(client, url), doc)
                         }
-                        #[cfg(feature = "federation")]
+                        #[cfg(feature = "links")]
                         (None, Some(link)) => {
                             let doc = PeerDoc::parse(&did::document(&link.content))?;
-                            anyhow::ensure!(
-                                doc.did == who,
-                                "the link is to {}, not {who}",
-                                doc.did
-                            );
+                            if doc.did != who {
+                                return Err(DidcommError::Peer {
+                                    reason: format!("the link is to {}", doc.did),
+                                    to: who,
+                                });
+                            }
                             (Carrier::Link(runtime, Box::new(link)), doc)
                         }
-                        _ => anyhow::bail!("no way to the mediator"),
+                        _ => {
+                            return Err(DidcommError::Peer {
+                                to: who,
+                                reason: "no way to the mediator".into(),
+                            });
+                        }
                     };
                     m.pickup_once(&carrier, &doc)?;
                     Ok(doc)
@@ -634,7 +668,7 @@ impl DidComm {
     }
 
     /// One pickup from the mediator whose document is `doc`, by `carrier`.
-    fn pickup_once(&self, carrier: &Carrier, doc: &PeerDoc) -> anyhow::Result<()> {
+    fn pickup_once(&self, carrier: &Carrier, doc: &PeerDoc) -> Result<()> {
         let docs = vec![doc.clone()];
         let routing_key = doc
             .agreement
@@ -695,23 +729,25 @@ impl DidComm {
 
 /// The mediator's DID document, read from `base`'s `/.well-known/did.json` and checked to
 /// be `mediator`'s.
-fn mediator_doc(
-    client: &reqwest::blocking::Client,
-    base: &str,
-    mediator: &str,
-) -> anyhow::Result<PeerDoc> {
+fn mediator_doc(client: &reqwest::blocking::Client, base: &str, mediator: &str) -> Result<PeerDoc> {
     let base = base.trim_end_matches('/');
+    let fail = |reason: String| DidcommError::Peer {
+        to: base.to_owned(),
+        reason,
+    };
     let v: Value = client
         .get(format!("{base}/.well-known/did.json"))
-        .send()?
-        .error_for_status()?
-        .json()?;
+        .send()
+        .and_then(reqwest::blocking::Response::error_for_status)
+        .and_then(reqwest::blocking::Response::json)
+        .map_err(|e| fail(e.to_string()))?;
     let d = PeerDoc::parse(&v)?;
-    anyhow::ensure!(
-        d.did == mediator,
-        "{base} is {}, not the mediator {mediator}",
-        d.did
-    );
+    if d.did != mediator {
+        return Err(fail(format!(
+            "it is {}, not the mediator {mediator}",
+            d.did
+        )));
+    }
     Ok(d)
 }
 
@@ -745,7 +781,19 @@ mod tests {
     #[test]
     fn a_sender_is_answered_only_by_its_own_unexpired_descriptor() {
         let keys = NodeKeys::generate().unwrap();
-        let descriptor = crate::node::leaf_descriptor(&keys, 1_000).unwrap();
+        let info = fleetmesh_proto::DescriptorInfo {
+            software: fleetmesh_proto::identity::Software {
+                name: "fleetmesh".into(),
+                version: "test".into(),
+            },
+            class: fleetmesh_proto::NodeClass::Leaf,
+            operator: None,
+            relays: Vec::new(),
+            endpoints: Vec::new(),
+            protocol_digest: fleetmesh_schemas::SchemaSet::embedded().digest().to_hex(),
+            predecessor: None,
+        };
+        let descriptor = keys.descriptor(&info, 1_000).unwrap();
         let with = |event: &Event, from: &str| {
             let mut m = Message::new("t", json!({})).unwrap();
             m.from = Some(from.to_owned());

@@ -1,6 +1,6 @@
 //! Ledger messages (budget/1.0 receipts and grants, complaint/1.0 notices) that arrive as
 //! signed DIDComm messages: handed, with their verified sender, to the ledger's bounded
-//! inbox (`crate::ledger`); nothing of theirs runs here.
+//! inbox (the daemon's ledger); nothing of theirs runs here.
 
 use fleetmesh_proto::didcomm::Message;
 use serde_json::Value;
@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{DidComm, Outcome, count};
 
 /// The DIDComm types of the accountability ledger's messages between peers: a budget/1.0
-/// receipt, a grant, a complaint/1.0 notice (`crate::ledger`).
+/// receipt, a grant, a complaint/1.0 notice.
 pub const LEDGER_TYPES: &[&str] = &[
     "https://fleetmesh.org/budget/1.0/receipt",
     "https://fleetmesh.org/budget/1.0/grant",
@@ -25,7 +25,6 @@ pub(super) struct LedgerInbox(tokio::sync::mpsc::Sender<(String, String, Value)>
 impl DidComm {
     /// Hands ledger messages from the keys `knows` accepts to `inbox` from now on (before:
     /// refused, 503; from anyone else: refused, 403).
-    #[cfg_attr(not(feature = "federation"), allow(dead_code))]
     pub fn set_ledger(
         &self,
         inbox: tokio::sync::mpsc::Sender<(String, String, Value)>,

@@ -11,12 +11,11 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use anyhow::Context as _;
 use fleetmesh_relay::store::sqlite;
 use rusqlite::{Connection, params};
 use serde_json::Value;
 
-use crate::config::DidcommSection;
+use crate::{Config, DidcommError};
 
 /// The file, in the node directory.
 pub const FILE: &str = "mediator.sqlite";
@@ -71,15 +70,29 @@ pub struct Sender<'a> {
 pub enum Refused {
     /// `source` has `source_messages` or `source_bytes` waiting already.
     Source {
+        /// The source's quota key.
         source: String,
+        /// Messages it has waiting.
         waiting: usize,
+        /// Bytes it has waiting.
         bytes: u64,
+        /// Seconds until room may come.
         retry: u64,
     },
     /// The DID has `hold_per_did` messages waiting.
-    Queue { waiting: usize, retry: u64 },
+    Queue {
+        /// Messages waiting for the DID.
+        waiting: usize,
+        /// Seconds until room may come.
+        retry: u64,
+    },
     /// `hold_bytes` would be passed (bytes held).
-    Full { held: u64, retry: u64 },
+    Full {
+        /// Bytes held for all DIDs.
+        held: u64,
+        /// Seconds until room may come.
+        retry: u64,
+    },
     /// The store failed.
     Store(String),
 }
@@ -93,14 +106,19 @@ impl Held {
     ///
     /// # Errors
     /// When the file cannot be opened or is not a mediator's store.
-    pub fn open(path: &Path, config: &DidcommSection) -> anyhow::Result<Held> {
-        let mut conn = sqlite::open(path, sqlite::Mode::CreateIfAbsent, true)?;
+    pub fn open(path: &Path, config: &Config) -> crate::Result<Held> {
+        let fail = |reason: String| DidcommError::Store {
+            path: path.display().to_string(),
+            reason,
+        };
+        let mut conn = sqlite::open(path, sqlite::Mode::CreateIfAbsent, true)
+            .map_err(|e| fail(e.to_string()))?;
         conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
-            .with_context(|| format!("opening {}", path.display()))?;
-        sqlite::migrate(&mut conn, path, MIGRATIONS)?;
+            .map_err(|e| fail(format!("opening: {e}")))?;
+        sqlite::migrate(&mut conn, path, MIGRATIONS).map_err(|e| fail(e.to_string()))?;
         let bytes: i64 = conn
             .query_row("SELECT COALESCE(SUM(size), 0) FROM held", [], |r| r.get(0))
-            .with_context(|| format!("reading {}", path.display()))?;
+            .map_err(|e| fail(format!("reading: {e}")))?;
         Ok(Held {
             state: Mutex::new(State {
                 conn,
@@ -297,14 +315,14 @@ mod tests {
     fn held_messages_are_bounded_by_sender_did_and_bytes_and_survive_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE);
-        let config = DidcommSection {
+        let config = Config {
             mediate: true,
             hold_per_did: 3,
             hold_bytes: 1 << 20,
             source_messages: 2,
             source_bytes: 100,
             hold_secs: 100,
-            ..DidcommSection::default()
+            ..Config::default()
         };
         let held = Held::open(&path, &config).unwrap();
         let m = |n: u64| format!("{{\"n\":{n}}}"); // 7 bytes
@@ -369,7 +387,7 @@ mod tests {
         );
         let roomy = Held::open(
             &path,
-            &DidcommSection {
+            &Config {
                 hold_bytes: 150,
                 ..config.clone()
             },
@@ -410,7 +428,7 @@ mod tests {
             )
             .unwrap();
         }
-        let held = Held::open(&path, &DidcommSection::default()).unwrap();
+        let held = Held::open(&path, &Config::default()).unwrap();
         let got = held.deliver("did:a", 32, 1 << 20, 1_001);
         assert_eq!(got, [("old".to_owned(), serde_json::json!({}))]);
         // held before senders were recorded, it counts against nobody's quota
