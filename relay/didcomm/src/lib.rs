@@ -21,7 +21,7 @@
 //!   whose messages they ask for.
 //!
 //! A reply travels back as the HTTP response (`return_route: all`), or — for a message
-//! the node picked up from its own mediator (`[didcomm] mediator`, see [`pickup_loop`]) —
+//! the node picked up from its own mediator (`[didcomm] mediator`, see [`DidComm::spawn_pickup`]) —
 //! forwarded to that mediator for the sender to pick up. Every outcome is counted in
 //! `fleetmesh_didcomm_total{outcome}`; what does not open, is unsigned or is not the
 //! sender's, or whose sender's key is revoked (kind 11802, as the node's relay knows),

@@ -20,7 +20,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::{LiveEvent, PortError, RelayPort};
 
 /// Event ids remembered to drop duplicates (the same event from several relays).
-const SEEN: usize = 4096;
+pub const SEEN: usize = 4096;
 
 /// Event ids seen, the latest [`SEEN`]: a set for lookups, their order for forgetting the
 /// oldest.
